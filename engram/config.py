@@ -1,0 +1,123 @@
+"""Settings: every ENGRAM_* variable is read here and nowhere else."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+DEFAULT_MODEL = "all-MiniLM-L6-v2"
+
+
+def _float(env: dict, name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a number") from None
+
+
+def _int(env: dict, name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Tunable behaviour. Defaults are the documented ones; see README."""
+
+    home: Path = field(default_factory=lambda: Path.home() / ".engram")
+    model: str = DEFAULT_MODEL
+    reinforce_threshold: float = 0.85
+    dedup_threshold: float = 0.65
+    w_bm25: float = 0.3
+    w_vector: float = 0.7
+    graph_depth: int = 3
+    graph_bonus: float = 0.1
+    edge_threshold: float = 0.40
+    max_edges: int = 5
+    consolidate_threshold: float = 0.70
+    prune_threshold: float = 0.05
+    maintenance_hours: float = 12.0
+    consolidated_retention_days: float = 30.0
+    heartbeat_timeout_s: float = 300.0
+    token: str | None = None
+    redact_patterns: tuple[str, ...] = ()
+    chunk_size: int = 1000
+    chunk_overlap: int = 100
+    max_content_chars: int = 100_000
+    torch_threads: int = 1
+    user_id: str = "default"
+
+    @property
+    def db_path(self) -> Path:
+        return self.home / "memories.duckdb"
+
+    @property
+    def socket_path(self) -> Path:
+        return self.home / "engram.sock"
+
+    @property
+    def model_cache(self) -> Path:
+        return self.home / "model_cache"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
+        env = dict(os.environ if env is None else env)
+        d = cls()
+        home = env.get("ENGRAM_HOME")
+        patterns = env.get("ENGRAM_REDACT_PATTERNS", "")
+        s = cls(
+            home=Path(home).expanduser() if home else d.home,
+            model=env.get("ENGRAM_MODEL") or d.model,
+            reinforce_threshold=_float(env, "ENGRAM_REINFORCE_THRESHOLD", d.reinforce_threshold),
+            dedup_threshold=_float(env, "ENGRAM_DEDUP_THRESHOLD", d.dedup_threshold),
+            w_bm25=_float(env, "ENGRAM_W_BM25", d.w_bm25),
+            w_vector=_float(env, "ENGRAM_W_VECTOR", d.w_vector),
+            graph_depth=_int(env, "ENGRAM_GRAPH_DEPTH", d.graph_depth),
+            graph_bonus=_float(env, "ENGRAM_GRAPH_BONUS", d.graph_bonus),
+            edge_threshold=_float(env, "ENGRAM_EDGE_THRESHOLD", d.edge_threshold),
+            max_edges=_int(env, "ENGRAM_MAX_EDGES", d.max_edges),
+            consolidate_threshold=_float(env, "ENGRAM_CONSOLIDATE_THRESHOLD", d.consolidate_threshold),
+            prune_threshold=_float(env, "ENGRAM_PRUNE_THRESHOLD", d.prune_threshold),
+            maintenance_hours=_float(env, "ENGRAM_MAINTENANCE_HOURS", d.maintenance_hours),
+            consolidated_retention_days=_float(
+                env, "ENGRAM_CONSOLIDATED_RETENTION_DAYS", d.consolidated_retention_days
+            ),
+            heartbeat_timeout_s=_float(env, "ENGRAM_HEARTBEAT_TIMEOUT", d.heartbeat_timeout_s),
+            token=env.get("ENGRAM_TOKEN") or None,
+            redact_patterns=tuple(p for p in patterns.split("\n") if p.strip()),
+            chunk_size=_int(env, "ENGRAM_CHUNK_SIZE", d.chunk_size),
+            chunk_overlap=_int(env, "ENGRAM_CHUNK_OVERLAP", d.chunk_overlap),
+            max_content_chars=_int(env, "ENGRAM_MAX_CONTENT", d.max_content_chars),
+            torch_threads=_int(env, "ENGRAM_TORCH_THREADS", d.torch_threads),
+            user_id=env.get("ENGRAM_USER") or d.user_id,
+        )
+        s = replace(s, **overrides) if overrides else s
+        s.validate()
+        return s
+
+    def validate(self) -> None:
+        for name in ("reinforce_threshold", "dedup_threshold", "edge_threshold",
+                     "consolidate_threshold", "prune_threshold"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ValueError(f"ENGRAM_{name.upper()}={v} must be between 0 and 1")
+        if self.dedup_threshold > self.reinforce_threshold:
+            raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
+        if self.w_bm25 < 0 or self.w_vector < 0:
+            raise ValueError("ENGRAM_W_BM25 and ENGRAM_W_VECTOR must not be negative")
+        if self.graph_depth < 0 or self.max_edges < 0:
+            raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
+        if self.maintenance_hours <= 0:
+            raise ValueError("ENGRAM_MAINTENANCE_HOURS must be positive")
+        if not 0 <= self.chunk_overlap < self.chunk_size:
+            raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
+

@@ -1,0 +1,505 @@
+"""The facade: every entry point (library, MCP, HTTP, CLI) talks to an Engram."""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import resolve
+from .chunking import split_chunks
+from .clock import Clock, SystemClock, utc
+from .config import Settings
+from .decay import quality_score
+from .embedding import Embedder, load_embedder
+from .graph import MemoryGraph, nearest_edges
+from .index import MemoryIndex, to_days
+from .redact import Redactor
+from .retrieve import Weights, rank
+from .store import Store
+from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
+                    StoreResult)
+
+RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
+
+
+class ModelMismatch(EngramError):
+    pass
+
+
+def new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+def check_text(value: Any, name: str, limit: int) -> str:
+    if not isinstance(value, str):
+        raise EngramError(f"{name} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise EngramError(f"{name} must not be empty")
+    if len(value) > limit:
+        raise EngramError(f"{name} is {len(value):,} characters; the limit is {limit:,}")
+    if "\x00" in value:
+        raise EngramError(f"{name} contains a NUL character")
+    return value
+
+
+def check_importance(v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise EngramError(f"importance must be a number between 0 and 1, got {v!r}")
+    if not math.isfinite(v) or not 0.0 <= v <= 1.0:
+        raise EngramError(f"importance must be between 0 and 1, got {v!r}")
+    return float(v)
+
+
+def check_type(v: Any) -> str:
+    if v not in MEMORY_TYPES:
+        raise EngramError(f"memory_type must be one of {', '.join(MEMORY_TYPES)}; got {v!r}")
+    return v
+
+
+def check_tags(tags: Any) -> tuple[str, ...]:
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = [tags]
+    if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
+        raise EngramError("tags must be a list of strings")
+    if len(tags) > 64:
+        raise EngramError("at most 64 tags")
+    return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
+
+
+class Engram:
+    """Long-term memory in one DuckDB file.
+
+    >>> eng = Engram(":memory:")           # or a path; default ENGRAM_HOME/memories.duckdb
+    >>> eng.store("Deploys go to Fly.io from main.").action
+    'new'
+    """
+
+    def __init__(self, path: str | Path | None = None, *, settings: Settings | None = None,
+                 embedder: Embedder | None = None, clock: Clock | None = None,
+                 allow_model_change: bool = False):
+        self.settings = settings or Settings.from_env()
+        self.clock = clock or SystemClock()
+        self.path = str(self.settings.db_path if path is None else path)
+        self.embedder = embedder or load_embedder(self.settings.model, self.settings.model_cache,
+                                                  self.settings.torch_threads)
+        self.store_db = Store(self.path, self.clock.now())
+        self._lock = threading.RLock()
+        self.redact = Redactor(self.settings.redact_patterns)
+        self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
+                               self.settings.graph_depth, self.settings.graph_bonus)
+        self.model_changed = self._check_model(allow_model_change)
+        self.rebuild_indexes()
+
+    # -- lifecycle -----------------------------------------------------------
+    def _check_model(self, allow_change: bool) -> bool:
+        name, dim = self.store_db.get_meta("model_name"), self.store_db.get_meta("model_dim")
+        mine = (self.embedder.name, str(self.embedder.dim))
+        if name is None:
+            self.store_db.set_meta("model_name", mine[0])
+            self.store_db.set_meta("model_dim", mine[1])
+            return False
+        if (name, dim) != mine:
+            if allow_change:
+                return True
+            raise ModelMismatch(
+                f"{self.path} was embedded with {name} ({dim} dims) but this engram uses "
+                f"{mine[0]} ({mine[1]} dims); vectors from two models must not be mixed. "
+                f"Run `engram reindex --reembed` to re-embed every memory with {mine[0]}, "
+                f"or set ENGRAM_MODEL={name}."
+            )
+        return False
+
+    def rebuild_indexes(self) -> None:
+        """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
+        with self._lock:
+            idx = MemoryIndex(self.embedder.dim)
+            missing: list[Memory] = []
+            for m, blob in self.store_db.iter_index_rows():
+                vec = None
+                if blob is not None:
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if vec.shape[0] != self.embedder.dim:
+                        vec = None
+                if vec is None:
+                    missing.append(m)
+                idx.upsert(m, vec)
+            if missing and not self.model_changed:
+                self._reembed(missing, idx)
+            self.index = idx
+            self.graph = MemoryGraph()
+            self.graph.add_edges((s, d, w) for s, d, w, _ in self.store_db.all_edges())
+            self.outcomes = self.store_db.session_outcomes()
+            self.index_built_at = self.clock.now()
+
+    def _reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:
+        for i in range(0, len(memories), 256):
+            batch = memories[i:i + 256]
+            vecs = self.embedder.embed_batch([m.content for m in batch])
+            with self.store_db.transaction():
+                for m, v in zip(batch, vecs):
+                    self.store_db.update_memory(m.id, embedding=v)
+            for m, v in zip(batch, vecs):
+                idx.upsert(m, v)
+
+    def reembed_all(self) -> int:
+        """Re-embed every memory with the current model and record it as the model of record."""
+        with self._lock:
+            mems = [m for m, _ in self.store_db.iter_index_rows()]
+            idx = MemoryIndex(self.embedder.dim)
+            self._reembed(mems, idx)
+            self.store_db.set_meta("model_name", self.embedder.name)
+            self.store_db.set_meta("model_dim", str(self.embedder.dim))
+            self.model_changed = False
+            self.rebuild_edges()
+            self.rebuild_indexes()
+            return len(mems)
+
+    def rebuild_edges(self, ids: Sequence[str] | None = None) -> int:
+        """Recompute graph edges for the given memories (default: all active)."""
+        with self._lock:
+            idx = self.index
+            if ids is None:
+                ids = [i for i in idx.ids if i is not None and idx.status[idx.row_of[i]] == 0]
+            n = 0
+            with self.store_db.transaction():
+                self.store_db.delete_edges_of(ids)
+                self.graph.remove_nodes(ids)
+                for mid in ids:
+                    r = idx.row_of.get(mid)
+                    if r is None:
+                        continue
+                    cand = np.flatnonzero((idx.user[: idx.n] == idx.user[r]) & (idx.status[: idx.n] == 0))
+                    cand = cand[cand != r]
+                    edges = nearest_edges(mid, idx.cosine(idx.vectors[r]), idx.ids, cand,
+                                          self.settings.edge_threshold, self.settings.max_edges)
+                    self.store_db.add_edges(self._user_of(r), edges)
+                    self.graph.add_edges(edges)
+                    n += len(edges)
+            return n
+
+    def _user_of(self, row: int) -> str:
+        code = int(self.index.user[row])
+        for k, v in self.index.users.items():
+            if v == code:
+                return k
+        return self.settings.user_id
+
+    def close(self) -> None:
+        with self._lock:
+            self.store_db.close()
+
+    def __enter__(self) -> "Engram":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def _user(self, user_id: str | None) -> str:
+        if user_id is None:
+            return self.settings.user_id
+        if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > 200:
+            raise EngramError("user_id must be a non-empty string of at most 200 characters")
+        return user_id
+
+    # -- write path ----------------------------------------------------------
+    def store(self, content: str, memory_type: str = "fact", importance: float = 0.5,
+              tags: Sequence[str] | None = None, task_id: str | None = None,
+              metadata: dict | None = None, provenance: Sequence[str] = (),
+              user_id: str | None = None, session_id: str | None = None, pinned: bool = False,
+              created_at: datetime | None = None, resolve_conflicts: bool = True) -> StoreResult:
+        """Store one memory, resolving it against what is already known.
+
+        Returns the action taken (new, reinforce, merge, replace) and the memory touched.
+        Content over ENGRAM_CHUNK_SIZE characters is split into linked chunks.
+        """
+        return self.store_many([dict(content=content, memory_type=memory_type, importance=importance,
+                                     tags=tags, task_id=task_id, metadata=metadata,
+                                     provenance=provenance, user_id=user_id, session_id=session_id,
+                                     pinned=pinned, created_at=created_at,
+                                     resolve_conflicts=resolve_conflicts)])[0]
+
+    def _prepare(self, item: dict) -> dict:
+        s = self.settings
+        unknown = set(item) - {"content", "memory_type", "importance", "tags", "task_id", "metadata",
+                               "provenance", "user_id", "session_id", "pinned", "created_at",
+                               "resolve_conflicts"}
+        if unknown:
+            raise EngramError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        content = check_text(item.get("content"), "content", s.max_content_chars)
+        metadata = item.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise EngramError("metadata must be an object")
+        prov = item.get("provenance") or ()
+        if isinstance(prov, str):
+            prov = (prov,)
+        task_id = item.get("task_id")
+        if task_id is not None and not isinstance(task_id, str):
+            raise EngramError("task_id must be a string")
+        created = item.get("created_at")
+        return dict(
+            content=self.redact(content.strip()),
+            memory_type=check_type(item.get("memory_type", "fact")),
+            importance=check_importance(item.get("importance", 0.5)),
+            tags=tuple(self.redact(t) for t in check_tags(item.get("tags"))),
+            task_id=task_id,
+            metadata=self.redact.value(metadata),
+            provenance=tuple(str(p) for p in prov),
+            user_id=self._user(item.get("user_id")),
+            session_id=item.get("session_id"),
+            pinned=bool(item.get("pinned", False)),
+            created_at=utc(created) if created is not None else None,
+            resolve_conflicts=bool(item.get("resolve_conflicts", True)),
+        )
+
+    def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
+        """Store several memories; embeddings are computed in one batch."""
+        prepared = [self._prepare(dict(it)) for it in items]
+        texts: list[str] = []
+        plan: list[list[str]] = []
+        for p in prepared:
+            chunks = split_chunks(p["content"], self.settings.chunk_size, self.settings.chunk_overlap)
+            plan.append(chunks)
+            texts.extend(chunks)
+        vecs = self.embedder.embed_batch(texts)
+        out: list[StoreResult] = []
+        k = 0
+        with self._lock:
+            for p, chunks in zip(prepared, plan):
+                v = vecs[k:k + len(chunks)]
+                k += len(chunks)
+                if len(chunks) == 1:
+                    out.append(self._store_one(p, v[0]))
+                else:
+                    out.append(self._store_chunks(p, chunks, v))
+        return out
+
+    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray) -> StoreResult:
+        group = new_id()
+        results = []
+        for i, (text, v) in enumerate(zip(chunks, vecs)):
+            q = dict(p, content=text, resolve_conflicts=False,
+                     metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks)))
+            results.append(self._store_one(q, v))
+        ids = [r.memory.id for r in results]
+        links = [(a, b, 1.0) for a, b in zip(ids, ids[1:])]
+        with self.store_db.transaction():
+            self.store_db.add_edges(p["user_id"], links)
+        self.graph.add_edges(links)
+        first = results[0]
+        return StoreResult("new", first.memory, reason=f"split into {len(ids)} chunks",
+                           chunks=tuple(ids))
+
+    def _store_one(self, p: dict, vec: np.ndarray) -> StoreResult:
+        now = p["created_at"] or self.clock.now()
+        idx = self.index
+        user_code = idx.users.get(p["user_id"])
+        peers = np.zeros(0, dtype=np.int64)
+        sims = None
+        if user_code is not None and idx.n:
+            sims = idx.cosine(vec)
+            peers = np.flatnonzero(idx.alive[: idx.n] & (idx.user[: idx.n] == user_code)
+                                   & (idx.status[: idx.n] == 0))
+        decision = resolve.Resolution("new", None, None, "no similar memory")
+        if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES and len(peers):
+            same_type = peers[idx.mtype[peers] == MEMORY_TYPES.index(p["memory_type"])]
+            if len(same_type):
+                top = same_type[np.argsort(-sims[same_type])[:5]]
+                cands = self.store_db.get_memories([idx.ids[r] for r in top])
+                candidates = [(idx.ids[r], cands[idx.ids[r]].content, float(sims[r]))
+                              for r in top if idx.ids[r] in cands]
+                decision = resolve.decide(p["content"], candidates,
+                                          reinforce_threshold=self.settings.reinforce_threshold,
+                                          dedup_threshold=self.settings.dedup_threshold)
+        if decision.action == "reinforce":
+            return self._reinforce(decision, p, now)
+        if decision.action == "merge":
+            return self._merge(decision, p, now)
+        return self._insert(decision, p, vec, now, sims, peers)
+
+    def _insert(self, decision, p: dict, vec: np.ndarray, now: datetime, sims, peers) -> StoreResult:
+        old = None
+        mem = Memory(id=new_id(), content=p["content"], memory_type=p["memory_type"],
+                     importance=p["importance"], recall_count=0, created_at=now,
+                     last_recalled_at=None, user_id=p["user_id"], task_id=p["task_id"],
+                     session_id=p["session_id"], tags=p["tags"], metadata=p["metadata"],
+                     provenance=p["provenance"], status="active", valid_from=now,
+                     pinned=p["pinned"], updated_at=now)
+        edges = []
+        if sims is not None and len(peers):
+            edges = nearest_edges(mem.id, sims, self.index.ids, peers,
+                                  self.settings.edge_threshold, self.settings.max_edges)
+        with self.store_db.transaction():
+            if decision.action == "replace":
+                old = self.store_db.get_memory(decision.target_id)
+                mem = Memory(**{**mem.__dict__, "supersedes": old.id,
+                                "importance": max(mem.importance, old.importance)})
+                self.store_db.update_memory(old.id, status="superseded", valid_to=now,
+                                            superseded_by=mem.id, updated_at=now)
+                self.store_db.add_event(old.id, now, "superseded", {"by": mem.id, "reason": decision.reason})
+            self.store_db.insert_memory(mem, vec)
+            self.store_db.add_event(mem.id, now, decision.action,
+                                    {"reason": decision.reason, "target": decision.target_id})
+            self.store_db.add_edges(mem.user_id, edges)
+        self.index.upsert(mem, vec)
+        self.graph.add_edges(edges)
+        if old is not None:
+            old = self.store_db.get_memory(old.id)
+            self.index.upsert(old, None)
+        return StoreResult(decision.action, mem, old, decision.similarity, decision.reason)
+
+    def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
+        old = self.store_db.get_memory(decision.target_id)
+        with self.store_db.transaction():
+            self.store_db.update_memory(
+                old.id, recall_count=old.recall_count + 1, last_recalled_at=now,
+                importance=max(old.importance, p["importance"]),
+                provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
+                tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
+            self.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason})
+        mem = self.store_db.get_memory(old.id)
+        self.index.upsert(mem, None)
+        return StoreResult("reinforce", mem, old, decision.similarity, decision.reason)
+
+    def _merge(self, decision, p: dict, now: datetime) -> StoreResult:
+        old = self.store_db.get_memory(decision.target_id)
+        content = decision.merged_content or resolve.merge_contents(old.content, p["content"])
+        vec = self.embedder.embed_batch([content])[0]
+        with self.store_db.transaction():
+            self.store_db.update_memory(
+                old.id, embedding=vec, content=content,
+                importance=max(old.importance, p["importance"]),
+                provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
+                tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
+            self.store_db.add_event(old.id, now, "merge",
+                                    {"reason": decision.reason, "previous": old.content,
+                                     "added": p["content"]})
+        mem = self.store_db.get_memory(old.id)
+        self.index.upsert(mem, vec)
+        return StoreResult("merge", mem, old, decision.similarity, decision.reason)
+
+    def update(self, memory_id: str, content: str, user_id: str | None = None) -> StoreResult:
+        """Rewrite a memory's content (the agent's own merge or correction). History keeps the old text."""
+        content = self.redact(check_text(content, "content", self.settings.max_content_chars).strip())
+        with self._lock:
+            old = self.get(memory_id, user_id)
+            if old.status != "active":
+                raise EngramError(f"memory {memory_id} is {old.status}; only active memories can be updated")
+            now = self.clock.now()
+            vec = self.embedder.embed_batch([content])[0]
+            with self.store_db.transaction():
+                self.store_db.update_memory(old.id, embedding=vec, content=content, updated_at=now)
+                self.store_db.add_event(old.id, now, "update", {"previous": old.content})
+            mem = self.store_db.get_memory(old.id)
+            self.index.upsert(mem, vec)
+        self.rebuild_edges([mem.id])
+        return StoreResult("update", mem, old, None, "content rewritten")
+
+    # -- read path -----------------------------------------------------------
+    def get(self, memory_id: str, user_id: str | None = None) -> Memory:
+        if not isinstance(memory_id, str) or not memory_id:
+            raise EngramError("memory_id must be a non-empty string")
+        m = self.store_db.get_memory(memory_id)
+        if m is None or m.user_id != self._user(user_id) or m.status == "deleted":
+            raise NotFound(f"no memory with id {memory_id!r}")
+        return m
+
+    def history(self, memory_id: str, user_id: str | None = None) -> list[dict]:
+        self.get(memory_id, user_id)
+        return self.store_db.events(memory_id)
+
+    def recall(self, query: str, limit: int = 10, memory_type: str | None = None,
+               task_id: str | None = None, tags: Sequence[str] | None = None,
+               as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
+               user_id: str | None = None, graph: bool = True, reinforce: bool = True,
+               exclude_types: Sequence[str] = ()) -> list[Hit]:
+        """Hybrid search. Every memory returned is reinforced (unless reinforce=False)."""
+        check_text(query, "query", 10_000)
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
+        if mode not in SEARCH_MODES:
+            raise EngramError(f"mode must be one of {', '.join(SEARCH_MODES)}; got {mode!r}")
+        if memory_type is not None:
+            check_type(memory_type)
+        tags = check_tags(tags) or None
+        if as_of is not None:
+            as_of = utc(as_of)
+        user = self._user(user_id)
+        qvec = self.embedder.embed_query(query) if mode != "bm25" else None
+        with self._lock:
+            now = self.clock.now()
+            idx = self.index
+            mask = idx.mask(user, memory_type, task_id, tags, as_of)
+            for t in exclude_types:
+                mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
+            failures = {idx.sessions[s]: f for s, (_, f) in self.outcomes.items() if s in idx.sessions}
+            ranked = rank(idx, self.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
+                          weights=self.weights, limit=limit, session_failures=failures,
+                          use_graph=graph)
+            ids = [idx.ids[r] for r, _, _ in ranked]
+            mems = self.store_db.get_memories(ids)
+            if reinforce and ids and as_of is None:
+                self.store_db.reinforce(ids, now)
+                idx.touch(ids, now)
+            hits = []
+            for (r, score, parts), mid in zip(ranked, ids):
+                m = mems[mid]
+                s, f = self.outcomes.get(m.session_id, (0, 0))
+                hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),
+                                parts if explain else None))
+            return hits
+
+    def quality(self, m: Memory) -> float:
+        s, f = self.outcomes.get(m.session_id, (0, 0))
+        return quality_score(m.importance, m.recall_count, s, f)
+
+    # -- forget --------------------------------------------------------------
+    def forget(self, memory_id: str | None = None, query: str | None = None,
+               user_id: str | None = None, dry_run: bool = False) -> list[str]:
+        """Delete a memory by id, or every memory that contains all the words of `query`.
+
+        Irreversible: the rows, their edges and history go, and so do the derived indexes' entries.
+        """
+        if (memory_id is None) == (query is None):
+            raise EngramError("give exactly one of memory_id or query")
+        user = self._user(user_id)
+        with self._lock:
+            if memory_id is not None:
+                ids = [self.get(memory_id, user).id]
+            else:
+                check_text(query, "query", 10_000)
+                ids = self._matching_all_terms(query, user)
+            if dry_run or not ids:
+                return ids
+            self._delete(ids)
+            return ids
+
+    def _matching_all_terms(self, query: str, user: str) -> list[str]:
+        from .lexical import tokenize
+        terms = set(tokenize(query))
+        if not terms:
+            raise EngramError("query has no searchable words")
+        idx = self.index
+        mask = idx.mask(user, statuses=("active", "superseded", "consolidated"))
+        rows = None
+        for t in terms:
+            p = set(idx.bm25.postings.get(t, {}))
+            rows = p if rows is None else rows & p
+        return [idx.ids[r] for r in sorted(rows or ()) if mask[r]]
+
+    def _delete(self, ids: Sequence[str]) -> None:
+        with self.store_db.transaction():
+            self.store_db.delete_memories(ids)
+        for i in ids:
+            self.index.remove(i)
+        self.graph.remove_nodes(ids)

@@ -1,0 +1,71 @@
+"""The memory graph: a networkx view of the edges table, walked breadth-first."""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+import networkx as nx
+import numpy as np
+
+
+def nearest_edges(new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarray,
+                  threshold: float, max_edges: int) -> list[tuple[str, str, float]]:
+    """Edges from a new memory to its most similar peers (sim >= threshold, at most max_edges)."""
+    if max_edges <= 0 or not len(candidates):
+        return []
+    s = sims[candidates]
+    keep = candidates[s >= threshold]
+    if not len(keep):
+        return []
+    order = keep[np.argsort(-sims[keep])][:max_edges]
+    return [(new_id, ids[r], float(sims[r])) for r in order if ids[r] not in (None, new_id)]
+
+
+class MemoryGraph:
+    def __init__(self) -> None:
+        self.g = nx.Graph()
+
+    def add_edges(self, edges: Iterable[tuple[str, str, float]]) -> None:
+        for a, b, w in edges:
+            self.g.add_edge(a, b, weight=float(w))
+
+    def remove_nodes(self, ids: Iterable[str]) -> None:
+        self.g.remove_nodes_from([i for i in ids if i in self.g])
+
+    def edge_count(self) -> int:
+        return self.g.number_of_edges()
+
+    def expand(self, seeds: dict[str, float], depth: int, bonus: float) -> dict[str, tuple[float, int]]:
+        """Breadth-first from seed memories (id -> seed score in 0..1) up to `depth` hops.
+
+        Each reached memory gets bonus × seed score × edge weight × 0.5^(hops−1); the best
+        path wins. Returns id -> (bonus, hops); seeds themselves are not included.
+        """
+        out: dict[str, tuple[float, int]] = {}
+        if depth <= 0 or bonus <= 0:
+            return out
+        for seed, s in seeds.items():
+            if seed not in self.g:
+                continue
+            frontier = {seed: 1.0}
+            seen = {seed}
+            for hop in range(1, depth + 1):
+                nxt: dict[str, float] = {}
+                for node, carried in frontier.items():
+                    for nb, attrs in self.g[node].items():
+                        if nb in seen:
+                            continue
+                        v = carried * attrs.get("weight", 1.0)
+                        if v > nxt.get(nb, 0.0):
+                            nxt[nb] = v
+                if len(nxt) > 64:  # hubs: keep the strongest paths only
+                    nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1])[:64])
+                seen.update(nxt)
+                for nb, v in nxt.items():
+                    b = bonus * s * v * 0.5 ** (hop - 1)
+                    if nb not in seeds and b > out.get(nb, (0.0, 0))[0]:
+                        out[nb] = (b, hop)
+                frontier = nxt
+                if not frontier:
+                    break
+        return out

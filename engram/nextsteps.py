@@ -1,0 +1,425 @@
+"""Next-step validation: did later sessions carry out the steps a handoff planned?
+
+Pure logic: the caller passes the steps, the later activity and an embedder.
+
+A step *matches* an activity when both are about the same action on the same
+object. Two signals decide it:
+
+- ``score = SIM_WEIGHT * cosine + (1 - SIM_WEIGHT) * coverage`` must reach the
+  threshold; ``coverage`` is the share of the step's content words (stemmed,
+  abbreviations expanded) that the activity also contains. Cosine alone rates
+  near misses ("import endpoint" vs "export endpoint") as high as paraphrases,
+  and coverage alone misses rewordings, so each covers the other's blind spot.
+- no *conflict*: the activity must not name a different object where the step
+  names one. See :func:`_conflict` for the three conflict rules.
+
+The status then comes from the best matching activity (see :func:`_activity_status`).
+A failure record is an attempt, so it gives ``in_progress``, never ``done``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+
+import numpy as np
+import snowballstemmer
+
+__all__ = [
+    "ACTIVITY_KINDS",
+    "Activity",
+    "DEFAULT_THRESHOLD",
+    "StepCheck",
+    "match_score",
+    "validate_steps",
+]
+
+ACTIVITY_KINDS: tuple[str, ...] = ("progress", "memory", "handoff_completed",
+                                   "handoff_in_progress", "failure")
+STEP_STATUSES: tuple[str, ...] = ("not_started", "in_progress", "done")
+
+DEFAULT_THRESHOLD = 0.6
+SIM_WEIGHT = 0.5
+# Two different words count as the same word above this word-embedding cosine
+# (plurals the stemmer misses, large/big). Kept high: at word level MiniLM rates
+# contrasts (import/export 0.58) as close as synonyms (toggle/switch 0.59).
+WORD_SYNONYM_SIM = 0.8
+
+
+@dataclass(frozen=True)
+class Activity:
+    id: str
+    kind: str  # one of ACTIVITY_KINDS
+    text: str  # progress: feature (+ notes); handoff items: the item text
+    created_at: datetime
+    status: str | None = None  # progress: done | in_progress | blocked | planned
+    completion: float | None = None
+
+
+@dataclass(frozen=True)
+class StepCheck:
+    step: str
+    status: str  # done | in_progress | not_started
+    evidence: dict | None  # the activity that shows the status, None when not_started
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"step": self.step, "status": self.status,
+                "evidence": dict(self.evidence) if self.evidence else None}
+
+
+# ---------------------------------------------------------------- words
+
+_STEM = snowballstemmer.stemmer("english")
+
+# Identifiers keep their punctuation: parser_v2.py, 5.0, --dry-run, #231.
+_TOKEN = re.compile(r"--?[a-z0-9][a-z0-9_\-]*|#\d+|[a-z0-9]+(?:[._\-'][a-z0-9]+)*")
+
+_STOPWORDS = frozenset("""
+a an the and or but of to in into on onto for from with without by at as via per
+is are was were be been being am it its this that these those there their them they
+we our us i my me you your he she his her so than then too very just also only all
+any every each some more most other such same own both few out off over under again
+further once here when where why how what which who whom whose can could should would
+will shall may might must do does did doing done have has had having not no nor
+up down about after before between through during above below until while if else
+now still yet already get got getting make made makes let lets via etc eg ie
+""".split())
+
+# Verbs and status words that say *that* work happened, not *what* it was about.
+# They are dropped from content words so "Added X" and "X finished" compare on X.
+_GENERIC = frozenset(_STEM.stemWords("""
+add added adding write wrote written writing create created implement implemented
+set setup finish finished complete completed start started starting begin began
+continue continued work worked working ensure support supports use uses used using
+need needs needed try tried attempt attempted merge merged ship shipped land landed
+fix fixed fixing resolve resolved handle handled investigate investigated look
+new properly proper better todo pending wip live publish published found patched
+""".split()))
+
+# Abbreviations expand before stemming, so both spellings meet on the same stems.
+_EXPAND: dict[str, tuple[str, ...]] = {
+    "cli": ("command", "line"), "pr": ("pull", "request"), "prs": ("pull", "request"),
+    "db": ("database",), "dbs": ("database",), "repo": ("repository",),
+    "repos": ("repository",), "docs": ("documentation",), "doc": ("documentation",),
+    "config": ("configuration",), "configs": ("configuration",), "auth": ("authentication",),
+    "env": ("environment",), "envs": ("environment",), "e2e": ("end", "to", "end"),
+    "k8s": ("kubernetes",), "perf": ("performance",), "ui": ("interface",),
+}
+
+# Common software synonyms the embedding model does not rate close at word level.
+_SYNONYMS: tuple[tuple[str, ...], ...] = (
+    ("api", "endpoint", "route"),
+    ("remove", "delete", "drop"),
+    ("move", "migrate"),
+    ("toggle", "switch"),
+    ("bug", "issue", "defect"),
+    ("speed", "fast", "faster", "slow", "performance"),
+)
+
+# Sets whose members name *different* things of one kind. A step naming one
+# member is not carried out by an activity naming another.
+_CONTRASTS: tuple[tuple[tuple[str, ...], ...], ...] = (
+    (("staging", "stage"), ("production", "prod"), ("development", "dev"), ("qa",),
+     ("sandbox",), ("local", "localhost")),
+    (("import",), ("export",)), (("upload",), ("download",)), (("input",), ("output",)),
+    (("inbound",), ("outbound",)), (("request",), ("response",)), (("client",), ("server",)),
+    (("frontend",), ("backend",)), (("encrypt", "encryption"), ("decrypt", "decryption")),
+    (("encode", "encoding"), ("decode", "decoding")), (("enable",), ("disable",)),
+    (("login",), ("logout",)), (("min", "minimum"), ("max", "maximum")),
+    (("ios",), ("android",), ("windows",), ("linux",), ("macos",)),
+    (("aws",), ("gcp",), ("azure",)),
+    (("english",), ("spanish",), ("french",), ("german",), ("italian",), ("portuguese",),
+     ("dutch",), ("russian",), ("japanese",), ("chinese",), ("korean",), ("arabic",)),
+    (("python",), ("javascript", "js"), ("typescript", "ts"), ("java",), ("rust",),
+     ("ruby",), ("php",), ("kotlin",), ("swift",), ("golang",)),
+    (("postgres", "postgresql"), ("mysql",), ("sqlite",), ("mongodb", "mongo"), ("redis",),
+     ("memcached",), ("dynamodb",), ("elasticsearch",), ("cassandra",), ("duckdb",)),
+)
+
+
+def _canon_table() -> tuple[dict[str, str], dict[str, int]]:
+    canon: dict[str, str] = {}
+    group: dict[str, int] = {}
+    for gi, members in enumerate(_CONTRASTS):
+        for member in members:
+            for spelling in member:
+                canon[spelling] = member[0]  # kept unstemmed: production != product
+                group[member[0]] = gi
+    for syns in _SYNONYMS:
+        for w in syns:
+            canon.setdefault(w, _STEM.stemWord(syns[0]))
+            canon.setdefault(_STEM.stemWord(w), _STEM.stemWord(syns[0]))
+    return canon, group
+
+
+_CANON, _CONTRAST_GROUP = _canon_table()
+_NUMBERISH = re.compile(r"^v?\d+(?:\.\d+)*[a-z]{0,2}$")
+
+
+def _is_identifier(tok: str) -> bool:
+    """Numbers, versions, file names, flags, issue refs: must agree exactly."""
+    return any(ch.isdigit() for ch in tok) or tok.startswith("-") or "." in tok or "_" in tok
+
+
+def _shape(tok: str) -> str:
+    if tok.startswith("#"):
+        return "ref"
+    if tok.startswith("-"):
+        return "flag"
+    if _NUMBERISH.match(tok):
+        return "number"
+    if "." in tok:
+        return "file:" + tok.rsplit(".", 1)[1]
+    return "ident"
+
+
+def content_words(text: str) -> list[str]:
+    """Canonical content words in order: stemmed, abbreviations expanded, filler dropped."""
+    out: list[str] = []
+    for raw in _TOKEN.findall(text.lower()):
+        raw = raw.strip("-'") if not raw.startswith("--") else raw
+        if raw.endswith("'s"):
+            raw = raw[:-2]
+        if not raw:
+            continue
+        if _is_identifier(raw) and not re.fullmatch(r"[a-z]+(?:-[a-z]+)+", raw):
+            out.append(raw)
+            continue
+        for part in raw.replace("'", "").split("-"):
+            for w in _EXPAND.get(part, (part,)):
+                if w in _STOPWORDS or len(w) < 2:
+                    continue
+                if _CANON.get(w) in _CONTRAST_GROUP:
+                    out.append(_CANON[w])
+                    continue
+                stem = _STEM.stemWord(w)
+                stem = _CANON.get(w, _CANON.get(stem, stem))
+                if stem in _GENERIC or w in _STOPWORDS:
+                    continue
+                out.append(stem)
+    return out
+
+
+# ---------------------------------------------------------------- matching
+
+@dataclass(frozen=True)
+class _Pair:
+    score: float
+    similarity: float
+    coverage: float
+    conflict: str | None
+
+
+def _same_word(a: str, b: str, word_sim: dict[tuple[str, str], float]) -> bool:
+    if a == b:
+        return True
+    if _is_identifier(a) or _is_identifier(b) or a in _CONTRAST_GROUP or b in _CONTRAST_GROUP:
+        return False
+    # A stem that begins another is usually the same word cut short (lint/linter).
+    short, long_ = sorted((a, b), key=len)
+    if len(short) >= 4 and long_.startswith(short):
+        return True
+    return word_sim.get((a, b), 0.0) >= WORD_SYNONYM_SIM
+
+
+def _align(step_w: list[str], act_w: list[str], word_sim) -> tuple[list[int | None], set[int]]:
+    """For each step word, the index of a matching activity word (or None)."""
+    links: list[int | None] = []
+    used: set[int] = set()
+    for s in step_w:
+        hit = next((j for j, a in enumerate(act_w) if j not in used and s == a), None)
+        if hit is None:
+            hit = next((j for j, a in enumerate(act_w)
+                        if j not in used and _same_word(s, a, word_sim)), None)
+        if hit is None:  # a repeated word may match an already linked one
+            hit = next((j for j, a in enumerate(act_w) if _same_word(s, a, word_sim)), None)
+        else:
+            used.add(hit)
+        links.append(hit)
+    return links, used
+
+
+def _conflict(step_w: list[str], act_w: list[str], links: list[int | None]) -> str | None:
+    """Why the activity is about something else than the step, or None.
+
+    1. identifier: the step names a number/version/file/flag the activity lacks while
+       the activity names another of the same shape (Django 5.0 vs 4.2).
+    2. contrast: the step names a member of a contrast set (staging, import, Postgres)
+       and the activity names a different member of the same set, not the step's.
+    3. substitution: every content word the step has and the activity lacks sits in a
+       slot where the activity has a different word (same matched neighbour on the
+       same side): "payment webhook client" vs "email webhook client". This is the
+       shape of a near miss: the same sentence about another object. A paraphrase
+       usually rewords more than the object, so it leaves some word unaligned.
+    """
+    act_set = set(act_w)
+    matched_act = {j for j in links if j is not None}
+    missing = [i for i, j in enumerate(links) if j is None]
+
+    for i in missing:
+        s = step_w[i]
+        if _is_identifier(s):
+            shape = _shape(s)
+            other = [a for a in act_w if _is_identifier(a) and a not in step_w and _shape(a) == shape]
+            if other:
+                return f"identifier: {s} vs {other[0]}"
+    for s in set(step_w):
+        g = _CONTRAST_GROUP.get(s)
+        if g is not None and s not in act_set:
+            other = [a for a in act_w if _CONTRAST_GROUP.get(a) == g and a not in step_w]
+            if other:
+                return f"contrast: {s} vs {other[0]}"
+
+    if not missing or len(missing) == len(step_w):
+        return None
+    # map step index -> linked activity index, for neighbour comparison
+    subs: list[tuple[str, str]] = []
+    for i in missing:
+        found = None
+        for side in (-1, 1):
+            k = i + side
+            if not 0 <= k < len(step_w) or links[k] is None:
+                continue
+            j = links[k] - side  # the activity word in the same slot next to that anchor
+            if 0 <= j < len(act_w) and j not in matched_act:
+                found = act_w[j]
+                break
+        if found is None:
+            return None
+        subs.append((step_w[i], found))
+    return "substitution: " + ", ".join(f"{a} vs {b}" for a, b in subs)
+
+
+def _pair(step_w, act_w, sim: float, word_sim) -> _Pair:
+    if not step_w:
+        return _Pair(sim, sim, 0.0, None)
+    links, _ = _align(step_w, act_w, word_sim)
+    coverage = sum(j is not None for j in links) / len(step_w)
+    score = SIM_WEIGHT * sim + (1 - SIM_WEIGHT) * coverage
+    return _Pair(score, sim, coverage, _conflict(step_w, act_w, links))
+
+
+def match_score(step: str, activity_text: str, embedder) -> dict[str, Any]:
+    """Score breakdown for one step/activity pair (for debugging and tuning)."""
+    sw, aw = content_words(step), content_words(activity_text)
+    vec = embedder.embed_batch([step, activity_text])
+    p = _pair(sw, aw, float(vec[0] @ vec[1]), _word_sims([sw], [aw], embedder))
+    return {"score": p.score, "similarity": p.similarity, "coverage": p.coverage,
+            "conflict": p.conflict, "step_words": sw, "activity_words": aw}
+
+
+def _word_sims(step_ws, act_ws, embedder) -> dict[tuple[str, str], float]:
+    """Cosine of every (step word, activity word) pair the stemmer could not equate."""
+    sv = {w for ws in step_ws for w in ws if not _is_identifier(w)}
+    av = {w for ws in act_ws for w in ws if not _is_identifier(w)}
+    vocab = sorted(sv | av)
+    if not vocab:
+        return {}
+    idx = {w: i for i, w in enumerate(vocab)}
+    vec = embedder.embed_batch(vocab)
+    sims = vec @ vec.T
+    return {(a, b): float(sims[idx[a], idx[b]]) for a in sv for b in av if a != b}
+
+
+# ---------------------------------------------------------------- status
+
+_NEGATION = re.compile(r"\b(?:not|never|no|yet to|unable to|failed to|cannot|\w+n't)\b")
+_OPEN = re.compile(r"\b(?:todo|to-do|to do|pending|planned|still needs?|needs? to|should|backlog)\b")
+_ONGOING = re.compile(
+    r"\b(?:started|starting|begun|began|working on|in progress|wip|partially|partial|"
+    r"halfway|half done|ongoing|underway|under way|drafting|draft|still \w+ing|continuing)\b")
+_DONE = re.compile(
+    r"\b(?:done|finished|complete|completed|merged|fixed|implemented|shipped|deployed|released|"
+    r"landed|resolved|closed|live|published|added|wrote|written|created|migrated|upgraded|"
+    r"removed|deleted|refactored|patched|now)\b")
+_CLAUSE = re.compile(r"[;:.!?\n]+\s+|[;:!?\n]+|,\s+(?:and|but|then)\s+|\s+(?:but|then)\s+")
+
+
+def _memory_status(text: str, step_w: list[str]) -> str:
+    """What a memory says about the step: read from the clause that mentions it most."""
+    clauses = [c for c in _CLAUSE.split(text.lower()) if c.strip()] or [text.lower()]
+    step_set = set(step_w)
+    best = max(clauses, key=lambda c: len(step_set & set(content_words(c))))
+    for clause in (best, text.lower()):
+        if _OPEN.search(clause):
+            return "not_started"
+        if _ONGOING.search(clause):
+            return "in_progress"
+        for m in _DONE.finditer(clause):
+            before = clause[max(0, m.start() - 25):m.start()]
+            if not _NEGATION.search(before):
+                return "done"
+        if _NEGATION.search(clause):
+            return "not_started"
+    return "not_started"
+
+
+def _activity_status(act: Activity, step_w: list[str]) -> str:
+    if act.kind == "handoff_completed":
+        return "done"
+    if act.kind in ("handoff_in_progress", "failure"):
+        # A failure shows someone tried: started, but not carried out.
+        return "in_progress"
+    if act.kind == "progress":
+        if act.status == "done" or (act.completion is not None and act.completion >= 1.0):
+            return "done"
+        if act.status in ("in_progress", "blocked"):
+            return "in_progress"
+        if act.completion is not None and act.completion > 0:
+            return "in_progress"
+        return "not_started"
+    if act.kind == "memory":
+        return _memory_status(act.text, step_w)
+    raise ValueError(f"unknown activity kind {act.kind!r}; expected one of {ACTIVITY_KINDS}")
+
+
+def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedder, *,
+                   threshold: float | None = None) -> list[StepCheck]:
+    """For each step, whether later activity carried it out, with the activity that shows it.
+
+    ``embedder`` has ``embed_batch(list[str]) -> np.ndarray`` of unit-normalised rows.
+    Among matching activities the strongest status wins (done > in_progress); the
+    newest breaks ties, then the higher similarity.
+    """
+    thr = DEFAULT_THRESHOLD if threshold is None else threshold
+    steps = list(steps)
+    if not steps:
+        return []
+    for a in activities:
+        if a.kind not in ACTIVITY_KINDS:
+            raise ValueError(f"unknown activity kind {a.kind!r}; expected one of {ACTIVITY_KINDS}")
+    acts = [a for a in activities if a.text.strip()]
+    if not acts:
+        return [StepCheck(s, "not_started", None) for s in steps]
+
+    vec = np.asarray(embedder.embed_batch(steps + [a.text for a in acts]), dtype=np.float32)
+    sims = vec[: len(steps)] @ vec[len(steps):].T
+    step_ws = [content_words(s) for s in steps]
+    act_ws = [content_words(a.text) for a in acts]
+    word_sim = _word_sims(step_ws, act_ws, embedder)
+
+    out: list[StepCheck] = []
+    for si, step in enumerate(steps):
+        best: tuple | None = None
+        for ai, act in enumerate(acts):
+            p = _pair(step_ws[si], act_ws[ai], float(sims[si, ai]), word_sim)
+            if p.score < thr or p.conflict:
+                continue
+            status = _activity_status(act, step_ws[si])
+            if status == "not_started":
+                continue
+            key = (STEP_STATUSES.index(status), act.created_at, p.similarity)
+            if best is None or key > best[0]:
+                best = (key, status, act, p)
+        if best is None:
+            out.append(StepCheck(step, "not_started", None))
+            continue
+        _, status, act, p = best
+        out.append(StepCheck(step, status, {
+            "id": act.id, "kind": act.kind, "text": act.text,
+            "created_at": act.created_at.isoformat(), "similarity": round(p.similarity, 4),
+            "score": round(p.score, 4),
+        }))
+    return out

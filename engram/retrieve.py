@@ -1,0 +1,101 @@
+"""Hybrid ranking: BM25 + vector × decay strength + graph bonus, with a score breakdown."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .decay import ranking_penalty, strength_array
+from .graph import MemoryGraph
+from .index import MemoryIndex
+
+
+@dataclass(frozen=True)
+class Weights:
+    w_bm25: float = 0.3
+    w_vector: float = 0.7
+    graph_depth: int = 3
+    graph_bonus: float = 0.1
+
+
+def _top(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    if len(rows) <= k:
+        return rows[np.argsort(-scores[rows], kind="stable")]
+    part = rows[np.argpartition(-scores[rows], k)[:k]]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
+def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
+         mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
+         session_failures: dict[int, int] | None = None, use_graph: bool = True
+         ) -> list[tuple[int, float, dict[str, float]]]:
+    """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first."""
+    rows = np.flatnonzero(mask)
+    if not len(rows) or limit <= 0:
+        return []
+    pool = max(limit * 5, 50)
+    n = index.n
+    bm25 = np.zeros(n)
+    if mode in ("hybrid", "bm25"):
+        raw = index.bm25.score(query, allowed=mask)
+        if raw:
+            top = max(raw.values())
+            for r, s in raw.items():
+                bm25[r] = s / top
+    cos = np.zeros(n, dtype=np.float32)
+    vec_rows = np.zeros(0, dtype=np.int64)
+    if mode in ("hybrid", "vector") and qvec is not None:
+        cos = index.cosine(qvec)
+        vec_rows = _top(cos, rows, pool)
+    lex_rows = np.flatnonzero(bm25 > 0)
+    if len(lex_rows) > pool:
+        lex_rows = _top(bm25, lex_rows, pool)
+    cand = np.union1d(lex_rows, vec_rows).astype(np.int64)
+    if not len(cand):
+        return []
+
+    def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        strength = strength_array(index.importance[c], index.base_lambda[c], index.recall[c],
+                                  now_days - index.touched[c])
+        c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
+        if mode == "bm25":
+            s = bm25[c].copy()
+        elif mode == "vector":
+            s = c_cos * strength
+        else:
+            s = weights.w_bm25 * bm25[c] + weights.w_vector * c_cos * strength
+        if session_failures:
+            pen = np.array([ranking_penalty(session_failures.get(int(x), 0)) for x in index.session[c]])
+            s = s * pen
+        return s, strength
+
+    scores, strength = base_scores(cand)
+    info = {int(r): (float(s), float(st)) for r, s, st in zip(cand, scores, strength)}
+    bonus: dict[int, tuple[float, int]] = {}
+    if use_graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
+        order = np.argsort(-scores)[:5]
+        best = float(scores[order[0]]) if len(order) else 0.0
+        if best > 0:
+            seeds = {index.ids[int(cand[i])]: float(scores[i]) / best for i in order if scores[i] > 0}
+            reached = graph.expand(seeds, weights.graph_depth, weights.graph_bonus)
+            extra = []
+            for mid, (b, hops) in reached.items():
+                r = index.row_of.get(mid)
+                if r is not None and mask[r]:
+                    bonus[r] = (b, hops)
+                    if r not in info:
+                        extra.append(r)
+            if extra:
+                ex = np.array(extra, dtype=np.int64)
+                s2, st2 = base_scores(ex)
+                for r, s, st in zip(ex, s2, st2):
+                    info[int(r)] = (float(s), float(st))
+    out = []
+    for r, (s, st) in info.items():
+        b = bonus.get(r, (0.0, 0))[0]
+        parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
+                 "graph": b, "base": s}
+        out.append((r, s + b, parts))
+    out.sort(key=lambda t: (-t[1], -index.created[t[0]]))
+    return out[:limit]

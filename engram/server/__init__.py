@@ -1,0 +1,1 @@
+"""Server side: MCP tools, HTTP API and the daemon that owns the database."""

@@ -1,0 +1,306 @@
+"""DuckDB access: connection, rows <-> domain values, transactions."""
+
+from __future__ import annotations
+
+import json
+import threading
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator, Sequence
+
+import duckdb
+import numpy as np
+
+from ..types import EngramError, Memory, Session, Task
+from .extensions import load_extensions
+from .schema import migrate
+
+MEMORY_COLUMNS = (
+    "id", "content", "memory_type", "importance", "recall_count", "created_at",
+    "last_recalled_at", "user_id", "task_id", "session_id", "tags", "metadata", "provenance",
+    "status", "valid_from", "valid_to", "supersedes", "superseded_by", "pinned", "updated_at",
+)
+_MEM_SELECT = ", ".join(MEMORY_COLUMNS)
+TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
+SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
+                   "ended_at", "task_id", "outcome", "outcome_notes", "reported")
+
+
+class DatabaseLocked(EngramError):
+    pass
+
+
+def _ts(dt: datetime | None) -> datetime | None:
+    """Aware datetime -> naive UTC for storage."""
+    if dt is None:
+        return None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def _aware(dt: datetime | None) -> datetime | None:
+    return None if dt is None else dt.replace(tzinfo=timezone.utc)
+
+
+def row_to_memory(r: Sequence[Any]) -> Memory:
+    return Memory(
+        id=r[0], content=r[1], memory_type=r[2], importance=float(r[3]),
+        recall_count=int(r[4]), created_at=_aware(r[5]), last_recalled_at=_aware(r[6]),
+        user_id=r[7], task_id=r[8], session_id=r[9], tags=tuple(r[10] or ()),
+        metadata=json.loads(r[11]) if r[11] else {}, provenance=tuple(r[12] or ()),
+        status=r[13], valid_from=_aware(r[14]), valid_to=_aware(r[15]), supersedes=r[16],
+        superseded_by=r[17], pinned=bool(r[18]), updated_at=_aware(r[19]),
+    )
+
+
+def row_to_task(r: Sequence[Any]) -> Task:
+    return Task(id=r[0], name=r[1], goal=r[2] or "", status=r[3],
+                metadata=json.loads(r[4]) if r[4] else {}, user_id=r[5],
+                created_at=_aware(r[6]), updated_at=_aware(r[7]))
+
+
+def row_to_session(r: Sequence[Any]) -> Session:
+    return Session(id=r[0], user_id=r[1], client=r[2] or "", pid=r[3], status=r[4],
+                   started_at=_aware(r[5]), last_heartbeat=_aware(r[6]), ended_at=_aware(r[7]),
+                   task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]))
+
+
+class Store:
+    """A DuckDB file (or :memory:) holding engram's canonical rows."""
+
+    def __init__(self, path: str | Path, now: datetime):
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self.con = duckdb.connect(self.path)
+        except duckdb.IOException as e:
+            if "lock" in str(e).lower():
+                raise DatabaseLocked(
+                    f"{self.path} is open in another process (an engram server owns it); "
+                    "use that server (the CLI and `engram` stdio do this automatically) "
+                    "or stop it with `engram stop`"
+                ) from e
+            raise
+        load_extensions(self.con)
+        migrate(self.con, now)
+        self._lock = threading.RLock()
+        self._depth = 0
+
+    def close(self) -> None:
+        try:
+            self.con.execute("CHECKPOINT")
+        except duckdb.Error:
+            pass
+        self.con.close()
+
+    # -- transactions -------------------------------------------------------
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self.con.execute("BEGIN TRANSACTION")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                self.con.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            self.con.execute("COMMIT")
+
+    def execute(self, sql: str, params: Sequence[Any] | None = None):
+        with self._lock:
+            return self.con.execute(sql, params or [])
+
+    # -- meta ----------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None:
+        r = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
+        return r[0] if r else None
+
+    def set_meta(self, key: str, value: str) -> None:
+        self.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
+    def schema_version(self) -> int:
+        return int(self.execute("SELECT max(version) FROM schema_version").fetchone()[0])
+
+    # -- memories ------------------------------------------------------------
+    def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None:
+        self.execute(
+            f"INSERT INTO memories ({_MEM_SELECT}, embedding) VALUES "
+            f"({', '.join('?' * (len(MEMORY_COLUMNS) + 1))})",
+            [m.id, m.content, m.memory_type, m.importance, m.recall_count, _ts(m.created_at),
+             _ts(m.last_recalled_at), m.user_id, m.task_id, m.session_id, list(m.tags),
+             json.dumps(m.metadata) if m.metadata else None, list(m.provenance), m.status,
+             _ts(m.valid_from), _ts(m.valid_to), m.supersedes, m.superseded_by, m.pinned,
+             _ts(m.updated_at),
+             None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()],
+        )
+
+    def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
+        sets, params = [], []
+        for k, v in fields.items():
+            if k not in MEMORY_COLUMNS or k == "id":
+                raise KeyError(k)
+            if isinstance(v, datetime):
+                v = _ts(v)
+            elif k == "metadata":
+                v = json.dumps(v) if v else None
+            elif k in ("tags", "provenance"):
+                v = list(v)
+            sets.append(f"{k} = ?")
+            params.append(v)
+        if embedding is not None:
+            sets.append("embedding = ?")
+            params.append(np.asarray(embedding, dtype=np.float32).tobytes())
+        if not sets:
+            return
+        self.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", params + [memory_id])
+
+    def reinforce(self, ids: Sequence[str], now: datetime) -> None:
+        if ids:
+            self.execute(
+                "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ? "
+                "WHERE list_contains(?, id)", [_ts(now), list(ids)])
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        if not ids:
+            return {}
+        rows = self.execute(
+            f"SELECT {_MEM_SELECT} FROM memories WHERE list_contains(?, id)", [list(ids)]
+        ).fetchall()
+        return {r[0]: row_to_memory(r) for r in rows}
+
+    def get_memory(self, memory_id: str) -> Memory | None:
+        return self.get_memories([memory_id]).get(memory_id)
+
+    def query_memories(self, where: str = "true", params: Sequence[Any] = (),
+                       order: str = "created_at, id") -> list[Memory]:
+        rows = self.execute(
+            f"SELECT {_MEM_SELECT} FROM memories WHERE {where} ORDER BY {order}", list(params)
+        ).fetchall()
+        return [row_to_memory(r) for r in rows]
+
+    def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
+        """Every non-deleted memory with its embedding, for rebuilding derived indexes."""
+        with self._lock:
+            cur = self.con.cursor()
+        try:
+            cur.execute(f"SELECT {_MEM_SELECT}, embedding FROM memories "
+                        "WHERE status <> 'deleted' ORDER BY created_at, id")
+            while True:
+                rows = cur.fetchmany(batch)
+                if not rows:
+                    break
+                for r in rows:
+                    yield row_to_memory(r[:-1]), r[-1]
+        finally:
+            cur.close()
+
+    def get_embeddings(self, ids: Sequence[str]) -> dict[str, bytes]:
+        rows = self.execute("SELECT id, embedding FROM memories WHERE list_contains(?, id)",
+                            [list(ids)]).fetchall()
+        return {r[0]: r[1] for r in rows}
+
+    def delete_memories(self, ids: Sequence[str]) -> None:
+        if not ids:
+            return
+        ids = list(ids)
+        self.execute("DELETE FROM edges WHERE list_contains(?, src) OR list_contains(?, dst)", [ids, ids])
+        self.execute("DELETE FROM memory_events WHERE list_contains(?, memory_id)", [ids])
+        self.execute("DELETE FROM memories WHERE list_contains(?, id)", [ids])
+
+    def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
+        self.execute("INSERT INTO memory_events VALUES (?, ?, ?, ?)",
+                     [memory_id, _ts(now), action, json.dumps(detail) if detail else None])
+
+    def events(self, memory_id: str) -> list[dict]:
+        rows = self.execute("SELECT happened_at, action, detail FROM memory_events "
+                            "WHERE memory_id = ? ORDER BY happened_at", [memory_id]).fetchall()
+        return [{"at": _aware(r[0]).isoformat(), "action": r[1],
+                 "detail": json.loads(r[2]) if r[2] else {}} for r in rows]
+
+    def count(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
+        return int(self.execute(f"SELECT count(*) FROM {table} WHERE {where}", list(params)).fetchone()[0])
+
+    # -- edges ---------------------------------------------------------------
+    def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]]) -> None:
+        for src, dst, w in edges:
+            self.execute("INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?)", [src, dst, float(w), user_id])
+
+    def delete_edges_of(self, ids: Sequence[str]) -> None:
+        if ids:
+            self.execute("DELETE FROM edges WHERE list_contains(?, src) OR list_contains(?, dst)",
+                         [list(ids), list(ids)])
+
+    def all_edges(self) -> list[tuple[str, str, float, str]]:
+        return self.execute("SELECT src, dst, weight, user_id FROM edges").fetchall()
+
+    # -- tasks ---------------------------------------------------------------
+    def insert_task(self, t: Task) -> None:
+        self.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                     [t.id, t.name, t.goal, t.status, json.dumps(t.metadata), t.user_id,
+                      _ts(t.created_at), _ts(t.updated_at)])
+
+    def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
+        sets, params = ["updated_at = ?"], [_ts(now)]
+        for k, v in fields.items():
+            if k not in ("name", "goal", "status", "metadata"):
+                raise KeyError(k)
+            sets.append(f"{k} = ?")
+            params.append(json.dumps(v) if k == "metadata" else v)
+        self.execute(f"UPDATE tasks SET {', '.join(sets)} WHERE id = ?", params + [task_id])
+
+    def get_task(self, task_id: str) -> Task | None:
+        r = self.execute(f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE id = ?", [task_id]).fetchone()
+        return row_to_task(r) if r else None
+
+    def list_tasks(self, user_id: str, status: str | None = None) -> list[Task]:
+        where, params = "user_id = ?", [user_id]
+        if status:
+            where += " AND status = ?"
+            params.append(status)
+        rows = self.execute(f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE {where} "
+                            "ORDER BY updated_at DESC", params).fetchall()
+        return [row_to_task(r) for r in rows]
+
+    # -- sessions ------------------------------------------------------------
+    def get_session(self, session_id: str) -> Session | None:
+        r = self.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?",
+                         [session_id]).fetchone()
+        return row_to_session(r) if r else None
+
+    def upsert_session(self, s: Session) -> None:
+        self.execute(
+            f"INSERT OR REPLACE INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES "
+            f"({', '.join('?' * len(SESSION_COLUMNS))})",
+            [s.id, s.user_id, s.client, s.pid, s.status, _ts(s.started_at), _ts(s.last_heartbeat),
+             _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported])
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        sets, params = [], []
+        for k, v in fields.items():
+            if k not in SESSION_COLUMNS + ("successes", "failures"):
+                raise KeyError(k)
+            sets.append(f"{k} = ?")
+            params.append(_ts(v) if isinstance(v, datetime) else v)
+        self.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", params + [session_id])
+
+    def query_sessions(self, where: str = "true", params: Sequence[Any] = ()) -> list[Session]:
+        rows = self.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE {where} "
+                            "ORDER BY started_at", list(params)).fetchall()
+        return [row_to_session(r) for r in rows]
+
+    def session_outcomes(self) -> dict[str, tuple[int, int]]:
+        rows = self.execute("SELECT id, coalesce(successes, 0), coalesce(failures, 0) FROM sessions "
+                            "WHERE coalesce(successes, 0) + coalesce(failures, 0) > 0").fetchall()
+        return {r[0]: (int(r[1]), int(r[2])) for r in rows}

@@ -1,0 +1,47 @@
+"""Load DuckDB's fts and vss extensions from their PyPI packages, never the network."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+
+import duckdb
+
+from ..types import EngramError
+
+EXTENSIONS = ("vss", "fts")  # vss first: a table with an HNSW index needs it before any write
+
+
+class ExtensionError(EngramError):
+    pass
+
+
+def extension_file(name: str) -> Path:
+    """Path of the .duckdb_extension file shipped by duckdb-extension-<name>."""
+    version = duckdb.__version__
+    hint = f"pip install duckdb=={version} duckdb-extension-{name}=={version}"
+    try:
+        mod = importlib.import_module(f"duckdb_extension_{name}")
+    except ImportError:
+        raise ExtensionError(f"DuckDB extension {name!r} is not installed; run: {hint}") from None
+    root = Path(mod.__file__).parent / "extensions"
+    path = root / f"v{version}" / f"{name}.duckdb_extension"
+    if not path.exists():
+        found = sorted(p.parent.name for p in root.glob(f"*/{name}.duckdb_extension"))
+        raise ExtensionError(
+            f"duckdb-extension-{name} ships {', '.join(found) or 'nothing'} but duckdb is "
+            f"v{version}; run: {hint}"
+        )
+    return path
+
+
+def load_extensions(con: duckdb.DuckDBPyConnection) -> None:
+    # Turn off autoinstall/autoload so a missing file fails at once instead of downloading.
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    for name in EXTENSIONS:
+        path = extension_file(name)
+        try:
+            con.execute(f"LOAD '{path}'")
+        except duckdb.Error as e:
+            raise ExtensionError(f"cannot load DuckDB extension {name} from {path}: {e}") from e

@@ -1,0 +1,158 @@
+"""Domain values: frozen dataclasses passed between the engine's parts."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+MemoryType = Literal["fact", "strategy", "assumption", "failure", "handoff", "progress"]
+MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
+MemoryStatus = Literal["active", "superseded", "consolidated", "deleted"]
+MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
+Action = Literal["new", "reinforce", "merge", "replace"]
+TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
+SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
+
+
+class EngramError(ValueError):
+    """A request engram refuses, with a message that names the problem."""
+
+
+class NotFound(EngramError):
+    """An id that does not exist (or belongs to another user)."""
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    content: str
+    memory_type: str
+    importance: float
+    recall_count: int
+    created_at: datetime
+    last_recalled_at: datetime | None
+    user_id: str
+    task_id: str | None = None
+    session_id: str | None = None
+    tags: tuple[str, ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)
+    provenance: tuple[str, ...] = ()
+    status: str = "active"
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    pinned: bool = False
+    updated_at: datetime | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, datetime):
+                d[k] = v.isoformat()
+            elif isinstance(v, tuple):
+                d[k] = list(v)
+        return d
+
+
+@dataclass(frozen=True)
+class Hit:
+    memory: Memory
+    score: float
+    quality_score: float
+    parts: dict[str, float] | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        m = self.memory
+        d = {
+            "id": m.id,
+            "content": m.content,
+            "memory_type": m.memory_type,
+            "score": round(self.score, 6),
+            "quality_score": round(self.quality_score, 6),
+            "created_at": m.created_at.isoformat(),
+            "importance": m.importance,
+            "recall_count": m.recall_count,
+            "task_id": m.task_id,
+            "tags": list(m.tags),
+            "status": m.status,
+        }
+        if self.parts is not None:
+            d["explain"] = {k: round(v, 6) for k, v in self.parts.items()}
+        return d
+
+
+@dataclass(frozen=True)
+class StoreResult:
+    """What a store did: the action and the memory it created or touched."""
+
+    action: str
+    memory: Memory
+    previous: Memory | None = None
+    similarity: float | None = None
+    reason: str = ""
+    chunks: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {
+            "action": self.action,
+            "memory_id": self.memory.id,
+            "content": self.memory.content,
+            "memory_type": self.memory.memory_type,
+            "reason": self.reason,
+        }
+        if self.previous is not None:
+            d["previous_id"] = self.previous.id
+        if self.similarity is not None:
+            d["similarity"] = round(self.similarity, 4)
+        if self.chunks:
+            d["chunk_ids"] = list(self.chunks)
+        return d
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    name: str
+    goal: str
+    status: str
+    metadata: dict[str, Any]
+    user_id: str
+    created_at: datetime
+    updated_at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "name": self.name,
+            "goal": self.goal,
+            "status": self.status,
+            "metadata": self.metadata,
+            "user_id": self.user_id,
+            "created_at": self.created_at.isoformat(),
+            "updated_at": self.updated_at.isoformat(),
+        }
+
+
+@dataclass(frozen=True)
+class Session:
+    id: str
+    user_id: str
+    client: str
+    pid: int | None
+    status: str  # active | ended | interrupted
+    started_at: datetime
+    last_heartbeat: datetime
+    ended_at: datetime | None
+    task_id: str | None
+    outcome: str | None
+    outcome_notes: str | None
+    reported: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        for k, v in d.items():
+            if isinstance(v, datetime):
+                d[k] = v.isoformat()
+        return d
