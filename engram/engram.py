@@ -15,6 +15,7 @@ from . import resolve
 from .chunking import split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
+from .continuity import ContinuityMixin
 from .decay import quality_score
 from .embedding import Embedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
@@ -74,7 +75,7 @@ def check_tags(tags: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
-class Engram:
+class Engram(ContinuityMixin):
     """Long-term memory in one DuckDB file.
 
     >>> eng = Engram(":memory:")           # or a path; default ENGRAM_HOME/memories.duckdb

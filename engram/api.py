@@ -1,0 +1,257 @@
+"""The operations every entry point exposes (MCP tools, HTTP routes, CLI, the daemon's socket).
+
+Each takes plain JSON-like arguments plus the caller's context, calls the facade once and
+returns a JSON-ready dict. Nothing here knows about a transport.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Callable
+
+from .clock import utc
+from .engram import Engram
+from .metrics import Metrics
+from .types import EngramError
+
+TOOLS = (
+    "recall_memory", "store_memory", "update_memory", "forget_memory", "get_context",
+    "session_handoff", "create_task", "update_task", "get_task", "track_failure",
+    "track_progress", "session_outcome", "consolidate_memory", "memory_stats",
+)
+# Operations that are not MCP tools but that the CLI and HTTP API use.
+EXTRA_OPS = ("list_tasks", "export_memories", "import_memories", "reindex", "run_maintenance",
+             "get_memory", "health")
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Who is calling: one session per client connection or process."""
+
+    session_id: str
+    user_id: str | None = None
+    client: str = ""
+    pid: int | None = None
+
+
+def parse_time(value: Any, name: str = "as_of") -> datetime | None:
+    if value is None or value == "":
+        return None
+    if isinstance(value, datetime):
+        return utc(value)
+    if not isinstance(value, str):
+        raise EngramError(f"{name} must be an ISO 8601 date or datetime string")
+    try:
+        return utc(datetime.fromisoformat(value.replace("Z", "+00:00")))
+    except ValueError:
+        raise EngramError(f"{name}={value!r} is not an ISO 8601 date or datetime") from None
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token for English text, as most tokenizers average."""
+    return math.ceil(len(text) / 4)
+
+
+class Api:
+    def __init__(self, engram: Engram, scheduler: Any = None):
+        self.eng = engram
+        self.scheduler = scheduler
+        self.metrics = Metrics()
+        self._ops: dict[str, Callable] = {n: getattr(self, n) for n in TOOLS + EXTRA_OPS}
+        self._params = {n: inspect.signature(f).parameters for n, f in self._ops.items()}
+        self._lock = threading.RLock()
+
+    def call(self, name: str, args: dict | None, ctx: Ctx) -> dict:
+        """Run one operation for a caller. Raises EngramError with a clear message on bad input."""
+        fn = self._ops.get(name)
+        if fn is None:
+            raise EngramError(f"unknown operation {name!r}")
+        args = dict(args or {})
+        if not isinstance(args, dict):
+            raise EngramError("arguments must be an object")
+        params = self._params[name]
+        unknown = [k for k in args if k not in params or k == "ctx"]
+        if unknown:
+            raise EngramError(f"{name}: unknown argument(s): {', '.join(sorted(map(str, unknown)))}")
+        missing = [k for k, p in params.items()
+                   if k != "ctx" and p.default is inspect.Parameter.empty and k not in args]
+        if missing:
+            raise EngramError(f"{name}: missing required argument(s): {', '.join(missing)}")
+        start = time.perf_counter()
+        ok = False
+        try:
+            if name != "health":
+                self.eng.touch_session(ctx.session_id, ctx.user_id, ctx.client, ctx.pid)
+            result = fn(ctx, **args)
+            ok = True
+            return result
+        finally:
+            self.metrics.observe(name, time.perf_counter() - start, ok)
+
+    # -- memories ------------------------------------------------------------
+    def store_memory(self, ctx: Ctx, content: str, memory_type: str = "fact", importance: float = 0.5,
+                     tags: list[str] | None = None, task_id: str | None = None,
+                     metadata: dict | None = None, pinned: bool = False) -> dict:
+        if task_id is not None:
+            self.eng.get_task_row(task_id, ctx.user_id)
+        r = self.eng.store(content, memory_type=memory_type, importance=importance, tags=tags,
+                           task_id=task_id, metadata=metadata, user_id=ctx.user_id,
+                           session_id=ctx.session_id, pinned=bool(pinned))
+        self.metrics.stored(r.action)
+        return r.to_dict()
+
+    def update_memory(self, ctx: Ctx, memory_id: str, content: str) -> dict:
+        r = self.eng.update(memory_id, content, user_id=ctx.user_id)
+        return r.to_dict()
+
+    def forget_memory(self, ctx: Ctx, memory_id: str | None = None, query: str | None = None,
+                      dry_run: bool = False) -> dict:
+        ids = self.eng.forget(memory_id=memory_id, query=query, user_id=ctx.user_id, dry_run=bool(dry_run))
+        return {"deleted": [] if dry_run else ids, "would_delete": ids if dry_run else [],
+                "count": len(ids), "dry_run": bool(dry_run)}
+
+    def get_memory(self, ctx: Ctx, memory_id: str) -> dict:
+        m = self.eng.get(memory_id, ctx.user_id)
+        return {**m.to_dict(), "quality_score": self.eng.quality(m),
+                "history": self.eng.store_db.events(m.id)}
+
+    def recall_memory(self, ctx: Ctx, query: str, limit: int = 10, memory_type: str | None = None,
+                      task_id: str | None = None, tags: list[str] | None = None, as_of: str | None = None,
+                      mode: str = "hybrid", explain: bool = False) -> dict:
+        out = self.eng.recall_context(query, limit=limit, memory_type=memory_type, task_id=task_id,
+                                      tags=tags, as_of=parse_time(as_of), mode=mode,
+                                      explain=bool(explain), user_id=ctx.user_id,
+                                      session_id=ctx.session_id)
+        self.metrics.recalled()
+        return out
+
+    def get_context(self, ctx: Ctx, query: str, max_tokens: int = 1500, task_id: str | None = None,
+                    limit: int = 20) -> dict:
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
+            raise EngramError("max_tokens must be a whole number from 50 to 100000")
+        r = self.eng.recall_context(query, limit=limit, task_id=task_id, user_id=ctx.user_id,
+                                    session_id=ctx.session_id)
+        lines, used, ids = ["<memory>"], 0, []
+        budget = max_tokens - 4
+        h = r["handoff"]
+        if h:
+            block = [f"Latest handoff ({h['created_at'][:10]}): {h['summary']}"]
+            steps = {s["step"]: s["status"] for s in h["next_steps_validation"]}
+            for key in ("completed", "in_progress", "blocked"):
+                if h.get(key):
+                    block.append(f"  {key.replace('_', ' ')}: " + "; ".join(h[key]))
+            for step in h.get("next_steps", []):
+                block.append(f"  next: {step} [{steps.get(step, 'not_started')}]")
+            text = "\n".join(block)
+            if estimate_tokens(text) <= budget:
+                lines.append(text)
+                used += estimate_tokens(text)
+                ids.append(h["id"])
+        for m in r["memories"]:
+            if m["id"] in ids:
+                continue
+            line = f"- ({m['created_at'][:10]}) [{m['memory_type']}] {m['content']}"
+            t = estimate_tokens(line)
+            if used + t > budget:
+                continue
+            lines.append(line)
+            used += t
+            ids.append(m["id"])
+        for f in r["related_failures"]:
+            line = f"- pitfall [{f['component']}]: {f['content']}"
+            t = estimate_tokens(line)
+            if used + t <= budget:
+                lines.append(line)
+                used += t
+        lines.append("</memory>")
+        text = "\n".join(lines)
+        return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
+                "interrupted_sessions": r["interrupted_sessions"]}
+
+    # -- tasks and continuity --------------------------------------------------
+    def create_task(self, ctx: Ctx, name: str, goal: str = "", metadata: dict | None = None) -> dict:
+        t = self.eng.create_task(name, goal, metadata, user_id=ctx.user_id, session_id=ctx.session_id)
+        return {"task_id": t.id, **t.to_dict()}
+
+    def update_task(self, ctx: Ctx, task_id: str, status: str | None = None, goal: str | None = None,
+                    metadata: dict | None = None, name: str | None = None) -> dict:
+        t = self.eng.update_task(task_id, status=status, goal=goal, metadata=metadata, name=name,
+                                 user_id=ctx.user_id, session_id=ctx.session_id)
+        return {"task_id": t.id, **t.to_dict()}
+
+    def get_task(self, ctx: Ctx, task_id: str) -> dict:
+        return self.eng.task_view(task_id, user_id=ctx.user_id)
+
+    def list_tasks(self, ctx: Ctx, status: str | None = None) -> dict:
+        return {"tasks": [t.to_dict() for t in self.eng.list_tasks(status, user_id=ctx.user_id)]}
+
+    def session_handoff(self, ctx: Ctx, summary: str, completed: list[str] | None = None,
+                        in_progress: list[str] | None = None, blocked: list[str] | None = None,
+                        next_steps: list[str] | None = None, task_id: str | None = None) -> dict:
+        m = self.eng.handoff(summary, completed, in_progress, blocked, next_steps, task_id,
+                             user_id=ctx.user_id, session_id=ctx.session_id)
+        self.metrics.stored("new")
+        return {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id,
+                "created_at": m.created_at.isoformat()}
+
+    def track_failure(self, ctx: Ctx, error: str, component: str, root_cause: str = "",
+                      task_id: str | None = None, fix: str | None = None) -> dict:
+        r = self.eng.track_failure(error, component, root_cause, task_id, fix,
+                                   user_id=ctx.user_id, session_id=ctx.session_id)
+        self.metrics.stored(r.action)
+        return r.to_dict()
+
+    def track_progress(self, ctx: Ctx, feature: str, status: str, completion: float = 0.0,
+                       task_id: str | None = None, notes: str = "") -> dict:
+        m = self.eng.track_progress(feature, status, completion, task_id, notes,
+                                    user_id=ctx.user_id, session_id=ctx.session_id)
+        self.metrics.stored("new")
+        return {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]}
+
+    def session_outcome(self, ctx: Ctx, outcome: str, notes: str = "") -> dict:
+        s = self.eng.session_outcome(ctx.session_id, outcome, notes)
+        return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
+
+    # -- maintenance -----------------------------------------------------------
+    def consolidate_memory(self, ctx: Ctx, apply: bool = False) -> dict:
+        from .maintenance import run_maintenance
+        report = run_maintenance(self.eng, apply=bool(apply))
+        if apply:
+            self.metrics.maintained(report)
+            if self.scheduler is not None:
+                self.scheduler.record(report)
+        return report
+
+    def run_maintenance(self, ctx: Ctx) -> dict:
+        return self.consolidate_memory(ctx, apply=True)
+
+    def memory_stats(self, ctx: Ctx) -> dict:
+        from .maintenance import memory_stats
+        stats = memory_stats(self.eng, user_id=ctx.user_id)
+        if self.scheduler is not None:
+            stats["maintenance"] = self.scheduler.status()
+        return stats
+
+    def export_memories(self, ctx: Ctx, path: str) -> dict:
+        from .transfer import export_jsonl
+        return export_jsonl(self.eng, path)
+
+    def import_memories(self, ctx: Ctx, path: str) -> dict:
+        from .transfer import import_jsonl
+        return import_jsonl(self.eng, path)
+
+    def reindex(self, ctx: Ctx, reembed: bool = False) -> dict:
+        if reembed:
+            n = self.eng.reembed_all()
+            return {"reembedded": n, "model": self.eng.embedder.name}
+        self.eng.rebuild_indexes()
+        return {"indexed": len(self.eng.index), "edges": self.eng.graph.edge_count()}
+
+    def health(self, ctx: Ctx) -> dict:
+        return {"status": "ok", "memories": len(self.eng.index), "model": self.eng.embedder.name,
+                "db": self.eng.path}
