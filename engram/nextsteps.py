@@ -20,18 +20,20 @@ A failure record is an attempt, so it gives ``in_progress``, never ``done``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import snowballstemmer
 
 __all__ = [
     "ACTIVITY_KINDS",
-    "Activity",
     "DEFAULT_THRESHOLD",
+    "Activity",
     "StepCheck",
+    "content_words",
     "match_score",
     "validate_steps",
 ]
@@ -73,30 +75,40 @@ class StepCheck:
 
 _STEM = snowballstemmer.stemmer("english")
 
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
 # Identifiers keep their punctuation: parser_v2.py, 5.0, --dry-run, #231.
 _TOKEN = re.compile(r"--?[a-z0-9][a-z0-9_\-]*|#\d+|[a-z0-9]+(?:[._\-'][a-z0-9]+)*")
 
-_STOPWORDS = frozenset("""
-a an the and or but of to in into on onto for from with without by at as via per
-is are was were be been being am it its this that these those there their them they
-we our us i my me you your he she his her so than then too very just also only all
-any every each some more most other such same own both few out off over under again
-further once here when where why how what which who whom whose can could should would
-will shall may might must do does did doing done have has had having not no nor
-up down about after before between through during above below until while if else
-now still yet already get got getting make made makes let lets via etc eg ie
-""".split())
+_STOPWORDS = _words("""
+    a an the and or but of to in into on onto
+    for from with without by at as via per is are was
+    were be been being am it its this that these those there
+    their them they we our us i my me you your he
+    she his her so than then too very just also only all
+    any every each some more most other such same own both few
+    out off over under again further once here when where why how
+    what which who whom whose can could should would will shall may
+    might must do does did doing done have has had having not
+    no nor up down about after before between through during above below
+    until while if else now still yet already get got getting make
+    made makes let lets etc eg ie
+""")
 
 # Verbs and status words that say *that* work happened, not *what* it was about.
 # They are dropped from content words so "Added X" and "X finished" compare on X.
-_GENERIC = frozenset(_STEM.stemWords("""
-add added adding write wrote written writing create created implement implemented
-set setup finish finished complete completed start started starting begin began
-continue continued work worked working ensure support supports use uses used using
-need needs needed try tried attempt attempted merge merged ship shipped land landed
-fix fixed fixing resolve resolved handle handled investigate investigated look
-new properly proper better todo pending wip live publish published found patched
-""".split()))
+_GENERIC = _words("""
+    add added adding write wrote written writing create created implement implemented set
+    setup finish finished complete completed start started starting begin began continue continued
+    work worked working ensure support supports use uses used using need needs
+    needed try tried attempt attempted merge merged ship shipped land landed fix
+    fixed fixing resolve resolved handle handled investigate investigated look new properly proper
+    better todo pending wip live publish published found patched run runs ran
+    running execute executed perform performed do does did done
+""")
 
 # Abbreviations expand before stemming, so both spellings meet on the same stems.
 _EXPAND: dict[str, tuple[str, ...]] = {
@@ -121,8 +133,8 @@ _SYNONYMS: tuple[tuple[str, ...], ...] = (
 # Sets whose members name *different* things of one kind. A step naming one
 # member is not carried out by an activity naming another.
 _CONTRASTS: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (("staging", "stage"), ("production", "prod"), ("development", "dev"), ("qa",),
-     ("sandbox",), ("local", "localhost")),
+    (("staging",), ("production", "prod"), ("development", "dev"), ("qa",), ("sandbox",),
+     ("localhost",)),
     (("import",), ("export",)), (("upload",), ("download",)), (("input",), ("output",)),
     (("inbound",), ("outbound",)), (("request",), ("response",)), (("client",), ("server",)),
     (("frontend",), ("backend",)), (("encrypt", "encryption"), ("decrypt", "decryption")),
@@ -132,7 +144,7 @@ _CONTRASTS: tuple[tuple[tuple[str, ...], ...], ...] = (
     (("aws",), ("gcp",), ("azure",)),
     (("english",), ("spanish",), ("french",), ("german",), ("italian",), ("portuguese",),
      ("dutch",), ("russian",), ("japanese",), ("chinese",), ("korean",), ("arabic",)),
-    (("python",), ("javascript", "js"), ("typescript", "ts"), ("java",), ("rust",),
+    (("python",), ("javascript", "js"), ("typescript",), ("java",), ("rust",),
      ("ruby",), ("php",), ("kotlin",), ("swift",), ("golang",)),
     (("postgres", "postgresql"), ("mysql",), ("sqlite",), ("mongodb", "mongo"), ("redis",),
      ("memcached",), ("dynamodb",), ("elasticsearch",), ("cassandra",), ("duckdb",)),
@@ -177,28 +189,29 @@ def _shape(tok: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Canonical content words in order: stemmed, abbreviations expanded, filler dropped."""
-    out: list[str] = []
+    return [stem for stem, _ in _content(text)]
+
+
+def _content(text: str) -> list[tuple[str, str]]:
+    """(canonical form, surface word) pairs; the surface word is what gets embedded."""
+    out: list[tuple[str, str]] = []
     for raw in _TOKEN.findall(text.lower()):
-        raw = raw.strip("-'") if not raw.startswith("--") else raw
-        if raw.endswith("'s"):
-            raw = raw[:-2]
+        raw = raw if raw.startswith("--") else raw.strip("-'")
+        raw = raw.removesuffix("'s")
         if not raw:
             continue
         if _is_identifier(raw) and not re.fullmatch(r"[a-z]+(?:-[a-z]+)+", raw):
-            out.append(raw)
+            out.append((raw, raw))
             continue
         for part in raw.replace("'", "").split("-"):
             for w in _EXPAND.get(part, (part,)):
-                if w in _STOPWORDS or len(w) < 2:
+                if w in _STOPWORDS or w in _GENERIC or len(w) < 2:
                     continue
                 if _CANON.get(w) in _CONTRAST_GROUP:
-                    out.append(_CANON[w])
+                    out.append((_CANON[w], w))
                     continue
                 stem = _STEM.stemWord(w)
-                stem = _CANON.get(w, _CANON.get(stem, stem))
-                if stem in _GENERIC or w in _STOPWORDS:
-                    continue
-                out.append(stem)
+                out.append((_CANON.get(w, _CANON.get(stem, stem)), w))
     return out
 
 
@@ -219,12 +232,12 @@ def _same_word(a: str, b: str, word_sim: dict[tuple[str, str], float]) -> bool:
         return False
     # A stem that begins another is usually the same word cut short (lint/linter).
     short, long_ = sorted((a, b), key=len)
-    if len(short) >= 4 and long_.startswith(short):
+    if len(short) >= 4 and long_.startswith(short) and len(long_) - len(short) <= 3:
         return True
     return word_sim.get((a, b), 0.0) >= WORD_SYNONYM_SIM
 
 
-def _align(step_w: list[str], act_w: list[str], word_sim) -> tuple[list[int | None], set[int]]:
+def _align(step_w: list[str], act_w: list[str], word_sim) -> list[int | None]:
     """For each step word, the index of a matching activity word (or None)."""
     links: list[int | None] = []
     used: set[int] = set()
@@ -238,7 +251,7 @@ def _align(step_w: list[str], act_w: list[str], word_sim) -> tuple[list[int | No
         else:
             used.add(hit)
         links.append(hit)
-    return links, used
+    return links
 
 
 def _conflict(step_w: list[str], act_w: list[str], links: list[int | None]) -> str | None:
@@ -274,7 +287,8 @@ def _conflict(step_w: list[str], act_w: list[str], links: list[int | None]) -> s
 
     if not missing or len(missing) == len(step_w):
         return None
-    # map step index -> linked activity index, for neighbour comparison
+    # A missing step word next to a matched anchor has a "slot" in the activity:
+    # the position on the same side of the anchor's match.
     subs: list[tuple[str, str]] = []
     for i in missing:
         found = None
@@ -295,7 +309,7 @@ def _conflict(step_w: list[str], act_w: list[str], links: list[int | None]) -> s
 def _pair(step_w, act_w, sim: float, word_sim) -> _Pair:
     if not step_w:
         return _Pair(sim, sim, 0.0, None)
-    links, _ = _align(step_w, act_w, word_sim)
+    links = _align(step_w, act_w, word_sim)
     coverage = sum(j is not None for j in links) / len(step_w)
     score = SIM_WEIGHT * sim + (1 - SIM_WEIGHT) * coverage
     return _Pair(score, sim, coverage, _conflict(step_w, act_w, links))
@@ -303,22 +317,33 @@ def _pair(step_w, act_w, sim: float, word_sim) -> _Pair:
 
 def match_score(step: str, activity_text: str, embedder) -> dict[str, Any]:
     """Score breakdown for one step/activity pair (for debugging and tuning)."""
-    sw, aw = content_words(step), content_words(activity_text)
+    sc, ac = _content(step), _content(activity_text)
+    sw, aw = [c for c, _ in sc], [c for c, _ in ac]
     vec = embedder.embed_batch([step, activity_text])
-    p = _pair(sw, aw, float(vec[0] @ vec[1]), _word_sims([sw], [aw], embedder))
+    p = _pair(sw, aw, float(vec[0] @ vec[1]), _word_sims([sc], [ac], embedder))
     return {"score": p.score, "similarity": p.similarity, "coverage": p.coverage,
             "conflict": p.conflict, "step_words": sw, "activity_words": aw}
 
 
-def _word_sims(step_ws, act_ws, embedder) -> dict[tuple[str, str], float]:
-    """Cosine of every (step word, activity word) pair the stemmer could not equate."""
-    sv = {w for ws in step_ws for w in ws if not _is_identifier(w)}
-    av = {w for ws in act_ws for w in ws if not _is_identifier(w)}
+def _word_sims(step_cs: list[list[tuple[str, str]]], act_cs: list[list[tuple[str, str]]],
+               embedder) -> dict[tuple[str, str], float]:
+    """Cosine of every (step word, activity word) pair, keyed by canonical form.
+
+    The surface word is embedded: a stem such as "set" (from "settings") means
+    something else to the model.
+    """
+    surface: dict[str, str] = {}
+    for cs in (*step_cs, *act_cs):
+        for canon, word in cs:
+            if not _is_identifier(canon):
+                surface.setdefault(canon, word)
+    sv = {c for cs in step_cs for c, _ in cs if c in surface}
+    av = {c for cs in act_cs for c, _ in cs if c in surface}
     vocab = sorted(sv | av)
     if not vocab:
         return {}
     idx = {w: i for i, w in enumerate(vocab)}
-    vec = embedder.embed_batch(vocab)
+    vec = np.asarray(embedder.embed_batch([surface[w] for w in vocab]), dtype=np.float32)
     sims = vec @ vec.T
     return {(a, b): float(sims[idx[a], idx[b]]) for a in sv for b in av if a != b}
 
@@ -396,9 +421,11 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
 
     vec = np.asarray(embedder.embed_batch(steps + [a.text for a in acts]), dtype=np.float32)
     sims = vec[: len(steps)] @ vec[len(steps):].T
-    step_ws = [content_words(s) for s in steps]
-    act_ws = [content_words(a.text) for a in acts]
-    word_sim = _word_sims(step_ws, act_ws, embedder)
+    step_cs = [_content(s) for s in steps]
+    act_cs = [_content(a.text) for a in acts]
+    step_ws = [[c for c, _ in cs] for cs in step_cs]
+    act_ws = [[c for c, _ in cs] for cs in act_cs]
+    word_sim = _word_sims(step_cs, act_cs, embedder)
 
     out: list[StepCheck] = []
     for si, step in enumerate(steps):
@@ -420,6 +447,5 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
         out.append(StepCheck(step, status, {
             "id": act.id, "kind": act.kind, "text": act.text,
             "created_at": act.created_at.isoformat(), "similarity": round(p.similarity, 4),
-            "score": round(p.score, 4),
         }))
     return out

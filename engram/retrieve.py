@@ -74,7 +74,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     info = {int(r): (float(s), float(st)) for r, s, st in zip(cand, scores, strength)}
     bonus: dict[int, tuple[float, int]] = {}
     if use_graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
-        order = np.argsort(-scores)[:5]
+        # Ties broken by id so the seeds do not depend on row order.
+        order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))[:5]
         best = float(scores[order[0]]) if len(order) else 0.0
         if best > 0:
             seeds = {index.ids[int(cand[i])]: float(scores[i]) / best for i in order if scores[i] > 0}
@@ -97,5 +98,5 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
                  "graph": b, "base": s}
         out.append((r, s + b, parts))
-    out.sort(key=lambda t: (-t[1], -index.created[t[0]]))
+    out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
     return out[:limit]

@@ -33,9 +33,10 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime, time as dtime
+from datetime import date, datetime
+from datetime import time as dtime
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Self
 
 from engram.types import EngramError
 
@@ -118,7 +119,18 @@ def dumps(obj: Any) -> bytes:
 
 
 def _too_large(limit: int) -> str:
-    return f"request too large: over {limit // (1024 * 1024) or limit} {'MiB' if limit >= 1024 * 1024 else 'bytes'}"
+    size = f"{limit / 2**20:g} MiB" if limit >= 2**20 else f"{limit} bytes"
+    return f"request too large (limit {size})"
+
+
+def _parse_reply(line: bytes) -> dict:
+    try:
+        msg = json.loads(line)
+    except ValueError:
+        msg = None
+    if not isinstance(msg, dict):
+        raise RpcError("the engram daemon sent a malformed reply", "ProtocolError")
+    return msg
 
 
 def _read_line(f: IO[bytes], limit: int) -> bytes | None:
@@ -359,14 +371,26 @@ class RpcServer:
                 try:
                     line = _read_line(f, self.max_request_bytes)
                 except OverflowError:
-                    self._send(conn, {"id": None, "error": {"message": _too_large(self.max_request_bytes), "kind": "RequestTooLarge"}})
+                    self._send(
+                        conn,
+                        {
+                            "id": None,
+                            "error": {
+                                "message": _too_large(self.max_request_bytes),
+                                "kind": "RequestTooLarge",
+                            },
+                        },
+                    )
                     continue
                 if line is None:
                     return
                 try:
                     msg = json.loads(line)
                 except ValueError:
-                    self._send(conn, {"id": None, "error": {"message": "malformed JSON request", "kind": "ProtocolError"}})
+                    self._send(
+                        conn,
+                        {"id": None, "error": {"message": "malformed JSON request", "kind": "ProtocolError"}},
+                    )
                     continue
                 if isinstance(msg, dict) and msg.get("bye"):
                     clean = True
@@ -399,7 +423,9 @@ class RpcServer:
         except (ValueError, AttributeError):
             hello = None
         if not isinstance(hello, dict):
-            self._send(conn, {"ok": False, "error": {"message": "expected hello first", "kind": "ProtocolError"}})
+            self._send(
+                conn, {"ok": False, "error": {"message": "expected hello first", "kind": "ProtocolError"}}
+            )
             return None
         pid = hello.get("pid")
         peer = Peer(
@@ -412,7 +438,7 @@ class RpcServer:
         if self.on_connect is not None:
             try:
                 self.on_connect(peer)
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - refuse the session, keep serving
                 self._send(conn, {"ok": False, "error": _error_body(e)})
                 return None
         self._send(conn, {"ok": True, "server_pid": os.getpid(), "session_id": peer.session_id})
@@ -423,12 +449,18 @@ class RpcServer:
         method = msg.get("method") if isinstance(msg, dict) else None
         params = msg.get("params", {}) if isinstance(msg, dict) else None
         if not isinstance(method, str) or not isinstance(params, dict):
-            return {"id": req_id, "error": {"message": "request needs a method name and a params object", "kind": "ProtocolError"}}
+            return {
+                "id": req_id,
+                "error": {
+                    "message": "request needs a method name and a params object",
+                    "kind": "ProtocolError",
+                },
+            }
         try:
             result = self.handler(method, params, peer)
             # Encode here so an unencodable result becomes an error reply, not a dead connection.
             dumps(result)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - a handler bug must not take the daemon down
             return {"id": req_id, "error": _error_body(e, method)}
         return {"id": req_id, "result": result}
 
@@ -484,7 +516,7 @@ class RpcClient:
         self._lock = threading.RLock()
         self._closed = False
 
-    def __enter__(self) -> RpcClient:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
@@ -534,7 +566,9 @@ class RpcClient:
             line = _read_line(self._file, MAX_RESPONSE_BYTES)
         except TimeoutError:
             self._drop()  # a late reply would be mistaken for the next one's
-            raise RpcError(f"engram daemon did not answer {method} within {self.timeout:g}s", "Timeout") from None
+            raise RpcError(
+                f"engram daemon did not answer {method} within {self.timeout:g}s", "Timeout"
+            ) from None
         except OverflowError:
             self._drop()
             raise RpcError("response too large", "ProtocolError") from None
@@ -543,9 +577,13 @@ class RpcClient:
         if line is None:
             self._drop()
             raise RpcError(f"the engram daemon went away during {method}", "ConnectionLost")
-        msg = json.loads(line)
+        try:
+            msg = _parse_reply(line)
+        except RpcError:
+            self._drop()
+            raise
         if "error" in msg:
-            err = msg["error"]
+            err = msg["error"] if isinstance(msg["error"], dict) else {}
             if msg.get("id") not in (req_id, None):
                 self._drop()
                 raise RpcError("reply out of order", "ProtocolError")
@@ -580,20 +618,36 @@ class RpcClient:
         f = sock.makefile("rb")
         try:
             sock.sendall(
-                dumps({"hello": {"session_id": self.session_id, "pid": os.getpid(), "client": self.client, "user_id": self.user_id}}),
+                dumps(
+                    {
+                        "hello": {
+                            "session_id": self.session_id,
+                            "pid": os.getpid(),
+                            "client": self.client,
+                            "user_id": self.user_id,
+                        }
+                    }
+                ),
                 _SEND_FLAGS,
             )
             line = _read_line(f, MAX_RESPONSE_BYTES)
         except (OSError, OverflowError) as e:
             f.close()
             sock.close()
-            raise RpcError(f"handshake with the engram daemon failed: {e or type(e).__name__}", "ConnectionLost") from None
-        reply = json.loads(line) if line else None
+            raise RpcError(
+                f"handshake with the engram daemon failed: {e or type(e).__name__}", "ConnectionLost"
+            ) from None
+        try:
+            reply = _parse_reply(line) if line else None
+        except RpcError:
+            reply = None
         if not reply or not reply.get("ok"):
             f.close()
             sock.close()
             err = (reply or {}).get("error") or {}
-            raise RpcError(err.get("message", "the engram daemon refused the session"), err.get("kind", "ProtocolError"))
+            raise RpcError(
+                err.get("message", "the engram daemon refused the session"), err.get("kind", "ProtocolError")
+            )
         self.server_pid = reply.get("server_pid")
         self._sock, self._file = sock, f
 

@@ -1,0 +1,60 @@
+import math
+from datetime import timedelta
+
+import pytest
+
+from engram import decay
+from tests.conftest import START
+
+
+def test_strength_matches_hand_computed_values():
+    # fact, importance 0.5: λ_eff = 0.16 × (1 − 0.4) = 0.096; 10 days, 2 recalls
+    s = decay.strength(0.5, "fact", 2, START, START + timedelta(days=10))
+    assert s == pytest.approx(0.5 * math.exp(-0.96) * 1.4, rel=1e-12)
+    assert s == pytest.approx(0.268, abs=1e-3)
+    # strategy, importance 0.9: λ_eff = 0.1 × 0.28 = 0.028; 30 days, no recalls
+    assert decay.strength(0.9, "strategy", 0, START, START + timedelta(days=30)) == pytest.approx(
+        0.9 * math.exp(-0.84), rel=1e-12)
+    # failure fades fastest: importance 0.5, 5 days -> 0.5 × e^(−0.35×0.6×5)
+    assert decay.strength(0.5, "failure", 0, START, START + timedelta(days=5)) == pytest.approx(
+        0.5 * math.exp(-1.05), rel=1e-12)
+
+
+def test_days_count_from_last_touch_and_never_negative():
+    assert decay.strength(0.5, "fact", 0, START, START) == pytest.approx(0.5)
+    assert decay.strength(0.5, "fact", 0, START, START - timedelta(days=3)) == pytest.approx(0.5)
+
+
+def test_type_order_strategy_outlasts_failure():
+    later = START + timedelta(days=20)
+    vals = {t: decay.strength(0.5, t, 0, START, later) for t in decay.BASE_LAMBDA}
+    assert vals["handoff"] > vals["strategy"] > vals["fact"] > vals["assumption"] > vals["failure"]
+
+
+def test_vectorised_strength_agrees_with_scalar():
+    import numpy as np
+    imp = np.array([0.2, 0.5, 0.9])
+    lam = np.array([decay.BASE_LAMBDA[t] for t in ("fact", "failure", "strategy")])
+    rc = np.array([0, 3, 1])
+    days = np.array([1.0, 12.5, 40.0])
+    got = decay.strength_array(imp, lam, rc, days)
+    for i, t in enumerate(("fact", "failure", "strategy")):
+        want = decay.strength(imp[i], t, int(rc[i]), START, START + timedelta(days=float(days[i])))
+        assert got[i] == pytest.approx(want, rel=1e-12)
+
+
+def test_days_until_threshold():
+    d = decay.days_until(0.05, 0.5, "fact", 0)
+    later = START + timedelta(days=d)
+    assert decay.strength(0.5, "fact", 0, START, later) == pytest.approx(0.05, rel=1e-9)
+    assert decay.days_until(0.9, 0.5, "fact", 0) == 0.0
+
+
+def test_quality_score_formula():
+    assert decay.quality_score(0.5, 0) == pytest.approx(0.5)
+    assert decay.quality_score(0.5, 3) == pytest.approx(0.65)
+    assert decay.quality_score(0.5, 10) == pytest.approx(0.75)        # recall bonus capped at 0.5
+    assert decay.quality_score(0.9, 10) == 1.0                        # clamped
+    assert decay.quality_score(0.5, 0, failures=2) == pytest.approx(0.25)
+    assert decay.quality_score(0.5, 0, successes=1) == pytest.approx(0.55)
+    assert decay.ranking_penalty(1) == 1.0 and decay.ranking_penalty(2) < 1.0

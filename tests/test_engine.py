@@ -1,0 +1,226 @@
+"""The facade's write and read paths with the fake embedder."""
+
+from datetime import timedelta
+
+import numpy as np
+import pytest
+
+from engram import Engram, EngramError, NotFound
+from engram.decay import strength
+from engram.embedding import FakeEmbedder
+
+
+def test_store_returns_action_and_memory(eng):
+    r = eng.store("Deploys go to Fly.io from main.", importance=0.7, tags=["deploy"])
+    assert r.action == "new"
+    assert r.memory.content == "Deploys go to Fly.io from main."
+    assert r.memory.tags == ("deploy",) and r.memory.importance == 0.7
+    assert eng.get(r.memory.id).content == r.memory.content
+
+
+def test_reinforce_adds_no_row(eng):
+    a = eng.store("The user prefers dark mode in the editor.")
+    b = eng.store("The user prefers dark mode in the editor.")
+    assert b.action == "reinforce" and b.memory.id == a.memory.id
+    assert b.memory.recall_count == 1
+    assert eng.store_db.count("memories") == 1
+
+
+def test_replace_supersedes_and_as_of_still_sees_old(eng, clock):
+    old = eng.store("The API timeout is 30 seconds.").memory
+    t_before = clock.now()
+    clock.advance(days=2)
+    r = eng.store("The API timeout is 60 seconds.")
+    assert r.action == "replace" and r.previous.id == old.id
+    assert r.memory.supersedes == old.id
+    prev = eng.get(old.id)
+    assert prev.status == "superseded" and prev.superseded_by == r.memory.id
+    assert prev.valid_to == clock.now()
+    now_hits = [h.memory.id for h in eng.recall("API timeout", reinforce=False)]
+    assert old.id not in now_hits and r.memory.id in now_hits
+    then = [h.memory.id for h in eng.recall("API timeout", as_of=t_before + timedelta(hours=1))]
+    assert then == [old.id]
+
+
+def test_merge_keeps_both_facts_with_provenance(eng):
+    a = eng.store("The user is allergic to peanuts.", provenance=["chat:1"]).memory
+    r = eng.store("The user is also allergic to shellfish.", provenance=["chat:2"])
+    assert r.action == "merge" and r.memory.id == a.id
+    assert "peanut" in r.memory.content and "shellfish" in r.memory.content
+    assert set(r.memory.provenance) == {"chat:1", "chat:2"}
+    assert [e["action"] for e in eng.history(a.id)] == ["new", "merge"]
+
+
+def test_keyword_search_sees_a_write_at_once_and_forget_removes_it(eng):
+    eng.store("Postgres listens on port 5433 in staging.")
+    m = eng.store("The zebrafish pipeline retries thrice.").memory
+    assert [h.memory.id for h in eng.recall("zebrafish", mode="bm25")] == [m.id]
+    assert eng.forget(memory_id=m.id) == [m.id]
+    for mode in ("bm25", "vector", "hybrid"):
+        assert m.id not in [h.memory.id for h in eng.recall("zebrafish pipeline retries", mode=mode)]
+    with pytest.raises(NotFound):
+        eng.get(m.id)
+    assert eng.store_db.count("edges", "src = ? OR dst = ?", [m.id, m.id]) == 0
+
+
+def test_forget_by_query_deletes_only_memories_with_all_words(eng):
+    a = eng.store("Flight LH 401 leaves at 9am.").memory
+    b = eng.store("The flight booking portal is slow.").memory
+    c = eng.store("Hotel is near the station.").memory
+    assert eng.forget(query="flight leaves", dry_run=True) == [a.id]
+    assert set(eng.forget(query="flight")) == {a.id, b.id}
+    assert eng.recall("flight", mode="bm25") == []
+    assert eng.get(c.id)
+    with pytest.raises(EngramError, match="exactly one"):
+        eng.forget()
+
+
+def test_recall_reinforces_what_it_returns(eng, clock):
+    m = eng.store("Use ruff for linting Python code.", memory_type="strategy").memory
+    clock.advance(days=1)
+    hits = eng.recall("linting python")
+    assert hits[0].memory.id == m.id
+    again = eng.get(m.id)
+    assert again.recall_count == 1 and again.last_recalled_at == clock.now()
+    eng.recall("linting python", reinforce=False)
+    assert eng.get(m.id).recall_count == 1
+
+
+def test_explain_gives_score_parts(eng):
+    eng.store("Redis caches the session tokens.")
+    h = eng.recall("redis session cache", explain=True)[0]
+    assert set(h.parts) >= {"bm25", "cosine", "strength", "graph"}
+    assert h.score == pytest.approx(0.3 * h.parts["bm25"] + 0.7 * h.parts["cosine"] * h.parts["strength"]
+                                    + h.parts["graph"], rel=1e-6)
+
+
+def test_filters_are_exact_not_after_top_k(eng):
+    # Many strong matches of another type must not crowd out the one filtered match.
+    for i in range(60):
+        eng.store(f"deployment checklist item {i} for the api", resolve_conflicts=False)
+    target = eng.store("deployment checklist failed on the api", memory_type="failure").memory
+    hits = eng.recall("deployment checklist api", memory_type="failure", limit=3)
+    assert [h.memory.id for h in hits] == [target.id]
+    tagged = eng.store("cache warmup steps", tags=["ops"]).memory
+    assert [h.memory.id for h in eng.recall("deployment cache", tags=["ops"])] == [tagged.id]
+
+
+def test_vector_results_equal_exact_search_after_deletes(eng, fake):
+    ids = [eng.store(f"note {i} about topic {i % 7} and item {i % 11}", resolve_conflicts=False).memory.id
+           for i in range(80)]
+    gone = set(ids[::3])
+    for i in gone:
+        eng.forget(memory_id=i)
+    q = "topic 3 and item 5"
+    hits = eng.recall(q, mode="vector", limit=10, reinforce=False)
+    assert not gone & {h.memory.id for h in hits}
+    qv = fake.embed_query(q)
+    exact = []
+    for i in ids:
+        if i in gone:
+            continue
+        m = eng.get(i)
+        cos = max(float(np.dot(fake.embed_query(m.content), qv)), 0.0)
+        exact.append(cos * strength(m.importance, m.memory_type, m.recall_count, m.created_at, eng.now()))
+    exact.sort(reverse=True)
+    assert [round(h.score, 5) for h in hits] == [round(x, 5) for x in exact[:10]]
+
+
+def test_user_isolation(eng):
+    a = eng.store("Alice's secret project is called Falcon.", user_id="alice").memory
+    assert eng.recall("Falcon project", user_id="bob") == []
+    with pytest.raises(NotFound):
+        eng.get(a.id, user_id="bob")
+    with pytest.raises(NotFound):
+        eng.forget(memory_id=a.id, user_id="bob")
+    with pytest.raises(NotFound):
+        eng.update(a.id, "hijacked", user_id="bob")
+    assert eng.get(a.id, user_id="alice").content.startswith("Alice")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(content=""), "must not be empty"),
+    (dict(content=42), "must be a string"),
+    (dict(content="x", importance=1.5), "between 0 and 1"),
+    (dict(content="x", importance=float("nan")), "between 0 and 1"),
+    (dict(content="x", memory_type="opinion"), "memory_type must be one of"),
+    (dict(content="x", tags="a,b".split(",") + [3]), "tags must be a list of strings"),
+    (dict(content="x" * 100_001), "the limit is 100,000"),
+])
+def test_bad_input_is_refused_and_nothing_is_lost(eng, kwargs, message):
+    keep = eng.store("A memory that must survive bad input.").memory
+    with pytest.raises(EngramError, match=message):
+        eng.store(**kwargs)
+    assert eng.get(keep.id).content == keep.content
+    assert eng.store_db.count("memories") == 1
+
+
+def test_sql_looking_content_is_stored_verbatim(eng):
+    text = "Robert'); DROP TABLE memories;-- said hi"
+    m = eng.store(text).memory
+    assert eng.get(m.id).content == text
+    assert eng.store_db.count("memories") == 1
+
+
+def test_long_content_is_chunked_and_linked(eng):
+    text = " ".join(f"Sentence {i} explains part {i} of the design." for i in range(80))
+    r = eng.store(text)
+    assert len(r.chunks) >= 3
+    mems = [eng.get(i) for i in r.chunks]
+    assert all(len(m.content) <= 1000 for m in mems)
+    assert [m.metadata["chunk"] for m in mems] == list(range(1, len(mems) + 1))
+    for a, b in zip(r.chunks, r.chunks[1:]):
+        assert eng.graph.g.has_edge(a, b)
+
+
+def test_update_rewrites_and_keeps_history(eng):
+    m = eng.store("The staging database is Postgres 14.").memory
+    r = eng.update(m.id, "The staging database is Postgres 16.")
+    assert r.action == "update" and eng.get(m.id).content.endswith("16.")
+    hist = eng.history(m.id)
+    assert hist[-1]["action"] == "update" and hist[-1]["detail"]["previous"].endswith("14.")
+    assert [h.memory.id for h in eng.recall("postgres 16", mode="bm25")] == [m.id]
+
+
+def test_reopen_file_keeps_rows_and_indexes(tmp_path, settings, clock):
+    path = tmp_path / "m.duckdb"
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
+    ids = [e.store(f"fact number {i} about widget {i}", resolve_conflicts=False).memory.id for i in range(20)]
+    e.forget(memory_id=ids[0])
+    edges = e.graph.edge_count()
+    before = [h.memory.id for h in e.recall("widget 7", reinforce=False)]
+    e.close()
+    e2 = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
+    assert len(e2.index) == 19 and e2.graph.edge_count() == edges
+    assert [h.memory.id for h in e2.recall("widget 7", reinforce=False)] == before
+    assert [h.memory.id for h in e2.recall("widget", mode="bm25", limit=50)].count(ids[0]) == 0
+    e2.close()
+
+
+def test_model_identity_guard(tmp_path, settings, clock):
+    from engram import ModelMismatch
+    path = tmp_path / "m.duckdb"
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(64, "model-a"), clock=clock)
+    m = e.store("kept across a model change").memory
+    e.close()
+    with pytest.raises(ModelMismatch, match="engram reindex --reembed"):
+        Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock)
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock,
+               allow_model_change=True)
+    assert e.reembed_all() == 1
+    e.close()
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock)
+    assert e.recall("kept across", reinforce=False)[0].memory.id == m.id
+    e.close()
+
+
+def test_graph_bonus_reaches_neighbours(eng):
+    a = eng.store("kestrel service uses the orion queue").memory
+    b = eng.store("orion queue runs on the basalt cluster").memory
+    hits = eng.recall("kestrel service", explain=True, limit=5, reinforce=False)
+    got = {h.memory.id: h.parts for h in hits}
+    assert a.id in got and b.id in got
+    assert got[b.id]["graph"] > 0
+    nograph = {h.memory.id: h.parts for h in eng.recall("kestrel service", explain=True, graph=False,
+                                                       reinforce=False)}
+    assert nograph.get(b.id, {"graph": 0})["graph"] == 0

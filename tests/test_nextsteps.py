@@ -1,0 +1,213 @@
+"""Next-step validation: matching steps to later activity and reading its status."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from engram.embedding import FakeEmbedder
+from engram.nextsteps import (
+    Activity,
+    StepCheck,
+    content_words,
+    match_score,
+    validate_steps,
+)
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+CASES = Path(__file__).parent / "data" / "nextstep_cases.json"
+STEP = "Add retry with backoff to the payment webhook client"
+
+
+def act(text: str, kind: str = "progress", status: str | None = None,
+        completion: float | None = None, hours: int = 0, id: str = "a1") -> Activity:
+    return Activity(id, kind, text, T0 + timedelta(hours=hours), status, completion)
+
+
+def check(step: str, *activities: Activity, **kw) -> StepCheck:
+    return validate_steps([step], list(activities), FakeEmbedder(), **kw)[0]
+
+
+# ---------------------------------------------------------------- status from progress
+
+def test_progress_done_is_done_with_evidence():
+    c = check(STEP, act("payment webhook client retry with backoff", status="done",
+                        completion=1.0, id="p7"))
+    assert c.status == "done"
+    assert c.evidence["id"] == "p7"
+    assert c.evidence["kind"] == "progress"
+    assert c.evidence["text"] == "payment webhook client retry with backoff"
+    assert c.evidence["created_at"] == T0.isoformat()
+    assert 0.5 < c.evidence["similarity"] <= 1.0
+
+
+def test_full_completion_counts_as_done_whatever_the_status():
+    assert check(STEP, act("payment webhook client retry backoff",
+                           status="in_progress", completion=1.0)).status == "done"
+
+
+@pytest.mark.parametrize("status,completion", [("in_progress", 0.4), ("blocked", None), (None, 0.5)])
+def test_started_progress_is_in_progress(status, completion):
+    c = check(STEP, act("payment webhook client retry backoff", status=status, completion=completion))
+    assert c.status == "in_progress"
+    assert c.evidence is not None
+
+
+def test_planned_progress_is_not_started_and_has_no_evidence():
+    c = check(STEP, act("payment webhook client retry backoff", status="planned", completion=0.0))
+    assert c == StepCheck(STEP, "not_started", None)
+
+
+# ---------------------------------------------------------------- other kinds
+
+def test_handoff_items():
+    done = check(STEP, act("retry with backoff in the payment webhook client", "handoff_completed"))
+    doing = check(STEP, act("retry with backoff in the payment webhook client", "handoff_in_progress"))
+    assert (done.status, done.evidence["kind"]) == ("done", "handoff_completed")
+    assert (doing.status, doing.evidence["kind"]) == ("in_progress", "handoff_in_progress")
+
+
+def test_a_failure_is_an_attempt_not_a_completion():
+    c = check(STEP, act("payment webhook client retry with backoff loops forever", "failure"))
+    assert c.status == "in_progress"
+    assert c.evidence["kind"] == "failure"
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Implemented retry with backoff in the payment webhook client", "done"),
+    ("Payment webhook client now retries with backoff; merged", "done"),
+    ("Started retry with backoff for the payment webhook client", "in_progress"),
+    ("Retry with backoff for the payment webhook client is not implemented yet", "not_started"),
+    ("Retry with backoff for the payment webhook client is still todo", "not_started"),
+    ("The payment webhook client has no retry or backoff", "not_started"),
+])
+def test_memory_status_is_read_from_its_wording(text, expected):
+    assert check(STEP, act(text, "memory")).status == expected
+
+
+def test_memory_status_comes_from_the_clause_about_the_step():
+    text = "Finished the payment webhook client retry with backoff; started on the refund report"
+    assert check(STEP, act(text, "memory")).status == "done"
+    assert check("Write the refund report", act(text, "memory")).status == "in_progress"
+
+
+def test_unknown_activity_kind_is_refused():
+    with pytest.raises(ValueError, match="unknown activity kind"):
+        check(STEP, act("payment webhook retry", kind="note"))
+
+
+# ---------------------------------------------------------------- choosing among matches
+
+def test_strongest_status_wins_over_newer_weaker_evidence():
+    c = check(STEP,
+              act("payment webhook client retry backoff", status="done", hours=1, id="old-done"),
+              act("payment webhook client retry backoff", status="in_progress", completion=0.5,
+                  hours=5, id="new-partial"))
+    assert (c.status, c.evidence["id"]) == ("done", "old-done")
+
+
+def test_newest_breaks_ties():
+    c = check(STEP,
+              act("payment webhook client retry backoff", status="done", hours=1, id="first"),
+              act("payment webhook client retry backoff", "handoff_completed", hours=9, id="latest"),
+              act("payment webhook client retry backoff", status="done", hours=4, id="middle"))
+    assert c.evidence["id"] == "latest"
+    assert c.evidence["created_at"] == (T0 + timedelta(hours=9)).isoformat()
+
+
+def test_each_step_gets_its_own_evidence():
+    steps = [STEP, "Write integration tests for the export endpoint", "Rotate the staging API keys"]
+    acts = [act("export endpoint integration tests", status="done", id="tests"),
+            act("payment webhook client retry backoff", status="in_progress", completion=0.3, id="retry")]
+    got = validate_steps(steps, acts, FakeEmbedder())
+    assert [(c.step, c.status) for c in got] == [
+        (STEP, "in_progress"), (steps[1], "done"), (steps[2], "not_started")]
+    assert [c.evidence and c.evidence["id"] for c in got] == ["retry", "tests", None]
+
+
+# ---------------------------------------------------------------- what does not match
+
+@pytest.mark.parametrize("step,text,why", [
+    ("Write integration tests for the import endpoint", "export endpoint integration tests", "contrast"),
+    ("Deploy the new build to staging", "Deployed the new build to production", "contrast"),
+    ("Upgrade Django to 5.0", "Django 4.2 upgrade", "identifier"),
+    ("Fix the crash in parser_v2.py", "Fixed the crash in parser_v3.py", "identifier"),
+    (STEP, "Add retry with backoff to the email webhook client", "substitution"),
+])
+def test_near_misses_conflict(step, text, why):
+    assert check(step, act(text, status="done")).status == "not_started"
+    assert match_score(step, text, FakeEmbedder())["conflict"].startswith(why)
+
+
+def test_same_identifier_does_not_conflict():
+    assert check("Upgrade Django to 5.0", act("Upgraded Django from 4.2 to 5.0", "memory")).status == "done"
+
+
+def test_unrelated_activity_does_not_match():
+    assert check(STEP, act("Fix typo in the login page footer", status="done")).status == "not_started"
+
+
+def test_threshold_is_respected():
+    a = act("payment webhook client retry backoff", status="done")
+    assert check(STEP, a).status == "done"
+    assert check(STEP, a, threshold=1.01).status == "not_started"
+
+
+def test_empty_inputs():
+    assert validate_steps([], [act("anything", status="done")], FakeEmbedder()) == []
+    assert validate_steps([STEP], [], FakeEmbedder()) == [StepCheck(STEP, "not_started", None)]
+
+
+def test_to_dict_round_trips_through_json():
+    c = check(STEP, act("payment webhook client retry backoff", status="done", id="p1"))
+    d = json.loads(json.dumps(c.to_dict()))
+    assert d["step"] == STEP and d["status"] == "done" and d["evidence"]["id"] == "p1"
+    assert StepCheck(STEP, "not_started", None).to_dict()["evidence"] is None
+
+
+def test_content_words_expand_abbreviations_and_keep_nouns():
+    assert content_words("Document the CLI flags") == content_words("document the command-line flags")
+    # "settings" stems to "set"; it must survive as a content word, not as the verb "set"
+    assert len(content_words("the settings page")) == 2
+    assert content_words("Added it, done and merged") == []
+    assert "parser_v2.py" in content_words("Fix parser_v2.py")
+
+
+# ---------------------------------------------------------------- labelled set, real model
+
+def _cases() -> list[dict]:
+    return json.loads(CASES.read_text())
+
+
+def test_labelled_cases_are_well_formed():
+    cases = _cases()
+    assert len(cases) >= 36
+    for c in cases:
+        assert c["expected"] in ("done", "in_progress", "not_started")
+        assert c["activity"]["kind"] in ("progress", "memory", "handoff_completed",
+                                         "handoff_in_progress", "failure")
+        assert c["step"].strip() and c["activity"]["text"].strip() and c["note"].strip()
+    assert {c["expected"] for c in cases} == {"done", "in_progress", "not_started"}
+
+
+@pytest.mark.model
+def test_labelled_cases_accuracy_with_real_model(real_embedder):
+    cases = _cases()
+    failures = []
+    for i, c in enumerate(cases):
+        a = c["activity"]
+        activity = Activity(f"case{i}", a["kind"], a["text"], T0, a.get("status"), a.get("completion"))
+        got = validate_steps([c["step"]], [activity], real_embedder)[0]
+        if got.status != c["expected"]:
+            detail = match_score(c["step"], a["text"], real_embedder)
+            failures.append(f"expected {c['expected']}, got {got.status} "
+                            f"(score {detail['score']:.2f}, conflict {detail['conflict']}): "
+                            f"{c['step']!r} vs {a['text']!r} [{c['note']}]")
+    accuracy = 1 - len(failures) / len(cases)
+    print(f"\nnext-step accuracy {accuracy:.3f} ({len(cases) - len(failures)}/{len(cases)})")
+    for f in failures:
+        print("  FAIL", f)
+    assert accuracy >= 0.90
