@@ -1,13 +1,35 @@
 """engram: long-term memory and task continuity for AI agents, in one DuckDB file."""
 
-from .clock import SystemClock, VirtualClock
-from .config import Settings
-from .engram import Engram, ModelMismatch
-from .types import EngramError, Hit, Memory, NotFound, Session, StoreResult, Task
+from __future__ import annotations
+
+import importlib
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "Engram", "EngramError", "Hit", "Memory", "ModelMismatch", "NotFound", "Session",
-    "Settings", "StoreResult", "SystemClock", "Task", "VirtualClock", "__version__",
-]
+# Imported on first use, so a process that only forwards calls to the daemon
+# (the stdio MCP entry point) does not pay for DuckDB, numpy and torch.
+_EXPORTS = {
+    "Engram": "engram.engram",
+    "ModelMismatch": "engram.engram",
+    "Settings": "engram.config",
+    "SystemClock": "engram.clock",
+    "VirtualClock": "engram.clock",
+    "EngramError": "engram.types",
+    "Hit": "engram.types",
+    "Memory": "engram.types",
+    "NotFound": "engram.types",
+    "Session": "engram.types",
+    "StoreResult": "engram.types",
+    "Task": "engram.types",
+}
+
+__all__ = [*_EXPORTS, "__version__"]
+
+
+def __getattr__(name: str):
+    mod = _EXPORTS.get(name)
+    if mod is None:
+        raise AttributeError(f"module 'engram' has no attribute {name!r}")
+    value = getattr(importlib.import_module(mod), name)
+    globals()[name] = value
+    return value

@@ -352,7 +352,8 @@ class ContinuityMixin:
             return {
                 "memories": memories,
                 "handoff": self.handoff_view(handoff) if handoff else None,
-                "related_failures": self._related_failures(hits, user),
+                "related_failures": self._related_failures(
+                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else []),
                 "interrupted_sessions": self.take_interrupted(user, exclude=session_id),
             }
 
@@ -381,30 +382,37 @@ class ContinuityMixin:
             return self.latest_handoff(user, chosen.task_id)
         return chosen
 
-    def _related_failures(self, hits: list[Hit], user: str, limit: int = 5) -> list[dict]:
+    def _related_failures(self, hits: list[Hit], user: str, task_ids: Sequence[str] = (),
+                          limit: int = 5) -> list[dict]:
+        """Earlier failures of the components the hits concern, and of the tasks they belong to."""
         components: list[str] = []
         known = self._known_components(user)
         for h in hits:
             m = h.memory
-            comp = (m.metadata.get("failure") or m.metadata.get("progress") or {}).get("component")
+            comp = (m.metadata.get("failure") or {}).get("component")
             if comp:
                 components.append(comp.lower())
             text = m.content.lower()
             components.extend(c for c in known if c in text)
-        components = list(dict.fromkeys(components))
-        if not components:
-            return []
-        hit_ids = {h.memory.id for h in hits}
-        out = []
-        for comp in components:
-            rows = self.store_db.query_memories(
-                "user_id = ? AND memory_type = 'failure' AND status = 'active' "
-                "AND list_contains(tags, ?)", [user, f"component:{comp}"], order="created_at DESC")
-            for m in rows:
-                if m.id not in hit_ids and len(out) < limit:
-                    out.append({"id": m.id, "component": comp, "content": m.content,
-                                "created_at": m.created_at.isoformat(), **m.metadata.get("failure", {})})
-        return out
+        tasks = list(dict.fromkeys([*task_ids, *(h.memory.task_id for h in hits if h.memory.task_id)]))
+        out: dict[str, dict] = {}
+        for comp in dict.fromkeys(components):
+            for m in self.store_db.query_memories(
+                    "user_id = ? AND memory_type = 'failure' AND status = 'active' "
+                    "AND list_contains(tags, ?)", [user, f"component:{comp}"], order="created_at DESC"):
+                out.setdefault(m.id, self._failure_entry(m))
+        for t in tasks:
+            for m in self.store_db.query_memories(
+                    "user_id = ? AND memory_type = 'failure' AND status = 'active' AND task_id = ?",
+                    [user, t], order="created_at DESC"):
+                out.setdefault(m.id, self._failure_entry(m))
+        return list(out.values())[:limit]
+
+    @staticmethod
+    def _failure_entry(m: Memory) -> dict:
+        doc = m.metadata.get("failure", {})
+        return {"id": m.id, "content": m.content, "created_at": m.created_at.isoformat(),
+                "task_id": m.task_id, **doc, "component": doc.get("component", "").lower()}
 
     def _known_components(self, user: str) -> list[str]:
         rows = self.store_db.execute(

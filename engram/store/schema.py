@@ -63,11 +63,12 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             PRIMARY KEY (src, dst)
         )""",
     ]),
-    ("pinned memories, session outcome counts, memory history", [
-        "ALTER TABLE memories ADD COLUMN pinned BOOLEAN DEFAULT false",
-        "ALTER TABLE memories ADD COLUMN updated_at TIMESTAMP",
+    # DuckDB 1.5 cannot commit two ALTERs of one table (holding rows) in a single
+    # transaction, so each migration alters a table at most once.
+    ("pinned memories", ["ALTER TABLE memories ADD COLUMN pinned BOOLEAN DEFAULT false"]),
+    ("memory update time", ["ALTER TABLE memories ADD COLUMN updated_at TIMESTAMP"]),
+    ("session successes, memory history", [
         "ALTER TABLE sessions ADD COLUMN successes INTEGER DEFAULT 0",
-        "ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0",
         """CREATE TABLE memory_events (
             memory_id VARCHAR NOT NULL,
             happened_at TIMESTAMP NOT NULL,
@@ -75,6 +76,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             detail VARCHAR
         )""",
     ]),
+    ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
