@@ -75,6 +75,16 @@ class BM25Index:
                 if not p:
                     del self.postings[t]
 
+    def idf(self, term: str) -> float:
+        n = len(self.doc_terms)
+        df = len(self.postings.get(term, ()))
+        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+    def ideal_score(self, query: str) -> float:
+        """The score of an average-length document holding each query term once: a per-query
+        scale that, unlike the best hit's score, does not inflate a weak match to 1."""
+        return sum(self.idf(t) * qtf for t, qtf in Counter(tokenize(query)).items())
+
     def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
         """BM25 score per row for rows that share a term with the query.
 

@@ -40,9 +40,9 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     if mode in ("hybrid", "bm25"):
         raw = index.bm25.score(query, allowed=mask)
         if raw:
-            top = max(raw.values())
+            scale = index.bm25.ideal_score(query) or max(raw.values())
             for r, s in raw.items():
-                bm25[r] = s / top
+                bm25[r] = min(1.0, s / scale)
     cos = np.zeros(n, dtype=np.float32)
     vec_rows = np.zeros(0, dtype=np.int64)
     if mode in ("hybrid", "vector") and qvec is not None:

@@ -1,0 +1,253 @@
+"""Write-time resolution: compare, decide and merge_contents."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engram.resolve import Resolution, compare, compare_detail, decide, is_contradiction, merge_contents
+
+CASES_PATH = Path(__file__).parent / "data" / "resolution_cases.json"
+
+
+# --- compare -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "old, new, relation, in_reason",
+    [
+        ("The API timeout is 30 seconds.", "The API timeout is 60 seconds.", "contradiction", "30 -> 60"),
+        ("The project uses Python 3.11.", "The project uses Python 3.12.", "contradiction", "3.11 -> 3.12"),
+        (
+            "Deploys go to Fly.io from main.",
+            "Deploys go to Render from main.",
+            "contradiction",
+            "Fly.io -> Render",
+        ),
+        ("The user is vegetarian.", "The user is not vegetarian.", "contradiction", "negation added"),
+        ("The user does not eat meat.", "The user eats meat.", "contradiction", "negation removed"),
+        ("The user drinks coffee.", "The user no longer drinks coffee.", "contradiction", "no longer"),
+        ("Feature flags are enabled.", "Feature flags are disabled.", "contradiction", "enabled -> disabled"),
+        ("The user is allergic to peanuts.", "The user is also allergic to shellfish.", "addition", "also"),
+        ("The project uses PostgreSQL.", "The project uses PostgreSQL 16.", "addition", "16"),
+        ("The user prefers dark mode.", "the user prefers dark mode", "same", ""),
+        ("Never commit to main.", "Do not commit to main.", "same", ""),
+        ("The user doesn't like olives.", "The user dislikes olives.", "same", ""),
+        ("John's birthday is May 5.", "Mary's birthday is May 5.", "unrelated", "different subject"),
+        ("The user's sister lives in Paris.", "The user lives in Paris.", "unrelated", "sister"),
+        ("The API timeout is 30 seconds.", "The connection pool holds 20 connections.", "unrelated", ""),
+    ],
+)
+def test_compare_relations(old, new, relation, in_reason):
+    got, reason = compare(old, new)
+    assert got == relation, reason
+    assert in_reason in reason
+
+
+def test_compare_normalises_number_formats():
+    assert compare("The limit is 1,000 requests.", "The limit is 1000 requests.")[0] == "same"
+    assert compare("The build takes 5 minutes.", "The build takes five minutes.")[0] == "same"
+    assert compare("The build takes 5 minutes.", "The build takes six minutes.")[0] == "contradiction"
+
+
+def test_compare_keeps_identifiers_whole():
+    rel, reason = compare("The user's email is alice@example.com.", "The user's email is alice@newco.io.")
+    assert rel == "contradiction"
+    assert "alice@example.com -> alice@newco.io" in reason
+    rel, reason = compare("The database is at 10.0.0.5.", "The database is at 10.0.0.7.")
+    assert "10.0.0.5 -> 10.0.0.7" in reason
+
+
+def test_compare_now_only_counts_with_a_change():
+    assert compare("The user lives in Berlin.", "The user now lives in Berlin.")[0] == "same"
+    assert compare("The primary branch is master.", "The primary branch is now main.")[0] == "contradiction"
+
+
+def test_set_valued_predicate_adds_instead_of_replacing():
+    c = compare_detail("The user speaks English.", "The user speaks Spanish.")
+    assert (c.relation, c.basis) == ("addition", "set-valued")
+    # A number in the same slot is still a change, even for "has".
+    assert compare("The repo has 3 branches.", "The repo has 5 branches.")[0] == "contradiction"
+
+
+def test_is_contradiction():
+    assert is_contradiction("The app runs on port 8080.", "The app runs on port 3000.")
+    assert not is_contradiction("The app runs on port 8080.", "The app runs on port 8080.")
+    assert not is_contradiction("The user speaks English.", "The user also speaks Spanish.")
+
+
+def test_compare_handles_empty_text():
+    assert compare("", "The user likes tea.")[0] == "unrelated"
+    assert decide("", [("m1", "The user likes tea.", 0.1)]).action == "new"
+
+
+# --- decide --------------------------------------------------------------------------------------
+
+
+def test_decide_without_candidates_is_new():
+    r = decide("The user likes tea.", [])
+    assert r == Resolution("new", None, None, "no similar memory")
+
+
+def test_decide_reinforces_a_paraphrase():
+    r = decide("The user is called Alice.", [("m1", "The user's name is Alice.", 0.94)])
+    assert (r.action, r.target_id, r.similarity) == ("reinforce", "m1", 0.94)
+
+
+def test_decide_replaces_a_changed_number_despite_high_similarity():
+    r = decide("The API timeout is 60 seconds.", [("m1", "The API timeout is 30 seconds.", 0.96)])
+    assert (r.action, r.target_id) == ("replace", "m1")
+    assert "30 -> 60" in r.reason
+
+
+def test_decide_replaces_a_changed_name_below_dedup_threshold():
+    r = decide("Deploys go to Render from main.", [("m1", "Deploys go to Fly.io from main.", 0.64)])
+    assert r.action == "replace"
+
+
+def test_decide_merges_an_additive_fact_below_dedup_threshold():
+    r = decide("The user is also allergic to shellfish.", [("m1", "The user is allergic to peanuts.", 0.53)])
+    assert (r.action, r.target_id) == ("merge", "m1")
+    assert r.merged_content == "The user is allergic to peanuts and shellfish."
+
+
+def test_decide_floor_blocks_loose_matches():
+    # The same contradiction signal, but the texts share too little to be one statement.
+    r = decide("The user moved to Munich.", [("m1", "The user likes pizza a lot.", 0.30)])
+    assert r.action == "new"
+    assert "too far apart for contradiction (best similarity 0.30)" == r.reason
+
+
+def test_decide_is_new_for_a_different_subject_in_the_middle_band():
+    r = decide(
+        "The production API timeout is 60 seconds.", [("m1", "The staging API timeout is 30 seconds.", 0.81)]
+    )
+    assert r.action == "new"
+    assert "different subject" in r.reason
+
+
+def test_decide_middle_band_without_signal_merges():
+    r = decide(
+        "The CI pipeline runs on GitHub Actions and caches pip downloads between runs.",
+        [("m1", "The CI pipeline runs on GitHub Actions.", 0.78)],
+    )
+    assert r.action == "merge"
+    assert "caches pip downloads" in r.merged_content
+
+
+def test_decide_thresholds_are_arguments():
+    cands = [("m1", "The user prefers short answers.", 0.80)]
+    new = "The user wants answers to be short."
+    assert decide(new, cands).action == "reinforce"  # reworded, no new information
+    assert decide(new, cands, reinforce_threshold=0.95, dedup_threshold=0.9).action == "new"
+
+
+def test_decide_prefers_reinforce_over_replace_among_candidates():
+    cands = [
+        ("old", "The API timeout is 30 seconds.", 0.96),
+        ("same", "The API timeout is 60 seconds.", 0.99),
+    ]
+    r = decide("The API timeout is 60 seconds.", cands)
+    assert (r.action, r.target_id) == ("reinforce", "same")
+
+
+def test_decide_prefers_replace_over_merge_and_ignores_order():
+    cands = [
+        ("french", "The user speaks French.", 0.70),
+        ("stale", "The user does not speak German.", 0.60),
+    ]
+    for order in (cands, cands[::-1]):
+        r = decide("The user also speaks German.", order)
+        assert (r.action, r.target_id) == ("replace", "stale")
+    r = decide("The user also speaks German.", cands[:1])
+    assert (r.action, r.merged_content) == ("merge", "The user speaks French and German.")
+
+
+# --- merge_contents ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "old, new, merged",
+    [
+        ("The user speaks English.", "The user also speaks Spanish.", "The user speaks English and Spanish."),
+        (
+            "The CI pipeline runs unit tests.",
+            "The CI pipeline runs integration tests too.",
+            "The CI pipeline runs unit and integration tests.",
+        ),
+        (
+            "The user has a dog named Max.",
+            "The user has a cat named Luna as well.",
+            "The user has a dog named Max and a cat named Luna.",
+        ),
+        (
+            "The project uses Redis for caching.",
+            "In addition, the project uses Redis for rate limiting.",
+            "The project uses Redis for caching and rate limiting.",
+        ),
+        (
+            "The user is allergic to peanuts and shellfish.",
+            "The user is also allergic to eggs.",
+            "The user is allergic to peanuts, shellfish and eggs.",
+        ),
+        # New says everything old says and more: keep new.
+        (
+            "The project uses PostgreSQL.",
+            "The project uses PostgreSQL 16 with pgvector.",
+            "The project uses PostgreSQL 16 with pgvector.",
+        ),
+        # New adds nothing: keep old.
+        (
+            "The user lives in Berlin, Germany.",
+            "The user lives in Berlin.",
+            "The user lives in Berlin, Germany.",
+        ),
+        # Nothing shared to factor out: both sentences, old first.
+        (
+            "Redis handles caching.",
+            "Workers poll the queue.",
+            "Redis handles caching. Workers poll the queue.",
+        ),
+    ],
+)
+def test_merge_contents(old, new, merged):
+    assert merge_contents(old, new) == merged
+
+
+# --- labelled cases with the real model ----------------------------------------------------------
+
+
+def test_cases_file_is_well_formed():
+    cases = json.loads(CASES_PATH.read_text())
+    assert len(cases) >= 45
+    for c in cases:
+        assert set(c) == {"old", "new", "expected", "note"}
+        assert c["expected"] in ("new", "reinforce", "merge", "replace")
+    assert {c["expected"] for c in cases} == {"new", "reinforce", "merge", "replace"}
+
+
+@pytest.mark.model
+def test_labelled_cases_with_minilm():
+    from engram.embedding import load_embedder
+
+    cases = json.loads(CASES_PATH.read_text())
+    embedder = load_embedder("all-MiniLM-L6-v2")
+    olds = embedder.embed_batch([c["old"] for c in cases])
+    news = embedder.embed_batch([c["new"] for c in cases])
+    sims = (olds * news).sum(axis=1)
+
+    failures = []
+    for c, sim in zip(cases, sims, strict=True):
+        r = decide(c["new"], [("m1", c["old"], float(sim))])
+        if r.action != c["expected"]:
+            failures.append(
+                f"  sim={sim:.3f} expected={c['expected']} got={r.action} ({r.reason})\n"
+                f"    old: {c['old']}\n    new: {c['new']}\n    note: {c['note']}"
+            )
+    accuracy = 1 - len(failures) / len(cases)
+    print(f"\nresolution accuracy: {accuracy:.3f} ({len(cases) - len(failures)}/{len(cases)})")
+    if failures:
+        print("failures:\n" + "\n".join(failures))
+    assert accuracy >= 0.90
