@@ -75,6 +75,26 @@ def check_tags(tags: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
+class _BatchSims:
+    """Similarities of a batch of new vectors to the index, from one matrix product.
+
+    Rows added or re-embedded while the batch is stored are compared as they come.
+    """
+
+    def __init__(self, index: MemoryIndex, vecs: np.ndarray):
+        self.index = index
+        self.n0 = index.n
+        self.base = index.vectors[: self.n0] @ vecs.T
+        self.dirty: set[int] = set()
+
+    def sims(self, vec: np.ndarray, col: int) -> np.ndarray:
+        idx = self.index
+        out = np.concatenate([self.base[:, col], idx.vectors[self.n0: idx.n] @ vec])
+        for r in self.dirty:
+            out[r] = idx.vectors[r] @ vec
+        return out
+
+
 class Engram(ContinuityMixin):
     """Long-term memory in one DuckDB file.
 
@@ -97,6 +117,7 @@ class Engram(ContinuityMixin):
         self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
                                self.settings.graph_depth, self.settings.graph_bonus)
         self.model_changed = self._check_model(allow_model_change)
+        self._batch: _BatchSims | None = None
         self.rebuild_indexes()
 
     # -- lifecycle -----------------------------------------------------------
@@ -276,22 +297,30 @@ class Engram(ContinuityMixin):
         out: list[StoreResult] = []
         k = 0
         with self._lock:
-            for p, chunks in zip(prepared, plan):
-                v = vecs[k:k + len(chunks)]
-                k += len(chunks)
-                if len(chunks) == 1:
-                    out.append(self._store_one(p, v[0]))
-                else:
-                    out.append(self._store_chunks(p, chunks, v))
+            self._batch = _BatchSims(self.index, vecs) if len(texts) > 1 else None
+            try:
+                with self.store_db.transaction():
+                    for p, chunks in zip(prepared, plan):
+                        if len(chunks) == 1:
+                            out.append(self._store_one(p, vecs[k], k))
+                        else:
+                            out.append(self._store_chunks(p, chunks, vecs[k:k + len(chunks)], k))
+                        k += len(chunks)
+            except BaseException:
+                # The rows rolled back; the derived indexes must follow them.
+                self.rebuild_indexes()
+                raise
+            finally:
+                self._batch = None
         return out
 
-    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray) -> StoreResult:
+    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:
         group = new_id()
         results = []
         for i, (text, v) in enumerate(zip(chunks, vecs)):
             q = dict(p, content=text, resolve_conflicts=False,
                      metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks)))
-            results.append(self._store_one(q, v))
+            results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
         links = [(a, b, 1.0) for a, b in zip(ids, ids[1:])]
         with self.store_db.transaction():
@@ -301,14 +330,14 @@ class Engram(ContinuityMixin):
         return StoreResult("new", first.memory, reason=f"split into {len(ids)} chunks",
                            chunks=tuple(ids))
 
-    def _store_one(self, p: dict, vec: np.ndarray) -> StoreResult:
+    def _store_one(self, p: dict, vec: np.ndarray, col: int = 0) -> StoreResult:
         now = p["created_at"] or self.clock.now()
         idx = self.index
         user_code = idx.users.get(p["user_id"])
         peers = np.zeros(0, dtype=np.int64)
         sims = None
         if user_code is not None and idx.n:
-            sims = idx.cosine(vec)
+            sims = self._batch.sims(vec, col) if self._batch is not None else idx.cosine(vec)
             peers = np.flatnonzero(idx.alive[: idx.n] & (idx.user[: idx.n] == user_code)
                                    & (idx.status[: idx.n] == 0))
         decision = resolve.Resolution("new", None, None, "no similar memory")
@@ -316,12 +345,14 @@ class Engram(ContinuityMixin):
             same_type = peers[idx.mtype[peers] == MEMORY_TYPES.index(p["memory_type"])]
             if len(same_type):
                 top = same_type[np.argsort(-sims[same_type])[:5]]
+                top = top[sims[top] >= min(resolve.SIMILARITY_FLOOR, self.settings.dedup_threshold)]
                 cands = self.store_db.get_memories([idx.ids[r] for r in top])
                 candidates = [(idx.ids[r], cands[idx.ids[r]].content, float(sims[r]))
                               for r in top if idx.ids[r] in cands]
-                decision = resolve.decide(p["content"], candidates,
-                                          reinforce_threshold=self.settings.reinforce_threshold,
-                                          dedup_threshold=self.settings.dedup_threshold)
+                if candidates:
+                    decision = resolve.decide(p["content"], candidates,
+                                              reinforce_threshold=self.settings.reinforce_threshold,
+                                              dedup_threshold=self.settings.dedup_threshold)
         if decision.action == "reinforce":
             return self._reinforce(decision, p, now)
         if decision.action == "merge":
@@ -386,7 +417,9 @@ class Engram(ContinuityMixin):
                                     {"reason": decision.reason, "previous": old.content,
                                      "added": p["content"]})
         mem = self.store_db.get_memory(old.id)
-        self.index.upsert(mem, vec)
+        row = self.index.upsert(mem, vec)
+        if self._batch is not None:
+            self._batch.dirty.add(row)
         return StoreResult("merge", mem, old, decision.similarity, decision.reason)
 
     def update(self, memory_id: str, content: str, user_id: str | None = None) -> StoreResult:

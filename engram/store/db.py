@@ -9,8 +9,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
+import importlib.util
+import sys
+
 import duckdb
 import numpy as np
+
+# DuckDB's Python client tries `import pandas` several times per execute() to check
+# parameter types; without pandas each failed import walks sys.path (~10 ms a call).
+# Marking it absent makes the failure instant. Harmless where pandas is installed.
+if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
+    sys.modules["pandas"] = None  # type: ignore[assignment]
 
 from ..types import EngramError, Memory, Session, Task
 from .extensions import load_extensions
@@ -29,6 +38,11 @@ SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "la
 
 class DatabaseLocked(EngramError):
     pass
+
+
+def _in(column: str, n: int) -> str:
+    """`column IN (?, ?, ...)`: unlike list_contains it can use the primary-key index."""
+    return f"{column} IN ({', '.join('?' * n)})"
 
 
 def _ts(dt: datetime | None) -> datetime | None:
@@ -170,13 +184,13 @@ class Store:
         if ids:
             self.execute(
                 "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ? "
-                "WHERE list_contains(?, id)", [_ts(now), list(ids)])
+                f"WHERE {_in('id', len(ids))}", [_ts(now), *ids])
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         if not ids:
             return {}
         rows = self.execute(
-            f"SELECT {_MEM_SELECT} FROM memories WHERE list_contains(?, id)", [list(ids)]
+            f"SELECT {_MEM_SELECT} FROM memories WHERE {_in('id', len(ids))}", list(ids)
         ).fetchall()
         return {r[0]: row_to_memory(r) for r in rows}
 
@@ -207,8 +221,10 @@ class Store:
             cur.close()
 
     def get_embeddings(self, ids: Sequence[str]) -> dict[str, bytes]:
-        rows = self.execute("SELECT id, embedding FROM memories WHERE list_contains(?, id)",
-                            [list(ids)]).fetchall()
+        if not ids:
+            return {}
+        rows = self.execute(f"SELECT id, embedding FROM memories WHERE {_in('id', len(ids))}",
+                            list(ids)).fetchall()
         return {r[0]: r[1] for r in rows}
 
     def delete_memories(self, ids: Sequence[str]) -> None:
@@ -217,7 +233,7 @@ class Store:
         ids = list(ids)
         self.execute("DELETE FROM edges WHERE list_contains(?, src) OR list_contains(?, dst)", [ids, ids])
         self.execute("DELETE FROM memory_events WHERE list_contains(?, memory_id)", [ids])
-        self.execute("DELETE FROM memories WHERE list_contains(?, id)", [ids])
+        self.execute(f"DELETE FROM memories WHERE {_in('id', len(ids))}", ids)
 
     def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
         self.execute("INSERT INTO memory_events VALUES (?, ?, ?, ?)",
@@ -234,8 +250,12 @@ class Store:
 
     # -- edges ---------------------------------------------------------------
     def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]]) -> None:
+        if not edges:
+            return
+        params: list[Any] = []
         for src, dst, w in edges:
-            self.execute("INSERT OR REPLACE INTO edges VALUES (?, ?, ?, ?)", [src, dst, float(w), user_id])
+            params += [src, dst, float(w), user_id]
+        self.execute("INSERT OR REPLACE INTO edges VALUES " + ", ".join(["(?, ?, ?, ?)"] * len(edges)), params)
 
     def delete_edges_of(self, ids: Sequence[str]) -> None:
         if ids:
@@ -304,3 +324,157 @@ class Store:
         rows = self.execute("SELECT id, coalesce(successes, 0), coalesce(failures, 0) FROM sessions "
                             "WHERE coalesce(successes, 0) + coalesce(failures, 0) > 0").fetchall()
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
+
+    # -- maintenance, stats, transfer (appended for engram.maintenance / engram.transfer) ----------
+    def add_meta_counter(self, key: str, n: int) -> int:
+        """Add n to an integer kept in meta; returns the new total."""
+        with self._lock:
+            total = int(self.get_meta(key) or 0) + int(n)
+            self.set_meta(key, str(total))
+            return total
+
+    def open_task_ids(self) -> set[str]:
+        rows = self.execute("SELECT id FROM tasks WHERE status NOT IN ('done', 'abandoned')").fetchall()
+        return {r[0] for r in rows}
+
+    def latest_handoff_ids(self) -> set[str]:
+        """The newest active handoff of every (user, task) pair, the task-less ones included."""
+        rows = self.execute(
+            "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY user_id, task_id "
+            "ORDER BY created_at DESC, id DESC) AS k FROM memories "
+            "WHERE memory_type = 'handoff' AND status = 'active') WHERE k = 1").fetchall()
+        return {r[0] for r in rows}
+
+    def retired_memories(self, statuses: Sequence[str]) -> list[tuple[str, str, str | None, datetime | None]]:
+        """(id, status, superseded_by, valid_to) of memories out of normal recall."""
+        rows = self.execute("SELECT id, status, superseded_by, valid_to FROM memories "
+                            "WHERE list_contains(?, status)", [list(statuses)]).fetchall()
+        return [(r[0], r[1], r[2], _aware(r[3])) for r in rows]
+
+    def existing_ids(self, table: str, ids: Sequence[str]) -> set[str]:
+        if table not in ("memories", "tasks", "sessions") or not ids:
+            return set()
+        rows = self.execute(f"SELECT id FROM {table} WHERE list_contains(?, id)", [list(ids)]).fetchall()
+        return {r[0] for r in rows}
+
+    def edge_neighbors(self, ids: Sequence[str]) -> set[str]:
+        """Memories with an edge to or from any of ids (ids themselves excluded)."""
+        if not ids:
+            return set()
+        ids = list(ids)
+        rows = self.execute("SELECT dst FROM edges WHERE list_contains(?, src) UNION "
+                            "SELECT src FROM edges WHERE list_contains(?, dst)", [ids, ids]).fetchall()
+        return {r[0] for r in rows} - set(ids)
+
+    def memory_counts(self, user_id: str | None = None) -> list[tuple[str, str, str, int]]:
+        """(user_id, memory_type, status, count) groups."""
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        return [(r[0], r[1], r[2], int(r[3])) for r in self.execute(
+            f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
+            "GROUP BY ALL ORDER BY ALL", params).fetchall()]
+
+    def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
+        if table not in ("tasks", "sessions"):
+            raise KeyError(table)
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        rows = self.execute(f"SELECT status, count(*) FROM {table} WHERE {where} GROUP BY status",
+                            params).fetchall()
+        return {r[0]: int(r[1]) for r in rows}
+
+    def table_counts(self, user_id: str | None = None) -> dict[str, int]:
+        """Rows per exported table (memory_events counted through their memory's user)."""
+        uw, p = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        out = {t: self.count(t, uw, p) for t in ("memories", "tasks", "sessions", "edges")}
+        mw = "m.user_id = ?" if user_id is not None else "true"
+        out["memory_events"] = int(self.execute(
+            f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {mw}",
+            p).fetchone()[0])
+        return out
+
+    def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000
+                         ) -> Iterable[tuple[Memory, bytes | None]]:
+        """Every memory row of any status, with its embedding, oldest first."""
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        with self._lock:
+            cur = self.con.cursor()
+        try:
+            cur.execute(f"SELECT {_MEM_SELECT}, embedding FROM memories WHERE {where} "
+                        "ORDER BY created_at, id", params)
+            while rows := cur.fetchmany(batch):
+                for r in rows:
+                    yield row_to_memory(r[:-1]), r[-1]
+        finally:
+            cur.close()
+
+    def events_by_memory(self, user_id: str | None = None) -> dict[str, list[dict]]:
+        where, params = ("m.user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        rows = self.execute(
+            "SELECT e.memory_id, e.happened_at, e.action, e.detail FROM memory_events e "
+            f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
+            "ORDER BY e.memory_id, e.happened_at", params).fetchall()
+        out: dict[str, list[dict]] = {}
+        for r in rows:
+            out.setdefault(r[0], []).append({"at": _aware(r[1]).isoformat(), "action": r[2],
+                                             "detail": json.loads(r[3]) if r[3] else {}})
+        return out
+
+    def all_tasks(self, user_id: str | None = None) -> list[Task]:
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        rows = self.execute(f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE {where} "
+                            "ORDER BY created_at, id", params).fetchall()
+        return [row_to_task(r) for r in rows]
+
+    def sessions_with_counts(self, user_id: str | None = None) -> list[tuple[Session, int, int]]:
+        """Sessions with their success and failure counts."""
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        rows = self.execute(f"SELECT {', '.join(SESSION_COLUMNS)}, coalesce(successes, 0), "
+                            f"coalesce(failures, 0) FROM sessions WHERE {where} "
+                            "ORDER BY started_at, id", params).fetchall()
+        return [(row_to_session(r[:-2]), int(r[-2]), int(r[-1])) for r in rows]
+
+    def user_edges(self, user_id: str | None = None) -> list[tuple[str, str, float, str]]:
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        return self.execute(f"SELECT src, dst, weight, user_id FROM edges WHERE {where} "
+                            "ORDER BY src, dst", params).fetchall()
+
+    def file_size(self) -> int | None:
+        """Bytes on disk: the database file plus its write-ahead log (None in memory)."""
+        if self.path == ":memory:":
+            return None
+        return sum(p.stat().st_size for p in (Path(self.path), Path(self.path + ".wal")) if p.exists())
+
+    def checkpoint(self) -> None:
+        with self._lock:
+            self.con.execute("CHECKPOINT")
+
+    def compact(self) -> bool:
+        """Rewrite the database into a fresh file and swap it in.
+
+        CHECKPOINT only marks deleted rows' blocks free: their bytes stay in the file until
+        reused, and rows deleted from a live row group stay in it. Copying the live rows into
+        a new file is DuckDB's documented way to make deleted text leave the disk.
+        Returns False for an in-memory database.
+        """
+        if self.path == ":memory:":
+            return False
+        tmp = Path(self.path + ".compact")
+        with self._lock:
+            if self._depth:
+                raise EngramError("cannot compact inside a transaction")
+            for p in (tmp, Path(str(tmp) + ".wal")):
+                p.unlink(missing_ok=True)
+            self.con.execute("CHECKPOINT")
+            db = self.con.execute("SELECT current_database()").fetchone()[0]
+            quoted = str(tmp).replace("'", "''")
+            self.con.execute(f"ATTACH '{quoted}' AS engram_compact")
+            try:
+                self.con.execute(f'COPY FROM DATABASE "{db}" TO engram_compact')
+                self.con.execute("CHECKPOINT engram_compact")
+            finally:
+                self.con.execute("DETACH engram_compact")
+            self.con.close()
+            tmp.replace(self.path)
+            Path(self.path + ".wal").unlink(missing_ok=True)
+            self.con = duckdb.connect(self.path)
+            load_extensions(self.con)
+            return True
