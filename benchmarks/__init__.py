@@ -1,0 +1,1 @@
+"""Benchmarks for engram; each is its own package, run with python -m."""

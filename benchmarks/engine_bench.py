@@ -1,0 +1,109 @@
+"""Store and recall latency at 1k, 10k and 100k synthetic memories, and bulk ingest throughput.
+
+    python -m benchmarks.engine_bench [--sizes 1000,10000,100000] [--samples 200] [--out FILE]
+
+Uses the real embedding model and a DuckDB file in a temporary folder, end to end
+(the query's embedding included). Prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+SYL = ["ka", "lo", "mi", "ren", "tor", "vak", "zu", "bel", "dra", "fin", "gor", "hul", "jex", "nor",
+       "pim", "quo", "sal", "tev", "ulm", "wix", "yor", "bra", "cli", "dun"]
+KINDS = ["service", "library", "pipeline", "dashboard", "cluster", "team", "customer", "script"]
+FACTS = [
+    "runs on {n} replicas in {env}", "is owned by {person}", "logs to {sink}",
+    "was upgraded to version {n}.{m}", "retries failed jobs {n} times", "is deployed every {day}",
+    "stores its data in {store}", "alerts {person} when latency passes {n} ms",
+    "depends on the {other} {kind2}", "uses {lang} and is tested with {tool}",
+]
+VALUES = dict(env=["staging", "production", "eu-west", "us-east"],
+              person=["Maria", "Kenji", "Aisha", "Tom", "Priya", "Lars", "Chen", "Olu"],
+              sink=["Loki", "Datadog", "stdout", "S3", "Elastic"],
+              day=["Monday", "Tuesday", "night", "weekend", "sprint"],
+              store=["Postgres", "Redis", "DuckDB", "S3", "Cassandra"],
+              lang=["Python", "Go", "Rust", "TypeScript", "Java"],
+              tool=["pytest", "go test", "cargo test", "vitest", "JUnit"])
+
+
+def name(rng: random.Random) -> str:
+    return "".join(rng.choice(SYL) for _ in range(rng.randint(2, 3))).capitalize()
+
+
+def sentence(rng: random.Random) -> str:
+    kind = rng.choice(KINDS)
+    tpl = rng.choice(FACTS)
+    vals = {k: rng.choice(v) for k, v in VALUES.items()}
+    text = tpl.format(n=rng.randint(2, 90), m=rng.randint(0, 9), other=name(rng), kind2=rng.choice(KINDS), **vals)
+    return f"The {name(rng)} {kind} {text}."
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] * 1000
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--samples", type=int, default=200)
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args(argv)
+    from engram import Engram, Settings
+    from engram.embedding import load_embedder
+
+    rng = random.Random(7)
+    tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
+    settings = Settings.from_env({"ENGRAM_HOME": str(tmp)})
+    emb = load_embedder(settings.model, threads=settings.torch_threads)
+    eng = Engram(tmp / "bench.duckdb", settings=settings, embedder=emb)
+    rows: list[dict] = []
+    ingested, ingest_s = 0, 0.0
+    for size in [int(s) for s in args.sizes.split(",")]:
+        while len(eng.index) < size:
+            batch = [dict(content=sentence(rng)) for _ in range(min(256, size - len(eng.index)))]
+            t = time.perf_counter()
+            eng.store_many(batch)
+            ingest_s += time.perf_counter() - t
+            ingested += len(batch)
+        store_t, recall_t = [], []
+        for _ in range(args.samples):
+            text = sentence(rng)
+            t = time.perf_counter()
+            eng.store(text)
+            store_t.append(time.perf_counter() - t)
+            q = sentence(rng).rstrip(".").split(" ", 2)[2]  # a fact phrased without its subject
+            t = time.perf_counter()
+            eng.recall(q, limit=10)
+            recall_t.append(time.perf_counter() - t)
+        row = {"memories": len(eng.index), "store_p50_ms": pct(store_t, 50), "store_p95_ms": pct(store_t, 95),
+               "recall_p50_ms": pct(recall_t, 50), "recall_p95_ms": pct(recall_t, 95),
+               "ingest_per_s": ingested / ingest_s if ingest_s else None,
+               "db_mb": sum(p.stat().st_size for p in tmp.glob("bench.duckdb*")) / 1e6}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    eng.close()
+    print("\n| memories | store p50 | store p95 | recall p50 | recall p95 | bulk ingest |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for r in rows:
+        print(f"| {r['memories']:,} | {r['store_p50_ms']:.1f} ms | {r['store_p95_ms']:.1f} ms | "
+              f"{r['recall_p50_ms']:.1f} ms | {r['recall_p95_ms']:.1f} ms | {r['ingest_per_s']:.0f}/s |")
+    result = {"rows": rows, "model": emb.name, "torch_threads": settings.torch_threads}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    return result
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,216 @@
+"""The one long-running process that owns the database and serves every client.
+
+Stdio MCP processes, the CLI and (with --http) HTTP clients all reach the same Engram through it.
+A stdio client starts it on demand and it then keeps running when idle, so the next session
+does not wait for the embedding model; `engram stop` (the "__shutdown__" request) or SIGTERM
+ends it cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from engram.api import Api, Ctx
+from engram.config import Settings
+from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
+from engram.types import EngramError
+
+__all__ = ["SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
+
+log = logging.getLogger(__name__)
+
+SHUTDOWN = "__shutdown__"  # the RPC method that stops the daemon (not an Api operation)
+
+
+class Daemon:
+    """Engram + Api + maintenance scheduler behind the RPC socket (and optionally HTTP)."""
+
+    def __init__(self, settings: Settings, engram: Any = None):
+        from engram.engram import Engram
+
+        self.settings = settings
+        self.eng = engram if engram is not None else Engram(settings=settings)
+        self.api = Api(self.eng)
+        self.scheduler = _start_scheduler(self.eng, settings, self.api)
+        self.api.scheduler = self.scheduler
+        self.rpc = RpcServer(settings.socket_path, self.handle, on_disconnect=self.on_disconnect)
+        self.stop_requested = threading.Event()
+        self._stopping = False
+        self._http: Any = None
+        self._http_thread: threading.Thread | None = None
+
+    # -- requests
+
+    def handle(self, method: str, params: dict, peer: Peer) -> Any:
+        if method == SHUTDOWN:
+            log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
+            self.stop_requested.set()
+            return {"stopping": True, "pid": os.getpid()}
+        return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid))
+
+    def on_disconnect(self, peer: Peer, clean: bool) -> None:
+        if self._stopping:
+            # We are closing the connection, not the client: its session is not over.
+            return
+        self.eng.end_session(peer.session_id, clean)
+        if not clean:
+            log.info("session %s (%s, pid %s) interrupted", peer.session_id, peer.client, peer.pid)
+
+    # -- lifecycle
+
+    def start(self, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
+        self.rpc.start()
+        log.info("engram daemon %d serving %s (db %s)", os.getpid(), self.settings.socket_path, self.eng.path)
+        if http:
+            self._start_http(host, port)
+
+    def _start_http(self, host: str, port: int) -> None:
+        import uvicorn
+
+        app = build_http_app(self.api, self.settings, host)
+        config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+        self._http = uvicorn.Server(config)
+        self._http_thread = threading.Thread(target=self._http.run, name="engram-http", daemon=True)
+        self._http_thread.start()
+        while not self._http.started:  # bind errors end the thread before it starts
+            if not self._http_thread.is_alive():
+                raise EngramError(f"could not serve HTTP on {host}:{port}; see the log above")
+            time.sleep(0.05)
+        log.info("HTTP API and MCP (streamable HTTP at /mcp) on http://%s:%d", host, port)
+
+    def wait(self) -> None:
+        """Block until SIGTERM/SIGINT, a shutdown request, or the HTTP server stopping."""
+        while not self.stop_requested.wait(1.0):
+            if self._http_thread is not None and not self._http_thread.is_alive():
+                break
+
+    def close(self) -> None:
+        """Stop the HTTP server, the socket, the scheduler; checkpoint and close the database."""
+        self._stopping = True
+        if self._http is not None:
+            self._http.should_exit = True
+            if self._http_thread is not None:
+                self._http_thread.join(10)
+        self.rpc.shutdown()
+        if self.scheduler is not None:
+            with contextlib.suppress(Exception):
+                self.scheduler.shutdown()
+        self.eng.close()
+        log.info("engram daemon %d stopped", os.getpid())
+
+
+def _start_scheduler(eng: Any, settings: Settings, api: Api) -> Any:
+    try:
+        from engram.scheduler import MaintenanceScheduler
+    except ModuleNotFoundError as e:
+        if e.name != "engram.scheduler":
+            raise
+        return None
+    scheduler = MaintenanceScheduler(eng, settings, api_metrics=api.metrics)
+    scheduler.start()
+    return scheduler
+
+
+def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any:
+    """The REST API plus streamable-HTTP MCP at /mcp (one engram session per MCP session), one token."""
+    from engram.server.backend import SessionBackends
+    from engram.server.http import build_app
+    from engram.server.mcp import build_mcp
+
+    mcp = build_mcp(SessionBackends(api, client="http"))
+    return build_app(api, mcp_app=mcp.streamable_http_app(host=host), settings=settings)
+
+
+def run_daemon(settings: Settings | None = None, http: bool = False, host: str = "127.0.0.1",
+               port: int = 8765) -> int:
+    """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves."""
+    settings = settings or Settings.from_env()
+    if http:
+        from engram.server.http import check_bind
+        check_bind(host, settings.token)  # before anything else: a refusal must not start a daemon
+    if not logging.getLogger().handlers:
+        logging.basicConfig(level=logging.INFO,
+                            format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+    lock = acquire_daemon_lock(settings.socket_path)
+    if lock is None:
+        holder = _lock_holder(settings.socket_path)
+        log.warning("another engram daemon%s already serves %s; not starting a second one",
+                    f" (pid {holder})" if holder else "", settings.socket_path)
+        if http:
+            print(f"engram: a daemon{f' (pid {holder})' if holder else ''} is already running; run "
+                  "`engram stop` first to restart it with these options", file=sys.stderr)
+        return 0
+    try:
+        daemon = Daemon(settings)
+        stop = daemon.stop_requested.set
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda *_: stop())
+            signal.signal(signal.SIGINT, lambda *_: stop())
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)  # the terminal that started it may close
+        try:
+            daemon.start(http, host, port)
+            daemon.wait()
+        finally:
+            daemon.close()
+        return 0
+    finally:
+        lock.close()
+
+
+def _lock_holder(socket_path: Path) -> int | None:
+    from engram.server.rpc import lock_path_for
+
+    try:
+        return int(lock_path_for(socket_path).read_text().strip() or 0) or None
+    except (OSError, ValueError):
+        return None
+
+
+def stop_daemon(settings: Settings, timeout: float = 30.0) -> bool:
+    """Ask the running daemon to stop and wait until it released the database. False if none ran."""
+    client = RpcClient(settings.socket_path, client="stop")
+    try:
+        client.call(SHUTDOWN)
+    except RpcError as e:
+        if e.kind == "DaemonUnavailable":
+            return False
+        if e.kind != "ConnectionLost":  # it may close the socket before answering
+            raise
+    finally:
+        client.close(clean=True)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        fh = acquire_daemon_lock(settings.socket_path)
+        if fh is not None:
+            fh.close()
+            return True
+        time.sleep(0.05)  # waiting on another process; there is nothing to block on
+    raise RpcError(f"the engram daemon did not stop within {timeout:g}s", "Timeout")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m engram.server.daemon", description=__doc__)
+    parser.add_argument("--home", help="engram home directory (default: ENGRAM_HOME or ~/.engram)")
+    parser.add_argument("--http", action="store_true", help="also serve MCP and REST over HTTP")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8765)
+    a = parser.parse_args(argv)
+    overrides = {"home": Path(a.home).expanduser()} if a.home else {}
+    try:
+        return run_daemon(Settings.from_env(**overrides), http=a.http, host=a.host, port=a.port)
+    except (EngramError, ValueError) as e:
+        print(f"engram daemon: {e}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

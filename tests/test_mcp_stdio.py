@@ -1,0 +1,161 @@
+"""`python -m engram` as a real stdio MCP server: the SDK's stdio client, the daemon it starts, sessions."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import uuid
+from pathlib import Path
+
+import anyio
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from engram.config import Settings
+from engram.server.daemon import stop_daemon
+from engram.server.mcp import TOOL_NAMES
+from engram.server.rpc import lock_path_for
+
+pytestmark = [pytest.mark.model, pytest.mark.anyio]
+
+# The first call may wait for the daemon to start and load the embedding model.
+TIMEOUT = 180
+
+
+@pytest.fixture
+def anyio_backend():
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    """One ENGRAM_HOME (so one daemon) for the module; the daemon is stopped at the end."""
+    home = tmp_path_factory.mktemp("engram-home")
+    yield home
+    stop_engram_daemon(home)
+
+
+def stop_engram_daemon(home: Path) -> None:
+    settings = Settings.from_env({"ENGRAM_HOME": str(home)})
+    try:
+        stop_daemon(settings, timeout=60)
+    except Exception:
+        # It would not stop politely: make sure no daemon outlives the test run.
+        with contextlib.suppress(OSError, ValueError):
+            os.kill(int(lock_path_for(settings.socket_path).read_text().strip()), signal.SIGKILL)
+        raise
+
+
+def engram_env(home: Path, user: str) -> dict[str, str]:
+    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1",
+            "ENGRAM_TORCH_THREADS": "1"}
+
+
+def stdio(home: Path, user: str) -> Client:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, user))
+    return Client(params, read_timeout_seconds=TIMEOUT)
+
+
+async def ok(client: Client, tool: str, args: dict | None = None) -> dict:
+    r = await client.call_tool(tool, args or {})
+    assert not r.is_error, f"{tool} failed: {r.content[0].text}"
+    return r.structured_content
+
+
+def child_pids() -> set[int]:
+    """Direct children of this process (Linux /proc), to find the stdio server the SDK spawned."""
+    me, out = os.getpid(), set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == me:
+            out.add(int(stat.parent.name))
+    return out
+
+
+async def test_stdio_server_lists_and_runs_every_tool(home):
+    async with stdio(home, "user-every-tool") as c:
+        assert c.server_info.name == "engram"
+        tools = (await c.list_tools()).tools
+        assert sorted(t.name for t in tools) == sorted(TOOL_NAMES)
+
+        task = await ok(c, "create_task", {"name": "Set up release pipeline"})
+        tid = task["task_id"]
+        stored = await ok(c, "store_memory", {"content": "Releases are tagged vX.Y.Z and built by CI.",
+                                              "task_id": tid})
+        assert stored["action"] == "new"
+        rec = await ok(c, "recall_memory", {"query": "how are releases tagged"})
+        assert rec["memories"][0]["id"] == stored["memory_id"]
+        await ok(c, "update_memory", {"memory_id": stored["memory_id"],
+                                      "content": "Releases are tagged vX.Y.Z and published by CI."})
+        await ok(c, "track_progress", {"feature": "release workflow", "status": "done", "completion": 1.0,
+                                       "task_id": tid})
+        await ok(c, "track_failure", {"error": "tag push rejected", "component": "ci", "task_id": tid})
+        await ok(c, "session_handoff", {"summary": "Release pipeline works", "next_steps": ["sign artifacts"],
+                                        "task_id": tid})
+        view = await ok(c, "get_task", {"task_id": tid})
+        assert len(view["timeline"]) == 4
+        ctx = await ok(c, "get_context", {"query": "release pipeline"})
+        assert "Release pipeline works" in ctx["context"]
+        assert (await ok(c, "update_task", {"task_id": tid, "status": "done"}))["status"] == "done"
+        assert (await ok(c, "session_outcome", {"outcome": "success"}))["outcome"] == "success"
+        assert isinstance(await ok(c, "memory_stats"), dict)
+        assert isinstance(await ok(c, "consolidate_memory"), dict)
+        gone = await ok(c, "forget_memory", {"memory_id": stored["memory_id"]})
+        assert gone["deleted"] == [stored["memory_id"]]
+
+        # Refusals come back as tool errors and the server keeps going.
+        r = await c.call_tool("store_memory", {"content": "x" * 100_001})
+        assert r.is_error and "limit is 100,000" in r.content[0].text
+        r = await c.call_tool("get_task", {"task_id": "t-missing"})
+        assert r.is_error and "no task with id 't-missing'" in r.content[0].text
+        assert (await ok(c, "recall_memory", {"query": "releases"}))["memories"] is not None
+
+
+async def test_second_client_process_sees_the_first_ones_memory(home):
+    token = f"kiwi{uuid.uuid4().hex[:8]}"
+    async with stdio(home, "user-shared") as a:
+        first = await ok(a, "store_memory", {"content": f"The staging cluster is called {token}."})
+    # a's process has exited (its stdin closed): a clean end, so nobody reports it as interrupted.
+    async with stdio(home, "user-shared") as b:
+        rec = await ok(b, "recall_memory", {"query": f"what is the staging cluster called {token}"})
+        assert rec["memories"][0]["id"] == first["memory_id"]
+        assert token in rec["memories"][0]["content"]
+        assert rec["interrupted_sessions"] == []
+
+
+async def test_killed_client_is_reported_interrupted_once(home):
+    user = "user-killed"
+    async with stdio(home, user) as b:
+        await ok(b, "memory_stats")  # b's session exists before a dies
+        before = child_pids()
+        a = stdio(home, user)
+        await a.__aenter__()
+        (a_pid,) = child_pids() - before
+        task = await ok(a, "create_task", {"name": "Rotate the API keys"})
+        await ok(a, "track_progress", {"feature": "rotate staging keys", "status": "in_progress",
+                                       "completion": 0.3, "task_id": task["task_id"]})
+
+        os.kill(a_pid, signal.SIGKILL)
+        with contextlib.suppress(Exception):
+            await a.__aexit__(None, None, None)
+
+        # The daemon notices the dropped connection on its own thread; poll until it has.
+        reported: list[dict] = []
+        with anyio.fail_after(60):
+            while not reported:
+                rec = await ok(b, "recall_memory", {"query": "API keys"})
+                reported = rec["interrupted_sessions"]
+        assert len(reported) == 1
+        (s,) = reported
+        assert s["client"] == "stdio"
+        assert s["task"]["id"] == task["task_id"]
+        assert s["last_progress"]["progress"]["feature"] == "rotate staging keys"
+
+        again = await ok(b, "recall_memory", {"query": "API keys"})
+        assert again["interrupted_sessions"] == []
