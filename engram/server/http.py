@@ -1,0 +1,460 @@
+"""The HTTP API: JSON routes over the transport-free Api, bearer auth, Prometheus metrics, OpenAPI.
+
+Sessions: a request that sends `X-Engram-Session: <id>` acts in that session, which stays
+open (and, like an MCP session whose client vanished, counts as interrupted once idle for
+ENGRAM_HEARTBEAT_TIMEOUT). Without the header the session is the client's connection (its
+token and address), ended cleanly after each request because HTTP has no disconnect signal.
+The user is `X-Engram-User`, else ENGRAM_USER.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import json
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.json_schema import models_json_schema
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from engram import __version__
+from engram.api import Ctx
+from engram.embedding import ModelUnavailable
+from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError, NotFound
+
+__all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 16 * 1024 * 1024
+PUBLIC_PATHS = frozenset({"/healthz"})
+
+
+class BindRefused(EngramError):
+    """Serving HTTP beyond this machine without a token."""
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a non-loopback address without a token: anyone who can reach it could read every memory."""
+    if token:
+        return
+    if host == "localhost":
+        return
+    try:
+        if ipaddress.ip_address(host.strip("[]")).is_loopback:
+            return
+    except ValueError:
+        pass  # a host name other than localhost may resolve to anything
+    raise BindRefused(
+        f"refusing to serve HTTP on {host!r} without a token: anyone who can reach it could read and "
+        "change every memory. Set ENGRAM_TOKEN to a long random secret (clients then send "
+        "'Authorization: Bearer <token>'), or bind 127.0.0.1."
+    )
+
+
+# ---------------------------------------------------------------- request bodies
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreMemory(Body):
+    content: str = Field(description="the text to remember")
+    memory_type: Literal[MEMORY_TYPES] = "fact"  # type: ignore[valid-type]
+    importance: float = Field(0.5, ge=0, le=1, description="higher decays slower")
+    tags: list[str] | None = None
+    task_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    pinned: bool = Field(False, description="never decay or prune")
+
+
+class Search(Body):
+    query: str
+    limit: int = Field(10, ge=1)
+    memory_type: Literal[MEMORY_TYPES] | None = None  # type: ignore[valid-type]
+    task_id: str | None = None
+    tags: list[str] | None = None
+    as_of: str | None = Field(None, description="ISO 8601 date or datetime: what was believed then")
+    mode: Literal[SEARCH_MODES] = "hybrid"  # type: ignore[valid-type]
+    explain: bool = False
+
+
+class Context(Body):
+    query: str
+    max_tokens: int = Field(1500, ge=50, le=100_000)
+    task_id: str | None = None
+    limit: int = Field(20, ge=1)
+
+
+class CreateTask(Body):
+    name: str
+    goal: str = ""
+    metadata: dict[str, Any] | None = None
+
+
+class UpdateTask(Body):
+    status: Literal[TASK_STATUSES] | None = None  # type: ignore[valid-type]
+    goal: str | None = None
+    metadata: dict[str, Any] | None = None
+    name: str | None = None
+
+
+class Handoff(Body):
+    summary: str
+    completed: list[str] | None = None
+    in_progress: list[str] | None = None
+    blocked: list[str] | None = None
+    next_steps: list[str] | None = None
+    task_id: str | None = None
+
+
+class Maintenance(Body):
+    apply: bool = Field(True, description="false reports what would change without changing it")
+
+
+@dataclass(frozen=True)
+class Op:
+    """One JSON route: an Api operation, its body model, path parameters passed as arguments."""
+
+    method: str
+    path: str
+    op: str
+    summary: str
+    body: type[Body] | None = None
+    status: int = 200
+    empty_body_ok: bool = False
+
+
+OPS = (
+    Op("POST", "/memories", "store_memory", "Store a memory (resolved against what is known)", StoreMemory),
+    Op("GET", "/memories/{memory_id}", "get_memory", "One memory with its history"),
+    Op("DELETE", "/memories/{memory_id}", "forget_memory", "Delete a memory for good"),
+    Op("POST", "/search", "recall_memory", "Hybrid search with continuity context", Search),
+    Op("POST", "/context", "get_context", "A token-budgeted memory block for a prompt", Context),
+    Op("POST", "/tasks", "create_task", "Create a task", CreateTask, status=201),
+    Op("GET", "/tasks", "list_tasks", "List tasks (optional ?status=)"),
+    Op("GET", "/tasks/{task_id}", "get_task", "A task with its timeline and latest handoff"),
+    Op("PATCH", "/tasks/{task_id}", "update_task", "Change a task's status, goal, name or metadata", UpdateTask),
+    Op("POST", "/handoffs", "session_handoff", "Record a session handoff", Handoff, status=201),
+    Op("POST", "/maintenance", "consolidate_memory", "Consolidate and prune now", Maintenance,
+       empty_body_ok=True),
+    Op("GET", "/stats", "memory_stats", "Counts, sizes and maintenance status"),
+)
+QUERY_ARGS = {"list_tasks": ("status",)}
+
+
+# ---------------------------------------------------------------- helpers
+
+
+class BadRequest(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _jsonable(o: Any) -> Any:
+    if isinstance(o, datetime | date):
+        return o.isoformat()
+    if isinstance(o, Path):
+        return str(o)
+    if isinstance(o, set | frozenset | tuple):
+        return list(o)
+    if hasattr(o, "item"):  # numpy scalars
+        return o.item()
+    if hasattr(o, "tolist"):
+        return o.tolist()
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+class JSON(JSONResponse):
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, default=_jsonable, ensure_ascii=False, allow_nan=False).encode()
+
+
+def error(status: int, message: str, **headers: str) -> JSON:
+    return JSON({"error": message}, status_code=status, headers=headers or None)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+async def _read_json(request: Request, empty_ok: bool) -> Any:
+    size = request.headers.get("content-length")
+    if size and size.isdigit() and int(size) > MAX_BODY_BYTES:
+        raise BadRequest(413, f"request body too large (limit {MAX_BODY_BYTES // 2**20} MiB)")
+    raw = await request.body()
+    if len(raw) > MAX_BODY_BYTES:
+        raise BadRequest(413, f"request body too large (limit {MAX_BODY_BYTES // 2**20} MiB)")
+    if not raw.strip():
+        if empty_ok:
+            return {}
+        raise BadRequest(400, "request body is empty; send a JSON object")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadRequest(400, f"request body is not valid UTF-8 (byte {e.start})") from None
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except ValueError as e:
+        raise BadRequest(400, f"request body is not valid JSON: {e}") from None
+
+
+def _validation_message(e: ValidationError) -> str:
+    parts = []
+    for err in e.errors(include_url=False):
+        where = ".".join(str(p) for p in err["loc"]) or "body"
+        parts.append(f"{where}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def _memory_gauges(api: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
+    """Memories by type and status, counted from the derived index (no database round trip)."""
+    from engram.index import STATUS_CODES
+    idx = api.eng.index
+    n = idx.n
+    alive = idx.alive[:n]
+    series = []
+    for status, scode in STATUS_CODES.items():
+        for tcode, mtype in enumerate(MEMORY_TYPES):
+            count = int((alive & (idx.status[:n] == scode) & (idx.mtype[:n] == tcode)).sum())
+            series.append(({"memory_type": mtype, "status": status}, count))
+    return {"engram_memories": series}
+
+
+# ---------------------------------------------------------------- the app
+
+
+def _guard(fn: Callable) -> Callable:
+    """Errors become {"error": message} with the matching status; bugs a bare 500, traceback in the log."""
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            return await fn(request)
+        except BadRequest as e:
+            return error(e.status, e.message)
+        except NotFound as e:
+            return error(404, str(e))
+        except ModelUnavailable as e:
+            return error(503, str(e))
+        except EngramError as e:
+            return error(422, str(e))
+        except Exception:
+            log.exception("HTTP %s %s failed", request.method, request.url.path)
+            return error(500, "internal error")
+
+    endpoint.__name__ = fn.__name__
+    return endpoint
+
+
+class _Auth:
+    """Pure ASGI middleware (streaming-safe for the MCP transport): bearer token on every path but /healthz."""
+
+    def __init__(self, app: Any, token: str | None):
+        self.app = app
+        self.expected = f"Bearer {token}".encode() if token else None
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] != "http" or self.expected is None or scope.get("path") in PUBLIC_PATHS:
+            await self.app(scope, receive, send)
+            return
+        got = b""
+        for k, v in scope.get("headers") or ():
+            if k == b"authorization":
+                got = v
+                break
+        if not hmac.compare_digest(got, self.expected):
+            msg = "missing bearer token" if not got else "invalid bearer token"
+            resp = error(401, f"{msg}: send 'Authorization: Bearer <ENGRAM_TOKEN>'",
+                         **{"WWW-Authenticate": "Bearer"})
+            await resp(scope, receive, send)
+            return
+        await self.app(scope, receive, send)
+
+
+_FROM_SETTINGS: Any = object()
+
+
+def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
+              settings: Any = None) -> Starlette:
+    """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp.
+
+    `token` set: every route except /healthz needs `Authorization: Bearer <token>`. Not given,
+    it is settings.token, so a caller that forgets it still gets the configured protection.
+    """
+    if token is _FROM_SETTINGS:
+        token = getattr(settings, "token", None)
+    default_user = settings.user_id if settings is not None else None
+    nonce = os.urandom(16)  # implicit session ids differ between server runs
+    token_hash = hashlib.blake2b((token or "").encode(), digest_size=8).hexdigest()
+
+    def ctx_for(request: Request) -> tuple[Ctx, bool]:
+        """The caller's context and whether its session is implicit (ended after the request)."""
+        h = request.headers
+        user = h.get("x-engram-user") or default_user
+        explicit = h.get("x-engram-session")
+        if explicit is not None:
+            explicit = explicit.strip()
+            if not explicit or len(explicit) > 200:
+                raise BadRequest(400, "X-Engram-Session must be 1 to 200 characters")
+            return Ctx(session_id=explicit, user_id=user, client="http"), False
+        client = request.client
+        peer = f"{client.host}:{client.port}" if client else "?"
+        key = hashlib.blake2b(f"{token_hash}|{peer}".encode(), key=nonce, digest_size=8).hexdigest()
+        return Ctx(session_id=f"http-{key}", user_id=user, client="http"), True
+
+    def end_session(ctx: Ctx) -> None:
+        api.eng.end_session(ctx.session_id, clean=True)
+
+    def make_endpoint(spec: Op) -> Callable:
+        async def endpoint(request: Request) -> Response:
+            args: dict[str, Any] = {}
+            if spec.body is not None:
+                data = await _read_json(request, spec.empty_body_ok)
+                try:
+                    body = spec.body.model_validate(data)
+                except ValidationError as e:
+                    return error(422, _validation_message(e))
+                args.update(body.model_dump(exclude_unset=True))
+            for name in QUERY_ARGS.get(spec.op, ()):
+                if name in request.query_params:
+                    args[name] = request.query_params[name]
+            args.update(request.path_params)
+            ctx, implicit = ctx_for(request)
+
+            def run() -> Any:
+                try:
+                    return api.call(spec.op, args, ctx)
+                finally:
+                    if implicit:
+                        end_session(ctx)
+
+            result = await run_in_threadpool(run)
+            return JSON(result, status_code=spec.status)
+
+        endpoint.__name__ = spec.op
+        return endpoint
+
+    async def metrics(request: Request) -> Response:
+        gauges = await run_in_threadpool(_memory_gauges, api)
+        return PlainTextResponse(api.metrics.render(gauges),
+                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    async def healthz(request: Request) -> Response:
+        result = await run_in_threadpool(api.call, "health", {}, Ctx(session_id="http-health", client="http"))
+        # Liveness only: the path of the database file is nobody's business without a token.
+        return JSON({"status": result["status"], "memories": result["memories"], "model": result["model"]})
+
+    doc = openapi_document(secured=bool(token), with_mcp=mcp_app is not None)
+
+    async def openapi(request: Request) -> Response:
+        return JSON(doc)
+
+    routes = [Route(s.path, _guard(make_endpoint(s)), methods=[s.method]) for s in OPS]
+    routes += [Route("/metrics", _guard(metrics), methods=["GET"]),
+               Route("/healthz", _guard(healthz), methods=["GET"]),
+               Route("/openapi.json", _guard(openapi), methods=["GET"])]
+    lifespan = None
+    if mcp_app is not None:
+        # The SDK's app routes /mcp itself; a Route (not a Mount) passes the path through unchanged.
+        routes.append(Route("/mcp", mcp_app))
+
+        @contextlib.asynccontextmanager
+        async def lifespan(app):
+            # A mounted app's lifespan does not run on its own; its session manager needs it.
+            async with mcp_app.router.lifespan_context(mcp_app):
+                yield
+
+    async def on_http(request: Request, exc: HTTPException) -> Response:
+        return error(exc.status_code, exc.detail or "error", **(exc.headers or {}))
+
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={HTTPException: on_http},
+    )
+    app.add_middleware(_Auth, token=token)
+    return app
+
+
+# ---------------------------------------------------------------- OpenAPI
+
+
+def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
+    """OpenAPI 3.1 description of the routes, built from the same table and models that serve them."""
+    models = sorted({s.body for s in OPS if s.body is not None}, key=lambda m: m.__name__)
+    _, defs = models_json_schema([(m, "validation") for m in models],
+                                 ref_template="#/components/schemas/{model}")
+    schemas = dict(defs.get("$defs", {}))
+    schemas["Error"] = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+    err = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    obj = {"content": {"application/json": {"schema": {"type": "object"}}}}
+    paths: dict[str, dict] = {}
+    for s in OPS:
+        entry: dict[str, Any] = {
+            "operationId": s.op,
+            "summary": s.summary,
+            "responses": {str(s.status): {"description": "OK", **obj},
+                          "400": {"description": "bad JSON or invalid UTF-8", **err},
+                          "422": {"description": "invalid arguments", **err}},
+        }
+        params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
+                  for n in _path_params(s.path)]
+        params += [{"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
+                   for n in QUERY_ARGS.get(s.op, ())]
+        if params:
+            entry["parameters"] = params
+            entry["responses"]["404"] = {"description": "unknown id", **err}
+        if s.body is not None:
+            entry["requestBody"] = {
+                "required": not s.empty_body_ok,
+                "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{s.body.__name__}"}}},
+            }
+        paths.setdefault(s.path, {})[s.method.lower()] = entry
+    paths["/metrics"] = {"get": {"operationId": "metrics", "summary": "Prometheus metrics",
+                                 "responses": {"200": {"description": "Prometheus text format 0.0.4",
+                                                       "content": {"text/plain": {"schema": {"type": "string"}}}}}}}
+    paths["/healthz"] = {"get": {"operationId": "healthz", "summary": "Liveness (never needs the token)",
+                                 "security": [], "responses": {"200": {"description": "OK", **obj}}}}
+    paths["/openapi.json"] = {"get": {"operationId": "openapi", "summary": "This document",
+                                      "responses": {"200": {"description": "OK", **obj}}}}
+    if with_mcp:
+        paths["/mcp"] = {"post": {"operationId": "mcp", "summary": "MCP over streamable HTTP",
+                                  "responses": {"200": {"description": "MCP response"}}}}
+    doc: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "engram", "version": __version__,
+                 "description": "Long-term memory and task continuity for AI agents. Errors are "
+                                "{\"error\": message}. Headers: X-Engram-Session, X-Engram-User."},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+    if secured:
+        for p in paths.values():
+            for entry in p.values():
+                if entry.get("security") != []:
+                    entry["responses"]["401"] = {"description": "missing or wrong bearer token", **err}
+        doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        doc["security"] = [{"bearer": []}]
+    return doc
+
+
+def _path_params(path: str) -> list[str]:
+    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
+

@@ -1,0 +1,336 @@
+"""The `engram` command: in-process over a fake-embedder Engram, through a daemon socket, and as a real process."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from engram import Engram
+from engram.api import Api, Ctx
+from engram.cli import main
+from engram.embedding import FakeEmbedder
+from engram.server.rpc import RpcServer
+
+REPO = Path(__file__).resolve().parents[1]
+ENGRAM = [sys.executable, "-m", "engram.cli"]
+
+
+@pytest.fixture
+def api(eng):
+    return Api(eng)
+
+
+@pytest.fixture
+def cli(api, capsys):
+    """Run `engram <argv>` in-process against the test Engram; returns (exit code, stdout, stderr)."""
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main(list(argv), api_factory=lambda settings: api)
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def cli_json(cli, *argv: str):
+    code, out, err = cli(*argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def test_remember_then_recall(cli):
+    stored = cli_json(cli, "remember", "The release branch is cut every second Tuesday",
+                      "--type", "fact", "--tag", "release", "--importance", "0.9")
+    assert stored["action"] == "new"
+    hits = cli_json(cli, "recall", "release branch cut")["memories"]
+    assert hits[0]["id"] == stored["memory_id"]
+    assert hits[0]["tags"] == ["release"] and hits[0]["importance"] == 0.9
+    # The same result, rendered for people.
+    code, out, _ = cli("recall", "release branch cut")
+    assert code == 0
+    assert "The release branch is cut every second Tuesday" in out and stored["memory_id"] in out
+
+
+def test_json_flag_works_before_the_command_too(cli):
+    code, out, _ = cli("--json", "remember", "Logs ship to Loki")
+    assert code == 0 and json.loads(out)["action"] == "new"
+
+
+def test_remember_reads_stdin(cli, api, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("Piped in: the cache TTL is 300 seconds\n"))
+    mid = cli_json(cli, "remember", "-")["memory_id"]
+    m = api.call("get_memory", {"memory_id": mid}, Ctx("check"))
+    assert m["content"] == "Piped in: the cache TTL is 300 seconds"
+
+
+def test_remember_metadata_and_pin(cli, api):
+    mid = cli_json(cli, "remember", "Never force-push main", "--type", "strategy", "--pin",
+                   "--metadata", '{"source": "team wiki"}')["memory_id"]
+    m = api.call("get_memory", {"memory_id": mid}, Ctx("check"))
+    assert m["memory_type"] == "strategy" and m["pinned"] is True
+    assert m["metadata"]["source"] == "team wiki"
+
+
+def test_context_prints_the_block(cli):
+    cli("remember", "Tests run with pytest -q")
+    code, out, _ = cli("context", "how do tests run", "--max-tokens", "200")
+    assert code == 0
+    assert out.startswith("<memory>") and "pytest -q" in out and out.rstrip().endswith("</memory>")
+
+
+def test_task_commands(cli):
+    t = cli_json(cli, "task", "create", "ship v2", "--goal", "v2 on PyPI")
+    tid = t["task_id"]
+    assert t["status"] == "open"
+    assert cli_json(cli, "task", "update", tid, "--status", "in_progress")["status"] == "in_progress"
+    listed = cli_json(cli, "task", "list", "--status", "in_progress")["tasks"]
+    assert [x["id"] for x in listed] == [tid]
+    code, out, _ = cli("task", "list")
+    assert code == 0 and tid in out and "ship v2" in out and "[in_progress]" in out
+    h = cli_json(cli, "handoff", "Wheel builds; upload pending", "--completed", "build wheel",
+                 "--next", "upload to PyPI", "--task", tid)
+    view = cli_json(cli, "task", "show", tid)
+    assert view["latest_handoff"]["id"] == h["handoff_id"]
+    assert view["latest_handoff"]["next_steps"] == ["upload to PyPI"]
+    code, out, _ = cli("task", "show", tid)
+    assert "latest handoff" in out and "next: upload to PyPI" in out
+
+
+def test_forget(cli):
+    first = cli_json(cli, "remember", "Temporary: the payments integration test is flaky")
+    second = cli_json(cli, "remember", "Docs build on Windows runners is flaky, temporary workaround in CI")
+    assert first["action"] == second["action"] == "new"
+    a = first["memory_id"]
+    dry = cli_json(cli, "forget", "--query", "temporary flaky", "--dry-run")
+    assert dry["count"] == 2 and dry["deleted"] == []
+    gone = cli_json(cli, "forget", a)
+    assert gone["deleted"] == [a]
+    code, out, _ = cli("forget", "--query", "temporary flaky")
+    assert code == 0 and out.startswith("deleted 1 memory")
+    assert cli_json(cli, "recall", "flaky")["memories"] == []
+
+
+def test_stats_consolidate_reindex(cli):
+    cli("remember", "Backups run nightly at 02:00 UTC")
+    stats = cli_json(cli, "stats")
+    assert isinstance(stats, dict) and stats
+    report = cli_json(cli, "consolidate")
+    assert report["applied"] is False
+    code, out, _ = cli("consolidate")
+    assert code == 0 and "dry run" in out
+    assert cli_json(cli, "reindex")["indexed"] == 1
+
+
+def test_export_then_import(cli, tmp_path, settings, api):
+    cli("remember", "Exported memory about the build cache")
+    path = tmp_path / "dump.jsonl"
+    cli_json(cli, "export", str(path))
+    assert path.exists() and "build cache" in path.read_text()
+    other = Engram(":memory:", settings=settings, embedder=FakeEmbedder())
+    try:
+        code = main(["--json", "import", str(path)], api_factory=lambda s: Api(other))
+        assert code == 0
+        hits = Api(other).call("recall_memory", {"query": "build cache"}, Ctx("check"))["memories"]
+        assert [h["content"] for h in hits] == ["Exported memory about the build cache"]
+    finally:
+        other.close()
+
+
+def test_cli_session_ends_cleanly(cli, eng):
+    cli("remember", "Session bookkeeping check")
+    sessions = [s for s in eng.list_sessions() if s.client == "cli"]
+    assert len(sessions) == 1
+    assert sessions[0].id.startswith("cli-") and sessions[0].status == "ended"
+
+
+@pytest.mark.parametrize("argv, fragment", [
+    (["task", "show", "t-missing"], "no task with id 't-missing'"),
+    (["remember", "x", "--importance", "2"], "importance"),
+    (["remember", "x", "--metadata", "{oops"], "--metadata is not valid JSON"),
+    (["forget"], "exactly one of memory_id or query"),
+    (["recall", "q", "--as-of", "yesterday"], "ISO 8601"),
+])
+def test_errors_exit_1_with_a_message(cli, argv, fragment):
+    code, out, err = cli(*argv)
+    assert code == 1
+    assert err.startswith("error: ") and fragment in err
+    assert "Traceback" not in err and out == ""
+
+
+def test_usage_errors_exit_2(cli):
+    with pytest.raises(SystemExit) as e:
+        main(["recall"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        main(["remember", "x", "--type", "gossip"])
+    assert e.value.code == 2
+
+
+def test_version(cli):
+    from engram import __version__
+    assert cli("version") == (0, f"engram {__version__}\n", "")
+    assert cli_json(cli, "version") == {"version": __version__}
+
+
+HOLD_DB = "import duckdb, sys; c = duckdb.connect(sys.argv[1]); print('ready', flush=True); sys.stdin.read()"
+
+
+def test_locked_database_is_a_clean_error(tmp_path, capsys):
+    """Another process holds the file: the CLI says so and exits 1."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = home / "memories.duckdb"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_DB, str(db)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+
+        def factory(settings):
+            return Api(Engram(settings.db_path, settings=settings, embedder=FakeEmbedder()))
+
+        code = main(["--home", str(home), "stats"], api_factory=factory)
+        err = capsys.readouterr().err
+        assert code == 1
+        assert err.startswith("error: ") and "another process" in err and "Traceback" not in err
+    finally:
+        holder.stdin.close()
+        holder.wait(30)
+
+
+# ---------------------------------------------------------------- through a daemon
+
+
+@pytest.fixture
+def short_home():
+    # Unix socket paths are limited to ~107 bytes; tmp_path can be longer.
+    d = Path(tempfile.mkdtemp(prefix="egc", dir="/tmp"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_commands_go_through_a_running_daemon(short_home, api, eng, capsys):
+    """With something serving the socket, the CLI must not open the database file itself."""
+    from engram import Settings
+    settings = Settings.from_env({"ENGRAM_HOME": str(short_home)})
+    ended: dict[str, bool] = {}
+    done = threading.Event()
+
+    def handler(method, params, peer):
+        return api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid))
+
+    def on_disconnect(peer, clean):
+        ended[peer.session_id] = clean
+        done.set()
+
+    server = RpcServer(settings.socket_path, handler, on_disconnect=on_disconnect)
+    server.start()
+    try:
+        code = main(["--home", str(short_home), "--json", "remember", "Served through the daemon socket"])
+        out = capsys.readouterr().out
+        assert code == 0, out
+        mid = json.loads(out)["memory_id"]
+        assert eng.get(mid).content == "Served through the daemon socket"
+        assert not settings.db_path.exists()
+        assert done.wait(30)
+        (sid, clean), = ended.items()
+        assert sid.startswith("cli-") and clean is True
+        # Errors from the daemon come back as clean messages too.
+        code = main(["--home", str(short_home), "task", "show", "t-nope"])
+        assert code == 1 and "no task with id" in capsys.readouterr().err
+    finally:
+        server.shutdown()
+
+
+STUB_DAEMON = textwrap.dedent("""
+    import os, sys, threading
+    from pathlib import Path
+    from engram.server.rpc import RpcServer, acquire_daemon_lock
+    lock = acquire_daemon_lock(sys.argv[1])  # held until this process exits, like the real daemon
+    stop = threading.Event()
+    def handler(method, params, peer):
+        if method == "__shutdown__":
+            stop.set()
+            return {"stopping": True}
+        return {"method": method}
+    server = RpcServer(Path(sys.argv[1]), handler)
+    server.start()
+    print("ready", flush=True)
+    stop.wait()
+    server.shutdown()
+""")
+
+
+def test_stop_asks_the_daemon_to_exit_and_waits(short_home, capsys):
+    sock = short_home / "engram.sock"
+    proc = subprocess.Popen([sys.executable, "-c", STUB_DAEMON, str(sock)], stdout=subprocess.PIPE, text=True,
+                            cwd=REPO)
+    try:
+        assert proc.stdout.readline().strip() == "ready"
+        code = main(["--home", str(short_home), "--json", "stop"])
+        assert code == 0
+        assert json.loads(capsys.readouterr().out) == {"stopped": True}
+        # stop returned only after the daemon let go of its lock, i.e. after it exited.
+        assert proc.wait(30) == 0
+        # Nothing is running now: stop says so and succeeds.
+        assert main(["--home", str(short_home), "stop"]) == 0
+        assert "no engram daemon is running" in capsys.readouterr().out
+        assert main(["--home", str(short_home), "--json", "stop"]) == 0
+        assert json.loads(capsys.readouterr().out) == {"stopped": False}
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(30)
+
+
+# ---------------------------------------------------------------- as a real command
+
+
+def run_engram(home: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
+    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=REPO,
+                          timeout=300, check=False)
+
+
+def test_help_and_version_as_a_command(tmp_path):
+    r = run_engram(tmp_path, "--help")
+    assert r.returncode == 0 and "remember" in r.stdout and "consolidate" in r.stdout
+    r = run_engram(tmp_path, "version")
+    assert r.returncode == 0 and r.stdout.startswith("engram ")
+    assert not (tmp_path / "memories.duckdb").exists()
+
+
+def test_bad_setting_exits_1_as_a_command(tmp_path):
+    r = run_engram(tmp_path, "stats", env={"ENGRAM_W_BM25": "lots"})
+    assert r.returncode == 1
+    assert r.stderr.strip() == "error: ENGRAM_W_BM25='lots' is not a number"
+
+
+def test_missing_subcommand_is_a_usage_error(tmp_path):
+    r = run_engram(tmp_path, "task")
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+@pytest.mark.model
+def test_real_model_round_trip_as_a_command(tmp_path):
+    r = run_engram(tmp_path, "--json", "remember", "The on-call rotation changes every Monday at 10:00")
+    assert r.returncode == 0, r.stderr
+    mid = json.loads(r.stdout)["memory_id"]
+    r = run_engram(tmp_path, "recall", "when does on-call rotate", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["memories"][0]["id"] == mid
+    r = run_engram(tmp_path, "forget", mid)
+    assert r.returncode == 0 and "deleted 1 memory" in r.stdout
+    r = run_engram(tmp_path, "task", "show", "t-none")
+    assert r.returncode == 1
+    assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
