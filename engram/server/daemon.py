@@ -127,7 +127,7 @@ def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any
     from engram.server.mcp import build_mcp
 
     mcp = build_mcp(SessionBackends(api, client="http"))
-    return build_app(api, mcp_app=mcp.streamable_http_app(host=host), settings=settings)
+    return build_app(api, token=settings.token, mcp_app=mcp.streamable_http_app(host=host), settings=settings)
 
 
 def run_daemon(settings: Settings | None = None, http: bool = False, host: str = "127.0.0.1",

@@ -123,6 +123,27 @@ class Handoff(Body):
     task_id: str | None = None
 
 
+class Failure(Body):
+    error: str
+    component: str
+    root_cause: str = ""
+    task_id: str | None = None
+    fix: str | None = None
+
+
+class Progress(Body):
+    feature: str
+    status: Literal["planned", "in_progress", "blocked", "done"]
+    completion: float = Field(0.0, ge=0, le=1)
+    task_id: str | None = None
+    notes: str = ""
+
+
+class Outcome(Body):
+    outcome: Literal["success", "failure"]
+    notes: str = ""
+
+
 class Maintenance(Body):
     apply: bool = Field(True, description="false reports what would change without changing it")
 
@@ -151,6 +172,10 @@ OPS = (
     Op("GET", "/tasks/{task_id}", "get_task", "A task with its timeline and latest handoff"),
     Op("PATCH", "/tasks/{task_id}", "update_task", "Change a task's status, goal, name or metadata", UpdateTask),
     Op("POST", "/handoffs", "session_handoff", "Record a session handoff", Handoff, status=201),
+    Op("POST", "/failures", "track_failure", "Record a failure (a pitfall for later sessions)", Failure,
+       status=201),
+    Op("POST", "/progress", "track_progress", "Record a progress snapshot", Progress, status=201),
+    Op("POST", "/outcomes", "session_outcome", "Record how the calling session went", Outcome),
     Op("POST", "/maintenance", "consolidate_memory", "Consolidate and prune now", Maintenance,
        empty_body_ok=True),
     Op("GET", "/stats", "memory_stats", "Counts, sizes and maintenance status"),
