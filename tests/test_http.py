@@ -107,6 +107,23 @@ def test_task_lifecycle_and_handoff(http):
     assert http.get("/tasks", params={"status": "done"}).json()["tasks"] == []
 
 
+def test_failures_progress_and_outcomes(http):
+    tid = http.post("/tasks", json={"name": "billing"}).json()["task_id"]
+    headers = {"X-Engram-Session": "worker-1"}
+    r = http.post("/failures", json={"error": "timeout calling Stripe", "component": "billing",
+                                     "root_cause": "no retry", "task_id": tid}, headers=headers)
+    assert r.status_code == 201 and r.json()["action"] == "new"
+    r = http.post("/progress", json={"feature": "retry wrapper", "status": "done", "completion": 1.0,
+                                     "task_id": tid}, headers=headers)
+    assert r.status_code == 201 and r.json()["status"] == "done"
+    assert http.post("/progress", json={"feature": "x", "status": "finished"}).status_code == 422
+    r = http.post("/outcomes", json={"outcome": "failure", "notes": "rolled back"}, headers=headers)
+    assert r.status_code == 200 and r.json() == {"session_id": "worker-1", "outcome": "failure",
+                                                 "notes": "rolled back"}
+    view = http.get(f"/tasks/{tid}").json()
+    assert len(view["failures"]) == 1 and len(view["progress"]) == 1
+
+
 def test_unknown_ids_are_404(http):
     for r in (http.get("/tasks/t-nope"), http.patch("/tasks/t-nope", json={"status": "done"}),
               http.get("/memories/nope"), http.delete("/memories/nope")):
