@@ -326,13 +326,6 @@ class Store:
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     # -- maintenance, stats, transfer (appended for engram.maintenance / engram.transfer) ----------
-    def add_meta_counter(self, key: str, n: int) -> int:
-        """Add n to an integer kept in meta; returns the new total."""
-        with self._lock:
-            total = int(self.get_meta(key) or 0) + int(n)
-            self.set_meta(key, str(total))
-            return total
-
     def open_task_ids(self) -> set[str]:
         rows = self.execute("SELECT id FROM tasks WHERE status NOT IN ('done', 'abandoned')").fetchall()
         return {r[0] for r in rows}
@@ -356,15 +349,6 @@ class Store:
             return set()
         rows = self.execute(f"SELECT id FROM {table} WHERE list_contains(?, id)", [list(ids)]).fetchall()
         return {r[0] for r in rows}
-
-    def edge_neighbors(self, ids: Sequence[str]) -> set[str]:
-        """Memories with an edge to or from any of ids (ids themselves excluded)."""
-        if not ids:
-            return set()
-        ids = list(ids)
-        rows = self.execute("SELECT dst FROM edges WHERE list_contains(?, src) UNION "
-                            "SELECT src FROM edges WHERE list_contains(?, dst)", [ids, ids]).fetchall()
-        return {r[0] for r in rows} - set(ids)
 
     def memory_counts(self, user_id: str | None = None) -> list[tuple[str, str, str, int]]:
         """(user_id, memory_type, status, count) groups."""

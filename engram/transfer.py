@@ -1,0 +1,405 @@
+"""Export and import as JSON Lines: every memory (any status, with history and embedding), task,
+session and edge, between a header line and an end line that carries the counts.
+
+Format (format_version 1), one JSON object per line, `kind` first:
+
+    {"kind": "header", "format": "engram-jsonl", "format_version": 1, "engram_version": ...,
+     "model": {"name": ..., "dim": ...}, "schema_version": ..., "exported_at": ..., "user_id": ...}
+    {"kind": "memory", <Memory fields>, "embedding": <base64 float32 | null>, "events": [...]}
+    {"kind": "task", ...}  {"kind": "session", ..., "successes": n, "failures": n}
+    {"kind": "edge", "src": ..., "dst": ..., "weight": ..., "user_id": ...}
+    {"kind": "end", "counts": {"memories": n, "tasks": n, "sessions": n, "edges": n, "memory_events": n}}
+
+Import policy: all or nothing, in one transaction. Ids that already exist are refused
+(on_conflict="error", the default; nothing is written) or left as they are (on_conflict="skip").
+Embeddings are reused when the file's model is this engram's model; otherwise import is refused
+unless reembed=True. Redaction runs again on every text, and a text it changes is re-embedded.
+Sessions that were active in the exporting process arrive as ended: no process here owns them.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+from datetime import datetime
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .clock import utc
+from .types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
+
+if TYPE_CHECKING:
+    from .engram import Engram
+
+FORMAT = "engram-jsonl"
+FORMAT_VERSION = 1
+TABLES = ("memories", "tasks", "sessions", "edges", "memory_events")
+_KIND_TABLE = {"memory": "memories", "task": "tasks", "session": "sessions", "edge": "edges"}
+
+
+class ExportIncomplete(EngramError):
+    """The written file holds fewer rows than the database."""
+
+
+class ImportConflict(EngramError):
+    """The file holds ids that already exist here."""
+
+
+# -- line models (the file is a boundary: validated with pydantic) ------------------------------------
+class _Line(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+
+class ModelInfo(_Line):
+    name: str
+    dim: int
+
+
+class HeaderLine(_Line):
+    kind: Literal["header"]
+    format: Literal["engram-jsonl"]
+    format_version: int
+    engram_version: str
+    model: ModelInfo
+    schema_version: int
+    exported_at: datetime
+    user_id: str | None = None
+
+
+class EventLine(_Line):
+    at: datetime
+    action: str
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+
+class MemoryLine(_Line):
+    kind: Literal["memory"]
+    id: str = Field(min_length=1)
+    content: str
+    memory_type: str
+    importance: float = Field(ge=0.0, le=1.0)
+    recall_count: int = Field(ge=0)
+    created_at: datetime
+    last_recalled_at: datetime | None = None
+    user_id: str = Field(min_length=1)
+    task_id: str | None = None
+    session_id: str | None = None
+    tags: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    provenance: list[str] = Field(default_factory=list)
+    status: str
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+    pinned: bool = False
+    updated_at: datetime | None = None
+    embedding: str | None = None
+    events: list[EventLine] = Field(default_factory=list)
+
+
+class TaskLine(_Line):
+    kind: Literal["task"]
+    id: str = Field(min_length=1)
+    name: str
+    goal: str = ""
+    status: str
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+class SessionLine(_Line):
+    kind: Literal["session"]
+    id: str = Field(min_length=1)
+    user_id: str
+    client: str = ""
+    pid: int | None = None
+    status: str
+    started_at: datetime
+    last_heartbeat: datetime
+    ended_at: datetime | None = None
+    task_id: str | None = None
+    outcome: str | None = None
+    outcome_notes: str | None = None
+    reported: bool = False
+    successes: int = 0
+    failures: int = 0
+
+
+class EdgeLine(_Line):
+    kind: Literal["edge"]
+    src: str
+    dst: str
+    weight: float
+    user_id: str
+
+
+class EndLine(_Line):
+    kind: Literal["end"]
+    counts: dict[str, int]
+
+
+_MODELS: dict[str, type[_Line]] = {"memory": MemoryLine, "task": TaskLine, "session": SessionLine,
+                                   "edge": EdgeLine, "end": EndLine, "header": HeaderLine}
+
+
+def _b64(blob: bytes | None) -> str | None:
+    return None if blob is None else base64.b64encode(blob).decode("ascii")
+
+
+def _t(dt: datetime | None) -> datetime | None:
+    return None if dt is None else utc(dt)
+
+
+# -- export ---------------------------------------------------------------------------------------------
+def export_jsonl(eng: Engram, path_or_file: str | Path | IO[str], user_id: str | None = None) -> dict:
+    """Write everything (or one user's rows) as JSON Lines. Returns the row counts written.
+
+    Raises ExportIncomplete, and leaves no file at the path, if any table's rows are missing.
+    """
+    from . import __version__
+    db = eng.store_db
+    with eng._lock:
+        expected = db.table_counts(user_id)
+        header = {"kind": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
+                  "engram_version": __version__,
+                  "model": {"name": eng.embedder.name, "dim": eng.embedder.dim},
+                  "schema_version": db.schema_version(), "exported_at": eng.clock.now().isoformat(),
+                  "user_id": user_id}
+        if isinstance(path_or_file, str | Path):
+            path = Path(path_or_file)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(path.name + ".partial")
+            try:
+                with open(tmp, "w", encoding="utf-8") as f:
+                    written = _write(eng, f, header, user_id)
+                found = _count_lines(tmp)
+                _check(expected, written, found)
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            return {"path": str(path), **written, "bytes": path.stat().st_size}
+        written = _write(eng, path_or_file, header, user_id)
+        _check(expected, written, written)
+        return dict(written)
+
+
+def _write(eng: Engram, f: IO[str], header: dict, user_id: str | None) -> dict[str, int]:
+    db = eng.store_db
+    counts = dict.fromkeys(TABLES, 0)
+
+    def put(obj: dict) -> None:
+        f.write(json.dumps(obj, ensure_ascii=False, separators=(",", ":")) + "\n")
+
+    put(header)
+    events = db.events_by_memory(user_id)
+    for m, blob in db.iter_memory_rows(user_id):
+        ev = events.get(m.id, [])
+        put({"kind": "memory", **m.to_dict(), "embedding": _b64(blob), "events": ev})
+        counts["memories"] += 1
+        counts["memory_events"] += len(ev)
+    for t in db.all_tasks(user_id):
+        put({"kind": "task", **t.to_dict()})
+        counts["tasks"] += 1
+    for s, ok, bad in db.sessions_with_counts(user_id):
+        put({"kind": "session", **s.to_dict(), "successes": ok, "failures": bad})
+        counts["sessions"] += 1
+    for src, dst, w, uid in db.user_edges(user_id):
+        put({"kind": "edge", "src": src, "dst": dst, "weight": float(w), "user_id": uid})
+        counts["edges"] += 1
+    put({"kind": "end", "counts": counts})
+    return counts
+
+
+def _count_lines(path: Path) -> dict[str, int]:
+    """Re-read the file: rows per table as they actually landed on disk."""
+    counts = dict.fromkeys(TABLES, 0)
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            obj = json.loads(line)
+            table = _KIND_TABLE.get(obj.get("kind"))
+            if table:
+                counts[table] += 1
+                if table == "memories":
+                    counts["memory_events"] += len(obj.get("events") or ())
+    return counts
+
+
+def _check(expected: dict[str, int], written: dict[str, int], found: dict[str, int]) -> None:
+    short = {t: (expected[t], found.get(t, 0)) for t in TABLES
+             if found.get(t, 0) < expected[t] or written.get(t, 0) < expected[t]}
+    if short:
+        detail = ", ".join(f"{t}: {have} of {want}" for t, (want, have) in short.items())
+        raise ExportIncomplete(f"export incomplete ({detail}); no file was kept")
+
+
+# -- import -----------------------------------------------------------------------------------------------
+def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "error",
+                 reembed: bool = False) -> dict:
+    """Load a file written by export_jsonl, then rebuild the derived indexes.
+
+    on_conflict: "error" refuses the whole file if any memory, task or session id exists here;
+    "skip" keeps the existing rows and imports the rest. reembed=True accepts a file embedded
+    with another model and embeds every memory with this engram's model.
+    """
+    if on_conflict not in ("error", "skip"):
+        raise EngramError("on_conflict must be 'error' or 'skip'")
+    lines = _read(path)
+    header: HeaderLine = lines["header"][0]
+    if header.format_version > FORMAT_VERSION:
+        raise EngramError(f"file format v{header.format_version} is newer than this engram "
+                          f"(reads v{FORMAT_VERSION}); upgrade engram")
+    same_model = (header.model.name, header.model.dim) == (eng.embedder.name, eng.embedder.dim)
+    if not same_model and not reembed:
+        from .engram import ModelMismatch
+        raise ModelMismatch(
+            f"the file was embedded with {header.model.name} ({header.model.dim} dims) but this "
+            f"engram uses {eng.embedder.name} ({eng.embedder.dim} dims); import with reembed=True "
+            f"(`--reembed`) to embed every memory again with {eng.embedder.name}")
+    mems: list[MemoryLine] = lines["memory"]
+    tasks: list[TaskLine] = lines["task"]
+    sessions: list[SessionLine] = lines["session"]
+    edges: list[EdgeLine] = lines["edge"]
+    db = eng.store_db
+    with eng._lock:
+        clash = {t: db.existing_ids(t, [x.id for x in rows])
+                 for t, rows in (("memories", mems), ("tasks", tasks), ("sessions", sessions))}
+        n_clash = sum(len(v) for v in clash.values())
+        if n_clash and on_conflict == "error":
+            detail = "; ".join(f"{t}: {len(v)} (e.g. {', '.join(sorted(v)[:3])})"
+                               for t, v in clash.items() if v)
+            raise ImportConflict(f"{n_clash} id(s) in the file already exist here ({detail}); "
+                                 "nothing was imported. Import into an empty store, or skip "
+                                 "existing ids with on_conflict='skip' (`--skip-existing`)")
+        mems = [m for m in mems if m.id not in clash["memories"]]
+        tasks = [t for t in tasks if t.id not in clash["tasks"]]
+        sessions = [s for s in sessions if s.id not in clash["sessions"]]
+        prepared, to_embed = [], []
+        for line in mems:
+            mem, vec = _memory(eng, line, use_vector=same_model)
+            prepared.append([mem, vec, line.events])
+            if vec is None:
+                to_embed.append(len(prepared) - 1)
+        for i in range(0, len(to_embed), 256):
+            batch = to_embed[i:i + 256]
+            vecs = eng.embedder.embed_batch([prepared[k][0].content for k in batch])
+            for k, v in zip(batch, vecs):
+                prepared[k][1] = v
+        known = {m.id for m, _, _ in prepared} | clash["memories"]
+        kept_edges = [e for e in edges if e.src in known and e.dst in known]
+        counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
+                  "skipped": n_clash, "reembedded": len(to_embed),
+                  "skipped_edges": len(edges) - len(kept_edges)}
+        with db.transaction():
+            for mem, vec, events in prepared:
+                db.insert_memory(mem, vec)
+                for ev in events:
+                    db.add_event(mem.id, utc(ev.at), ev.action, eng.redact.value(ev.detail))
+                counts["memories"] += 1
+                counts["memory_events"] += len(events)
+            for t in tasks:
+                db.insert_task(_task(eng, t))
+                counts["tasks"] += 1
+            for s in sessions:
+                db.upsert_session(_session(eng, s))
+                db.update_session(s.id, successes=s.successes, failures=s.failures)
+                counts["sessions"] += 1
+            for e in kept_edges:
+                db.add_edges(e.user_id, [(e.src, e.dst, e.weight)])
+                counts["edges"] += 1
+        eng.rebuild_indexes()
+        return counts
+
+
+def _read(path: str | Path | IO[str]) -> dict[str, list]:
+    if isinstance(path, str | Path):
+        with open(path, encoding="utf-8") as f:
+            return _parse(f)
+    return _parse(path)
+
+
+def _parse(f: IO[str]) -> dict[str, list]:
+    out: dict[str, list] = {k: [] for k in _MODELS}
+    for no, raw in enumerate(f, 1):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise EngramError(f"line {no}: not JSON ({e.msg})") from None
+        kind = obj.get("kind") if isinstance(obj, dict) else None
+        model = _MODELS.get(kind)
+        if model is None:
+            raise EngramError(f"line {no}: unknown kind {kind!r}")
+        if (no == 1) != (kind == "header"):
+            raise EngramError(f"line {no}: the header must be the first line, and only it")
+        if out["end"]:
+            raise EngramError(f"line {no}: data after the end line")
+        try:
+            out[kind].append(model.model_validate(obj))
+        except ValidationError as e:
+            err = e.errors()[0]
+            where = ".".join(str(x) for x in err["loc"])
+            raise EngramError(f"line {no} ({kind}): {where}: {err['msg']}") from None
+    if not out["header"]:
+        raise EngramError("not an engram export: no header line")
+    if not out["end"]:
+        raise EngramError("the file is truncated: no end line; nothing was imported")
+    want = out["end"][0].counts
+    have = {"memories": len(out["memory"]), "tasks": len(out["task"]),
+            "sessions": len(out["session"]), "edges": len(out["edge"]),
+            "memory_events": sum(len(m.events) for m in out["memory"])}
+    if any(have[t] != want.get(t, 0) for t in have):
+        raise EngramError(f"the file's rows ({have}) do not match its end line ({want}); "
+                          "nothing was imported")
+    return out
+
+
+def _memory(eng: Engram, m: MemoryLine, use_vector: bool) -> tuple[Memory, np.ndarray | None]:
+    if m.memory_type not in MEMORY_TYPES:
+        raise EngramError(f"memory {m.id}: unknown memory_type {m.memory_type!r}")
+    if m.status not in MEMORY_STATUSES:
+        raise EngramError(f"memory {m.id}: unknown status {m.status!r}")
+    content = eng.redact(m.content)
+    vec = None
+    if use_vector and m.embedding is not None and content == m.content:
+        vec = np.frombuffer(base64.b64decode(m.embedding), dtype=np.float32)
+        if vec.shape[0] != eng.embedder.dim:
+            vec = None
+    mem = Memory(
+        id=m.id, content=content, memory_type=m.memory_type, importance=m.importance,
+        recall_count=m.recall_count, created_at=utc(m.created_at),
+        last_recalled_at=_t(m.last_recalled_at), user_id=m.user_id, task_id=m.task_id,
+        session_id=m.session_id, tags=tuple(eng.redact(t) for t in m.tags),
+        metadata=eng.redact.value(m.metadata), provenance=tuple(m.provenance), status=m.status,
+        valid_from=_t(m.valid_from), valid_to=_t(m.valid_to), supersedes=m.supersedes,
+        superseded_by=m.superseded_by, pinned=m.pinned, updated_at=_t(m.updated_at))
+    return mem, vec
+
+
+def _task(eng: Engram, t: TaskLine) -> Task:
+    if t.status not in TASK_STATUSES:
+        raise EngramError(f"task {t.id}: unknown status {t.status!r}")
+    return Task(id=t.id, name=eng.redact(t.name), goal=eng.redact(t.goal), status=t.status,
+                metadata=eng.redact.value(t.metadata), user_id=t.user_id,
+                created_at=utc(t.created_at), updated_at=utc(t.updated_at))
+
+
+def _session(eng: Engram, s: SessionLine) -> Session:
+    status, ended = s.status, _t(s.ended_at)
+    if status == "active":  # its process is not here: it ended when it was last heard from
+        status, ended = "ended", utc(s.last_heartbeat)
+    return Session(id=s.id, user_id=s.user_id, client=s.client, pid=s.pid, status=status,
+                   started_at=utc(s.started_at), last_heartbeat=utc(s.last_heartbeat),
+                   ended_at=ended, task_id=s.task_id, outcome=s.outcome,
+                   outcome_notes=eng.redact(s.outcome_notes) if s.outcome_notes else s.outcome_notes,
+                   reported=s.reported)
+
+
+__all__ = ["ExportIncomplete", "ImportConflict", "export_jsonl", "import_jsonl"]
