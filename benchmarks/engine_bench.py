@@ -1,6 +1,7 @@
 """Store and recall latency at 1k, 10k and 100k synthetic memories, and bulk ingest throughput.
 
     python -m benchmarks.engine_bench [--sizes 1000,10000,100000] [--samples 200] [--out FILE]
+    python -m benchmarks.engine_bench --from-db big.duckdb   # measure on a copy of an existing store
 
 Uses the real embedding model and a DuckDB file in a temporary folder, end to end
 (the query's embedding included). Prints a markdown table.
@@ -59,6 +60,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sizes", default="1000,10000,100000")
     ap.add_argument("--samples", type=int, default=200)
     ap.add_argument("--out", default=None)
+    ap.add_argument("--from-db", default=None,
+                    help="start from a copy of this store (e.g. 100k memories built by benchmarks.reliability)")
     args = ap.parse_args(argv)
     from engram import Engram, Settings
     from engram.embedding import load_embedder
@@ -67,7 +70,12 @@ def main(argv: list[str] | None = None) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))
     settings = Settings.from_env({"ENGRAM_HOME": str(tmp)})
     emb = load_embedder(settings.model, threads=settings.torch_threads)
+    if args.from_db:
+        import shutil
+        shutil.copy(args.from_db, tmp / "bench.duckdb")
+    t = time.perf_counter()
     eng = Engram(tmp / "bench.duckdb", settings=settings, embedder=emb)
+    print(json.dumps({"opened_memories": len(eng.index), "open_s": time.perf_counter() - t}), flush=True)
     rows: list[dict] = []
     ingested, ingest_s = 0, 0.0
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -89,7 +97,7 @@ def main(argv: list[str] | None = None) -> dict:
             recall_t.append(time.perf_counter() - t)
         row = {"memories": len(eng.index), "store_p50_ms": pct(store_t, 50), "store_p95_ms": pct(store_t, 95),
                "recall_p50_ms": pct(recall_t, 50), "recall_p95_ms": pct(recall_t, 95),
-               "ingest_per_s": ingested / ingest_s if ingest_s else None,
+               "ingest_per_s": ingested / ingest_s if ingest_s else None, "ingested": ingested,
                "db_mb": sum(p.stat().st_size for p in tmp.glob("bench.duckdb*")) / 1e6}
         rows.append(row)
         print(json.dumps(row), flush=True)
@@ -98,7 +106,8 @@ def main(argv: list[str] | None = None) -> dict:
     print("|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['memories']:,} | {r['store_p50_ms']:.1f} ms | {r['store_p95_ms']:.1f} ms | "
-              f"{r['recall_p50_ms']:.1f} ms | {r['recall_p95_ms']:.1f} ms | {r['ingest_per_s']:.0f}/s |")
+              f"{r['recall_p50_ms']:.1f} ms | {r['recall_p95_ms']:.1f} ms | "
+              f"{'%.0f/s' % r['ingest_per_s'] if r['ingest_per_s'] else '-'} |")
     result = {"rows": rows, "model": emb.name, "torch_threads": settings.torch_threads}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))

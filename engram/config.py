@@ -37,10 +37,17 @@ class Settings:
     model: str = DEFAULT_MODEL
     reinforce_threshold: float = 0.85
     dedup_threshold: float = 0.65
-    w_bm25: float = 0.3
-    w_vector: float = 0.7
-    graph_depth: int = 3
+    w_bm25: float = 0.5
+    w_vector: float = 0.5
+    graph_depth: int = 0
     graph_bonus: float = 0.1
+    # Ranking: cosine × (floor + (1 − floor) × strength), so decay demotes but never buries.
+    decay_floor: float = 0.8
+    # Search a memory together with the ones written just before it in the same session:
+    # how many, how much their vectors weigh in, and how much their words count in BM25.
+    context_window: int = 2
+    context_weight: float = 0.5
+    context_terms: float = 0.3
     edge_threshold: float = 0.40
     max_edges: int = 5
     consolidate_threshold: float = 0.70
@@ -83,6 +90,10 @@ class Settings:
             w_vector=_float(env, "ENGRAM_W_VECTOR", d.w_vector),
             graph_depth=_int(env, "ENGRAM_GRAPH_DEPTH", d.graph_depth),
             graph_bonus=_float(env, "ENGRAM_GRAPH_BONUS", d.graph_bonus),
+            decay_floor=_float(env, "ENGRAM_DECAY_FLOOR", d.decay_floor),
+            context_window=_int(env, "ENGRAM_CONTEXT_WINDOW", d.context_window),
+            context_weight=_float(env, "ENGRAM_CONTEXT_WEIGHT", d.context_weight),
+            context_terms=_float(env, "ENGRAM_CONTEXT_TERMS", d.context_terms),
             edge_threshold=_float(env, "ENGRAM_EDGE_THRESHOLD", d.edge_threshold),
             max_edges=_int(env, "ENGRAM_MAX_EDGES", d.max_edges),
             consolidate_threshold=_float(env, "ENGRAM_CONSOLIDATE_THRESHOLD", d.consolidate_threshold),
@@ -106,7 +117,7 @@ class Settings:
 
     def validate(self) -> None:
         for name in ("reinforce_threshold", "dedup_threshold", "edge_threshold",
-                     "consolidate_threshold", "prune_threshold"):
+                     "consolidate_threshold", "prune_threshold", "decay_floor"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"ENGRAM_{name.upper()}={v} must be between 0 and 1")
@@ -114,6 +125,8 @@ class Settings:
             raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
         if self.w_bm25 < 0 or self.w_vector < 0:
             raise ValueError("ENGRAM_W_BM25 and ENGRAM_W_VECTOR must not be negative")
+        if self.context_window < 0 or self.context_weight < 0 or self.context_terms < 0:
+            raise ValueError("ENGRAM_CONTEXT_WINDOW, _WEIGHT and _TERMS must not be negative")
         if self.graph_depth < 0 or self.max_edges < 0:
             raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
         if self.maintenance_hours <= 0:

@@ -41,6 +41,22 @@ def strength_array(importance: np.ndarray, base_lambda: np.ndarray, recall_count
     return importance * np.exp(-lam * np.maximum(days, 0.0)) * (1.0 + 0.2 * recall_count)
 
 
+def retrieval_weight(strength_value: float, floor: float) -> float:
+    """How decay weighs a memory's meaning match in ranking: floor + (1 − floor) × min(1, strength).
+
+    Strength itself falls towards zero (a never-recalled fact is at ~0.003 after a month), and
+    multiplying a cosine by it would make old memories unfindable however well they match.
+    The floor keeps decay a demotion: a faded memory ranks below an equally good fresh one,
+    never below an unrelated one. floor=0 is the raw strength, floor=1 turns decay off.
+    """
+    return floor + (1.0 - floor) * min(1.0, max(0.0, strength_value))
+
+
+def retrieval_weight_array(strengths: np.ndarray, floor: float) -> np.ndarray:
+    """Vectorised retrieval_weight()."""
+    return floor + (1.0 - floor) * np.clip(strengths, 0.0, 1.0)
+
+
 def days_until(threshold: float, importance: float, memory_type: str, recall_count: int) -> float:
     """Days from the last touch until strength falls below threshold (inf if it never does)."""
     peak = importance * (1.0 + 0.2 * recall_count)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import secrets
 import threading
-import uuid
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -33,8 +34,21 @@ class ModelMismatch(EngramError):
     pass
 
 
+_id_lock = threading.Lock()
+_last_us = 0
+
+
 def new_id() -> str:
-    return uuid.uuid4().hex[:16]
+    """16 hex digits that sort in creation order within a process (microseconds, then random).
+
+    Rows written at one timestamp (a batch with an explicit created_at) then rebuild in the
+    order they were written, which the index's context window depends on.
+    """
+    global _last_us
+    with _id_lock:
+        us = max(time.time_ns() // 1000, _last_us + 1)
+        _last_us = us
+    return f"{us:013x}{secrets.randbelow(16 ** 3):03x}"
 
 
 def check_text(value: Any, name: str, limit: int) -> str:
@@ -115,7 +129,8 @@ class Engram(ContinuityMixin):
         self._lock = threading.RLock()
         self.redact = Redactor(self.settings.redact_patterns)
         self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
-                               self.settings.graph_depth, self.settings.graph_bonus)
+                               self.settings.graph_depth, self.settings.graph_bonus,
+                               self.settings.decay_floor)
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None
         self.rebuild_indexes()
@@ -142,7 +157,7 @@ class Engram(ContinuityMixin):
     def rebuild_indexes(self) -> None:
         """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
         with self._lock:
-            idx = MemoryIndex(self.embedder.dim)
+            idx = self._new_index()
             missing: list[Memory] = []
             for m, blob in self.store_db.iter_index_rows():
                 vec = None
@@ -161,6 +176,11 @@ class Engram(ContinuityMixin):
             self.outcomes = self.store_db.session_outcomes()
             self.index_built_at = self.clock.now()
 
+    def _new_index(self) -> MemoryIndex:
+        s = self.settings
+        return MemoryIndex(self.embedder.dim, context_window=s.context_window,
+                           context_weight=s.context_weight, context_terms=s.context_terms)
+
     def _reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:
         for i in range(0, len(memories), 256):
             batch = memories[i:i + 256]
@@ -175,7 +195,7 @@ class Engram(ContinuityMixin):
         """Re-embed every memory with the current model and record it as the model of record."""
         with self._lock:
             mems = [m for m, _ in self.store_db.iter_index_rows()]
-            idx = MemoryIndex(self.embedder.dim)
+            idx = self._new_index()
             self._reembed(mems, idx)
             self.store_db.set_meta("model_name", self.embedder.name)
             self.store_db.set_meta("model_dim", str(self.embedder.dim))
@@ -374,8 +394,10 @@ class Engram(ContinuityMixin):
         with self.store_db.transaction():
             if decision.action == "replace":
                 old = self.store_db.get_memory(decision.target_id)
+                # The current version answers for the sources of the one it replaces.
                 mem = Memory(**{**mem.__dict__, "supersedes": old.id,
-                                "importance": max(mem.importance, old.importance)})
+                                "importance": max(mem.importance, old.importance),
+                                "provenance": tuple(dict.fromkeys(old.provenance + mem.provenance))})
                 self.store_db.update_memory(old.id, status="superseded", valid_to=now,
                                             superseded_by=mem.id, updated_at=now)
                 self.store_db.add_event(old.id, now, "superseded", {"by": mem.id, "reason": decision.reason})
@@ -529,7 +551,9 @@ class Engram(ContinuityMixin):
         for t in terms:
             p = set(idx.bm25.postings.get(t, {}))
             rows = p if rows is None else rows & p
-        return [idx.ids[r] for r in sorted(rows or ()) if mask[r]]
+        # Postings also hold words a row borrows from its context; forget only its own.
+        own = idx.bm25.own_terms
+        return [idx.ids[r] for r in sorted(rows or ()) if mask[r] and terms <= own.get(r, {}).keys()]
 
     def _delete(self, ids: Sequence[str]) -> None:
         with self.store_db.transaction():

@@ -4,6 +4,12 @@ Canonical rows live in DuckDB; this is rebuilt from them at open and kept in ste
 with every write, so a memory stored a moment ago is found by keyword and by meaning,
 and a forgotten one by neither. Filters are applied exactly (boolean masks) before
 ranking, never after a top-k.
+
+Context: a message often lacks its subject ("Yes, twice last month!"), which the memories
+written just before it in the same session carry. Each row is searched with a vector that
+mixes in its predecessors' vectors and with their words at a lower BM25 weight. This is
+derived only: the stored embedding and the content returned are the memory's own, and
+resolution and graph edges compare plain vectors.
 """
 
 from __future__ import annotations
@@ -34,8 +40,19 @@ class _Codes(dict):
 
 
 class MemoryIndex:
-    def __init__(self, dim: int, capacity: int = 1024):
+    def __init__(self, dim: int, capacity: int = 1024, *, context_window: int = 0,
+                 context_weight: float = 0.0, context_terms: float = 0.0,
+                 context_gap_days: float = 1.0 / 24):
         self.dim = dim
+        # Up to context_window earlier memories of the same user and session, created at most
+        # context_gap_days before, give a row its context.
+        self.context_window = context_window
+        self.context_weight = context_weight
+        self.context_terms = context_terms
+        self.context_gap_days = context_gap_days
+        self.context_of: dict[int, tuple[int, ...]] = {}
+        self._borrowers: dict[int, set[int]] = {}  # row -> rows that use it as context
+        self._recent: dict[tuple[int, int], list[int]] = {}
         self.n = 0  # rows used (including dead ones)
         self.ids: list[str | None] = []
         self.row_of: dict[str, int] = {}
@@ -48,12 +65,13 @@ class MemoryIndex:
     def _alloc(self, cap: int) -> None:
         def grow(name, dtype, fill):
             old = getattr(self, name, None)
-            shape = (cap, self.dim) if name == "vectors" else (cap,)
+            shape = (cap, self.dim) if name in ("vectors", "search") else (cap,)
             new = np.full(shape, fill, dtype=dtype)
             if old is not None:
                 new[: len(old)] = old
             setattr(self, name, new)
         grow("vectors", np.float32, 0.0)
+        grow("search", np.float32, 0.0)
         grow("alive", bool, False)
         grow("status", np.int8, -1)
         grow("user", np.int32, -1)
@@ -78,15 +96,14 @@ class MemoryIndex:
         if m.status not in STATUS_CODES:
             self.remove(m.id)
             return -1
-        if row is None:
+        fresh = row is None
+        if fresh:
             if self.n == self.capacity:
                 self._alloc(self.capacity * 2)
             row = self.n
             self.n += 1
             self.ids.append(m.id)
             self.row_of[m.id] = row
-        if vector is not None:
-            self.vectors[row] = vector
         self.alive[row] = True
         self.status[row] = STATUS_CODES[m.status]
         self.user[row] = self.users.code(m.user_id)
@@ -100,13 +117,50 @@ class MemoryIndex:
         self.created[row] = to_days(m.created_at)
         self.valid_to[row] = to_days(m.valid_to, np.inf)
         self.pinned[row] = m.pinned
+        if fresh:
+            self.context_of[row] = self._context_rows(row)
+            for r in self.context_of[row]:
+                self._borrowers.setdefault(r, set()).add(row)
+        if vector is not None:
+            self.vectors[row] = vector
+            self.search[row] = self._search_vector(row)
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.row_tags[row] = m.tags
         for t in m.tags:
             self.tag_rows.setdefault(t, set()).add(row)
-        self.bm25.add(row, m.content)
+        self.bm25.add(row, m.content, self._context_text(row), self.context_terms)
         return row
+
+    def _context_rows(self, row: int) -> tuple[int, ...]:
+        """The earlier rows of this row's user and session that give it context (newest first)."""
+        if self.context_window <= 0:
+            return ()
+        key = (int(self.user[row]), int(self.session[row]))
+        recent = self._recent.setdefault(key, [])
+        t = self.created[row]
+        ctx = tuple(r for r in reversed(recent[-self.context_window:])
+                    if self.alive[r] and 0.0 <= t - self.created[r] <= self.context_gap_days)
+        recent.append(row)
+        del recent[: -self.context_window]
+        return ctx
+
+    def _search_vector(self, row: int) -> np.ndarray:
+        v = self.vectors[row]
+        ctx = self.context_of.get(row, ())
+        if not ctx or self.context_weight <= 0:
+            return v
+        mixed = v + self.context_weight * self.vectors[list(ctx)].mean(axis=0)
+        n = float(np.linalg.norm(mixed))
+        return mixed / n if n else v
+
+    def _context_text(self, row: int) -> tuple[int, ...]:
+        """Context rows whose words count towards this row in BM25 (none when switched off)."""
+        return self.context_of.get(row, ()) if self.context_terms > 0 else ()
+
+    def search_cosine(self, q: np.ndarray) -> np.ndarray:
+        """Cosine of the query to each row's search vector (its own plus its context)."""
+        return self.search[: self.n] @ q
 
     def touch(self, ids: list[str], now: datetime) -> None:
         """Mirror a recall's reinforcement."""
@@ -121,10 +175,19 @@ class MemoryIndex:
         row = self.row_of.pop(memory_id, None)
         if row is None:
             return
+        # A forgotten memory must not stay findable through the rows that borrowed its words.
+        for d in sorted(self._borrowers.pop(row, ())):
+            self.context_of[d] = tuple(r for r in self.context_of.get(d, ()) if r != row)
+            if self.alive[d]:
+                self.bm25.set_context(d, self._context_text(d), self.context_terms)
+                self.search[d] = self._search_vector(d)
+        for r in self.context_of.pop(row, ()):
+            self._borrowers.get(r, set()).discard(row)
         self.ids[row] = None
         self.alive[row] = False
         self.status[row] = -1
         self.vectors[row] = 0.0
+        self.search[row] = 0.0
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.bm25.remove(row)

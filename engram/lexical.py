@@ -47,16 +47,32 @@ class BM25Index:
         self.k1, self.b = k1, b
         self.postings: dict[str, dict[int, int]] = {}
         self.doc_terms: dict[int, Counter] = {}
+        self.own_terms: dict[int, Counter] = {}
         self.doc_len: dict[int, int] = {}
         self.total_len = 0
 
     def __len__(self) -> int:
         return len(self.doc_terms)
 
-    def add(self, row: int, text: str) -> None:
+    def add(self, row: int, text: str, context: tuple[int, ...] = (), context_weight: float = 0.0) -> None:
+        """Index a row's text; the own words of `context` rows count too, each at context_weight."""
+        self._add_terms(row, Counter(tokenize(text)), context, context_weight)
+
+    def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
+        """Re-index a row with another context (one of its context rows was removed)."""
+        own = self.own_terms.get(row)
+        if own is not None:
+            self._add_terms(row, own, context, context_weight)
+
+    def _add_terms(self, row: int, own: Counter, context: tuple[int, ...], context_weight: float) -> None:
         if row in self.doc_terms:
             self.remove(row)
-        terms = Counter(tokenize(text))
+        self.own_terms[row] = own
+        terms: Counter = Counter(own)
+        if context_weight > 0:
+            for r in context:
+                for t, tf in self.own_terms.get(r, {}).items():
+                    terms[t] += context_weight * tf
         self.doc_terms[row] = terms
         self.doc_len[row] = sum(terms.values())
         self.total_len += self.doc_len[row]
@@ -65,6 +81,7 @@ class BM25Index:
 
     def remove(self, row: int) -> None:
         terms = self.doc_terms.pop(row, None)
+        self.own_terms.pop(row, None)
         if terms is None:
             return
         self.total_len -= self.doc_len.pop(row)

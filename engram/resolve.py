@@ -56,7 +56,8 @@ class Comparison:
     identical, subset, reworded, loose, disjoint (same/unrelated, weak);
     subject-swap, subject-qualifier, other-fact (unrelated: a different subject or predicate);
     marker, negation, antonym, value, slot (contradiction);
-    additive, set-valued, elaboration (addition).
+    additive, set-valued, elaboration (addition);
+    compound (unrelated: text of several sentences that is not near-identical).
     """
 
     relation: str
@@ -688,6 +689,35 @@ def is_contradiction(old: str, new: str) -> bool:
 
 _PRIORITY = {"reinforce": 3, "replace": 2, "merge": 1, "new": 0}
 
+# A sentence ends at . ! or ? before a capital, a digit or an opening quote; a title or an
+# initial ("Dr. Lee", "J. Smith") does not end one.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt no fig approx".split())
+
+
+def sentence_count(text: str) -> int:
+    """How many sentences `text` holds (at least 1)."""
+    pieces = [p for p in _SENTENCE_END.split(text.strip()) if p.strip()]
+    n = 1
+    for prev in pieces[:-1]:
+        last = prev.rstrip(".!?\"')] ").rsplit(None, 1)[-1].lower() if prev.strip() else ""
+        if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
+            continue
+        n += 1
+    return n
+
+
+def _compound_action(c: Comparison, sim: float, reinforce_threshold: float) -> str:
+    """Resolution for text of several sentences (a message, a paragraph).
+
+    The rules above read one statement's subject, verb and object; across several sentences
+    they compare unrelated clauses, and a merge or replace would fuse or hide separate
+    statements. Only a near-identical text is recognised as the same memory.
+    """
+    if c.basis in ("identical", "subset") and sim >= reinforce_threshold:
+        return "reinforce"
+    return "new"
+
 
 def _action(c: Comparison, sim: float, reinforce_threshold: float, dedup_threshold: float) -> str:
     """One candidate: the action the text evidence supports at this similarity."""
@@ -731,10 +761,19 @@ def decide(
     best: Resolution | None = None
     best_key: tuple[int, float] | None = None
     closest: tuple[float, Comparison] | None = None  # to explain a NEW
+    new_compound = sentence_count(new) > 1
     for memory_id, content, sim in candidates:
         sim = float(sim)
-        c = compare_detail(content, new)
-        action = _action(c, sim, reinforce_threshold, dedup_threshold)
+        if new_compound or sentence_count(content) > 1:
+            # Below the reinforce threshold the answer is NEW whatever the text says: skip parsing.
+            c = compare_detail(content, new) if sim >= reinforce_threshold else None
+            action = _compound_action(c, sim, reinforce_threshold) if c is not None else "new"
+            if action == "new":
+                c = Comparison("unrelated", "several sentences, not near-identical", "compound",
+                               c.overlap if c is not None else 0.0)
+        else:
+            c = compare_detail(content, new)
+            action = _action(c, sim, reinforce_threshold, dedup_threshold)
         if action == "new":
             if closest is None or sim > closest[0]:
                 closest = (sim, c)

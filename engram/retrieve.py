@@ -1,4 +1,8 @@
-"""Hybrid ranking: BM25 + vector × decay strength + graph bonus, with a score breakdown."""
+"""Hybrid ranking: BM25 + vector × decay weight + graph bonus, with a score breakdown.
+
+score = w_bm25 × BM25 + w_vector × (cosine × decay) + graph bonus, where
+decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight).
+"""
 
 from __future__ import annotations
 
@@ -6,17 +10,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .decay import ranking_penalty, strength_array
+from .decay import ranking_penalty, retrieval_weight_array, strength_array
 from .graph import MemoryGraph
 from .index import MemoryIndex
 
 
 @dataclass(frozen=True)
 class Weights:
-    w_bm25: float = 0.3
-    w_vector: float = 0.7
-    graph_depth: int = 3
+    w_bm25: float = 0.5
+    w_vector: float = 0.5
+    graph_depth: int = 0
     graph_bonus: float = 0.1
+    decay_floor: float = 0.8
 
 
 def _top(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
@@ -46,7 +51,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     cos = np.zeros(n, dtype=np.float32)
     vec_rows = np.zeros(0, dtype=np.int64)
     if mode in ("hybrid", "vector") and qvec is not None:
-        cos = index.cosine(qvec)
+        cos = index.search_cosine(qvec)
         vec_rows = _top(cos, rows, pool)
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
@@ -58,20 +63,21 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         strength = strength_array(index.importance[c], index.base_lambda[c], index.recall[c],
                                   now_days - index.touched[c])
+        decay = retrieval_weight_array(strength, weights.decay_floor)
         c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
         if mode == "bm25":
             s = bm25[c].copy()
         elif mode == "vector":
-            s = c_cos * strength
+            s = c_cos * decay
         else:
-            s = weights.w_bm25 * bm25[c] + weights.w_vector * c_cos * strength
+            s = weights.w_bm25 * bm25[c] + weights.w_vector * c_cos * decay
         if session_failures:
             pen = np.array([ranking_penalty(session_failures.get(int(x), 0)) for x in index.session[c]])
             s = s * pen
-        return s, strength
+        return s, strength, decay
 
-    scores, strength = base_scores(cand)
-    info = {int(r): (float(s), float(st)) for r, s, st in zip(cand, scores, strength)}
+    scores, strength, decay = base_scores(cand)
+    info = {int(r): (float(s), float(st), float(d)) for r, s, st, d in zip(cand, scores, strength, decay)}
     bonus: dict[int, tuple[float, int]] = {}
     if use_graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
         # Ties broken by id so the seeds do not depend on row order.
@@ -89,14 +95,14 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
                         extra.append(r)
             if extra:
                 ex = np.array(extra, dtype=np.int64)
-                s2, st2 = base_scores(ex)
-                for r, s, st in zip(ex, s2, st2):
-                    info[int(r)] = (float(s), float(st))
+                s2, st2, d2 = base_scores(ex)
+                for r, s, st, d in zip(ex, s2, st2, d2):
+                    info[int(r)] = (float(s), float(st), float(d))
     out = []
-    for r, (s, st) in info.items():
+    for r, (s, st, d) in info.items():
         b = bonus.get(r, (0.0, 0))[0]
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
-                 "graph": b, "base": s}
+                 "decay": d, "graph": b, "base": s}
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
     return out[:limit]

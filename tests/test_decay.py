@@ -58,3 +58,21 @@ def test_quality_score_formula():
     assert decay.quality_score(0.5, 0, failures=2) == pytest.approx(0.25)
     assert decay.quality_score(0.5, 0, successes=1) == pytest.approx(0.55)
     assert decay.ranking_penalty(1) == 1.0 and decay.ranking_penalty(2) < 1.0
+
+
+def test_retrieval_weight_demotes_but_never_buries():
+    import numpy as np
+
+    from engram.decay import retrieval_weight, retrieval_weight_array, strength
+
+    assert retrieval_weight(0.0, 0.5) == 0.5  # a fully faded memory keeps the floor
+    assert retrieval_weight(1.3, 0.5) == 1.0  # a much-recalled one is capped
+    assert retrieval_weight(0.5, 0.5) == pytest.approx(0.75)
+    assert retrieval_weight(0.2, 0.0) == pytest.approx(0.2)  # floor 0: raw strength
+    assert retrieval_weight(0.0, 1.0) == 1.0  # floor 1: decay off
+    old = strength(0.5, "fact", 0, START, START + timedelta(days=365))
+    fresh = strength(0.5, "fact", 0, START, START)
+    assert old < 1e-10
+    assert 0.5 <= retrieval_weight(old, 0.5) < retrieval_weight(fresh, 0.5)
+    xs = np.array([0.0, 0.25, 0.5, 2.0])
+    assert retrieval_weight_array(xs, 0.3).tolist() == pytest.approx([retrieval_weight(x, 0.3) for x in xs])

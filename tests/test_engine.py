@@ -1,12 +1,13 @@
 """The facade's write and read paths with the fake embedder."""
 
+from dataclasses import replace
 from datetime import timedelta
 
 import numpy as np
 import pytest
 
 from engram import Engram, EngramError, NotFound
-from engram.decay import strength
+from engram.decay import retrieval_weight, strength
 from engram.embedding import FakeEmbedder
 
 
@@ -40,6 +41,23 @@ def test_replace_supersedes_and_as_of_still_sees_old(eng, clock):
     assert old.id not in now_hits and r.memory.id in now_hits
     then = [h.memory.id for h in eng.recall("API timeout", as_of=t_before + timedelta(hours=1))]
     assert then == [old.id]
+
+
+def test_replace_carries_the_old_sources(eng):
+    eng.store("The API timeout is 30 seconds.", provenance=["chat:1"])
+    r = eng.store("The API timeout is 60 seconds.", provenance=["chat:9"])
+    assert r.action == "replace"
+    # The current version answers for every source that stated the fact.
+    assert r.memory.provenance == ("chat:1", "chat:9")
+    assert eng.get(r.memory.id).provenance == ("chat:1", "chat:9")
+
+
+def test_an_old_memory_that_matches_still_outranks_a_fresh_one_that_does_not(eng, clock):
+    old = eng.store("The staging database password rotates every quarter.").memory
+    clock.advance(days=400)  # raw strength is now ~1e-17
+    eng.store("Lunch options near the office include ramen.")
+    hits = eng.recall("staging database password rotation", mode="vector", reinforce=False)
+    assert hits[0].memory.id == old.id
 
 
 def test_merge_keeps_both_facts_with_provenance(eng):
@@ -89,8 +107,10 @@ def test_recall_reinforces_what_it_returns(eng, clock):
 def test_explain_gives_score_parts(eng):
     eng.store("Redis caches the session tokens.")
     h = eng.recall("redis session cache", explain=True)[0]
-    assert set(h.parts) >= {"bm25", "cosine", "strength", "graph"}
-    assert h.score == pytest.approx(0.3 * h.parts["bm25"] + 0.7 * h.parts["cosine"] * h.parts["strength"]
+    assert set(h.parts) >= {"bm25", "cosine", "strength", "decay", "graph"}
+    assert h.parts["decay"] == pytest.approx(retrieval_weight(h.parts["strength"], eng.settings.decay_floor))
+    w = eng.settings
+    assert h.score == pytest.approx(w.w_bm25 * h.parts["bm25"] + w.w_vector * h.parts["cosine"] * h.parts["decay"]
                                     + h.parts["graph"], rel=1e-6)
 
 
@@ -105,7 +125,9 @@ def test_filters_are_exact_not_after_top_k(eng):
     assert [h.memory.id for h in eng.recall("deployment cache", tags=["ops"])] == [tagged.id]
 
 
-def test_vector_results_equal_exact_search_after_deletes(eng, fake):
+def test_vector_results_equal_exact_search_after_deletes(settings, fake, clock):
+    # Without context the search vector is the memory's own, so ranking must equal exact cosine.
+    eng = Engram(":memory:", settings=replace(settings, context_window=0), embedder=fake, clock=clock)
     ids = [eng.store(f"note {i} about topic {i % 7} and item {i % 11}", resolve_conflicts=False).memory.id
            for i in range(80)]
     gone = set(ids[::3])
@@ -121,7 +143,8 @@ def test_vector_results_equal_exact_search_after_deletes(eng, fake):
             continue
         m = eng.get(i)
         cos = max(float(np.dot(fake.embed_query(m.content), qv)), 0.0)
-        exact.append(cos * strength(m.importance, m.memory_type, m.recall_count, m.created_at, eng.now()))
+        st = strength(m.importance, m.memory_type, m.recall_count, m.created_at, eng.now())
+        exact.append(cos * retrieval_weight(st, eng.settings.decay_floor))
     exact.sort(reverse=True)
     assert [round(h.score, 5) for h in hits] == [round(x, 5) for x in exact[:10]]
 
@@ -214,7 +237,8 @@ def test_model_identity_guard(tmp_path, settings, clock):
     e.close()
 
 
-def test_graph_bonus_reaches_neighbours(eng):
+def test_graph_bonus_reaches_neighbours(settings, fake, clock):
+    eng = Engram(":memory:", settings=replace(settings, graph_depth=3, context_window=0), embedder=fake, clock=clock)
     a = eng.store("kestrel service uses the orion queue").memory
     b = eng.store("orion queue runs on the basalt cluster").memory
     hits = eng.recall("kestrel service", explain=True, limit=5, reinforce=False)
@@ -224,3 +248,21 @@ def test_graph_bonus_reaches_neighbours(eng):
     nograph = {h.memory.id: h.parts for h in eng.recall("kestrel service", explain=True, graph=False,
                                                        reinforce=False)}
     assert nograph.get(b.id, {"graph": 0})["graph"] == 0
+
+
+def test_context_finds_a_reply_by_the_subject_said_just_before(settings, fake, clock):
+    eng = Engram(":memory:", settings=replace(settings, context_window=2), embedder=fake, clock=clock)
+    eng.store("Has anyone tried the kestrel deployment pipeline?", session_id="s1", resolve_conflicts=False)
+    reply = eng.store("Yes, twice last week, and it broke both times.", session_id="s1",
+                      resolve_conflicts=False).memory
+    eng.store("Lunch options near the office include ramen.", session_id="s2", resolve_conflicts=False)
+    got = [h.memory.id for h in eng.recall("kestrel deployment pipeline", mode="bm25", reinforce=False)]
+    assert reply.id in got  # found through its context ...
+    assert [h.memory.content for h in eng.recall("broke twice", reinforce=False)][0] == reply.content
+    assert eng.forget(query="kestrel", dry_run=True) != [reply.id]  # ... but forget reads own words only
+    assert reply.id not in eng.forget(query="kestrel", dry_run=True)
+    # Another session gives no context.
+    other = eng.store("It broke again.", session_id="s2", resolve_conflicts=False).memory
+    got = [h.memory.id for h in eng.recall("kestrel", mode="bm25", reinforce=False)]
+    assert other.id not in got
+    eng.close()

@@ -251,3 +251,36 @@ def test_labelled_cases_with_minilm():
     if failures:
         print("failures:\n" + "\n".join(failures))
     assert accuracy >= 0.90
+
+
+# --- text of several sentences ------------------------------------------------------------------
+
+
+def test_sentence_count():
+    from engram.resolve import sentence_count
+
+    assert sentence_count("The user likes tea.") == 1
+    assert sentence_count("Version 1.2 is out.") == 1
+    assert sentence_count("Dr. Lee met J. Smith at noon.") == 1
+    assert sentence_count("Hey Mel! Good to see you! How have you been?") == 3
+
+
+def test_decide_keeps_messages_of_several_sentences_apart():
+    # Two chat messages in the middle band share a frame ("Thanks, ...!") but not a statement:
+    # merging them would fuse two things said, replacing would hide one.
+    r = decide(
+        "Caroline: Thanks, Melanie! Your kind words mean a lot. I'll do my best.",
+        [("m1", "Melanie: Yep, Caroline. Taking care of ourselves is vital. I'm off to go swimming.", 0.73)],
+    )
+    assert r.action == "new"
+    assert "several sentences" in r.reason
+    # The same number change that replaces a one-line fact leaves a paragraph alone.
+    r = decide("The API timeout is 60 seconds. Retries are on.",
+               [("m1", "The API timeout is 30 seconds. Retries are on.", 0.96)])
+    assert r.action == "new"
+
+
+def test_decide_reinforces_a_repeated_message():
+    text = "Deploys go to Fly.io from main. Tests run in CI before every deploy."
+    r = decide(text, [("m1", text, 0.99)])
+    assert (r.action, r.target_id) == ("reinforce", "m1")

@@ -29,7 +29,8 @@ MODE_KWARGS: dict[str, dict[str, Any]] = {
     "hybrid_nograph": {"mode": "hybrid", "graph": False},
 }
 ENGINE_SETTINGS = ("reinforce_threshold", "dedup_threshold", "w_bm25", "w_vector", "graph_depth",
-                   "graph_bonus", "edge_threshold", "max_edges")
+                   "graph_bonus", "decay_floor", "context_window", "context_weight",
+                   "context_terms", "edge_threshold", "max_edges")
 
 
 def repo_root() -> Path:
@@ -74,6 +75,55 @@ def _ingest(eng, clock, conv: Conversation, bar) -> Counter:
     return actions
 
 
+class CachedEmbedder:
+    """Wraps an embedder with a content-hash cache kept in a file, so repeated runs skip
+    re-encoding the same turns (as llm's collections skip text they already embedded).
+
+    Only speed changes: the vectors are the model's own, and the name and dimension pass
+    through, so the engine's model-identity guard sees the real model.
+    """
+
+    def __init__(self, inner, path: Path):
+        self.inner, self.path = inner, Path(path)
+        self.name, self.dim = inner.name, inner.dim
+        self._vecs: dict[str, Any] = {}
+        if self.path.exists():
+            import numpy as np
+            with np.load(self.path) as z:
+                self._vecs = dict(zip(z["keys"].tolist(), z["vecs"]))
+        self._dirty = False
+
+    def _key(self, text: str) -> str:
+        import hashlib
+        return hashlib.sha1(f"{self.name}\0{text}".encode()).hexdigest()
+
+    def embed_batch(self, texts):
+        import numpy as np
+        keys = [self._key(t) for t in texts]
+        todo = [i for i, k in enumerate(keys) if k not in self._vecs]
+        if todo:
+            vecs = self.inner.embed_batch([texts[i] for i in todo])
+            for i, v in zip(todo, vecs):
+                self._vecs[keys[i]] = v
+            self._dirty = True
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._vecs[k] for k in keys]).astype(np.float32)
+
+    def embed_query(self, text: str):
+        return self.inner.embed_query(text)
+
+    def save(self) -> None:
+        if not self._dirty:
+            return
+        import numpy as np
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        keys = list(self._vecs)
+        tmp = self.path.with_suffix(".tmp.npz")
+        np.savez(tmp, keys=np.array(keys), vecs=np.stack([self._vecs[k] for k in keys]))
+        tmp.replace(self.path)
+
+
 def run(
     data_path: str | Path | None = None,
     conversations: Sequence[int] | None = None,
@@ -84,6 +134,7 @@ def run(
     embedder=None,
     answer: bool = False,
     progress: bool = True,
+    embed_cache: str | Path | None = None,
 ) -> dict[str, Any]:
     """Run the benchmark and return the result document (see the package docstring)."""
     from engram import Engram, Settings, VirtualClock
@@ -118,6 +169,8 @@ def run(
     if embedder is None:
         embedder = load_embedder(settings.model, cache_dir=settings.model_cache,
                                  threads=settings.torch_threads)
+    if embed_cache is not None:
+        embedder = CachedEmbedder(embedder, Path(embed_cache))
     model_load_s = time.perf_counter() - t0
 
     questions_per_conv = [c.questions[:limit] if limit is not None else c.questions for c in convs]
@@ -174,6 +227,8 @@ def run(
     finally:
         bar.close()
         eng.close()
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
 
     by_mode = {}
     for m in modes:
@@ -331,6 +386,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--answer", action="store_true",
                    help=f"answer with an OpenAI-compatible model ({answer_stage.ENV_BASE_URL}, "
                         f"{answer_stage.ENV_MODEL}, {answer_stage.ENV_API_KEY}) and score F1")
+    p.add_argument("--embed-cache", type=Path, default=None,
+                   help="keep memory embeddings in this .npz file and reuse them on the next run "
+                        "(speed only; queries are always encoded)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     return p
 
@@ -340,7 +398,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = run(data_path=args.data, conversations=args.conversations, limit=args.limit,
                      modes=args.modes, model=args.model, answer=args.answer,
-                     progress=not args.no_progress)
+                     progress=not args.no_progress, embed_cache=args.embed_cache)
     except (FileNotFoundError, ValueError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
