@@ -64,6 +64,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         strength = strength_array(index.importance[c], index.base_lambda[c], index.recall[c],
                                   now_days - index.touched[c])
         decay = retrieval_weight_array(strength, weights.decay_floor)
+        decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
         c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
         if mode == "bm25":
             s = bm25[c].copy()

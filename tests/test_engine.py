@@ -266,3 +266,12 @@ def test_context_finds_a_reply_by_the_subject_said_just_before(settings, fake, c
     got = [h.memory.id for h in eng.recall("kestrel", mode="bm25", reinforce=False)]
     assert other.id not in got
     eng.close()
+
+
+def test_pinned_memory_does_not_fade_in_ranking(eng, clock):
+    pinned = eng.store("The staging password rotates on the first Monday.", pinned=True).memory
+    plain = eng.store("The staging password policy is in the wiki.", resolve_conflicts=False).memory
+    clock.advance(days=400)
+    hits = {h.memory.id: h.parts for h in eng.recall("staging password", explain=True, reinforce=False)}
+    assert hits[pinned.id]["decay"] == 1.0
+    assert hits[plain.id]["decay"] < 1.0
