@@ -52,6 +52,36 @@ def parse_time(value: Any, name: str = "as_of") -> datetime | None:
         raise EngramError(f"{name}={value!r} is not an ISO 8601 date or datetime") from None
 
 
+MAX_ARG_DEPTH = 32  # JSON nesting allowed in arguments (metadata objects); generous for real use
+
+
+def check_arguments(args: dict, op: str) -> None:
+    """Refuse values no store can keep faithfully: lone surrogates, non-finite numbers, runaway nesting.
+
+    Iterative, so hostile nesting cannot exhaust the interpreter's stack before it is refused.
+    """
+    stack: list[tuple[str, Any, int]] = [(k, v, 1) for k, v in args.items()]
+    while stack:
+        path, v, depth = stack.pop()
+        where = path if len(path) <= 80 else path[:77] + "..."
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise EngramError(f"{op}: {where} is not valid Unicode (it holds a lone surrogate)") from None
+        elif isinstance(v, float):
+            if not math.isfinite(v):
+                raise EngramError(f"{op}: {where} is {v!r}; numbers must be finite")
+        elif isinstance(v, dict | list | tuple):
+            if depth >= MAX_ARG_DEPTH:
+                raise EngramError(f"{op}: {where} nests deeper than {MAX_ARG_DEPTH} levels")
+            items = v.items() if isinstance(v, dict) else enumerate(v)
+            for k, x in items:
+                if isinstance(v, dict) and not isinstance(k, str):
+                    raise EngramError(f"{op}: {where} has a key that is not a string")
+                stack.append((f"{path}.{k}" if isinstance(v, dict) else f"{path}[{k}]", x, depth + 1))
+
+
 def estimate_tokens(text: str) -> int:
     """About four characters per token for English text, as most tokenizers average."""
     return math.ceil(len(text) / 4)
@@ -71,9 +101,9 @@ class Api:
         fn = self._ops.get(name)
         if fn is None:
             raise EngramError(f"unknown operation {name!r}")
-        args = dict(args or {})
-        if not isinstance(args, dict):
+        if args is not None and not isinstance(args, dict):
             raise EngramError("arguments must be an object")
+        args = dict(args or {})
         params = self._params[name]
         unknown = [k for k in args if k not in params or k == "ctx"]
         if unknown:
@@ -82,6 +112,7 @@ class Api:
                    if k != "ctx" and p.default is inspect.Parameter.empty and k not in args]
         if missing:
             raise EngramError(f"{name}: missing required argument(s): {', '.join(missing)}")
+        check_arguments(args, name)
         start = time.perf_counter()
         ok = False
         try:

@@ -137,10 +137,14 @@ class ContinuityMixin:
                       pid: int | None = None) -> Session:
         """Register a session or refresh its heartbeat. Called on every request."""
         now = self.clock.now()
+        user = self._user(user_id)
         with self._lock:
             s = self.store_db.get_session(session_id)
+            if s is not None and s.user_id != user:
+                # Naming another user's session must not let a caller act in it (outcomes, tasks).
+                raise NotFound(f"no session with id {session_id!r} for this user")
             if s is None:
-                s = Session(id=session_id, user_id=self._user(user_id), client=client or "", pid=pid,
+                s = Session(id=session_id, user_id=user, client=client or "", pid=pid,
                             status="active", started_at=now, last_heartbeat=now, ended_at=None,
                             task_id=None, outcome=None, outcome_notes=None, reported=False)
                 self.store_db.upsert_session(s)

@@ -81,7 +81,8 @@ def run_maintenance(eng: Engram, apply: bool = True) -> dict[str, Any]:
                           pruned=totals["pruned"] + report["pruned"], runs=totals["runs"] + 1,
                           last_run=started.isoformat())
             eng.store_db.set_meta(META_TOTALS, json.dumps(totals))
-            report["compacted"] = _flush(eng, deleted=bool(prune["ids"]))
+            # Forgotten rows count too: their text must leave the file (Store.erasure_pending).
+            report["compacted"] = _flush(eng, deleted=bool(prune["ids"]) or eng.store_db.erasure_pending())
             eng.rebuild_indexes()
         finished = eng.clock.now()
     report["started_at"] = started.isoformat()

@@ -239,6 +239,8 @@ async def _read_json(request: Request, empty_ok: bool) -> Any:
         return json.loads(text, parse_constant=_reject_constant)
     except ValueError as e:
         raise BadRequest(400, f"request body is not valid JSON: {e}") from None
+    except RecursionError:
+        raise BadRequest(400, "request body nests too deeply") from None
 
 
 def _validation_message(e: ValidationError) -> str:
@@ -341,7 +343,8 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
             return Ctx(session_id=explicit, user_id=user, client="http"), False
         client = request.client
         peer = f"{client.host}:{client.port}" if client else "?"
-        key = hashlib.blake2b(f"{token_hash}|{peer}".encode(), key=nonce, digest_size=8).hexdigest()
+        # The user is part of the key: one connection may act for several users, each in its own session.
+        key = hashlib.blake2b(f"{token_hash}|{peer}|{user}".encode(), key=nonce, digest_size=8).hexdigest()
         return Ctx(session_id=f"http-{key}", user_id=user, client="http"), True
 
     def end_session(ctx: Ctx) -> None:

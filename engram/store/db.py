@@ -36,6 +36,9 @@ SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "la
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported")
 
 
+ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the file was last rewritten
+
+
 class DatabaseLocked(EngramError):
     pass
 
@@ -79,6 +82,21 @@ def row_to_session(r: Sequence[Any]) -> Session:
     return Session(id=r[0], user_id=r[1], client=r[2] or "", pid=r[3], status=r[4],
                    started_at=_aware(r[5]), last_heartbeat=_aware(r[6]), ended_at=_aware(r[7]),
                    task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]))
+
+
+class Rows:
+    """A query's rows, already fetched (see Store.execute)."""
+
+    __slots__ = ("rows",)
+
+    def __init__(self, rows: list[tuple]):
+        self.rows = rows
+
+    def fetchall(self) -> list[tuple]:
+        return self.rows
+
+    def fetchone(self) -> tuple | None:
+        return self.rows[0] if self.rows else None
 
 
 class Store:
@@ -132,9 +150,11 @@ class Store:
             self._depth = 0
             self.con.execute("COMMIT")
 
-    def execute(self, sql: str, params: Sequence[Any] | None = None):
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Rows:
+        # Fetch under the lock: the connection holds one pending result, and a thread that
+        # fetched after releasing it could read the rows of another thread's query.
         with self._lock:
-            return self.con.execute(sql, params or [])
+            return Rows(self.con.execute(sql, params or []).fetchall())
 
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -231,6 +251,9 @@ class Store:
         if not ids:
             return
         ids = list(ids)
+        # Deleted rows' bytes stay in the file until it is rewritten: the next maintenance run
+        # compacts while this flag is set (see compact()).
+        self.set_meta(ERASURE_PENDING, "1")
         self.execute("DELETE FROM edges WHERE list_contains(?, src) OR list_contains(?, dst)", [ids, ids])
         self.execute("DELETE FROM memory_events WHERE list_contains(?, memory_id)", [ids])
         self.execute(f"DELETE FROM memories WHERE {_in('id', len(ids))}", ids)
@@ -461,4 +484,9 @@ class Store:
             Path(self.path + ".wal").unlink(missing_ok=True)
             self.con = duckdb.connect(self.path)
             load_extensions(self.con)
+            self.con.execute("DELETE FROM meta WHERE key = ?", [ERASURE_PENDING])
             return True
+
+    def erasure_pending(self) -> bool:
+        """True when deleted rows may still have bytes in the file (compact() clears it)."""
+        return self.get_meta(ERASURE_PENDING) is not None

@@ -1,0 +1,242 @@
+"""Isolation and access: users never see or touch each other's memories, tasks or sessions through
+any operation, whichever way the user id arrives (Ctx, the RPC hello, X-Engram-User); the HTTP API
+refuses every request without the token; secrets are redacted on every write path.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from pathlib import Path
+
+import httpx
+import pytest
+import uvicorn
+
+from engram import Engram
+from engram.api import Api, Ctx
+from engram.server.daemon import Daemon, build_http_app
+from engram.server.http import OPS
+from engram.server.rpc import RpcClient, RpcError
+from engram.transfer import export_jsonl, import_jsonl
+from engram.types import NotFound
+
+TOKEN = "isolation-token-0123456789abcdef"
+ALICE, BOB = Ctx("s-alice", "alice", "test"), Ctx("s-bob", "bob", "test")
+
+
+@pytest.fixture
+def api(eng):
+    return Api(eng)
+
+
+@pytest.fixture
+def alice_data(api):
+    """Everything alice owns: a task, memories of every kind, a session with an outcome."""
+    call = lambda op, **kw: api.call(op, kw, ALICE)
+    task = call("create_task", name="alice migration", goal="move the orders table")["task_id"]
+    mem = call("store_memory", content="Alice's orders table lives in Postgres 16", task_id=task)["memory_id"]
+    handoff = call("session_handoff", summary="Alice stopped at the orders backfill", task_id=task,
+                   next_steps=["finish the orders backfill"])["handoff_id"]
+    fail = call("track_failure", error="orders backfill timed out", component="orders-db",
+                task_id=task)["memory_id"]
+    prog = call("track_progress", feature="orders backfill", status="in_progress", completion=0.5,
+                task_id=task)["memory_id"]
+    call("session_outcome", outcome="success")
+    return {"task": task, "memories": [mem, handoff, fail, prog]}
+
+
+def refused(fn, *args, **kwargs) -> bool:
+    """True when the call is refused as if the thing did not exist (never 'forbidden': no leak)."""
+    try:
+        fn(*args, **kwargs)
+    except NotFound:
+        return True
+    return False
+
+
+def test_another_user_cannot_read_update_or_delete_through_any_operation(api, alice_data):
+    bob = lambda op, **kw: api.call(op, kw, BOB)
+    task = alice_data["task"]
+    for mid in alice_data["memories"]:
+        assert refused(bob, "get_memory", memory_id=mid)
+        assert refused(bob, "update_memory", memory_id=mid, content="bob was here")
+        assert refused(bob, "forget_memory", memory_id=mid)
+        assert refused(bob, "forget_memory", memory_id=mid, dry_run=True)
+    assert bob("forget_memory", query="orders backfill")["count"] == 0
+    assert refused(bob, "get_task", task_id=task)
+    assert refused(bob, "update_task", task_id=task, status="done")
+    for op, kw in [("store_memory", {"content": "bob's note"}),
+                   ("session_handoff", {"summary": "bob's handoff"}),
+                   ("track_failure", {"error": "x", "component": "y"}),
+                   ("track_progress", {"feature": "x", "status": "done"})]:
+        assert refused(bob, op, task_id=task, **kw)  # cannot attach to alice's task
+    assert bob("list_tasks")["tasks"] == []
+    for mode in ("hybrid", "bm25", "vector"):
+        r = bob("recall_memory", query="orders backfill Postgres table", mode=mode)
+        assert r["memories"] == [] and r["handoff"] is None and r["related_failures"] == []
+    ctx = bob("get_context", query="orders backfill")
+    assert ctx["memory_ids"] == [] and "orders" not in ctx["context"]
+    stats = bob("memory_stats")
+    assert stats["total"] == 0 and set(stats["by_user"]) <= {"bob"}
+    # Alice's session cannot be taken over by naming it.
+    thief = Ctx(ALICE.session_id, "bob", "test")
+    assert refused(api.call, "session_outcome", {"outcome": "failure"}, thief)
+    assert refused(api.call, "recall_memory", {"query": "orders"}, thief)
+    # Nothing of alice's changed.
+    eng = api.eng
+    for mid in alice_data["memories"]:
+        m = eng.get(mid, "alice")
+        assert m.status == "active" and "bob" not in m.content
+    assert eng.get_task_row(task, "alice").status == "open"
+    assert eng.store_db.get_session(ALICE.session_id).user_id == "alice"
+    assert eng.outcomes[ALICE.session_id] == (1, 0)
+    assert api.call("recall_memory", {"query": "orders table Postgres"}, ALICE)["memories"]
+
+
+def test_user_from_the_rpc_hello_is_isolated(settings, fake, clock, alice_data, api, tmp_path):
+    daemon = Daemon(settings, engram=api.eng)
+    daemon.api = api
+    daemon.start()
+    try:
+        with RpcClient(settings.socket_path, user_id="bob", client="bob") as bob, \
+                RpcClient(settings.socket_path, user_id="alice", client="alice") as alice:
+            for mid in alice_data["memories"]:
+                with pytest.raises(RpcError) as e:
+                    bob.call("get_memory", memory_id=mid)
+                assert e.value.kind == "NotFound"
+                with pytest.raises(RpcError):
+                    bob.call("forget_memory", memory_id=mid)
+            assert bob.call("recall_memory", query="orders backfill")["memories"] == []
+            assert alice.call("recall_memory", query="orders backfill")["memories"]
+        with RpcClient(settings.socket_path, user_id="bob", session_id=ALICE.session_id) as thief:
+            with pytest.raises(RpcError) as e:
+                thief.call("session_outcome", outcome="failure")
+            assert e.value.kind == "NotFound"
+    finally:
+        daemon.rpc.shutdown()
+    assert api.eng.outcomes[ALICE.session_id] == (1, 0)
+
+
+@pytest.fixture
+def serve():
+    running = []
+
+    def start(app) -> str:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
+        t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        t.start()
+        running.append((server, t, sock))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+    yield start
+    for server, t, sock in running:
+        server.should_exit = True
+        t.join(30)
+        sock.close()
+
+
+def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data, settings, serve):
+    from dataclasses import replace
+    base = serve(build_http_app(api, replace(settings, token=TOKEN)))
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    paths = {op.path.replace("{memory_id}", alice_data["memories"][0]).replace("{task_id}", alice_data["task"])
+             for op in OPS}
+    routes = [(op.method, op.path.replace("{memory_id}", alice_data["memories"][0])
+               .replace("{task_id}", alice_data["task"])) for op in OPS]
+    routes += [("GET", "/metrics"), ("GET", "/openapi.json"), ("POST", "/mcp"), ("GET", "/mcp")]
+    assert len(paths) >= 10
+    with httpx.Client(base_url=base, timeout=30) as c:
+        for method, path in routes:
+            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
+                            {"Authorization": f"bearer  {TOKEN}x"}, {"X-Engram-User": "alice"}):
+                r = c.request(method, path, headers=headers, json={"content": "x", "query": "x"})
+                assert r.status_code == 401, (method, path, headers, r.status_code)
+                assert "token" in r.json()["error"]
+        assert c.get("/healthz").status_code == 200  # liveness only, no data
+        # One connection, two users: each gets only its own.
+        bob = {**auth, "X-Engram-User": "bob"}
+        alice = {**auth, "X-Engram-User": "alice"}
+        mid, task = alice_data["memories"][0], alice_data["task"]
+        assert c.get(f"/memories/{mid}", headers=bob).status_code == 404
+        assert c.delete(f"/memories/{mid}", headers=bob).status_code == 404
+        assert c.get(f"/tasks/{task}", headers=bob).status_code == 404
+        assert c.patch(f"/tasks/{task}", headers=bob, json={"status": "done"}).status_code == 404
+        assert c.get("/tasks", headers=bob).json()["tasks"] == []
+        assert c.post("/search", headers=bob, json={"query": "orders backfill"}).json()["memories"] == []
+        stored = c.post("/memories", headers=bob, json={"content": "Bob deploys on Fridays"}).json()
+        assert c.get(f"/memories/{stored['memory_id']}", headers=alice).status_code == 404
+        assert c.get(f"/memories/{mid}", headers=alice).status_code == 200
+        r = c.post("/search", headers={**bob, "X-Engram-Session": ALICE.session_id}, json={"query": "x"})
+        assert r.status_code == 404
+    assert api.eng.get(mid, "alice").status == "active"
+
+
+SECRETS = ["sk-ant-api03-" + "Q" * 40, "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "z" * 36,
+           "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"]
+
+
+def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, clock):
+    path = tmp_path / "redact.duckdb"
+    eng = Engram(path, settings=settings, embedder=fake, clock=clock)
+    eng.store_db.con.execute("PRAGMA force_compression='uncompressed'")
+    api = Api(eng)
+    ctx = Ctx("s-redact", client="test")
+    call = lambda op, **kw: api.call(op, kw, ctx)
+    for i, secret in enumerate(SECRETS):
+        s = f"key {secret} here"
+        task = call("create_task", name=f"task {i} {s}", goal=s, metadata={"k": s, "nested": [s]})["task_id"]
+        call("update_task", task_id=task, goal=f"new goal {s}", name=f"renamed {i} {s}", metadata={"k2": s})
+        mid = call("store_memory", content=f"memory {i} holds {s}", tags=[f"tag{i}", s],
+                   metadata={"m": s}, task_id=task)["memory_id"]
+        call("update_memory", memory_id=mid, content=f"memory {i} updated with {s}")
+        call("session_handoff", summary=f"handoff {i} {s}", completed=[s], in_progress=[s], blocked=[s],
+             next_steps=[s], task_id=task)
+        call("track_failure", error=f"error {i} {s}", component=f"comp{i}", root_cause=s, fix=s, task_id=task)
+        call("track_progress", feature=f"feature {i} {s}", status="done", notes=s, task_id=task)
+        call("session_outcome", outcome="success", notes=s)
+    # Import: a file written elsewhere (here: hand-edited) carrying secrets in every text field.
+    export = tmp_path / "export.jsonl"
+    export_jsonl(eng, export)
+    lines = []
+    for line in export.read_text().splitlines():
+        d = json.loads(line)
+        if d["kind"] == "memory":
+            d["id"] = "imp" + d["id"][3:]
+            d["content"] += f" imported {SECRETS[0]}"
+            d["tags"] = [*d.get("tags", []), SECRETS[1]]
+            d["metadata"] = {**(d.get("metadata") or {}), "imported": SECRETS[2]}
+            d.pop("supersedes", None), d.pop("superseded_by", None)
+            d["events"] = []
+            lines.append(json.dumps(d))
+        elif d["kind"] == "header":
+            lines.append(line)
+    lines.append(json.dumps({"kind": "end", "counts": {"memories": len(lines) - 1, "tasks": 0, "sessions": 0,
+                                                       "edges": 0, "memory_events": 0}}))
+    imported = tmp_path / "import.jsonl"
+    imported.write_text("\n".join(lines) + "\n")
+    import_jsonl(eng, imported)
+
+    text_columns = {"memories": ["content", "metadata", "array_to_string(tags, ' ')"],
+                    "memory_events": ["detail"], "tasks": ["name", "goal", "metadata"],
+                    "sessions": ["outcome_notes"]}
+    db = eng.store_db
+    assert db.count("memories", "id LIKE 'imp%'") > 0
+    assert db.count("memories", "content LIKE '%[REDACTED]%'") >= 4 * len(SECRETS)
+    for secret in SECRETS:
+        needle = secret.split("\n")[0][:16]
+        for table, cols in text_columns.items():
+            for col in cols:
+                assert db.count(table, f"contains(coalesce({col}, ''), ?)", [needle]) == 0, (table, col, needle)
+    out = tmp_path / "after.jsonl"
+    export_jsonl(eng, out)
+    db.checkpoint()
+    eng.close()
+    for secret in SECRETS:
+        needle = secret.split("\n")[0][:16].encode()
+        assert needle not in out.read_bytes()
+        assert needle not in Path(path).read_bytes()
