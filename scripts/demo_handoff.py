@@ -55,7 +55,7 @@ async def main() -> None:
         for f in r["related_failures"]:
             print(f"  pitfall in {f['component']}: {f['error']} (fix: {f.get('fix') or '-'})")
         for m in r["memories"][:4]:
-            print(f"  memory [{m['memory_type']}] {m['content'][:90]}")
+            print(f"  memory [{m['memory_type']}] {m['content'].replace(chr(10), ' | ')[:90]}")
         await call(b, "track_progress", feature="CSV exporter tests", status="done", completion=1.0,
                    task_id=task)
         view = await call(b, "get_task", task_id=task)
