@@ -548,11 +548,15 @@ def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-h
                            created_at=now, last_recalled_at=None, user_id="default", valid_from=now,
                            updated_at=now)
                 store.insert_memory(m, v)
-                store.add_event(mid, now, "new", {"reason": "no similar memory"})
-                if ids:
-                    store.add_edges("default", [(mid, rng.choice(ids), 0.5)
-                                                for _ in range(min(edges_per_memory, len(ids)))])
                 ids.append(mid)
+    # History and edges in bulk: one event per memory, edges to random earlier memories.
+    with store.transaction():
+        store.execute("INSERT INTO memory_events SELECT id, created_at, 'new', "
+                      "'{\"reason\": \"no similar memory\"}' FROM memories")
+        for k in range(edges_per_memory):
+            store.execute(
+                "INSERT OR IGNORE INTO edges SELECT id, printf('m%015d', CAST(floor(random() * i) AS BIGINT)), "
+                "0.5, 'default' FROM (SELECT id, CAST(substr(id, 2) AS BIGINT) AS i FROM memories) WHERE i > 0")
     store.close()
     return time.perf_counter() - t0
 
