@@ -68,10 +68,12 @@ class Daemon:
     # -- lifecycle
 
     def start(self, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
-        self.rpc.start()
-        log.info("engram daemon %d serving %s (db %s)", os.getpid(), self.settings.socket_path, self.eng.path)
+        # HTTP first: a daemon that answers on its socket must already serve every transport it was
+        # asked for, or clients started right after it (told "it is up") find no HTTP listener.
         if http:
             self._start_http(host, port)
+        self.rpc.start()
+        log.info("engram daemon %d serving %s (db %s)", os.getpid(), self.settings.socket_path, self.eng.path)
 
     def _start_http(self, host: str, port: int) -> None:
         import uvicorn
