@@ -11,15 +11,12 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
 import string
-import threading
 from collections import Counter
 from urllib.parse import quote
 
 import httpx
 import pytest
-import uvicorn
 from anyio.from_thread import start_blocking_portal
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -292,20 +289,10 @@ def test_tool_survives_1000_hostile_arguments(mcp, engine, errors, tool):
 
 
 @pytest.fixture(scope="module")
-def http(engine):
-    app = build_http_app(engine, engine.eng.settings)
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    t.start()
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
+def http(engine, serve_module):
+    base = serve_module(build_http_app(engine, engine.eng.settings))
     with httpx.Client(base_url=base, timeout=60, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
         yield c
-    server.should_exit = True
-    t.join(30)
-    sock.close()
 
 
 ROUTES = [(op.method, op.path, op.body) for op in OPS] + [

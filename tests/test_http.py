@@ -5,12 +5,9 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import socket
-import threading
 
 import httpx
 import pytest
-import uvicorn
 
 from engram import Engram
 from engram.api import Api
@@ -19,29 +16,6 @@ from engram.server.http import OPS, BindRefused, build_app, check_bind
 TOKEN = "s3cret-token-for-tests"
 HAS_MAINTENANCE = importlib.util.find_spec("engram.maintenance") is not None
 needs_maintenance = pytest.mark.skipif(not HAS_MAINTENANCE, reason="engram/maintenance.py has not landed yet")
-
-
-@pytest.fixture
-def serve():
-    """Start an ASGI app under uvicorn in a thread; returns its base URL."""
-    running = []
-
-    def start(app, lifespan: str = "off") -> str:
-        # Listening before the thread starts: requests queue in the backlog, no readiness polling needed.
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan=lifespan))
-        t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        t.start()
-        running.append((server, t, sock))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-    yield start
-    for server, t, sock in running:
-        server.should_exit = True
-        t.join(30)
-        sock.close()
 
 
 @pytest.fixture
@@ -321,7 +295,7 @@ def test_mcp_transport_is_mounted_behind_the_token(api, settings, serve):
         return "pong"
 
     app = build_app(api, token=TOKEN, settings=settings, mcp_app=mcp.streamable_http_app(json_response=True))
-    base = serve(app, lifespan="on")
+    base = serve(app)
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": "2025-06-18", "capabilities": {},
                        "clientInfo": {"name": "test", "version": "0"}}}

@@ -6,13 +6,10 @@ refuses every request without the token; secrets are redacted on every write pat
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 
 from engram import Engram
 from engram.api import Api, Ctx
@@ -117,27 +114,6 @@ def test_user_from_the_rpc_hello_is_isolated(settings, fake, clock, alice_data, 
     finally:
         daemon.rpc.shutdown()
     assert api.eng.outcomes[ALICE.session_id] == (1, 0)
-
-
-@pytest.fixture
-def serve():
-    running = []
-
-    def start(app) -> str:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        sock.bind(("127.0.0.1", 0))
-        sock.listen(64)
-        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-        t = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-        t.start()
-        running.append((server, t, sock))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"
-
-    yield start
-    for server, t, sock in running:
-        server.should_exit = True
-        t.join(30)
-        sock.close()
 
 
 def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data, settings, serve):
