@@ -27,6 +27,8 @@ TOOLS = (
 # Operations that are not MCP tools but that the CLI and HTTP API use.
 EXTRA_OPS = ("list_tasks", "export_memories", "import_memories", "reindex", "run_maintenance",
              "get_memory", "health")
+# Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
+PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
 
 @dataclass(frozen=True)
@@ -249,9 +251,15 @@ class Api:
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
     # -- maintenance -----------------------------------------------------------
+    def _user(self, ctx: Ctx) -> str:
+        """The caller's user, ENGRAM_USER when the transport named none."""
+        return self.eng._user(ctx.user_id)
+
     def consolidate_memory(self, ctx: Ctx, apply: bool = False) -> dict:
         from .maintenance import run_maintenance
-        report = run_maintenance(self.eng, apply=bool(apply))
+        # Only the caller's memories: a report names memories and quotes them, and apply deletes.
+        # The scheduled job (MaintenanceScheduler) covers every user.
+        report = run_maintenance(self.eng, apply=bool(apply), user_id=self._user(ctx))
         if apply:
             self.metrics.maintained(report)
             if self.scheduler is not None:
@@ -263,9 +271,13 @@ class Api:
 
     def memory_stats(self, ctx: Ctx) -> dict:
         from .maintenance import memory_stats
-        stats = memory_stats(self.eng, user_id=ctx.user_id)
+        stats = memory_stats(self.eng, user_id=self._user(ctx))
         if self.scheduler is not None:
-            stats["maintenance"] = self.scheduler.status()
+            status = self.scheduler.status()
+            last = status.get("last_report")
+            if last:  # another user's run, or the all-user one: counts only, no ids or texts
+                status["last_report"] = {k: v for k, v in last.items() if k not in PRIVATE_REPORT_KEYS}
+            stats["maintenance"] = status
         return stats
 
     def export_memories(self, ctx: Ctx, path: str) -> dict:

@@ -17,6 +17,10 @@ One run (run_maintenance) does, under the engram's lock:
    and, when rows were deleted, compacted so the deleted text leaves the disk.
 
 Prune runs first so nothing about to be deleted gets merged into something that lasts.
+
+A run covers one user's memories (run_maintenance(user_id=...): what a caller of the API asks
+for) or, with user_id None, every user's (the scheduled job). Rebuilding and compaction are
+about the file and always cover everything.
 """
 
 from __future__ import annotations
@@ -45,15 +49,20 @@ META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 
 
-def run_maintenance(eng: Engram, apply: bool = True) -> dict[str, Any]:
-    """Prune, consolidate and reindex once. apply=False reports what would change, changing nothing."""
+def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None) -> dict[str, Any]:
+    """Prune, consolidate and reindex once. apply=False reports what would change, changing nothing.
+
+    user_id narrows the plan (and so the report) to that user's memories; None covers every user.
+    """
     t0 = time.perf_counter()
     with eng._lock:
         started = eng.clock.now()
-        prune = _plan_prune(eng, started)
-        clusters = _plan_clusters(eng, exclude=set(prune["ids"]))
+        mine = user_rows(eng.index, user_id)
+        prune = _plan_prune(eng, started, mine)
+        clusters = _plan_clusters(eng, mine, exclude=set(prune["ids"]))
         report: dict[str, Any] = {
             "applied": bool(apply),
+            "user_id": user_id,
             "consolidated": sum(len(c["sources"]) for c in clusters),
             "clusters": [{"into": None, "sources": c["sources"], "preview": c["content"]} for c in clusters],
             "pruned": len(prune["ids"]),
@@ -91,11 +100,21 @@ def run_maintenance(eng: Engram, apply: bool = True) -> dict[str, Any]:
     return report
 
 
+def user_rows(idx: Any, user_id: str | None) -> np.ndarray:
+    """Boolean mask over the index's live rows: that user's rows (every row for None)."""
+    n = idx.n
+    mask = idx.alive[:n].copy()
+    if user_id is not None:
+        code = idx.users.get(user_id)
+        mask &= idx.user[:n] == (-2 if code is None else code)  # -2: a user with no rows
+    return mask
+
+
 # -- prune -------------------------------------------------------------------------------------------
-def _plan_prune(eng: Engram, now: datetime) -> dict[str, Any]:
+def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
     s, idx, db = eng.settings, eng.index, eng.store_db
     n = idx.n
-    active = idx.alive[:n] & (idx.status[:n] == 0)
+    active = mine & (idx.status[:n] == 0)
     st = strength_array(idx.importance[:n], idx.base_lambda[:n], idx.recall[:n],
                         to_days(now) - idx.touched[:n])
     weak = np.flatnonzero(active & (st < s.prune_threshold))
@@ -114,7 +133,9 @@ def _plan_prune(eng: Engram, now: datetime) -> dict[str, Any]:
         reasons["weak"] += 1
 
     cutoff = now - timedelta(days=s.consolidated_retention_days)
-    retired = db.retired_memories(("consolidated", "superseded"))
+    # Retired rows stay in the index (status 1-2), so the user's mask covers them too.
+    retired = [r for r in db.retired_memories(("consolidated", "superseded"))
+               if r[0] in idx.row_of and mine[idx.row_of[r[0]]]]
     gone = set(doomed)
     for mid, status, _, valid_to in retired:
         if status == "consolidated" and valid_to is not None and valid_to < cutoff:
@@ -162,11 +183,11 @@ def _texts_compatible(old: str, new: str) -> bool:
     return c.relation != "contradiction" and c.basis not in _VETO_BASES
 
 
-def _plan_clusters(eng: Engram, exclude: set[str]) -> list[dict[str, Any]]:
+def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dict[str, Any]]:
     s, idx = eng.settings, eng.index
     n = idx.n
     types = [MEMORY_TYPES.index(t) for t in CONSOLIDATABLE]
-    ok = idx.alive[:n] & (idx.status[:n] == 0) & np.isin(idx.mtype[:n], types) & ~idx.pinned[:n]
+    ok = mine & (idx.status[:n] == 0) & np.isin(idx.mtype[:n], types) & ~idx.pinned[:n]
     rows = [r for r in np.flatnonzero(ok) if idx.ids[r] not in exclude]
     groups: dict[tuple[int, int, int], list[int]] = {}
     for r in rows:
@@ -308,12 +329,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
             if status == "active":
                 by_type[mtype] = by_type.get(mtype, 0) + k
         idx = eng.index
-        n = idx.n
-        mask = idx.alive[:n] & (idx.status[:n] == 0)
-        if user_id is not None:
-            code = idx.users.get(user_id)
-            mask &= idx.user[:n] == (-2 if code is None else code)
-        rows = np.flatnonzero(mask)
+        rows = np.flatnonzero(user_rows(idx, user_id) & (idx.status[:idx.n] == 0))
         days = to_days(now) - idx.touched[rows]
         st = strength_array(idx.importance[rows], idx.base_lambda[rows], idx.recall[rows], days)
         later = strength_array(idx.importance[rows], idx.base_lambda[rows], idx.recall[rows], days + 7.0)

@@ -13,6 +13,7 @@ import pytest
 
 from engram import Engram
 from engram.api import Api, Ctx
+from engram.scheduler import MaintenanceScheduler
 from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
 from engram.server.rpc import RpcClient, RpcError
@@ -114,6 +115,43 @@ def test_user_from_the_rpc_hello_is_isolated(settings, fake, clock, alice_data, 
     finally:
         daemon.rpc.shutdown()
     assert api.eng.outcomes[ALICE.session_id] == (1, 0)
+
+
+PG = "The staging database runs PostgreSQL 16 on port 5433"
+PG_SAME = "Staging database runs PostgreSQL 16 on port 5433"
+
+
+def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
+    eng = api.eng
+    plant = lambda user, text, **kw: eng.store(text, user_id=user, resolve_conflicts=False, **kw).memory.id
+    mine = {u: {plant(u, PG, importance=0.9), plant(u, PG_SAME, importance=0.9),
+                plant(u, "Lunch order was pasta", importance=0.1)} for u in ("alice", "bob")}
+    clock.advance(days=40)  # the duplicates cluster, the lunch note fades below the prune line
+    sched = MaintenanceScheduler(eng, eng.settings, api_metrics=api.metrics, clock=clock)
+    api.scheduler = sched
+    sched.start()
+
+    def named(report: dict) -> set[str]:
+        return {i for c in report["clusters"] for i in c["sources"]} | set(report["pruned_ids"])
+
+    assert named(api.call("consolidate_memory", {}, BOB)) == mine["bob"]
+    # No user named: ENGRAM_USER's stats, not everyone's (fading_soon quotes memories).
+    stats = api.call("memory_stats", {}, Ctx("s-operator", client="cli"))
+    assert set(stats["by_user"]) <= {"default"} and stats["fading_soon"]["memories"] == []
+    # ENGRAM_USER (what `engram consolidate` acts as without --user) owns none of these.
+    assert named(api.call("consolidate_memory", {"apply": True}, Ctx("s-operator", client="cli"))) == set()
+    applied = api.call("consolidate_memory", {"apply": True}, BOB)
+    assert named(applied) == mine["bob"] and applied["consolidated"] == 2 and applied["pruned"] == 1
+    assert {eng.store_db.get_memory(i).status for i in mine["alice"]} == {"active"}
+    assert all(eng.store_db.get_memory(i) is None or eng.store_db.get_memory(i).status == "consolidated"
+               for i in mine["bob"])
+    # Bob's run is the last one the schedule saw; alice's stats show it without ids or texts.
+    last = api.call("memory_stats", {}, ALICE)["maintenance"]["last_report"]
+    assert last["consolidated"] == 2 and "clusters" not in last and "pruned_ids" not in last
+    # The scheduled job runs for nobody in particular: it covers every user.
+    clock.advance(hours=12)
+    [scheduled] = sched.tick()
+    assert named(scheduled) == mine["alice"]
 
 
 def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data, settings, serve):
