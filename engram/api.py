@@ -282,11 +282,12 @@ class Api:
 
     def export_memories(self, ctx: Ctx, path: str) -> dict:
         from .transfer import export_jsonl
-        return export_jsonl(self.eng, path)
+        return export_jsonl(self.eng, path, user_id=self._user(ctx))
 
-    def import_memories(self, ctx: Ctx, path: str) -> dict:
+    def import_memories(self, ctx: Ctx, path: str, on_conflict: str = "error", reembed: bool = False) -> dict:
         from .transfer import import_jsonl
-        return import_jsonl(self.eng, path)
+        return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed),
+                            user_id=self._user(ctx))
 
     def reindex(self, ctx: Ctx, reembed: bool = False) -> dict:
         if reembed:

@@ -118,10 +118,14 @@ def build_parser() -> argparse.ArgumentParser:
     c = cmd(sub, "consolidate", "Merge near-duplicates and prune faded memories (dry run by default).")
     c.add_argument("--apply", action="store_true", help="make the changes instead of only reporting them")
 
-    c = cmd(sub, "export", "Write every memory, task and edge to a JSON Lines file.")
+    c = cmd(sub, "export", "Write the user's memories, tasks, sessions and edges to a JSON Lines file.")
     c.add_argument("path", help="file to write")
-    c = cmd(sub, "import", "Load a JSON Lines file written by `engram export`.")
+    c = cmd(sub, "import", "Load a JSON Lines file written by `engram export` (the user's rows only).")
     c.add_argument("path", help="file to read")
+    c.add_argument("--skip-existing", dest="on_conflict", action="store_const", const="skip", default="error",
+                   help="keep rows whose ids already exist and import the rest (default: refuse the file)")
+    c.add_argument("--reembed", action="store_true",
+                   help="accept a file embedded with another model and embed it again with this one")
 
     c = cmd(sub, "reindex", "Rebuild the derived indexes (vectors, BM25, graph) from the stored rows.")
     c.add_argument("--reembed", action="store_true",
@@ -191,7 +195,10 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         return "consolidate_memory", {"apply": a.apply}
     if c in ("export", "import"):
         # Absolute: through the daemon the path is opened by another process, in another directory.
-        return f"{c}_memories", {"path": str(Path(a.path).expanduser().resolve())}
+        path = str(Path(a.path).expanduser().resolve())
+        if c == "export":
+            return "export_memories", {"path": path}
+        return "import_memories", {"path": path, "on_conflict": a.on_conflict, "reembed": a.reembed}
     if c == "reindex":
         return "reindex", {"reembed": a.reembed}
     raise AssertionError(f"unhandled command {c}")

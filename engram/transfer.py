@@ -241,20 +241,24 @@ def _check(expected: dict[str, int], written: dict[str, int], found: dict[str, i
 
 # -- import -----------------------------------------------------------------------------------------------
 def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "error",
-                 reembed: bool = False) -> dict:
+                 reembed: bool = False, user_id: str | None = None) -> dict:
     """Load a file written by export_jsonl, then rebuild the derived indexes.
 
     on_conflict: "error" refuses the whole file if any memory, task or session id exists here;
     "skip" keeps the existing rows and imports the rest. reembed=True accepts a file embedded
-    with another model and embeds every memory with this engram's model.
+    with another model and embeds every memory with this engram's model. user_id set (an import
+    on a user's behalf): the file must hold only that user's rows and may link only to that
+    user's tasks and memories, else nothing is imported.
     """
     if on_conflict not in ("error", "skip"):
-        raise EngramError("on_conflict must be 'error' or 'skip'")
+        raise EngramError(f"on_conflict must be 'error' or 'skip'; got {on_conflict!r}")
     lines = _read(path)
     header: HeaderLine = lines["header"][0]
     if header.format_version > FORMAT_VERSION:
         raise EngramError(f"file format v{header.format_version} is newer than this engram "
                           f"(reads v{FORMAT_VERSION}); upgrade engram")
+    if user_id is not None:
+        _check_single_user(lines, user_id)
     same_model = (header.model.name, header.model.dim) == (eng.embedder.name, eng.embedder.dim)
     if not same_model and not reembed:
         from .engram import ModelMismatch
@@ -280,6 +284,11 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
         mems = [m for m in mems if m.id not in clash["memories"]]
         tasks = [t for t in tasks if t.id not in clash["tasks"]]
         sessions = [s for s in sessions if s.id not in clash["sessions"]]
+        kept_clash = clash["memories"]
+        if user_id is not None:
+            _check_task_links(db, mems, sessions, tasks, user_id)
+            # A skipped id may be another user's memory: the file's edges must not reach it.
+            kept_clash = {i for i, m in db.get_memories(sorted(kept_clash)).items() if m.user_id == user_id}
         prepared, to_embed = [], []
         for line in mems:
             mem, vec = _memory(eng, line, use_vector=same_model)
@@ -291,7 +300,7 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
             vecs = eng.embedder.embed_batch([prepared[k][0].content for k in batch])
             for k, v in zip(batch, vecs):
                 prepared[k][1] = v
-        known = {m.id for m, _, _ in prepared} | clash["memories"]
+        known = {m.id for m, _, _ in prepared} | kept_clash
         kept_edges = [e for e in edges if e.src in known and e.dst in known]
         counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
                   "skipped": n_clash, "reembedded": len(to_embed),
@@ -315,6 +324,30 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
                 counts["edges"] += 1
         eng.rebuild_indexes()
         return counts
+
+
+def _check_single_user(lines: dict[str, list], user_id: str) -> None:
+    others: dict[str, int] = {}
+    for kind in ("memory", "task", "session", "edge"):
+        for row in lines[kind]:
+            if row.user_id != user_id:
+                others[row.user_id] = others.get(row.user_id, 0) + 1
+    if others:
+        names = ", ".join(f"{u!r} ({n} rows)" for u, n in sorted(others.items())[:5])
+        raise EngramError(f"the file holds rows of other users ({names}); an import as user "
+                          f"{user_id!r} takes only that user's rows, so nothing was imported. "
+                          "Import it as that user (`engram --user NAME import`), or export one "
+                          "user at a time (`engram --user NAME export`)")
+
+
+def _check_task_links(db: Any, mems: list[MemoryLine], sessions: list[SessionLine],
+                      tasks: list[TaskLine], user_id: str) -> None:
+    """Rows imported for a user may name a task in the file, one of the user's, or none that exists."""
+    refs = {x.task_id for x in (*mems, *sessions) if x.task_id} - {t.id for t in tasks}
+    taken = sorted(t for t in refs if (row := db.get_task(t)) is not None and row.user_id != user_id)
+    if taken:
+        raise ImportConflict(f"{len(taken)} task id(s) the file links to already exist here for "
+                             f"another user (e.g. {', '.join(taken[:3])}); nothing was imported")
 
 
 def _read(path: str | Path | IO[str]) -> dict[str, list]:

@@ -17,7 +17,7 @@ from engram.scheduler import MaintenanceScheduler
 from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
 from engram.server.rpc import RpcClient, RpcError
-from engram.transfer import export_jsonl, import_jsonl
+from engram.transfer import ImportConflict, export_jsonl, import_jsonl
 from engram.types import NotFound
 
 TOKEN = "isolation-token-0123456789abcdef"
@@ -152,6 +152,54 @@ def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
     clock.advance(hours=12)
     [scheduled] = sched.tick()
     assert named(scheduled) == mine["alice"]
+
+
+def test_socket_export_and_import_cover_only_the_callers_user(settings, fake, clock, alice_data, api, tmp_path):
+    api.call("store_memory", {"content": "Bob's laptop runs Fedora 41"}, BOB)
+    # A file of alice's rows made elsewhere, so nothing in it clashes with ids here.
+    elsewhere = Engram(":memory:", settings=settings, embedder=fake, clock=clock)
+    elsewhere.store("Alice's second store holds the invoices schema", user_id="alice")
+    foreign = tmp_path / "alice.jsonl"
+    export_jsonl(elsewhere, foreign)
+    elsewhere.close()
+    daemon = Daemon(settings, engram=api.eng)
+    daemon.api = api
+    daemon.start()
+    try:
+        with RpcClient(settings.socket_path, user_id="bob", client="bob") as bob:
+            mine = tmp_path / "bob.jsonl"
+            counts = bob.call("export_memories", path=str(mine))
+            rows = [json.loads(x) for x in mine.read_text().splitlines()[1:-1]]
+            assert counts["memories"] == 1 and {r["user_id"] for r in rows} == {"bob"}
+            assert not any(r.get("id") in alice_data["memories"] for r in rows)
+            before = api.eng.store_db.table_counts()
+            with pytest.raises(RpcError, match="other users .'alice'"):
+                bob.call("import_memories", path=str(foreign))
+            assert api.eng.store_db.table_counts() == before
+            # on_conflict and reembed reach the importer.
+            again = bob.call("import_memories", path=str(mine), on_conflict="skip", reembed=True)
+            assert again["memories"] == 0 and again["skipped"] >= 1
+            with pytest.raises(RpcError, match="on_conflict must be 'error' or 'skip'; got 'merge'"):
+                bob.call("import_memories", path=str(mine), on_conflict="merge")
+    finally:
+        daemon.rpc.shutdown()
+        daemon.scheduler.shutdown()
+
+
+def test_import_for_a_user_cannot_link_to_another_users_task(api, alice_data, tmp_path):
+    api.call("store_memory", {"content": "Bob's laptop runs Fedora 41"}, BOB)
+    path = tmp_path / "bob.jsonl"
+    api.call("export_memories", {"path": str(path)}, BOB)
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    for d in lines:
+        if d["kind"] == "memory":
+            d["id"], d["task_id"] = "m-bob-copy", alice_data["task"]
+        if d["kind"] == "session":
+            d["id"] = "s-bob-copy"
+    path.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    with pytest.raises(ImportConflict, match="task id.*another user"):
+        api.call("import_memories", {"path": str(path)}, BOB)
+    assert api.eng.store_db.get_memory("m-bob-copy") is None
 
 
 def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data, settings, serve):
