@@ -6,6 +6,7 @@ import math
 import secrets
 import threading
 import time
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -20,7 +21,7 @@ from .continuity import ContinuityMixin
 from .decay import quality_score
 from .embedding import Embedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
-from .index import MemoryIndex, to_days
+from .index import MemoryIndex, to_days, top_rows
 from .redact import Redactor
 from .retrieve import Weights, rank
 from .store import Store
@@ -319,7 +320,7 @@ class Engram(ContinuityMixin):
         with self._lock:
             self._batch = _BatchSims(self.index, vecs) if len(texts) > 1 else None
             try:
-                with self.store_db.transaction():
+                with self.store_db.transaction(), self.store_db.buffered():
                     for p, chunks in zip(prepared, plan):
                         if len(chunks) == 1:
                             out.append(self._store_one(p, vecs[k], k))
@@ -364,11 +365,9 @@ class Engram(ContinuityMixin):
         if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES and len(peers):
             same_type = peers[idx.mtype[peers] == MEMORY_TYPES.index(p["memory_type"])]
             if len(same_type):
-                top = same_type[np.argsort(-sims[same_type])[:5]]
+                top = top_rows(sims, same_type, 5)
                 top = top[sims[top] >= min(resolve.SIMILARITY_FLOOR, self.settings.dedup_threshold)]
-                cands = self.store_db.get_memories([idx.ids[r] for r in top])
-                candidates = [(idx.ids[r], cands[idx.ids[r]].content, float(sims[r]))
-                              for r in top if idx.ids[r] in cands]
+                candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
                 if candidates:
                     decision = resolve.decide(p["content"], candidates,
                                               reinforce_threshold=self.settings.reinforce_threshold,
@@ -408,20 +407,21 @@ class Engram(ContinuityMixin):
         self.index.upsert(mem, vec)
         self.graph.add_edges(edges)
         if old is not None:
-            old = self.store_db.get_memory(old.id)
+            old = replace(old, status="superseded", valid_to=now, superseded_by=mem.id, updated_at=now)
             self.index.upsert(old, None)
         return StoreResult(decision.action, mem, old, decision.similarity, decision.reason)
 
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
         old = self.store_db.get_memory(decision.target_id)
+        mem = replace(old, recall_count=old.recall_count + 1, last_recalled_at=now,
+                      importance=max(old.importance, p["importance"]),
+                      provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
+                      tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
         with self.store_db.transaction():
             self.store_db.update_memory(
-                old.id, recall_count=old.recall_count + 1, last_recalled_at=now,
-                importance=max(old.importance, p["importance"]),
-                provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
-                tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
+                old.id, recall_count=mem.recall_count, last_recalled_at=now, importance=mem.importance,
+                provenance=mem.provenance, tags=mem.tags, updated_at=now)
             self.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason})
-        mem = self.store_db.get_memory(old.id)
         self.index.upsert(mem, None)
         return StoreResult("reinforce", mem, old, decision.similarity, decision.reason)
 
@@ -429,16 +429,16 @@ class Engram(ContinuityMixin):
         old = self.store_db.get_memory(decision.target_id)
         content = decision.merged_content or resolve.merge_contents(old.content, p["content"])
         vec = self.embedder.embed_batch([content])[0]
+        mem = replace(old, content=content, importance=max(old.importance, p["importance"]),
+                      provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
+                      tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
         with self.store_db.transaction():
             self.store_db.update_memory(
-                old.id, embedding=vec, content=content,
-                importance=max(old.importance, p["importance"]),
-                provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
-                tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
+                old.id, embedding=vec, content=content, importance=mem.importance,
+                provenance=mem.provenance, tags=mem.tags, updated_at=now)
             self.store_db.add_event(old.id, now, "merge",
                                     {"reason": decision.reason, "previous": old.content,
                                      "added": p["content"]})
-        mem = self.store_db.get_memory(old.id)
         row = self.index.upsert(mem, vec)
         if self._batch is not None:
             self._batch.dirty.add(row)
@@ -549,7 +549,7 @@ class Engram(ContinuityMixin):
         mask = idx.mask(user, statuses=("active", "superseded", "consolidated"))
         rows = None
         for t in terms:
-            p = set(idx.bm25.postings.get(t, {}))
+            p = idx.bm25.rows_with(t)
             rows = p if rows is None else rows & p
         # Postings also hold words a row borrows from its context; forget only its own.
         own = idx.bm25.own_terms

@@ -7,6 +7,8 @@ from typing import Iterable
 import networkx as nx
 import numpy as np
 
+from .index import top_rows
+
 
 def nearest_edges(new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarray,
                   threshold: float, max_edges: int) -> list[tuple[str, str, float]]:
@@ -17,7 +19,7 @@ def nearest_edges(new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarr
     keep = candidates[s >= threshold]
     if not len(keep):
         return []
-    order = keep[np.argsort(-sims[keep])][:max_edges]
+    order = top_rows(sims, keep, max_edges)
     return [(new_id, ids[r], float(sims[r])) for r in order if ids[r] not in (None, new_id)]
 
 

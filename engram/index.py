@@ -29,6 +29,14 @@ def to_days(dt: datetime | None, default: float = np.nan) -> float:
     return default if dt is None else dt.timestamp() / SECONDS_PER_DAY
 
 
+def top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
+    """The k rows with the highest scores, best first; a partial sort, as rows can number 100k."""
+    if len(rows) <= k:
+        return rows[np.argsort(-scores[rows], kind="stable")]
+    part = rows[np.argpartition(-scores[rows], k)[:k]]
+    return part[np.argsort(-scores[part], kind="stable")]
+
+
 class _Codes(dict):
     def code(self, key: str | None) -> int:
         if key is None:
@@ -55,6 +63,7 @@ class MemoryIndex:
         self._recent: dict[tuple[int, int], list[int]] = {}
         self.n = 0  # rows used (including dead ones)
         self.ids: list[str | None] = []
+        self.texts: list[str | None] = []  # content per row, so write-time resolution needs no read
         self.row_of: dict[str, int] = {}
         self.users, self.tasks, self.sessions = _Codes(), _Codes(), _Codes()
         self.tag_rows: dict[str, set[int]] = {}
@@ -103,8 +112,10 @@ class MemoryIndex:
             row = self.n
             self.n += 1
             self.ids.append(m.id)
+            self.texts.append(m.content)
             self.row_of[m.id] = row
         self.alive[row] = True
+        self.texts[row] = m.content
         self.status[row] = STATUS_CODES[m.status]
         self.user[row] = self.users.code(m.user_id)
         self.mtype[row] = MEMORY_TYPES.index(m.memory_type)
@@ -184,6 +195,7 @@ class MemoryIndex:
         for r in self.context_of.pop(row, ()):
             self._borrowers.get(r, set()).discard(row)
         self.ids[row] = None
+        self.texts[row] = None
         self.alive[row] = False
         self.status[row] = -1
         self.vectors[row] = 0.0

@@ -38,18 +38,54 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+class _Postings:
+    """One term's postings as growable arrays, so a query scores them without a Python loop.
+
+    A removed row keeps its slot with tf 0 (it scores nothing) until compaction.
+    """
+
+    __slots__ = ("rows", "tfs", "n", "live")
+
+    def __init__(self) -> None:
+        self.rows = np.empty(4, dtype=np.int32)
+        self.tfs = np.empty(4, dtype=np.float32)
+        self.n = 0
+        self.live = 0
+
+    def add(self, row: int, tf: float) -> None:
+        if self.n == len(self.rows):
+            self.rows = np.resize(self.rows, 2 * self.n)
+            self.tfs = np.resize(self.tfs, 2 * self.n)
+        self.rows[self.n] = row
+        self.tfs[self.n] = tf
+        self.n += 1
+        self.live += 1
+
+    def remove(self, row: int) -> None:
+        hit = np.flatnonzero((self.rows[: self.n] == row) & (self.tfs[: self.n] > 0))
+        self.tfs[hit] = 0.0
+        self.live -= len(hit)
+        if self.n > 32 and 2 * self.live < self.n:
+            keep = np.flatnonzero(self.tfs[: self.n] > 0)
+            self.rows[: len(keep)] = self.rows[keep]
+            self.tfs[: len(keep)] = self.tfs[keep]
+            self.n = len(keep)
+
+    def row_set(self) -> set[int]:
+        return set(self.rows[: self.n][self.tfs[: self.n] > 0].tolist())
+
+
 class BM25Index:
     """Okapi BM25 over rows of the derived index. Writes are O(terms); queries read only
-    the postings of the query's terms, so cost does not grow with the corpus the way a
-    full scan does."""
+    the postings of the query's terms, vectorised, so a common word in 100k rows stays cheap."""
 
     def __init__(self, k1: float = 1.2, b: float = 0.75):
         self.k1, self.b = k1, b
-        self.postings: dict[str, dict[int, int]] = {}
+        self.postings: dict[str, _Postings] = {}
         self.doc_terms: dict[int, Counter] = {}
         self.own_terms: dict[int, Counter] = {}
-        self.doc_len: dict[int, int] = {}
-        self.total_len = 0
+        self.doc_len = np.zeros(1024, dtype=np.float32)
+        self.total_len = 0.0
 
     def __len__(self) -> int:
         return len(self.doc_terms)
@@ -74,27 +110,38 @@ class BM25Index:
                 for t, tf in self.own_terms.get(r, {}).items():
                     terms[t] += context_weight * tf
         self.doc_terms[row] = terms
-        self.doc_len[row] = sum(terms.values())
-        self.total_len += self.doc_len[row]
+        if row >= len(self.doc_len):
+            self.doc_len = np.resize(self.doc_len, max(2 * len(self.doc_len), row + 1))
+        self.doc_len[row] = dl = sum(terms.values())
+        self.total_len += dl
         for t, tf in terms.items():
-            self.postings.setdefault(t, {})[row] = tf
+            p = self.postings.get(t)
+            if p is None:
+                p = self.postings[t] = _Postings()
+            p.add(row, tf)
 
     def remove(self, row: int) -> None:
         terms = self.doc_terms.pop(row, None)
         self.own_terms.pop(row, None)
         if terms is None:
             return
-        self.total_len -= self.doc_len.pop(row)
+        self.total_len -= float(self.doc_len[row])
+        self.doc_len[row] = 0.0
         for t in terms:
             p = self.postings.get(t)
             if p is not None:
-                p.pop(row, None)
-                if not p:
+                p.remove(row)
+                if not p.live:
                     del self.postings[t]
+
+    def rows_with(self, term: str) -> set[int]:
+        p = self.postings.get(term)
+        return p.row_set() if p is not None else set()
 
     def idf(self, term: str) -> float:
         n = len(self.doc_terms)
-        df = len(self.postings.get(term, ()))
+        p = self.postings.get(term)
+        df = p.live if p is not None else 0
         return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
 
     def ideal_score(self, query: str) -> float:
@@ -102,27 +149,30 @@ class BM25Index:
         scale that, unlike the best hit's score, does not inflate a weak match to 1."""
         return sum(self.idf(t) * qtf for t, qtf in Counter(tokenize(query)).items())
 
-    def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
-        """BM25 score per row for rows that share a term with the query.
-
-        allowed: optional boolean mask over rows; rows outside it are skipped.
-        """
+    def scores(self, query: str, size: int, allowed: np.ndarray | None = None) -> np.ndarray:
+        """BM25 score of every row below `size` (0 where no query term occurs or not allowed)."""
+        out = np.zeros(size)
         n = len(self.doc_terms)
         if n == 0:
-            return {}
-        avgdl = self.total_len / n if n else 1.0
+            return out
+        avgdl = self.total_len / n or 1.0
         k1, b = self.k1, self.b
-        scores: dict[int, float] = {}
         for t, qtf in Counter(tokenize(query)).items():
             p = self.postings.get(t)
-            if not p:
+            if p is None:
                 continue
-            df = len(p)
-            idf = math.log(1.0 + (n - df + 0.5) / (df + 0.5))
-            for row, tf in p.items():
-                if allowed is not None and not allowed[row]:
-                    continue
-                s = idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[row] / avgdl))
-                scores[row] = scores.get(row, 0.0) + s * qtf
-        return scores
+            rows, tf = p.rows[: p.n], p.tfs[: p.n]
+            inside = rows < size
+            rows, tf = rows[inside], tf[inside]
+            idf = math.log(1.0 + (n - p.live + 0.5) / (p.live + 0.5))
+            s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
+            out += np.bincount(rows, weights=s, minlength=size)
+        if allowed is not None:
+            out[~allowed[:size]] = 0.0
+        return out
 
+    def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
+        """BM25 score per row for rows that share a term with the query."""
+        size = len(self.doc_len) if allowed is None else len(allowed)
+        arr = self.scores(query, size, allowed)
+        return {int(r): float(arr[r]) for r in np.flatnonzero(arr > 0)}

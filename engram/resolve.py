@@ -334,6 +334,7 @@ def _strip_markers(text: str, markers: list[tuple[re.Pattern, str]]) -> tuple[st
     return text, found
 
 
+@lru_cache(maxsize=8192)  # a batch compares each text with several candidates, and they recur
 def _parse(text: str) -> _Parsed:
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     for pattern, repl in _CONTRACTIONS:

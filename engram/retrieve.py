@@ -12,7 +12,7 @@ import numpy as np
 
 from .decay import ranking_penalty, retrieval_weight_array, strength_array
 from .graph import MemoryGraph
-from .index import MemoryIndex
+from .index import MemoryIndex, top_rows
 
 
 @dataclass(frozen=True)
@@ -22,13 +22,6 @@ class Weights:
     graph_depth: int = 0
     graph_bonus: float = 0.1
     decay_floor: float = 0.8
-
-
-def _top(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
-    if len(rows) <= k:
-        return rows[np.argsort(-scores[rows], kind="stable")]
-    part = rows[np.argpartition(-scores[rows], k)[:k]]
-    return part[np.argsort(-scores[part], kind="stable")]
 
 
 def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
@@ -43,19 +36,18 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     n = index.n
     bm25 = np.zeros(n)
     if mode in ("hybrid", "bm25"):
-        raw = index.bm25.score(query, allowed=mask)
-        if raw:
-            scale = index.bm25.ideal_score(query) or max(raw.values())
-            for r, s in raw.items():
-                bm25[r] = min(1.0, s / scale)
+        raw = index.bm25.scores(query, n, allowed=mask)
+        top = float(raw.max()) if n else 0.0
+        if top > 0:
+            bm25 = np.minimum(1.0, raw / (index.bm25.ideal_score(query) or top))
     cos = np.zeros(n, dtype=np.float32)
     vec_rows = np.zeros(0, dtype=np.int64)
     if mode in ("hybrid", "vector") and qvec is not None:
         cos = index.search_cosine(qvec)
-        vec_rows = _top(cos, rows, pool)
+        vec_rows = top_rows(cos, rows, pool)
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
-        lex_rows = _top(bm25, lex_rows, pool)
+        lex_rows = top_rows(bm25, lex_rows, pool)
     cand = np.union1d(lex_rows, vec_rows).astype(np.int64)
     if not len(cand):
         return []

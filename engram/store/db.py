@@ -31,6 +31,10 @@ MEMORY_COLUMNS = (
     "status", "valid_from", "valid_to", "supersedes", "superseded_by", "pinned", "updated_at",
 )
 _MEM_SELECT = ", ".join(MEMORY_COLUMNS)
+# Column types for bulk inserts (unnest of one list per column), embedding last.
+_MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP", "TIMESTAMP",
+              "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR", "VARCHAR[]", "VARCHAR",
+              "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "BLOB")
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported")
@@ -84,6 +88,26 @@ def row_to_session(r: Sequence[Any]) -> Session:
                    task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]))
 
 
+def _unnest(types: Sequence[str]) -> str:
+    return ", ".join(f"unnest(?::{t}[])" for t in types)
+
+
+def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    return [list(c) for c in zip(*rows)]
+
+
+class _Pending:
+    """Inserts held back by Store.buffered(), sent as one statement per table."""
+
+    def __init__(self) -> None:
+        self.memories: list[list[Any]] = []
+        self.events: list[list[Any]] = []
+        self.edges: dict[tuple[str, str], list[Any]] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self.memories or self.events or self.edges)
+
+
 class Rows:
     """A query's rows, already fetched (see Store.execute)."""
 
@@ -120,6 +144,7 @@ class Store:
         migrate(self.con, now)
         self._lock = threading.RLock()
         self._depth = 0
+        self._pending: _Pending | None = None
 
     def close(self) -> None:
         try:
@@ -139,22 +164,62 @@ class Store:
                 finally:
                     self._depth -= 1
                 return
+            self._flush()  # rows held before the transaction are not its to roll back
             self.con.execute("BEGIN TRANSACTION")
             self._depth = 1
             try:
                 yield
+                self._flush()
             except BaseException:
                 self._depth = 0
+                if self._pending is not None:
+                    self._pending = _Pending()
                 self.con.execute("ROLLBACK")
                 raise
             self._depth = 0
             self.con.execute("COMMIT")
 
+    @contextmanager
+    def buffered(self) -> Iterator[None]:
+        """Hold back inserts of memories, events and edges and send each table's as one statement.
+
+        A statement costs about a millisecond however small, which dominated bulk stores. Any
+        other statement flushes first, so every read and update sees the held rows.
+        """
+        with self._lock:
+            if self._pending is not None:
+                yield
+                return
+            self._pending = _Pending()
+            try:
+                yield
+                self._flush()
+            finally:
+                self._pending = None
+
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Rows:
         # Fetch under the lock: the connection holds one pending result, and a thread that
         # fetched after releasing it could read the rows of another thread's query.
         with self._lock:
+            self._flush()
             return Rows(self.con.execute(sql, params or []).fetchall())
+
+    def _flush(self) -> None:
+        p = self._pending
+        if not p:
+            return
+        self._pending = _Pending()
+        if p.memories:
+            self.con.execute(f"INSERT INTO memories ({_MEM_SELECT}, embedding) SELECT {_unnest(_MEM_TYPES)}",
+                             _columns(p.memories))
+        if p.events:
+            self.con.execute("INSERT INTO memory_events SELECT "
+                             + _unnest(("VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR")), _columns(p.events))
+        if p.edges:
+            self.con.execute("INSERT OR REPLACE INTO edges SELECT "
+                             + _unnest(("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR")),
+                             _columns(list(p.edges.values())))
+
 
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
@@ -169,16 +234,26 @@ class Store:
 
     # -- memories ------------------------------------------------------------
     def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None:
-        self.execute(
-            f"INSERT INTO memories ({_MEM_SELECT}, embedding) VALUES "
-            f"({', '.join('?' * (len(MEMORY_COLUMNS) + 1))})",
+        self._add(lambda p: p.memories.append(
             [m.id, m.content, m.memory_type, m.importance, m.recall_count, _ts(m.created_at),
              _ts(m.last_recalled_at), m.user_id, m.task_id, m.session_id, list(m.tags),
              json.dumps(m.metadata) if m.metadata else None, list(m.provenance), m.status,
              _ts(m.valid_from), _ts(m.valid_to), m.supersedes, m.superseded_by, m.pinned,
              _ts(m.updated_at),
-             None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()],
-        )
+             None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()]))
+
+    def _add(self, put: Any) -> None:
+        """Queue rows in the open buffer, or write them at once when none is open."""
+        with self._lock:
+            if self._pending is not None:
+                put(self._pending)
+                return
+            self._pending = _Pending()
+            try:
+                put(self._pending)
+                self._flush()
+            finally:
+                self._pending = None
 
     def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
         sets, params = [], []
@@ -259,8 +334,8 @@ class Store:
         self.execute(f"DELETE FROM memories WHERE {_in('id', len(ids))}", ids)
 
     def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
-        self.execute("INSERT INTO memory_events VALUES (?, ?, ?, ?)",
-                     [memory_id, _ts(now), action, json.dumps(detail) if detail else None])
+        self._add(lambda p: p.events.append(
+            [memory_id, _ts(now), action, json.dumps(detail) if detail else None]))
 
     def events(self, memory_id: str) -> list[dict]:
         rows = self.execute("SELECT happened_at, action, detail FROM memory_events "
@@ -275,10 +350,11 @@ class Store:
     def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]]) -> None:
         if not edges:
             return
-        params: list[Any] = []
-        for src, dst, w in edges:
-            params += [src, dst, float(w), user_id]
-        self.execute("INSERT OR REPLACE INTO edges VALUES " + ", ".join(["(?, ?, ?, ?)"] * len(edges)), params)
+
+        def put(p: _Pending) -> None:
+            for src, dst, w in edges:  # a later weight for the same pair wins, as with one INSERT each
+                p.edges[(src, dst)] = [src, dst, float(w), user_id]
+        self._add(put)
 
     def delete_edges_of(self, ids: Sequence[str]) -> None:
         if ids:
