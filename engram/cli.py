@@ -354,7 +354,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 
     def close() -> None:
         try:
-            api.eng.end_session(session_id, clean=True)
+            api.eng.end_session(session_id, clean=True, user_id=user)
         finally:
             if owned:
                 api.eng.close()

@@ -157,11 +157,17 @@ class ContinuityMixin:
                 self.store_db.update_session(session_id, last_heartbeat=now)
             return self.store_db.get_session(session_id)
 
-    def end_session(self, session_id: str, clean: bool = True) -> None:
-        """Mark a session ended (clean exit) or interrupted (connection lost, process killed)."""
+    def end_session(self, session_id: str, clean: bool = True, user_id: str | None = None) -> None:
+        """Mark a session ended (clean exit) or interrupted (connection lost, process killed).
+
+        Only the user's own session (user_id None: ENGRAM_USER's): a client that named another
+        user's session was refused every call and must not end it on its way out either.
+        """
+        # Not self._user(): a malformed user id owns no session, and a disconnect must not raise.
+        user = self.settings.user_id if user_id is None else user_id
         with self._lock:
             s = self.store_db.get_session(session_id)
-            if s is None or s.status != "active":
+            if s is None or s.status != "active" or s.user_id != user:
                 return
             self.store_db.update_session(session_id, status="ended" if clean else "interrupted",
                                          ended_at=self.clock.now())

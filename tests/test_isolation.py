@@ -16,7 +16,7 @@ from engram.api import Api, Ctx
 from engram.scheduler import MaintenanceScheduler
 from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
-from engram.server.rpc import RpcClient, RpcError
+from engram.server.rpc import Peer, RpcClient, RpcError
 from engram.transfer import ImportConflict, export_jsonl, import_jsonl
 from engram.types import NotFound
 
@@ -200,6 +200,20 @@ def test_import_for_a_user_cannot_link_to_another_users_task(api, alice_data, tm
     with pytest.raises(ImportConflict, match="task id.*another user"):
         api.call("import_memories", {"path": str(path)}, BOB)
     assert api.eng.store_db.get_memory("m-bob-copy") is None
+
+
+def test_a_client_naming_another_users_session_cannot_end_it(settings, api, alice_data):
+    daemon = Daemon(settings, engram=api.eng)
+    try:
+        for clean in (True, False):
+            daemon.on_disconnect(Peer(ALICE.session_id, None, "thief", "bob", conn_id=1), clean)
+            daemon.on_disconnect(Peer(ALICE.session_id, None, "thief", None, conn_id=2), clean)
+            assert api.eng.store_db.get_session(ALICE.session_id).status == "active"
+        daemon.on_disconnect(Peer(ALICE.session_id, None, "alice", "alice", conn_id=3), True)
+        assert api.eng.store_db.get_session(ALICE.session_id).status == "ended"
+    finally:
+        daemon.rpc.shutdown()
+        daemon.scheduler.shutdown()
 
 
 def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data, settings, serve):

@@ -61,7 +61,7 @@ class Daemon:
         if self._stopping:
             # We are closing the connection, not the client: its session is not over.
             return
-        self.eng.end_session(peer.session_id, clean)
+        self.eng.end_session(peer.session_id, clean, peer.user_id)
         if not clean:
             log.info("session %s (%s, pid %s) interrupted", peer.session_id, peer.client, peer.pid)
 

@@ -348,7 +348,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
         return Ctx(session_id=f"http-{key}", user_id=user, client="http"), True
 
     def end_session(ctx: Ctx) -> None:
-        api.eng.end_session(ctx.session_id, clean=True)
+        api.eng.end_session(ctx.session_id, clean=True, user_id=ctx.user_id)
 
     def make_endpoint(spec: Op) -> Callable:
         async def endpoint(request: Request) -> Response:
