@@ -14,6 +14,7 @@ import pytest
 from engram import Engram
 from engram.api import Api, Ctx
 from engram.scheduler import MaintenanceScheduler
+from engram.server.backend import SessionBackends
 from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
 from engram.server.rpc import Peer, RpcClient, RpcError
@@ -152,6 +153,48 @@ def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
     clock.advance(hours=12)
     [scheduled] = sched.tick()
     assert named(scheduled) == mine["alice"]
+
+
+def test_mcp_over_http_acts_as_the_user_header(api, alice_data, settings, serve):
+    import anyio
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    url = serve(build_http_app(api, settings)) + "/mcp"
+
+    async def as_user(headers: dict, tool: str, args: dict) -> dict:
+        async with create_mcp_http_client(headers=headers) as http, \
+                Client(streamable_http_client(url, http_client=http)) as c:
+            r = await c.call_tool(tool, args)
+            assert not r.is_error, r.content
+            return r.structured_content
+
+    async def main() -> None:
+        query = {"query": "orders backfill Postgres table"}
+        assert (await as_user({"X-Engram-User": "bob"}, "recall_memory", query))["memories"] == []
+        assert (await as_user({}, "recall_memory", query))["memories"] == []  # ENGRAM_USER
+        hits = (await as_user({"X-Engram-User": "alice"}, "recall_memory", query))["memories"]
+        assert {h["id"] for h in hits} & set(alice_data["memories"])
+        stored = await as_user({"X-Engram-User": "bob"}, "store_memory", {"content": "Bob ships on Fridays"})
+        assert api.eng.get(stored["memory_id"], "bob").user_id == "bob"
+        with pytest.raises(NotFound):
+            api.eng.get(stored["memory_id"], "alice")
+
+    anyio.run(main)
+
+
+def test_mcp_http_sessions_are_per_user_and_kept_in_no_table(api):
+    backends = SessionBackends(api, client="http", user_id="default")
+    first = backends.for_request({"mcp-session-id": "m-1", "x-engram-user": "alice"}).ctx
+    assert first.user_id == "alice"
+    for i in range(5000):  # far more clients than any table of sessions would keep
+        backends.for_request({"mcp-session-id": f"other-{i}", "x-engram-user": "bob"})
+    assert backends.for_request({"mcp-session-id": "m-1", "x-engram-user": "alice"}).ctx == first
+    # The same MCP session id under another user is another engram session, never alice's.
+    bob = backends.for_request({"mcp-session-id": "m-1", "x-engram-user": "bob"}).ctx
+    assert bob.user_id == "bob" and bob.session_id != first.session_id
+    assert backends.for_request({"mcp-session-id": "m-1"}).ctx.user_id == "default"
 
 
 def test_socket_export_and_import_cover_only_the_callers_user(settings, fake, clock, alice_data, api, tmp_path):

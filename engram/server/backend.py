@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-import threading
-import uuid
-from collections import OrderedDict
+import hashlib
+import json
+import os
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from engram.server.rpc import RpcClient
 
-__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends"]
+__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "derived_session_id", "header_user"]
 
 
 class Backend(Protocol):
@@ -40,48 +41,56 @@ class RemoteBackend:
 
 
 class SessionBackends:
-    """Backend factory for a multi-session transport (streamable HTTP): one engram session per MCP session.
+    """Backend factory for a multi-session transport (streamable HTTP): one engram session per MCP session
+    and user.
 
-    The MCP session is named by the `mcp-session-id` header when the transport sends one, else by the
-    connection object. Sessions seen here end by heartbeat timeout (HTTP has no disconnect signal).
+    The user is the request's X-Engram-User header, else `user_id` (ENGRAM_USER), as on the REST
+    routes. The engram session id is derived from the `mcp-session-id` header (else the connection
+    object) and the user, so nothing is kept per session here however many clients come and go.
+    Sessions end by heartbeat timeout (HTTP has no disconnect signal).
     """
 
-    def __init__(self, api: Any, client: str = "http", user_id: str | None = None, max_sessions: int = 1024):
+    def __init__(self, api: Any, client: str = "http", user_id: str | None = None):
         self.api = api
         self.client = client
         self.user_id = user_id
-        self.max_sessions = max_sessions
-        self._by_key: OrderedDict[Any, LocalBackend] = OrderedDict()
-        self._lock = threading.Lock()
+        self.nonce = os.urandom(16)  # derived ids differ between server runs
 
     def __call__(self, mcp_ctx: Any) -> LocalBackend:
+        headers = None
+        try:
+            headers = mcp_ctx.headers
+        except (AttributeError, ValueError):
+            pass
+        try:
+            conn = id(mcp_ctx.session)
+        except (AttributeError, ValueError):
+            conn = None
+        return self.for_request(headers, conn)
+
+    def for_request(self, headers: Mapping[str, str] | None, conn: Any = None) -> LocalBackend:
+        """The backend for one request, from its headers (and its connection when no session header)."""
         from engram.api import Ctx
 
-        key = _session_key(mcp_ctx)
-        with self._lock:
-            backend = self._by_key.get(key)
-            if backend is None:
-                backend = LocalBackend(self.api, Ctx(f"{self.client}-{uuid.uuid4().hex}", self.user_id,
-                                                     self.client))
-                self._by_key[key] = backend
-                while len(self._by_key) > self.max_sessions:
-                    self._by_key.popitem(last=False)
-            else:
-                self._by_key.move_to_end(key)
-            return backend
+        user = header_user(headers, self.user_id)
+        mcp_session = headers.get("mcp-session-id") if headers else None
+        who = ["header", mcp_session] if mcp_session else ["conn", str(conn)]
+        session_id = derived_session_id(self.client, self.nonce, *who, user or "")
+        return LocalBackend(self.api, Ctx(session_id, user, self.client))
 
 
-def _session_key(mcp_ctx: Any) -> Any:
-    headers = None
-    try:
-        headers = mcp_ctx.headers
-    except (AttributeError, ValueError):
-        pass
-    if headers:
-        sid = headers.get("mcp-session-id")
-        if sid:
-            return ("header", sid)
-    try:
-        return ("conn", id(mcp_ctx.session))
-    except (AttributeError, ValueError):
-        return ("conn", None)
+USER_HEADER = "x-engram-user"
+
+
+def header_user(headers: Mapping[str, str] | None, default: str | None) -> str | None:
+    """The user an HTTP request acts for (REST and MCP alike): X-Engram-User, else `default`."""
+    return (headers.get(USER_HEADER) if headers else None) or default
+
+
+def derived_session_id(prefix: str, nonce: bytes, *parts: str) -> str:
+    """A session id for what identifies a client, unguessable without the per-process nonce.
+
+    JSON keeps the parts apart, so no choice of one part can collide with another's.
+    """
+    digest = hashlib.blake2b(json.dumps(parts).encode(), key=nonce, digest_size=8).hexdigest()
+    return f"{prefix}-{digest}"

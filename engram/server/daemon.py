@@ -123,12 +123,12 @@ def _start_scheduler(eng: Any, settings: Settings, api: Api) -> Any:
 
 
 def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any:
-    """The REST API plus streamable-HTTP MCP at /mcp (one engram session per MCP session), one token."""
+    """The REST API plus streamable-HTTP MCP at /mcp (one engram session per MCP session and user), one token."""
     from engram.server.backend import SessionBackends
     from engram.server.http import build_app
     from engram.server.mcp import build_mcp
 
-    mcp = build_mcp(SessionBackends(api, client="http"))
+    mcp = build_mcp(SessionBackends(api, client="http", user_id=settings.user_id))
     return build_app(api, token=settings.token, mcp_app=mcp.streamable_http_app(host=host), settings=settings)
 
 

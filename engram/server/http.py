@@ -34,6 +34,7 @@ from starlette.routing import Route
 from engram import __version__
 from engram.api import Ctx
 from engram.embedding import ModelUnavailable
+from engram.server.backend import derived_session_id, header_user
 from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
@@ -334,7 +335,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     def ctx_for(request: Request) -> tuple[Ctx, bool]:
         """The caller's context and whether its session is implicit (ended after the request)."""
         h = request.headers
-        user = h.get("x-engram-user") or default_user
+        user = header_user(h, default_user)
         explicit = h.get("x-engram-session")
         if explicit is not None:
             explicit = explicit.strip()
@@ -344,8 +345,8 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
         client = request.client
         peer = f"{client.host}:{client.port}" if client else "?"
         # The user is part of the key: one connection may act for several users, each in its own session.
-        key = hashlib.blake2b(f"{token_hash}|{peer}|{user}".encode(), key=nonce, digest_size=8).hexdigest()
-        return Ctx(session_id=f"http-{key}", user_id=user, client="http"), True
+        return Ctx(session_id=derived_session_id("http", nonce, token_hash, peer, user or ""),
+                   user_id=user, client="http"), True
 
     def end_session(ctx: Ctx) -> None:
         api.eng.end_session(ctx.session_id, clean=True, user_id=ctx.user_id)
