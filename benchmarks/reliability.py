@@ -541,7 +541,7 @@ def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-h
     for lo in range(0, memories, 5000):
         vecs = nrng.standard_normal((min(5000, memories - lo), dim)).astype(np.float32)
         vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-        with store.transaction():
+        with store.transaction(), store.buffered():
             for v in vecs:
                 mid = f"m{len(ids):015d}"
                 m = Memory(id=mid, content=sentence(rng), memory_type="fact", importance=0.5, recall_count=0,

@@ -134,11 +134,19 @@ class ContinuityMixin:
 
     # -- sessions ------------------------------------------------------------
     def touch_session(self, session_id: str, user_id: str | None = None, client: str = "",
-                      pid: int | None = None) -> Session:
-        """Register a session or refresh its heartbeat. Called on every request."""
+                      pid: int | None = None) -> None:
+        """Register a session or refresh its heartbeat. Called on every request.
+
+        A busy session's heartbeat is written at most every tenth of the heartbeat timeout:
+        that keeps it far from stale and spares most requests a write.
+        """
         now = self.clock.now()
         user = self._user(user_id)
         with self._lock:
+            beat = self._beats.get(session_id)
+            if (beat is not None and beat[0] == user
+                    and timedelta(0) <= now - beat[1] < timedelta(seconds=self.settings.heartbeat_timeout_s / 10)):
+                return
             s = self.store_db.get_session(session_id)
             if s is not None and s.user_id != user:
                 # Naming another user's session must not let a caller act in it (outcomes, tasks).
@@ -148,14 +156,13 @@ class ContinuityMixin:
                             status="active", started_at=now, last_heartbeat=now, ended_at=None,
                             task_id=None, outcome=None, outcome_notes=None, reported=False)
                 self.store_db.upsert_session(s)
-                return s
-            if s.status != "active":
+            elif s.status != "active":
                 # A session that was marked interrupted but speaks again is alive after all.
                 self.store_db.update_session(session_id, status="active", last_heartbeat=now,
                                              ended_at=None)
             else:
                 self.store_db.update_session(session_id, last_heartbeat=now)
-            return self.store_db.get_session(session_id)
+            self._beats[session_id] = (user, now)
 
     def end_session(self, session_id: str, clean: bool = True, user_id: str | None = None) -> None:
         """Mark a session ended (clean exit) or interrupted (connection lost, process killed).
@@ -169,6 +176,7 @@ class ContinuityMixin:
             s = self.store_db.get_session(session_id)
             if s is None or s.status != "active" or s.user_id != user:
                 return
+            self._beats.pop(session_id, None)
             self.store_db.update_session(session_id, status="ended" if clean else "interrupted",
                                          ended_at=self.clock.now())
 
@@ -180,6 +188,7 @@ class ContinuityMixin:
                                                  [cutoff.replace(tzinfo=None)])
             for s in stale:
                 self.store_db.update_session(s.id, status="interrupted", ended_at=s.last_heartbeat)
+                self._beats.pop(s.id, None)
             return len(stale)
 
     def take_interrupted(self, user_id: str | None = None, exclude: str | None = None) -> list[dict]:

@@ -134,6 +134,7 @@ class Engram(ContinuityMixin):
                                self.settings.decay_floor)
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None
+        self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
         self.rebuild_indexes()
 
     # -- lifecycle -----------------------------------------------------------
