@@ -184,6 +184,33 @@ def test_mcp_over_http_acts_as_the_user_header(api, alice_data, settings, serve)
     anyio.run(main)
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_mcp_http_sessions_end_cleanly(api, settings, serve, mode):
+    """A handshake-era client's session ends when it closes it (DELETE /mcp); a sessionless
+    client's calls end their implicit session after each call. Neither is reported interrupted."""
+    import anyio
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    url = serve(build_http_app(api, settings)) + "/mcp"
+
+    def carols() -> list:
+        return api.eng.store_db.query_sessions("user_id = 'carol'")
+
+    async def main() -> None:
+        async with create_mcp_http_client(headers={"X-Engram-User": "carol"}) as http, \
+                Client(streamable_http_client(url, http_client=http), mode=mode) as c:
+            assert not (await c.call_tool("store_memory", {"content": "Carol deploys on Tuesdays"})).is_error
+            assert not (await c.call_tool("recall_memory", {"query": "deploys"})).is_error
+            if mode == "legacy":
+                assert [s.status for s in carols()] == ["active"]  # one session for the connection
+
+    anyio.run(main)
+    assert carols() and all(s.status == "ended" and s.ended_at is not None for s in carols())
+    assert api.eng.take_interrupted("carol") == []
+
+
 def test_mcp_http_sessions_are_per_user_and_kept_in_no_table(api):
     backends = SessionBackends(api, client="http", user_id="default")
     first = backends.for_request({"mcp-session-id": "m-1", "x-engram-user": "alice"}).ctx

@@ -20,14 +20,23 @@ class Backend(Protocol):
 
 
 class LocalBackend:
-    """Calls an in-process Api as one session (the Api's owner keeps the database)."""
+    """Calls an in-process Api as one session (the Api's owner keeps the database).
 
-    def __init__(self, api: Any, ctx: Any):
+    end_after: the session is implicit (nothing identifies the client beyond this request), so
+    it ends cleanly after each call, as on the REST routes, instead of being found interrupted.
+    """
+
+    def __init__(self, api: Any, ctx: Any, end_after: bool = False):
         self.api = api
         self.ctx = ctx
+        self.end_after = end_after
 
     def call(self, name: str, args: dict[str, Any]) -> dict:
-        return self.api.call(name, args, self.ctx)
+        try:
+            return self.api.call(name, args, self.ctx)
+        finally:
+            if self.end_after:
+                self.api.eng.end_session(self.ctx.session_id, clean=True, user_id=self.ctx.user_id)
 
 
 class RemoteBackend:
@@ -47,7 +56,8 @@ class SessionBackends:
     The user is the request's X-Engram-User header, else `user_id` (ENGRAM_USER), as on the REST
     routes. The engram session id is derived from the `mcp-session-id` header (else the connection
     object) and the user, so nothing is kept per session here however many clients come and go.
-    Sessions end by heartbeat timeout (HTTP has no disconnect signal).
+    A session ends cleanly when its client closes it (DELETE /mcp); one that just goes away
+    ends by heartbeat timeout (HTTP has no disconnect signal).
     """
 
     def __init__(self, api: Any, client: str = "http", user_id: str | None = None):
@@ -57,26 +67,34 @@ class SessionBackends:
         self.nonce = os.urandom(16)  # derived ids differ between server runs
 
     def __call__(self, mcp_ctx: Any) -> LocalBackend:
-        headers = None
+        headers, conn = None, None
         try:
             headers = mcp_ctx.headers
+            client = getattr(mcp_ctx.request_context.request, "client", None)
+            conn = f"{client.host}:{client.port}" if client else id(mcp_ctx.session)
         except (AttributeError, ValueError):
             pass
-        try:
-            conn = id(mcp_ctx.session)
-        except (AttributeError, ValueError):
-            conn = None
         return self.for_request(headers, conn)
 
     def for_request(self, headers: Mapping[str, str] | None, conn: Any = None) -> LocalBackend:
-        """The backend for one request, from its headers (and its connection when no session header)."""
+        """The backend for one request, from its headers (and its connection when no session header).
+
+        A handshake-era client sends `mcp-session-id`: one engram session per MCP session, ended
+        when the client closes it. A sessionless (2026) client has no such id: its calls run in
+        an implicit per-connection session, ended cleanly after each call.
+        """
         from engram.api import Ctx
 
         user = header_user(headers, self.user_id)
         mcp_session = headers.get("mcp-session-id") if headers else None
         who = ["header", mcp_session] if mcp_session else ["conn", str(conn)]
         session_id = derived_session_id(self.client, self.nonce, *who, user or "")
-        return LocalBackend(self.api, Ctx(session_id, user, self.client))
+        return LocalBackend(self.api, Ctx(session_id, user, self.client), end_after=not mcp_session)
+
+    def end(self, headers: Mapping[str, str]) -> None:
+        """The client closed its MCP session (DELETE /mcp): end the engram session cleanly."""
+        ctx = self.for_request(headers).ctx
+        self.api.eng.end_session(ctx.session_id, clean=True, user_id=ctx.user_id)
 
 
 USER_HEADER = "x-engram-user"

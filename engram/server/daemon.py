@@ -128,8 +128,10 @@ def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any
     from engram.server.http import build_app
     from engram.server.mcp import build_mcp
 
-    mcp = build_mcp(SessionBackends(api, client="http", user_id=settings.user_id))
-    return build_app(api, token=settings.token, mcp_app=mcp.streamable_http_app(host=host), settings=settings)
+    sessions = SessionBackends(api, client="http", user_id=settings.user_id)
+    mcp = build_mcp(sessions)
+    return build_app(api, token=settings.token, mcp_app=mcp.streamable_http_app(host=host),
+                     settings=settings, end_mcp_session=sessions.end)
 
 
 def run_daemon(settings: Settings | None = None, http: bool = False, host: str = "127.0.0.1",

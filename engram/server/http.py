@@ -319,9 +319,34 @@ class _Auth:
 _FROM_SETTINGS: Any = object()
 
 
+class _EndingSessions:
+    """ASGI wrapper of the MCP app: after it accepted a DELETE (a client closing its session),
+    call `end(headers)`. A class, not a function, so Starlette's Route passes ASGI through."""
+
+    def __init__(self, app: Any, end: Callable[[dict[str, str]], None]):
+        self.app, self.end = app, end
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        status = 0
+
+        async def capture(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        await self.app(scope, receive, capture)
+        if scope.get("method") == "DELETE" and 200 <= status < 300:
+            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+            if headers.get("mcp-session-id"):
+                await run_in_threadpool(self.end, headers)
+
+
 def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
-              settings: Any = None) -> Starlette:
-    """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp.
+              settings: Any = None, end_mcp_session: Callable[[dict[str, str]], None] | None = None
+              ) -> Starlette:
+    """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp;
+    `end_mcp_session(headers)` runs when a client closes its MCP session.
 
     `token` set: every route except /healthz needs `Authorization: Bearer <token>`. Not given,
     it is settings.token, so a caller that forgets it still gets the configured protection.
@@ -402,7 +427,8 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     lifespan = None
     if mcp_app is not None:
         # The SDK's app routes /mcp itself; a Route (not a Mount) passes the path through unchanged.
-        routes.append(Route("/mcp", mcp_app))
+        routes.append(Route("/mcp", mcp_app if end_mcp_session is None
+                            else _EndingSessions(mcp_app, end_mcp_session)))
 
         @contextlib.asynccontextmanager
         async def lifespan(app):
