@@ -504,10 +504,11 @@ class Engram(ContinuityMixin):
                           weights=self.weights, limit=limit, session_failures=failures,
                           use_graph=graph)
             ids = [idx.ids[r] for r, _, _ in ranked]
-            mems = self.store_db.get_memories(ids)
             if reinforce and ids and as_of is None:
-                self.store_db.reinforce(ids, now)
+                mems = self.store_db.reinforce(ids, now)
                 idx.touch(ids, now)
+            else:
+                mems = self.store_db.get_memories(ids)
             hits = []
             for (r, score, parts), mid in zip(ranked, ids):
                 m = mems[mid]

@@ -275,11 +275,14 @@ class Store:
             return
         self.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", params + [memory_id])
 
-    def reinforce(self, ids: Sequence[str], now: datetime) -> None:
-        if ids:
-            self.execute(
-                "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ? "
-                f"WHERE {_in('id', len(ids))}", [_ts(now), *ids])
+    def reinforce(self, ids: Sequence[str], now: datetime) -> dict[str, Memory]:
+        """Count a recall of each memory; returns them as they are now (one statement, not two)."""
+        if not ids:
+            return {}
+        rows = self.execute(
+            "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = ? "
+            f"WHERE {_in('id', len(ids))} RETURNING {_MEM_SELECT}", [_ts(now), *ids]).fetchall()
+        return {r[0]: row_to_memory(r) for r in rows}
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         if not ids:
