@@ -159,28 +159,31 @@ class Engram(ContinuityMixin):
     def rebuild_indexes(self) -> None:
         """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
         with self._lock:
-            idx = self._new_index()
+            # Sized once: growing by doubling would copy every column about log2(n) times.
+            idx = self._new_index(self.store_db.count("memories", "status <> 'deleted'") + 1024)
             missing: list[Memory] = []
-            for m, blob in self.store_db.iter_index_rows():
-                vec = None
-                if blob is not None:
-                    vec = np.frombuffer(blob, dtype=np.float32)
-                    if vec.shape[0] != self.embedder.dim:
-                        vec = None
-                if vec is None:
-                    missing.append(m)
-                idx.upsert(m, vec)
+
+            def rows():
+                for m, blob in self.store_db.iter_index_rows():
+                    vec = None
+                    if blob is not None:
+                        vec = np.frombuffer(blob, dtype=np.float32)
+                        if vec.shape[0] != self.embedder.dim:
+                            vec = None
+                    if vec is None:
+                        missing.append(m)
+                    yield m, vec
+            idx.load(rows())
             if missing and not self.model_changed:
                 self._reembed(missing, idx)
             self.index = idx
-            self.graph = MemoryGraph()
-            self.graph.add_edges((s, d, w) for s, d, w, _ in self.store_db.all_edges())
+            self.graph = MemoryGraph(lambda: ((s, d, w) for s, d, w, _ in self.store_db.all_edges()))
             self.outcomes = self.store_db.session_outcomes()
             self.index_built_at = self.clock.now()
 
-    def _new_index(self) -> MemoryIndex:
+    def _new_index(self, capacity: int = 1024) -> MemoryIndex:
         s = self.settings
-        return MemoryIndex(self.embedder.dim, context_window=s.context_window,
+        return MemoryIndex(self.embedder.dim, capacity, context_window=s.context_window,
                            context_weight=s.context_weight, context_terms=s.context_terms)
 
     def _reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:

@@ -14,6 +14,7 @@ resolution and graph edges compare plain vectors.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime
 
 import numpy as np
@@ -99,8 +100,25 @@ class MemoryIndex:
     def __len__(self) -> int:
         return len(self.row_of)
 
-    def upsert(self, m: Memory, vector: np.ndarray | None) -> int:
-        """Add or refresh a memory's row; vector None keeps the stored one."""
+    def load(self, items: Iterable[tuple[Memory, np.ndarray | None]]) -> None:
+        """Add many memories at once (opening a store): as upsert() one by one, but the search
+        vectors and BM25 postings are built in bulk, which start-up at 100k rows needs."""
+        deferred: list[tuple[int, str]] = []
+        for m, vec in items:
+            row = self.upsert(m, vec, defer=True)
+            if row >= 0:
+                deferred.append((row, m.content))
+        if not deferred:
+            return
+        rows = np.array([r for r, _ in deferred], dtype=np.int64)
+        self.search[rows] = self._search_vectors(rows)
+        self.bm25.add_many([(r, text, self._context_text(r)) for r, text in deferred], self.context_terms)
+
+    def upsert(self, m: Memory, vector: np.ndarray | None, defer: bool = False) -> int:
+        """Add or refresh a memory's row; vector None keeps the stored one.
+
+        defer (load() only): leave the search vector and BM25 postings to the caller.
+        """
         row = self.row_of.get(m.id)
         if m.status not in STATUS_CODES:
             self.remove(m.id)
@@ -134,13 +152,15 @@ class MemoryIndex:
                 self._borrowers.setdefault(r, set()).add(row)
         if vector is not None:
             self.vectors[row] = vector
-            self.search[row] = self._search_vector(row)
+            if not defer:
+                self.search[row] = self._search_vector(row)
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.row_tags[row] = m.tags
         for t in m.tags:
             self.tag_rows.setdefault(t, set()).add(row)
-        self.bm25.add(row, m.content, self._context_text(row), self.context_terms)
+        if not defer:
+            self.bm25.add(row, m.content, self._context_text(row), self.context_terms)
         return row
 
     def _context_rows(self, row: int) -> tuple[int, ...]:
@@ -157,13 +177,29 @@ class MemoryIndex:
         return ctx
 
     def _search_vector(self, row: int) -> np.ndarray:
-        v = self.vectors[row]
-        ctx = self.context_of.get(row, ())
-        if not ctx or self.context_weight <= 0:
-            return v
-        mixed = v + self.context_weight * self.vectors[list(ctx)].mean(axis=0)
-        n = float(np.linalg.norm(mixed))
-        return mixed / n if n else v
+        return self._search_vectors(np.array([row]))[0]
+
+    def _search_vectors(self, rows: np.ndarray) -> np.ndarray:
+        """Each row's vector plus context_weight × the mean of its context rows' vectors, normalised."""
+        own = self.vectors[rows]
+        if self.context_weight <= 0 or self.context_window <= 0:
+            return own
+        total = np.zeros_like(own)
+        count = np.zeros(len(rows), dtype=np.float32)
+        for j in range(self.context_window):
+            ctx = np.array([c[j] if len(c) > j else -1 for c in map(self.context_of.get, rows.tolist(),
+                                                                    [()] * len(rows))])
+            has = ctx >= 0
+            total[has] += self.vectors[ctx[has]]
+            count += has
+        with_ctx = count > 0
+        mixed = own.copy()
+        mixed[with_ctx] += self.context_weight * total[with_ctx] / count[with_ctx, None]
+        norm = np.linalg.norm(mixed, axis=1)
+        ok = with_ctx & (norm > 0)
+        out = own.copy()
+        out[ok] = mixed[ok] / norm[ok, None]
+        return out
 
     def _context_text(self, row: int) -> tuple[int, ...]:
         """Context rows whose words count towards this row in BM25 (none when switched off)."""

@@ -61,6 +61,16 @@ class _Postings:
         self.n += 1
         self.live += 1
 
+    def extend(self, rows: list[int], tfs: list[float]) -> None:
+        k = self.n + len(rows)
+        if k > len(self.rows):
+            self.rows = np.resize(self.rows, max(k, 2 * len(self.rows)))
+            self.tfs = np.resize(self.tfs, max(k, 2 * len(self.tfs)))
+        self.rows[self.n: k] = rows
+        self.tfs[self.n: k] = tfs
+        self.n = k
+        self.live += len(rows)
+
     def remove(self, row: int) -> None:
         hit = np.flatnonzero((self.rows[: self.n] == row) & (self.tfs[: self.n] > 0))
         self.tfs[hit] = 0.0
@@ -94,6 +104,30 @@ class BM25Index:
         """Index a row's text; the own words of `context` rows count too, each at context_weight."""
         self._add_terms(row, Counter(tokenize(text)), context, context_weight)
 
+    def add_many(self, items: list[tuple[int, str, tuple[int, ...]]], context_weight: float = 0.0) -> None:
+        """add() for many new rows (row, text, context rows), postings appended per term at once."""
+        for row, text, _ in items:
+            if row in self.doc_terms:
+                self.remove(row)
+            self.own_terms[row] = Counter(tokenize(text))
+        grouped: dict[str, tuple[list[int], list[float]]] = {}
+        top = max(row for row, _, _ in items)
+        if top >= len(self.doc_len):
+            self.doc_len = np.resize(self.doc_len, max(2 * len(self.doc_len), top + 1))
+        for row, _, context in items:
+            terms = self._terms(row, self.own_terms[row], context, context_weight)
+            for t, tf in terms.items():
+                g = grouped.get(t)
+                if g is None:
+                    g = grouped[t] = ([], [])
+                g[0].append(row)
+                g[1].append(tf)
+        for t, (rows, tfs) in grouped.items():
+            p = self.postings.get(t)
+            if p is None:
+                p = self.postings[t] = _Postings()
+            p.extend(rows, tfs)
+
     def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
         """Re-index a row with another context (one of its context rows was removed)."""
         own = self.own_terms.get(row)
@@ -104,21 +138,25 @@ class BM25Index:
         if row in self.doc_terms:
             self.remove(row)
         self.own_terms[row] = own
+        if row >= len(self.doc_len):
+            self.doc_len = np.resize(self.doc_len, max(2 * len(self.doc_len), row + 1))
+        for t, tf in self._terms(row, own, context, context_weight).items():
+            p = self.postings.get(t)
+            if p is None:
+                p = self.postings[t] = _Postings()
+            p.add(row, tf)
+
+    def _terms(self, row: int, own: Counter, context: tuple[int, ...], context_weight: float) -> Counter:
+        """A row's term frequencies (its own plus its context's, weighted), recorded with its length."""
         terms: Counter = Counter(own)
         if context_weight > 0:
             for r in context:
                 for t, tf in self.own_terms.get(r, {}).items():
                     terms[t] += context_weight * tf
         self.doc_terms[row] = terms
-        if row >= len(self.doc_len):
-            self.doc_len = np.resize(self.doc_len, max(2 * len(self.doc_len), row + 1))
         self.doc_len[row] = dl = sum(terms.values())
         self.total_len += dl
-        for t, tf in terms.items():
-            p = self.postings.get(t)
-            if p is None:
-                p = self.postings[t] = _Postings()
-            p.add(row, tf)
+        return terms
 
     def remove(self, row: int) -> None:
         terms = self.doc_terms.pop(row, None)

@@ -275,3 +275,28 @@ def test_pinned_memory_does_not_fade_in_ranking(eng, clock):
     hits = {h.memory.id: h.parts for h in eng.recall("staging password", explain=True, reinforce=False)}
     assert hits[pinned.id]["decay"] == 1.0
     assert hits[plain.id]["decay"] < 1.0
+
+
+def test_opening_builds_the_same_index_as_writing_one_by_one(settings, fake, clock):
+    """Start-up loads the index in bulk; it must equal the index kept in step with each write."""
+    s = replace(settings, context_window=2, context_weight=0.5, context_terms=0.3)
+    eng = Engram(":memory:", settings=s, embedder=fake, clock=clock)
+    words = "kestrel deploy pipeline broke twice lunch ramen office canary rollback alert pager".split()
+    for i in range(60):
+        text = " ".join(words[(i * 7 + k) % len(words)] for k in range(3 + i % 4)) + f" item{i}."
+        eng.store(text, session_id=f"s{i // 7}", resolve_conflicts=False)
+        clock.advance(minutes=1)
+    eng.forget(memory_id=eng.recall("item13", mode="bm25", reinforce=False)[0].memory.id)
+    before = eng.index
+    eng.rebuild_indexes()
+    after = eng.index
+    assert after is not before and len(after) == len(before) == 59
+    for mid, r in before.row_of.items():
+        a = after.row_of[mid]
+        assert np.allclose(before.search[r], after.search[a], atol=1e-6)
+        assert after.context_of[a] == tuple(after.row_of[before.ids[c]] for c in before.context_of[r])
+    for q in ["kestrel pipeline", "ramen lunch office", "item7 canary"]:
+        old = {before.ids[r]: v for r, v in before.bm25.score(q).items()}
+        new = {after.ids[r]: v for r, v in after.bm25.score(q).items()}
+        assert old.keys() == new.keys() and all(abs(old[k] - new[k]) < 1e-9 for k in old)
+    eng.close()
