@@ -48,6 +48,15 @@ class Settings:
     context_window: int = 2
     context_weight: float = 0.5
     context_terms: float = 0.3
+    # BM25: term-frequency saturation and length normalisation (b 0.3: memories are short and
+    # a long one is not less relevant for being long).
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.3
+    # Cue bonuses added to a candidate's score (see retrieve): written on a date the query
+    # names; opening label ("Name: …") named in the query; mentions a time when asked when.
+    date_bonus: float = 0.1
+    speaker_bonus: float = 0.15
+    when_bonus: float = 0.1
     edge_threshold: float = 0.40
     max_edges: int = 5
     consolidate_threshold: float = 0.70
@@ -94,6 +103,11 @@ class Settings:
             context_window=_int(env, "ENGRAM_CONTEXT_WINDOW", d.context_window),
             context_weight=_float(env, "ENGRAM_CONTEXT_WEIGHT", d.context_weight),
             context_terms=_float(env, "ENGRAM_CONTEXT_TERMS", d.context_terms),
+            bm25_k1=_float(env, "ENGRAM_BM25_K1", d.bm25_k1),
+            bm25_b=_float(env, "ENGRAM_BM25_B", d.bm25_b),
+            date_bonus=_float(env, "ENGRAM_DATE_BONUS", d.date_bonus),
+            speaker_bonus=_float(env, "ENGRAM_SPEAKER_BONUS", d.speaker_bonus),
+            when_bonus=_float(env, "ENGRAM_WHEN_BONUS", d.when_bonus),
             edge_threshold=_float(env, "ENGRAM_EDGE_THRESHOLD", d.edge_threshold),
             max_edges=_int(env, "ENGRAM_MAX_EDGES", d.max_edges),
             consolidate_threshold=_float(env, "ENGRAM_CONSOLIDATE_THRESHOLD", d.consolidate_threshold),
@@ -127,6 +141,10 @@ class Settings:
             raise ValueError("ENGRAM_W_BM25 and ENGRAM_W_VECTOR must not be negative")
         if self.context_window < 0 or self.context_weight < 0 or self.context_terms < 0:
             raise ValueError("ENGRAM_CONTEXT_WINDOW, _WEIGHT and _TERMS must not be negative")
+        if self.bm25_k1 < 0 or not 0.0 <= self.bm25_b <= 1.0:
+            raise ValueError("ENGRAM_BM25_K1 must not be negative and ENGRAM_BM25_B must be between 0 and 1")
+        if self.date_bonus < 0 or self.speaker_bonus < 0 or self.when_bonus < 0:
+            raise ValueError("ENGRAM_DATE_BONUS, ENGRAM_SPEAKER_BONUS and ENGRAM_WHEN_BONUS must not be negative")
         if self.graph_depth < 0 or self.max_edges < 0:
             raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
         if self.maintenance_hours <= 0:

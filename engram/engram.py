@@ -131,7 +131,9 @@ class Engram(ContinuityMixin):
         self.redact = Redactor(self.settings.redact_patterns)
         self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
                                self.settings.graph_depth, self.settings.graph_bonus,
-                               self.settings.decay_floor)
+                               self.settings.decay_floor, self.settings.bm25_k1,
+                               self.settings.bm25_b, self.settings.date_bonus,
+                               self.settings.speaker_bonus, self.settings.when_bonus)
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)

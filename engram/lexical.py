@@ -187,14 +187,17 @@ class BM25Index:
         scale that, unlike the best hit's score, does not inflate a weak match to 1."""
         return sum(self.idf(t) * qtf for t, qtf in Counter(tokenize(query)).items())
 
-    def scores(self, query: str, size: int, allowed: np.ndarray | None = None) -> np.ndarray:
-        """BM25 score of every row below `size` (0 where no query term occurs or not allowed)."""
+    def scores(self, query: str, size: int, allowed: np.ndarray | None = None,
+               k1: float | None = None, b: float | None = None) -> np.ndarray:
+        """BM25 score of every row below `size` (0 where no query term occurs or not allowed);
+        k1 and b default to the index's own."""
         out = np.zeros(size)
         n = len(self.doc_terms)
         if n == 0:
             return out
         avgdl = self.total_len / n or 1.0
-        k1, b = self.k1, self.b
+        k1 = self.k1 if k1 is None else k1
+        b = self.b if b is None else b
         for t, qtf in Counter(tokenize(query)).items():
             p = self.postings.get(t)
             if p is None:

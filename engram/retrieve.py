@@ -1,18 +1,25 @@
-"""Hybrid ranking: BM25 + vector × decay weight + graph bonus, with a score breakdown.
+"""Hybrid ranking: BM25 + vector × decay weight + cue bonuses + graph bonus, with a score breakdown.
 
-score = w_bm25 × BM25 + w_vector × (cosine × decay) + graph bonus, where
-decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight).
+score = w_bm25 × BM25 + w_vector × (cosine × decay) + date + speaker + when + graph bonus, where
+decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight), and the cue
+bonuses go to candidates only (they never pull in a memory neither search found):
+- date: the memory was written in a range the query names ("on 13 October 2023", "in June");
+- speaker: the memory opens with a label ("Melanie: …", "User: …") whose name the query has;
+- when: the query asks when, and the memory mentions a time ("yesterday", "on 3 May").
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import dates
 from .decay import ranking_penalty, retrieval_weight_array, strength_array
 from .graph import MemoryGraph
 from .index import MemoryIndex, top_rows
+from .lexical import tokenize
 
 
 @dataclass(frozen=True)
@@ -22,6 +29,42 @@ class Weights:
     graph_depth: int = 0
     graph_bonus: float = 0.1
     decay_floor: float = 0.8
+    bm25_k1: float = 1.2
+    bm25_b: float = 0.3
+    date_bonus: float = 0.1
+    speaker_bonus: float = 0.15
+    when_bonus: float = 0.1
+
+
+# A memory's opening label: one to three words and a colon ("Melanie: …", "Dr Ann Lee: …").
+_LABEL = re.compile(r"\s*([^\W\d_][\w'’.-]*(?:\s[^\W\d_][\w'’.-]*){0,2})\s*:\s")
+
+
+def _cues(index: MemoryIndex, query: str, weights: Weights):
+    """A function giving the cue bonuses (date, speaker, when) of candidate rows, or None
+    when the query has no cue. Reads only the candidates' texts, so it costs microseconds."""
+    sel = dates.query_dates(query) if weights.date_bonus > 0 else []
+    qterms = set(tokenize(query)) if weights.speaker_bonus > 0 else set()
+    when = weights.when_bonus > 0 and dates.asks_when(query)
+    if not sel and not qterms and not when:
+        return None
+
+    def bonuses(c: np.ndarray) -> dict[str, np.ndarray]:
+        out = {}
+        if sel:
+            out["date"] = weights.date_bonus * dates.match(sel, index.created[c])
+        if qterms:
+            sp = np.zeros(len(c))
+            for i, r in enumerate(c):
+                m = _LABEL.match(index.texts[r] or "")
+                if m and qterms.intersection(tokenize(m.group(1))):
+                    sp[i] = weights.speaker_bonus
+            out["speaker"] = sp
+        if when:
+            out["when"] = weights.when_bonus * np.array(
+                [dates.mentions_time(index.texts[r] or "") for r in c], dtype=np.float64)
+        return out
+    return bonuses
 
 
 def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
@@ -36,7 +79,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     n = index.n
     bm25 = np.zeros(n)
     if mode in ("hybrid", "bm25"):
-        raw = index.bm25.scores(query, n, allowed=mask)
+        raw = index.bm25.scores(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b)
         top = float(raw.max()) if n else 0.0
         if top > 0:
             bm25 = np.minimum(1.0, raw / (index.bm25.ideal_score(query) or top))
@@ -51,6 +94,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     cand = np.union1d(lex_rows, vec_rows).astype(np.int64)
     if not len(cand):
         return []
+    cues = _cues(index, query, weights) if mode == "hybrid" else None
+    cue_parts: dict[int, dict[str, float]] = {}
 
     def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         strength = strength_array(index.importance[c], index.base_lambda[c], index.recall[c],
@@ -64,6 +109,12 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
             s = c_cos * decay
         else:
             s = weights.w_bm25 * bm25[c] + weights.w_vector * c_cos * decay
+        if cues is not None:
+            parts = cues(c)
+            for v in parts.values():
+                s = s + v
+            for i, r in enumerate(c):
+                cue_parts[int(r)] = {name: float(v[i]) for name, v in parts.items()}
         if session_failures:
             pen = np.array([ranking_penalty(session_failures.get(int(x), 0)) for x in index.session[c]])
             s = s * pen
@@ -95,7 +146,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     for r, (s, st, d) in info.items():
         b = bonus.get(r, (0.0, 0))[0]
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
-                 "decay": d, "graph": b, "base": s}
+                 "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s}
+        parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
     return out[:limit]

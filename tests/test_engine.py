@@ -111,6 +111,7 @@ def test_explain_gives_score_parts(eng):
     assert h.parts["decay"] == pytest.approx(retrieval_weight(h.parts["strength"], eng.settings.decay_floor))
     w = eng.settings
     assert h.score == pytest.approx(w.w_bm25 * h.parts["bm25"] + w.w_vector * h.parts["cosine"] * h.parts["decay"]
+                                    + h.parts["date"] + h.parts["speaker"] + h.parts["when"]
                                     + h.parts["graph"], rel=1e-6)
 
 

@@ -272,6 +272,8 @@ def test_run_small_slice_through_the_engine(settings, fake):
     assert result["settings"]["reinforce"] is False
     assert result["settings"]["conversations"] == [0]
     assert result["timing"]["recall_ms"]["bm25"]["n"] == 5
+    e2e = result["timing"]["query_end_to_end_ms"]
+    assert e2e["mode"] == "hybrid" and e2e["p50"] >= result["timing"]["recall_ms"]["hybrid"]["p50"]
     assert result["timing"]["ingest_memories_per_s"] > 0
     assert result["data_sha256"] == "79fa87e90f04081343b8c8debecb80a9a6842b76a7aa537dc9fdf651ea698ff4"
     assert "answer" not in result
