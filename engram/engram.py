@@ -6,6 +6,8 @@ import math
 import secrets
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -29,6 +31,7 @@ from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFou
                     StoreResult)
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
+STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
 
 
 class ModelMismatch(EngramError):
@@ -312,27 +315,40 @@ class Engram(ContinuityMixin):
         )
 
     def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
-        """Store several memories; embeddings are computed in one batch."""
+        """Store several memories in one transaction; embeddings are computed in batches.
+
+        A large batch is stored in waves: while one wave is resolved and written (Python, one
+        core), the next is embedded on another thread (torch, which releases the GIL).
+        """
         prepared = [self._prepare(dict(it)) for it in items]
-        texts: list[str] = []
-        plan: list[list[str]] = []
+        waves: list[list[tuple[dict, list[str]]]] = [[]]
         for p in prepared:
             chunks = split_chunks(p["content"], self.settings.chunk_size, self.settings.chunk_overlap)
-            plan.append(chunks)
-            texts.extend(chunks)
-        vecs = self.embedder.embed_batch(texts)
+            if sum(len(c) for _, c in waves[-1]) >= STORE_WAVE:
+                waves.append([])
+            waves[-1].append((p, chunks))
+
+        def embed(wave: list[tuple[dict, list[str]]]) -> np.ndarray:
+            return self.embedder.embed_batch([t for _, chunks in wave for t in chunks])
+
         out: list[StoreResult] = []
-        k = 0
-        with self._lock:
-            self._batch = _BatchSims(self.index, vecs) if len(texts) > 1 else None
+        vecs = embed(waves[0])
+        with ThreadPoolExecutor(1) if len(waves) > 1 else nullcontext() as pool, self._lock:
             try:
                 with self.store_db.transaction(), self.store_db.buffered():
-                    for p, chunks in zip(prepared, plan):
-                        if len(chunks) == 1:
-                            out.append(self._store_one(p, vecs[k], k))
-                        else:
-                            out.append(self._store_chunks(p, chunks, vecs[k:k + len(chunks)], k))
-                        k += len(chunks)
+                    for i, wave in enumerate(waves):
+                        if i:
+                            vecs = ahead.result()
+                        if i + 1 < len(waves):
+                            ahead = pool.submit(embed, waves[i + 1])
+                        self._batch = _BatchSims(self.index, vecs) if len(vecs) > 1 else None
+                        k = 0
+                        for p, chunks in wave:
+                            if len(chunks) == 1:
+                                out.append(self._store_one(p, vecs[k], k))
+                            else:
+                                out.append(self._store_chunks(p, chunks, vecs[k:k + len(chunks)], k))
+                            k += len(chunks)
             except BaseException:
                 # The rows rolled back; the derived indexes must follow them.
                 self.rebuild_indexes()
