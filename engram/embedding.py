@@ -126,6 +126,8 @@ class SentenceTransformerEmbedder:
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) == 1:  # one store: skip encode()'s per-call set-up, as a query does
+            return self._embed_one(texts[0])[None, :]
         with self._lock:
             # Batches gain from both cores; a single short query is fastest on one.
             if len(texts) > 8 and self.threads == 1:

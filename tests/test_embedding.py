@@ -13,3 +13,4 @@ def test_a_query_embeds_as_in_a_batch(real_embedder):
         assert got.dtype == np.float32 and got.shape == (real_embedder.dim,)
         assert abs(float(np.linalg.norm(got)) - 1.0) < 1e-5
         assert float(got @ expected) > 0.9999
+        assert float(real_embedder.embed_batch([text])[0] @ expected) > 0.9999
