@@ -6,7 +6,7 @@ import math
 import secrets
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
@@ -336,11 +336,12 @@ class Engram(ContinuityMixin):
         with ThreadPoolExecutor(1) if len(waves) > 1 else nullcontext() as pool, self._lock:
             try:
                 with self.store_db.transaction(), self.store_db.buffered():
+                    ahead: list[Future] = []
                     for i, wave in enumerate(waves):
-                        if i:
-                            vecs = ahead.result()
+                        if ahead:
+                            vecs = ahead.pop().result()
                         if i + 1 < len(waves):
-                            ahead = pool.submit(embed, waves[i + 1])
+                            ahead.append(pool.submit(embed, waves[i + 1]))
                         self._batch = _BatchSims(self.index, vecs) if len(vecs) > 1 else None
                         k = 0
                         for p, chunks in wave:

@@ -301,3 +301,16 @@ def test_opening_builds_the_same_index_as_writing_one_by_one(settings, fake, clo
         new = {after.ids[r]: v for r, v in after.bm25.score(q).items()}
         assert old.keys() == new.keys() and all(abs(old[k] - new[k]) < 1e-9 for k in old)
     eng.close()
+
+
+def test_a_large_batch_is_stored_in_waves_in_order(eng, monkeypatch):
+    import engram.engram as engine_module
+    monkeypatch.setattr(engine_module, "STORE_WAVE", 16)  # several waves, embedded ahead
+    items = [{"content": f"Service number {i} runs the {w} job nightly.", "resolve_conflicts": False}
+             for i, w in enumerate(["billing", "search", "mail", "backup"] * 10)]
+    items.append({"content": items[3]["content"]})  # in a later wave: the same text as the fourth
+    results = eng.store_many(items)
+    assert [r.memory.content for r in results[:40]] == [it["content"] for it in items[:40]]
+    assert [r.action for r in results[:40]] == ["new"] * 40
+    assert results[40].action == "reinforce" and results[40].memory.id == results[3].memory.id
+    assert len(eng.index) == 40
