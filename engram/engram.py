@@ -426,7 +426,7 @@ class Engram(ContinuityMixin):
             self.store_db.insert_memory(mem, vec)
             self.store_db.add_event(mem.id, now, decision.action,
                                     {"reason": decision.reason, "target": decision.target_id})
-            self.store_db.add_edges(mem.user_id, edges)
+            self.store_db.add_edges(mem.user_id, edges, new_source=True)
         self.index.upsert(mem, vec)
         self.graph.add_edges(edges)
         if old is not None:

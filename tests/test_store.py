@@ -123,3 +123,24 @@ def test_bm25_agrees_with_duckdb_fts():
         mine = sorted(idx.score(q).items(), key=lambda kv: (-kv[1], kv[0]))
         assert {i for i, _ in ref} == {i for i, _ in mine}
         assert [i for i, _ in ref][0] == mine[0][0]
+
+
+def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, clock):
+    """A recall's reinforcement is written with the next other statement or at close, and
+    every read sees it before then."""
+    path = tmp_path / "r.duckdb"
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
+    m = e.store("The staging cluster runs on three nodes.").memory
+    for expected in (1, 2, 3):
+        hits = e.recall("staging cluster nodes", mode="bm25")
+        assert hits[0].memory.id == m.id and hits[0].memory.recall_count == expected
+    assert e.store_db.count("memories", "recall_count = 3") == 1  # a read flushes them first
+    e.recall("staging cluster nodes", mode="bm25")
+    assert e.get(m.id).recall_count == 4
+    e.recall("staging cluster nodes", mode="bm25")
+    e.store("Deploys happen on Tuesdays.")  # the count rides on this write's commit
+    e.recall("staging cluster nodes", mode="bm25")
+    e.close()  # and the last one on the close
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
+    assert e.get(m.id).recall_count == 6
+    e.close()
