@@ -331,3 +331,34 @@ def test_token_defaults_to_the_settings_token(api, tmp_path, serve):
     assert httpx.get(f"{base}/stats", timeout=30).status_code == 401
     ok = httpx.get(f"{base}/stats", headers={"Authorization": f"Bearer {TOKEN}"}, timeout=30)
     assert ok.status_code == 200
+
+
+def test_daemon_answers_on_its_socket_only_once_http_is_up(settings, fake, clock):
+    """Clients are told the daemon is up when its socket answers; HTTP must be listening by then."""
+    import socket
+    import threading
+    import time
+
+    from engram.server.daemon import Daemon
+    from engram.server.rpc import RpcClient, RpcError
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    daemon = Daemon(settings, engram=Engram(":memory:", settings=settings, embedder=fake, clock=clock))
+    starting = threading.Thread(target=daemon.start, kwargs={"http": True, "port": port})
+    starting.start()
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                with RpcClient(settings.socket_path, client="probe") as c:
+                    c.call("health")
+                break
+            except RpcError:
+                assert time.monotonic() < deadline, "the daemon never answered on its socket"
+                time.sleep(0.005)  # polling another thread's start-up; there is no event to wait on
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
+    finally:
+        starting.join()
+        daemon.close()
