@@ -232,17 +232,10 @@ class Engram(ContinuityMixin):
                     cand = cand[cand != r]
                     edges = nearest_edges(mid, idx.cosine(idx.vectors[r]), idx.ids, cand,
                                           self.settings.edge_threshold, self.settings.max_edges)
-                    self.store_db.add_edges(self._user_of(r), edges)
+                    self.store_db.add_edges(idx.users.names[idx.user[r]], edges)
                     self.graph.add_edges(edges)
                     n += len(edges)
             return n
-
-    def _user_of(self, row: int) -> str:
-        code = int(self.index.user[row])
-        for k, v in self.index.users.items():
-            if v == code:
-                return k
-        return self.settings.user_id
 
     def close(self) -> None:
         with self._lock:

@@ -39,12 +39,19 @@ def top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
 
 
 class _Codes(dict):
+    """Key -> small integer code (for the filter columns), and back through `names`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: list[str] = []
+
     def code(self, key: str | None) -> int:
         if key is None:
             return -1
         c = self.get(key)
         if c is None:
             c = self[key] = len(self)
+            self.names.append(key)
         return c
 
 
