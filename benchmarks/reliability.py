@@ -638,7 +638,9 @@ def soak_run(home: Path, ops: int, log: Any = print) -> dict:
                     elif kind == "handoff":
                         c.call("session_handoff", summary=f"soak {token}", task_id=task_id)
                     else:
-                        mine.append(c.call("store_memory", content=salad(rng, token))["memory_id"])
+                        r = c.call("store_memory", content=salad(rng, token))
+                        if r["action"] == "new":  # a reinforce or merge returns a memory it may share
+                            mine.append(r["memory_id"])
                 except Exception as e:  # noqa: BLE001 - counted and reported
                     errors.append(f"{kind}: {e}")
                 with lock:
