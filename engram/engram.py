@@ -427,16 +427,20 @@ class Engram(ContinuityMixin):
             self.index.upsert(old, None)
         return StoreResult(decision.action, mem, old, decision.similarity, decision.reason)
 
+    @staticmethod
+    def _absorbed(old: Memory, p: dict, now: datetime, **changes: Any) -> tuple[Memory, dict]:
+        """`old` after taking in a new store `p` (reinforce, merge): the higher importance, both
+        sets of sources and tags, plus `changes`. Returns it and the fields to write."""
+        fields = dict(importance=max(old.importance, p["importance"]),
+                      provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
+                      tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now, **changes)
+        return replace(old, **fields), fields
+
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
         old = self.store_db.get_memory(decision.target_id)
-        mem = replace(old, recall_count=old.recall_count + 1, last_recalled_at=now,
-                      importance=max(old.importance, p["importance"]),
-                      provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
-                      tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
+        mem, fields = self._absorbed(old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now)
         with self.store_db.transaction():
-            self.store_db.update_memory(
-                old.id, recall_count=mem.recall_count, last_recalled_at=now, importance=mem.importance,
-                provenance=mem.provenance, tags=mem.tags, updated_at=now)
+            self.store_db.update_memory(old.id, **fields)
             self.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason})
         self.index.upsert(mem, None)
         return StoreResult("reinforce", mem, old, decision.similarity, decision.reason)
@@ -445,13 +449,9 @@ class Engram(ContinuityMixin):
         old = self.store_db.get_memory(decision.target_id)
         content = decision.merged_content or resolve.merge_contents(old.content, p["content"])
         vec = self.embedder.embed_batch([content])[0]
-        mem = replace(old, content=content, importance=max(old.importance, p["importance"]),
-                      provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
-                      tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now)
+        mem, fields = self._absorbed(old, p, now, content=content)
         with self.store_db.transaction():
-            self.store_db.update_memory(
-                old.id, embedding=vec, content=content, importance=mem.importance,
-                provenance=mem.provenance, tags=mem.tags, updated_at=now)
+            self.store_db.update_memory(old.id, embedding=vec, **fields)
             self.store_db.add_event(old.id, now, "merge",
                                     {"reason": decision.reason, "previous": old.content,
                                      "added": p["content"]})

@@ -23,6 +23,11 @@ def nearest_edges(new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarr
     return [(new_id, ids[r], float(sims[r])) for r in order if ids[r] not in (None, new_id)]
 
 
+def _add(g: nx.Graph, edges: Iterable[tuple[str, str, float]]) -> None:
+    for a, b, w in edges:
+        g.add_edge(a, b, weight=float(w))
+
+
 class MemoryGraph:
     """The edges as a networkx graph. With `load` (the edges table), built on first use: with
     graph expansion off, the default, a large store never pays for it (4 s at 300k edges).
@@ -36,16 +41,13 @@ class MemoryGraph:
     def g(self) -> nx.Graph:
         if self._g is None:
             g = nx.Graph()
-            for a, b, w in self._load():
-                g.add_edge(a, b, weight=float(w))
+            _add(g, self._load())
             self._g = g
         return self._g
 
     def add_edges(self, edges: Iterable[tuple[str, str, float]]) -> None:
-        if self._g is None:
-            return
-        for a, b, w in edges:
-            self._g.add_edge(a, b, weight=float(w))
+        if self._g is not None:
+            _add(self._g, edges)
 
     def remove_nodes(self, ids: Iterable[str]) -> None:
         if self._g is not None:

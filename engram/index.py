@@ -193,9 +193,9 @@ class MemoryIndex:
             return own
         total = np.zeros_like(own)
         count = np.zeros(len(rows), dtype=np.float32)
+        contexts = [self.context_of.get(r, ()) for r in rows.tolist()]
         for j in range(self.context_window):
-            ctx = np.array([c[j] if len(c) > j else -1 for c in map(self.context_of.get, rows.tolist(),
-                                                                    [()] * len(rows))])
+            ctx = np.array([c[j] if len(c) > j else -1 for c in contexts])
             has = ctx >= 0
             total[has] += self.vectors[ctx[has]]
             count += has

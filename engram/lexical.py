@@ -38,6 +38,10 @@ def tokenize(text: str) -> list[str]:
     return out
 
 
+def _idf(n: int, df: int) -> float:
+    return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+
+
 class _Postings:
     """One term's postings as growable arrays, so a query scores them without a Python loop.
 
@@ -51,15 +55,6 @@ class _Postings:
         self.tfs = np.empty(4, dtype=np.float32)
         self.n = 0
         self.live = 0
-
-    def add(self, row: int, tf: float) -> None:
-        if self.n == len(self.rows):
-            self.rows = np.resize(self.rows, 2 * self.n)
-            self.tfs = np.resize(self.tfs, 2 * self.n)
-        self.rows[self.n] = row
-        self.tfs[self.n] = tf
-        self.n += 1
-        self.live += 1
 
     def extend(self, rows: list[int], tfs: list[float]) -> None:
         k = self.n + len(rows)
@@ -102,21 +97,30 @@ class BM25Index:
 
     def add(self, row: int, text: str, context: tuple[int, ...] = (), context_weight: float = 0.0) -> None:
         """Index a row's text; the own words of `context` rows count too, each at context_weight."""
-        self._add_terms(row, Counter(tokenize(text)), context, context_weight)
+        self.add_many([(row, text, context)], context_weight)
 
     def add_many(self, items: list[tuple[int, str, tuple[int, ...]]], context_weight: float = 0.0) -> None:
-        """add() for many new rows (row, text, context rows), postings appended per term at once."""
-        for row, text, _ in items:
+        """add() for many rows (row, text, context rows), postings appended per term at once."""
+        self._index([(row, Counter(tokenize(text)), context) for row, text, context in items], context_weight)
+
+    def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
+        """Re-index a row with another context (one of its context rows was removed)."""
+        own = self.own_terms.get(row)
+        if own is not None:
+            self._index([(row, own, context)], context_weight)
+
+    def _index(self, items: list[tuple[int, Counter, tuple[int, ...]]], context_weight: float) -> None:
+        # Every row's own terms first: a row may take its context from another row of the batch.
+        for row, own, _ in items:
             if row in self.doc_terms:
                 self.remove(row)
-            self.own_terms[row] = Counter(tokenize(text))
-        grouped: dict[str, tuple[list[int], list[float]]] = {}
+            self.own_terms[row] = own
         top = max(row for row, _, _ in items)
         if top >= len(self.doc_len):
             self.doc_len = np.resize(self.doc_len, max(2 * len(self.doc_len), top + 1))
-        for row, _, context in items:
-            terms = self._terms(row, self.own_terms[row], context, context_weight)
-            for t, tf in terms.items():
+        grouped: dict[str, tuple[list[int], list[float]]] = {}
+        for row, own, context in items:
+            for t, tf in self._terms(row, own, context, context_weight).items():
                 g = grouped.get(t)
                 if g is None:
                     g = grouped[t] = ([], [])
@@ -127,24 +131,6 @@ class BM25Index:
             if p is None:
                 p = self.postings[t] = _Postings()
             p.extend(rows, tfs)
-
-    def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
-        """Re-index a row with another context (one of its context rows was removed)."""
-        own = self.own_terms.get(row)
-        if own is not None:
-            self._add_terms(row, own, context, context_weight)
-
-    def _add_terms(self, row: int, own: Counter, context: tuple[int, ...], context_weight: float) -> None:
-        if row in self.doc_terms:
-            self.remove(row)
-        self.own_terms[row] = own
-        if row >= len(self.doc_len):
-            self.doc_len = np.resize(self.doc_len, max(2 * len(self.doc_len), row + 1))
-        for t, tf in self._terms(row, own, context, context_weight).items():
-            p = self.postings.get(t)
-            if p is None:
-                p = self.postings[t] = _Postings()
-            p.add(row, tf)
 
     def _terms(self, row: int, own: Counter, context: tuple[int, ...], context_weight: float) -> Counter:
         """A row's term frequencies (its own plus its context's, weighted), recorded with its length."""
@@ -177,10 +163,8 @@ class BM25Index:
         return p.row_set() if p is not None else set()
 
     def idf(self, term: str) -> float:
-        n = len(self.doc_terms)
         p = self.postings.get(term)
-        df = p.live if p is not None else 0
-        return math.log(1.0 + (n - df + 0.5) / (df + 0.5))
+        return _idf(len(self.doc_terms), p.live if p is not None else 0)
 
     def ideal_score(self, query: str) -> float:
         """The score of an average-length document holding each query term once: a per-query
@@ -205,7 +189,7 @@ class BM25Index:
             rows, tf = p.rows[: p.n], p.tfs[: p.n]
             inside = rows < size
             rows, tf = rows[inside], tf[inside]
-            idf = math.log(1.0 + (n - p.live + 0.5) / (p.live + 0.5))
+            idf = _idf(n, p.live)
             s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
             out += np.bincount(rows, weights=s, minlength=size)
         if allowed is not None:

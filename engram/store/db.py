@@ -209,9 +209,13 @@ class Store:
         # Fetch under the lock: the connection holds one pending result, and a thread that
         # fetched after releasing it could read the rows of another thread's query.
         with self._lock:
-            self._flush()
-            self._flush_recalls()
+            self._write_held()
             return Rows(self.con.execute(sql, params or []).fetchall())
+
+    def _write_held(self) -> None:
+        """Write the held rows and recall counts: every statement but a recall's own read runs after."""
+        self._flush()
+        self._flush_recalls()
 
     def _flush(self) -> None:
         p = self._pending
@@ -257,16 +261,8 @@ class Store:
 
     def _add(self, put: Any) -> None:
         """Queue rows in the open buffer, or write them at once when none is open."""
-        with self._lock:
-            if self._pending is not None:
-                put(self._pending)
-                return
-            self._pending = _Pending()
-            try:
-                put(self._pending)
-                self._flush()
-            finally:
-                self._pending = None
+        with self._lock, self.buffered():
+            put(self._pending)
 
     def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
         sets, params = [], []
@@ -300,11 +296,8 @@ class Store:
             self._flush()
             for mid in ids:
                 self._count_recall(mid, 1, now)
-            rows = self.con.execute(f"SELECT {_MEM_SELECT} FROM memories WHERE {_in('id', len(ids))}",
-                                    list(ids)).fetchall() if ids else []
             out = {}
-            for r in rows:
-                m = row_to_memory(r)
+            for m in self._read_memories(ids):
                 n, at = self._recalls[m.id]
                 out[m.id] = replace(m, recall_count=m.recall_count + n, last_recalled_at=_aware(_ts(at)))
             return out
@@ -325,12 +318,17 @@ class Store:
             [ids, [counted[i][0] for i in ids], [_ts(counted[i][1]) for i in ids]])
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        with self._lock:
+            self._write_held()
+            return {m.id: m for m in self._read_memories(ids)}
+
+    def _read_memories(self, ids: Sequence[str]) -> list[Memory]:
+        """The rows of these ids as they are in the table (the caller decides what is written first)."""
         if not ids:
-            return {}
-        rows = self.execute(
-            f"SELECT {_MEM_SELECT} FROM memories WHERE {_in('id', len(ids))}", list(ids)
-        ).fetchall()
-        return {r[0]: row_to_memory(r) for r in rows}
+            return []
+        rows = self.con.execute(f"SELECT {_MEM_SELECT} FROM memories WHERE {_in('id', len(ids))}",
+                                list(ids)).fetchall()
+        return [row_to_memory(r) for r in rows]
 
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.get_memories([memory_id]).get(memory_id)
@@ -345,8 +343,7 @@ class Store:
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
         """Every non-deleted memory with its embedding, for rebuilding derived indexes."""
         with self._lock:
-            self._flush()
-            self._flush_recalls()
+            self._write_held()
             cur = self.con.cursor()
         try:
             cur.execute(f"SELECT {_MEM_SELECT}, embedding FROM memories "
@@ -526,8 +523,7 @@ class Store:
         """Every memory row of any status, with its embedding, oldest first."""
         where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
         with self._lock:
-            self._flush()
-            self._flush_recalls()
+            self._write_held()
             cur = self.con.cursor()
         try:
             cur.execute(f"SELECT {_MEM_SELECT}, embedding FROM memories WHERE {where} "
