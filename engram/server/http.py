@@ -34,7 +34,7 @@ from starlette.routing import Route
 from engram import __version__
 from engram.api import Ctx
 from engram.embedding import ModelUnavailable
-from engram.server.backend import derived_session_id, header_user
+from engram.server.backend import LocalBackend, derived_session_id, header_user
 from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
@@ -357,8 +357,8 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     nonce = os.urandom(16)  # implicit session ids differ between server runs
     token_hash = hashlib.blake2b((token or "").encode(), digest_size=8).hexdigest()
 
-    def ctx_for(request: Request) -> tuple[Ctx, bool]:
-        """The caller's context and whether its session is implicit (ended after the request)."""
+    def backend_for(request: Request) -> LocalBackend:
+        """The caller's session; an implicit one (no X-Engram-Session) ends after the request."""
         h = request.headers
         user = header_user(h, default_user)
         explicit = h.get("x-engram-session")
@@ -366,15 +366,12 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
             explicit = explicit.strip()
             if not explicit or len(explicit) > 200:
                 raise BadRequest(400, "X-Engram-Session must be 1 to 200 characters")
-            return Ctx(session_id=explicit, user_id=user, client="http"), False
+            return LocalBackend(api, Ctx(session_id=explicit, user_id=user, client="http"))
         client = request.client
         peer = f"{client.host}:{client.port}" if client else "?"
         # The user is part of the key: one connection may act for several users, each in its own session.
-        return Ctx(session_id=derived_session_id("http", nonce, token_hash, peer, user or ""),
-                   user_id=user, client="http"), True
-
-    def end_session(ctx: Ctx) -> None:
-        api.eng.end_session(ctx.session_id, clean=True, user_id=ctx.user_id)
+        session_id = derived_session_id("http", nonce, token_hash, peer, user or "")
+        return LocalBackend(api, Ctx(session_id=session_id, user_id=user, client="http"), end_after=True)
 
     def make_endpoint(spec: Op) -> Callable:
         async def endpoint(request: Request) -> Response:
@@ -390,16 +387,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
                 if name in request.query_params:
                     args[name] = request.query_params[name]
             args.update(request.path_params)
-            ctx, implicit = ctx_for(request)
-
-            def run() -> Any:
-                try:
-                    return api.call(spec.op, args, ctx)
-                finally:
-                    if implicit:
-                        end_session(ctx)
-
-            result = await run_in_threadpool(run)
+            result = await run_in_threadpool(backend_for(request).call, spec.op, args)
             return JSON(result, status_code=spec.status)
 
         endpoint.__name__ = spec.op
