@@ -23,7 +23,7 @@ from .continuity import ContinuityMixin
 from .decay import quality_score
 from .embedding import Embedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
-from .index import MemoryIndex, to_days, top_rows
+from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .retrieve import Weights, rank
 from .store import Store
@@ -126,6 +126,7 @@ class Engram(ContinuityMixin):
                  allow_model_change: bool = False):
         self.settings = settings or Settings.from_env()
         self.clock = clock or SystemClock()
+        one_blas_thread()
         self.path = str(self.settings.db_path if path is None else path)
         self.embedder = embedder or load_embedder(self.settings.model, self.settings.model_cache,
                                                   self.settings.torch_threads)
@@ -374,9 +375,20 @@ class Engram(ContinuityMixin):
         peers = np.zeros(0, dtype=np.int64)
         sims = None
         if user_code is not None and idx.n:
-            sims = self._batch.sims(vec, col) if self._batch is not None else idx.cosine(vec)
-            peers = np.flatnonzero(idx.alive[: idx.n] & (idx.user[: idx.n] == user_code)
-                                   & (idx.status[: idx.n] == 0))
+            mine = idx.alive[: idx.n] & (idx.user[: idx.n] == user_code) & (idx.status[: idx.n] == 0)
+            peers = np.flatnonzero(mine)
+            if self._batch is not None:
+                sims = self._batch.sims(vec, col)
+            else:
+                # Only the nearest are read below: five of the same type, and the edges.
+                sims = np.full(idx.n, -np.inf, dtype=np.float32)
+                k = max(5, self.settings.max_edges)
+                masks = [mine]
+                if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES:
+                    masks.append(mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"])))
+                for m in masks:
+                    rows, s = idx.top_cosine(vec, m, k, "vectors")
+                    sims[rows] = s
         decision = resolve.Resolution("new", None, None, "no similar memory")
         if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES and len(peers):
             same_type = peers[idx.mtype[peers] == MEMORY_TYPES.index(p["memory_type"])]

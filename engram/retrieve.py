@@ -83,11 +83,11 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         top = float(raw.max()) if n else 0.0
         if top > 0:
             bm25 = np.minimum(1.0, raw / (index.bm25.ideal_score(query) or top))
-    cos = np.zeros(n, dtype=np.float32)
+    use_vec = mode in ("hybrid", "vector") and qvec is not None
+    cos = np.zeros(n, dtype=np.float32)  # filled in for the candidates only
     vec_rows = np.zeros(0, dtype=np.int64)
-    if mode in ("hybrid", "vector") and qvec is not None:
-        cos = index.search_cosine(qvec)
-        vec_rows = top_rows(cos, rows, pool)
+    if use_vec:
+        vec_rows, _ = index.top_cosine(qvec, mask, pool)
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
         lex_rows = top_rows(bm25, lex_rows, pool)
@@ -102,6 +102,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
                                   now_days - index.touched[c])
         decay = retrieval_weight_array(strength, weights.decay_floor)
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
+        if use_vec:
+            cos[c] = index.search[c] @ qvec
         c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
         if mode == "bm25":
             s = bm25[c].copy()
