@@ -386,8 +386,7 @@ class Engram(ContinuityMixin):
                 masks = [mine]
                 if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES:
                     masks.append(mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"])))
-                for m in masks:
-                    rows, s = idx.top_cosine(vec, m, k, "vectors")
+                for rows, s in idx.nearest(vec, masks, k, "vectors"):
                     sims[rows] = s
         decision = resolve.Resolution("new", None, None, "no similar memory")
         if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES and len(peers):
