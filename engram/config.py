@@ -29,6 +29,22 @@ def _int(env: dict, name: str, default: int) -> int:
         raise ValueError(f"{name}={raw!r} is not a whole number") from None
 
 
+def _bool(env: dict, name: str, default: bool) -> bool:
+    raw = (env.get(name) or "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(f"{name}={env.get(name)!r} is not 1/true/yes/on or 0/false/no/off")
+
+
+def onnx_from_env(env: dict[str, str] | None = None) -> bool:
+    """ENGRAM_ONNX: embed through ONNX Runtime when the model allows it (default on)."""
+    return _bool(dict(os.environ if env is None else env), "ENGRAM_ONNX", Settings.onnx)
+
+
 @dataclass(frozen=True)
 class Settings:
     """Tunable behaviour. Defaults are the documented ones; see README."""
@@ -70,6 +86,7 @@ class Settings:
     chunk_overlap: int = 100
     max_content_chars: int = 100_000
     torch_threads: int = 1
+    onnx: bool = True
     user_id: str = "default"
 
     @property
@@ -123,6 +140,7 @@ class Settings:
             chunk_overlap=_int(env, "ENGRAM_CHUNK_OVERLAP", d.chunk_overlap),
             max_content_chars=_int(env, "ENGRAM_MAX_CONTENT", d.max_content_chars),
             torch_threads=_int(env, "ENGRAM_TORCH_THREADS", d.torch_threads),
+            onnx=_bool(env, "ENGRAM_ONNX", d.onnx),
             user_id=env.get("ENGRAM_USER") or d.user_id,
         )
         s = replace(s, **overrides) if overrides else s

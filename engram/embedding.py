@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import io
+import json
+import logging
 import os
 import re
 import threading
+import warnings
 from collections import OrderedDict
 from pathlib import Path
 from typing import Protocol, Sequence
@@ -13,6 +17,8 @@ from typing import Protocol, Sequence
 import numpy as np
 
 from .types import EngramError
+
+log = logging.getLogger(__name__)
 
 PACKAGED_MODELS = {
     # model name -> importable package that ships it
@@ -80,11 +86,40 @@ def resolve_model_path(name: str, cache_dir: Path | None = None) -> tuple[str, s
     return name, "hub"
 
 
+BATCH_SIZE = 64  # texts per forward pass in a batch (sorted by length, as encode() does)
+LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forward)
+
+# ONNX Runtime path. Bump ONNX_FORMAT when the exported graph changes: it is part of the cache key.
+ONNX_FORMAT = 1
+ONNX_OPSET = 17
+ONNX_TOLERANCE = 1e-4  # largest |difference| from the torch vectors accepted in the probe check
+ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Threads for large batches when `threads` is 1, in a second session made on the first large
+# batch. Measured on 2 shared cores (scripts/embed_bench.py, 128 texts): 2 threads without
+# spinning took 0.56-0.66x the time of 1 with the other core free, 1.00-1.03x with it busy
+# (spinning threads: 0.52-0.61x free, 1.05-1.16x busy; torch on 2 threads: 1.4-1.5x busy).
+ONNX_LARGE_BATCH_THREADS = 2
+# Probe texts for the check, each alone: short, typical, non-ASCII, and longer than any
+# max_seq_length in use (truncation). Then all but the long one as one batch (with padding).
+ONNX_PROBES = (
+    "ok",
+    "Deploys go to Fly.io from main; the API timeout is 30 seconds.",
+    "Zoë’s café in 東京 — naïve résumé, 100 % ✓ 🚀",
+    "The quick brown fox jumps over the lazy dog near the riverbank at dawn. " * 40,
+)
+
+
 class SentenceTransformerEmbedder:
-    """sentence-transformers model, loaded offline when it is installed locally."""
+    """sentence-transformers model, loaded offline when it is installed locally.
+
+    Vectors come from ONNX Runtime (`backend == "onnx"`) when the model's pipeline is one the
+    exported graph reproduces (Transformer, mean Pooling, optional Normalize) and the exported
+    graph gives the torch vectors on probe texts; otherwise from torch (`backend == "torch"`).
+    Tokenisation is the model's own either way, so truncation is at its max_seq_length.
+    """
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
-                 threads: int = 1, allow_download: bool = False):
+                 threads: int = 1, allow_download: bool = False, onnx: bool = True):
         path, source = resolve_model_path(model, cache_dir)
         if source == "hub" and not allow_download:
             # Without this the library would try the network and hang or fail obscurely.
@@ -119,25 +154,48 @@ class SentenceTransformerEmbedder:
         get_dim = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
-        self._model.eval()  # inference only (no dropout); _embed_one relies on it
+        self._model.eval()  # inference only (no dropout); _forward relies on it
+        self._prep = getattr(self._model, "preprocess", None) or self._model.tokenize
         self._cache = _QueryCache()
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # the torch model (and torch's global thread count)
+        self._tok_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
+        self._onnx = None  # onnxruntime.InferenceSession when backend == "onnx"
+        self._onnx_large = None  # the session for large batches, made when first needed
+        self._onnx_large_lock = threading.Lock()
+        self._onnx_inputs: tuple[str, ...] = ()
+        self.onnx_file: Path | None = None  # the cached graph in use, if any
+        self.onnx_exported = False  # whether this instance exported the graph (vs. read the cache)
+        self.backend = "torch"
+        why = onnx_unsupported(self._model) if onnx else "ENGRAM_ONNX is off"
+        if why:  # expected: not worth a warning
+            log.info("embedding with torch, not ONNX Runtime: %s", why)
+            return
+        try:
+            why = self._start_onnx(cache_dir)
+        except Exception as e:  # noqa: BLE001 - a faster path must never stop the model loading
+            self._onnx, why = None, f"{type(e).__name__}: {e}"
+        if self._onnx is None:
+            log.warning("embedding with torch, not ONNX Runtime: %s", why)
+        else:
+            self.backend = "onnx"
+            log.info("embedding with ONNX Runtime: %s", why)
+
+    # ------------------------------------------------------------------ encoding
 
     def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        if len(texts) == 1:  # one store: skip encode()'s per-call set-up, as a query does
+        if len(texts) == 1:  # one store: the query's path
             return self._embed_one(texts[0])[None, :]
-        with self._lock:
-            # Batches gain from both cores; a single short query is fastest on one.
-            if len(texts) > 8 and self.threads == 1:
-                self._torch.set_num_threads(2)
-            try:
-                v = self._model.encode(list(texts), batch_size=64, normalize_embeddings=True,
-                                       convert_to_numpy=True, show_progress_bar=False)
-            finally:
-                self._torch.set_num_threads(self.threads)
-        return np.asarray(v, dtype=np.float32)
+        texts = list(texts)
+        large = len(texts) > LARGE_BATCH
+        # Longest first, as encode() does: texts of similar length share a padded batch.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), BATCH_SIZE):
+            idx = order[start:start + BATCH_SIZE]
+            out[idx] = self._forward(self._tokenize([texts[i] for i in idx]), large)
+        return out
 
     def embed_query(self, text: str) -> np.ndarray:
         v = self._cache.get(text)
@@ -147,14 +205,243 @@ class SentenceTransformerEmbedder:
         return v
 
     def _embed_one(self, text: str) -> np.ndarray:
-        """One text through the model's modules directly: encode()'s per-call set-up (eval mode,
-        sorting, conversions) costs about 2 ms, a tenth of a short query's time on one thread."""
-        torch, m = self._torch, self._model
-        prep = getattr(m, "preprocess", None) or m.tokenize
+        """One text straight through the backend: no sorting or batching (encode()'s per-call
+        set-up cost about 2 ms, a tenth of a short torch query on one thread)."""
+        return self._forward(self._tokenize([text]))[0]
+
+    def _tokenize(self, texts: list[str]) -> dict:
+        """The model's own preprocessing: padding to the longest, truncation at max_seq_length."""
+        with self._tok_lock:
+            return self._prep(texts)
+
+    def _forward(self, features: dict, large: bool = False) -> np.ndarray:
+        """Unit-normalised float32 vectors for tokenised texts, from the backend in use."""
+        if self._onnx is not None:
+            return self._run_onnx(self._large_session() if large else self._onnx, features)
+        return self._run_torch(features, large)
+
+    def _run_torch(self, features: dict, large: bool = False) -> np.ndarray:
+        torch = self._torch
         with self._lock, torch.inference_mode():
-            out = m(prep([text]))["sentence_embedding"]
-            v = torch.nn.functional.normalize(out, dim=1)[0]
+            # Large batches gain from both cores; a single short query is fastest on one.
+            boost = large and self.threads == 1
+            if boost:
+                torch.set_num_threads(2)
+            try:
+                out = self._model(dict(features))["sentence_embedding"]
+            finally:
+                if boost:
+                    torch.set_num_threads(self.threads)
+            v = torch.nn.functional.normalize(out, dim=1)
         return np.asarray(v.numpy(), dtype=np.float32)
+
+    def _run_onnx(self, session, features: dict) -> np.ndarray:
+        # No lock: an InferenceSession serves concurrent run() calls.
+        feed = {n: features[n].numpy() for n in self._onnx_inputs}
+        return np.asarray(session.run(None, feed)[0], dtype=np.float32)
+
+    # ------------------------------------------------------------------ ONNX Runtime
+
+    def _large_session(self):
+        """Large batches gain from both cores, as in the torch path: a session with more threads
+        (no spinning), from the cached file, checked against the main session. Without a cached
+        file, or if it fails, large batches use the main session."""
+        if self._onnx_large is None:
+            with self._onnx_large_lock:
+                if self._onnx_large is None:
+                    self._onnx_large = self._make_large_session()
+        return self._onnx_large
+
+    def _make_large_session(self):
+        if self.threads >= ONNX_LARGE_BATCH_THREADS or self.onnx_file is None:
+            return self._onnx
+        try:
+            session = _ort_session(str(self.onnx_file), ONNX_LARGE_BATCH_THREADS)
+            features = self._tokenize(list(ONNX_PROBES[:-1]))
+            err = float(np.abs(self._run_onnx(session, features) - self._run_onnx(self._onnx, features)).max())
+        except Exception as e:  # noqa: BLE001 - e.g. the file was replaced or removed since
+            err, why = float("inf"), f"{type(e).__name__}: {e}"
+        else:
+            why = f"its vectors differ by {err:.2g}"
+        if err > ONNX_TOLERANCE:
+            log.warning("large batches stay on one thread: the %d-thread session failed (%s)",
+                        ONNX_LARGE_BATCH_THREADS, why)
+            return self._onnx
+        return session
+
+    def _start_onnx(self, cache_dir: Path | None) -> str:
+        """Set self._onnx to a checked session, from the cache or a fresh export. Returns why
+        (what was used, or why ONNX Runtime is not)."""
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as e:
+            return f"onnxruntime is not installed ({e})"
+        features = [k for k in self._tokenize(["a"]) if k != "modality"]
+        inputs = tuple(k for k in features if k in ONNX_INPUTS)
+        if "input_ids" not in inputs or "attention_mask" not in inputs or len(inputs) < len(features):
+            return f"its tokenizer gives {', '.join(features)}, not input_ids, attention_mask (token_type_ids)"
+        self._onnx_inputs = inputs
+        target = self._onnx_path(cache_dir)
+        if target is not None and target.exists():
+            try:
+                session = _ort_session(str(target), self.threads)
+                err = self._onnx_error(session)
+            except Exception as e:  # noqa: BLE001 - a truncated or corrupt file: export again
+                log.warning("cached ONNX graph %s is unreadable (%s); exporting it again",
+                            target, type(e).__name__)
+            else:
+                if err <= ONNX_TOLERANCE:
+                    self._onnx, self.onnx_file = session, target
+                    return f"cached graph {target}"
+                log.warning("cached ONNX graph %s differs from torch by %.2g; exporting it again",
+                            target, err)
+        try:
+            graph = self._export_onnx()
+            session = _ort_session(graph, self.threads)
+            err = self._onnx_error(session)
+        except Exception as e:  # noqa: BLE001 - any failure here means: stay on torch
+            return f"export failed ({type(e).__name__}: {str(e)[:200]})"
+        if err > ONNX_TOLERANCE:
+            return f"the exported graph's vectors differ from torch's by {err:.2g} (> {ONNX_TOLERANCE:g})"
+        self._onnx, self.onnx_exported = session, True
+        if target is None:
+            return "exported in memory (no cache folder, or the model is not a local folder)"
+        try:
+            _write_atomic(target, graph)
+        except OSError as e:
+            return f"exported, but not cached ({target}: {e})"
+        self.onnx_file = target
+        stem = target.name.rsplit("-", 1)[0]
+        for old in target.parent.glob(f"{stem}-*.onnx"):
+            # The same model exported under another key (other weights or versions): stale.
+            if old != target and re.fullmatch(re.escape(stem) + r"-[0-9a-f]{16}\.onnx", old.name):
+                old.unlink(missing_ok=True)
+        return f"exported to {target}"
+
+    def _onnx_path(self, cache_dir: Path | None) -> Path | None:
+        """Cache file named from the model and a key of its weights (size, mtime) and of the
+        versions that shape the graph; None when there is no folder or no local model."""
+        root = Path(self.path)
+        if cache_dir is None or not root.is_dir():
+            return None
+        import onnxruntime
+        import transformers
+        files = []
+        for f in sorted(root.rglob("*")):
+            rel = f.relative_to(root)
+            if f.is_file() and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth") \
+                    and not {"onnx", "openvino"} & set(rel.parts[:-1]):
+                st = f.stat()
+                files.append([str(rel), st.st_size, st.st_mtime_ns])
+        key = json.dumps([ONNX_FORMAT, ONNX_OPSET, self._onnx_inputs, str(root.resolve()), files,
+                          self._torch.__version__, transformers.__version__, onnxruntime.__version__])
+        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+        stem = re.sub(r"[^A-Za-z0-9._]+", "_", self.name).strip("_.")[-80:] or "model"
+        return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
+
+    def _export_onnx(self) -> bytes:
+        """The transformer plus mean pooling and L2 normalisation as one ONNX graph."""
+        torch, names = self._torch, self._onnx_inputs
+        # Traced with padding, so the graph keeps the attention-mask path.
+        example = self._tokenize(["a", "an example sentence, longer than the first one"])
+        module = _mean_pooled(torch, self._model[0].auto_model, names).eval()
+        axes = {n: {0: "batch", 1: "tokens"} for n in names}
+        axes["embedding"] = {0: "batch"}
+        buf = io.BytesIO()
+        with self._lock, warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the tracer's warnings about shape-dependent branches
+            torch.onnx.export(module, tuple(example[n] for n in names), buf, input_names=list(names),
+                              output_names=["embedding"], dynamic_axes=axes,
+                              opset_version=ONNX_OPSET, dynamo=False)
+        return buf.getvalue()
+
+    def _onnx_error(self, session) -> float:
+        """Largest |difference| between the session's and torch's vectors on the probe texts."""
+        worst = 0.0
+        for texts in [[t] for t in ONNX_PROBES] + [list(ONNX_PROBES[:-1])]:
+            features = self._tokenize(texts)
+            got = self._run_onnx(session, features)
+            want = self._run_torch(features)
+            if got.shape != want.shape:
+                return float("inf")
+            worst = max(worst, float(np.abs(got - want).max()))
+        return worst
+
+
+def onnx_unsupported(model) -> str | None:
+    """Why the exported graph (transformer, mean pooling, normalisation) would not reproduce
+    this sentence-transformers pipeline; None when it does."""
+    mods = list(model)
+    kinds = [type(m).__name__ for m in mods]
+    if not (kinds[:2] == ["Transformer", "Pooling"] and kinds[2:] in ([], ["Normalize"])):
+        return f"its modules are {' + '.join(kinds)}, not Transformer + Pooling (+ Normalize)"
+    if any(not type(m).__module__.startswith("sentence_transformers.") for m in mods):
+        return "its modules are not sentence-transformers' own"
+    tr, pool = mods[0], mods[1]
+    if getattr(tr, "auto_model", None) is None:
+        return "its Transformer has no Hugging Face model"
+    text_only = {"text": {"method": "forward", "method_output_name": "last_hidden_state"}}
+    if getattr(tr, "modality_config", text_only) != text_only:
+        return f"its Transformer is configured as {tr.modality_config}, not text to last_hidden_state"
+    if getattr(tr, "query_expansion", None) is not None:
+        return "its Transformer expands queries"
+    mode = getattr(pool, "pooling_mode", None)
+    if mode is None:  # sentence-transformers < 6
+        get = getattr(pool, "get_pooling_mode_str", None)
+        mode = get() if get else "unknown"
+    modes = (mode,) if isinstance(mode, str) else tuple(mode)
+    if modes != ("mean",):
+        return f"its pooling is {'+'.join(modes)}, not mean"
+    if getattr(model, "default_prompt_name", None):
+        return "it adds a default prompt"
+    if kinds[2:] and getattr(mods[2], "module_input_name", "sentence_embedding") != "sentence_embedding":
+        return "its Normalize is not on the sentence embedding"
+    return None
+
+
+def _mean_pooled(torch, transformer, names: tuple[str, ...]):
+    """A module: the Hugging Face transformer, mean pooling over the attention mask (as
+    sentence-transformers' Pooling does), L2 normalisation."""
+
+    class MeanPooled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.transformer = transformer
+
+        def forward(self, *inputs):
+            feats = dict(zip(names, inputs))
+            h = self.transformer(**feats, return_dict=True).last_hidden_state
+            mask = feats["attention_mask"].unsqueeze(-1).to(h.dtype)
+            v = (h * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
+            return torch.nn.functional.normalize(v, dim=1)
+
+    return MeanPooled()
+
+
+def _ort_session(model: str | bytes, threads: int):
+    import onnxruntime as ort
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    so.log_severity_level = 3  # errors only: no optimiser chatter on stderr
+    # Idle threads sleep instead of spinning: spinning stalled 2 threads on a busy shared core.
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+def _write_atomic(target: Path, data: bytes) -> None:
+    """Several processes may export at once: each writes its own file and renames it in place."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 _WORD = re.compile(r"[a-z0-9]+")
@@ -162,6 +449,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 class FakeEmbedder:
     """Deterministic bag-of-hashed-words vectors. For unit tests only."""
+
+    backend = "fake"
 
     def __init__(self, dim: int = 64, name: str = "fake-hash"):
         self.dim = dim
@@ -189,12 +478,18 @@ _shared_lock = threading.Lock()
 
 
 def load_embedder(model: str, cache_dir: Path | None = None, threads: int = 1,
-                  allow_download: bool = False) -> SentenceTransformerEmbedder:
-    """One loaded model per (name, threads) in a process."""
-    key = (model, str(cache_dir), threads)
+                  allow_download: bool = False, onnx: bool | None = None) -> SentenceTransformerEmbedder:
+    """One loaded model per (name, cache, threads, backend choice) in a process.
+
+    onnx None: as ENGRAM_ONNX says (on unless it is 0/false).
+    """
+    if onnx is None:
+        from .config import onnx_from_env
+        onnx = onnx_from_env()
+    key = (model, str(cache_dir), threads, onnx)
     with _shared_lock:
         emb = _shared.get(key)
         if emb is None:
-            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download)
+            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx)
             _shared[key] = emb
         return emb
