@@ -298,4 +298,4 @@ class Api:
 
     def health(self, ctx: Ctx) -> dict:
         return {"status": "ok", "memories": len(self.eng.index), "model": self.eng.embedder.name,
-                "db": self.eng.path}
+                "backend": getattr(self.eng.embedder, "backend", None), "db": self.eng.path}

@@ -370,7 +370,8 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                       "graph_edges": eng.graph.edge_count(),
                       "fresh": len(idx) == table_rows},
             "disk_bytes": db.file_size(),
-            "model": {"name": eng.embedder.name, "dim": eng.embedder.dim},
+            "model": {"name": eng.embedder.name, "dim": eng.embedder.dim,
+                      "backend": getattr(eng.embedder, "backend", None)},
         }
 
 

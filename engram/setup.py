@@ -168,7 +168,8 @@ def mcp_config(settings: Settings) -> dict:
 def _describe(report: dict) -> str:
     m, db, sc, cfg = report["model"], report["database"], report.get("selfcheck"), report["mcp"]
     lines = [f"model       {m['name']} ({m['source']}: {m.get('path', '-')})"
-             + (f", {m['dim']} dims" if m.get("dim") else "")]
+             + (f", {m['dim']} dims" if m.get("dim") else "")
+             + (f", encoded with {m['backend']}" if m.get("backend") else "")]
     lines.append(f"extensions  {', '.join(report['extensions'])} loaded")
     if db.get("via") == "daemon":
         n = db.get("memories")
@@ -207,6 +208,7 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
                        client="engram-setup") as c:
             health = c.call("health")
         report["model"]["daemon_model"] = health.get("model")
+        report["model"]["backend"] = health.get("backend")
         report["database"] = {"path": str(health.get("db") or settings.db_path), "via": "daemon",
                               "memories": health.get("memories")}
         report["selfcheck"] = None if skip_selfcheck else self_check_daemon(settings.socket_path)
@@ -218,8 +220,10 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
         if log:
             log("loading the embedding model ...")
         disable_progress_bars()  # after any download, whose progress is worth showing
-        emb = load_embedder(settings.model, settings.model_cache, settings.torch_threads)
+        emb = load_embedder(settings.model, settings.model_cache, settings.torch_threads,
+                            onnx=settings.onnx)
         report["model"]["dim"] = emb.dim
+        report["model"]["backend"] = emb.backend
         created = not settings.db_path.exists()
         with Engram(settings.db_path, settings=settings, embedder=emb) as eng:
             report["database"] = {"path": str(settings.db_path), "via": "file", "created": created,
