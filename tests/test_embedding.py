@@ -160,3 +160,29 @@ def test_a_pipeline_the_graph_does_not_reproduce_stays_on_torch(torch_emb, monke
     assert emb.backend == "torch"
     lines = [r for r in caplog.records if r.name == "engram.embedding"]
     assert len(lines) == 1 and "its pooling is cls" in lines[0].getMessage()
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("failure", ["no onnxruntime", "export fails", "vectors differ"])
+def test_when_onnx_cannot_be_used_torch_serves_and_the_log_says_why(failure, tmp_path, monkeypatch, caplog):
+    import sys
+
+    from engram import embedding
+    if failure == "no onnxruntime":
+        monkeypatch.setitem(sys.modules, "onnxruntime", None)
+        expected = "onnxruntime is not installed"
+    elif failure == "export fails":
+        def boom(self):
+            raise RuntimeError("exporter exploded")
+        monkeypatch.setattr(embedding.SentenceTransformerEmbedder, "_export_onnx", boom)
+        expected = "export failed (RuntimeError: exporter exploded)"
+    else:
+        monkeypatch.setattr(embedding.SentenceTransformerEmbedder, "_onnx_error", lambda self, s: 0.01)
+        expected = "differ from torch's by 0.01"
+    caplog.set_level(logging.INFO, logger="engram.embedding")
+    emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", tmp_path)
+    assert emb.backend == "torch" and emb._onnx is None
+    lines = [r for r in caplog.records if r.name == "engram.embedding"]
+    assert len(lines) == 1 and lines[0].levelno == logging.WARNING and expected in lines[0].getMessage()
+    assert not (tmp_path / "onnx").exists() or not list((tmp_path / "onnx").iterdir())
+    assert emb.embed_batch(TEXTS[:3]).shape == (3, 384)
