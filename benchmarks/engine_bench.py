@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> dict:
         shutil.copy(args.from_db, tmp / "bench.duckdb")
     t = time.perf_counter()
     eng = Engram(tmp / "bench.duckdb", settings=settings, embedder=emb)
-    print(json.dumps({"opened_memories": len(eng.index), "open_s": time.perf_counter() - t}), flush=True)
+    print(json.dumps({"opened_memories": len(eng.index), "open_s": time.perf_counter() - t,
+                      "backend": getattr(emb, "backend", "torch")}), flush=True)
     rows: list[dict] = []
     ingested, ingest_s = 0, 0.0
     for size in [int(s) for s in args.sizes.split(",")]:
@@ -107,7 +108,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"| {r['memories']:,} | {r['store_p50_ms']:.1f} ms | {r['store_p95_ms']:.1f} ms | "
               f"{r['recall_p50_ms']:.1f} ms | {r['recall_p95_ms']:.1f} ms | "
               f"{'%.0f/s' % r['ingest_per_s'] if r['ingest_per_s'] else '-'} |")
-    result = {"rows": rows, "model": emb.name, "torch_threads": settings.torch_threads}
+    result = {"rows": rows, "model": emb.name, "backend": getattr(emb, "backend", "torch"),
+              "threads": settings.torch_threads}
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
     return result

@@ -102,12 +102,12 @@ class _BatchSims:
     def __init__(self, index: MemoryIndex, vecs: np.ndarray):
         self.index = index
         self.n0 = index.n
-        self.base = index.vectors[: self.n0] @ vecs.T
+        self.base = vecs @ index.vectors[: self.n0].T  # a row per new vector: read contiguously
         self.dirty: set[int] = set()
 
     def sims(self, vec: np.ndarray, col: int) -> np.ndarray:
         idx = self.index
-        out = np.concatenate([self.base[:, col], idx.vectors[self.n0: idx.n] @ vec])
+        out = np.concatenate([self.base[col], idx.vectors[self.n0: idx.n] @ vec])
         for r in self.dirty:
             out[r] = idx.vectors[r] @ vec
         return out
@@ -129,7 +129,7 @@ class Engram(ContinuityMixin):
         one_blas_thread()
         self.path = str(self.settings.db_path if path is None else path)
         self.embedder = embedder or load_embedder(self.settings.model, self.settings.model_cache,
-                                                  self.settings.torch_threads)
+                                                  self.settings.torch_threads, onnx=self.settings.onnx)
         self.store_db = Store(self.path, self.clock.now())
         self._lock = threading.RLock()
         self.redact = Redactor(self.settings.redact_patterns)
@@ -312,7 +312,7 @@ class Engram(ContinuityMixin):
         """Store several memories in one transaction; embeddings are computed in batches.
 
         A large batch is stored in waves: while one wave is resolved and written (Python, one
-        core), the next is embedded on another thread (torch, which releases the GIL).
+        core), the next is embedded on another thread (the model releases the GIL).
         """
         prepared = [self._prepare(dict(it)) for it in items]
         waves: list[list[tuple[dict, list[str]]]] = [[]]

@@ -310,12 +310,15 @@ class Store:
         if not self._recalls:
             return
         counted, self._recalls = self._recalls, {}
-        ids = list(counted)
-        self.con.execute(
-            "UPDATE memories SET recall_count = recall_count + c.n, last_recalled_at = c.at FROM "
-            "(SELECT unnest(?::VARCHAR[]) AS id, unnest(?::INTEGER[]) AS n, unnest(?::TIMESTAMP[]) AS at) c "
-            "WHERE memories.id = c.id",
-            [ids, [counted[i][0] for i in ids], [_ts(counted[i][1]) for i in ids]])
+        # One UPDATE per (count, time): usually one, for the hits of one recall. An IN list
+        # took about half the time of a join against unnested arrays at 100k rows.
+        groups: dict[tuple[int, datetime], list[str]] = {}
+        for mid, (n, at) in counted.items():
+            groups.setdefault((n, at), []).append(mid)
+        for (n, at), ids in groups.items():
+            self.con.execute(
+                f"UPDATE memories SET recall_count = recall_count + ?, last_recalled_at = ? "
+                f"WHERE {_in('id', len(ids))}", [n, _ts(at), *ids])
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         with self._lock:
