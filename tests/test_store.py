@@ -125,22 +125,52 @@ def test_bm25_agrees_with_duckdb_fts():
         assert [i for i, _ in ref][0] == mine[0][0]
 
 
-def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, clock):
-    """A recall's reinforcement is written with the next other statement or at close, and
-    every read sees it before then."""
+def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, clock, monkeypatch):
+    """A recall's reinforcement is held and written later (with a write transaction after
+    RECALL_WRITE_DELAY_S, before any other statement, or at close); every read sees it."""
+    from engram.store import db as store_db
+
     path = tmp_path / "r.duckdb"
     e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
     m = e.store("The staging cluster runs on three nodes.").memory
+
+    def on_disk() -> int:  # the raw connection: no flush of held counts
+        return e.store_db.con.execute("SELECT recall_count FROM memories WHERE id = ?", [m.id]).fetchone()[0]
+
     for expected in (1, 2, 3):
         hits = e.recall("staging cluster nodes", mode="bm25")
         assert hits[0].memory.id == m.id and hits[0].memory.recall_count == expected
-    assert e.store_db.count("memories", "recall_count = 3") == 1  # a read flushes them first
+    assert on_disk() == 0
+    assert e.store_db.count("memories", "recall_count = 3") == 1  # a SQL read writes them first
     e.recall("staging cluster nodes", mode="bm25")
-    assert e.get(m.id).recall_count == 4
+    assert e.get(m.id).recall_count == 4 and on_disk() == 3  # get() adds what is held
+    monkeypatch.setattr(store_db, "RECALL_WRITE_DELAY_S", 3600.0)
     e.recall("staging cluster nodes", mode="bm25")
-    e.store("Deploys happen on Tuesdays.")  # the count rides on this write's commit
+    e.store("Deploys happen on Tuesdays.")  # too soon: the counts stay held
+    assert on_disk() == 3 and e.get(m.id).recall_count == 5
+    monkeypatch.setattr(store_db, "RECALL_WRITE_DELAY_S", 0.0)
+    e.store("Backups run nightly at two.")  # now they ride on this write's commit
+    assert on_disk() == 5
     e.recall("staging cluster nodes", mode="bm25")
     e.close()  # and the last one on the close
     e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
     assert e.get(m.id).recall_count == 6
+    e.close()
+
+
+def test_recall_counts_of_many_recalls_are_written_together(tmp_path, settings, clock, monkeypatch):
+    from engram.store import db as store_db
+
+    monkeypatch.setattr(store_db, "RECALL_WRITE_DELAY_S", 3600.0)
+    e = Engram(tmp_path / "r.duckdb", settings=settings, embedder=FakeEmbedder(), clock=clock)
+    ids = [e.store(f"Service {w} runs on port {i}.", resolve_conflicts=False).memory.id
+           for i, w in enumerate(["alpha", "bravo", "charlie", "delta"])]
+    for w, times in (("alpha", 3), ("bravo", 1), ("charlie", 2)):
+        for _ in range(times):
+            e.recall(f"service {w}", mode="bm25", limit=1)
+            clock.advance(minutes=1)
+    monkeypatch.setattr(store_db, "RECALL_WRITE_MAX", 3)  # three memories held: due
+    e.store("Service echo runs on port 9.")
+    rows = dict(e.store_db.con.execute("SELECT id, recall_count FROM memories").fetchall())
+    assert [rows[i] for i in ids] == [3, 1, 2, 0]
     e.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -41,6 +42,10 @@ SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "la
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported")
 
 
+# Recall counts are held and written together (see reinforce): with a write at least this many
+# seconds after the first of them, or once this many memories have counts held.
+RECALL_WRITE_DELAY_S = 1.0
+RECALL_WRITE_MAX = 256
 ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the file was last rewritten
 
 
@@ -148,6 +153,7 @@ class Store:
         self._depth = 0
         self._pending: _Pending | None = None
         self._recalls: dict[str, tuple[int, datetime]] = {}  # see reinforce()
+        self._recalls_since = 0.0  # time.monotonic() of the oldest count held
 
     def close(self) -> None:
         try:
@@ -173,7 +179,9 @@ class Store:
             self._depth = 1
             recalls = self._recalls
             try:
-                self._flush_recalls()  # counted recalls ride on this commit
+                if self._recalls and (len(self._recalls) >= RECALL_WRITE_MAX or
+                                      time.monotonic() - self._recalls_since >= RECALL_WRITE_DELAY_S):
+                    self._flush_recalls()  # counted recalls ride on this commit
                 yield
                 self._flush()
             except BaseException:
@@ -287,43 +295,53 @@ class Store:
     def reinforce(self, ids: Sequence[str], now: datetime) -> dict[str, Memory]:
         """Count a recall of each memory and return them as they are now.
 
-        The count is written with the next statement of any other kind (or at close), not in a
-        commit of its own: a commit costs a disk flush (5-10 ms here) and a recall is a read.
-        Every other read runs after that write, so none sees a stale count; a crash can lose
-        the counts of the last recalls, never a stored memory.
+        The counts are held, not committed on their own: a commit costs a disk flush (5-10 ms
+        here) and a recall is a read. They are written together, with a write transaction at
+        least RECALL_WRITE_DELAY_S after the first (or once RECALL_WRITE_MAX are held), before
+        any other SQL statement, and at close. get_memories adds the held counts, so no read
+        sees a stale count; a crash can lose the counts of the last recalls, never a memory.
         """
         with self._lock:
             self._flush()
             for mid in ids:
                 self._count_recall(mid, 1, now)
-            out = {}
-            for m in self._read_memories(ids):
-                n, at = self._recalls[m.id]
-                out[m.id] = replace(m, recall_count=m.recall_count + n, last_recalled_at=_aware(_ts(at)))
-            return out
+            return {m.id: self._counted(m) for m in self._read_memories(ids)}
 
     def _count_recall(self, memory_id: str, n: int, at: datetime) -> None:
+        if not self._recalls:
+            self._recalls_since = time.monotonic()
         had, _ = self._recalls.get(memory_id, (0, at))
         self._recalls[memory_id] = (had + n, at)
+
+    def _counted(self, m: Memory) -> Memory:
+        """m with the recall counts held for it."""
+        held = self._recalls.get(m.id)
+        if held is None:
+            return m
+        n, at = held
+        return replace(m, recall_count=m.recall_count + n, last_recalled_at=_aware(_ts(at)))
 
     def _flush_recalls(self) -> None:
         if not self._recalls:
             return
         counted, self._recalls = self._recalls, {}
-        # One UPDATE per (count, time): usually one, for the hits of one recall. An IN list
-        # took about half the time of a join against unnested arrays at 100k rows.
-        groups: dict[tuple[int, datetime], list[str]] = {}
-        for mid, (n, at) in counted.items():
-            groups.setdefault((n, at), []).append(mid)
-        for (n, at), ids in groups.items():
-            self.con.execute(
-                f"UPDATE memories SET recall_count = recall_count + ?, last_recalled_at = ? "
-                f"WHERE {_in('id', len(ids))}", [n, _ts(at), *ids])
+        groups = {(n, at) for n, at in counted.values()}
+        if len(groups) == 1:  # the hits of one recall: an IN list, half the time of the join
+            (n, at), ids = groups.pop(), list(counted)
+            self.con.execute(f"UPDATE memories SET recall_count = recall_count + ?, last_recalled_at = ? "
+                             f"WHERE {_in('id', len(ids))}", [n, _ts(at), *ids])
+            return
+        ids = list(counted)
+        self.con.execute(
+            "UPDATE memories SET recall_count = recall_count + c.n, last_recalled_at = c.at FROM "
+            "(SELECT unnest(?::VARCHAR[]) AS id, unnest(?::INTEGER[]) AS n, unnest(?::TIMESTAMP[]) AS at) c "
+            "WHERE memories.id = c.id",
+            [ids, [counted[i][0] for i in ids], [_ts(counted[i][1]) for i in ids]])
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         with self._lock:
-            self._write_held()
-            return {m.id: m for m in self._read_memories(ids)}
+            self._flush()
+            return {m.id: self._counted(m) for m in self._read_memories(ids)}
 
     def _read_memories(self, ids: Sequence[str]) -> list[Memory]:
         """The rows of these ids as they are in the table (the caller decides what is written first)."""
