@@ -1,0 +1,31 @@
+"""The engine benchmark scripts run, end to end with the real model, at a tiny size."""
+
+from engram import Engram
+from engram import index as index_mod
+from benchmarks import engine_bench, statement_profile, vector_search_bench
+from benchmarks.engine_bench import sentence
+
+
+def test_engine_bench_reports_each_size(tmp_path, monkeypatch):
+    monkeypatch.setenv("ENGRAM_HOME", str(tmp_path))
+    out = engine_bench.main(["--sizes", "40,80", "--samples", "3", "--out", str(tmp_path / "r.json")])
+    assert [r["memories"] >= size for r, size in zip(out["rows"], (40, 80))] == [True, True]
+    assert all(r["store_p50_ms"] > 0 and r["recall_p50_ms"] > 0 and r["ingest_per_s"] > 0
+               for r in out["rows"])
+    assert (tmp_path / "r.json").exists()
+
+
+def test_vector_search_bench_and_statement_profile_on_a_store(tmp_path, monkeypatch, real_embedder, settings):
+    import random
+
+    rng = random.Random(1)
+    path = tmp_path / "s.duckdb"
+    eng = Engram(path, settings=settings, embedder=real_embedder)
+    eng.store_many([dict(content=sentence(rng)) for _ in range(300)])
+    eng.close()
+    monkeypatch.setenv("ENGRAM_HOME", str(settings.home))
+    monkeypatch.setattr(index_mod, "BOUNDED_MIN_ROWS", 100)
+    out = vector_search_bench.main([str(path), "--queries", "20", "--k", "10"])
+    assert out["bounded"] and out["same_top_k"] == 20
+    prof = statement_profile.main([str(path), "--ops", "4"])
+    assert sum(prof["actions"].values()) == 4 and prof["calls"].get("COMMIT", 0) >= 1
