@@ -174,3 +174,21 @@ def test_recall_counts_of_many_recalls_are_written_together(tmp_path, settings, 
     rows = dict(e.store_db.con.execute("SELECT id, recall_count FROM memories").fetchall())
     assert [rows[i] for i in ids] == [3, 1, 2, 0]
     e.close()
+
+
+@pytest.mark.parametrize("due", [False, True])
+def test_a_rolled_back_write_keeps_the_held_recall_counts_once(tmp_path, settings, clock, monkeypatch, due):
+    from engram.store import db as store_db
+
+    monkeypatch.setattr(store_db, "RECALL_WRITE_DELAY_S", 0.0 if due else 3600.0)
+    e = Engram(tmp_path / "r.duckdb", settings=settings, embedder=FakeEmbedder(), clock=clock)
+    m = e.store("The staging cluster runs on three nodes.").memory
+    e.recall("staging cluster", mode="bm25")
+    with pytest.raises(RuntimeError):
+        with e.store_db.transaction():  # writes the counts when due, then rolls them back
+            raise RuntimeError("boom")
+    assert e.get(m.id).recall_count == 1
+    e.close()
+    e = Engram(tmp_path / "r.duckdb", settings=settings, embedder=FakeEmbedder(), clock=clock)
+    assert e.get(m.id).recall_count == 1
+    e.close()

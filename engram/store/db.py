@@ -189,8 +189,9 @@ class Store:
                 if self._pending is not None:
                     self._pending = _Pending()
                 self.con.execute("ROLLBACK")
-                for mid, (n, at) in recalls.items():  # not lost with the transaction
-                    self._count_recall(mid, n, at)
+                if recalls is not self._recalls:  # written in this transaction: not lost with it
+                    for mid, (n, at) in recalls.items():
+                        self._count_recall(mid, n, at)
                 raise
             self._depth = 0
             self.con.execute("COMMIT")
