@@ -372,33 +372,30 @@ class Engram(ContinuityMixin):
         now = p["created_at"] or self.clock.now()
         idx = self.index
         user_code = idx.users.get(p["user_id"])
-        peers = np.zeros(0, dtype=np.int64)
+        resolving = p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES
+        peers = same_type = np.zeros(0, dtype=np.int64)
         sims = None
         if user_code is not None and idx.n:
             mine = idx.alive[: idx.n] & (idx.user[: idx.n] == user_code) & (idx.status[: idx.n] == 0)
-            peers = np.flatnonzero(mine)
+            same = mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"]))
+            peers, same_type = np.flatnonzero(mine), np.flatnonzero(same)
             if self._batch is not None:
                 sims = self._batch.sims(vec, col)
             else:
                 # Only the nearest are read below: five of the same type, and the edges.
                 sims = np.full(idx.n, -np.inf, dtype=np.float32)
-                k = max(5, self.settings.max_edges)
-                masks = [mine]
-                if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES:
-                    masks.append(mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"])))
-                for rows, s in idx.nearest(vec, masks, k, "vectors"):
+                masks = [mine, same] if resolving else [mine]
+                for rows, s in idx.nearest(vec, masks, max(5, self.settings.max_edges), "vectors"):
                     sims[rows] = s
         decision = resolve.Resolution("new", None, None, "no similar memory")
-        if p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES and len(peers):
-            same_type = peers[idx.mtype[peers] == MEMORY_TYPES.index(p["memory_type"])]
-            if len(same_type):
-                top = top_rows(sims, same_type, 5)
-                top = top[sims[top] >= min(resolve.SIMILARITY_FLOOR, self.settings.dedup_threshold)]
-                candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
-                if candidates:
-                    decision = resolve.decide(p["content"], candidates,
-                                              reinforce_threshold=self.settings.reinforce_threshold,
-                                              dedup_threshold=self.settings.dedup_threshold)
+        if resolving and len(same_type):
+            top = top_rows(sims, same_type, 5)
+            top = top[sims[top] >= min(resolve.SIMILARITY_FLOOR, self.settings.dedup_threshold)]
+            candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
+            if candidates:
+                decision = resolve.decide(p["content"], candidates,
+                                          reinforce_threshold=self.settings.reinforce_threshold,
+                                          dedup_threshold=self.settings.dedup_threshold)
         if decision.action == "reinforce":
             return self._reinforce(decision, p, now)
         if decision.action == "merge":

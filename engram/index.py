@@ -46,15 +46,13 @@ def one_blas_thread() -> None:
 
 
 def top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
-    """The k rows with the highest scores, best first; a partial sort, as rows can number 100k."""
-    if len(rows) <= k:
-        return rows[np.argsort(-scores[rows], kind="stable")]
-    part = rows[np.argpartition(-scores[rows], k)[:k]]
-    return part[np.argsort(-scores[part], kind="stable")]
+    """The k of `rows` with the highest scores (indexed by row), best first."""
+    return _best(rows, scores[rows], k)[0]
 
 
 def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k (row, score) pairs with the highest scores, best first, ties by row."""
+    """The k (row, score) pairs with the highest scores (one per row), best first, ties by row;
+    a partial sort, as rows can number 100k."""
     top = np.argpartition(-scores, k)[:k] if len(rows) > k else np.arange(len(rows))
     top = top[np.lexsort((rows[top], -scores[top]))]
     return rows[top], scores[top]
@@ -298,12 +296,17 @@ class MemoryIndex:
         whose bound reaches the k-th best exact score among the most promising."""
         n = self.n
         full = getattr(self, name)
-        bound = None
+        scan = bound = None  # every row's score, or its bound; computed once for all masks
         out = []
         for mask in masks:
             rows = np.flatnonzero(mask[:n])
-            if self.basis is None or len(rows) <= max(4 * k, n // 50):  # few rows: gather them
-                out.append(_best(rows, (full[:n] @ q)[rows] if 2 * len(rows) > n else full[rows] @ q, k))
+            if self.basis is None or len(rows) <= max(4 * k, n // 50):
+                if 2 * len(rows) <= n:  # few rows: gather them
+                    out.append(_best(rows, full[rows] @ q, k))
+                    continue
+                if scan is None:
+                    scan = full[:n] @ q
+                out.append(_best(rows, scan[rows], k))
                 continue
             if bound is None:
                 qp = q @ self.basis
