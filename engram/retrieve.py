@@ -72,8 +72,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
          session_failures: dict[int, int] | None = None, use_graph: bool = True
          ) -> list[tuple[int, float, dict[str, float]]]:
     """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first."""
-    rows = np.flatnonzero(mask)
-    if not len(rows) or limit <= 0:
+    if not mask.any() or limit <= 0:
         return []
     pool = max(limit * 5, 50)
     n = index.n
