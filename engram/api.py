@@ -129,12 +129,13 @@ class Api:
     # -- memories ------------------------------------------------------------
     def store_memory(self, ctx: Ctx, content: str, memory_type: str = "fact", importance: float = 0.5,
                      tags: list[str] | None = None, task_id: str | None = None,
-                     metadata: dict | None = None, pinned: bool = False) -> dict:
+                     metadata: dict | None = None, pinned: bool = False,
+                     conversation: str | None = None) -> dict:
         if task_id is not None:
             self.eng.get_task_row(task_id, ctx.user_id)
         r = self.eng.store(content, memory_type=memory_type, importance=importance, tags=tags,
                            task_id=task_id, metadata=metadata, user_id=ctx.user_id,
-                           session_id=ctx.session_id, pinned=bool(pinned))
+                           session_id=ctx.session_id, pinned=bool(pinned), conversation=conversation)
         self.metrics.stored(r.action)
         return r.to_dict()
 

@@ -73,6 +73,10 @@ class Settings:
     date_bonus: float = 0.1
     speaker_bonus: float = 0.15
     when_bonus: float = 0.1
+    # Relevance floor (see retrieve): a query gets hits only when a memory's cosine beats the
+    # query's background cosine by this much, or a memory holds this share of its IDF mass.
+    relevance_cosine: float = 0.17
+    relevance_coverage: float = 0.55
     edge_threshold: float = 0.40
     max_edges: int = 5
     consolidate_threshold: float = 0.70
@@ -125,6 +129,8 @@ class Settings:
             date_bonus=_float(env, "ENGRAM_DATE_BONUS", d.date_bonus),
             speaker_bonus=_float(env, "ENGRAM_SPEAKER_BONUS", d.speaker_bonus),
             when_bonus=_float(env, "ENGRAM_WHEN_BONUS", d.when_bonus),
+            relevance_cosine=_float(env, "ENGRAM_RELEVANCE_COSINE", d.relevance_cosine),
+            relevance_coverage=_float(env, "ENGRAM_RELEVANCE_COVERAGE", d.relevance_coverage),
             edge_threshold=_float(env, "ENGRAM_EDGE_THRESHOLD", d.edge_threshold),
             max_edges=_int(env, "ENGRAM_MAX_EDGES", d.max_edges),
             consolidate_threshold=_float(env, "ENGRAM_CONSOLIDATE_THRESHOLD", d.consolidate_threshold),
@@ -163,6 +169,9 @@ class Settings:
             raise ValueError("ENGRAM_BM25_K1 must not be negative and ENGRAM_BM25_B must be between 0 and 1")
         if self.date_bonus < 0 or self.speaker_bonus < 0 or self.when_bonus < 0:
             raise ValueError("ENGRAM_DATE_BONUS, ENGRAM_SPEAKER_BONUS and ENGRAM_WHEN_BONUS must not be negative")
+        if not -1.0 <= self.relevance_cosine <= 1.0 or not 0.0 <= self.relevance_coverage <= 1.0:
+            raise ValueError("ENGRAM_RELEVANCE_COSINE must be between -1 and 1 and "
+                             "ENGRAM_RELEVANCE_COVERAGE between 0 and 1")
         if self.graph_depth < 0 or self.max_edges < 0:
             raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
         if self.maintenance_hours <= 0:

@@ -48,6 +48,41 @@ def render_handoff(doc: dict) -> str:
     return "\n".join(lines)
 
 
+# The engine's own document of a handoff, progress or failure memory, by metadata key: each
+# field, the types it may hold and its value when missing (None: required). A memory stored
+# through store_memory with one of these types has no such document, or one someone else
+# wrote; every reader goes through document().
+_DOCUMENTS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
+    "handoff": {"summary": ((str,), None), "completed": ((list,), []), "in_progress": ((list,), []),
+                "blocked": ((list,), []), "next_steps": ((list,), [])},
+    "progress": {"feature": ((str,), None), "status": ((str,), None),
+                 "completion": ((int, float), None), "notes": ((str,), "")},
+    "failure": {"error": ((str,), None), "component": ((str,), None), "root_cause": ((str,), ""),
+                "fix": ((str, type(None)), "")},
+}
+
+
+def document(m: Memory, key: str) -> dict | None:
+    """m's engine document under `key` ("handoff", "progress", "failure") with missing optional
+    fields filled in, or None when there is none or it is malformed (a field of the wrong type,
+    a list holding something other than strings)."""
+    doc = m.metadata.get(key)
+    if not isinstance(doc, dict):
+        return None
+    out = dict(doc)
+    for name, (types, default) in _DOCUMENTS[key].items():
+        if name not in doc:
+            if default is None:
+                return None
+            out[name] = list(default) if isinstance(default, list) else default
+            continue
+        v = doc[name]
+        if not isinstance(v, types) or isinstance(v, bool) or \
+                (isinstance(v, list) and not all(isinstance(x, str) for x in v)):
+            return None
+    return out
+
+
 class ContinuityMixin:
     """Mixed into Engram: uses its store_db, clock, _lock, store() and recall()."""
 
@@ -128,8 +163,9 @@ class ContinuityMixin:
              "created_at": m.created_at.isoformat(), "status": m.status,
              "session_id": m.session_id, "quality_score": round(self.quality(m), 6)}
         for key in ("handoff", "failure", "progress"):
-            if key in m.metadata:
-                d[key] = m.metadata[key]
+            doc = document(m, key)
+            if doc is not None:
+                d[key] = doc
         return d
 
     # -- sessions ------------------------------------------------------------
@@ -303,12 +339,16 @@ class ContinuityMixin:
             return res.memory
 
     # -- handoff validation --------------------------------------------------
-    def latest_handoff(self, user_id: str, task_id: str | None = None) -> Memory | None:
+    def latest_handoff(self, user_id: str, task_id: str | None = None,
+                       tags: Sequence[str] | None = None) -> Memory | None:
+        """The newest active handoff (of the task; with one of `tags`, as recall filters)."""
         where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
         if task_id is not None:
             where += " AND task_id = ?"
             params.append(task_id)
         rows = self.store_db.query_memories(where, params, order="created_at DESC, id DESC")
+        if tags:
+            rows = [m for m in rows if set(tags) & set(m.tags)]
         return rows[0] if rows else None
 
     def _activities_after(self, h: Memory) -> list[Activity]:
@@ -319,15 +359,14 @@ class ContinuityMixin:
             params.append(h.task_id)
         acts = []
         for m in self.store_db.query_memories(where, params):
-            if m.memory_type == "progress" and "progress" in m.metadata:
-                p = m.metadata["progress"]
+            p, doc = document(m, "progress"), document(m, "handoff")
+            if m.memory_type == "progress" and p is not None:
                 text = p["feature"] + (f". {p['notes']}" if p.get("notes") else "")
                 acts.append(Activity(m.id, "progress", text, m.created_at, p["status"], p["completion"]))
-            elif m.memory_type == "handoff" and "handoff" in m.metadata:
-                doc = m.metadata["handoff"]
-                for item in doc.get("completed", []):
+            elif m.memory_type == "handoff" and doc is not None:
+                for item in doc["completed"]:
                     acts.append(Activity(m.id, "handoff_completed", item, m.created_at))
-                for item in doc.get("in_progress", []):
+                for item in doc["in_progress"]:
                     acts.append(Activity(m.id, "handoff_in_progress", item, m.created_at))
             elif m.memory_type == "failure":
                 acts.append(Activity(m.id, "failure", m.content, m.created_at))
@@ -336,13 +375,16 @@ class ContinuityMixin:
         return acts
 
     def validate_handoff(self, h: Memory) -> list[dict]:
-        steps = h.metadata.get("handoff", {}).get("next_steps", [])
+        steps = (document(h, "handoff") or {}).get("next_steps", [])
         if not steps:
             return []
         return [c.to_dict() for c in validate_steps(steps, self._activities_after(h), self.embedder)]
 
     def handoff_view(self, h: Memory) -> dict:
-        doc = h.metadata.get("handoff", {})
+        # A handoff memory stored without the engine's document (store_memory with type
+        # handoff) is shown as a handoff whose summary is its text.
+        doc = document(h, "handoff") or {"summary": h.content, "completed": [], "in_progress": [],
+                                         "blocked": [], "next_steps": []}
         return {"id": h.id, "task_id": h.task_id, "session_id": h.session_id,
                 "created_at": h.created_at.isoformat(), **doc,
                 "next_steps_validation": self.validate_handoff(h)}
@@ -353,18 +395,23 @@ class ContinuityMixin:
                        as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                        user_id: str | None = None, session_id: str | None = None) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
-        failures of components the hits concern, and sessions that were interrupted."""
+        failures of components the hits concern, and sessions that were interrupted.
+
+        The pinned handoff is held to the request like any hit: it has the type and one of the
+        tags asked for, belongs to the task asked for (or, with no task, is relevant to the
+        query), and counts towards `limit`."""
         user = self._user(user_id)
+        tags = tuple(tags) if tags else None
         with self._lock:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user)
             handoff = None
             if memory_type in (None, "handoff") and as_of is None:
-                handoff = self._relevant_handoff(query, user, task_id, hits)
+                handoff = self._relevant_handoff(query, user, task_id, tags)
             memories = [self.hit_dict(h) for h in hits]
             if handoff is not None:
-                memories = [m for m in memories if m["id"] != handoff.id]
-                pinned = self.hit_dict(Hit(handoff, 1.0 + (hits[0].score if hits else 0.0),
+                memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
+                pinned = self.hit_dict(Hit(handoff, max([h.score for h in hits], default=0.0),
                                            self.quality(handoff)))
                 pinned["pinned"] = True
                 memories.insert(0, pinned)
@@ -379,17 +426,20 @@ class ContinuityMixin:
     def hit_dict(self, h: Hit) -> dict:
         d = h.to_dict()
         for key in ("handoff", "failure", "progress"):
-            if key in h.memory.metadata:
-                d[key] = h.memory.metadata[key]
+            doc = document(h.memory, key)
+            if doc is not None:
+                d[key] = doc
         return d
 
     def _relevant_handoff(self, query: str, user: str, task_id: str | None,
-                          hits: list[Hit]) -> Memory | None:
+                          tags: tuple[str, ...] | None) -> Memory | None:
         if task_id is not None:
-            return self.latest_handoff(user, task_id)
+            return self.latest_handoff(user, task_id, tags)
         open_tasks = {t.id for t in self.store_db.list_tasks(user)
                       if t.status not in ("done", "abandoned")}
-        cands = self.recall(query, limit=5, memory_type="handoff", user_id=user, reinforce=False)
+        # recall's relevance floor applies: no handoff is pinned for a query it does not answer.
+        cands = self.recall(query, limit=5, memory_type="handoff", tags=tags, user_id=user,
+                            reinforce=False)
         cands = [h for h in cands if h.memory.task_id is None or h.memory.task_id in open_tasks]
         if not cands:
             return None
@@ -398,7 +448,7 @@ class ContinuityMixin:
         close = [h.memory for h in cands if h.score >= 0.6 * best]
         chosen = max(close, key=lambda m: m.created_at)
         if chosen.task_id:  # a later handoff of the same task supersedes it
-            return self.latest_handoff(user, chosen.task_id)
+            return self.latest_handoff(user, chosen.task_id, tags) or chosen
         return chosen
 
     def _related_failures(self, hits: list[Hit], user: str, task_ids: Sequence[str] = (),
@@ -408,7 +458,7 @@ class ContinuityMixin:
         known = self._known_components(user)
         for h in hits:
             m = h.memory
-            comp = (m.metadata.get("failure") or {}).get("component")
+            comp = (document(m, "failure") or {}).get("component")
             if comp:
                 components.append(comp.lower())
             text = m.content.lower()
@@ -429,9 +479,10 @@ class ContinuityMixin:
 
     @staticmethod
     def _failure_entry(m: Memory) -> dict:
-        doc = m.metadata.get("failure", {})
+        doc = document(m, "failure") or {"error": m.content, "component": "", "root_cause": "",
+                                         "fix": None}
         return {"id": m.id, "content": m.content, "created_at": m.created_at.isoformat(),
-                "task_id": m.task_id, **doc, "component": doc.get("component", "").lower()}
+                "task_id": m.task_id, **doc, "component": doc["component"].lower()}
 
     def _known_components(self, user: str) -> list[str]:
         rows = self.store_db.execute(

@@ -25,7 +25,7 @@ from .embedding import Embedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
-from .retrieve import Weights, rank
+from .retrieve import REFERENCE_TEXTS, Weights, background, rank
 from .store import Store
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
                     StoreResult)
@@ -93,6 +93,14 @@ def check_tags(tags: Any) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
+def check_conversation(v: Any) -> str | None:
+    if v is None:
+        return None
+    if not isinstance(v, str) or not v.strip() or len(v) > 200:
+        raise EngramError("conversation must be a non-empty string of at most 200 characters")
+    return v
+
+
 class _BatchSims:
     """Similarities of a batch of new vectors to the index, from one matrix product.
 
@@ -137,7 +145,10 @@ class Engram(ContinuityMixin):
                                self.settings.graph_depth, self.settings.graph_bonus,
                                self.settings.decay_floor, self.settings.bm25_k1,
                                self.settings.bm25_b, self.settings.date_bonus,
-                               self.settings.speaker_bonus, self.settings.when_bonus)
+                               self.settings.speaker_bonus, self.settings.when_bonus,
+                               relevance_cosine=self.settings.relevance_cosine,
+                               relevance_coverage=self.settings.relevance_coverage)
+        self._reference: np.ndarray | None = None  # embeddings of retrieve.REFERENCE_TEXTS
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
@@ -263,23 +274,28 @@ class Engram(ContinuityMixin):
               tags: Sequence[str] | None = None, task_id: str | None = None,
               metadata: dict | None = None, provenance: Sequence[str] = (),
               user_id: str | None = None, session_id: str | None = None, pinned: bool = False,
-              created_at: datetime | None = None, resolve_conflicts: bool = True) -> StoreResult:
+              created_at: datetime | None = None, resolve_conflicts: bool = True,
+              conversation: str | None = None) -> StoreResult:
         """Store one memory, resolving it against what is already known.
 
         Returns the action taken (new, reinforce, merge, replace) and the memory touched.
-        Content over ENGRAM_CHUNK_SIZE characters is split into linked chunks.
+        Content over ENGRAM_CHUNK_SIZE characters is split into linked chunks. `conversation`
+        marks the memory as a turn of that conversation (a chat import): turns of one
+        conversation are searched with the turns just before them; a memory without one stands
+        alone.
         """
         return self.store_many([dict(content=content, memory_type=memory_type, importance=importance,
                                      tags=tags, task_id=task_id, metadata=metadata,
                                      provenance=provenance, user_id=user_id, session_id=session_id,
                                      pinned=pinned, created_at=created_at,
-                                     resolve_conflicts=resolve_conflicts)])[0]
+                                     resolve_conflicts=resolve_conflicts,
+                                     conversation=conversation)])[0]
 
     def _prepare(self, item: dict) -> dict:
         s = self.settings
         unknown = set(item) - {"content", "memory_type", "importance", "tags", "task_id", "metadata",
                                "provenance", "user_id", "session_id", "pinned", "created_at",
-                               "resolve_conflicts"}
+                               "resolve_conflicts", "conversation"}
         if unknown:
             raise EngramError(f"unknown field(s): {', '.join(sorted(unknown))}")
         content = check_text(item.get("content"), "content", s.max_content_chars)
@@ -306,6 +322,7 @@ class Engram(ContinuityMixin):
             pinned=bool(item.get("pinned", False)),
             created_at=utc(created) if created is not None else None,
             resolve_conflicts=bool(item.get("resolve_conflicts", True)),
+            conversation=check_conversation(item.get("conversation")),
         )
 
     def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
@@ -409,7 +426,7 @@ class Engram(ContinuityMixin):
                      last_recalled_at=None, user_id=p["user_id"], task_id=p["task_id"],
                      session_id=p["session_id"], tags=p["tags"], metadata=p["metadata"],
                      provenance=p["provenance"], status="active", valid_from=now,
-                     pinned=p["pinned"], updated_at=now)
+                     pinned=p["pinned"], updated_at=now, conversation=p["conversation"])
         edges = []
         if sims is not None and len(peers):
             edges = nearest_edges(mem.id, sims, self.index.ids, peers,
@@ -503,7 +520,8 @@ class Engram(ContinuityMixin):
                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
                exclude_types: Sequence[str] = ()) -> list[Hit]:
-        """Hybrid search. Every memory returned is reinforced (unless reinforce=False)."""
+        """Hybrid search. Every memory returned is reinforced (unless reinforce=False); a query
+        nothing stored is relevant to returns nothing (see retrieve's relevance floor)."""
         check_text(query, "query", 10_000)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -516,6 +534,8 @@ class Engram(ContinuityMixin):
             as_of = utc(as_of)
         user = self._user(user_id)
         qvec = self.embedder.embed_query(query) if mode != "bm25" else None
+        if qvec is not None and self._reference is None:
+            self._reference = self.embedder.embed_batch(list(REFERENCE_TEXTS))
         with self._lock:
             now = self.clock.now()
             idx = self.index
@@ -525,7 +545,8 @@ class Engram(ContinuityMixin):
             failures = {idx.sessions[s]: f for s, (_, f) in self.outcomes.items() if s in idx.sessions}
             ranked = rank(idx, self.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
                           weights=self.weights, limit=limit, session_failures=failures,
-                          use_graph=graph)
+                          use_graph=graph,
+                          background=0.0 if qvec is None else background(self._reference, qvec))
             ids = [idx.ids[r] for r, _, _ in ranked]
             if reinforce and ids and as_of is None:
                 mems = self.store_db.reinforce(ids, now)
@@ -567,7 +588,7 @@ class Engram(ContinuityMixin):
 
     def _matching_all_terms(self, query: str, user: str) -> list[str]:
         from .lexical import tokenize
-        terms = set(tokenize(query))
+        terms = set(tokenize(query, query=True))
         if not terms:
             raise EngramError("query has no searchable words")
         idx = self.index

@@ -5,11 +5,14 @@ with every write, so a memory stored a moment ago is found by keyword and by mea
 and a forgotten one by neither. Filters are applied exactly (boolean masks) before
 ranking, never after a top-k.
 
-Context: a message often lacks its subject ("Yes, twice last month!"), which the memories
-written just before it in the same session carry. Each row is searched with a vector that
-mixes in its predecessors' vectors and with their words at a lower BM25 weight. This is
-derived only: the stored embedding and the content returned are the memory's own, and
-resolution and graph edges compare plain vectors.
+Context: a turn of a conversation often lacks its subject ("Yes, twice last month!"), which
+the turns written just before it carry. A row stored with a `conversation` is searched with a
+vector that mixes in its predecessors' vectors (earlier active rows of the same user and
+conversation) and with their words at a lower BM25 weight. A memory without a conversation (an
+agent's independent fact, decision or pitfall) has no context: it must not answer for the fact
+stored before it. A predecessor that is replaced, consolidated or deleted stops lending its
+words. This is derived only: the stored embedding and the content returned are the memory's
+own, and resolution and graph edges compare plain vectors.
 """
 
 from __future__ import annotations
@@ -80,15 +83,15 @@ class MemoryIndex:
                  context_weight: float = 0.0, context_terms: float = 0.0,
                  context_gap_days: float = 1.0 / 24, bounded_min_rows: int | None = None):
         self.dim = dim
-        # Up to context_window earlier memories of the same user and session, created at most
-        # context_gap_days before, give a row its context.
+        # Up to context_window earlier memories of the same user and conversation, created at
+        # most context_gap_days before, give a row its context.
         self.context_window = context_window
         self.context_weight = context_weight
         self.context_terms = context_terms
         self.context_gap_days = context_gap_days
         self.context_of: dict[int, tuple[int, ...]] = {}
         self._borrowers: dict[int, set[int]] = {}  # row -> rows that use it as context
-        self._recent: dict[tuple[int, int], list[int]] = {}
+        self._recent: dict[tuple[int, str], list[int]] = {}
         self.n = 0  # rows used (including dead ones)
         self.ids: list[str | None] = []
         self.texts: list[str | None] = []  # content per row, so write-time resolution needs no read
@@ -130,6 +133,7 @@ class MemoryIndex:
         grow("created", np.float64, 0.0)
         grow("valid_to", np.float64, np.inf)
         grow("pinned", bool, False)
+        grow("turn", bool, False)  # a turn of a conversation (stored with one)
         for name in self.proj:
             old_cap = len(self.resid[name])
             proj = np.zeros((self.proj_dims, cap), dtype=np.float32)
@@ -189,10 +193,13 @@ class MemoryIndex:
         self.created[row] = to_days(m.created_at)
         self.valid_to[row] = to_days(m.valid_to, np.inf)
         self.pinned[row] = m.pinned
+        self.turn[row] = m.conversation is not None
         if fresh:
-            self.context_of[row] = self._context_rows(row)
+            self.context_of[row] = self._context_rows(row, m.conversation)
             for r in self.context_of[row]:
                 self._borrowers.setdefault(r, set()).add(row)
+        elif self.status[row] != 0:
+            self._stop_lending(row)  # replaced or consolidated: its words are no longer true
         if vector is not None:
             self._set("vectors", row, vector)
             if not defer:
@@ -208,15 +215,17 @@ class MemoryIndex:
                 self._maybe_fit()
         return row
 
-    def _context_rows(self, row: int) -> tuple[int, ...]:
-        """The earlier rows of this row's user and session that give it context (newest first)."""
-        if self.context_window <= 0:
+    def _context_rows(self, row: int, conversation: str | None) -> tuple[int, ...]:
+        """The earlier active rows of this row's user and conversation that give it context
+        (newest first); none for a memory outside any conversation."""
+        if self.context_window <= 0 or conversation is None:
             return ()
-        key = (int(self.user[row]), int(self.session[row]))
+        key = (int(self.user[row]), conversation)
         recent = self._recent.setdefault(key, [])
         t = self.created[row]
         ctx = tuple(r for r in reversed(recent[-self.context_window:])
-                    if self.alive[r] and 0.0 <= t - self.created[r] <= self.context_gap_days)
+                    if self.alive[r] and self.status[r] == 0
+                    and 0.0 <= t - self.created[r] <= self.context_gap_days)
         recent.append(row)
         del recent[: -self.context_window]
         return ctx
@@ -335,11 +344,7 @@ class MemoryIndex:
         if row is None:
             return
         # A forgotten memory must not stay findable through the rows that borrowed its words.
-        for d in sorted(self._borrowers.pop(row, ())):
-            self.context_of[d] = tuple(r for r in self.context_of.get(d, ()) if r != row)
-            if self.alive[d]:
-                self.bm25.set_context(d, self._context_text(d), self.context_terms)
-                self._set("search", d, self._search_vector(d))
+        self._stop_lending(row)
         for r in self.context_of.pop(row, ()):
             self._borrowers.get(r, set()).discard(row)
         self.ids[row] = None
@@ -351,6 +356,14 @@ class MemoryIndex:
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.bm25.remove(row)
+
+    def _stop_lending(self, row: int) -> None:
+        """Take `row` out of the context of every row that borrowed from it."""
+        for d in sorted(self._borrowers.pop(row, ())):
+            self.context_of[d] = tuple(r for r in self.context_of.get(d, ()) if r != row)
+            if self.alive[d]:
+                self.bm25.set_context(d, self._context_text(d), self.context_terms)
+                self._set("search", d, self._search_vector(d))
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         r = self.row_of.get(memory_id)

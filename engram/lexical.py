@@ -20,15 +20,65 @@ those to was we were what when where which who whom why will with would you your
 """.split())
 
 
+# Chinese, Japanese and Korean script: hiragana, katakana, CJK ideographs, hangul. These
+# languages do not put spaces between words (Korean puts them between phrases with particles
+# attached), so their text is split into overlapping character bigrams ("部署环境" -> 部署 署环
+# 环境): a two-character word, the commonest length in Chinese, is then one term, and no
+# dictionary or segmenter model is needed.
+_CJK = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+                  r"\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+")
+# Function characters that end a run as a space would: Chinese particles and question words
+# (the stopwords of a question such as "周会是什么时候"), Japanese case particles. Without them a
+# question's bigrams are mostly words no memory holds, which would read as missing evidence.
+_CJK_STOP = frozenset("的了吗呢么什怎哪谁是吧啊呀和与就都也这那个はがをにでとのへもかねよ")
+
+
 @lru_cache(maxsize=200_000)
 def _stem(word: str) -> str:
     return _stemmer.stemWord(word)
 
 
-def tokenize(text: str) -> list[str]:
-    """Lower-cased, stemmed word tokens without stopwords (Porter-style, as DuckDB FTS does)."""
+def _cjk_runs(run: str) -> list[str]:
+    out, cur = [], []
+    for ch in run:
+        if ch in _CJK_STOP:
+            if cur:
+                out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    if cur:
+        out.append("".join(cur))
+    return out
+
+
+def _cjk_terms(run: str, query: bool) -> list[str]:
+    """Bigrams of a run of CJK characters (split at function characters). A stored text also
+    gets each character alone, so a one-character query ("猫") finds it."""
+    terms = []
+    for part in _cjk_runs(run):
+        if len(part) == 1:
+            terms.append(part)
+            continue
+        terms.extend(part[i:i + 2] for i in range(len(part) - 1))
+        if not query:
+            terms.extend(part)
+    return terms
+
+
+def tokenize(text: str, query: bool = False) -> list[str]:
+    """Lower-cased, stemmed word tokens without stopwords (Porter-style, as DuckDB FTS does);
+    CJK text as character bigrams (see _cjk_terms). `query`: tokens of a query, not a text."""
     out = []
     for w in _TOKEN.findall(text.lower()):
+        if _CJK.search(w):
+            pos = 0
+            for m in _CJK.finditer(w):
+                out.extend(tokenize(w[pos:m.start()], query))
+                out.extend(_cjk_terms(m.group(), query))
+                pos = m.end()
+            out.extend(tokenize(w[pos:], query))
+            continue
         w = w.replace("’", "'")
         if w.endswith("'s"):
             w = w[:-2]
@@ -169,32 +219,49 @@ class BM25Index:
     def ideal_score(self, query: str) -> float:
         """The score of an average-length document holding each query term once: a per-query
         scale that, unlike the best hit's score, does not inflate a weak match to 1."""
-        return sum(self.idf(t) * qtf for t, qtf in Counter(tokenize(query)).items())
+        return sum(self.idf(t) * qtf for t, qtf in Counter(tokenize(query, query=True)).items())
 
     def scores(self, query: str, size: int, allowed: np.ndarray | None = None,
                k1: float | None = None, b: float | None = None) -> np.ndarray:
         """BM25 score of every row below `size` (0 where no query term occurs or not allowed);
         k1 and b default to the index's own."""
+        return self.match(query, size, allowed, k1, b)[0]
+
+    def match(self, query: str, size: int, allowed: np.ndarray | None = None,
+              k1: float | None = None, b: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(BM25 score, coverage) of every row below `size`. Coverage is the share of the query's
+        IDF mass that the row holds: 1.0 when it has every query term, and a term it only
+        borrows from its context counts at the context weight. A term no row has counts with
+        the highest IDF, so a query about something never stored covers little of anything."""
         out = np.zeros(size)
+        cover = np.zeros(size)
         n = len(self.doc_terms)
         if n == 0:
-            return out
+            return out, cover
         avgdl = self.total_len / n or 1.0
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
-        for t, qtf in Counter(tokenize(query)).items():
+        mass = 0.0
+        for t, qtf in Counter(tokenize(query, query=True)).items():
             p = self.postings.get(t)
+            idf = _idf(n, p.live if p is not None else 0)
+            # About half the bigrams of a CJK question straddle two words and are in no text:
+            # one no row has counts half, so a full match of its words still covers most of it.
+            mass += idf * qtf * (0.5 if p is None and _CJK.match(t) else 1.0)
             if p is None:
                 continue
             rows, tf = p.rows[: p.n], p.tfs[: p.n]
             inside = rows < size
             rows, tf = rows[inside], tf[inside]
-            idf = _idf(n, p.live)
             s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
             out += np.bincount(rows, weights=s, minlength=size)
+            cover += np.bincount(rows, weights=idf * qtf * np.minimum(tf, 1.0), minlength=size)
+        if mass > 0:
+            cover /= mass
         if allowed is not None:
             out[~allowed[:size]] = 0.0
-        return out
+            cover[~allowed[:size]] = 0.0
+        return out, cover
 
     def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
         """BM25 score per row for rows that share a term with the query."""

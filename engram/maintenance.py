@@ -265,7 +265,7 @@ def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[l
                 # Decay continues from the sources' latest use: consolidating never revives
                 # memories that were fading anyway.
                 last_recalled_at=touched, user_id=seed.user_id, task_id=seed.task_id,
-                session_id=seed.session_id,
+                session_id=seed.session_id, conversation=seed.conversation,
                 tags=tuple(dict.fromkeys(t for m in src for t in m.tags)),
                 metadata={**seed.metadata, "consolidated_from": ids},
                 provenance=tuple(dict.fromkeys([p for m in src for p in m.provenance] + ids)),

@@ -1,11 +1,30 @@
-"""Hybrid ranking: BM25 + vector × decay weight + cue bonuses + graph bonus, with a score breakdown.
+"""Hybrid ranking: BM25 + vector × decay weight + cue bonuses + graph bonus, with a relevance
+floor and a score breakdown.
 
-score = w_bm25 × BM25 + w_vector × (cosine × decay) + date + speaker + when + graph bonus, where
-decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight), and the cue
-bonuses go to candidates only (they never pull in a memory neither search found):
-- date: the memory was written in a range the query names ("on 13 October 2023", "in June");
-- speaker: the memory opens with a label ("Melanie: …", "User: …") whose name the query has;
-- when: the query asks when, and the memory mentions a time ("yesterday", "on 3 May").
+score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker + when + graph, where
+- BM25 is divided by the larger of the query's "ideal score" (lexical.BM25Index.ideal_score) and
+  the best row's score, so it lies in [0, 1] and keeps the order of the raw scores;
+- adapt is 1 for a turn of a conversation (a memory stored with `conversation`: short chat lines
+  whose embedding is weak and whose names and words carry the match) and, for an independent
+  memory, clip((best coverage − adapt_low) / (adapt_high − adapt_low), 0, 1), where the best
+  coverage is the largest share of the query's IDF mass any eligible memory holds. Words count
+  as evidence only when some memory matches enough of the query: one incidental word ("live",
+  "run", "use") shared with a wrong fact no longer outweighs the meaning of the right one;
+- decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight);
+- the cue bonuses go to candidates only (they never pull in a memory neither search found):
+  date: written in a range the query names ("on 13 October 2023", "in June"); speaker: opens
+  with a label ("Melanie: …") whose name the query has; when: the query asks when and the
+  memory mentions a time.
+
+Relevance floor. The calibrated cosine of a memory is its cosine minus the query's background:
+the mean cosine of the query to its three nearest REFERENCE_TEXTS, unrelated sentences in the
+scripts engram tokenises (how close the model puts any text to this query; high for short
+questions and for scripts the model barely reads). A query gets hits only when its best
+calibrated cosine reaches relevance_cosine or its best coverage reaches relevance_coverage
+(in bm25 mode only coverage counts, in vector mode only the cosine), and then only the hits with
+some evidence of their own: calibrated cosine >= hit_cosine or coverage >= hit_coverage (or, with
+graph_depth > 0, a link to a hit). So a question nothing stored answers returns nothing, and
+reinforces nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +40,24 @@ from .graph import MemoryGraph
 from .index import MemoryIndex, top_rows
 from .lexical import tokenize
 
+# Unrelated sentences (see the module docstring); their embeddings are computed once per engine.
+REFERENCE_TEXTS: tuple[str, ...] = (
+    "The weather was mild this afternoon.", "She bought a new pair of shoes.",
+    "The train leaves at seven.", "He is reading a book about history.",
+    "We had pasta for dinner.", "The meeting was moved to next week.",
+    "The file could not be opened.", "They painted the fence green.",
+    "My brother lives near the coast.", "The shop closes early on Sundays.",
+    "今天天气很好。", "他在看一本书。", "会议改到下周了。",
+    "今日はいい天気です。", "彼は本を読んでいます。",
+    "오늘은 날씨가 좋습니다.", "그는 책을 읽고 있습니다.",
+)
+
+
+def background(reference: np.ndarray, qvec: np.ndarray) -> float:
+    """The query's background cosine: its mean cosine to the three nearest reference texts."""
+    sims = np.sort(reference @ qvec)[::-1]
+    return float(sims[:3].mean())
+
 
 @dataclass(frozen=True)
 class Weights:
@@ -34,6 +71,12 @@ class Weights:
     date_bonus: float = 0.1
     speaker_bonus: float = 0.15
     when_bonus: float = 0.1
+    relevance_cosine: float = 0.17
+    relevance_coverage: float = 0.55
+    hit_cosine: float = 0.0
+    hit_coverage: float = 0.1
+    adapt_low: float = 0.3
+    adapt_high: float = 0.6
 
 
 # A memory's opening label: one to three words and a colon ("Melanie: …", "Dr Ann Lee: …").
@@ -44,7 +87,7 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
     """A function giving the cue bonuses (date, speaker, when) of candidate rows, or None
     when the query has no cue. Reads only the candidates' texts, so it costs microseconds."""
     sel = dates.query_dates(query) if weights.date_bonus > 0 else []
-    qterms = set(tokenize(query)) if weights.speaker_bonus > 0 else set()
+    qterms = set(tokenize(query, query=True)) if weights.speaker_bonus > 0 else set()
     when = weights.when_bonus > 0 and dates.asks_when(query)
     if not sel and not qterms and not when:
         return None
@@ -69,34 +112,47 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
 
 def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
          mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
-         session_failures: dict[int, int] | None = None, use_graph: bool = True
-         ) -> list[tuple[int, float, dict[str, float]]]:
-    """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first."""
+         session_failures: dict[int, int] | None = None, use_graph: bool = True,
+         background: float = 0.0) -> list[tuple[int, float, dict[str, float]]]:
+    """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first; nothing
+    when the query has no evidence of relevance (see the module docstring). `background`: the
+    query's background cosine."""
     if not mask.any() or limit <= 0:
         return []
     pool = max(limit * 5, 50)
     n = index.n
     bm25 = np.zeros(n)
+    cover = np.zeros(n)
     if mode in ("hybrid", "bm25"):
-        raw = index.bm25.scores(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b)
+        raw, cover = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b)
         top = float(raw.max()) if n else 0.0
         if top > 0:
-            bm25 = np.minimum(1.0, raw / (index.bm25.ideal_score(query) or top))
+            # Divided, not capped: a cap at 1 tied every row that scored above the ideal (each
+            # chunk of a long text repeating a query word) with the one holding all the words.
+            bm25 = raw / max(index.bm25.ideal_score(query), top)
     use_vec = mode in ("hybrid", "vector") and qvec is not None
     cos = np.zeros(n, dtype=np.float32)  # filled in for the candidates only
     vec_rows = np.zeros(0, dtype=np.int64)
+    best_cos = -np.inf
     if use_vec:
-        vec_rows, _ = index.top_cosine(qvec, mask, pool)
+        vec_rows, top_cos = index.top_cosine(qvec, mask, pool)
+        best_cos = float(top_cos[0]) if len(top_cos) else -np.inf
+    best_cover = float(cover.max()) if n else 0.0
+    if not (best_cos - background >= weights.relevance_cosine
+            or (mode != "vector" and best_cover >= weights.relevance_coverage)):
+        return []
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
         lex_rows = top_rows(bm25, lex_rows, pool)
     cand = np.union1d(lex_rows, vec_rows).astype(np.int64)
     if not len(cand):
         return []
+    span = max(weights.adapt_high - weights.adapt_low, 1e-9)
+    adapt = min(1.0, max(0.0, (best_cover - weights.adapt_low) / span))
     cues = _cues(index, query, weights) if mode == "hybrid" else None
     cue_parts: dict[int, dict[str, float]] = {}
 
-    def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         strength = strength_array(index.importance[c], index.base_lambda[c], index.recall[c],
                                   now_days - index.touched[c])
         decay = retrieval_weight_array(strength, weights.decay_floor)
@@ -109,7 +165,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         elif mode == "vector":
             s = c_cos * decay
         else:
-            s = weights.w_bm25 * bm25[c] + weights.w_vector * c_cos * decay
+            lexical = bm25[c] * np.where(index.turn[c], 1.0, adapt)
+            s = weights.w_bm25 * lexical + weights.w_vector * c_cos * decay
         if cues is not None:
             parts = cues(c)
             for v in parts.values():
@@ -120,6 +177,11 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
             pen = np.array([ranking_penalty(session_failures.get(int(x), 0)) for x in index.session[c]])
             s = s * pen
         return s, strength, decay
+
+    def evidence(r: int) -> bool:
+        by_words = mode != "vector" and bm25[r] > 0 and cover[r] >= weights.hit_coverage
+        by_meaning = use_vec and float(cos[r]) - background >= weights.hit_cosine
+        return by_words or by_meaning
 
     scores, strength, decay = base_scores(cand)
     info = {int(r): (float(s), float(st), float(d)) for r, s, st, d in zip(cand, scores, strength, decay)}
@@ -145,9 +207,12 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
                     info[int(r)] = (float(s), float(st), float(d))
     out = []
     for r, (s, st, d) in info.items():
+        if not evidence(r) and r not in bonus:  # a graph neighbour's evidence is its link
+            continue
         b = bonus.get(r, (0.0, 0))[0]
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
-                 "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s}
+                 "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s,
+                 "coverage": float(cover[r]), "background": background}
         parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))

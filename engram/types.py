@@ -45,6 +45,8 @@ class Memory:
     superseded_by: str | None = None
     pinned: bool = False
     updated_at: datetime | None = None
+    # Turns of one conversation (a chat import) share context in search; None: an independent memory.
+    conversation: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -46,8 +46,9 @@ def test_when_questions_and_time_mentions():
 
 @pytest.fixture
 def plain(settings):
-    """No context window: each memory stands alone, so the cue is the only difference."""
-    return replace(settings, context_window=0)
+    """No context window and no relevance floor (see test_relevance): each memory stands alone
+    and every match counts, so the cue is the only difference."""
+    return replace(settings, context_window=0, relevance_cosine=-1.0, relevance_coverage=0.0)
 
 
 def test_memory_written_on_the_named_date_ranks_first(plain, fake, clock):
@@ -92,6 +93,8 @@ def test_when_question_prefers_a_memory_that_says_when(plain, fake, clock):
 
 def test_cues_apply_to_hybrid_search_only(plain, fake, clock):
     eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
+    # The fake embedder's cosines are hash collisions: let every hit pass the floor.
+    eng.weights = replace(eng.weights, hit_cosine=-2.0, hit_coverage=0.0)
     eng.store("Ann: lunch was ramen", created_at=datetime(2024, 3, 3, 12, tzinfo=timezone.utc))
     q = "When did Ann have ramen on 3 March 2024?"
     hybrid = eng.recall(q, explain=True, reinforce=False)[0].parts

@@ -253,17 +253,17 @@ def test_graph_bonus_reaches_neighbours(settings, fake, clock):
 
 def test_context_finds_a_reply_by_the_subject_said_just_before(settings, fake, clock):
     eng = Engram(":memory:", settings=replace(settings, context_window=2), embedder=fake, clock=clock)
-    eng.store("Has anyone tried the kestrel deployment pipeline?", session_id="s1", resolve_conflicts=False)
-    reply = eng.store("Yes, twice last week, and it broke both times.", session_id="s1",
+    eng.store("Has anyone tried the kestrel deployment pipeline?", conversation="c1", resolve_conflicts=False)
+    reply = eng.store("Yes, twice last week, and it broke both times.", conversation="c1",
                       resolve_conflicts=False).memory
-    eng.store("Lunch options near the office include ramen.", session_id="s2", resolve_conflicts=False)
+    eng.store("Lunch options near the office include ramen.", conversation="c2", resolve_conflicts=False)
     got = [h.memory.id for h in eng.recall("kestrel deployment pipeline", mode="bm25", reinforce=False)]
     assert reply.id in got  # found through its context ...
     assert [h.memory.content for h in eng.recall("broke twice", reinforce=False)][0] == reply.content
     assert eng.forget(query="kestrel", dry_run=True) != [reply.id]  # ... but forget reads own words only
     assert reply.id not in eng.forget(query="kestrel", dry_run=True)
-    # Another session gives no context.
-    other = eng.store("It broke again.", session_id="s2", resolve_conflicts=False).memory
+    # Another conversation gives no context.
+    other = eng.store("It broke again.", conversation="c2", resolve_conflicts=False).memory
     got = [h.memory.id for h in eng.recall("kestrel", mode="bm25", reinforce=False)]
     assert other.id not in got
     eng.close()
@@ -285,7 +285,7 @@ def test_opening_builds_the_same_index_as_writing_one_by_one(settings, fake, clo
     words = "kestrel deploy pipeline broke twice lunch ramen office canary rollback alert pager".split()
     for i in range(60):
         text = " ".join(words[(i * 7 + k) % len(words)] for k in range(3 + i % 4)) + f" item{i}."
-        eng.store(text, session_id=f"s{i // 7}", resolve_conflicts=False)
+        eng.store(text, conversation=f"c{i // 7}", resolve_conflicts=False)
         clock.advance(minutes=1)
     eng.forget(memory_id=eng.recall("item13", mode="bm25", reinforce=False)[0].memory.id)
     before = eng.index
@@ -314,3 +314,36 @@ def test_a_large_batch_is_stored_in_waves_in_order(eng, monkeypatch):
     assert [r.action for r in results[:40]] == ["new"] * 40
     assert results[40].action == "reinforce" and results[40].memory.id == results[3].memory.id
     assert len(eng.index) == 40
+
+
+def test_independent_memories_borrow_no_words(settings, fake, clock):
+    """Facts stored one after another outside a conversation stand alone, and a replaced memory
+    lends its words to nothing (issue 13: recall("Saigon") returned the next memory)."""
+    eng = Engram(":memory:", settings=replace(settings, context_window=2), embedder=fake, clock=clock)
+    eng.store("The user moved to Saigon.", resolve_conflicts=False)
+    dog = eng.store("The user's dog is called Biscuit.", resolve_conflicts=False).memory
+    assert dog.conversation is None
+    got = [h.memory.content for h in eng.recall("Saigon", mode="bm25", reinforce=False)]
+    assert got == ["The user moved to Saigon."]
+    eng.close()
+
+
+def test_a_replaced_turn_stops_lending_its_words(settings, fake, clock):
+    eng = Engram(":memory:", settings=replace(settings, context_window=2), embedder=fake, clock=clock)
+    first = eng.store("We are moving the kestrel cluster.", conversation="chat-1",
+                      resolve_conflicts=False).memory
+    reply = eng.store("Yes, next week.", conversation="chat-1", resolve_conflicts=False).memory
+    assert reply.id in [h.memory.id for h in eng.recall("kestrel", mode="bm25", reinforce=False)]
+    eng.store_db.update_memory(first.id, status="superseded")  # what a replace does to it
+    eng.index.upsert(eng.get(first.id), None)
+    assert reply.id not in [h.memory.id for h in eng.recall("kestrel", mode="bm25", reinforce=False)]
+    eng.rebuild_indexes()  # and the same after a restart
+    assert eng.index.context_of[eng.index.row_of[reply.id]] == ()
+    eng.close()
+
+
+def test_conversation_must_be_a_string(eng):
+    with pytest.raises(EngramError, match="conversation"):
+        eng.store("A fact.", conversation=7)
+    with pytest.raises(EngramError, match="conversation"):
+        eng.store("A fact.", conversation=" ")

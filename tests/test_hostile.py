@@ -383,3 +383,42 @@ def report_inputs_tried():
         width = max(map(len, TRIED))
         lines = [f"{k:<{width}}  {sum(v.values()):>5}  {dict(v)}" for k, v in sorted(TRIED.items())]
         print("\ninputs tried:\n" + "\n".join(lines))
+
+
+# Memories of every type stored through store_memory, with the engine's own documents missing,
+# malformed or hostile (issue 13: a handoff stored this way made every get_context raise
+# KeyError 'summary'). get_context, recall_memory and get_task must still answer.
+TYPED_METADATA = [None, {"handoff": "not a document"}, {"handoff": {"summary": 5}},
+                  {"handoff": {"summary": "s", "next_steps": "run it"}},
+                  {"handoff": {"summary": PROMPT[1], "completed": [None, 3]}},
+                  {"progress": {"feature": ["x"], "status": "done", "completion": "all"}},
+                  {"progress": {"feature": "f", "status": "done", "completion": True}},
+                  {"failure": {"component": None, "error": SQL[0]}}, {"failure": []},
+                  {"handoff": nested(30), "progress": nested(30, as_list=True)}]
+
+
+@pytest.mark.parametrize("memory_type", ["fact", "strategy", "assumption", "failure", "handoff", "progress"])
+def test_every_memory_type_renders_in_context_recall_and_task(memory_type):
+    eng = Engram(":memory:", settings=Settings(), embedder=FakeEmbedder())
+    api = Api(eng)
+    ctx = Ctx("hostile-types")
+    task = api.call("create_task", {"name": "kestrel rollout"}, ctx)["task_id"]
+    stored = []
+    for i, meta in enumerate(TYPED_METADATA):
+        content = f"kestrel rollout note {i}: " + (SQL + PROMPT)[i % len(SQL + PROMPT)]
+        args = {"content": content, "memory_type": memory_type, "task_id": task}
+        if meta is not None:
+            args["metadata"] = meta
+        r = api.call("store_memory", args, ctx)
+        stored.append((r["memory_id"], content, r["action"]))
+    context = api.call("get_context", {"query": "kestrel rollout note"}, ctx)
+    assert context["memory_ids"]
+    recalled = api.call("recall_memory", {"query": "kestrel rollout note", "limit": 20}, ctx)
+    assert recalled["memories"]
+    view = api.call("get_task", {"task_id": task}, ctx)
+    assert {e["id"] for e in view["timeline"]} == {mid for mid, _, _ in stored}
+    folded = {mid for mid, _, action in stored if action != "new"}  # resolution took a note in
+    for mid, content, action in stored:  # text kept verbatim, whatever the type
+        if action == "new" and mid not in folded:
+            assert api.call("get_memory", {"memory_id": mid}, ctx)["content"] == content
+    eng.close()

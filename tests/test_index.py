@@ -25,7 +25,7 @@ def _memory(i, user, mtype):
     return Memory(id=f"m{i}", content=f"memory {i}", memory_type=mtype, importance=0.5,
                   recall_count=0, created_at=T0 + timedelta(seconds=i), last_recalled_at=None,
                   user_id=user, task_id=None, session_id=None, tags=(), metadata={},
-                  provenance=(), status="active", valid_from=T0)
+                  provenance=(), status="active", valid_from=T0, conversation="c")
 
 
 def _exact(idx, q, mask, k, name="search"):

@@ -67,8 +67,12 @@ def _ingest(eng, clock, conv: Conversation, bar) -> Counter:
         # The session's date is the memories' time, both as created_at and as the
         # clock that write-time resolution reads.
         clock.set(session.when)
+        # Each session's turns are one conversation, as a chat importer would store them:
+        # a turn is searched with the turns just before it (see engram/index.py).
+        conversation = f"{conv.sample_id}/session-{session.number}"
         results = eng.store_many([
-            {"content": t.content, "provenance": (t.dia_id,), "user_id": user, "created_at": t.when}
+            {"content": t.content, "provenance": (t.dia_id,), "user_id": user, "created_at": t.when,
+             "conversation": conversation}
             for t in session.turns
         ])
         actions.update(r.action for r in results)
@@ -277,7 +281,7 @@ def run(
             "limit": limit,
             "conversations": [c.index for c in convs],
             "ingest": "one memory per dialog turn, store_many per session, session date as time, "
-                      "user_id locomo-<i>",
+                      "user_id locomo-<i>, conversation <sample_id>/session-<n>",
             "latency_note": "recall_ms excludes encoding the query, which is done once per "
                             "question beforehand and reported as query_embed_ms; "
                             "query_end_to_end_ms is encoding plus the default mode's recall",

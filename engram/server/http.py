@@ -82,6 +82,8 @@ class StoreMemory(Body):
     task_id: str | None = None
     metadata: dict[str, Any] | None = None
     pinned: bool = Field(False, description="never decay or prune")
+    conversation: str | None = Field(None, description="id of the conversation this memory is a "
+                                     "turn of; turns of one conversation share search context")
 
 
 class Search(Body):

@@ -167,6 +167,10 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
         metadata: Annotated[dict[str, Any] | None, Field(description="Extra JSON kept with the memory.")]
         = None,
         pinned: Annotated[bool, Field(description="Never decay or prune this memory.")] = False,
+        conversation: Annotated[str | None, Field(description=(
+            "Only for turns of a conversation (e.g. importing a chat): the conversation's id. Turns "
+            "of one conversation are searched with the turns just before them; leave it out for "
+            "a self-contained memory."))] = None,
     ) -> dict[str, Any]:
         """Remember something worth knowing in a later session: a decision and its reason, a project
         convention, a user preference, a working command, a lesson learned. Write it so it makes sense

@@ -31,12 +31,14 @@ MEMORY_COLUMNS = (
     "id", "content", "memory_type", "importance", "recall_count", "created_at",
     "last_recalled_at", "user_id", "task_id", "session_id", "tags", "metadata", "provenance",
     "status", "valid_from", "valid_to", "supersedes", "superseded_by", "pinned", "updated_at",
+    "conversation",
 )
 _MEM_SELECT = ", ".join(MEMORY_COLUMNS)
 # Column types for bulk inserts (unnest of one list per column), embedding last.
 _MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP", "TIMESTAMP",
               "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR", "VARCHAR[]", "VARCHAR",
-              "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "BLOB")
+              "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "VARCHAR",
+              "BLOB")
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported")
@@ -79,6 +81,7 @@ def row_to_memory(r: Sequence[Any]) -> Memory:
         metadata=json.loads(r[11]) if r[11] else {}, provenance=tuple(r[12] or ()),
         status=r[13], valid_from=_aware(r[14]), valid_to=_aware(r[15]), supersedes=r[16],
         superseded_by=r[17], pinned=bool(r[18]), updated_at=_aware(r[19]),
+        conversation=r[20],
     )
 
 
@@ -265,7 +268,7 @@ class Store:
              _ts(m.last_recalled_at), m.user_id, m.task_id, m.session_id, list(m.tags),
              json.dumps(m.metadata) if m.metadata else None, list(m.provenance), m.status,
              _ts(m.valid_from), _ts(m.valid_to), m.supersedes, m.superseded_by, m.pinned,
-             _ts(m.updated_at),
+             _ts(m.updated_at), m.conversation,
              None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()]))
 
     def _add(self, put: Any) -> None:

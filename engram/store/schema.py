@@ -77,6 +77,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
     ]),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
+    # Only memories of one conversation share neighbour context (see index.py).
+    ("memory conversation", ["ALTER TABLE memories ADD COLUMN conversation VARCHAR"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

@@ -1,0 +1,187 @@
+"""Recall quality on both kinds of memory in one run: engram's agent-memory set and LoCoMo.
+
+    python -m benchmarks.recall_eval [--out table.md] [--json result.json] [--no-locomo]
+
+The agent set (benchmarks/agent/agent_set.json) is stored in order, in one session, one memory
+at a time, as an agent writes them; then every query is asked in each mode (bm25, vector,
+hybrid) with reinforce=False. A query counts as a hit at k when one of its expected memories is
+in the top k. For the `none` kind nothing stored answers the query: the figure is the fraction
+of those queries that return no memory, and the run also asks them once more with reinforcement
+on and reports how many recall counts grew (it should be 0). Figures are given for the tune
+half, the report half and both. LoCoMo (all ten conversations) then runs through
+benchmarks.locomo with the same settings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+MODES = ("bm25", "vector", "hybrid")
+KINDS = ("paraphrase", "distractor", "exact", "typo", "chinese", "none")
+HALVES = ("tune", "report", "all")
+SESSION = "agent-session-1"
+
+
+def default_set_path() -> Path:
+    return Path(__file__).resolve().parent / "agent" / "agent_set.json"
+
+
+def load_set(path: Path) -> dict:
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    keys = {m["key"] for m in doc["memories"]}
+    for q in doc["queries"]:
+        if q["kind"] not in KINDS:
+            raise ValueError(f"unknown kind {q['kind']!r} in {q['query']!r}")
+        missing = set(q["expect"]) - keys
+        if missing:
+            raise ValueError(f"{q['query']!r} expects unknown keys {sorted(missing)}")
+        if (q["kind"] == "none") != (not q["expect"]):
+            raise ValueError(f"{q['query']!r}: only `none` queries expect nothing")
+    return doc
+
+
+def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
+    """Store the set in order in one session, ask every query in every mode, score."""
+    from engram import Engram, Settings, VirtualClock
+    from engram.embedding import load_embedder
+
+    settings = settings or Settings.from_env()
+    embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
+                                         threads=settings.torch_threads)
+    clock = VirtualClock(datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc))
+    eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
+    try:
+        ids: dict[str, str] = {}
+        actions: dict[str, int] = defaultdict(int)
+        for m in doc["memories"]:
+            clock.advance(seconds=40)  # one after another, as an agent writes them
+            r = eng.store(m["content"], memory_type=m.get("memory_type", "fact"),
+                          tags=m.get("tags"), session_id=SESSION)
+            ids[m["key"]] = r.memory.id
+            actions[r.action] += 1
+        clock.advance(minutes=5)
+        rows = []
+        for q in doc["queries"]:
+            want = {ids[k] for k in q["expect"]}
+            row = {"kind": q["kind"], "half": q["half"], "query": q["query"], "modes": {}}
+            for mode in MODES:
+                hits = eng.recall(q["query"], limit=3, mode=mode, reinforce=False)
+                got = [h.memory.id for h in hits]
+                row["modes"][mode] = {
+                    "n": len(got),
+                    "hit@1": float(bool(want & set(got[:1]))),
+                    "hit@3": float(bool(want & set(got[:3]))),
+                }
+            rows.append(row)
+        # The none queries once more, as an agent asks them (reinforcement on).
+        before = _recall_total(eng)
+        returned = sum(len(eng.recall(q["query"], limit=10)) for q in doc["queries"]
+                       if q["kind"] == "none")
+        reinforced = _recall_total(eng) - before
+    finally:
+        eng.close()
+    return {"rows": rows, "actions": dict(actions), "memories": len(doc["memories"]),
+            "none_recall_returned": returned, "none_recall_reinforced": reinforced,
+            "table": score_rows(rows)}
+
+
+def _recall_total(eng) -> int:
+    return int(eng.store_db.execute("SELECT coalesce(sum(recall_count), 0) FROM memories").fetchone()[0])
+
+
+def score_rows(rows: list[dict]) -> dict:
+    """{half: {kind: {"n": n, mode: {"hit@1", "hit@3"}}}}; for `none`, hit = returned nothing."""
+    out: dict = {}
+    for half in HALVES:
+        out[half] = {}
+        for kind in KINDS:
+            sel = [r for r in rows if r["kind"] == kind and (half == "all" or r["half"] == half)]
+            if not sel:
+                continue
+            cell: dict[str, Any] = {"n": len(sel)}
+            for mode in MODES:
+                if kind == "none":
+                    v = sum(r["modes"][mode]["n"] == 0 for r in sel) / len(sel)
+                    cell[mode] = {"hit@1": v, "hit@3": v}
+                else:
+                    cell[mode] = {k: sum(r["modes"][mode][k] for r in sel) / len(sel)
+                                  for k in ("hit@1", "hit@3")}
+            out[half][kind] = cell
+    return out
+
+
+def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> str:
+    lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
+    lines.append(f"Agent set: {agent['memories']} memories stored in one session "
+                 f"(actions {json.dumps(agent['actions'], sort_keys=True)}). Hit@1 / Hit@3 per kind; "
+                 "for `none`, the fraction of queries that returned no memory.")
+    for half in HALVES:
+        lines += ["", f"**{half} half**" if half != "all" else "**both halves**", "",
+                  "| kind | n | bm25 | vector | hybrid |", "|---|---:|---|---|---|"]
+        for kind, cell in agent["table"][half].items():
+            vals = []
+            for mode in MODES:
+                c = cell[mode]
+                vals.append(f"{c['hit@1']:.3f}" if kind == "none" else f"{c['hit@1']:.3f} / {c['hit@3']:.3f}")
+            lines.append(f"| {kind} | {cell['n']} | " + " | ".join(vals) + " |")
+    lines += ["", f"`none` queries asked again with reinforcement on (limit 10): "
+                  f"{agent['none_recall_returned']} memories returned, "
+                  f"{agent['none_recall_reinforced']} recall counts grew."]
+    if locomo is not None:
+        lines += ["", "LoCoMo, all ten conversations, categories 1-4:", "",
+                  "| mode | hit@1 | hit@5 | hit@10 | recall_acc@5 | recall_acc@10 | mrr |",
+                  "|---|---:|---:|---:|---:|---:|---:|"]
+        for mode, r in locomo["by_mode"].items():
+            o = r["overall_1_4"]
+            lines.append(f"| {mode} | " + " | ".join(f"{o[k]:.3f}" for k in
+                         ("hit@1", "hit@5", "hit@10", "recall_acc@5", "recall_acc@10", "mrr")) + " |")
+        t = locomo["timing"]
+        lines += ["", f"LoCoMo ingest {t['ingest_memories_per_s']:.0f} memories/s; hybrid recall "
+                      f"p50 {t['recall_ms']['hybrid']['p50']:.1f} ms (encoding excluded)."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.recall_eval", description=__doc__.split("\n")[0])
+    ap.add_argument("--agent-set", default=str(default_set_path()), help="labelled agent-memory set")
+    ap.add_argument("--locomo-data", default=None, help="locomo10.json (default ../shared/locomo)")
+    ap.add_argument("--no-locomo", action="store_true", help="only the agent set (for tuning)")
+    ap.add_argument("--embed-cache", default=None,
+                    help="LoCoMo content-hash embedding cache (faster reruns; not for reported runs)")
+    ap.add_argument("--model", default=None, help="embedding model (default ENGRAM_MODEL)")
+    ap.add_argument("--out", default=None, help="write the markdown table here")
+    ap.add_argument("--json", default=None, help="write the full result (per query) here")
+    args = ap.parse_args(argv)
+
+    from engram import Settings
+    from engram.embedding import load_embedder
+
+    started = time.perf_counter()
+    settings = Settings.from_env(model=args.model) if args.model else Settings.from_env()
+    embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
+    agent = run_agent_set(load_set(Path(args.agent_set)), settings, embedder)
+    locomo = None
+    if not args.no_locomo:
+        from .locomo.run import run as run_locomo
+        locomo = run_locomo(args.locomo_data, modes=MODES, settings=settings, embedder=embedder,
+                            progress=False, embed_cache=args.embed_cache)
+    command = "python -m benchmarks.recall_eval " + " ".join(argv if argv is not None else sys.argv[1:])
+    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started)
+    print(md)
+    if args.out:
+        Path(args.out).write_text(md, encoding="utf-8")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"agent": agent, "locomo": locomo}, indent=1,
+                                              ensure_ascii=False, default=str), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""Issue 13, retrieval: the relevance floor, CJK keywords, long content, and the pinned handoff
+held to the request. Unit tests over the fake embedder; the real-model behaviours are in
+test_relevance_model.py."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pytest
+
+from engram import Engram
+from engram.api import Api, Ctx
+from engram.lexical import tokenize
+
+
+def test_cjk_text_is_split_into_bigrams():
+    assert tokenize("部署", query=True) == ["部署"]
+    # A stored text also keeps each character, so a one-character query finds it.
+    assert set(tokenize("部署环境")) == {"部署", "署环", "环境", "部", "署", "环", "境"}
+    assert tokenize("猫", query=True) == ["猫"]
+    # Particles and question words end a run as a space would.
+    assert tokenize("周会是什么时候？", query=True) == ["周会", "时候"]
+    assert tokenize("議事録はどこ", query=True) == ["議事", "事録", "どこ"]
+    # Mixed with Latin script, each part is tokenised its own way.
+    assert tokenize("用 Vue 3 编写的后台", query=True)[:3] == ["用", "vue", "3"]
+
+
+def test_chinese_is_found_by_keyword_and_forgotten_by_query(eng):
+    deploy = eng.store("生产环境的部署在每周三下午进行。", resolve_conflicts=False).memory
+    cat = eng.store("用户的猫叫小米。", resolve_conflicts=False).memory
+    eng.store("Deploys go out on Wednesdays.", resolve_conflicts=False)
+    assert [h.memory.id for h in eng.recall("部署", mode="bm25", reinforce=False)] == [deploy.id]
+    assert [h.memory.id for h in eng.recall("猫", mode="bm25", reinforce=False)] == [cat.id]
+    assert eng.forget(query="部署", dry_run=True) == [deploy.id]
+    assert eng.forget(query="部署") == [deploy.id]
+    assert eng.recall("部署", mode="bm25", reinforce=False) == []
+    assert eng.get(cat.id).content == "用户的猫叫小米。"  # stored text comes back byte for byte
+
+
+def test_japanese_and_korean_are_searchable(eng):
+    ja = eng.store("会議の議事録は Notion に保存する。", resolve_conflicts=False).memory
+    ko = eng.store("배포 스크립트는 scripts 폴더에 있습니다.", resolve_conflicts=False).memory
+    assert eng.recall("議事録はどこ？", mode="bm25", reinforce=False)[0].memory.id == ja.id
+    assert eng.recall("배포 스크립트", mode="bm25", reinforce=False)[0].memory.id == ko.id
+
+
+def test_a_query_matching_nothing_returns_and_reinforces_nothing(eng):
+    for text in ("Deploys go to Fly.io from main.", "The API is versioned in the URL path.",
+                 "Tests run with make test."):
+        eng.store(text, resolve_conflicts=False)
+    before = {m.id: m.recall_count for m in eng.store_db.query_memories()}
+    assert eng.recall("plan a dinner", mode="bm25") == []
+    assert {m.id: m.recall_count for m in eng.store_db.query_memories()} == before
+
+
+def test_bm25_needs_enough_of_the_query(eng):
+    """One shared word out of several is not evidence in bm25 mode; all of them is."""
+    eng.store("Our CI runners live in the eu-west-1 region.", resolve_conflicts=False)
+    assert eng.recall("Where do penguins live?", mode="bm25", reinforce=False) == []
+    assert len(eng.recall("CI runners region", mode="bm25", reinforce=False)) == 1
+
+
+def test_the_floor_can_be_lowered(settings, fake, clock):
+    loose = Engram(":memory:", settings=replace(settings, relevance_coverage=0.0), embedder=fake,
+                   clock=clock)
+    loose.store("Our CI runners live in the eu-west-1 region.", resolve_conflicts=False)
+    assert len(loose.recall("Where do penguins live?", mode="bm25", reinforce=False)) == 1
+    loose.close()
+
+
+def test_settings_reject_a_floor_out_of_range(settings):
+    with pytest.raises(ValueError, match="ENGRAM_RELEVANCE_COVERAGE"):
+        replace(settings, relevance_coverage=1.5).validate()
+
+
+def _long_text(topic_word: str, needle: str) -> str:
+    rnd = random.Random(1)
+    words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
+    sents = [f"The {topic_word} step {i} {topic_word}s " + " ".join(rnd.choice(words) for _ in range(8)) + "."
+             for i in range(60)]
+    sents[20] = needle
+    return " ".join(sents)
+
+
+@pytest.mark.parametrize("mode", ["bm25", "hybrid"])
+def test_the_chunk_holding_the_words_ranks_first(eng, mode):
+    rnd = random.Random(2)
+    for i in range(30):
+        eng.store(f"Note {i}: " + " ".join(rnd.choice(["oak", "elm", "ash", "fir", "yew"]) for _ in range(6)),
+                  resolve_conflicts=False)
+    r = eng.store(_long_text("deploy", "A failed canary means the deploy must roll back with the rollback script."))
+    assert len(r.chunks) > 3
+    hits = eng.recall("deploy rollback", mode=mode, reinforce=False)
+    assert "rollback script" in hits[0].memory.content
+    assert hits[0].score > hits[1].score  # not a tie broken by order
+
+
+@pytest.fixture
+def api(eng):
+    return Api(eng)
+
+
+def test_pinned_handoff_obeys_limit_tags_and_relevance(api):
+    ctx = Ctx("s1")
+    api.call("store_memory", {"content": "Deploys go to Fly.io from main after CI passes."}, ctx)
+    api.call("store_memory", {"content": "Deploy previews are built for every pull request."}, ctx)
+    api.call("store_memory", {"content": "部署在每周三进行。", "tags": ["zh"]}, ctx)
+    api.call("session_handoff", {"summary": "Deploy pipeline: migrated the deploy job to the new runner",
+                                 "next_steps": ["deploy the staging branch"]}, ctx)
+    out = api.call("recall_memory", {"query": "deploy", "limit": 2}, ctx)
+    assert len(out["memories"]) == 2
+    # With a tag filter the handoff (untagged) is not pinned; only tagged memories come back.
+    out = api.call("recall_memory", {"query": "部署", "tags": ["zh"]}, ctx)
+    assert out["memories"] and all("zh" in m["tags"] for m in out["memories"])
+    assert out["handoff"] is None
+    # A query nothing answers pins no handoff either.
+    out = api.call("recall_memory", {"query": "plan a dinner", "mode": "bm25"}, ctx)
+    assert out["memories"] == [] and out["handoff"] is None
+    # A type filter other than handoff pins none.
+    out = api.call("recall_memory", {"query": "deploy", "memory_type": "fact"}, ctx)
+    assert all(m["memory_type"] == "fact" for m in out["memories"])
+
+
+def test_get_context_is_empty_when_nothing_is_relevant(api):
+    ctx = Ctx("s1")
+    api.call("store_memory", {"content": "Deploys go to Fly.io from main."}, ctx)
+    out = api.call("get_context", {"query": "banana bread recipe"}, ctx)
+    assert out["memory_ids"] == [] and out["context"] == "<memory>\n</memory>"
