@@ -45,6 +45,7 @@ class Memory:
     superseded_by: str | None = None
     pinned: bool = False
     updated_at: datetime | None = None
+    stability: float | None = None  # days (decay.py); None until the first recall: S₀ applies
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from engram import Engram, Settings
+from engram.decay import recalled_stability
 from engram.maintenance import memory_stats, run_maintenance
 
 PG = "The staging database runs PostgreSQL 16 on port 5433"
@@ -28,8 +29,8 @@ def test_near_duplicates_merge_into_one_memory_with_all_provenance(eng, clock):
     a = put(eng, PG, importance=0.4, tags=["db"], provenance=["chat:1"])
     b = put(eng, PG_MORE, importance=0.7, tags=["ops"], provenance=["chat:2"])
     c = put(eng, PG_SAME, importance=0.5)
-    eng.store_db.reinforce([a.id, b.id], clock.now())
-    eng.store_db.reinforce([a.id], clock.now())
+    eng.store_db.reinforce([a.id, b.id], clock.now(), recalled_stability)
+    eng.store_db.reinforce([a.id], clock.now(), recalled_stability)
     eng.rebuild_indexes()
     other = put(eng, "The office coffee machine is broken again")
     clock.advance(days=1)
