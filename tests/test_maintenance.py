@@ -236,6 +236,29 @@ def test_stats(eng, clock):
     assert st["totals"]["pruned"] >= 1 and st["totals"]["runs"] == 1
 
 
+def test_fading_soon_and_prune_follow_stability_on_a_virtual_clock(eng, clock):
+    import math
+
+    from engram.decay import initial_stability, memory_stability
+
+    used = put(eng, "The release train leaves every second Tuesday", importance=0.5)
+    idle = put(eng, "The office plant needs water on Fridays", importance=0.5)
+    for gap in (3, 6, 12):  # spaced uses of one, none of the other
+        clock.advance(days=gap)
+        assert [h.memory.id for h in eng.recall("release train Tuesday", limit=1, mode="bm25")] == [used.id]
+    s0 = initial_stability("fact", 0.5)
+    left = s0 * math.log(0.5 / eng.settings.prune_threshold) - 21  # idle: 21 days since it was written
+    assert 0 < left < 7  # within the week memory_stats looks ahead
+    fading = {f["id"]: f for f in memory_stats(eng)["fading_soon"]["memories"]}
+    assert set(fading) == {idle.id}
+    assert fading[idle.id]["days_until_prune"] == pytest.approx(left, abs=0.01)
+    assert run_maintenance(eng)["pruned_ids"] == []  # not yet
+    clock.advance(days=math.ceil(left))
+    assert run_maintenance(eng)["pruned_ids"] == [idle.id]
+    kept = eng.get(used.id)
+    assert memory_stability(kept) > 4 * s0
+
+
 @pytest.mark.parametrize("apply", [True, False])
 def test_report_shape(eng, apply):
     r = run_maintenance(eng, apply=apply)
