@@ -179,6 +179,10 @@ def _compatible(a: Memory, b: Memory) -> bool:
 def _texts_compatible(old: str, new: str) -> bool:
     # Cached: a vetoed pair stays similar and is looked at again by every later run.
     c = resolve.compare_detail(old, new)
+    if resolve.sentence_count(old) > 1 or resolve.sentence_count(new) > 1:
+        # As at write time: text of several sentences (a merge among them) is the same memory
+        # only when near-identical; otherwise each run would append another note to it.
+        return c.basis in ("identical", "subset")
     return c.relation != "contradiction" and c.basis not in _VETO_BASES
 
 

@@ -718,7 +718,12 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt
 
 
 def sentence_count(text: str) -> int:
-    """How many sentences `text` holds (at least 1)."""
+    """How many sentences `text` holds (at least 1). A line break ends one too: a merge joins
+    its two texts with one, and the result holds two statements however they were punctuated."""
+    return sum(_line_sentences(line) for line in text.splitlines() if line.strip()) or 1
+
+
+def _line_sentences(text: str) -> int:
     pieces = [p for p in _SENTENCE_END.split(text.strip()) if p.strip()]
     n = 1
     for prev in pieces[:-1]:
