@@ -3,9 +3,10 @@
 Each memory has a stability S (days). Its retrievability fades on the clock from its last
 recall (or creation), R = e^(−t / S), and its strength is importance × R. A memory starts at
 S₀ = 1 / (base_λ × (1 − 0.8 × importance)); each successful recall after t days multiplies S by
-1 + GROWTH × (1 − e^(−t / S)): a recall that comes when the memory was half forgotten (spaced)
-grows it a lot, one that comes right after the last (crammed) barely at all, and however long
-the wait the gain stays bounded (a faded memory cannot bank the time it was not intact).
+1 + GROWTH × w × (1 − e^(−t / S)), w the hit's share of the answer: a recall that comes when
+the memory was half forgotten (spaced) grows it a lot, one that comes right after the last
+(crammed) barely at all, and however long the wait the gain stays bounded (a faded memory
+cannot bank the time it was not intact).
 """
 
 from __future__ import annotations
@@ -53,9 +54,9 @@ def memory_stability(m: Memory) -> float:
     return stability_of(m.memory_type, m.importance, m.stability)
 
 
-def recalled_stability(m: Memory, now: datetime) -> float:
+def recalled_stability(m: Memory, now: datetime, weight: float = 1.0) -> float:
     """The stability `m` has after a successful recall at `now` (see grown_stability)."""
-    return grown_stability(memory_stability(m), m.last_recalled_at or m.created_at, now)
+    return grown_stability(memory_stability(m), m.last_recalled_at or m.created_at, now, weight)
 
 
 def _days(since: datetime, now: datetime) -> float:
@@ -72,10 +73,16 @@ def strength_array(importance: np.ndarray, stability: np.ndarray, days: np.ndarr
     return importance * np.exp(-np.maximum(days, 0.0) / stability)
 
 
-def grown_stability(stability: float, last_touched: datetime, now: datetime) -> float:
-    """Stability after a successful recall at `now`: S × (1 + GROWTH × (1 − e^(−days / S)))."""
+def grown_stability(stability: float, last_touched: datetime, now: datetime, weight: float = 1.0) -> float:
+    """Stability after a successful recall at `now`: S × (1 + GROWTH × w × (1 − e^(−days / S))).
+
+    w in [0, 1] is how much of the recall this memory answered: 1 for the best hit (and for a
+    repeated store), score / best score for the others, so what merely came along with the
+    answer grows in proportion.
+    """
     spacing = 1.0 - math.exp(-_days(last_touched, now) / stability)
-    return min(MAX_STABILITY, stability * (1.0 + GROWTH * spacing))
+    w = min(1.0, max(0.0, weight))
+    return min(MAX_STABILITY, stability * (1.0 + GROWTH * w * spacing))
 
 
 def retrieval_weight(strength_value: float, floor: float) -> float:

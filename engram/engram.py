@@ -534,7 +534,11 @@ class Engram(ContinuityMixin):
                           use_graph=graph)
             ids = [idx.ids[r] for r, _, _ in ranked]
             if reinforce and ids and as_of is None:
-                mems = self.store_db.reinforce(ids, now, recalled_stability)
+                # Each hit grows by its share of the answer: score / best score (decay.py).
+                best = max(score for _, score, _ in ranked)
+                share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in ranked}
+                mems = self.store_db.reinforce(
+                    ids, now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0)))
                 idx.touch(mems.values())
             else:
                 mems = self.store_db.get_memories(ids)

@@ -199,3 +199,18 @@ def test_storing_a_known_fact_again_is_a_spaced_use(eng, clock):
     assert again.memory.stability == pytest.approx(
         decay.grown_stability(decay.initial_stability("fact", 0.5), START, START + timedelta(days=10)))
     assert eng.get(first.id).stability == pytest.approx(again.memory.stability)
+
+
+def test_a_hit_grows_by_its_share_of_the_answer(eng, clock):
+    answer = eng.store("Alpha bravo charlie: the deploy checklist lives in the wiki.").memory
+    along = eng.store("Alpha team lunch is on Thursdays.").memory
+    clock.advance(days=10)
+    hits = eng.recall("alpha bravo charlie checklist", limit=2, mode="bm25")
+    assert [h.memory.id for h in hits] == [answer.id, along.id]
+    share = hits[1].score / hits[0].score
+    assert 0 < share < 1
+    s0 = decay.initial_stability("fact", 0.5)
+    later = START + timedelta(days=10)
+    assert eng.get(answer.id).stability == pytest.approx(decay.grown_stability(s0, START, later))
+    assert eng.get(along.id).stability == pytest.approx(decay.grown_stability(s0, START, later, share))
+    assert eng.get(along.id).stability < eng.get(answer.id).stability
