@@ -1,13 +1,13 @@
 """120 virtual days of an agent's memory with maintenance every 12 hours.
 
 The agent writes ten durable facts it keeps using and about three notes of daily noise a day
-(~370 memories), recalls organically (get_context at the start of each of two daily work sessions:
-mostly about a durable fact, otherwise about recent work), and the scheduler's virtual-clock path runs maintenance every 12 virtual
-hours. At the end: what is left, whether each durable fact is still in the top 5 for a new
+(~370 memories), recalls organically (get_context, with its defaults unless --limit is given,
+at the start of each of two daily work sessions: mostly about a durable fact, otherwise about
+recent work), and the scheduler's virtual-clock path runs maintenance every 12 virtual hours. At the end: what is left, whether each durable fact is still in the top 5 for a new
 phrasing of its question, how much noise is gone, and get_context tokens per query against the
 tokens of everything the agent wrote.
 
-    HF_HUB_OFFLINE=1 /work/venv/bin/python -m benchmarks.lifecycle [--days 120] [--seed 7]
+    HF_HUB_OFFLINE=1 python -m benchmarks.lifecycle [--days 120] [--seed 7] [--limit N]
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def noise_note(rng: random.Random, day: int) -> str:
     return f"Reviewed PR #{rng.randrange(1000, 5000)} touching {rng.choice(THINGS)}; left two small comments."
 
 
-def run(days: int = 120, seed: int = 7) -> dict:
+def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
+    """limit: the organic get_context calls' limit (None: get_context's default)."""
     rng = random.Random(seed)
     home = Path(tempfile.mkdtemp(prefix="engram-lifecycle-"))
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
@@ -129,7 +130,7 @@ def run(days: int = 120, seed: int = 7) -> dict:
                     q = rng.choice(rng.choice(known)[2])
                 else:
                     q = f"what happened with {rng.choice(THINGS)}"
-                got = api.get_context(ctx, q, limit=5)
+                got = api.get_context(ctx, q, limit=limit) if limit else api.get_context(ctx, q)
                 organic_tokens.append(got["tokens"])
                 texts = [m.content for m in eng.store_db.get_memories(got["memory_ids"]).values()]
                 for _, key, _, _ in DURABLE:
@@ -175,7 +176,7 @@ def run(days: int = 120, seed: int = 7) -> dict:
         "consolidated_total": stats["totals"]["consolidated"], "pruned_total": stats["totals"]["pruned"],
         "transcript_tokens": transcript,
         "ctx5_mean": sum(ctx5) / len(ctx5), "ctx20_mean": sum(ctx20) / len(ctx20),
-        "organic_mean": sum(organic_tokens) / max(1, len(organic_tokens)),
+        "organic_mean": sum(organic_tokens) / max(1, len(organic_tokens)), "organic_limit": limit,
         "longest_gap": max(gaps), "median_uses": sorted(len(used.get(k, [])) for _, k, _, _ in DURABLE)[5],
         "disk_bytes": stats["disk_bytes"], "sim_seconds": sim_s,
     }
@@ -205,7 +206,8 @@ def render(r: dict) -> str:
         f"| get_context tokens per query, limit=5 | {r['ctx5_mean']:.0f} ({pct(r['ctx5_mean'])}) |",
         (f"| get_context tokens per query, default limit=20 | {r['ctx20_mean']:.0f} "
         f"({pct(r['ctx20_mean'])}) |"),
-        f"| organic get_context tokens (limit=5) during the run | {r['organic_mean']:.0f} |",
+        (f"| organic get_context tokens during the run (limit={r['organic_limit'] or 'default'}) | "
+         f"{r['organic_mean']:.0f} |"),
         f"| database on disk at the end | {r['disk_bytes'] / 1e6:.2f} MB |",
         f"| wall time of the simulation | {r['sim_seconds']:.0f} s |",
     ])
@@ -215,8 +217,10 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--days", type=int, default=120)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument("--limit", type=int, default=None,
+                   help="limit of the organic get_context calls (default: get_context's own)")
     a = p.parse_args()
-    print(render(run(a.days, a.seed)))
+    print(render(run(a.days, a.seed, a.limit)))
 
 
 if __name__ == "__main__":

@@ -1,44 +1,53 @@
-"""Split long content at sentence boundaries into overlapping chunks."""
+"""Split long content at sentence boundaries into overlapping chunks, each a verbatim slice."""
 
 from __future__ import annotations
 
+import bisect
 import re
 
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n{2,}")
+_SPACE = re.compile(r"\s+")
+
+
+def chunk_spans(text: str, size: int = 1000, overlap: int = 100) -> list[tuple[int, int]]:
+    """(start, end) offsets of the chunks of `text`: about `size` characters each, cut after a
+    sentence where possible (else after a word, else anywhere), each starting with the last
+    ~`overlap` characters of the one before (whole sentences where possible).
+
+    The spans cover the text end to end, so text[s:e] of each, minus what overlaps the one
+    before, adds up to the text byte for byte. Text at or under `size` is one span.
+    """
+    if len(text) <= size:
+        return [(0, len(text))]
+    sentences = [m.end() for m in _SENTENCE_END.finditer(text)]
+    words = [m.end() for m in _SPACE.finditer(text)]
+
+    def last(cuts: list[int], lo: int, hi: int) -> int | None:
+        """The largest cut in (lo, hi]."""
+        i = bisect.bisect_right(cuts, hi) - 1
+        return cuts[i] if i >= 0 and cuts[i] > lo else None
+
+    def first(cuts: list[int], lo: int, hi: int) -> int | None:
+        """The smallest cut in [lo, hi)."""
+        i = bisect.bisect_left(cuts, lo)
+        return cuts[i] if i < len(cuts) and cuts[i] < hi else None
+
+    spans: list[tuple[int, int]] = []
+    start = 0
+    while True:
+        if len(text) - start <= size:
+            spans.append((start, len(text)))
+            return spans
+        end = (last(sentences, start, start + size) or last(words, start + size // 2, start + size)
+               or start + size)
+        spans.append((start, end))
+        if not text[end:].strip():  # only whitespace left: it belongs to this chunk
+            spans[-1] = (start, len(text))
+            return spans
+        lo = max(start + 1, end - overlap)
+        start = first(sentences, lo, end) or first(words, lo, end) or lo
 
 
 def split_chunks(text: str, size: int = 1000, overlap: int = 100) -> list[str]:
-    """Chunks of about `size` characters; each starts with the last ~`overlap` characters
-    (whole sentences where possible) of the previous one. Text at or under `size` is one chunk."""
-    text = text.strip()
-    if len(text) <= size:
-        return [text]
-    sentences = [s for s in _SENTENCE_END.split(text) if s and s.strip()]
-    # A sentence longer than a chunk is cut at word boundaries.
-    pieces: list[str] = []
-    for s in sentences:
-        while len(s) > size:
-            cut = s.rfind(" ", 0, size)
-            cut = cut if cut > size // 2 else size
-            pieces.append(s[:cut].strip())
-            s = s[cut:].strip()
-        if s:
-            pieces.append(s)
-    chunks: list[str] = []
-    cur: list[str] = []
-    for p in pieces:
-        if cur and len(" ".join(cur + [p])) > size:
-            chunks.append(" ".join(cur))
-            tail: list[str] = []
-            for s in reversed(cur):
-                if len(" ".join([s] + tail)) > overlap:
-                    break
-                tail.insert(0, s)
-            if not tail:  # no whole sentence fits the overlap: take its last characters
-                last = cur[-1][-overlap:]
-                tail = [last[last.find(" ") + 1:]] if " " in last else [last]
-            cur = tail if len(" ".join(tail + [p])) <= size else []
-        cur.append(p)
-    if cur:
-        chunks.append(" ".join(cur))
-    return chunks
+    """The texts of chunk_spans(): verbatim slices of `text`."""
+    return [text[s:e] for s, e in chunk_spans(text, size, overlap)]

@@ -1,4 +1,13 @@
-"""Ebbinghaus-style decay and quality scores: pure functions of their inputs and `now`."""
+"""Spaced-stability decay and quality scores: pure functions of their inputs and `now`.
+
+Each memory has a stability S (days). Its retrievability fades on the clock from its last
+recall (or creation), R = e^(−t / S), and its strength is importance × R. A memory starts at
+S₀ = 1 / (base_λ × (1 − 0.8 × importance)); each successful recall after t days multiplies S by
+1 + GROWTH × w × (1 − e^(−t / S)), w the hit's share of the answer: a recall that comes when
+the memory was half forgotten (spaced) grows it a lot, one that comes right after the last
+(crammed) barely at all, and however long the wait the gain stays bounded (a faded memory
+cannot bank the time it was not intact).
+"""
 
 from __future__ import annotations
 
@@ -7,10 +16,12 @@ from datetime import datetime
 
 import numpy as np
 
-# Base forgetting rate per day, by memory type. Strategies last longest; failures fade
-# fastest because environments change. A handoff must outlive the gap until the next
-# session picks the task up (weeks), so it decays slowly; progress snapshots are
-# superseded by newer ones and go stale about as fast as facts.
+from .types import Memory
+
+# Base forgetting rate per day, by memory type (S₀ = 1 / (base_λ × (1 − 0.8 × importance))).
+# Strategies last longest; failures fade fastest because environments change. A handoff must
+# outlive the gap until the next session picks the task up (weeks), so it decays slowly;
+# progress snapshots are superseded by newer ones and go stale about as fast as facts.
 BASE_LAMBDA: dict[str, float] = {
     "strategy": 0.10,
     "fact": 0.16,
@@ -20,25 +31,58 @@ BASE_LAMBDA: dict[str, float] = {
     "progress": 0.16,
 }
 SECONDS_PER_DAY = 86400.0
+# Most a recall can multiply stability by is 1 + GROWTH (a recall long after the last one).
+# 3 makes four recalls spaced 2, 5, 10 and 20 days apart take a fact of importance 0.8 from
+# ~17 days to ~110, so it is still strong after two idle months, while four recalls in one
+# hour leave it where it was.
+GROWTH = 3.0
+MAX_STABILITY = 36500.0  # days (a century): keeps e^(−t / S) and its products finite
 
 
-def effective_lambda(memory_type: str, importance: float) -> float:
-    """λ_eff = base_λ × (1 − 0.8 × importance): important memories fade slower."""
-    return BASE_LAMBDA.get(memory_type, BASE_LAMBDA["fact"]) * (1.0 - 0.8 * importance)
+def initial_stability(memory_type: str, importance: float) -> float:
+    """S₀ = 1 / (base_λ × (1 − 0.8 × importance)) days: important memories start more stable."""
+    return 1.0 / (BASE_LAMBDA.get(memory_type, BASE_LAMBDA["fact"]) * (1.0 - 0.8 * importance))
 
 
-def strength(importance: float, memory_type: str, recall_count: int,
-             last_touched: datetime, now: datetime) -> float:
-    """importance × e^(−λ_eff × days) × (1 + 0.2 × recall_count); days since last recall or creation."""
-    days = max(0.0, (now - last_touched).total_seconds() / SECONDS_PER_DAY)
-    return importance * math.exp(-effective_lambda(memory_type, importance) * days) * (1.0 + 0.2 * recall_count)
+def stability_of(memory_type: str, importance: float, stability: float | None) -> float:
+    """A memory's stability: the stored value once it has been recalled, S₀ until then."""
+    return initial_stability(memory_type, importance) if stability is None else stability
 
 
-def strength_array(importance: np.ndarray, base_lambda: np.ndarray, recall_count: np.ndarray,
-                   days: np.ndarray) -> np.ndarray:
+def memory_stability(m: Memory) -> float:
+    """stability_of() for a stored memory."""
+    return stability_of(m.memory_type, m.importance, m.stability)
+
+
+def recalled_stability(m: Memory, now: datetime, weight: float = 1.0) -> float:
+    """The stability `m` has after a successful recall at `now` (see grown_stability)."""
+    return grown_stability(memory_stability(m), m.last_recalled_at or m.created_at, now, weight)
+
+
+def _days(since: datetime, now: datetime) -> float:
+    return max(0.0, (now - since).total_seconds() / SECONDS_PER_DAY)
+
+
+def strength(importance: float, stability: float, last_touched: datetime, now: datetime) -> float:
+    """importance × e^(−days / stability); days since the last recall (or creation)."""
+    return importance * math.exp(-_days(last_touched, now) / stability)
+
+
+def strength_array(importance: np.ndarray, stability: np.ndarray, days: np.ndarray) -> np.ndarray:
     """Vectorised strength() over index rows (days already computed)."""
-    lam = base_lambda * (1.0 - 0.8 * importance)
-    return importance * np.exp(-lam * np.maximum(days, 0.0)) * (1.0 + 0.2 * recall_count)
+    return importance * np.exp(-np.maximum(days, 0.0) / stability)
+
+
+def grown_stability(stability: float, last_touched: datetime, now: datetime, weight: float = 1.0) -> float:
+    """Stability after a successful recall at `now`: S × (1 + GROWTH × w × (1 − e^(−days / S))).
+
+    w in [0, 1] is how much of the recall this memory answered: 1 for the best hit (and for a
+    repeated store), score / best score for the others, so what merely came along with the
+    answer grows in proportion.
+    """
+    spacing = 1.0 - math.exp(-_days(last_touched, now) / stability)
+    w = min(1.0, max(0.0, weight))
+    return min(MAX_STABILITY, stability * (1.0 + GROWTH * w * spacing))
 
 
 def retrieval_weight(strength_value: float, floor: float) -> float:
@@ -57,15 +101,11 @@ def retrieval_weight_array(strengths: np.ndarray, floor: float) -> np.ndarray:
     return floor + (1.0 - floor) * np.clip(strengths, 0.0, 1.0)
 
 
-def days_until(threshold: float, importance: float, memory_type: str, recall_count: int) -> float:
-    """Days from the last touch until strength falls below threshold (inf if it never does)."""
-    peak = importance * (1.0 + 0.2 * recall_count)
-    lam = effective_lambda(memory_type, importance)
-    if peak <= threshold:
+def days_until(threshold: float, importance: float, stability: float) -> float:
+    """Days from the last touch until strength falls below threshold: S × ln(importance / threshold)."""
+    if importance <= threshold:
         return 0.0
-    if lam <= 0:
-        return math.inf
-    return math.log(peak / threshold) / lam
+    return stability * math.log(importance / threshold)
 
 
 def outcome_factor(successes: int, failures: int) -> float:

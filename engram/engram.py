@@ -16,11 +16,11 @@ from typing import Any, Sequence
 import numpy as np
 
 from . import resolve
-from .chunking import split_chunks
+from .chunking import chunk_spans, split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import ContinuityMixin
-from .decay import quality_score
+from .decay import quality_score, recalled_stability
 from .embedding import Embedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
@@ -310,7 +310,7 @@ class Engram(ContinuityMixin):
             raise EngramError("task_id must be a string")
         created = item.get("created_at")
         return dict(
-            content=self.redact(content.strip()),
+            content=self.redact(content),  # verbatim: no strip, no re-casing
             memory_type=check_type(item.get("memory_type", "fact")),
             importance=check_importance(item.get("importance", 0.5)),
             tags=tuple(self.redact(t) for t in check_tags(item.get("tags"))),
@@ -372,9 +372,13 @@ class Engram(ContinuityMixin):
     def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:
         group = new_id()
         results = []
-        for i, (text, v) in enumerate(zip(chunks, vecs)):
+        # chunk_start: where the chunk's text begins in the stored text (chunks overlap), so the
+        # whole text can be put back together byte for byte.
+        starts = [a for a, _ in chunk_spans(p["content"], self.settings.chunk_size, self.settings.chunk_overlap)]
+        for i, (text, v, at) in enumerate(zip(chunks, vecs, starts, strict=True)):
             q = dict(p, content=text, resolve_conflicts=False,
-                     metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks)))
+                     metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks),
+                                   chunk_start=at))
             results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
         links = [(a, b, 1.0) for a, b in zip(ids, ids[1:])]
@@ -463,7 +467,9 @@ class Engram(ContinuityMixin):
 
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
         old = self.store_db.get_memory(decision.target_id)
-        mem, fields = self._absorbed(old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now)
+        # Storing a known fact again is a use of it, as a recall is (decay.py).
+        mem, fields = self._absorbed(old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now,
+                                     stability=recalled_stability(old, now))
         with self.store_db.transaction():
             self.store_db.update_memory(old.id, **fields)
             self.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason})
@@ -487,7 +493,7 @@ class Engram(ContinuityMixin):
 
     def update(self, memory_id: str, content: str, user_id: str | None = None) -> StoreResult:
         """Rewrite a memory's content (the agent's own merge or correction). History keeps the old text."""
-        content = self.redact(check_text(content, "content", self.settings.max_content_chars).strip())
+        content = self.redact(check_text(content, "content", self.settings.max_content_chars))
         with self._lock:
             old = self.get(memory_id, user_id)
             if old.status != "active":
@@ -549,8 +555,12 @@ class Engram(ContinuityMixin):
                           background=0.0 if qvec is None else background(self._reference, qvec))
             ids = [idx.ids[r] for r, _, _ in ranked]
             if reinforce and ids and as_of is None:
-                mems = self.store_db.reinforce(ids, now)
-                idx.touch(ids, now)
+                # Each hit grows by its share of the answer: score / best score (decay.py).
+                best = max(score for _, score, _ in ranked)
+                share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in ranked}
+                mems = self.store_db.reinforce(
+                    ids, now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0)))
+                idx.touch(mems.values())
             else:
                 mems = self.store_db.get_memories(ids)
             hits = []

@@ -22,7 +22,7 @@ from datetime import datetime
 
 import numpy as np
 
-from .decay import BASE_LAMBDA, SECONDS_PER_DAY
+from .decay import SECONDS_PER_DAY, memory_stability
 from .lexical import BM25Index
 from .types import MEMORY_TYPES, Memory
 
@@ -128,7 +128,7 @@ class MemoryIndex:
         grow("session", np.int32, -1)
         grow("importance", np.float64, 0.0)
         grow("recall", np.float64, 0.0)
-        grow("base_lambda", np.float64, BASE_LAMBDA["fact"])
+        grow("stability", np.float64, 1.0)  # days (decay.py)
         grow("touched", np.float64, 0.0)
         grow("created", np.float64, 0.0)
         grow("valid_to", np.float64, np.inf)
@@ -188,7 +188,7 @@ class MemoryIndex:
         self.session[row] = self.sessions.code(m.session_id)
         self.importance[row] = m.importance
         self.recall[row] = m.recall_count
-        self.base_lambda[row] = BASE_LAMBDA.get(m.memory_type, BASE_LAMBDA["fact"])
+        self.stability[row] = memory_stability(m)
         self.touched[row] = to_days(m.last_recalled_at or m.created_at)
         self.created[row] = to_days(m.created_at)
         self.valid_to[row] = to_days(m.valid_to, np.inf)
@@ -330,14 +330,14 @@ class MemoryIndex:
             out.append(_best(cand, full[cand] @ q, k))
         return out
 
-    def touch(self, ids: list[str], now: datetime) -> None:
-        """Mirror a recall's reinforcement."""
-        d = to_days(now)
-        for i in ids:
-            r = self.row_of.get(i)
+    def touch(self, memories: Iterable[Memory]) -> None:
+        """Mirror a recall's reinforcement (memories as the store returned them)."""
+        for m in memories:
+            r = self.row_of.get(m.id)
             if r is not None:
-                self.recall[r] += 1
-                self.touched[r] = d
+                self.recall[r] = m.recall_count
+                self.stability[r] = memory_stability(m)
+                self.touched[r] = to_days(m.last_recalled_at or m.created_at)
 
     def remove(self, memory_id: str) -> None:
         row = self.row_of.pop(memory_id, None)

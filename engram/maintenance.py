@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import resolve
-from .decay import days_until, strength, strength_array
+from .decay import days_until, memory_stability, strength, strength_array
 from .index import to_days
 from .types import MEMORY_TYPES, Memory
 
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 
 CONSOLIDATABLE = ("fact", "strategy", "assumption", "failure")
 # Text evidence that two similar memories are not the same statement: keep both.
-_VETO_BASES = frozenset({"subject-swap", "subject-qualifier", "other-fact"})
+_VETO_BASES = frozenset({"subject-swap", "subject-qualifier", "other-fact", "disjoint", "old-value"})
 META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 
@@ -115,8 +115,7 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
     s, idx, db = eng.settings, eng.index, eng.store_db
     n = idx.n
     active = mine & (idx.status[:n] == 0)
-    st = strength_array(idx.importance[:n], idx.base_lambda[:n], idx.recall[:n],
-                        to_days(now) - idx.touched[:n])
+    st = strength_array(idx.importance[:n], idx.stability[:n], to_days(now) - idx.touched[:n])
     weak = np.flatnonzero(active & (st < s.prune_threshold))
     open_tasks = db.open_task_ids()
     task_codes = {code for t, code in idx.tasks.items() if t in open_tasks}
@@ -180,6 +179,10 @@ def _compatible(a: Memory, b: Memory) -> bool:
 def _texts_compatible(old: str, new: str) -> bool:
     # Cached: a vetoed pair stays similar and is looked at again by every later run.
     c = resolve.compare_detail(old, new)
+    if resolve.sentence_count(old) > 1 or resolve.sentence_count(new) > 1:
+        # As at write time: text of several sentences (a merge among them) is the same memory
+        # only when near-identical; otherwise each run would append another note to it.
+        return c.basis in ("identical", "subset")
     return c.relation != "contradiction" and c.basis not in _VETO_BASES
 
 
@@ -231,14 +234,16 @@ def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dic
 
 
 def _merged_text(sources: list[Memory], limit: int) -> tuple[str, list[Memory]]:
-    """The most informative (longest) text first, then what each other source adds.
+    """The most informative (longest) text first, then each other source's text as written.
 
-    A source whose addition would outgrow `limit` characters is left out (it stays active).
+    A source whose words are all in the text already is taken in without adding its text (as a
+    repeated store reinforces); one whose addition would outgrow `limit` characters is left
+    out (it stays active).
     """
     ordered = sorted(sources, key=lambda m: (-len(m.content), m.created_at, m.id))
     text, kept = ordered[0].content, [ordered[0]]
     for m in ordered[1:]:
-        merged = resolve.merge_contents(text, m.content)
+        merged = text if resolve.covers(text, m.content) else resolve.merge_contents(text, m.content)
         if len(merged) <= limit:
             text = merged
             kept.append(m)
@@ -262,9 +267,11 @@ def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[l
                 id=new_id(), content=c["content"], memory_type=seed.memory_type,
                 importance=max(m.importance for m in src),
                 recall_count=sum(m.recall_count for m in src), created_at=now,
-                # Decay continues from the sources' latest use: consolidating never revives
-                # memories that were fading anyway.
-                last_recalled_at=touched, user_id=seed.user_id, task_id=seed.task_id,
+                # Decay continues from the sources' latest use with the most stable source's
+                # stability: consolidating never revives memories that were fading anyway.
+                last_recalled_at=touched,
+                stability=max(memory_stability(m) for m in src),
+                user_id=seed.user_id, task_id=seed.task_id,
                 session_id=seed.session_id, conversation=seed.conversation,
                 tags=tuple(dict.fromkeys(t for m in src for t in m.tags)),
                 metadata={**seed.metadata, "consolidated_from": ids},
@@ -331,8 +338,8 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         idx = eng.index
         rows = np.flatnonzero(user_rows(idx, user_id) & (idx.status[:idx.n] == 0))
         days = to_days(now) - idx.touched[rows]
-        st = strength_array(idx.importance[rows], idx.base_lambda[rows], idx.recall[rows], days)
-        later = strength_array(idx.importance[rows], idx.base_lambda[rows], idx.recall[rows], days + 7.0)
+        st = strength_array(idx.importance[rows], idx.stability[rows], days)
+        later = strength_array(idx.importance[rows], idx.stability[rows], days + 7.0)
         hist, _ = np.histogram(st, bins=STRENGTH_BUCKETS)
         buckets = {_bucket_label(a, b): int(h)
                    for a, b, h in zip(STRENGTH_BUCKETS, STRENGTH_BUCKETS[1:], hist)}
@@ -341,9 +348,9 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         if len(fading_rows):
             mems = db.get_memories([idx.ids[r] for r in fading_rows])
             for m in mems.values():
-                now_s = strength(m.importance, m.memory_type, m.recall_count,
-                                 m.last_recalled_at or m.created_at, now)
-                left = days_until(s.prune_threshold, m.importance, m.memory_type, m.recall_count)
+                stab = memory_stability(m)
+                now_s = strength(m.importance, stab, m.last_recalled_at or m.created_at, now)
+                left = days_until(s.prune_threshold, m.importance, stab)
                 touched = (now - (m.last_recalled_at or m.created_at)).total_seconds() / 86400
                 fading.append({"id": m.id, "memory_type": m.memory_type, "strength": round(now_s, 4),
                                "days_until_prune": round(max(0.0, left - touched), 2),

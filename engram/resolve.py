@@ -19,6 +19,7 @@ __all__ = [
     "compare_detail",
     "decide",
     "is_contradiction",
+    "covers",
     "merge_contents",
 ]
 
@@ -55,6 +56,7 @@ class Comparison:
     `basis` names the evidence, so the caller can weigh it against similarity:
     identical, subset, reworded, loose, disjoint (same/unrelated, weak);
     subject-swap, subject-qualifier, other-fact (unrelated: a different subject or predicate);
+    old-value (unrelated: new ends a state old does not state, old states another: old news);
     marker, negation, antonym, value, slot (contradiction);
     additive, set-valued, elaboration (addition);
     compound (unrelated: text of several sentences that is not near-identical).
@@ -64,6 +66,7 @@ class Comparison:
     reason: str
     basis: str
     overlap: float  # shared content words / content words of the longer text
+    new_values: tuple[str, ...] = ()  # values (numbers, identifiers, names) only the new text has
 
 
 # --- lexicon -------------------------------------------------------------------------------------
@@ -495,6 +498,11 @@ def _words(tokens: Sequence[_Token]) -> str:
     return " ".join(t.text for t in tokens) or "(nothing)"
 
 
+def _stem_words(p: _Parsed, stems: set[str]) -> str:
+    """The words of p whose stems are in `stems`, in text order."""
+    return _words([t for _, t in p.content() if t.stem in stems])
+
+
 def _negated_pair(x: _Token, y: _Token) -> bool:
     """True when one word is the other with a negating prefix (likes / dislikes)."""
     for a, b in ((x, y), (y, x)):
@@ -530,9 +538,12 @@ def compare_detail(old: str, new: str) -> Comparison:
     regions, shared = _regions(a, b)
     n_old, n_new = len(a.content()), len(b.content())
     overlap = shared / max(n_old, n_new, 1)
+    stems_old = {t.stem for _, t in a.content()}
+    stems_new = {t.stem for _, t in b.content()}
+    new_values = tuple(dict.fromkeys(t.text for _, t in b.content() if t.value and t.stem not in stems_old))
 
     def out(relation: str, reason: str, basis: str) -> Comparison:
-        return Comparison(relation, reason, basis, overlap)
+        return Comparison(relation, reason, basis, overlap, new_values)
 
     # Negation flips hidden in word pairs: "doesn't like" vs "dislikes".
     neg_old, neg_new = a.negations, b.negations
@@ -553,13 +564,23 @@ def compare_detail(old: str, new: str) -> Comparison:
 
     # A subject word only tells subjects apart when the other text lacks it altogether;
     # otherwise the sentence was just reordered ("X uses Y" / "Y is X's ...").
-    stems_old = {t.stem for _, t in a.content()}
-    stems_new = {t.stem for _, t in b.content()}
 
     def absent(r: _Region) -> bool:
         return any(t.stem not in stems_new for t in r.old_subject) or any(
             t.stem not in stems_old for t in r.new_subject
         )
+
+    # "The user no longer lives in Hanoi." against "The user moved to Saigon.": the new text
+    # ends a value the old one does not state, while the old one states another (or the old
+    # one itself records the move away). It is old news about a value already left behind and
+    # must not replace the newer fact.
+    if set(b.change_markers) <= _NEGATING_MARKERS and (b.change_markers or neg_new > neg_old):
+        vals_old = {t.stem for _, t in a.content() if t.value}
+        vals_new = {t.stem for _, t in b.content() if t.value}
+        others = vals_old - vals_new
+        if others and ((vals_new and not vals_new & vals_old) or a.change_markers):
+            return out("unrelated", f"ends {_stem_words(b, vals_new) if vals_new else 'a state'} while the "
+                       f"old memory states {_stem_words(a, others)}", "old-value")
 
     swaps = [r for r in regions if r.old_subject and r.new_subject and absent(r)]
     if swaps:
@@ -697,7 +718,12 @@ _ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt
 
 
 def sentence_count(text: str) -> int:
-    """How many sentences `text` holds (at least 1)."""
+    """How many sentences `text` holds (at least 1). A line break ends one too: a merge joins
+    its two texts with one, and the result holds two statements however they were punctuated."""
+    return sum(_line_sentences(line) for line in text.splitlines() if line.strip()) or 1
+
+
+def _line_sentences(text: str) -> int:
     pieces = [p for p in _SENTENCE_END.split(text.strip()) if p.strip()]
     n = 1
     for prev in pieces[:-1]:
@@ -728,20 +754,24 @@ def _action(c: Comparison, sim: float, reinforce_threshold: float, dedup_thresho
     # Below the floor only a near-identical frame (most words shared) counts as the same subject.
     close_text = c.overlap >= 0.6
 
-    if c.basis == "subject-swap":
+    if c.basis in ("subject-swap", "disjoint", "old-value"):
+        # Nothing in common (disjoint) or old news (old-value): storing beside is the only
+        # action that keeps both texts findable as they were written.
         return "new"
+    # A reinforce keeps only the old text: never when the new one names a value the old lacks.
+    keeps_new = not c.new_values
     if c.basis in ("subject-qualifier", "other-fact"):
         # A paraphrase may reword the subject ("tests" / "the test suite"); trust a high score.
-        return "reinforce" if high else "new"
+        return "reinforce" if high and keeps_new else "new"
     if c.relation == "contradiction":
         return "replace" if (high or mid or low or close_text) else "new"
     if c.relation == "addition":
         return "merge" if (high or mid or low or close_text) else "new"
     if c.basis in ("identical", "subset", "reworded"):
         return "reinforce" if (high or mid or (c.basis == "identical" and (low or close_text))) else "new"
-    # loose / disjoint: similarity alone decides, as the base policy says.
+    # loose: similarity alone decides, as the base policy says.
     if high:
-        return "reinforce"
+        return "reinforce" if keeps_new else "merge"
     if mid:
         return "merge"
     return "new"
@@ -798,56 +828,24 @@ def decide(
 
 # --- merging -------------------------------------------------------------------------------------
 
-_ARTICLES = frozenset("a an the".split())
+MERGE_SEPARATOR = "\n"
 
 
-def _clean_additive(text: str) -> str:
-    text, _ = _strip_markers(text, _ADDITIVE_MARKERS)
-    return re.sub(r"\s+", " ", re.sub(r"\s+([,.;!?])", r"\1", text)).strip(" ,")
-
-
-def _sentence(words: Sequence[str]) -> str:
-    s = " ".join(words).strip()
-    if not s:
-        return s
-    s = s[0].upper() + s[1:]
-    return s if s[-1] in ".!?" else s + "."
+def covers(old: str, new: str) -> bool:
+    """True when every content word of `new` is already in `old` (new adds nothing to find it by)."""
+    have = {t.stem for _, t in _parse(old).content()}
+    return all(t.stem in have for _, t in _parse(new).content())
 
 
 def merge_contents(old: str, new: str) -> str:
-    """One text holding the information of both, without repeating what old already says."""
-    old_s = old.strip()
-    new_s = _clean_additive(new.strip())
-    if not new_s:
-        return old_s
-    a, b = _parse(old_s), _parse(new_s)
-    old_stems = {t.stem for _, t in a.content()}
-    new_stems = {t.stem for _, t in b.content()}
-    if new_stems <= old_stems:
-        return old_s
-    if old_stems <= new_stems:
-        return _sentence(new_s.split())
+    """One text holding both, each exactly as written: old, a line break, new.
 
-    ow = old_s.rstrip(".!? ").split()
-    nw = new_s.rstrip(".!? ").split()
-    p = 0
-    while p < min(len(ow), len(nw)) and ow[p].lower() == nw[p].lower():
-        p += 1
-    while p and ow[p - 1].lower() in _ARTICLES:
-        p -= 1  # "a dog and a cat", not "a dog and cat"
-    s = 0
-    while s < min(len(ow), len(nw)) - p and ow[-1 - s].lower() == nw[-1 - s].lower():
-        s += 1
-    prefix_has_content = any(_parse(w).content() for w in ow[:p])
-    if p and prefix_has_content and p + s < len(ow) and p + s < len(nw):
-        mid_old = ow[p : len(ow) - s]
-        mid_new = nw[p : len(nw) - s]
-        if "and" in (w.lower() for w in mid_old):
-            # "peanuts and shellfish" + "eggs" -> "peanuts, shellfish and eggs"
-            k = max(i for i, w in enumerate(mid_old) if w.lower() == "and")
-            mid_old = mid_old[:k] + mid_old[k + 1 :]
-            if k:
-                mid_old[k - 1] += ","
-        return _sentence(ow[:p] + mid_old + ["and"] + mid_new + ow[len(ow) - s :])
-    sep = "" if old_s.endswith((".", "!", "?")) else "."
-    return f"{old_s}{sep} {_sentence(new_s.split())}"
+    Neither text is rewritten, re-cased or trimmed, so both stay findable by every word they
+    had and each can be read back byte for byte. When one text already contains the other
+    verbatim, that one is the merge.
+    """
+    if new in old:
+        return old
+    if old in new:
+        return new
+    return f"{old}{MERGE_SEPARATOR}{new}"

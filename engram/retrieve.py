@@ -153,8 +153,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     cue_parts: dict[int, dict[str, float]] = {}
 
     def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        strength = strength_array(index.importance[c], index.base_lambda[c], index.recall[c],
-                                  now_days - index.touched[c])
+        strength = strength_array(index.importance[c], index.stability[c], now_days - index.touched[c])
         decay = retrieval_weight_array(strength, weights.decay_floor)
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
         if use_vec:

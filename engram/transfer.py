@@ -30,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .clock import utc
+from .decay import MAX_STABILITY
 from .types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class MemoryLine(_Line):
     pinned: bool = False
     updated_at: datetime | None = None
     conversation: str | None = None
+    stability: float | None = Field(None, gt=0.0, le=MAX_STABILITY)  # absent in older exports
     embedding: str | None = None
     events: list[EventLine] = Field(default_factory=list)
 
@@ -414,7 +416,7 @@ def _memory(eng: Engram, m: MemoryLine, use_vector: bool) -> tuple[Memory, np.nd
         metadata=eng.redact.value(m.metadata), provenance=tuple(m.provenance), status=m.status,
         valid_from=_t(m.valid_from), valid_to=_t(m.valid_to), supersedes=m.supersedes,
         superseded_by=m.superseded_by, pinned=m.pinned, updated_at=_t(m.updated_at),
-        conversation=m.conversation)
+        conversation=m.conversation, stability=m.stability)
     return mem, vec
 
 

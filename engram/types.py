@@ -47,6 +47,7 @@ class Memory:
     updated_at: datetime | None = None
     # Turns of one conversation (a chat import) share context in search; None: an independent memory.
     conversation: str | None = None
+    stability: float | None = None  # days (decay.py); None until the first recall: S₀ applies
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from engram import Engram, EngramError, NotFound
-from engram.decay import retrieval_weight, strength
+from engram.decay import memory_stability, retrieval_weight, strength
 from engram.embedding import FakeEmbedder
 
 
@@ -144,7 +144,7 @@ def test_vector_results_equal_exact_search_after_deletes(settings, fake, clock):
             continue
         m = eng.get(i)
         cos = max(float(np.dot(fake.embed_query(m.content), qv)), 0.0)
-        st = strength(m.importance, m.memory_type, m.recall_count, m.created_at, eng.now())
+        st = strength(m.importance, memory_stability(m), m.created_at, eng.now())
         exact.append(cos * retrieval_weight(st, eng.settings.decay_floor))
     exact.sort(reverse=True)
     assert [round(h.score, 5) for h in hits] == [round(x, 5) for x in exact[:10]]
@@ -195,6 +195,67 @@ def test_long_content_is_chunked_and_linked(eng):
     assert [m.metadata["chunk"] for m in mems] == list(range(1, len(mems) + 1))
     for a, b in zip(r.chunks, r.chunks[1:]):
         assert eng.graph.g.has_edge(a, b)
+
+
+def _whole_text(eng, chunk_ids) -> str:
+    """A chunked memory's text put back together from its chunks and their chunk_start."""
+    mems = [eng.get(i) for i in chunk_ids]
+    out = ""
+    for m in mems:
+        out += m.content[len(out) - m.metadata["chunk_start"]:]
+    return out
+
+
+@pytest.mark.parametrize("text", [
+    " ".join(f"Sentence {i} explains part {i} of the design." for i in range(80)),
+    "\n\n".join(f"  Paragraph {i}:\tindented,  double  spaced   text, with a trailing space. " * 4
+                for i in range(12)) + "\n",
+    "x" * 2500 + " tail",  # no sentence or word boundary for 2,500 characters
+])
+def test_chunks_are_verbatim_slices_that_rebuild_the_text(eng, text):
+    r = eng.store(text)
+    assert len(r.chunks) >= 3
+    for i in r.chunks:
+        m = eng.get(i)
+        start = m.metadata["chunk_start"]
+        assert text[start:start + len(m.content)] == m.content
+        assert len(m.content) <= eng.settings.chunk_size
+    assert _whole_text(eng, r.chunks) == text
+
+
+@pytest.mark.parametrize("text", [
+    "  leading and trailing spaces  ",
+    "lower-case start, no final stop",
+    "Tabs\tand\nnew lines\r\nkept",
+    "ünïcödé — 部署 ✓ emoji 🚀",
+])
+def test_stored_and_updated_text_comes_back_byte_for_byte(eng, text):
+    m = eng.store(text).memory
+    assert eng.get(m.id).content == text
+    assert [h.memory.content for h in eng.recall(text, limit=1, reinforce=False)] == [text]
+    changed = " " + text + " (edited) "
+    assert eng.update(m.id, changed).memory.content == changed
+    assert eng.get(m.id).content == changed
+
+
+def test_merge_keeps_both_texts_verbatim_and_findable(settings, fake, clock):
+    # A low dedup threshold lets the fake embedder's similarity reach the merge rule.
+    eng = Engram(":memory:", settings=replace(settings, dedup_threshold=0.01), embedder=fake, clock=clock)
+    old = eng.store("the user speaks english (tok-aaa1)").memory
+    r = eng.store("The user also speaks Spanish (tok-bbb2) ")
+    assert r.action == "merge", r.reason
+    got = eng.get(old.id).content
+    assert got == "the user speaks english (tok-aaa1)\nThe user also speaks Spanish (tok-bbb2) "
+    for token in ("tok-aaa1", "tok-bbb2", "english", "spanish"):
+        assert [h.memory.id for h in eng.recall(token, mode="bm25", reinforce=False)][:1] == [old.id]
+    eng.close()
+
+
+def test_replace_stores_the_new_text_verbatim(eng):
+    eng.store("The API timeout is 30 seconds.")
+    r = eng.store("the API timeout is 60 seconds now ")
+    assert r.action == "replace"
+    assert eng.get(r.memory.id).content == "the API timeout is 60 seconds now "
 
 
 def test_update_rewrites_and_keeps_history(eng):

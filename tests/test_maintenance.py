@@ -7,6 +7,7 @@ from datetime import timedelta
 import pytest
 
 from engram import Engram, Settings
+from engram.decay import recalled_stability
 from engram.maintenance import memory_stats, run_maintenance
 
 PG = "The staging database runs PostgreSQL 16 on port 5433"
@@ -28,8 +29,8 @@ def test_near_duplicates_merge_into_one_memory_with_all_provenance(eng, clock):
     a = put(eng, PG, importance=0.4, tags=["db"], provenance=["chat:1"])
     b = put(eng, PG_MORE, importance=0.7, tags=["ops"], provenance=["chat:2"])
     c = put(eng, PG_SAME, importance=0.5)
-    eng.store_db.reinforce([a.id, b.id], clock.now())
-    eng.store_db.reinforce([a.id], clock.now())
+    eng.store_db.reinforce([a.id, b.id], clock.now(), recalled_stability)
+    eng.store_db.reinforce([a.id], clock.now(), recalled_stability)
     eng.rebuild_indexes()
     other = put(eng, "The office coffee machine is broken again")
     clock.advance(days=1)
@@ -233,6 +234,29 @@ def test_stats(eng, clock):
     run_maintenance(eng)
     st = memory_stats(eng)
     assert st["totals"]["pruned"] >= 1 and st["totals"]["runs"] == 1
+
+
+def test_fading_soon_and_prune_follow_stability_on_a_virtual_clock(eng, clock):
+    import math
+
+    from engram.decay import initial_stability, memory_stability
+
+    used = put(eng, "The release train leaves every second Tuesday", importance=0.5)
+    idle = put(eng, "The office plant needs water on Fridays", importance=0.5)
+    for gap in (3, 6, 12):  # spaced uses of one, none of the other
+        clock.advance(days=gap)
+        assert [h.memory.id for h in eng.recall("release train Tuesday", limit=1, mode="bm25")] == [used.id]
+    s0 = initial_stability("fact", 0.5)
+    left = s0 * math.log(0.5 / eng.settings.prune_threshold) - 21  # idle: 21 days since it was written
+    assert 0 < left < 7  # within the week memory_stats looks ahead
+    fading = {f["id"]: f for f in memory_stats(eng)["fading_soon"]["memories"]}
+    assert set(fading) == {idle.id}
+    assert fading[idle.id]["days_until_prune"] == pytest.approx(left, abs=0.01)
+    assert run_maintenance(eng)["pruned_ids"] == []  # not yet
+    clock.advance(days=math.ceil(left))
+    assert run_maintenance(eng)["pruned_ids"] == [idle.id]
+    kept = eng.get(used.id)
+    assert memory_stability(kept) > 4 * s0
 
 
 @pytest.mark.parametrize("apply", [True, False])

@@ -159,3 +159,59 @@ async def test_killed_client_is_reported_interrupted_once(home):
 
         again = await ok(b, "recall_memory", {"query": "API keys"})
         assert again["interrupted_sessions"] == []
+
+
+def _salads(rng, n: int) -> list[str]:
+    """n texts of a unique token plus seven random words; no word (or stem) repeats across them."""
+    from engram.resolve import _stem
+
+    seen: set[str] = set()
+
+    def word() -> str:
+        while True:
+            w = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou")
+                        for _ in range(rng.randint(2, 3)))
+            if _stem(w) not in seen:
+                seen.add(_stem(w))
+                return w
+    # Spacing and case vary: what was sent must come back, not a tidied copy.
+    shapes = ["{}", "{} ", "  {}", "{}\n", "{}."]
+    texts = []
+    for i in range(n):
+        token = f"tk{rng.randrange(16 ** 6):06x}q{i}"
+        texts.append(shapes[i % len(shapes)].format(token + " " + " ".join(word() for _ in range(7))))
+    return texts
+
+
+async def test_three_processes_store_forty_distinct_memories_each_verbatim(home):
+    """Issue 13: three stdio processes x 40 stores; each found by its token, byte for byte."""
+    import random
+
+    user = "user-three-writers"
+    rng = random.Random(13)
+    texts = _salads(rng, 120)
+    batches = [texts[i::3] for i in range(3)]
+    results: list[list[tuple[str, dict]]] = [[], [], []]
+
+    async def writer(k: int) -> None:
+        async with stdio(home, user) as c:
+            for text in batches[k]:
+                results[k].append((text, await ok(c, "store_memory", {"content": text})))
+
+    async with anyio.create_task_group() as tg:
+        for k in range(3):
+            tg.start_soon(writer, k)
+
+    stored = [x for r in results for x in r]
+    assert len(stored) == 120
+    # Nothing in common between any two: each is its own memory, never merged or reinforced.
+    assert {r["action"] for _, r in stored} == {"new"}, [r["reason"] for _, r in stored if r["action"] != "new"]
+    assert len({r["memory_id"] for _, r in stored}) == 120
+    async with stdio(home, user) as c:
+        for text, r in stored:
+            token = text.split()[0]
+            got = await ok(c, "recall_memory", {"query": token, "limit": 3})
+            assert got["memories"], f"{token}: not found"
+            top = got["memories"][0]
+            assert top["id"] == r["memory_id"], f"{token}: found {top['content']!r}"
+            assert top["content"] == text  # byte for byte

@@ -110,7 +110,7 @@ def test_decide_replaces_a_changed_name_below_dedup_threshold():
 def test_decide_merges_an_additive_fact_below_dedup_threshold():
     r = decide("The user is also allergic to shellfish.", [("m1", "The user is allergic to peanuts.", 0.53)])
     assert (r.action, r.target_id) == ("merge", "m1")
-    assert r.merged_content == "The user is allergic to peanuts and shellfish."
+    assert r.merged_content == "The user is allergic to peanuts.\nThe user is also allergic to shellfish."
 
 
 def test_decide_floor_blocks_loose_matches():
@@ -162,7 +162,7 @@ def test_decide_prefers_replace_over_merge_and_ignores_order():
         r = decide("The user also speaks German.", order)
         assert (r.action, r.target_id) == ("replace", "stale")
     r = decide("The user also speaks German.", cands[:1])
-    assert (r.action, r.merged_content) == ("merge", "The user speaks French and German.")
+    assert (r.action, r.merged_content) == ("merge", "The user speaks French.\nThe user also speaks German.")
 
 
 # --- merge_contents ------------------------------------------------------------------------------
@@ -171,49 +171,70 @@ def test_decide_prefers_replace_over_merge_and_ignores_order():
 @pytest.mark.parametrize(
     "old, new, merged",
     [
-        ("The user speaks English.", "The user also speaks Spanish.", "The user speaks English and Spanish."),
-        (
-            "The CI pipeline runs unit tests.",
-            "The CI pipeline runs integration tests too.",
-            "The CI pipeline runs unit and integration tests.",
-        ),
-        (
-            "The user has a dog named Max.",
-            "The user has a cat named Luna as well.",
-            "The user has a dog named Max and a cat named Luna.",
-        ),
-        (
-            "The project uses Redis for caching.",
-            "In addition, the project uses Redis for rate limiting.",
-            "The project uses Redis for caching and rate limiting.",
-        ),
-        (
-            "The user is allergic to peanuts and shellfish.",
-            "The user is also allergic to eggs.",
-            "The user is allergic to peanuts, shellfish and eggs.",
-        ),
-        # New says everything old says and more: keep new.
-        (
-            "The project uses PostgreSQL.",
-            "The project uses PostgreSQL 16 with pgvector.",
-            "The project uses PostgreSQL 16 with pgvector.",
-        ),
-        # New adds nothing: keep old.
-        (
-            "The user lives in Berlin, Germany.",
-            "The user lives in Berlin.",
-            "The user lives in Berlin, Germany.",
-        ),
-        # Nothing shared to factor out: both sentences, old first.
-        (
-            "Redis handles caching.",
-            "Workers poll the queue.",
-            "Redis handles caching. Workers poll the queue.",
-        ),
+        # Both texts exactly as written, old first: nothing re-cased, trimmed or reworded.
+        ("The user speaks English.", "The user also speaks Spanish.",
+         "The user speaks English.\nThe user also speaks Spanish."),
+        ("Redis handles caching.", "workers poll the queue", "Redis handles caching.\nworkers poll the queue"),
+        ("  indented note", "tok-42 lower case start  ", "  indented note\ntok-42 lower case start  "),
+        # One already holds the other verbatim: that one is the merge.
+        ("The project uses PostgreSQL 16 with pgvector.", "PostgreSQL 16", "The project uses PostgreSQL 16 with pgvector."),
+        ("PostgreSQL 16", "The project uses PostgreSQL 16 with pgvector.", "The project uses PostgreSQL 16 with pgvector."),
     ],
 )
-def test_merge_contents(old, new, merged):
-    assert merge_contents(old, new) == merged
+def test_merge_contents_keeps_both_texts_verbatim(old, new, merged):
+    got = merge_contents(old, new)
+    assert got == merged
+    assert old in got and new in got
+
+
+def test_disjoint_memories_are_never_merged_or_reinforced():
+    # Three agents' stores: a unique token plus random words, nothing in common.
+    old = "zqv-0417 lantern orbit maple quiet harbor ribbon tundra"
+    new = "kxw-9921 pepper violet canyon saddle meadow pixel thunder"
+    assert compare_detail(old, new).basis == "disjoint"
+    for sim in (0.3, 0.5, 0.7, 0.8, 0.9, 0.99):
+        r = decide(new, [("m1", old, sim)])
+        assert r.action == "new", (sim, r)
+
+
+def test_reinforce_never_drops_a_value_only_the_new_text_has():
+    # Shared words, but the new text carries its own token: a reinforce would lose it.
+    old = "tok-1111 apple river stone cloud"
+    new = "tok-2222 apple river stone cloud"
+    for sim in (0.86, 0.95, 0.99):
+        r = decide(new, [("m1", old, sim)])
+        assert r.action != "reinforce", (sim, r)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("The user moved to Saigon.", "The user no longer lives in Hanoi."),
+        ("The user lives in Saigon.", "The user used to live in Hanoi."),
+        ("The user moved from Hanoi to Saigon.", "The user no longer lives in Hanoi."),
+        ("The team uses Slack.", "The team stopped using HipChat."),
+        ("The user lives in Saigon.", "The user does not live in Hanoi."),
+    ],
+)
+def test_ending_an_old_value_never_replaces_the_newer_fact(old, new):
+    c = compare_detail(old, new)
+    assert (c.relation, c.basis) == ("unrelated", "old-value"), c
+    for sim in (0.5, 0.7, 0.9):
+        assert decide(new, [("m1", old, sim)]).action == "new"
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        ("The user lives in Hanoi.", "The user no longer lives in Hanoi."),
+        ("The user moved to Saigon.", "The user no longer lives in Saigon."),
+        ("The user lives in Hanoi.", "The user moved to Saigon."),
+        ("The user drinks coffee.", "The user no longer drinks coffee."),
+    ],
+)
+def test_ending_the_current_value_still_replaces_it(old, new):
+    assert compare(old, new)[0] == "contradiction"
+    assert decide(new, [("m1", old, 0.8)]).action == "replace"
 
 
 # --- labelled cases with the real model ----------------------------------------------------------

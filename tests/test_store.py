@@ -38,6 +38,25 @@ def test_migrate_from_each_older_schema_keeps_data(tmp_path, settings, clock, st
     e.close()
 
 
+def test_stability_migration_keeps_what_recalls_earned(tmp_path, settings, clock):
+    from engram.decay import initial_stability
+    from engram.store.schema import MIGRATIONS
+
+    before = [d for d, _ in MIGRATIONS].index("memory stability")  # versions are 1-based
+    path = tmp_path / "pre.duckdb"
+    con = duckdb.connect(str(path))
+    migrate(con, START, target=before)
+    for mid, mtype, imp, n in (("used", "strategy", 0.8, 3), ("unused", "fact", 0.5, 0)):
+        con.execute("INSERT INTO memories (id, content, memory_type, importance, recall_count, created_at, "
+                    "user_id, status) VALUES (?, ?, ?, ?, ?, '2025-01-01', 'default', 'active')",
+                    [mid, f"Legacy {mid} memory", mtype, imp, n])
+    con.close()
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
+    assert e.get("used").stability == pytest.approx(initial_stability("strategy", 0.8) * 1.6)
+    assert e.get("unused").stability is None  # S₀ applies until its first recall
+    e.close()
+
+
 def test_newer_schema_is_refused(tmp_path):
     con = duckdb.connect(str(tmp_path / "n.duckdb"))
     migrate(con, START)

@@ -68,6 +68,7 @@ def test_round_trip_gives_identical_recall(eng, target, clock, tmp_path):
     assert counts["memories"] == eng.store_db.count("memories")
     statuses = {x["status"] for x in lines(path) if x["kind"] == "memory"}
     assert statuses == {"active", "consolidated", "superseded"}
+    assert any(x["stability"] for x in lines(path) if x["kind"] == "memory")  # recalled: it travels
 
     got = import_jsonl(target, path)
     assert got["memories"] == counts["memories"] and got["reembedded"] == 0

@@ -9,7 +9,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import importlib.util
 import sys
@@ -31,14 +31,14 @@ MEMORY_COLUMNS = (
     "id", "content", "memory_type", "importance", "recall_count", "created_at",
     "last_recalled_at", "user_id", "task_id", "session_id", "tags", "metadata", "provenance",
     "status", "valid_from", "valid_to", "supersedes", "superseded_by", "pinned", "updated_at",
-    "conversation",
+    "conversation", "stability",
 )
 _MEM_SELECT = ", ".join(MEMORY_COLUMNS)
 # Column types for bulk inserts (unnest of one list per column), embedding last.
 _MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP", "TIMESTAMP",
               "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR", "VARCHAR[]", "VARCHAR",
               "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "VARCHAR",
-              "BLOB")
+              "DOUBLE", "BLOB")
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported")
@@ -81,7 +81,7 @@ def row_to_memory(r: Sequence[Any]) -> Memory:
         metadata=json.loads(r[11]) if r[11] else {}, provenance=tuple(r[12] or ()),
         status=r[13], valid_from=_aware(r[14]), valid_to=_aware(r[15]), supersedes=r[16],
         superseded_by=r[17], pinned=bool(r[18]), updated_at=_aware(r[19]),
-        conversation=r[20],
+        conversation=r[20], stability=None if r[21] is None else float(r[21]),
     )
 
 
@@ -155,7 +155,7 @@ class Store:
         self._lock = threading.RLock()
         self._depth = 0
         self._pending: _Pending | None = None
-        self._recalls: dict[str, tuple[int, datetime]] = {}  # see reinforce()
+        self._recalls: dict[str, tuple[int, datetime, float]] = {}  # id -> (n, at, stability): see reinforce()
         self._recalls_since = 0.0  # time.monotonic() of the oldest count held
 
     def close(self) -> None:
@@ -193,8 +193,8 @@ class Store:
                     self._pending = _Pending()
                 self.con.execute("ROLLBACK")
                 if recalls is not self._recalls:  # written in this transaction: not lost with it
-                    for mid, (n, at) in recalls.items():
-                        self._count_recall(mid, n, at)
+                    for mid, (n, at, stability) in recalls.items():
+                        self._count_recall(mid, n, at, stability)
                 raise
             self._depth = 0
             self.con.execute("COMMIT")
@@ -268,7 +268,7 @@ class Store:
              _ts(m.last_recalled_at), m.user_id, m.task_id, m.session_id, list(m.tags),
              json.dumps(m.metadata) if m.metadata else None, list(m.provenance), m.status,
              _ts(m.valid_from), _ts(m.valid_to), m.supersedes, m.superseded_by, m.pinned,
-             _ts(m.updated_at), m.conversation,
+             _ts(m.updated_at), m.conversation, m.stability,
              None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()]))
 
     def _add(self, put: Any) -> None:
@@ -296,51 +296,58 @@ class Store:
             return
         self.execute(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", params + [memory_id])
 
-    def reinforce(self, ids: Sequence[str], now: datetime) -> dict[str, Memory]:
-        """Count a recall of each memory and return them as they are now.
+    def reinforce(self, ids: Sequence[str], now: datetime,
+                  grow: Callable[[Memory, datetime], float]) -> dict[str, Memory]:
+        """Count a recall of each memory, set its stability to grow(memory, now), return them as they are now.
 
         The counts are held, not committed on their own: a commit costs a disk flush (5-10 ms
         here) and a recall is a read. They are written together, with a write transaction at
         least RECALL_WRITE_DELAY_S after the first (or once RECALL_WRITE_MAX are held), before
         any other SQL statement, and at close. get_memories adds the held counts, so no read
         sees a stale count; a crash can lose the counts of the last recalls, never a memory.
+        `grow` sees each memory with the recalls held before this one (the decay rule needs
+        the time since the last recall and the stability it left).
         """
         with self._lock:
             self._flush()
-            for mid in ids:
-                self._count_recall(mid, 1, now)
-            return {m.id: self._counted(m) for m in self._read_memories(ids)}
+            out = {}
+            for m in self._read_memories(ids):
+                before = self._counted(m)
+                self._count_recall(m.id, 1, now, grow(before, now))
+                out[m.id] = self._counted(m)
+            return out
 
-    def _count_recall(self, memory_id: str, n: int, at: datetime) -> None:
+    def _count_recall(self, memory_id: str, n: int, at: datetime, stability: float) -> None:
         if not self._recalls:
             self._recalls_since = time.monotonic()
-        had, _ = self._recalls.get(memory_id, (0, at))
-        self._recalls[memory_id] = (had + n, at)
+        had = self._recalls.get(memory_id)
+        if had is None:
+            self._recalls[memory_id] = (n, at, stability)
+            return
+        # The later recall's time and stability win (it was computed on top of the earlier one).
+        _, t, s = had if had[1] > at else (n, at, stability)
+        self._recalls[memory_id] = (had[0] + n, t, s)
 
     def _counted(self, m: Memory) -> Memory:
-        """m with the recall counts held for it."""
+        """m with the recall counts (and stability) held for it."""
         held = self._recalls.get(m.id)
         if held is None:
             return m
-        n, at = held
-        return replace(m, recall_count=m.recall_count + n, last_recalled_at=_aware(_ts(at)))
+        n, at, stability = held
+        return replace(m, recall_count=m.recall_count + n, last_recalled_at=_aware(_ts(at)),
+                       stability=stability)
 
     def _flush_recalls(self) -> None:
         if not self._recalls:
             return
         counted, self._recalls = self._recalls, {}
-        groups = {(n, at) for n, at in counted.values()}
-        if len(groups) == 1:  # the hits of one recall: an IN list, half the time of the join
-            (n, at), ids = groups.pop(), list(counted)
-            self.con.execute(f"UPDATE memories SET recall_count = recall_count + ?, last_recalled_at = ? "
-                             f"WHERE {_in('id', len(ids))}", [n, _ts(at), *ids])
-            return
         ids = list(counted)
         self.con.execute(
-            "UPDATE memories SET recall_count = recall_count + c.n, last_recalled_at = c.at FROM "
-            "(SELECT unnest(?::VARCHAR[]) AS id, unnest(?::INTEGER[]) AS n, unnest(?::TIMESTAMP[]) AS at) c "
-            "WHERE memories.id = c.id",
-            [ids, [counted[i][0] for i in ids], [_ts(counted[i][1]) for i in ids]])
+            "UPDATE memories SET recall_count = recall_count + c.n, last_recalled_at = c.at, "
+            "stability = c.s FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::INTEGER[]) AS n, "
+            "unnest(?::TIMESTAMP[]) AS at, unnest(?::DOUBLE[]) AS s) c WHERE memories.id = c.id",
+            [ids, [counted[i][0] for i in ids], [_ts(counted[i][1]) for i in ids],
+             [counted[i][2] for i in ids]])
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         with self._lock:

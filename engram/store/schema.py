@@ -79,6 +79,16 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
     # Only memories of one conversation share neighbour context (see index.py).
     ("memory conversation", ["ALTER TABLE memories ADD COLUMN conversation VARCHAR"]),
+    # Spaced stability replaces the flat recall-count multiplier (decay.py). NULL means "never
+    # recalled: the initial stability applies". A memory recalled before this version keeps the
+    # benefit it had: S₀ × (1 + 0.2 × recall_count), with S₀ from the rates of that time.
+    ("memory stability", [
+        "ALTER TABLE memories ADD COLUMN stability DOUBLE",
+        """UPDATE memories SET stability = (1 + 0.2 * recall_count) / ((CASE memory_type
+            WHEN 'strategy' THEN 0.10 WHEN 'assumption' THEN 0.20 WHEN 'failure' THEN 0.35
+            WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
+            WHERE recall_count > 0""",
+    ]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
