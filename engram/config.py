@@ -63,7 +63,7 @@ class Settings:
     # how many, how much their vectors weigh in, and how much their words count in BM25.
     context_window: int = 2
     context_weight: float = 0.5
-    context_terms: float = 0.3
+    context_terms: float = 0.4
     # BM25: term-frequency saturation and length normalisation (b 0.3: memories are short and
     # a long one is not less relevant for being long).
     bm25_k1: float = 1.2
