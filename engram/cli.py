@@ -163,7 +163,12 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
     """The Api operation and arguments a parsed command line asks for."""
     c = a.command
     if c == "remember":
-        content = sys.stdin.read() if a.content == "-" else a.content
+        content = a.content
+        if content == "-":
+            # The one newline that ends piped input (echo, a file's last line) is framing, not
+            # text; everything before it is stored as it is.
+            content = sys.stdin.read()
+            content = content[:-2] if content.endswith("\r\n") else content.removesuffix("\n")
         return "store_memory", _given(content=content, memory_type=a.memory_type, importance=a.importance,
                                       tags=a.tags, task_id=a.task_id, pinned=a.pin or None,
                                       metadata=_json_option(a.metadata, "--metadata"))
