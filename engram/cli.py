@@ -64,8 +64,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--task", dest="task_id", help="id of the task this memory belongs to")
     c.add_argument("--pin", action="store_true", help="never decay or prune this memory")
     c.add_argument("--metadata", help="extra fields as a JSON object")
-    c.add_argument("--conversation", help="id of the conversation this is a turn of (chat imports): "
-                   "turns of one conversation are searched with the turns just before them")
 
     c = cmd(sub, "recall", "Search memories by meaning and keywords.")
     c.add_argument("query", help="what to look for")
@@ -167,13 +165,13 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
     if c == "remember":
         content = a.content
         if content == "-":
-            # The newline that ends piped input is the shell's, not the memory's.
+            # The one newline that ends piped input (echo, a file's last line) is framing, not
+            # text; everything before it is stored as it is.
             content = sys.stdin.read()
             content = content[:-2] if content.endswith("\r\n") else content.removesuffix("\n")
         return "store_memory", _given(content=content, memory_type=a.memory_type, importance=a.importance,
                                       tags=a.tags, task_id=a.task_id, pinned=a.pin or None,
-                                      metadata=_json_option(a.metadata, "--metadata"),
-                                      conversation=a.conversation)
+                                      metadata=_json_option(a.metadata, "--metadata"))
     if c == "recall":
         return "recall_memory", _given(query=a.query, limit=a.limit, memory_type=a.memory_type,
                                        task_id=a.task_id, tags=a.tags, as_of=a.as_of, mode=a.mode,

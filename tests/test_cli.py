@@ -70,7 +70,11 @@ def test_remember_reads_stdin(cli, api, monkeypatch):
     monkeypatch.setattr(sys, "stdin", io.StringIO("Piped in: the cache TTL is 300 seconds\n"))
     mid = cli_json(cli, "remember", "-")["memory_id"]
     m = api.call("get_memory", {"memory_id": mid}, Ctx("check"))
-    assert m["content"] == "Piped in: the cache TTL is 300 seconds"
+    assert m["content"] == "Piped in: the cache TTL is 300 seconds"  # the closing newline frames it
+    text = "  Indented first line\n\nlast line with trailing spaces  \n\n"
+    monkeypatch.setattr(sys, "stdin", io.StringIO(text + "\n"))
+    mid = cli_json(cli, "remember", "-")["memory_id"]
+    assert api.call("get_memory", {"memory_id": mid}, Ctx("check"))["content"] == text
 
 
 def test_remember_metadata_and_pin(cli, api):
