@@ -77,6 +77,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
     ]),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
+    # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
+    ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
