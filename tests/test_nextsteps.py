@@ -13,8 +13,11 @@ from engram.embedding import FakeEmbedder
 from engram.nextsteps import (
     Activity,
     StepCheck,
+    TextVectors,
     content_words,
     match_score,
+    same_step,
+    stronger,
     validate_steps,
 )
 
@@ -239,3 +242,70 @@ def test_labelled_cases_accuracy_with_real_model(real_embedder):
     for f in failures:
         print("  FAIL", f)
     assert accuracy >= 0.95
+
+
+# ---------------------------------------------------------------- engine support
+
+def test_given_vectors_are_used_instead_of_embedding_the_activity():
+    class Refusing(FakeEmbedder):
+        def embed_batch(self, texts):
+            assert "payment webhook client retry backoff" not in texts, "activity embedded again"
+            return super().embed_batch(texts)
+    a = act("payment webhook client retry backoff", status="done")
+    vec = FakeEmbedder().embed_batch([a.text])[0]
+    assert validate_steps([STEP], [a], Refusing(), vectors=[vec])[0].status == "done"
+    with pytest.raises(ValueError, match="vectors for"):
+        validate_steps([STEP], [a], FakeEmbedder(), vectors=[])
+
+
+def test_text_vectors_embed_each_text_once():
+    calls = []
+
+    class Counting(FakeEmbedder):
+        def embed_batch(self, texts):
+            calls.append(list(texts))
+            return super().embed_batch(texts)
+    tv = TextVectors(Counting(), size=2)
+    first = tv.embed_batch(["a b", "c d", "a b"])
+    again = tv.embed_batch(["a b"])
+    assert calls == [["a b", "c d"]] and (first[0] == again[0]).all()
+    tv.embed_batch(["e f"])  # over the size: the least recently used ("c d") goes
+    tv.embed_batch(["c d"])
+    assert calls[-1] == ["c d"]
+
+
+def test_stronger_keeps_the_evidence_validate_steps_would_pick():
+    old_done = check(STEP, act("payment webhook client retry backoff", status="done", hours=1, id="d"))
+    new_partial = check(STEP, act("payment webhook client retry backoff", status="in_progress",
+                                  completion=0.5, hours=5, id="p"))
+    nothing = StepCheck(STEP, "not_started", None)
+    assert stronger(old_done, new_partial) is old_done
+    assert stronger(nothing, new_partial) is new_partial
+    newer_done = check(STEP, act("payment webhook client retry backoff", status="done", hours=9, id="n"))
+    assert stronger(old_done, newer_done) is newer_done
+
+
+def test_same_step_folds_rewordings_not_near_misses():
+    fake = FakeEmbedder()
+    assert same_step("write csv exporter tests", "csv exporter tests: write them", fake)
+    assert not same_step("Deploy the new build to staging", "Deploy the new build to production", fake)
+    assert not same_step("Upgrade Django to 5.0", "Upgrade Django to 4.2", fake)
+    assert not same_step(STEP, "Fix typo in the login page footer", fake)
+
+
+def test_words_that_name_the_same_thing_agree():
+    assert content_words("cache for one hour") == content_words("cache for 1 hour")
+    assert content_words("one-hour cache") == content_words("1 hour cache")
+    assert content_words("e2e tests") == content_words("end-to-end tests")
+    # inflected members of a contrast set still conflict
+    assert match_score("Enable gzip on the server", "gzip disabled on the server",
+                       FakeEmbedder())["conflict"].startswith("contrast")
+
+
+@pytest.mark.parametrize("text,expected", [
+    ("Retry with backoff for the payment webhook client has not started yet", "not_started"),
+    ("Backfilled retry with backoff for the payment webhook client", "done"),
+    ("Blocked retry with backoff for the payment webhook client on review", "not_started"),
+])
+def test_memory_status_reads_negated_starts_and_past_tense_reports(text, expected):
+    assert check(STEP, act(text, "memory")).status == expected
