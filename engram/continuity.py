@@ -667,6 +667,7 @@ class ContinuityMixin:
             latest = handoffs[-1] if handoffs else None
             doc = latest.metadata.get("handoff", {}) if latest else {}
             features = self._progress_by_feature(mems)
+            evidence = {x for e in plan if e["evidence"] for x in (e["evidence"]["id"], e["evidence"]["text"])}
             open_steps = [e for e in plan if e["status"] in ("in_progress", "not_started")]
             next_step = next((e for e in open_steps if e["status"] == "in_progress"),
                              open_steps[0] if open_steps else None)
@@ -676,12 +677,14 @@ class ContinuityMixin:
                                    "summary": doc.get("summary", "")} if latest else None,
                 "plan": plan,
                 "next_step": next_step["step"] if next_step else None,
+                # Plan steps first; then work in progress no step accounts for (its evidence).
                 "in_progress": _unique([e["step"] for e in plan if e["status"] == "in_progress"]
-                                       + doc.get("in_progress", [])
-                                       + [f for f, p in features.items() if p["status"] == "in_progress"]),
+                                       + [x for x in doc.get("in_progress", []) if x not in evidence]
+                                       + [f for f, (m, p) in features.items()
+                                          if p["status"] == "in_progress" and m.id not in evidence]),
                 "blocked": _unique(doc.get("blocked", [])
                                    + [f + (f": {p['notes']}" if p.get("notes") else "")
-                                      for f, p in features.items() if p["status"] == "blocked"]),
+                                      for f, (m, p) in features.items() if p["status"] == "blocked"]),
                 "pitfalls": [self._failure_entry(m) for m in reversed(mems)
                              if m.memory_type == "failure" and m.status == "active"],
                 "keep": [self._timeline_entry(m) for m in self._to_keep(mems)],
@@ -694,17 +697,17 @@ class ContinuityMixin:
             return out
 
     @staticmethod
-    def _progress_by_feature(mems: Sequence[Memory]) -> dict[str, dict]:
+    def _progress_by_feature(mems: Sequence[Memory]) -> dict[str, tuple[Memory, dict]]:
         """The latest progress snapshot of each feature (named as first written), oldest first."""
-        latest: dict[str, tuple[str, dict]] = {}
+        latest: dict[str, tuple[str, Memory, dict]] = {}
         for m in mems:
             p = m.metadata.get("progress") if m.memory_type == "progress" else None
             if p:
                 key = p["feature"].strip().lower()
                 name = latest[key][0] if key in latest else p["feature"]
                 latest.pop(key, None)
-                latest[key] = (name, p)
-        return {name: p for name, p in latest.values()}
+                latest[key] = (name, m, p)
+        return {name: (m, p) for name, m, p in latest.values()}
 
     @staticmethod
     def _to_keep(mems: Sequence[Memory], limit: int = 12) -> list[Memory]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
+from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -214,6 +215,7 @@ _CANON, _CONTRAST_GROUP = _canon_table()
 _NUMBERISH = re.compile(r"^v?\d+(?:\.\d+)*[a-z]{0,2}$")
 
 
+@lru_cache(maxsize=65_536)  # called for every word pair a validation aligns
 def _is_identifier(tok: str) -> bool:
     """Numbers, versions, file names, flags, issue refs: must agree exactly."""
     return any(ch.isdigit() for ch in tok) or tok.startswith("-") or "." in tok or "_" in tok
@@ -238,6 +240,11 @@ def content_words(text: str) -> list[str]:
 
 def _content(text: str) -> list[tuple[str, str]]:
     """(canonical form, surface word) pairs; the surface word is what gets embedded."""
+    return list(_content_cached(text))
+
+
+@lru_cache(maxsize=16_384)  # the same steps and activity texts come back on every validation
+def _content_cached(text: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for raw in _TOKEN.findall(text.lower()):
         raw = raw if raw.startswith("--") else raw.strip("-'")
@@ -264,7 +271,7 @@ def _content(text: str) -> list[tuple[str, str]]:
                     continue
                 stem = _STEM.stemWord(w)
                 out.append((_CANON.get(w, _CANON.get(stem, stem)), w))
-    return out
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- matching
@@ -498,8 +505,12 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
     step_vec = np.stack([next(fresh) for _ in steps])
     act_vec = np.stack([np.asarray(v, dtype=np.float32) if v is not None else next(fresh) for v in given])
     sims = step_vec @ act_vec.T
+    # A pair below this cosine cannot reach the threshold even with every step word covered:
+    # such activities need no word-level look at all.
+    floor = (thr - (1 - SIM_WEIGHT)) / SIM_WEIGHT - 1e-6
+    near = (sims >= floor).any(axis=0)
     step_cs = [_content(s) for s in steps]
-    act_cs = [_content(a.text) for a in acts]
+    act_cs = [_content(a.text) if near[i] else [] for i, a in enumerate(acts)]
     step_ws = [[c for c, _ in cs] for cs in step_cs]
     act_ws = [[c for c, _ in cs] for cs in act_cs]
     word_sim = _word_sims(step_cs, act_cs, embedder)
@@ -507,7 +518,8 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
     out: list[StepCheck] = []
     for si, step in enumerate(steps):
         best: tuple | None = None
-        for ai, act in enumerate(acts):
+        for ai in np.flatnonzero(sims[si] >= floor):
+            act = acts[ai]
             p = _pair(step_ws[si], act_ws[ai], float(sims[si, ai]), word_sim)
             if p.score < thr or p.conflict:
                 continue
