@@ -126,7 +126,8 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
         assert by_step[TESTS_REWORDED]["planned_in"] == [h1["handoff_id"], h2["handoff_id"], h3["handoff_id"]]
         assert by_step[TSV]["planned_in"] == [h1["handoff_id"]]
 
-    assert resume["next_step"] in (TESTS_REWORDED, ESCAPE)
+    assert resume["next_step"] == TESTS_REWORDED  # the first step in progress, in plan order
+    assert resume["in_progress"] == [TESTS_REWORDED, ESCAPE]  # the progress notes are their evidence
     interrupted = {s["session_id"]: s for s in resume["interrupted_sessions"]}
     assert len(interrupted) == 2 and interrupted[s4_id]["reason"] == "context_overflow"
     assert interrupted[s4_id]["last_progress"]["id"] == tests_started["memory_id"]

@@ -462,10 +462,13 @@ class Store:
 
     def task_last_activity(self, user_id: str) -> dict[str, tuple[datetime, str, str]]:
         """Per task of the user: when its newest memory was written, its type and its content."""
+        # Ties on the time (a batch, a virtual clock) go to the later id: ids sort in write order.
         rows = self.execute(
-            "SELECT task_id, max(created_at), arg_max(memory_type, created_at), arg_max(content, created_at) "
-            "FROM memories WHERE user_id = ? AND task_id IS NOT NULL AND status <> 'deleted' "
-            "GROUP BY task_id", [user_id]).fetchall()
+            "SELECT task_id, created_at, memory_type, content FROM ("
+            "SELECT task_id, created_at, memory_type, content, row_number() OVER "
+            "(PARTITION BY task_id ORDER BY created_at DESC, id DESC) AS k FROM memories "
+            "WHERE user_id = ? AND task_id IS NOT NULL AND status <> 'deleted') WHERE k = 1",
+            [user_id]).fetchall()
         return {r[0]: (_aware(r[1]), r[2], r[3]) for r in rows}
 
     def task_sessions(self, task_id: str, status: str) -> list[Session]:
