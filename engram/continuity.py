@@ -499,6 +499,7 @@ class ContinuityMixin:
     def _init_continuity(self) -> None:
         self._text_vectors = TextVectors(self.embedder)
         self._validations: OrderedDict[str, _Validation] = OrderedDict()
+        self._same_steps: dict[tuple[str, str], bool] = {}  # a plan compares every pair of wordings
         # Bumped when a memory's text changes or memories are deleted: evidence may be gone.
         self.activity_epoch = 0
 
@@ -599,6 +600,15 @@ class ContinuityMixin:
         return view
 
     # -- the plan of a task --------------------------------------------------
+    def _same_step(self, a: str, b: str) -> bool:
+        key = (a, b)
+        got = self._same_steps.get(key)
+        if got is None:
+            if len(self._same_steps) >= 100_000:
+                self._same_steps.clear()
+            got = self._same_steps[key] = same_step(a, b, self._text_vectors)
+        return got
+
     def _task_handoffs(self, user: str, task_id: str) -> list[Memory]:
         return self.store_db.query_memories(
             "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'",
@@ -624,8 +634,7 @@ class ContinuityMixin:
                 steps = h.metadata.get("handoff", {}).get("next_steps", [])
                 for step, check in zip(steps, self.step_checks(h)):
                     e = next((e for e in entries if e["planned_in"][-1] != h.id
-                              and any(same_step(w, step, self._text_vectors) for w in e["wordings"])),
-                             None)
+                              and any(self._same_step(w, step) for w in e["wordings"])), None)
                     if e is None:
                         entries.append({"step": step, "wordings": [step], "planned_in": [h.id],
                                         "first_planned_at": h.created_at.isoformat(), "check": check})
