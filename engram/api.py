@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from .clock import utc
+from .continuity import estimate_tokens
 from .engram import Engram
 from .metrics import Metrics
 from .types import EngramError
@@ -23,10 +24,11 @@ TOOLS = (
     "recall_memory", "store_memory", "update_memory", "forget_memory", "get_context",
     "session_handoff", "create_task", "update_task", "get_task", "track_failure",
     "track_progress", "session_outcome", "consolidate_memory", "memory_stats",
+    "list_tasks", "resume_task", "report_interruption",
 )
 # Operations that are not MCP tools but that the CLI and HTTP API use.
-EXTRA_OPS = ("list_tasks", "export_memories", "import_memories", "reindex", "run_maintenance",
-             "get_memory", "health")
+EXTRA_OPS = ("export_memories", "import_memories", "reindex", "run_maintenance",
+             "get_memory", "health", "memory_prompt")
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
@@ -82,11 +84,6 @@ def check_arguments(args: dict, op: str) -> None:
                 if isinstance(v, dict) and not isinstance(k, str):
                     raise EngramError(f"{op}: {where} has a key that is not a string")
                 stack.append((f"{path}.{k}" if isinstance(v, dict) else f"{path}[{k}]", x, depth + 1))
-
-
-def estimate_tokens(text: str) -> int:
-    """About four characters per token for English text, as most tokenizers average."""
-    return math.ceil(len(text) / 4)
 
 
 class Api:
@@ -181,6 +178,9 @@ class Api:
                     block.append(f"  {key.replace('_', ' ')}: " + "; ".join(h[key]))
             for step in h.get("next_steps", []):
                 block.append(f"  next: {step} [{steps.get(step, 'not_started')}]")
+            for e in h.get("open_steps", []):  # planned earlier, still open, not re-planned here
+                if h["id"] not in e["planned_in"]:
+                    block.append(f"  still open from an earlier handoff: {e['step']} [{e['status']}]")
             text = "\n".join(block)
             if estimate_tokens(text) <= budget:
                 lines.append(text)
@@ -221,8 +221,19 @@ class Api:
     def get_task(self, ctx: Ctx, task_id: str) -> dict:
         return self.eng.task_view(task_id, user_id=ctx.user_id)
 
-    def list_tasks(self, ctx: Ctx, status: str | None = None) -> dict:
-        return {"tasks": [t.to_dict() for t in self.eng.list_tasks(status, user_id=ctx.user_id)]}
+    def list_tasks(self, ctx: Ctx, status: str | None = None, limit: int = 50) -> dict:
+        return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id)}
+
+    def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int = 2000) -> dict:
+        return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id)
+
+    def report_interruption(self, ctx: Ctx, reason: str, task_id: str | None = None) -> dict:
+        s = self.eng.report_interruption(ctx.session_id, reason, task_id, user_id=ctx.user_id)
+        return {"session_id": s.id, "status": s.status, "reason": s.interruption, "task_id": s.task_id,
+                "ended_at": s.ended_at.isoformat() if s.ended_at else None}
+
+    def memory_prompt(self, ctx: Ctx) -> dict:
+        return {"prompt": self.eng.prompt_block(user_id=ctx.user_id)}
 
     def session_handoff(self, ctx: Ctx, summary: str, completed: list[str] | None = None,
                         in_progress: list[str] | None = None, blocked: list[str] | None = None,

@@ -44,6 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
     p.add_argument("--user", help="user whose memories to use (default: ENGRAM_USER or 'default')")
     p.add_argument("--json", action="store_true", help="print results as JSON for scripts")
+    p.add_argument("--session", help="act in this session (default: a new one per command); give every "
+                   "command of one agent session the same id so outcome applies to it")
     p.add_argument("--version", action="version", version=f"engram {__version__}",
                    help="print the version and exit")
     common = argparse.ArgumentParser(add_help=False)
@@ -112,6 +114,31 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--blocked", action="append", help="something stuck, and on what; repeatable")
     c.add_argument("--next", dest="next_steps", action="append", help="a next step; repeatable")
     c.add_argument("--task", dest="task_id", help="id of the task this handoff is for")
+
+    # Continuity for agents without MCP and for people at a terminal.
+    c = cmd(sub, "tasks", "List tasks, open ones first, with their last activity.")
+    c.add_argument("--status", choices=TASK_STATUSES, help="only tasks with this status")
+    c.add_argument("--limit", type=int, help="most tasks to list (default 50)")
+    c = cmd(sub, "resume", "Print what the next session needs to continue a task: plan, next step, pitfalls.")
+    c.add_argument("task_id", help="id of the task")
+    c.add_argument("--max-tokens", dest="max_tokens", type=int, help="token budget (default 2000)")
+    c = cmd(sub, "progress", "Record progress on a feature or step.")
+    c.add_argument("feature", help="the feature or step")
+    c.add_argument("--status", required=True, choices=("planned", "in_progress", "blocked", "done"),
+                   help="planned, in_progress, blocked or done")
+    c.add_argument("--completion", type=float, help="fraction done, 0 to 1")
+    c.add_argument("--task", dest="task_id", help="id of the task")
+    c.add_argument("--notes", help="details worth keeping")
+    c = cmd(sub, "failure", "Record an error or dead end, so no session repeats it.")
+    c.add_argument("error", help="what went wrong")
+    c.add_argument("--component", required=True, help="the part of the system it happened in")
+    c.add_argument("--root-cause", dest="root_cause", help="why it happened")
+    c.add_argument("--fix", help="what fixed it")
+    c.add_argument("--task", dest="task_id", help="id of the task")
+    c = cmd(sub, "outcome", "Say whether the session (see --session) achieved what it set out to do.")
+    c.add_argument("outcome", choices=("success", "failure"), help="success or failure")
+    c.add_argument("--notes", help="why it went that way")
+    cmd(sub, "prompt", "Print the memory rules for CLAUDE.md / AGENTS.md with the open tasks' state.")
 
     cmd(sub, "stats", "Show counts, sizes and maintenance status.")
 
@@ -194,6 +221,20 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
     if c == "handoff":
         return "session_handoff", _given(summary=a.summary, completed=a.completed, in_progress=a.in_progress,
                                          blocked=a.blocked, next_steps=a.next_steps, task_id=a.task_id)
+    if c == "tasks":
+        return "list_tasks", _given(status=a.status, limit=a.limit)
+    if c == "resume":
+        return "resume_task", _given(task_id=a.task_id, max_tokens=a.max_tokens)
+    if c == "progress":
+        return "track_progress", _given(feature=a.feature, status=a.status, completion=a.completion,
+                                        task_id=a.task_id, notes=a.notes)
+    if c == "failure":
+        return "track_failure", _given(error=a.error, component=a.component, root_cause=a.root_cause,
+                                       fix=a.fix, task_id=a.task_id)
+    if c == "outcome":
+        return "session_outcome", _given(outcome=a.outcome, notes=a.notes)
+    if c == "prompt":
+        return "memory_prompt", {}
     if c == "stats":
         return "memory_stats", {}
     if c == "consolidate":
@@ -296,11 +337,26 @@ def _render_task_view(r: dict) -> str:
         lines.append(f"latest handoff ({_day(h['created_at'])}): {h.get('summary', '')}")
         for v in h.get("next_steps_validation") or []:
             lines.append(f"  next: {v.get('step')} [{v.get('status')}]")
+    if r.get("plan"):
+        lines.append("plan:")
+        lines.extend(_plan_lines(r["plan"]))
     return "\n".join(lines)
 
 
 def _render_tasks(r: dict) -> str:
-    return "\n".join(_task_line(t) for t in r["tasks"]) or "no tasks"
+    lines = []
+    for t in r["tasks"]:
+        lines.append(_task_line(t))
+        if t.get("last_activity"):
+            la = t["last_activity"]
+            lines.append(f"    last: {_day(la['at'])} [{la['memory_type']}] {la['content'][:100]}")
+    return "\n".join(lines) or "no tasks"
+
+
+def _plan_lines(plan: list[dict]) -> list[str]:
+    return [f"  [{e['status']}] {e['step']}"
+            + (f"  <- {e['evidence']['kind']}: {e['evidence']['text'][:80]}" if e.get("evidence") else "")
+            for e in plan]
 
 
 def _render_handoff(r: dict) -> str:
@@ -317,6 +373,11 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "get_task": _render_task_view,
     "list_tasks": _render_tasks,
     "session_handoff": _render_handoff,
+    "resume_task": lambda r: r["context"],
+    "memory_prompt": lambda r: r["prompt"].rstrip("\n"),
+    "track_progress": lambda r: f"progress saved: {r['memory_id']} {r['feature']} [{r['status']}]",
+    "track_failure": _render_store,
+    "session_outcome": lambda r: f"session {r['session_id']}: {r['outcome']}",
 }
 
 
@@ -338,8 +399,11 @@ class _Conn:
     close: Callable[[], None]
 
 
-def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None) -> _Conn:
-    session_id = f"cli-{uuid.uuid4().hex}"
+def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None,
+             session: str | None = None) -> _Conn:
+    if session is not None and not 1 <= len(session.strip()) <= 200:
+        raise CliError("--session must be 1 to 200 characters")
+    session_id = session.strip() if session else f"cli-{uuid.uuid4().hex}"
     if api_factory is None:
         from .server.rpc import RpcClient, server_running
         if server_running(settings.socket_path):
@@ -369,7 +433,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 
 def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     op, args = _request(a)
-    conn = _connect(settings, a.user, api_factory)
+    conn = _connect(settings, a.user, api_factory, a.session)
     try:
         result = conn.call(op, args)
     finally:

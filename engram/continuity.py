@@ -3,15 +3,48 @@
 from __future__ import annotations
 
 import math
+import re
 import uuid
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Sequence
 
-from .nextsteps import Activity, validate_steps
+import numpy as np
+
+from .index import to_days
+from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
 from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task
 
 PROGRESS_STATUSES = ("planned", "in_progress", "blocked", "done")
 OUTCOMES = ("success", "failure")
+INTERRUPTION_REASONS = ("context_overflow", "rate_limit", "user_stop", "other")
+PLAN_STATUSES = ("done", "in_progress", "not_started", "dropped")
+OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
+VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
+
+# File names in progress notes, failures and handoffs: a name with a letter and a known extension,
+# optionally with its folders. Versions (5.0) and abbreviations (e.g.) have no such extension.
+_FILE = re.compile(
+    r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]*[A-Za-z][\w-]*\.(?:py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|rb|php|"
+    r"c|h|cc|cpp|hpp|cs|swift|scala|sql|sh|md|rst|txt|json|jsonl|ya?ml|toml|ini|cfg|conf|lock|html|"
+    r"css|scss|vue|svelte|proto|tf|dockerfile|csv)\b")
+
+
+def estimate_tokens(text: str) -> int:
+    """About four characters per token for English text, as most tokenizers average."""
+    return math.ceil(len(text) / 4)
+
+
+@dataclass(frozen=True)
+class _Validation:
+    """One handoff's step checks over the index rows before `rows_seen` (of that index, at that
+    activity epoch). Rows are appended in write order, so only later rows need a look."""
+
+    index: Any
+    epoch: int
+    rows_seen: int
+    checks: tuple[StepCheck, ...]
 
 
 def _items(value: Any, name: str) -> list[str]:
@@ -36,6 +69,12 @@ def _short(value: Any, name: str, limit: int = 2000, required: bool = True) -> s
     if len(value) > limit:
         raise EngramError(f"{name} is {len(value):,} characters; the limit is {limit:,}")
     return value.strip()
+
+
+def progress_text(doc: dict) -> str:
+    """A progress snapshot as stored (and embedded): validation compares steps with this vector."""
+    text = f"Progress on {doc['feature']}: {doc['status']} ({doc['completion']:.0%})"
+    return text + (f". {doc['notes']}" if doc.get("notes") else "")
 
 
 def render_handoff(doc: dict) -> str:
@@ -81,6 +120,99 @@ def document(m: Memory, key: str) -> dict | None:
                 (isinstance(v, list) and not all(isinstance(x, str) for x in v)):
             return None
     return out
+
+
+def _unique(items: Sequence[str]) -> list[str]:
+    """Items once each (case-insensitive), in first-seen order."""
+    seen: dict[str, str] = {}
+    for x in items:
+        seen.setdefault(x.strip().lower(), x.strip())
+    return [x for k, x in seen.items() if k]
+
+
+def _pack(sections: Sequence[tuple[str, Sequence[str]]], max_tokens: int) -> str:
+    """Section headings with their lines, in order, as many lines as fit the token budget.
+
+    A line that does not fit is left out, not cut; a heading is kept only with a line under it.
+    """
+    out: list[str] = []
+    used = 0
+    for heading, lines in sections:
+        pending = [heading] if heading else []
+        for line in lines:
+            cost = estimate_tokens("\n".join(pending + [line])) + (1 if out else 0)
+            if used + cost > max_tokens:
+                continue
+            out.extend(pending + [line])
+            used += cost
+            pending = []
+    return "\n".join(out)
+
+
+def render_resume(r: dict, max_tokens: int) -> str:
+    """The resume_task text block: most needed first, so a small budget keeps what matters."""
+    t = r["task"]
+    head = [f"Task {t['id']}: {t['name']} [{t['status']}]"]
+    if t.get("goal"):
+        head.append(f"Goal: {t['goal']}")
+    if r["latest_handoff"]:
+        h = r["latest_handoff"]
+        head.append(f"Latest handoff ({h['created_at'][:10]}): {h['summary']}")
+    if r["next_step"]:
+        head.append(f"Next step: {r['next_step']}")
+    order = {"in_progress": 0, "not_started": 1, "done": 2, "dropped": 3}
+    plan = [f"- [{e['status']}] {e['step']}"
+            + (f" (evidence: {e['evidence']['text']})" if e.get("evidence") else "")
+            for e in sorted(r["plan"], key=lambda e: order[e["status"]])]
+    pitfalls = []
+    for f in r["pitfalls"]:
+        line = f"- [{f['component']}] {f['error']}"
+        if f.get("root_cause"):
+            line += f"; root cause: {f['root_cause']}"
+        if f.get("fix"):
+            line += f"; fix: {f['fix']}"
+        pitfalls.append(line)
+    interrupted = []
+    for s in r["interrupted_sessions"]:
+        line = f"- session {s['session_id']} ({s['reason']}, {s['ended_at'][:16]})"
+        if s.get("last_progress"):
+            line += f", last progress: {s['last_progress']['content']}"
+        interrupted.append(line)
+    ws = r["working_set"]
+    working = ([f"- files: {', '.join(ws['files'])}"] if ws["files"] else []) + \
+        ([f"- components: {', '.join(ws['components'])}"] if ws["components"] else [])
+    return _pack([
+        ("<resume>", head),
+        ("Plan:", plan),
+        ("In progress:", [f"- {x}" for x in r["in_progress"]]),
+        ("Blocked:", [f"- {x}" for x in r["blocked"]]),
+        ("Pitfalls (do not repeat):", pitfalls),
+        ("Interrupted sessions:", interrupted),
+        ("Keep (decisions and conventions):", [f"- {m['content']}" for m in r["keep"]]),
+        ("Working set:", working),
+        ("", ["</resume>"]),
+    ], max_tokens)
+
+
+MEMORY_RULES = """\
+## Memory (engram)
+- At the start of every task, call recall_memory (or get_context) with what you are about to do.
+  Read the pinned handoff, related_failures and interrupted_sessions before acting; resume
+  interrupted work instead of restarting it.
+- To continue a task, call resume_task(task_id) first (list_tasks shows the open ones): it gives
+  the plan with each step done, in_progress, not_started or dropped, the next step, pitfalls
+  and the working set. Do not redo a step marked done.
+- For work that may span sessions, call create_task once and pass its task_id to every later call.
+- Store durable knowledge with store_memory: decisions and why, conventions, user preferences,
+  working commands. One self-contained fact per call; no secrets. If a recalled memory is wrong
+  or outdated, fix it with update_memory instead of storing a contradicting one.
+- Call track_progress when a step starts, finishes or gets blocked.
+- Call track_failure for every error or dead end worth not repeating (with root_cause and fix).
+- Before ending a session or when context runs low, call session_handoff with summary,
+  completed, in_progress, blocked and concrete next_steps; then session_outcome(success|failure).
+  If you are about to be cut off (context overflow, rate limit, the user stopping you), call
+  report_interruption(reason, task_id) after the handoff.
+"""
 
 
 class ContinuityMixin:
@@ -140,6 +272,27 @@ class ContinuityMixin:
             raise EngramError(f"status must be one of {', '.join(TASK_STATUSES)}")
         return self.store_db.list_tasks(self._user(user_id), status)
 
+    def task_overview(self, status: str | None = None, limit: int = 50,
+                      user_id: str | None = None) -> list[dict]:
+        """Tasks with their last activity: open ones (open, in_progress, blocked) first, then
+        each group by last activity, newest first."""
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
+        tasks = self.list_tasks(status, user_id)
+        if not tasks:
+            return []
+        last = self.store_db.task_last_activity(tasks[0].user_id)
+        out = []
+        for t in tasks:
+            act = last.get(t.id)
+            at = max(t.updated_at, act[0]) if act else t.updated_at
+            d = {**t.to_dict(), "last_activity_at": at.isoformat(),
+                 "last_activity": {"at": act[0].isoformat(), "memory_type": act[1], "content": act[2]}
+                 if act else None}
+            out.append((t.status not in OPEN_TASK_STATUSES, -at.timestamp(), d))
+        out.sort(key=lambda x: x[:2])
+        return [d for *_, d in out[:limit]]
+
     def task_view(self, task_id: str, user_id: str | None = None) -> dict:
         """The task, everything linked to it in time order, and the latest handoff's validation."""
         with self._lock:
@@ -156,6 +309,7 @@ class ContinuityMixin:
                 "memories": [self._timeline_entry(m) for m in mems
                              if m.memory_type not in ("handoff", "failure", "progress")],
                 "latest_handoff": self.handoff_view(latest) if latest else None,
+                "plan": self.task_plan_of(t.user_id, t.id),
             }
 
     def _timeline_entry(self, m: Memory) -> dict:
@@ -192,12 +346,19 @@ class ContinuityMixin:
                             status="active", started_at=now, last_heartbeat=now, ended_at=None,
                             task_id=None, outcome=None, outcome_notes=None, reported=False)
                 self.store_db.upsert_session(s)
+                # A new session is written anyway: the moment to retire silent ones (not on reads).
+                self.expire_stale_sessions()
+            elif s.interruption:
+                # It said it is about to stop (report_interruption): its last calls keep it so.
+                self.store_db.update_session(session_id, last_heartbeat=now)
             elif s.status != "active":
                 # A session that was marked interrupted but speaks again is alive after all.
                 self.store_db.update_session(session_id, status="active", last_heartbeat=now,
-                                             ended_at=None)
+                                             ended_at=None, reported=False)
             else:
-                self.store_db.update_session(session_id, last_heartbeat=now)
+                # A silent session reported as interrupted that speaks again may be reported again.
+                fields = {"reported": False} if s.reported else {}
+                self.store_db.update_session(session_id, last_heartbeat=now, **fields)
             self._beats[session_id] = (user, now)
 
     def end_session(self, session_id: str, clean: bool = True, user_id: str | None = None) -> None:
@@ -216,39 +377,73 @@ class ContinuityMixin:
             self.store_db.update_session(session_id, status="ended" if clean else "interrupted",
                                          ended_at=self.clock.now())
 
+    def _stale_cutoff(self) -> datetime:
+        return self.clock.now() - timedelta(seconds=self.settings.heartbeat_timeout_s)
+
     def expire_stale_sessions(self) -> int:
-        """Sessions whose heartbeat is older than the timeout count as interrupted."""
-        cutoff = self.clock.now() - timedelta(seconds=self.settings.heartbeat_timeout_s)
+        """Sessions whose heartbeat is older than the timeout count as interrupted.
+
+        Run when a session registers and by maintenance; readers do not wait for it, they treat
+        a silent session as interrupted already (take_interrupted).
+        """
         with self._lock:
             stale = self.store_db.query_sessions("status = 'active' AND last_heartbeat < ?",
-                                                 [cutoff.replace(tzinfo=None)])
+                                                 [self._stale_cutoff().replace(tzinfo=None)])
             for s in stale:
                 self.store_db.update_session(s.id, status="interrupted", ended_at=s.last_heartbeat)
                 self._beats.pop(s.id, None)
             return len(stale)
 
+    def report_interruption(self, session_id: str, reason: str, task_id: str | None = None,
+                            user_id: str | None = None) -> Session:
+        """End the session as interrupted, with why (an agent about to lose its context says so).
+
+        The next recall of another session reports it once, as for a killed process; resume_task
+        lists it with the task's other interrupted sessions.
+        """
+        if reason not in INTERRUPTION_REASONS:
+            raise EngramError(f"reason must be one of {', '.join(INTERRUPTION_REASONS)}; got {reason!r}")
+        with self._lock:
+            self._check_task(task_id, user_id)
+            s = self.store_db.get_session(session_id)
+            if s is None or s.user_id != self._user(user_id):
+                raise NotFound(f"no session with id {session_id!r}")
+            fields: dict[str, Any] = {"status": "interrupted", "ended_at": self.clock.now(),
+                                      "interruption": reason, "reported": False}
+            if task_id is not None:
+                fields["task_id"] = task_id
+            self.store_db.update_session(session_id, **fields)
+            return self.store_db.get_session(session_id)
+
+    def _interrupted_entry(self, s: Session) -> dict:
+        task = self.store_db.get_task(s.task_id) if s.task_id else None
+        prog = self.store_db.query_memories(
+            "session_id = ? AND memory_type = 'progress' AND status <> 'deleted'", [s.id],
+            order="created_at DESC, id DESC", limit=1)
+        return {
+            "session_id": s.id, "client": s.client, "started_at": s.started_at.isoformat(),
+            "last_heartbeat": s.last_heartbeat.isoformat(),
+            "ended_at": (s.ended_at or s.last_heartbeat).isoformat(),
+            # reason: what the session reported; "connection_lost" for a killed or silent one
+            "reason": s.interruption or "connection_lost",
+            "task": task.to_dict() if task else None,
+            "last_progress": self._timeline_entry(prog[0]) if prog else None,
+        }
+
     def take_interrupted(self, user_id: str | None = None, exclude: str | None = None) -> list[dict]:
-        """Interrupted sessions not reported yet, each with its task and last progress; reported once."""
-        self.expire_stale_sessions()
+        """Interrupted sessions not reported yet, each with its task and last progress; reported once.
+
+        A session silent for longer than the heartbeat timeout counts as interrupted without
+        waiting for expire_stale_sessions to mark it: reading does not retire sessions.
+        """
         user = self._user(user_id)
         with self._lock:
             rows = self.store_db.query_sessions(
-                "status = 'interrupted' AND NOT reported AND user_id = ?", [user])
-            out = []
-            for s in rows:
-                if s.id == exclude:
-                    continue
-                task = self.store_db.get_task(s.task_id) if s.task_id else None
-                prog = self.store_db.query_memories(
-                    "session_id = ? AND memory_type = 'progress' AND status <> 'deleted'", [s.id],
-                    order="created_at DESC")
-                out.append({
-                    "session_id": s.id, "client": s.client, "started_at": s.started_at.isoformat(),
-                    "last_heartbeat": s.last_heartbeat.isoformat(),
-                    "ended_at": s.ended_at.isoformat() if s.ended_at else None,
-                    "task": task.to_dict() if task else None,
-                    "last_progress": self._timeline_entry(prog[0]) if prog else None,
-                })
+                "NOT reported AND user_id = ? AND id <> ? AND (status = 'interrupted' OR "
+                "(status = 'active' AND last_heartbeat < ?))",
+                [user, exclude or "", self._stale_cutoff().replace(tzinfo=None)])
+            out = [self._interrupted_entry(s) for s in rows]
+            for s in rows:  # reported once: the one write a recall may make, only when there is news
                 self.store_db.update_session(s.id, reported=True)
             return out
 
@@ -327,9 +522,7 @@ class ContinuityMixin:
         notes = _short(notes, "notes", 10_000, required=False)
         doc = {"feature": self.redact(feature), "status": status, "completion": float(completion),
                "notes": self.redact(notes)}
-        text = f"Progress on {doc['feature']}: {status} ({completion:.0%})"
-        if notes:
-            text += f". {doc['notes']}"
+        text = progress_text(doc)
         with self._lock:
             self._check_task(task_id, user_id)
             res = self.store(text, memory_type="progress", importance=0.5, task_id=task_id,
@@ -339,6 +532,13 @@ class ContinuityMixin:
             return res.memory
 
     # -- handoff validation --------------------------------------------------
+    def _init_continuity(self) -> None:
+        self._text_vectors = TextVectors(self.embedder)
+        self._validations: OrderedDict[str, _Validation] = OrderedDict()
+        self._same_steps: dict[tuple[str, str], bool] = {}  # a plan compares every pair of wordings
+        # Bumped when a memory's text changes or memories are deleted: evidence may be gone.
+        self.activity_epoch = 0
+
     def latest_handoff(self, user_id: str, task_id: str | None = None,
                        tags: Sequence[str] | None = None) -> Memory | None:
         """The newest active handoff (of the task; with one of `tags`, as recall filters)."""
@@ -351,43 +551,260 @@ class ContinuityMixin:
             rows = [m for m in rows if set(tags) & set(m.tags)]
         return rows[0] if rows else None
 
-    def _activities_after(self, h: Memory) -> list[Activity]:
-        where = "user_id = ? AND created_at > ? AND status <> 'deleted' AND id <> ?"
-        params: list[Any] = [h.user_id, h.created_at.replace(tzinfo=None), h.id]
+    def _activity_rows(self, h: Memory, start: int) -> np.ndarray:
+        """Index rows from `start` on that count as later activity for handoff `h`: the same
+        user, written after it, of its task or of none."""
+        idx = self.index
+        n = idx.n
+        uc = idx.users.get(h.user_id)
+        sl = slice(start, n)
+        keep = idx.alive[sl] & (idx.user[sl] == (-2 if uc is None else uc)) \
+            & (idx.created[sl] > to_days(h.created_at))
         if h.task_id:
-            where += " AND (task_id = ? OR task_id IS NULL)"
-            params.append(h.task_id)
-        acts = []
-        for m in self.store_db.query_memories(where, params):
+            tc = idx.tasks.get(h.task_id)
+            keep &= (idx.task[sl] == (-2 if tc is None else tc)) | (idx.task[sl] == -1)
+        rows = np.arange(start, n)[keep]
+        own = idx.row_of.get(h.id)
+        return rows[rows != own] if own is not None else rows
+
+    def _activities(self, rows: np.ndarray) -> tuple[list[Activity], list[np.ndarray | None]]:
+        """The activities of index rows, each with the vector the index holds for it (handoff
+        items, which are not memories of their own, get None: they are embedded once, cached)."""
+        idx = self.index
+        mems = self.store_db.get_memories([idx.ids[r] for r in rows])
+        acts: list[Activity] = []
+        vecs: list[np.ndarray | None] = []
+        for r in rows:
+            m = mems.get(idx.ids[r])
+            if m is None:
+                continue
+            vec = idx.vectors[r]
             p, doc = document(m, "progress"), document(m, "handoff")
             if m.memory_type == "progress" and p is not None:
                 text = p["feature"] + (f". {p['notes']}" if p.get("notes") else "")
                 acts.append(Activity(m.id, "progress", text, m.created_at, p["status"], p["completion"]))
+                vecs.append(vec)
             elif m.memory_type == "handoff" and doc is not None:
-                for item in doc["completed"]:
-                    acts.append(Activity(m.id, "handoff_completed", item, m.created_at))
-                for item in doc["in_progress"]:
-                    acts.append(Activity(m.id, "handoff_in_progress", item, m.created_at))
-            elif m.memory_type == "failure":
-                acts.append(Activity(m.id, "failure", m.content, m.created_at))
+                for kind in ("completed", "in_progress"):
+                    for item in doc.get(kind, []):
+                        acts.append(Activity(m.id, f"handoff_{kind}", item, m.created_at))
+                        vecs.append(None)
             else:
-                acts.append(Activity(m.id, "memory", m.content, m.created_at))
-        return acts
+                kind = "failure" if m.memory_type == "failure" else "memory"
+                acts.append(Activity(m.id, kind, m.content, m.created_at))
+                vecs.append(vec)
+        return acts, vecs
 
-    def validate_handoff(self, h: Memory) -> list[dict]:
+    def step_checks(self, h: Memory) -> list[StepCheck]:
+        """Each next step of handoff `h` checked against the activity written after it.
+
+        Incremental: a handoff's checks are kept with the index rows they covered; a later call
+        reads only rows written since, with the vectors the index already holds, and keeps the
+        stronger evidence. A deletion or a rewritten memory starts the handoff over.
+        """
         steps = (document(h, "handoff") or {}).get("next_steps", [])
         if not steps:
             return []
-        return [c.to_dict() for c in validate_steps(steps, self._activities_after(h), self.embedder)]
+        with self._lock:
+            idx = self.index
+            v = self._validations.get(h.id)
+            if v is None or v.index is not idx or v.epoch != self.activity_epoch:
+                v = _Validation(idx, self.activity_epoch, 0,
+                                tuple(StepCheck(s, "not_started", None) for s in steps))
+            if v.rows_seen < idx.n:
+                acts, vecs = self._activities(self._activity_rows(h, v.rows_seen))
+                checks = v.checks
+                if acts:
+                    new = validate_steps(steps, acts, self._text_vectors, vectors=vecs)
+                    checks = tuple(stronger(a, b) for a, b in zip(checks, new))
+                v = replace(v, rows_seen=idx.n, checks=checks)
+            self._validations[h.id] = v
+            self._validations.move_to_end(h.id)
+            while len(self._validations) > VALIDATIONS_KEPT:
+                self._validations.popitem(last=False)
+            return list(v.checks)
+
+    def validate_handoff(self, h: Memory) -> list[dict]:
+        return [c.to_dict() for c in self.step_checks(h)]
 
     def handoff_view(self, h: Memory) -> dict:
         # A handoff memory stored without the engine's document (store_memory with type
         # handoff) is shown as a handoff whose summary is its text.
         doc = document(h, "handoff") or {"summary": h.content, "completed": [], "in_progress": [],
                                          "blocked": [], "next_steps": []}
-        return {"id": h.id, "task_id": h.task_id, "session_id": h.session_id,
+        view = {"id": h.id, "task_id": h.task_id, "session_id": h.session_id,
                 "created_at": h.created_at.isoformat(), **doc,
                 "next_steps_validation": self.validate_handoff(h)}
+        if h.task_id:
+            # Steps an earlier handoff planned and nobody finished travel with the latest one.
+            view["open_steps"] = [e for e in self.task_plan_of(h.user_id, h.task_id)
+                                  if e["status"] in ("in_progress", "not_started")]
+        return view
+
+    # -- the plan of a task --------------------------------------------------
+    def _same_step(self, a: str, b: str) -> bool:
+        key = (a, b)
+        got = self._same_steps.get(key)
+        if got is None:
+            if len(self._same_steps) >= 100_000:
+                self._same_steps.clear()
+            got = self._same_steps[key] = same_step(a, b, self._text_vectors)
+        return got
+
+    def _task_handoffs(self, user: str, task_id: str) -> list[Memory]:
+        return self.store_db.query_memories(
+            "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'",
+            [user, task_id], order="created_at, id")
+
+    def task_plan(self, task_id: str, user_id: str | None = None) -> list[dict]:
+        """Every step any handoff of the task planned, once, with its status and evidence."""
+        t = self.get_task_row(task_id, user_id)
+        return self.task_plan_of(t.user_id, t.id)
+
+    def task_plan_of(self, user: str, task_id: str) -> list[dict]:
+        """The plan: each step planned in any handoff of the task, re-plannings and rewordings
+        folded into one entry (matched by meaning, as validation matches), in first-planned order.
+
+        status: the strongest evidence over all its wordings, each checked against the activity
+        after the handoff that planned it (done > in_progress); a step the latest handoff no longer
+        plans and nobody started is `dropped`.
+        """
+        with self._lock:
+            handoffs = self._task_handoffs(user, task_id)
+            entries: list[dict] = []
+            for h in handoffs:
+                steps = (document(h, "handoff") or {}).get("next_steps", [])
+                for step, check in zip(steps, self.step_checks(h)):
+                    e = next((e for e in entries if e["planned_in"][-1] != h.id
+                              and any(self._same_step(w, step) for w in e["wordings"])), None)
+                    if e is None:
+                        entries.append({"step": step, "wordings": [step], "planned_in": [h.id],
+                                        "first_planned_at": h.created_at.isoformat(), "check": check})
+                        continue
+                    e["step"] = step  # the latest wording
+                    if step not in e["wordings"]:
+                        e["wordings"].append(step)
+                    e["planned_in"].append(h.id)
+                    e["check"] = stronger(e["check"], check)
+            latest = handoffs[-1].id if handoffs else None
+            plan = []
+            for e in entries:
+                check = e.pop("check")
+                status = check.status
+                if status == "not_started" and e["planned_in"][-1] != latest:
+                    status = "dropped"
+                plan.append({"step": e["step"], "status": status,
+                             "evidence": dict(check.evidence) if check.evidence else None,
+                             "planned_in": e["planned_in"], "wordings": e["wordings"],
+                             "first_planned_at": e["first_planned_at"]})
+            return plan
+
+    # -- resuming a task -----------------------------------------------------
+    def resume_task(self, task_id: str, max_tokens: int = 2000, user_id: str | None = None) -> dict:
+        """Everything the agent taking over a task needs, structured and as one text block that
+        fits `max_tokens`: goal and status, the plan with statuses and the next step, what is in
+        progress and blocked, pitfalls, what to keep, the working set, interrupted sessions.
+
+        Read-only: nothing is reinforced and no interruption is marked as reported.
+        """
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
+            raise EngramError("max_tokens must be a whole number from 50 to 100000")
+        with self._lock:
+            t = self.get_task_row(task_id, user_id)
+            mems = self.store_db.query_memories(
+                "task_id = ? AND user_id = ? AND status <> 'deleted'", [t.id, t.user_id])
+            plan = self.task_plan_of(t.user_id, t.id)
+            handoffs = [m for m in mems if m.memory_type == "handoff"]
+            latest = handoffs[-1] if handoffs else None
+            doc = (document(latest, "handoff") or {}) if latest else {}
+            features = self._progress_by_feature(mems)
+            evidence = {x for e in plan if e["evidence"] for x in (e["evidence"]["id"], e["evidence"]["text"])}
+            open_steps = [e for e in plan if e["status"] in ("in_progress", "not_started")]
+            next_step = next((e for e in open_steps if e["status"] == "in_progress"),
+                             open_steps[0] if open_steps else None)
+            out = {
+                "task": t.to_dict(),
+                "latest_handoff": {"id": latest.id, "created_at": latest.created_at.isoformat(),
+                                   "summary": doc.get("summary", "")} if latest else None,
+                "plan": plan,
+                "next_step": next_step["step"] if next_step else None,
+                # Plan steps first; then work in progress no step accounts for (its evidence).
+                "in_progress": _unique([e["step"] for e in plan if e["status"] == "in_progress"]
+                                       + [x for x in doc.get("in_progress", []) if x not in evidence]
+                                       + [f for f, (m, p) in features.items()
+                                          if p["status"] == "in_progress" and m.id not in evidence]),
+                "blocked": _unique(doc.get("blocked", [])
+                                   + [f + (f": {p['notes']}" if p.get("notes") else "")
+                                      for f, (m, p) in features.items() if p["status"] == "blocked"]),
+                "pitfalls": [self._failure_entry(m) for m in reversed(mems)
+                             if m.memory_type == "failure" and m.status == "active"],
+                "keep": [self._timeline_entry(m) for m in self._to_keep(mems)],
+                "working_set": self._working_set(mems),
+                "interrupted_sessions": [self._interrupted_entry(s) for s in
+                                         self.store_db.task_sessions(t.id, "interrupted")],
+            }
+            out["context"] = render_resume(out, max_tokens)
+            out["tokens"] = estimate_tokens(out["context"])
+            return out
+
+    @staticmethod
+    def _progress_by_feature(mems: Sequence[Memory]) -> dict[str, tuple[Memory, dict]]:
+        """The latest progress snapshot of each feature (named as first written), oldest first."""
+        latest: dict[str, tuple[str, Memory, dict]] = {}
+        for m in mems:
+            p = document(m, "progress") if m.memory_type == "progress" else None
+            if p:
+                key = p["feature"].strip().lower()
+                name = latest[key][0] if key in latest else p["feature"]
+                latest.pop(key, None)
+                latest[key] = (name, m, p)
+        return {name: (m, p) for name, m, p in latest.values()}
+
+    @staticmethod
+    def _to_keep(mems: Sequence[Memory], limit: int = 12) -> list[Memory]:
+        """The task's decisions and conventions: its facts, strategies and assumptions, the
+        pinned and most important first."""
+        kept = [m for m in mems if m.status == "active"
+                and m.memory_type in ("fact", "strategy", "assumption")]
+        kept.sort(key=lambda m: (m.pinned, m.importance, m.created_at), reverse=True)
+        return kept[:limit]
+
+    @staticmethod
+    def _working_set(mems: Sequence[Memory]) -> dict[str, list[str]]:
+        """Files and components named in the task's progress, failures and handoffs."""
+        files: list[str] = []
+        components: list[str] = []
+        for m in mems:
+            if m.memory_type not in ("progress", "failure", "handoff"):
+                continue
+            if m.memory_type == "failure":
+                comp = (document(m, "failure") or {}).get("component")
+                if comp:
+                    components.append(comp)
+            text = m.content
+            if m.memory_type == "handoff":
+                doc = document(m, "handoff") or {}
+                text = " ".join([doc.get("summary", "")] + [x for k in ("completed", "in_progress",
+                                                                        "blocked", "next_steps")
+                                                            for x in doc.get(k, [])])
+            files.extend(f.rstrip(".") for f in _FILE.findall(text))
+        return {"files": _unique(files), "components": _unique(components)}
+
+    def prompt_block(self, user_id: str | None = None, limit: int = 10) -> str:
+        """The memory rules for CLAUDE.md / AGENTS.md, followed by the open tasks' state."""
+        tasks = [t for t in self.task_overview(user_id=user_id, limit=1000)
+                 if t["status"] in OPEN_TASK_STATUSES][:limit]
+        lines = [MEMORY_RULES.rstrip()]
+        if tasks:
+            lines += ["", "### Open tasks (engram)",
+                      "Resume one with resume_task(task_id) before working on it."]
+            for t in tasks:
+                lines.append(f"- {t['id']} [{t['status']}] {t['name']}"
+                             f" (last activity {t['last_activity_at'][:10]})")
+                for e in self.task_plan_of(t["user_id"], t["id"]):
+                    if e["status"] in ("in_progress", "not_started"):
+                        lines.append(f"  - next: {e['step']} [{e['status']}]")
+        return "\n".join(lines) + "\n"
 
     # -- recall with continuity context --------------------------------------
     def recall_context(self, query: str, limit: int = 10, memory_type: str | None = None,

@@ -152,6 +152,7 @@ class Engram(ContinuityMixin):
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
+        self._init_continuity()
         self.rebuild_indexes()
 
     # -- lifecycle -----------------------------------------------------------
@@ -487,6 +488,7 @@ class Engram(ContinuityMixin):
                                     {"reason": decision.reason, "previous": old.content,
                                      "added": p["content"]})
         row = self.index.upsert(mem, vec)
+        self.activity_epoch += 1  # a memory's text changed: validations that read it are stale
         if self._batch is not None:
             self._batch.dirty.add(row)
         return StoreResult("merge", mem, old, decision.similarity, decision.reason)
@@ -505,6 +507,7 @@ class Engram(ContinuityMixin):
                 self.store_db.add_event(old.id, now, "update", {"previous": old.content})
             mem = self.store_db.get_memory(old.id)
             self.index.upsert(mem, vec)
+            self.activity_epoch += 1
         self.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 
@@ -617,3 +620,4 @@ class Engram(ContinuityMixin):
         for i in ids:
             self.index.remove(i)
         self.graph.remove_nodes(ids)
+        self.activity_epoch += 1

@@ -20,6 +20,8 @@ A failure record is an attempt, so it gives ``in_progress``, never ``done``.
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
+from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,8 +35,11 @@ __all__ = [
     "DEFAULT_THRESHOLD",
     "Activity",
     "StepCheck",
+    "TextVectors",
     "content_words",
     "match_score",
+    "same_step",
+    "stronger",
     "validate_steps",
 ]
 
@@ -71,6 +76,33 @@ class StepCheck:
                 "evidence": dict(self.evidence) if self.evidence else None}
 
 
+class TextVectors:
+    """An embedder that keeps the vectors of the short texts it saw (steps, handoff items, words).
+
+    Validation embeds the same steps and the same words on every recall; kept, they cost a
+    lookup. Least recently used texts go first beyond ``size``.
+    """
+
+    def __init__(self, embedder, size: int = 50_000):
+        self.embedder = embedder
+        self.dim = embedder.dim
+        self.size = size
+        self._vecs: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vecs))
+        if missing:
+            for t, v in zip(missing, self.embedder.embed_batch(missing)):
+                self._vecs[t] = np.asarray(v, dtype=np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i] = self._vecs[t]
+            self._vecs.move_to_end(t)
+        while len(self._vecs) > self.size:
+            self._vecs.popitem(last=False)
+        return out
+
+
 # ---------------------------------------------------------------- words
 
 _STEM = snowballstemmer.stemmer("english")
@@ -94,7 +126,7 @@ _STOPWORDS = _words("""
     what which who whom whose can could should would will shall may
     might must do does did doing done have has had having not
     no nor up down about after before between through during above below
-    until while if else now still yet already get got getting make
+    until while if else now still yet already get got getting make instead
     made makes let lets etc eg ie
 """)
 
@@ -151,13 +183,26 @@ _CONTRASTS: tuple[tuple[tuple[str, ...], ...], ...] = (
 )
 
 
+def _inflections(word: str) -> tuple[str, ...]:
+    """A word with its regular -s, -ed and -ing forms (disable: disables, disabled, disabling)."""
+    stem = word[:-1] if word.endswith("e") else word
+    return (word, word + "s", word + "es", stem + "ed", stem + "ing")
+
+
+# Number words become digits, so "one hour" and "1 hour" agree as identifiers do.
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+
+
 def _canon_table() -> tuple[dict[str, str], dict[str, int]]:
     canon: dict[str, str] = {}
     group: dict[str, int] = {}
     for gi, members in enumerate(_CONTRASTS):
         for member in members:
             for spelling in member:
-                canon[spelling] = member[0]  # kept unstemmed: production != product
+                # Kept unstemmed (production != product); inflections spelt out instead.
+                for form in _inflections(spelling):
+                    canon.setdefault(form, member[0])
                 group[member[0]] = gi
     for syns in _SYNONYMS:
         for w in syns:
@@ -170,6 +215,7 @@ _CANON, _CONTRAST_GROUP = _canon_table()
 _NUMBERISH = re.compile(r"^v?\d+(?:\.\d+)*[a-z]{0,2}$")
 
 
+@lru_cache(maxsize=65_536)  # called for every word pair a validation aligns
 def _is_identifier(tok: str) -> bool:
     """Numbers, versions, file names, flags, issue refs: must agree exactly."""
     return any(ch.isdigit() for ch in tok) or tok.startswith("-") or "." in tok or "_" in tok
@@ -194,16 +240,29 @@ def content_words(text: str) -> list[str]:
 
 def _content(text: str) -> list[tuple[str, str]]:
     """(canonical form, surface word) pairs; the surface word is what gets embedded."""
+    return list(_content_cached(text))
+
+
+@lru_cache(maxsize=16_384)  # the same steps and activity texts come back on every validation
+def _content_cached(text: str) -> tuple[tuple[str, str], ...]:
     out: list[tuple[str, str]] = []
     for raw in _TOKEN.findall(text.lower()):
         raw = raw if raw.startswith("--") else raw.strip("-'")
         raw = raw.removesuffix("'s")
+        raw = _NUMBER_WORDS.get(raw, raw)
         if not raw:
+            continue
+        if raw in _EXPAND:  # before the identifier test: e2e, k8s
+            out.extend((w, w) for w in _EXPAND[raw] if w not in _STOPWORDS)
             continue
         if _is_identifier(raw) and not re.fullmatch(r"[a-z]+(?:-[a-z]+)+", raw):
             out.append((raw, raw))
             continue
         for part in raw.replace("'", "").split("-"):
+            part = _NUMBER_WORDS.get(part, part)
+            if _is_identifier(part):  # one-hour -> 1, hour
+                out.append((part, part))
+                continue
             for w in _EXPAND.get(part, (part,)):
                 if w in _STOPWORDS or w in _GENERIC or len(w) < 2:
                     continue
@@ -212,7 +271,7 @@ def _content(text: str) -> list[tuple[str, str]]:
                     continue
                 stem = _STEM.stemWord(w)
                 out.append((_CANON.get(w, _CANON.get(stem, stem)), w))
-    return out
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- matching
@@ -359,6 +418,13 @@ _DONE = re.compile(
     r"\b(?:done|finished|complete|completed|merged|fixed|implemented|shipped|deployed|released|"
     r"landed|resolved|closed|live|published|added|wrote|written|created|migrated|upgraded|"
     r"removed|deleted|refactored|patched|now)\b")
+# Past-tense openers that do not say the work got done.
+_NOT_DONE_VERBS = _words("""
+    blocked needed planned started stalled failed paused delayed postponed stuck tried attempted
+    wanted intended proposed suggested asked requested discussed considered scheduled reverted
+    skipped dropped abandoned cancelled canceled deferred queued assigned noticed reported
+    investigated looked
+""")
 _CLAUSE = re.compile(r"[;:.!?\n]+\s+|[;:!?\n]+|,\s+(?:and|but|then)\s+|\s+(?:but|then)\s+")
 
 
@@ -370,15 +436,23 @@ def _memory_status(text: str, step_w: list[str]) -> str:
     for clause in (best, text.lower()):
         if _OPEN.search(clause):
             return "not_started"
-        if _ONGOING.search(clause):
-            return "in_progress"
+        ongoing = _ONGOING.search(clause)
+        if ongoing:
+            # "has not started yet" says the opposite of "started"
+            return "not_started" if _negated(clause, ongoing.start()) else "in_progress"
         for m in _DONE.finditer(clause):
-            before = clause[max(0, m.start() - 25):m.start()]
-            if not _NEGATION.search(before):
+            if not _negated(clause, m.start()):
                 return "done"
         if _NEGATION.search(clause):
             return "not_started"
+        first = clause.split(maxsplit=1)[0] if clause.split() else ""
+        if first.endswith("ed") and first not in _NOT_DONE_VERBS:
+            return "done"  # a report that opens with a past-tense verb: "Backfilled the ..."
     return "not_started"
+
+
+def _negated(clause: str, at: int) -> bool:
+    return bool(_NEGATION.search(clause[max(0, at - 25):at]))
 
 
 def _activity_status(act: Activity, step_w: list[str]) -> str:
@@ -401,10 +475,13 @@ def _activity_status(act: Activity, step_w: list[str]) -> str:
 
 
 def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedder, *,
-                   threshold: float | None = None) -> list[StepCheck]:
+                   threshold: float | None = None,
+                   vectors: Sequence[np.ndarray | None] | None = None) -> list[StepCheck]:
     """For each step, whether later activity carried it out, with the activity that shows it.
 
     ``embedder`` has ``embed_batch(list[str]) -> np.ndarray`` of unit-normalised rows.
+    ``vectors``, when given, holds one vector per activity (None: embed its text); the engine
+    passes the vectors it already stores, so no memory is embedded twice.
     Among matching activities the strongest status wins (done > in_progress); the
     newest breaks ties, then the higher similarity.
     """
@@ -415,14 +492,25 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
     for a in activities:
         if a.kind not in ACTIVITY_KINDS:
             raise ValueError(f"unknown activity kind {a.kind!r}; expected one of {ACTIVITY_KINDS}")
-    acts = [a for a in activities if a.text.strip()]
+    if vectors is not None and len(vectors) != len(activities):
+        raise ValueError(f"{len(vectors)} vectors for {len(activities)} activities")
+    keep = [i for i, a in enumerate(activities) if a.text.strip()]
+    acts = [activities[i] for i in keep]
     if not acts:
         return [StepCheck(s, "not_started", None) for s in steps]
 
-    vec = np.asarray(embedder.embed_batch(steps + [a.text for a in acts]), dtype=np.float32)
-    sims = vec[: len(steps)] @ vec[len(steps):].T
+    given = [None] * len(acts) if vectors is None else [vectors[i] for i in keep]
+    todo = [a.text for a, v in zip(acts, given) if v is None]
+    fresh = iter(np.asarray(embedder.embed_batch(steps + todo), dtype=np.float32))
+    step_vec = np.stack([next(fresh) for _ in steps])
+    act_vec = np.stack([np.asarray(v, dtype=np.float32) if v is not None else next(fresh) for v in given])
+    sims = step_vec @ act_vec.T
+    # A pair below this cosine cannot reach the threshold even with every step word covered:
+    # such activities need no word-level look at all.
+    floor = (thr - (1 - SIM_WEIGHT)) / SIM_WEIGHT - 1e-6
+    near = (sims >= floor).any(axis=0)
     step_cs = [_content(s) for s in steps]
-    act_cs = [_content(a.text) for a in acts]
+    act_cs = [_content(a.text) if near[i] else [] for i, a in enumerate(acts)]
     step_ws = [[c for c, _ in cs] for cs in step_cs]
     act_ws = [[c for c, _ in cs] for cs in act_cs]
     word_sim = _word_sims(step_cs, act_cs, embedder)
@@ -430,7 +518,8 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
     out: list[StepCheck] = []
     for si, step in enumerate(steps):
         best: tuple | None = None
-        for ai, act in enumerate(acts):
+        for ai in np.flatnonzero(sims[si] >= floor):
+            act = acts[ai]
             p = _pair(step_ws[si], act_ws[ai], float(sims[si, ai]), word_sim)
             if p.score < thr or p.conflict:
                 continue
@@ -449,3 +538,34 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
             "created_at": act.created_at.isoformat(), "similarity": round(p.similarity, 4),
         }))
     return out
+
+
+def _strength(c: StepCheck) -> tuple:
+    """The order validate_steps picks evidence by: status, then the newer, then the closer."""
+    e = c.evidence or {}
+    return (STEP_STATUSES.index(c.status), e.get("created_at", ""), e.get("similarity", 0.0))
+
+
+def stronger(a: StepCheck, b: StepCheck) -> StepCheck:
+    """The check with the stronger evidence (as validate_steps would choose); `a` on a tie.
+
+    Lets a caller validate activity in parts (what is new since it last looked) and combine.
+    ISO 8601 times in UTC sort as text.
+    """
+    return b if _strength(b) > _strength(a) else a
+
+
+def same_step(a: str, b: str, embedder, *, threshold: float | None = None) -> bool:
+    """Whether two planned steps are one step (re-planned, possibly reworded): they match each
+    other as a step matches the activity that carries it out, in either direction, and neither
+    names a different object than the other."""
+    thr = DEFAULT_THRESHOLD if threshold is None else threshold
+    ac, bc = _content(a), _content(b)
+    aw, bw = [c for c, _ in ac], [c for c, _ in bc]
+    va, vb = np.asarray(embedder.embed_batch([a, b]), dtype=np.float32)
+    sim = float(va @ vb)
+    words = _word_sims([ac, bc], [ac, bc], embedder)
+    ab, ba = _pair(aw, bw, sim, words), _pair(bw, aw, sim, words)
+    if ab.conflict or ba.conflict:
+        return False
+    return max(ab.score, ba.score) >= thr

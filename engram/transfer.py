@@ -131,6 +131,7 @@ class SessionLine(_Line):
     outcome: str | None = None
     outcome_notes: str | None = None
     reported: bool = False
+    interruption: str | None = None
     successes: int = 0
     failures: int = 0
 
@@ -436,7 +437,7 @@ def _session(eng: Engram, s: SessionLine) -> Session:
                    started_at=utc(s.started_at), last_heartbeat=utc(s.last_heartbeat),
                    ended_at=ended, task_id=s.task_id, outcome=s.outcome,
                    outcome_notes=eng.redact(s.outcome_notes) if s.outcome_notes else s.outcome_notes,
-                   reported=s.reported)
+                   reported=s.reported, interruption=s.interruption)
 
 
 __all__ = ["ExportIncomplete", "ImportConflict", "export_jsonl", "import_jsonl"]

@@ -152,6 +152,7 @@ class Session:
     outcome: str | None
     outcome_notes: str | None
     reported: bool
+    interruption: str | None = None  # the reason given to report_interruption
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

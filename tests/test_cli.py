@@ -338,3 +338,39 @@ def test_real_model_round_trip_as_a_command(tmp_path):
     r = run_engram(tmp_path, "task", "show", "t-none")
     assert r.returncode == 1
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_continuity_commands(cli, eng, clock):
+    tid = cli_json(cli, "task", "create", "CSV export")["task_id"]
+    cli_json(cli, "handoff", "Writer works", "--next", "add csv flag", "--next", "write csv tests",
+             "--task", tid)
+    clock.advance(minutes=1)
+    p = cli_json(cli, "progress", "add csv flag", "--status", "done", "--completion", "1", "--task", tid,
+                 "--notes", "engram/cli.py")
+    assert p["status"] == "done" and p["task_id"] == tid
+    f = cli_json(cli, "failure", "UnicodeEncodeError", "--component", "exporter", "--root-cause",
+                 "no utf-8", "--fix", "open with utf-8", "--task", tid)
+    assert f["action"] == "new"
+    tasks = cli_json(cli, "tasks")["tasks"]
+    assert tasks[0]["id"] == tid and tasks[0]["last_activity"]["memory_type"] == "failure"
+    r = cli_json(cli, "resume", tid)
+    assert {e["step"]: e["status"] for e in r["plan"]} == {"add csv flag": "done", "write csv tests": "not_started"}
+    code, out, _ = cli("resume", tid, "--max-tokens", "500")
+    assert code == 0 and out.startswith("<resume>") and "[done] add csv flag" in out
+    code, out, _ = cli("task", "show", tid)
+    assert "plan:" in out and "[not_started] write csv tests" in out
+    code, out, _ = cli("tasks")
+    assert code == 0 and tid in out and "last:" in out
+    code, out, _ = cli("prompt")
+    assert code == 0 and out.startswith("## Memory (engram)") and tid in out
+    assert "next: write csv tests [not_started]" in out
+    # outcome applies to the session named by --session
+    cli_json(cli, "--session", "agent-shell-1", "remember", "Exports are UTF-8")
+    o = cli_json(cli, "--session", "agent-shell-1", "outcome", "success", "--notes", "shipped")
+    assert o == {"session_id": "agent-shell-1", "outcome": "success", "notes": "shipped"}
+    assert eng.store_db.get_session("agent-shell-1").outcome == "success"
+    with pytest.raises(SystemExit) as usage:
+        cli("progress", "x", "--status", "finished")
+    assert usage.value.code == 2
+    code, _, err = cli("--session", " ", "tasks")
+    assert code == 1 and "--session" in err

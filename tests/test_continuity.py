@@ -3,6 +3,7 @@
 import pytest
 
 from engram import Engram, EngramError, NotFound
+from engram.embedding import FakeEmbedder
 from engram.api import Api, Ctx
 
 
@@ -152,3 +153,242 @@ def test_two_session_handoff_scenario(tmp_path, settings, clock, real_embedder):
     r = api.call("recall_memory", {"query": "CSV export"}, C)
     assert r["handoff"]["id"] == latest["id"] and r["interrupted_sessions"] == []
     eng.close()
+
+
+# ---------------------------------------------------------------- the plan across handoffs
+
+def _three_step_task(eng, clock):
+    t = eng.create_task("CSV export", "Export memories as CSV")
+    eng.touch_session("A")
+    eng.handoff("Writer works", next_steps=["add csv flag to export command", "write csv exporter tests",
+                                            "support tsv output"], task_id=t.id, session_id="A")
+    eng.end_session("A", clean=True)
+    clock.advance(minutes=10)
+    return t
+
+
+def test_a_step_finished_between_handoffs_stays_done(eng, clock):
+    t = _three_step_task(eng, clock)
+    done = eng.track_progress("csv flag on export command", "done", 1.0, task_id=t.id, session_id="A")
+    clock.advance(minutes=10)
+    # The second handoff re-plans what remains, as agents do: the flag and TSV are gone from it.
+    eng.handoff("Flag done", next_steps=["write csv exporter tests"], task_id=t.id, session_id="A")
+    plan = {e["step"]: e for e in eng.task_plan(t.id)}
+    assert list(plan) == ["add csv flag to export command", "write csv exporter tests", "support tsv output"]
+    flag = plan["add csv flag to export command"]
+    assert flag["status"] == "done" and flag["evidence"]["id"] == done.id
+    assert plan["support tsv output"]["status"] == "dropped"
+    assert plan["support tsv output"]["evidence"] is None
+    tests = plan["write csv exporter tests"]
+    assert tests["status"] == "not_started" and len(tests["planned_in"]) == 2
+    view = eng.task_view(t.id)
+    assert view["plan"] == eng.task_plan(t.id)
+    # The latest handoff carries the plan's open steps.
+    assert [e["step"] for e in view["latest_handoff"]["open_steps"]] == ["write csv exporter tests"]
+
+
+def test_a_step_started_then_no_longer_planned_is_not_dropped(eng, clock):
+    t = _three_step_task(eng, clock)
+    eng.track_progress("support tsv output", "in_progress", 0.2, task_id=t.id)
+    clock.advance(minutes=1)
+    eng.handoff("Later", next_steps=["write csv exporter tests"], task_id=t.id)
+    plan = {e["step"]: e["status"] for e in eng.task_plan(t.id)}
+    assert plan["support tsv output"] == "in_progress"
+
+
+def test_later_handoff_items_are_evidence_for_earlier_steps(eng, clock):
+    t = _three_step_task(eng, clock)
+    h2 = eng.handoff("Progress", completed=["csv flag for the export command"],
+                     in_progress=["csv exporter tests"], next_steps=["write csv exporter tests"], task_id=t.id)
+    plan = {e["step"]: e for e in eng.task_plan(t.id)}
+    assert plan["add csv flag to export command"]["status"] == "done"
+    assert plan["add csv flag to export command"]["evidence"]["kind"] == "handoff_completed"
+    assert plan["write csv exporter tests"]["status"] == "in_progress"
+    assert plan["write csv exporter tests"]["evidence"]["id"] == h2.id
+
+
+class CountingEmbedder:
+    """The fake embedder, recording every text it was asked to embed."""
+
+    def __init__(self):
+        self.inner = FakeEmbedder()
+        self.dim, self.name, self.backend = self.inner.dim, self.inner.name, "fake"
+        self.texts: list[str] = []
+
+    def embed_batch(self, texts):
+        self.texts.extend(texts)
+        return self.inner.embed_batch(texts)
+
+    def embed_query(self, text):
+        self.texts.append(text)
+        return self.inner.embed_query(text)
+
+
+def test_validation_reuses_stored_vectors_and_reads_only_new_rows(settings, clock):
+    emb = CountingEmbedder()
+    eng = Engram(":memory:", settings=settings, embedder=emb, clock=clock)
+    t = _three_step_task(eng, clock)
+    for i in range(30):
+        eng.track_progress(f"unrelated chore number {i}", "done", 1.0, task_id=t.id, notes=f"note {i}")
+    eng.store("The export writes UTF-8 with a BOM for spreadsheet tools.", task_id=t.id)
+    emb.texts.clear()
+    eng.recall_context("csv export", task_id=t.id)
+    # Steps and single words are embedded (once); no memory is embedded again.
+    assert not [x for x in emb.texts if "chore" in x and " " in x.strip()]
+    assert not [x for x in emb.texts if "BOM" in x]
+    emb.texts.clear()
+    eng.recall_context("csv export", task_id=t.id)
+    assert emb.texts == ["csv export"]  # the query only: checks, steps and words are kept
+    # New evidence after the cached look is picked up.
+    eng.track_progress("csv exporter tests", "in_progress", 0.5, task_id=t.id)
+    steps = {c["step"]: c["status"] for c in eng.recall_context("csv", task_id=t.id)["handoff"]
+             ["next_steps_validation"]}
+    assert steps["write csv exporter tests"] == "in_progress"
+    eng.close()
+
+
+def test_deleted_evidence_no_longer_counts(eng, clock):
+    t = _three_step_task(eng, clock)
+    p = eng.track_progress("csv flag on export command", "done", 1.0, task_id=t.id)
+    h = eng.latest_handoff(eng.settings.user_id, t.id)
+    assert eng.step_checks(h)[0].status == "done"
+    eng.forget(memory_id=p.id)
+    assert eng.step_checks(h)[0].status == "not_started"
+
+
+# ---------------------------------------------------------------- interruptions with a reason
+
+def test_report_interruption_is_reported_once_with_its_reason(eng, clock):
+    eng.touch_session("A", client="agent-a")
+    t = eng.create_task("Refactor", session_id="A")
+    eng.track_progress("split module", "in_progress", 0.3, task_id=t.id, session_id="A")
+    s = eng.report_interruption("A", "context_overflow", task_id=t.id)
+    assert (s.status, s.interruption, s.task_id) == ("interrupted", "context_overflow", t.id)
+    # Its last calls (a handoff after the report) do not bring it back, nor does its clean exit.
+    eng.handoff("Stopping", next_steps=["finish split"], task_id=t.id, session_id="A")
+    eng.touch_session("A")
+    eng.end_session("A", clean=True)
+    assert eng.store_db.get_session("A").status == "interrupted"
+    eng.touch_session("B")
+    got = eng.recall_context("refactor", session_id="B")["interrupted_sessions"]
+    assert [(x["session_id"], x["reason"]) for x in got] == [("A", "context_overflow")]
+    assert got[0]["last_progress"]["progress"]["feature"] == "split module"
+    assert eng.recall_context("refactor", session_id="B")["interrupted_sessions"] == []
+    with pytest.raises(EngramError, match="reason must be one of"):
+        eng.report_interruption("B", "tired")
+    with pytest.raises(NotFound):
+        eng.report_interruption("nobody", "other")
+
+
+def test_a_killed_session_reads_connection_lost(eng):
+    eng.touch_session("A")
+    eng.end_session("A", clean=False)
+    eng.touch_session("B")
+    (s,) = eng.recall_context("x", session_id="B")["interrupted_sessions"]
+    assert s["reason"] == "connection_lost"
+
+
+def test_recall_reports_a_silent_session_without_retiring_it(eng, clock, settings):
+    eng.touch_session("silent")
+    eng.touch_session("reader")
+    clock.advance(seconds=settings.heartbeat_timeout_s + 1)
+    eng._beats.clear()
+    got = eng.take_interrupted(exclude="reader")
+    assert [s["session_id"] for s in got] == ["silent"]
+    assert eng.store_db.get_session("silent").status == "active"  # reading wrote no expiry
+    assert eng.take_interrupted(exclude="reader") == []
+    eng.touch_session("newcomer")  # a new session registering retires the silent ones
+    assert eng.store_db.get_session("silent").status == "interrupted"
+
+
+# ---------------------------------------------------------------- list_tasks, resume_task, prompt
+
+def test_task_overview_lists_open_tasks_first_by_last_activity(eng, clock):
+    old = eng.create_task("Old open")
+    clock.advance(minutes=1)
+    done = eng.create_task("Finished")
+    clock.advance(minutes=1)
+    fresh = eng.create_task("Fresh open")
+    clock.advance(minutes=1)
+    eng.store("Old open task got a note", task_id=old.id)
+    eng.update_task(done.id, status="done")
+    got = eng.task_overview()
+    assert [x["id"] for x in got] == [old.id, fresh.id, done.id]
+    assert got[0]["last_activity"]["content"] == "Old open task got a note"
+    assert got[1]["last_activity"] is None
+    assert [x["id"] for x in eng.task_overview(limit=1)] == [old.id]
+    assert [x["id"] for x in eng.task_overview(status="done")] == [done.id]
+    with pytest.raises(EngramError, match="limit"):
+        eng.task_overview(limit=0)
+
+
+def _resumable(eng, clock):
+    t = _three_step_task(eng, clock)
+    eng.touch_session("S")
+    eng.store("CSV columns follow the export JSON field order.", importance=0.9, task_id=t.id)
+    eng.track_failure("UnicodeEncodeError writing CSV", "exporter", "file opened without utf-8",
+                      task_id=t.id, fix="open engram/transfer.py output with encoding='utf-8'")
+    eng.track_progress("csv exporter tests", "in_progress", 0.4, task_id=t.id, session_id="S",
+                       notes="tests/test_transfer.py has the first two cases")
+    eng.track_progress("tsv output", "blocked", 0.1, task_id=t.id, notes="waiting on a decision")
+    eng.report_interruption("S", "rate_limit", task_id=t.id)
+    return t
+
+
+def test_resume_task_gives_the_continuation(eng, clock):
+    t = _resumable(eng, clock)
+    r = eng.resume_task(t.id)
+    assert r["task"]["id"] == t.id and r["latest_handoff"]["summary"] == "Writer works"
+    assert {e["step"]: e["status"] for e in r["plan"]} == {
+        "add csv flag to export command": "not_started", "write csv exporter tests": "in_progress",
+        "support tsv output": "in_progress"}
+    assert r["next_step"] == "write csv exporter tests"
+    assert "tsv output: waiting on a decision" in r["blocked"]
+    (pit,) = r["pitfalls"]
+    assert (pit["component"], pit["root_cause"]) == ("exporter", "file opened without utf-8")
+    assert [m["content"] for m in r["keep"]] == ["CSV columns follow the export JSON field order."]
+    assert r["working_set"] == {"files": ["engram/transfer.py", "tests/test_transfer.py"],
+                                "components": ["exporter"]}
+    (s,) = r["interrupted_sessions"]
+    assert s["session_id"] == "S" and s["reason"] == "rate_limit"
+    text = r["context"]
+    assert text.startswith("<resume>\nTask " + t.id) and text.endswith("</resume>")
+    for needle in ("Next step: write csv exporter tests", "[in_progress] write csv exporter tests",
+                   "root cause: file opened without utf-8", "rate_limit", "tests/test_transfer.py"):
+        assert needle in text
+    assert r["tokens"] <= 2000
+    # Read-only: the interruption is still news for the next recall.
+    eng.touch_session("B")
+    assert [x["session_id"] for x in eng.recall_context("csv", session_id="B")["interrupted_sessions"]] == ["S"]
+
+
+def test_resume_task_fits_the_budget_most_needed_first(eng, clock):
+    t = _resumable(eng, clock)
+    full = eng.resume_task(t.id)["context"]
+    small = eng.resume_task(t.id, max_tokens=60)
+    assert small["tokens"] <= 60 and len(small["context"]) < len(full)
+    assert "Next step" in small["context"] or "Task " in small["context"]
+    assert "Working set" not in small["context"]
+    with pytest.raises(EngramError, match="max_tokens"):
+        eng.resume_task(t.id, max_tokens=10)
+    with pytest.raises(NotFound):
+        eng.resume_task("t-missing")
+
+
+def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
+    from engram.continuity import MEMORY_RULES
+    t = _three_step_task(eng, clock)
+    closed = eng.create_task("Closed one")
+    eng.update_task(closed.id, status="done")
+    text = eng.prompt_block()
+    assert text.startswith(MEMORY_RULES.rstrip())
+    assert t.id in text and closed.id not in text
+    assert "  - next: write csv exporter tests [not_started]" in text
+
+
+def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
+    from pathlib import Path
+
+    from engram.continuity import MEMORY_RULES
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    assert "```markdown\n" + MEMORY_RULES + "```" in readme

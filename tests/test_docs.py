@@ -81,3 +81,15 @@ def test_readme_documents_every_http_route():
     routes = [f"{s.method} {s.path}" for s in OPS] + ["GET /metrics", "GET /healthz", "GET /openapi.json"]
     missing = [r for r in routes if r not in body]
     assert not missing, f"README HTTP section does not mention: {', '.join(missing)}"
+
+
+def test_readme_documents_every_mcp_tool():
+    from engram.api import TOOLS
+    from engram.server.mcp import TOOL_NAMES
+
+    assert sorted(TOOLS) == sorted(TOOL_NAMES)
+    body = section("Use it from an agent")
+    if body is None:
+        pytest.skip("README.md has no '## Use it from an agent' section yet")
+    missing = [t for t in TOOL_NAMES if f"`{t}(" not in body]
+    assert not missing, f"README tools table does not mention: {', '.join(missing)}"

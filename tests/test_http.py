@@ -362,3 +362,29 @@ def test_daemon_answers_on_its_socket_only_once_http_is_up(settings, fake, clock
     finally:
         starting.join()
         daemon.close()
+
+
+def test_resume_list_and_interruption_routes(http, eng):
+    headers = {"X-Engram-Session": "worker-9"}
+    tid = http.post("/tasks", json={"name": "billing"}, headers=headers).json()["task_id"]
+    other = http.post("/tasks", json={"name": "old"}).json()["task_id"]
+    http.patch(f"/tasks/{other}", json={"status": "done"})
+    http.post("/handoffs", json={"summary": "Retry wrapper next", "next_steps": ["add retry wrapper"],
+                                 "task_id": tid}, headers=headers)
+    tasks = http.get("/tasks", params={"limit": 1}).json()["tasks"]
+    assert [t["id"] for t in tasks] == [tid] and tasks[0]["last_activity"]["memory_type"] == "handoff"
+    assert http.get("/tasks", params={"limit": "many"}).status_code == 422
+    r = http.post(f"/tasks/{tid}/resume")
+    assert r.status_code == 200
+    body = r.json()
+    assert body["next_step"] == "add retry wrapper" and body["plan"][0]["status"] == "not_started"
+    small = http.post(f"/tasks/{tid}/resume", json={"max_tokens": 60}).json()
+    assert small["tokens"] <= 60
+    assert http.post(f"/tasks/{tid}/resume", json={"max_tokens": 5}).status_code == 422
+    assert http.post("/tasks/t-missing/resume").status_code == 404
+    r = http.post("/interruptions", json={"reason": "rate_limit", "task_id": tid}, headers=headers)
+    assert r.status_code == 200 and r.json()["reason"] == "rate_limit"
+    assert eng.store_db.get_session("worker-9").status == "interrupted"
+    assert http.post("/interruptions", json={"reason": "bored"}).status_code == 422
+    got = http.post("/search", json={"query": "retry wrapper"}).json()["interrupted_sessions"]
+    assert [(s["session_id"], s["reason"]) for s in got] == [("worker-9", "rate_limit")]

@@ -7,6 +7,7 @@ import json
 import pytest
 from mcp.client import Client
 
+from engram.api import TOOLS as API_TOOLS
 from engram.api import Api, Ctx
 from engram.server.backend import LocalBackend, RemoteBackend
 from engram.server.daemon import run_daemon
@@ -79,11 +80,14 @@ async def refused(client: Client, tool: str, args: dict) -> str:
 # ---------------------------------------------------------------- listing
 
 
-async def test_lists_the_14_tools_with_annotations_and_schemas(client):
+READ_ONLY_TOOLS = ("recall_memory", "get_task", "get_context", "memory_stats", "list_tasks", "resume_task")
+
+
+async def test_lists_the_17_tools_with_annotations_and_schemas(client):
     tools = {t.name: t for t in (await client.list_tools()).tools}
-    assert set(tools) == set(TOOL_NAMES)
-    assert len(tools) == 14
-    for name in ("recall_memory", "get_task", "get_context", "memory_stats"):
+    assert set(tools) == set(TOOL_NAMES) == set(API_TOOLS)
+    assert len(tools) == 17
+    for name in READ_ONLY_TOOLS:
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["forget_memory"].annotations.destructive_hint is True
     for name, t in tools.items():
@@ -92,7 +96,7 @@ async def test_lists_the_14_tools_with_annotations_and_schemas(client):
         assert a.idempotent_hint is not None, name
         if name != "forget_memory":
             assert a.destructive_hint is False, name
-        if name not in ("recall_memory", "get_task", "get_context", "memory_stats"):
+        if name not in READ_ONLY_TOOLS:
             assert a.read_only_hint is False, name
         assert len(t.description) > 80, f"{name} needs a docstring for the calling model"
         assert t.output_schema["type"] == "object", name
@@ -316,7 +320,7 @@ async def test_unreachable_daemon_is_a_tool_error_not_a_crash(tmp_path):
     async with Client(build_mcp(lambda ctx: backend)) as c:
         text = await refused(c, "recall_memory", {"query": "anything"})
         assert "no engram daemon" in text and str(tmp_path) in text
-        assert len((await c.list_tools()).tools) == 14  # still serving
+        assert len((await c.list_tools()).tools) == len(TOOL_NAMES)  # still serving
     rpc.close()
 
 

@@ -147,6 +147,15 @@ class Outcome(Body):
     notes: str = ""
 
 
+class Resume(Body):
+    max_tokens: int = Field(2000, ge=50, le=100_000, description="token budget for the text block")
+
+
+class Interruption(Body):
+    reason: Literal["context_overflow", "rate_limit", "user_stop", "other"]
+    task_id: str | None = None
+
+
 class Maintenance(Body):
     apply: bool = Field(True, description="false reports what would change without changing it")
 
@@ -171,8 +180,12 @@ OPS = (
     Op("POST", "/search", "recall_memory", "Hybrid search with continuity context", Search),
     Op("POST", "/context", "get_context", "A token-budgeted memory block for a prompt", Context),
     Op("POST", "/tasks", "create_task", "Create a task", CreateTask, status=201),
-    Op("GET", "/tasks", "list_tasks", "List tasks (optional ?status=)"),
-    Op("GET", "/tasks/{task_id}", "get_task", "A task with its timeline and latest handoff"),
+    Op("GET", "/tasks", "list_tasks", "List tasks, open first, with their last activity (?status=, ?limit=)"),
+    Op("GET", "/tasks/{task_id}", "get_task", "A task with its timeline, plan and latest handoff"),
+    Op("POST", "/tasks/{task_id}/resume", "resume_task", "Everything needed to continue a task", Resume,
+       empty_body_ok=True),
+    Op("POST", "/interruptions", "report_interruption",
+       "End the calling session as interrupted, with a reason", Interruption),
     Op("PATCH", "/tasks/{task_id}", "update_task", "Change a task's status, goal, name or metadata", UpdateTask),
     Op("POST", "/handoffs", "session_handoff", "Record a session handoff", Handoff, status=201),
     Op("POST", "/failures", "track_failure", "Record a failure (a pitfall for later sessions)", Failure,
@@ -183,7 +196,7 @@ OPS = (
        empty_body_ok=True),
     Op("GET", "/stats", "memory_stats", "Counts, sizes and maintenance status"),
 )
-QUERY_ARGS = {"list_tasks": ("status",)}
+QUERY_ARGS = {"list_tasks": ("status", "limit")}
 
 
 # ---------------------------------------------------------------- helpers
@@ -387,7 +400,9 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
                 args.update(body.model_dump(exclude_unset=True))
             for name in QUERY_ARGS.get(spec.op, ()):
                 if name in request.query_params:
-                    args[name] = request.query_params[name]
+                    v = request.query_params[name]
+                    # A number stays a string when it is not one: the Api then names the problem.
+                    args[name] = int(v) if v.isdigit() else v
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
             return JSON(result, status_code=spec.status)

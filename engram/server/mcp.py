@@ -1,4 +1,4 @@
-"""The 14 MCP tools: thin adapters from MCP arguments to Api operations, over stdio or HTTP."""
+"""The 17 MCP tools: thin adapters from MCP arguments to Api operations, over stdio or HTTP."""
 
 from __future__ import annotations
 
@@ -30,22 +30,25 @@ log = logging.getLogger(__name__)
 TOOL_NAMES = (
     "recall_memory", "store_memory", "update_memory", "session_handoff", "create_task", "update_task",
     "get_task", "track_failure", "track_progress", "session_outcome", "consolidate_memory", "memory_stats",
-    "forget_memory", "get_context",
+    "forget_memory", "get_context", "list_tasks", "resume_task", "report_interruption",
 )
 
 INSTRUCTIONS = """\
 engram is your long-term memory across sessions. At the start of a task call recall_memory (or
 get_context) with what you are about to work on: it returns relevant memories, the latest handoff
 pinned first, known pitfalls, and sessions that were interrupted. Use create_task for multi-session
-work and pass its task_id to later calls. Store durable facts, decisions and strategies with
+work and pass its task_id to later calls; to continue one, list_tasks then resume_task(task_id)
+gives its plan, next step, pitfalls and working set. Store durable facts, decisions and strategies with
 store_memory (or correct one with update_memory), report milestones with track_progress and errors
-with track_failure, and call session_handoff before you stop so the next session can continue."""
+with track_failure, and call session_handoff before you stop so the next session can continue
+(then report_interruption if you are being cut off)."""
 
 MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]
 SearchMode = Literal[SEARCH_MODES]  # type: ignore[valid-type]
 TaskStatus = Literal[TASK_STATUSES]  # type: ignore[valid-type]
 ProgressStatus = Literal["planned", "in_progress", "blocked", "done"]
 Outcome = Literal["success", "failure"]
+InterruptionReason = Literal["context_overflow", "rate_limit", "user_stop", "other"]
 
 TaskId = Annotated[str | None, Field(description="Id from create_task (t-...); links this to that task.")]
 # A lone string where a list is expected is taken as a one-item list, as models often send one.
@@ -107,7 +110,7 @@ def describe_validation(tool: str, err: ValidationError) -> str:
 
 
 def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
-    """The MCP server with engram's 14 tools; `backend_factory(ctx)` picks where each call goes."""
+    """The MCP server with engram's 17 tools; `backend_factory(ctx)` picks where each call goes."""
     mcp = EngramMCP("engram", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
 
     def run(name: str, local_vars: dict[str, Any]) -> dict:
@@ -274,12 +277,59 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
         task_id: Annotated[str, Field(description="Id from create_task.")],
         ctx: Context,
     ) -> dict[str, Any]:
-        """Everything about one task when you resume it: the task, a timeline of its memories, its
-        handoffs, failures and progress, and latest_handoff with each next step marked done,
-        in_progress or not_started by the work recorded since. Returns {task, timeline, handoffs,
-        failures, progress, memories, latest_handoff}.
+        """Everything about one task: the task, a timeline of its memories, its handoffs, failures
+        and progress, latest_handoff with each next step marked done, in_progress or not_started
+        by the work recorded since, and plan: every step any of its handoffs planned, once, with
+        status done, in_progress, not_started or dropped, its evidence and the handoffs that
+        planned it. Returns {task, timeline, handoffs, failures, progress, memories,
+        latest_handoff, plan}. For a compact continuation use resume_task.
         """
         return run("get_task", locals())
+
+    @tool(READ, "List tasks")
+    def list_tasks(
+        ctx: Context,
+        status: Annotated[TaskStatus | None, Field(
+            description="Only tasks with this status (open, in_progress, blocked, done, abandoned).")] = None,
+        limit: Annotated[int, Field(description="Most tasks to return (1-1000).")] = 50,
+    ) -> dict[str, Any]:
+        """The tasks you can resume, when you start fresh and do not know their ids: open ones
+        (open, in_progress, blocked) first, each group by last activity, newest first.
+        Returns {tasks: [{id, name, goal, status, last_activity_at, last_activity: {at,
+        memory_type, content}, ...}]}. Then call resume_task(task_id).
+        """
+        return run("list_tasks", locals())
+
+    @tool(READ, "Resume a task")
+    def resume_task(
+        task_id: Annotated[str, Field(description="Id from create_task or list_tasks.")],
+        ctx: Context,
+        max_tokens: Annotated[int, Field(description="Token budget for the text block (50-100000).")]
+        = 2000,
+    ) -> dict[str, Any]:
+        """Call first when you take over a task: one answer to "where are we and what next?".
+        Returns {task, latest_handoff, plan: [{step, status: done | in_progress | not_started |
+        dropped, evidence, planned_in}], next_step, in_progress, blocked, pitfalls (failures with
+        root_cause and fix: do not repeat them), keep (the task's decisions and conventions),
+        working_set {files, components}, interrupted_sessions (with reason and last progress),
+        context (all of it as one text block within max_tokens), tokens}. Every step any handoff
+        planned appears once; do not redo a step marked done.
+        """
+        return run("resume_task", locals())
+
+    @tool(WRITE, "Report an interruption")
+    def report_interruption(
+        reason: Annotated[InterruptionReason, Field(
+            description="context_overflow, rate_limit, user_stop or other.")],
+        ctx: Context,
+        task_id: TaskId = None,
+    ) -> dict[str, Any]:
+        """Call when you are about to be cut off (context nearly full, rate limited, the user
+        stopping you), after session_handoff and track_progress. This session ends as interrupted
+        with that reason; the next session's recall reports it once, with your last progress, and
+        resume_task lists it. Returns {session_id, status: "interrupted", reason, task_id, ended_at}.
+        """
+        return run("report_interruption", locals())
 
     @tool(WRITE_IDEMPOTENT, "Record a failure")
     def track_failure(

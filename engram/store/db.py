@@ -41,7 +41,7 @@ _MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP",
               "DOUBLE", "BLOB")
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
-                   "ended_at", "task_id", "outcome", "outcome_notes", "reported")
+                   "ended_at", "task_id", "outcome", "outcome_notes", "reported", "interruption")
 
 
 # Recall counts are held and written together (see reinforce): with a write at least this many
@@ -94,7 +94,8 @@ def row_to_task(r: Sequence[Any]) -> Task:
 def row_to_session(r: Sequence[Any]) -> Session:
     return Session(id=r[0], user_id=r[1], client=r[2] or "", pid=r[3], status=r[4],
                    started_at=_aware(r[5]), last_heartbeat=_aware(r[6]), ended_at=_aware(r[7]),
-                   task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]))
+                   task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]),
+                   interruption=r[12])
 
 
 def _unnest(types: Sequence[str]) -> str:
@@ -366,9 +367,10 @@ class Store:
         return self.get_memories([memory_id]).get(memory_id)
 
     def query_memories(self, where: str = "true", params: Sequence[Any] = (),
-                       order: str = "created_at, id") -> list[Memory]:
+                       order: str = "created_at, id", limit: int | None = None) -> list[Memory]:
+        tail = f" LIMIT {int(limit)}" if limit is not None else ""
         rows = self.execute(
-            f"SELECT {_MEM_SELECT} FROM memories WHERE {where} ORDER BY {order}", list(params)
+            f"SELECT {_MEM_SELECT} FROM memories WHERE {where} ORDER BY {order}{tail}", list(params)
         ).fetchall()
         return [row_to_memory(r) for r in rows]
 
@@ -468,6 +470,22 @@ class Store:
                             "ORDER BY updated_at DESC", params).fetchall()
         return [row_to_task(r) for r in rows]
 
+    def task_last_activity(self, user_id: str) -> dict[str, tuple[datetime, str, str]]:
+        """Per task of the user: when its newest memory was written, its type and its content."""
+        # Ties on the time (a batch, a virtual clock) go to the later id: ids sort in write order.
+        rows = self.execute(
+            "SELECT task_id, created_at, memory_type, content FROM ("
+            "SELECT task_id, created_at, memory_type, content, row_number() OVER "
+            "(PARTITION BY task_id ORDER BY created_at DESC, id DESC) AS k FROM memories "
+            "WHERE user_id = ? AND task_id IS NOT NULL AND status <> 'deleted') WHERE k = 1",
+            [user_id]).fetchall()
+        return {r[0]: (_aware(r[1]), r[2], r[3]) for r in rows}
+
+    def task_sessions(self, task_id: str, status: str) -> list[Session]:
+        rows = self.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE task_id = ? "
+                            "AND status = ? ORDER BY started_at, id", [task_id, status]).fetchall()
+        return [row_to_session(r) for r in rows]
+
     # -- sessions ------------------------------------------------------------
     def get_session(self, session_id: str) -> Session | None:
         r = self.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE id = ?",
@@ -479,7 +497,7 @@ class Store:
             f"INSERT OR REPLACE INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES "
             f"({', '.join('?' * len(SESSION_COLUMNS))})",
             [s.id, s.user_id, s.client, s.pid, s.status, _ts(s.started_at), _ts(s.last_heartbeat),
-             _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported])
+             _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption])
 
     def update_session(self, session_id: str, **fields: Any) -> None:
         sets, params = [], []

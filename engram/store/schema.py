@@ -89,6 +89,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
             WHERE recall_count > 0""",
     ]),
+    # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
+    ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
