@@ -1,7 +1,7 @@
 """The `engram` command: each subcommand parses input, makes one Api call and renders the result.
 
-With no command it runs the stdio MCP server. When a daemon owns the database the
-commands go through its socket; otherwise they open the file in this process.
+With no command it runs the stdio MCP server. Every other command goes through the daemon's
+socket, starting the daemon when none runs, so this process never loads the embedding model.
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="engram",
         description="Long-term memory and task continuity for AI agents. "
         "Run without a command to serve MCP over stdio.",
-        epilog="Commands use the running daemon when there is one (engram serve), "
-        "else they open ENGRAM_HOME/memories.duckdb themselves.",
+        epilog="Commands go through the daemon that owns ENGRAM_HOME/memories.duckdb, and start it "
+        "when none runs; it exits after ENGRAM_IDLE_EXIT seconds without a client.",
     )
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
     p.add_argument("--user", help="user whose memories to use (default: ENGRAM_USER or 'default')")
@@ -302,6 +302,110 @@ def _render_handoff(r: dict) -> str:
     return f"handoff saved: {r['handoff_id']}" + (f" (task {r['task_id']})" if r.get("task_id") else "")
 
 
+def _bytes(n: Any) -> str:
+    if not isinstance(n, int | float):
+        return "-"
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _when(iso: Any) -> str:
+    """An ISO time as 'YYYY-MM-DD HH:MM UTC' (what the daemon writes is UTC); '-' for none."""
+    if not iso:
+        return "never"
+    text = str(iso).replace("T", " ")
+    return f"{text[:16]} UTC" if text.endswith("+00:00") or len(text) > 16 else text
+
+
+def _counts(d: Any) -> str:
+    if not isinstance(d, dict) or not d:
+        return "none"
+    return ", ".join(f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in d.items())
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    """Label and value columns, labels padded to the longest."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" if k else f"{'':<{width}}  {v}" for k, v in rows)
+
+
+def _render_stats(r: dict) -> str:
+    r = dict(r)
+    rows: list[tuple[str, str]] = []
+    by_type = r.pop("by_type", {})
+    by_status = r.pop("by_status", {})
+    active = by_status.get("active", 0) if isinstance(by_status, dict) else 0
+    rows.append(("memories", f"{active:,} active of {r.pop('total', 0):,}"))
+    rows.append(("", f"by type: {_counts(by_type)}"))
+    rows.append(("", f"by status: {_counts(by_status)}"))
+    users = r.pop("by_user", {})
+    if users:
+        rows.append(("users", _counts(users)))
+    st = r.pop("strength", None)
+    if isinstance(st, dict):
+        mean = st.get("mean")
+        rows.append(("strength", f"mean {mean:.2f}" if isinstance(mean, float) else "mean -"))
+        rows.append(("", f"buckets: {_counts(st.get('buckets'))} (pruned below {_scalar(st.get('prune_threshold'))})"))
+    fading = r.pop("fading_soon", None)
+    if isinstance(fading, dict):
+        rows.append(("fading soon", f"{fading.get('count', 0)} within {fading.get('within_days')} days "
+                                    f"(strength below {_scalar(fading.get('below'))})"))
+        for m in fading.get("memories") or []:
+            rows.append(("", f"{m['id']} [{m['memory_type']}] {m['days_until_prune']:g} d left: {m['content']}"))
+    rows.append(("tasks", _counts(r.pop("tasks", {}))))
+    rows.append(("sessions", _counts(r.pop("sessions", {}))))
+    idx = r.pop("index", None)
+    if isinstance(idx, dict):
+        fresh = "fresh" if idx.get("fresh") else "stale: run `engram reindex`"
+        rows.append(("index", f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} ({fresh}), "
+                              f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}"))
+    m = r.pop("maintenance", None)
+    if isinstance(m, dict):
+        rows.append(("maintenance", f"every {m.get('interval_hours', 0):g} h, next {_when(m.get('next_run'))}, "
+                                    f"last {_when(m.get('last_run'))}"))
+        rows.append(("", f"{m.get('runs', 0)} runs since the daemon started, {m.get('errors', 0)} errors"
+                         + (f" (last: {m['last_error']})" if m.get("last_error") else "")))
+    t = r.pop("totals", None)
+    if isinstance(t, dict):
+        rows.append(("all time", f"{t.get('runs', 0):,} maintenance runs, {t.get('consolidated', 0):,} "
+                                 f"consolidated, {t.get('pruned', 0):,} pruned, last {_when(t.get('last_run'))}"))
+    rows.append(("disk", _bytes(r.pop("disk_bytes", None))))
+    model = r.pop("model", None)
+    if isinstance(model, dict):
+        rows.append(("model", f"{model.get('name')} ({model.get('dim')} dims, {model.get('backend') or '-'})"))
+    out = _table(rows)
+    return out + ("\n" + "\n".join(_plain(r)) if r else "")  # fields added later, as key: value
+
+
+def _render_consolidate(r: dict) -> str:
+    r = dict(r)
+    clusters = r.pop("clusters", []) or []
+    n = r.pop("consolidated", 0)
+    verb = "merged" if r.get("applied") else "would merge"
+    rows: list[tuple[str, str]] = [("consolidate", f"{verb} {n} memor{'y' if n == 1 else 'ies'} "
+                                                   f"into {len(clusters)} cluster{'' if len(clusters) == 1 else 's'}")]
+    for i, c in enumerate(clusters, 1):
+        into = f" -> {c['into']}" if c.get("into") else ""
+        rows.append(("", f"{i}. {len(c.get('sources') or [])} memories{into}: {c.get('preview', '')}"))
+    pruned = r.pop("pruned", 0)
+    rows.append(("prune", f"{'pruned' if r.get('applied') else 'would prune'} {pruned} "
+                          f"({_counts(r.pop('pruned_by_reason', {}))})"))
+    for mid in r.pop("pruned_ids", []) or []:
+        rows.append(("", mid))
+    rows.append(("protected", f"{r.pop('protected', 0)} kept although faded (pinned, open task, latest handoff)"))
+    rows.append(("edges", f"{r.pop('edges_refreshed', 0)} refreshed"))
+    rows.append(("compacted", "yes" if r.pop("compacted", False) else "no"))
+    took = r.pop("duration_s", None)
+    rows.append(("took", f"{took * 1000:,.0f} ms" if isinstance(took, int | float) else "-"))
+    for k in ("applied", "user_id", "started_at", "finished_at"):
+        r.pop(k, None)
+    out = _table(rows)
+    return out + ("\n" + "\n".join(_plain(r)) if r else "")
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "store_memory": _render_store,
     "recall_memory": _render_recall,
@@ -312,6 +416,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "get_task": _render_task_view,
     "list_tasks": _render_tasks,
     "session_handoff": _render_handoff,
+    "memory_stats": _render_stats,
+    "consolidate_memory": _render_consolidate,
 }
 
 
@@ -333,33 +439,25 @@ class _Conn:
     close: Callable[[], None]
 
 
+# Through the daemon a command waits for the whole operation (an import, a re-embedding).
+CLI_TIMEOUT = 3600.0
+
+
 def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None) -> _Conn:
     session_id = f"cli-{uuid.uuid4().hex}"
     if api_factory is None:
-        from .server.rpc import RpcClient, server_running
-        if server_running(settings.socket_path):
-            # The daemon owns the file (DuckDB allows one writer): go through it, never spawn one.
-            client = RpcClient(settings.socket_path, session_id=session_id, client="cli", user_id=user)
-            return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
+        # The daemon owns the file (DuckDB allows one writer) and keeps the model loaded between
+        # commands: go through it, starting it when none runs, as the stdio server does.
+        from .server.backend import daemon_command
+        from .server.rpc import RpcClient
+        client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
+                           client="cli", user_id=user, timeout=CLI_TIMEOUT)
+        return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
     from .api import Api, Ctx
-    if api_factory is not None:
-        api, owned = api_factory(settings), False
-    else:
-        from huggingface_hub.utils import disable_progress_bars
-
-        from .engram import Engram
-        disable_progress_bars()  # a "Loading weights" bar on every command is noise
-        api, owned = Api(Engram(settings.db_path, settings=settings)), True
+    api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
-
-    def close() -> None:
-        try:
-            api.eng.end_session(session_id, clean=True, user_id=user)
-        finally:
-            if owned:
-                api.eng.close()
-
-    return _Conn(lambda op, args: api.call(op, args, ctx), close)
+    return _Conn(lambda op, args: api.call(op, args, ctx),
+                 lambda: api.eng.end_session(session_id, clean=True, user_id=user))
 
 
 def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:

@@ -5,12 +5,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any, Protocol
 
 from engram.server.rpc import RpcClient
 
-__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "derived_session_id", "header_user"]
+__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "daemon_command",
+           "derived_session_id", "header_user"]
 
 
 class Backend(Protocol):
@@ -37,6 +39,11 @@ class LocalBackend:
         finally:
             if self.end_after:
                 self.api.eng.end_session(self.ctx.session_id, clean=True, user_id=self.ctx.user_id)
+
+
+def daemon_command(settings: Any) -> list[str]:
+    """argv that starts the daemon with this interpreter, for the same home as this client."""
+    return [sys.executable, "-m", "engram.server.daemon", "--home", str(settings.home)]
 
 
 class RemoteBackend:

@@ -6,7 +6,6 @@ import atexit
 import logging
 import os
 import signal
-import sys
 import threading
 import uuid
 from collections.abc import Callable
@@ -19,7 +18,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from engram import __version__
-from engram.server.backend import Backend, RemoteBackend
+from engram.server.backend import Backend, RemoteBackend, daemon_command
 from engram.server.rpc import RpcClient, RpcError
 from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
 
@@ -342,11 +341,6 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
 
 
 # ---------------------------------------------------------------- stdio entry
-
-
-def daemon_command(settings: Any) -> list[str]:
-    """argv that starts the daemon with this interpreter, for the same home as this client."""
-    return [sys.executable, "-m", "engram.server.daemon", "--home", str(settings.home)]
 
 
 def run_stdio(settings: Any = None) -> None:
