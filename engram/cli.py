@@ -360,7 +360,7 @@ def _render_stats(r: dict) -> str:
     idx = r.pop("index", None)
     if isinstance(idx, dict):
         fresh = "fresh" if idx.get("fresh") else "stale: run `engram reindex`"
-        rows.append(("index", f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} ({fresh}), "
+        rows.append(("index", f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
                               f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}"))
     m = r.pop("maintenance", None)
     if isinstance(m, dict):
