@@ -25,8 +25,8 @@ TOOLS = (
     "track_progress", "session_outcome", "consolidate_memory", "memory_stats",
 )
 # Operations that are not MCP tools but that the CLI and HTTP API use.
-EXTRA_OPS = ("list_tasks", "export_memories", "import_memories", "reindex", "run_maintenance",
-             "get_memory", "health")
+EXTRA_OPS = ("list_tasks", "export_memories", "import_memories", "import_from", "reindex",
+             "run_maintenance", "get_memory", "health")
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
@@ -288,6 +288,11 @@ class Api:
         from .transfer import import_jsonl
         return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed),
                             user_id=self._user(ctx))
+
+    def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool = False) -> dict:
+        """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.importers."""
+        from .importers import import_from
+        return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
 
     def reindex(self, ctx: Ctx, reembed: bool = False) -> dict:
         if reembed:

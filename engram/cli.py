@@ -22,6 +22,7 @@ from .types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
 
 __all__ = ["build_parser", "main"]
 
+IMPORT_SOURCES = ("engram", "mcp-memory", "mem0", "markdown")  # engram.importers.SOURCES, plus our own
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8765
 
@@ -120,8 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = cmd(sub, "export", "Write the user's memories, tasks, sessions and edges to a JSON Lines file.")
     c.add_argument("path", help="file to write")
-    c = cmd(sub, "import", "Load a JSON Lines file written by `engram export` (the user's rows only).")
-    c.add_argument("path", help="file to read")
+    c = cmd(sub, "import", "Load a file written by `engram export` (the user's rows only), or memories "
+            "from another tool with --from.")
+    c.add_argument("path", help="file to read (a file or folder with --from markdown)")
+    c.add_argument("--from", dest="source", choices=IMPORT_SOURCES, default="engram",
+                   help="what the file is: engram (an `engram export` file, the default), mcp-memory (the "
+                   "MCP memory server's memory.json), mem0 (a mem0 export), markdown (notes: headings and "
+                   "bullets become memories, tagged from the path)")
+    c.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="with --from: show what would be stored and what resolution would do; store nothing")
     c.add_argument("--skip-existing", dest="on_conflict", action="store_const", const="skip", default="error",
                    help="keep rows whose ids already exist and import the rest (default: refuse the file)")
     c.add_argument("--reembed", action="store_true",
@@ -198,6 +206,13 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         path = str(Path(a.path).expanduser().resolve())
         if c == "export":
             return "export_memories", {"path": path}
+        if a.source != "engram":
+            if a.on_conflict != "error" or a.reembed:
+                raise CliError("--skip-existing and --reembed are for engram export files, not --from "
+                               f"{a.source} (which skips what it imported before)")
+            return "import_from", {"source": a.source, "path": path, "dry_run": a.dry_run}
+        if a.dry_run:
+            raise CliError("--dry-run needs --from (an engram export file is checked whole before it is stored)")
         return "import_memories", {"path": path, "on_conflict": a.on_conflict, "reembed": a.reembed}
     if c == "reindex":
         return "reindex", {"reembed": a.reembed}
@@ -406,6 +421,20 @@ def _render_consolidate(r: dict) -> str:
     return out + ("\n" + "\n".join(_plain(r)) if r else "")
 
 
+def _render_import_from(r: dict) -> str:
+    head = "would store" if r["dry_run"] else "stored"
+    actions = ", ".join(f"{k} {v}" for k, v in sorted(r["actions"].items())) or "nothing new"
+    lines = [f"{r['source']} {r['path']}: {r['found']} found, {r['skipped']} imported before; "
+             f"{head} {r['stored']} ({actions})"]
+    for it in r["items"]:
+        target = f" -> {it['target_id']}" if it.get("target_id") else ""
+        tags = f" #{' #'.join(it['tags'])}" if it["tags"] else ""
+        lines.append(f"  {it['action']:<9}{target} {it['content']}{tags}")
+        if it["action"] != "new" and it.get("reason"):
+            lines.append(f"  {'':<9} ({it['reason']})")
+    return "\n".join(lines)
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "store_memory": _render_store,
     "recall_memory": _render_recall,
@@ -418,6 +447,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "session_handoff": _render_handoff,
     "memory_stats": _render_stats,
     "consolidate_memory": _render_consolidate,
+    "import_from": _render_import_from,
 }
 
 
@@ -470,6 +500,8 @@ def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     print(_render(op, result, a.json))
     if op == "consolidate_memory" and not args["apply"] and not a.json:
         print("(dry run: nothing changed; add --apply to make these changes)")
+    if op == "import_from" and args["dry_run"] and not a.json:
+        print("(dry run: nothing stored; run it again without --dry-run to import)")
     return 0
 
 
