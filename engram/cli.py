@@ -483,7 +483,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                            client="cli", user_id=user, timeout=CLI_TIMEOUT)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
-    from .api import Api, Ctx
+    from .api import Ctx
     api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
     return _Conn(lambda op, args: api.call(op, args, ctx),
@@ -531,8 +531,10 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
         overrides = {"home": Path(a.home).expanduser()} if a.home else {}
         settings = Settings.from_env(**overrides)
         if a.command is None:
+            from .server.backend import stdio_client
+            client = stdio_client(settings)  # reaches for the daemon while the MCP SDK imports
             from .server.mcp import run_stdio
-            run_stdio(settings)
+            run_stdio(settings, client)
             return 0
         if a.command == "version":
             print(json.dumps({"version": __version__}) if a.json else f"engram {__version__}")
