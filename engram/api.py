@@ -115,6 +115,8 @@ class Api:
         if missing:
             raise EngramError(f"{name}: missing required argument(s): {', '.join(missing)}")
         check_arguments(args, name)
+        if self.eng.degraded:
+            self.eng.retry_model()  # rate-limited; recovers as soon as the model loads again
         start = time.perf_counter()
         ok = False
         try:
@@ -161,6 +163,12 @@ class Api:
                                       explain=bool(explain), user_id=ctx.user_id,
                                       session_id=ctx.session_id)
         self.metrics.recalled()
+        return self._say_degraded(out)
+
+    def _say_degraded(self, out: dict) -> dict:
+        """Results of a keyword-only recall say so, and why (the model did not load)."""
+        if self.eng.degraded:
+            out["degraded"] = f"keyword (bm25) recall only: the embedding model is unavailable ({self.eng.degraded})"
         return out
 
     def get_context(self, ctx: Ctx, query: str, max_tokens: int = 1500, task_id: str | None = None,
@@ -203,8 +211,8 @@ class Api:
                 used += t
         lines.append("</memory>")
         text = "\n".join(lines)
-        return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
-                "interrupted_sessions": r["interrupted_sessions"]}
+        return self._say_degraded({"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
+                                   "interrupted_sessions": r["interrupted_sessions"]})
 
     # -- tasks and continuity --------------------------------------------------
     def create_task(self, ctx: Ctx, name: str, goal: str = "", metadata: dict | None = None) -> dict:
@@ -302,5 +310,10 @@ class Api:
         return {"indexed": len(self.eng.index), "edges": self.eng.graph.edge_count()}
 
     def health(self, ctx: Ctx) -> dict:
-        return {"status": "ok", "memories": len(self.eng.index), "model": self.eng.embedder.name,
-                "backend": getattr(self.eng.embedder, "backend", None), "db": self.eng.path}
+        out = {"status": "degraded" if self.eng.degraded else "ok", "memories": len(self.eng.index),
+               "model": self.eng.embedder.name, "backend": getattr(self.eng.embedder, "backend", None),
+               "db": self.eng.path}
+        if self.eng.degraded:
+            out["model_error"] = self.eng.degraded
+            out["serving"] = "keyword (bm25) recall; stores are kept and embedded when the model is back"
+        return out

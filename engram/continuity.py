@@ -339,6 +339,9 @@ class ContinuityMixin:
         steps = h.metadata.get("handoff", {}).get("next_steps", [])
         if not steps:
             return []
+        if self.degraded:  # the check compares meanings; without the model it cannot run
+            return [{"step": s, "status": "unchecked", "reason": "the embedding model is unavailable"}
+                    for s in steps]
         return [c.to_dict() for c in validate_steps(steps, self._activities_after(h), self.embedder)]
 
     def handoff_view(self, h: Memory) -> dict:

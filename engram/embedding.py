@@ -581,6 +581,24 @@ def _write_atomic(target: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+class UnavailableEmbedder:
+    """Stands in for a model that could not load: the engram serves keyword (bm25) recall and
+    stores rows without a vector, embedded once the model is back (Engram.retry_model)."""
+
+    backend = "unavailable"
+
+    def __init__(self, name: str, dim: int, reason: str):
+        self.name = name
+        self.dim = dim  # the stored vectors' width, so the index keeps them while the model is away
+        self.reason = reason
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        raise ModelUnavailable(f"this needs the embedding model, which is unavailable: {self.reason}")
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
 _WORD = re.compile(r"[a-z0-9]+")
 
 

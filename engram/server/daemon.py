@@ -39,7 +39,8 @@ class Daemon:
         from engram.engram import Engram
 
         self.settings = settings
-        self.eng = engram if engram is not None else Engram(settings=settings)
+        # degraded_ok: a model that does not load leaves keyword recall serving, not a dead daemon.
+        self.eng = engram if engram is not None else Engram(settings=settings, degraded_ok=True)
         self.api = Api(self.eng)
         self.scheduler = _start_scheduler(self.eng, settings, self.api)
         self.api.scheduler = self.scheduler
