@@ -139,7 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--reembed", action="store_true",
                    help="also re-embed every memory with the current model (after changing ENGRAM_MODEL)")
 
-    c = cmd(sub, "serve", "Run the daemon that owns the database (and optionally the HTTP API).")
+    c = cmd(sub, "serve", "Run the daemon that owns the database (and optionally the HTTP API) in the "
+            "foreground, until stopped (it does not exit when idle).")
     c.add_argument("--http", action="store_true", help="also serve the HTTP API and MCP over streamable HTTP")
     c.add_argument("--host", default=DEFAULT_HTTP_HOST,
                    help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)")
@@ -541,7 +542,8 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
             return 0
         if a.command == "serve":
             from .server.daemon import run_daemon
-            code = run_daemon(settings, http=a.http, host=a.host, port=a.port)
+            # Started by hand in the foreground: it stays until stopped, idle or not.
+            code = run_daemon(settings, http=a.http, host=a.host, port=a.port, idle_exit=False)
             return code if isinstance(code, int) else 0
         if a.command == "stop":
             return _stop(a, settings)

@@ -17,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -154,9 +155,14 @@ def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any
 
 
 def run_daemon(settings: Settings | None = None, http: bool = False, host: str = "127.0.0.1",
-               port: int = 8765) -> int:
-    """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves."""
+               port: int = 8765, idle_exit: bool = True) -> int:
+    """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves.
+
+    idle_exit False: never exit for want of clients (`engram serve`, run by hand in the foreground).
+    """
     settings = settings or Settings.from_env()
+    if not idle_exit:
+        settings = replace(settings, idle_exit_s=0.0)
     if http:
         from engram.server.http import check_bind
         check_bind(host, settings.token)  # before anything else: a refusal must not start a daemon
