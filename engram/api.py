@@ -27,7 +27,7 @@ TOOLS = (
     "list_tasks", "resume_task", "report_interruption",
 )
 # Operations that are not MCP tools but that the CLI and HTTP API use.
-EXTRA_OPS = ("export_memories", "import_memories", "reindex", "run_maintenance",
+EXTRA_OPS = ("export_memories", "import_memories", "import_from", "reindex", "run_maintenance",
              "get_memory", "health", "memory_prompt")
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
@@ -112,6 +112,8 @@ class Api:
         if missing:
             raise EngramError(f"{name}: missing required argument(s): {', '.join(missing)}")
         check_arguments(args, name)
+        if self.eng.degraded:
+            self.eng.retry_model()  # rate-limited; recovers as soon as the model loads again
         start = time.perf_counter()
         ok = False
         try:
@@ -159,6 +161,12 @@ class Api:
                                       explain=bool(explain), user_id=ctx.user_id,
                                       session_id=ctx.session_id)
         self.metrics.recalled()
+        return self._say_degraded(out)
+
+    def _say_degraded(self, out: dict) -> dict:
+        """Results of a keyword-only recall say so, and why (the model did not load)."""
+        if self.eng.degraded:
+            out["degraded"] = f"keyword (bm25) recall only: the embedding model is unavailable ({self.eng.degraded})"
         return out
 
     def get_context(self, ctx: Ctx, query: str, max_tokens: int = 1500, task_id: str | None = None,
@@ -204,8 +212,8 @@ class Api:
                 used += t
         lines.append("</memory>")
         text = "\n".join(lines)
-        return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
-                "interrupted_sessions": r["interrupted_sessions"]}
+        return self._say_degraded({"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
+                                   "interrupted_sessions": r["interrupted_sessions"]})
 
     # -- tasks and continuity --------------------------------------------------
     def create_task(self, ctx: Ctx, name: str, goal: str = "", metadata: dict | None = None) -> dict:
@@ -301,6 +309,11 @@ class Api:
         return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed),
                             user_id=self._user(ctx))
 
+    def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool = False) -> dict:
+        """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.importers."""
+        from .importers import import_from
+        return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
+
     def reindex(self, ctx: Ctx, reembed: bool = False) -> dict:
         if reembed:
             n = self.eng.reembed_all()
@@ -309,5 +322,10 @@ class Api:
         return {"indexed": len(self.eng.index), "edges": self.eng.graph.edge_count()}
 
     def health(self, ctx: Ctx) -> dict:
-        return {"status": "ok", "memories": len(self.eng.index), "model": self.eng.embedder.name,
-                "backend": getattr(self.eng.embedder, "backend", None), "db": self.eng.path}
+        out = {"status": "degraded" if self.eng.degraded else "ok", "memories": len(self.eng.index),
+               "model": self.eng.embedder.name, "backend": getattr(self.eng.embedder, "backend", None),
+               "db": self.eng.path}
+        if self.eng.degraded:
+            out["model_error"] = self.eng.degraded
+            out["serving"] = "keyword (bm25) recall; stores are kept and embedded when the model is back"
+        return out

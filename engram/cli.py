@@ -1,7 +1,7 @@
 """The `engram` command: each subcommand parses input, makes one Api call and renders the result.
 
-With no command it runs the stdio MCP server. When a daemon owns the database the
-commands go through its socket; otherwise they open the file in this process.
+With no command it runs the stdio MCP server. Every other command goes through the daemon's
+socket, starting the daemon when none runs, so this process never loads the embedding model.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from .types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
 
 __all__ = ["build_parser", "main"]
 
+IMPORT_SOURCES = ("engram", "mcp-memory", "mem0", "markdown")  # engram.importers.SOURCES, plus our own
 DEFAULT_HTTP_HOST = "127.0.0.1"
 DEFAULT_HTTP_PORT = 8765
 
@@ -38,8 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="engram",
         description="Long-term memory and task continuity for AI agents. "
         "Run without a command to serve MCP over stdio.",
-        epilog="Commands use the running daemon when there is one (engram serve), "
-        "else they open ENGRAM_HOME/memories.duckdb themselves.",
+        epilog="Commands go through the daemon that owns ENGRAM_HOME/memories.duckdb, and start it "
+        "when none runs; it exits after ENGRAM_IDLE_EXIT seconds without a client.",
     )
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
     p.add_argument("--user", help="user whose memories to use (default: ENGRAM_USER or 'default')")
@@ -147,8 +148,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = cmd(sub, "export", "Write the user's memories, tasks, sessions and edges to a JSON Lines file.")
     c.add_argument("path", help="file to write")
-    c = cmd(sub, "import", "Load a JSON Lines file written by `engram export` (the user's rows only).")
-    c.add_argument("path", help="file to read")
+    c = cmd(sub, "import", "Load a file written by `engram export` (the user's rows only), or memories "
+            "from another tool with --from.")
+    c.add_argument("path", help="file to read (a file or folder with --from markdown)")
+    c.add_argument("--from", dest="source", choices=IMPORT_SOURCES, default="engram",
+                   help="what the file is: engram (an `engram export` file, the default), mcp-memory (the "
+                   "MCP memory server's memory.json), mem0 (a mem0 export), markdown (notes: headings and "
+                   "bullets become memories, tagged from the path)")
+    c.add_argument("--dry-run", dest="dry_run", action="store_true",
+                   help="with --from: show what would be stored and what resolution would do; store nothing")
     c.add_argument("--skip-existing", dest="on_conflict", action="store_const", const="skip", default="error",
                    help="keep rows whose ids already exist and import the rest (default: refuse the file)")
     c.add_argument("--reembed", action="store_true",
@@ -158,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--reembed", action="store_true",
                    help="also re-embed every memory with the current model (after changing ENGRAM_MODEL)")
 
-    c = cmd(sub, "serve", "Run the daemon that owns the database (and optionally the HTTP API).")
+    c = cmd(sub, "serve", "Run the daemon that owns the database (and optionally the HTTP API) in the "
+            "foreground, until stopped (it does not exit when idle).")
     c.add_argument("--http", action="store_true", help="also serve the HTTP API and MCP over streamable HTTP")
     c.add_argument("--host", default=DEFAULT_HTTP_HOST,
                    help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)")
@@ -244,6 +253,13 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         path = str(Path(a.path).expanduser().resolve())
         if c == "export":
             return "export_memories", {"path": path}
+        if a.source != "engram":
+            if a.on_conflict != "error" or a.reembed:
+                raise CliError("--skip-existing and --reembed are for engram export files, not --from "
+                               f"{a.source} (which skips what it imported before)")
+            return "import_from", {"source": a.source, "path": path, "dry_run": a.dry_run}
+        if a.dry_run:
+            raise CliError("--dry-run needs --from (an engram export file is checked whole before it is stored)")
         return "import_memories", {"path": path, "on_conflict": a.on_conflict, "reembed": a.reembed}
     if c == "reindex":
         return "reindex", {"reembed": a.reembed}
@@ -363,6 +379,124 @@ def _render_handoff(r: dict) -> str:
     return f"handoff saved: {r['handoff_id']}" + (f" (task {r['task_id']})" if r.get("task_id") else "")
 
 
+def _bytes(n: Any) -> str:
+    if not isinstance(n, int | float):
+        return "-"
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:,.0f} {unit}" if unit == "bytes" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _when(iso: Any) -> str:
+    """An ISO time as 'YYYY-MM-DD HH:MM UTC' (what the daemon writes is UTC); '-' for none."""
+    if not iso:
+        return "never"
+    text = str(iso).replace("T", " ")
+    return f"{text[:16]} UTC" if text.endswith("+00:00") or len(text) > 16 else text
+
+
+def _counts(d: Any) -> str:
+    if not isinstance(d, dict) or not d:
+        return "none"
+    return ", ".join(f"{k.replace('_', ' ')} {_scalar(v)}" for k, v in d.items())
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    """Label and value columns, labels padded to the longest."""
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(f"{k:<{width}}  {v}" if k else f"{'':<{width}}  {v}" for k, v in rows)
+
+
+def _render_stats(r: dict) -> str:
+    r = dict(r)
+    rows: list[tuple[str, str]] = []
+    by_type = r.pop("by_type", {})
+    by_status = r.pop("by_status", {})
+    active = by_status.get("active", 0) if isinstance(by_status, dict) else 0
+    rows.append(("memories", f"{active:,} active of {r.pop('total', 0):,}"))
+    rows.append(("", f"by type: {_counts(by_type)}"))
+    rows.append(("", f"by status: {_counts(by_status)}"))
+    users = r.pop("by_user", {})
+    if users:
+        rows.append(("users", _counts(users)))
+    st = r.pop("strength", None)
+    if isinstance(st, dict):
+        mean = st.get("mean")
+        rows.append(("strength", f"mean {mean:.2f}" if isinstance(mean, float) else "mean -"))
+        rows.append(("", f"buckets: {_counts(st.get('buckets'))} (pruned below {_scalar(st.get('prune_threshold'))})"))
+    fading = r.pop("fading_soon", None)
+    if isinstance(fading, dict):
+        rows.append(("fading soon", f"{fading.get('count', 0)} within {fading.get('within_days')} days "
+                                    f"(strength below {_scalar(fading.get('below'))})"))
+        for m in fading.get("memories") or []:
+            rows.append(("", f"{m['id']} [{m['memory_type']}] {m['days_until_prune']:g} d left: {m['content']}"))
+    rows.append(("tasks", _counts(r.pop("tasks", {}))))
+    rows.append(("sessions", _counts(r.pop("sessions", {}))))
+    idx = r.pop("index", None)
+    if isinstance(idx, dict):
+        fresh = "fresh" if idx.get("fresh") else "stale: run `engram reindex`"
+        rows.append(("index", f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
+                              f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}"))
+    m = r.pop("maintenance", None)
+    if isinstance(m, dict):
+        rows.append(("maintenance", f"every {m.get('interval_hours', 0):g} h, next {_when(m.get('next_run'))}, "
+                                    f"last {_when(m.get('last_run'))}"))
+        rows.append(("", f"{m.get('runs', 0)} runs since the daemon started, {m.get('errors', 0)} errors"
+                         + (f" (last: {m['last_error']})" if m.get("last_error") else "")))
+    t = r.pop("totals", None)
+    if isinstance(t, dict):
+        rows.append(("all time", f"{t.get('runs', 0):,} maintenance runs, {t.get('consolidated', 0):,} "
+                                 f"consolidated, {t.get('pruned', 0):,} pruned, last {_when(t.get('last_run'))}"))
+    rows.append(("disk", _bytes(r.pop("disk_bytes", None))))
+    model = r.pop("model", None)
+    if isinstance(model, dict):
+        rows.append(("model", f"{model.get('name')} ({model.get('dim')} dims, {model.get('backend') or '-'})"))
+    out = _table(rows)
+    return out + ("\n" + "\n".join(_plain(r)) if r else "")  # fields added later, as key: value
+
+
+def _render_consolidate(r: dict) -> str:
+    r = dict(r)
+    clusters = r.pop("clusters", []) or []
+    n = r.pop("consolidated", 0)
+    verb = "merged" if r.get("applied") else "would merge"
+    rows: list[tuple[str, str]] = [("consolidate", f"{verb} {n} memor{'y' if n == 1 else 'ies'} "
+                                                   f"into {len(clusters)} cluster{'' if len(clusters) == 1 else 's'}")]
+    for i, c in enumerate(clusters, 1):
+        into = f" -> {c['into']}" if c.get("into") else ""
+        rows.append(("", f"{i}. {len(c.get('sources') or [])} memories{into}: {c.get('preview', '')}"))
+    pruned = r.pop("pruned", 0)
+    rows.append(("prune", f"{'pruned' if r.get('applied') else 'would prune'} {pruned} "
+                          f"({_counts(r.pop('pruned_by_reason', {}))})"))
+    for mid in r.pop("pruned_ids", []) or []:
+        rows.append(("", mid))
+    rows.append(("protected", f"{r.pop('protected', 0)} kept although faded (pinned, open task, latest handoff)"))
+    rows.append(("edges", f"{r.pop('edges_refreshed', 0)} refreshed"))
+    rows.append(("compacted", "yes" if r.pop("compacted", False) else "no"))
+    took = r.pop("duration_s", None)
+    rows.append(("took", f"{took * 1000:,.0f} ms" if isinstance(took, int | float) else "-"))
+    for k in ("applied", "user_id", "started_at", "finished_at"):
+        r.pop(k, None)
+    out = _table(rows)
+    return out + ("\n" + "\n".join(_plain(r)) if r else "")
+
+
+def _render_import_from(r: dict) -> str:
+    head = "would store" if r["dry_run"] else "stored"
+    actions = ", ".join(f"{k} {v}" for k, v in sorted(r["actions"].items())) or "nothing new"
+    lines = [f"{r['source']} {r['path']}: {r['found']} found, {r['skipped']} imported before; "
+             f"{head} {r['stored']} ({actions})"]
+    for it in r["items"]:
+        target = f" -> {it['target_id']}" if it.get("target_id") else ""
+        tags = f" #{' #'.join(it['tags'])}" if it["tags"] else ""
+        lines.append(f"  {it['action']:<9}{target} {it['content']}{tags}")
+        if it["action"] != "new" and it.get("reason"):
+            lines.append(f"  {'':<9} ({it['reason']})")
+    return "\n".join(lines)
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "store_memory": _render_store,
     "recall_memory": _render_recall,
@@ -378,6 +512,9 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "track_progress": lambda r: f"progress saved: {r['memory_id']} {r['feature']} [{r['status']}]",
     "track_failure": _render_store,
     "session_outcome": lambda r: f"session {r['session_id']}: {r['outcome']}",
+    "memory_stats": _render_stats,
+    "consolidate_memory": _render_consolidate,
+    "import_from": _render_import_from,
 }
 
 
@@ -399,36 +536,28 @@ class _Conn:
     close: Callable[[], None]
 
 
+# Through the daemon a command waits for the whole operation (an import, a re-embedding).
+CLI_TIMEOUT = 3600.0
+
+
 def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None,
              session: str | None = None) -> _Conn:
     if session is not None and not 1 <= len(session.strip()) <= 200:
         raise CliError("--session must be 1 to 200 characters")
     session_id = session.strip() if session else f"cli-{uuid.uuid4().hex}"
     if api_factory is None:
-        from .server.rpc import RpcClient, server_running
-        if server_running(settings.socket_path):
-            # The daemon owns the file (DuckDB allows one writer): go through it, never spawn one.
-            client = RpcClient(settings.socket_path, session_id=session_id, client="cli", user_id=user)
-            return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
-    from .api import Api, Ctx
-    if api_factory is not None:
-        api, owned = api_factory(settings), False
-    else:
-        from huggingface_hub.utils import disable_progress_bars
-
-        from .engram import Engram
-        disable_progress_bars()  # a "Loading weights" bar on every command is noise
-        api, owned = Api(Engram(settings.db_path, settings=settings)), True
+        # The daemon owns the file (DuckDB allows one writer) and keeps the model loaded between
+        # commands: go through it, starting it when none runs, as the stdio server does.
+        from .server.backend import daemon_command
+        from .server.rpc import RpcClient
+        client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
+                           client="cli", user_id=user, timeout=CLI_TIMEOUT)
+        return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
+    from .api import Ctx
+    api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
-
-    def close() -> None:
-        try:
-            api.eng.end_session(session_id, clean=True, user_id=user)
-        finally:
-            if owned:
-                api.eng.close()
-
-    return _Conn(lambda op, args: api.call(op, args, ctx), close)
+    return _Conn(lambda op, args: api.call(op, args, ctx),
+                 lambda: api.eng.end_session(session_id, clean=True, user_id=user))
 
 
 def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
@@ -441,6 +570,8 @@ def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     print(_render(op, result, a.json))
     if op == "consolidate_memory" and not args["apply"] and not a.json:
         print("(dry run: nothing changed; add --apply to make these changes)")
+    if op == "import_from" and args["dry_run"] and not a.json:
+        print("(dry run: nothing stored; run it again without --dry-run to import)")
     return 0
 
 
@@ -470,15 +601,18 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
         overrides = {"home": Path(a.home).expanduser()} if a.home else {}
         settings = Settings.from_env(**overrides)
         if a.command is None:
+            from .server.backend import stdio_client
+            client = stdio_client(settings)  # reaches for the daemon while the MCP SDK imports
             from .server.mcp import run_stdio
-            run_stdio(settings)
+            run_stdio(settings, client)
             return 0
         if a.command == "version":
             print(json.dumps({"version": __version__}) if a.json else f"engram {__version__}")
             return 0
         if a.command == "serve":
             from .server.daemon import run_daemon
-            code = run_daemon(settings, http=a.http, host=a.host, port=a.port)
+            # Started by hand in the foreground: it stays until stopped, idle or not.
+            code = run_daemon(settings, http=a.http, host=a.host, port=a.port, idle_exit=False)
             return code if isinstance(code, int) else 0
         if a.command == "stop":
             return _stop(a, settings)

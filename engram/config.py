@@ -84,6 +84,10 @@ class Settings:
     maintenance_hours: float = 12.0
     consolidated_retention_days: float = 30.0
     heartbeat_timeout_s: float = 300.0
+    # The daemon exits after this many seconds with no client connected (0: never). A restart
+    # costs about a second once the model's ONNX graph is checked, while an idle daemon holds
+    # some 400 MB; a quarter of an hour spans the pauses of a working session.
+    idle_exit_s: float = 900.0
     token: str | None = None
     redact_patterns: tuple[str, ...] = ()
     chunk_size: int = 1000
@@ -140,6 +144,7 @@ class Settings:
                 env, "ENGRAM_CONSOLIDATED_RETENTION_DAYS", d.consolidated_retention_days
             ),
             heartbeat_timeout_s=_float(env, "ENGRAM_HEARTBEAT_TIMEOUT", d.heartbeat_timeout_s),
+            idle_exit_s=_float(env, "ENGRAM_IDLE_EXIT", d.idle_exit_s),
             token=env.get("ENGRAM_TOKEN") or None,
             redact_patterns=tuple(p for p in patterns.split("\n") if p.strip()),
             chunk_size=_int(env, "ENGRAM_CHUNK_SIZE", d.chunk_size),
@@ -176,6 +181,8 @@ class Settings:
             raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
         if self.maintenance_hours <= 0:
             raise ValueError("ENGRAM_MAINTENANCE_HOURS must be positive")
+        if not self.idle_exit_s >= 0:  # also refuses nan
+            raise ValueError("ENGRAM_IDLE_EXIT must be a number of seconds, 0 or more (0: never exit)")
         if not 0 <= self.chunk_overlap < self.chunk_size:
             raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
 

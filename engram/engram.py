@@ -21,7 +21,7 @@ from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import ContinuityMixin
 from .decay import quality_score, recalled_stability
-from .embedding import Embedder, load_embedder
+from .embedding import Embedder, ModelUnavailable, UnavailableEmbedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
@@ -31,6 +31,7 @@ from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFou
                     StoreResult)
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
+MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
 
 
@@ -131,14 +132,26 @@ class Engram(ContinuityMixin):
 
     def __init__(self, path: str | Path | None = None, *, settings: Settings | None = None,
                  embedder: Embedder | None = None, clock: Clock | None = None,
-                 allow_model_change: bool = False):
+                 allow_model_change: bool = False, degraded_ok: bool = False):
+        """degraded_ok: if the model cannot load, serve keyword recall (see `degraded`) instead
+        of failing; the daemon runs so, a library user gets ModelUnavailable."""
         self.settings = settings or Settings.from_env()
         self.clock = clock or SystemClock()
         one_blas_thread()
         self.path = str(self.settings.db_path if path is None else path)
-        self.embedder = embedder or load_embedder(self.settings.model, self.settings.model_cache,
-                                                  self.settings.torch_threads, onnx=self.settings.onnx)
+        self.degraded: str | None = None  # why the model is unavailable; None when it serves
+        self._allow_model_change = allow_model_change
+        self._model_retry_at = time.monotonic() + MODEL_RETRY_S
+        try:
+            self.embedder = embedder or self._load_model()
+        except ModelUnavailable as e:
+            if not degraded_ok:
+                raise
+            self.degraded = str(e)
         self.store_db = Store(self.path, self.clock.now())
+        if self.degraded:
+            dim = int(self.store_db.get_meta("model_dim") or 0)
+            self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)
         self._lock = threading.RLock()
         self.redact = Redactor(self.settings.redact_patterns)
         self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
@@ -156,7 +169,33 @@ class Engram(ContinuityMixin):
         self.rebuild_indexes()
 
     # -- lifecycle -----------------------------------------------------------
+    def _load_model(self) -> Embedder:
+        s = self.settings
+        return load_embedder(s.model, s.model_cache, s.torch_threads, onnx=s.onnx)
+
+    def retry_model(self, force: bool = False) -> bool:
+        """While degraded, try to load the model again (at most every MODEL_RETRY_S unless
+        force); on success embed the rows stored without a vector. True when it came back."""
+        if not self.degraded or (not force and time.monotonic() < self._model_retry_at):
+            return False
+        self._model_retry_at = time.monotonic() + MODEL_RETRY_S
+        import importlib
+        importlib.invalidate_caches()  # a model package installed since the last try
+        try:
+            emb = self._load_model()
+        except ModelUnavailable as e:
+            self.degraded = str(e)
+            self.embedder.reason = self.degraded
+            return False
+        with self._lock:
+            self.embedder, self.degraded = emb, None
+            self.model_changed = self._check_model(self._allow_model_change)
+            self.rebuild_indexes()  # re-embeds every row stored while the model was away
+        return True
+
     def _check_model(self, allow_change: bool) -> bool:
+        if self.degraded:
+            return False  # checked when the model is back (retry_model)
         name, dim = self.store_db.get_meta("model_name"), self.store_db.get_meta("model_dim")
         mine = (self.embedder.name, str(self.embedder.dim))
         if name is None:
@@ -192,7 +231,7 @@ class Engram(ContinuityMixin):
                         missing.append(m)
                     yield m, vec
             idx.load(rows())
-            if missing and not self.model_changed:
+            if missing and not self.model_changed and not self.degraded:
                 self._reembed(missing, idx)
             self.index = idx
             self.graph = MemoryGraph(lambda: ((s, d, w) for s, d, w, _ in self.store_db.all_edges()))
@@ -340,7 +379,9 @@ class Engram(ContinuityMixin):
                 waves.append([])
             waves[-1].append((p, chunks))
 
-        def embed(wave: list[tuple[dict, list[str]]]) -> np.ndarray:
+        def embed(wave: list[tuple[dict, list[str]]]) -> np.ndarray | None:
+            if self.degraded:
+                return None  # stored without vectors; embedded when the model is back
             return self.embedder.embed_batch([t for _, chunks in wave for t in chunks])
 
         out: list[StoreResult] = []
@@ -354,13 +395,15 @@ class Engram(ContinuityMixin):
                             vecs = ahead.pop().result()
                         if i + 1 < len(waves):
                             ahead.append(pool.submit(embed, waves[i + 1]))
-                        self._batch = _BatchSims(self.index, vecs) if len(vecs) > 1 else None
+                        self._batch = _BatchSims(self.index, vecs) if vecs is not None and len(vecs) > 1 \
+                            else None
                         k = 0
                         for p, chunks in wave:
+                            part = [None] * len(chunks) if vecs is None else vecs[k:k + len(chunks)]
                             if len(chunks) == 1:
-                                out.append(self._store_one(p, vecs[k], k))
+                                out.append(self._store_one(p, part[0], k))
                             else:
-                                out.append(self._store_chunks(p, chunks, vecs[k:k + len(chunks)], k))
+                                out.append(self._store_chunks(p, chunks, part, k))
                             k += len(chunks)
             except BaseException:
                 # The rows rolled back; the derived indexes must follow them.
@@ -390,8 +433,12 @@ class Engram(ContinuityMixin):
         return StoreResult("new", first.memory, reason=f"split into {len(ids)} chunks",
                            chunks=tuple(ids))
 
-    def _store_one(self, p: dict, vec: np.ndarray, col: int = 0) -> StoreResult:
+    def _store_one(self, p: dict, vec: np.ndarray | None, col: int = 0) -> StoreResult:
         now = p["created_at"] or self.clock.now()
+        if vec is None:  # degraded: nothing to compare with, so no resolution and no edges
+            why = f"stored without a vector (the embedding model is unavailable: {self.degraded}); " \
+                "it is embedded when the model is back"
+            return self._insert(resolve.Resolution("new", None, None, why), p, None, now, None, ())
         idx = self.index
         user_code = idx.users.get(p["user_id"])
         resolving = p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES
@@ -542,6 +589,8 @@ class Engram(ContinuityMixin):
         if as_of is not None:
             as_of = utc(as_of)
         user = self._user(user_id)
+        if self.degraded:
+            mode = "bm25"  # keyword recall only until the model is back (the result says so)
         qvec = self.embedder.embed_query(query) if mode != "bm25" else None
         if qvec is not None and self._reference is None:
             self._reference = self.embedder.embed_batch(list(REFERENCE_TEXTS))

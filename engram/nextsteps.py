@@ -543,7 +543,9 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
 def _strength(c: StepCheck) -> tuple:
     """The order validate_steps picks evidence by: status, then the newer, then the closer."""
     e = c.evidence or {}
-    return (STEP_STATUSES.index(c.status), e.get("created_at", ""), e.get("similarity", 0.0))
+    # "unchecked" (no model to compare meanings) is weaker than any checked status.
+    rank = STEP_STATUSES.index(c.status) if c.status in STEP_STATUSES else -1
+    return (rank, e.get("created_at", ""), e.get("similarity", 0.0))
 
 
 def stronger(a: StepCheck, b: StepCheck) -> StepCheck:

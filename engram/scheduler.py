@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from .engram import Engram
 
 JOB_ID = "engram-maintenance"
+# When the next scheduled run is due, kept in the database: a daemon that exits when idle (or a
+# machine that was off) must not restart the interval at every start and so never run.
+META_NEXT_DUE = "maintenance_next_due"
+# A run that fell due while no daemon ran starts this long after the next start, once the
+# daemon serves its first client.
+CATCH_UP_DELAY = timedelta(seconds=5)
 
 
 class MaintenanceScheduler:
@@ -52,8 +58,15 @@ class MaintenanceScheduler:
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
-        """Schedule the first run one interval from now."""
-        first = self.clock.now() + self.interval
+        """Schedule the first run when the database says the next one is due (soon after now if
+        that time passed while no daemon ran), else one interval from now."""
+        now = self.clock.now()
+        first = self._due()
+        if first is None:
+            first = now + self.interval
+            self._set_due(first)
+        elif first <= now + CATCH_UP_DELAY:
+            first = now + CATCH_UP_DELAY
         self._trigger = IntervalTrigger(seconds=self.interval.total_seconds(), start_date=first,
                                         timezone=UTC)
         if self.virtual:
@@ -91,6 +104,7 @@ class MaintenanceScheduler:
             if self.metrics is not None:
                 self.metrics.maintained(report)
             self.record(report)
+            self._set_due(self.clock.now() + self.interval)
             return report
         finally:
             self._run_lock.release()
@@ -116,6 +130,16 @@ class MaintenanceScheduler:
         self._next = fire
         report = self.run_once()
         return [] if report is None else [report]
+
+    def _due(self) -> datetime | None:
+        raw = self.eng.store_db.get_meta(META_NEXT_DUE)
+        try:
+            return datetime.fromisoformat(raw) if raw else None
+        except ValueError:
+            return None  # unreadable: start the interval again
+
+    def _set_due(self, when: datetime) -> None:
+        self.eng.store_db.set_meta(META_NEXT_DUE, when.isoformat())
 
     def record(self, report: dict) -> None:
         """Remember a finished run (scheduled or requested through the API)."""

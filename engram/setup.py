@@ -224,6 +224,8 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
                             onnx=settings.onnx)
         report["model"]["dim"] = emb.dim
         report["model"]["backend"] = emb.backend
+        # "checked" or "trusted": later starts load the graph without torch (see embedding.py).
+        report["model"]["onnx_graph"] = getattr(emb, "checked", None)
         created = not settings.db_path.exists()
         with Engram(settings.db_path, settings=settings, embedder=emb) as eng:
             report["database"] = {"path": str(settings.db_path), "via": "file", "created": created,

@@ -178,10 +178,13 @@ def export_jsonl(eng: Engram, path_or_file: str | Path | IO[str], user_id: str |
                   "user_id": user_id}
         if isinstance(path_or_file, str | Path):
             path = Path(path_or_file)
-            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+            except OSError as e:
+                raise EngramError(f"cannot write {path}: {e.strerror or type(e).__name__}") from None
             tmp = path.with_name(path.name + ".partial")
             try:
-                with open(tmp, "w", encoding="utf-8") as f:
+                with open_file(tmp, "w") as f:
                     written = _write(eng, f, header, user_id)
                 found = _count_lines(tmp)
                 _check(expected, written, found)
@@ -356,9 +359,19 @@ def _check_task_links(db: Any, mems: list[MemoryLine], sessions: list[SessionLin
 
 def _read(path: str | Path | IO[str]) -> dict[str, list]:
     if isinstance(path, str | Path):
-        with open(path, encoding="utf-8") as f:
+        with open_file(path) as f:
             return _parse(f)
     return _parse(path)
+
+
+def open_file(path: str | Path, mode: str = "r") -> IO[str]:
+    """open() whose failure is a user's error (missing file, no permission), named as such: the
+    same words whether the file is opened in the CLI's process or in the daemon."""
+    try:
+        return open(path, mode, encoding="utf-8")  # the caller closes it
+    except OSError as e:
+        verb = "read" if mode == "r" else "write"
+        raise EngramError(f"cannot {verb} {path}: {e.strerror or type(e).__name__}") from None
 
 
 def _parse(f: IO[str]) -> dict[str, list]:

@@ -18,6 +18,9 @@ if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.s
 fi
 echo "==> installing pinned dependencies"
 $PIP install -q -r "$ROOT/requirements.lock"
+# The distribution was called "engram" before it got a name free on PyPI (engram-recall): drop the
+# old editable install so one distribution owns the package.
+if "$VENV/bin/python" -m pip show -q engram >/dev/null 2>&1; then $PIP uninstall -q -y engram; fi
 $PIP install -q --no-deps -e "$ROOT"
 export PATH="$VENV/bin:$PATH"
 export HF_HUB_OFFLINE="${HF_HUB_OFFLINE:-1}"

@@ -79,3 +79,30 @@ def serve():
 def serve_module():
     """serve, for module-scoped fixtures."""
     yield from _serving()
+
+
+@pytest.fixture(scope="session")
+def checked_model_cache(tmp_path_factory):
+    """A model cache holding the real model's checked ONNX graph (and its manifest), made once, so
+    a daemon started on a new home loads in about a second instead of exporting the graph again."""
+    from engram.embedding import SentenceTransformerEmbedder
+    cache = tmp_path_factory.mktemp("checked_model_cache")
+    emb = SentenceTransformerEmbedder(Settings().model, cache)
+    assert emb.checked == "checked" and emb.onnx_file.with_suffix(".json").exists()
+    return cache
+
+
+@pytest.fixture
+def model_home(checked_model_cache):
+    """A short ENGRAM_HOME (Unix socket paths are limited) with the checked graph in its cache;
+    any daemon started in it is stopped afterwards."""
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from engram.server.daemon import stop_daemon
+    home = Path(tempfile.mkdtemp(prefix="egm", dir="/tmp"))
+    shutil.copytree(checked_model_cache, home / "model_cache")
+    yield home
+    stop_daemon(Settings.from_env({"ENGRAM_HOME": str(home)}))
+    shutil.rmtree(home, ignore_errors=True)

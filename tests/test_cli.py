@@ -11,6 +11,7 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from engram import Engram
 from engram.api import Api, Ctx
 from engram.cli import main
 from engram.embedding import FakeEmbedder
-from engram.server.rpc import RpcServer
+from engram.server.rpc import RpcServer, _lock_is_free
 
 REPO = Path(__file__).resolve().parents[1]
 ENGRAM = [sys.executable, "-m", "engram.cli"]
@@ -326,18 +327,54 @@ def test_missing_subcommand_is_a_usage_error(tmp_path):
 
 
 @pytest.mark.model
-def test_real_model_round_trip_as_a_command(tmp_path):
-    r = run_engram(tmp_path, "--json", "remember", "The on-call rotation changes every Monday at 10:00")
+def test_real_model_round_trip_as_a_command(model_home):
+    """Each command starts the daemon when none runs, or uses the one that does."""
+    r = run_engram(model_home, "--json", "remember", "The on-call rotation changes every Monday at 10:00")
     assert r.returncode == 0, r.stderr
     mid = json.loads(r.stdout)["memory_id"]
-    r = run_engram(tmp_path, "recall", "when does on-call rotate", "--json")
+    assert (model_home / "engram.sock").exists()  # the first command left a daemon serving
+    r = run_engram(model_home, "recall", "when does on-call rotate", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["memories"][0]["id"] == mid
-    r = run_engram(tmp_path, "forget", mid)
+    r = run_engram(model_home, "forget", mid)
     assert r.returncode == 0 and "deleted 1 memory" in r.stdout
-    r = run_engram(tmp_path, "task", "show", "t-none")
+    r = run_engram(model_home, "task", "show", "t-none")
     assert r.returncode == 1
     assert r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+    r = run_engram(model_home, "stop")
+    assert r.returncode == 0 and r.stdout.strip() == "engram daemon stopped"
+
+
+@pytest.mark.model
+def test_a_missing_file_reads_the_same_through_the_daemon_as_in_process(model_home, cli, tmp_path):
+    missing = str(tmp_path / "nofile.jsonl")
+    r = run_engram(model_home, "import", missing)
+    code, out, err = cli("import", missing)
+    assert r.returncode == code == 1 and out == r.stdout == ""
+    assert r.stderr == err == f"error: cannot read {missing}: No such file or directory\n"
+    r = run_engram(model_home, "export", "/proc/no/such/dir/out.jsonl")
+    assert r.returncode == 1 and r.stderr.startswith("error: cannot write /proc/no/such/dir")
+
+
+@pytest.mark.model
+def test_the_daemon_a_command_started_exits_when_idle(model_home):
+    from engram.server.rpc import lock_path_for
+    r = run_engram(model_home, "stats", env={"ENGRAM_IDLE_EXIT": "1"})
+    assert r.returncode == 0, r.stderr
+    assert "memories" in r.stdout and "onnx" in r.stdout
+    lock = lock_path_for(model_home / "engram.sock")
+    pid = int(lock.read_text())
+    deadline = time.monotonic() + 60
+    while not _lock_is_free(model_home / "engram.sock") and time.monotonic() < deadline:
+        time.sleep(0.1)  # waiting on another process; there is nothing to block on
+    assert _lock_is_free(model_home / "engram.sock"), "the daemon did not exit when idle"
+    log = (model_home / "daemon.log").read_text()
+    assert f"{pid} INFO engram.server.daemon: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log \
+        or f"{pid} INFO __main__: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log
+    assert not (model_home / "engram.sock").exists()
+    # The next command starts a new one, which reads the checked graph without torch.
+    r = run_engram(model_home, "--json", "stats")
+    assert r.returncode == 0 and json.loads(r.stdout)["model"]["backend"] == "onnx"
 
 
 def test_continuity_commands(cli, eng, clock):

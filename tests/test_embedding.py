@@ -1,6 +1,10 @@
 import copy
+import json
 import logging
+import os
 import shutil
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -120,7 +124,8 @@ def test_concurrent_calls_give_the_same_vectors(onnx_emb):
 def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path, caplog):
     src = onnx_emb.onnx_file
     assert src is not None and src.parent.name == "onnx" and src.name.startswith("all_MiniLM_L6_v2-")
-    assert not [p for p in src.parent.iterdir() if p != src]  # no temporary file left behind
+    # The graph and the manifest of its check, no temporary file left behind.
+    assert sorted(src.parent.iterdir()) == [src.with_suffix(".json"), src]
     cache = tmp_path / "model_cache"
     (cache / "onnx").mkdir(parents=True)
     shutil.copy2(src, cache / "onnx" / src.name)
@@ -132,6 +137,7 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
     caplog.set_level(logging.INFO, logger="engram.embedding")
     again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert again.backend == "onnx" and not again.onnx_exported and again.onnx_file == target
+    assert again.checked == "checked" and target.with_suffix(".json").exists()  # checked: trusted next time
     assert target.stat().st_mtime_ns == mtime
     assert "cached graph" in caplog.text and stale.exists()
 
@@ -139,9 +145,53 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
     caplog.clear()
     fixed = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert fixed.backend == "onnx" and fixed.onnx_exported
-    assert target.stat().st_size > 1_000_000 and "unreadable" in caplog.text
-    assert sorted(p.name for p in (cache / "onnx").iterdir()) == [target.name]  # stale one removed
+    # The manifest no longer matches the file: not trusted, checked again, found unreadable.
+    assert "cannot be used" in caplog.text and "unreadable" in caplog.text
+    assert target.stat().st_size > 1_000_000
+    names = sorted(p.name for p in (cache / "onnx").iterdir())
+    assert names == [target.with_suffix(".json").name, target.name]  # stale one removed
     assert np.abs(fixed._embed_one(TEXTS[3]) - onnx_emb._embed_one(TEXTS[3])).max() < 1e-6
+
+
+TRUSTED_START = """
+import json, sys
+from pathlib import Path
+from engram.embedding import SentenceTransformerEmbedder
+emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", Path(sys.argv[1]))
+texts = json.load(sys.stdin)
+print(json.dumps({"backend": emb.backend, "checked": emb.checked, "vectors": emb.embed_batch(texts).tolist(),
+                  "loaded": sorted(m for m in ("torch", "sentence_transformers", "transformers") if m in sys.modules)}))
+"""
+
+
+@pytest.mark.model
+def test_a_later_start_trusts_the_checked_graph_and_loads_no_torch(onnx_emb, onnx_cache):
+    assert onnx_emb.checked == "checked" and onnx_emb.onnx_file.with_suffix(".json").exists()
+    assert onnx_emb._model is None  # this process dropped the torch model once the graph passed
+    # A fresh process, as the daemon is after an idle exit: torch is already imported in this one.
+    r = subprocess.run([sys.executable, "-c", TRUSTED_START, str(onnx_cache)], input=json.dumps(TEXTS),
+                       capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["backend"] == "onnx" and out["checked"] == "trusted" and out["loaded"] == []
+    assert np.abs(np.array(out["vectors"]) - onnx_emb.embed_batch(TEXTS)).max() < 1e-6
+
+
+@pytest.mark.model
+def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_path, monkeypatch):
+    cache = tmp_path / "model_cache"
+    shutil.copytree(onnx_cache, cache)
+    trusted = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
+    assert trusted.checked == "trusted" and not trusted.onnx_exported
+
+    from engram import embedding
+    versions = embedding._versions()
+    monkeypatch.setattr(embedding, "_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
+    again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
+    assert again.checked == "checked" and again.onnx_exported and again.onnx_file != trusted.onnx_file
+    names = sorted(p.name for p in (cache / "onnx").iterdir())  # the old key's graph and manifest went
+    assert names == [again.onnx_file.with_suffix(".json").name, again.onnx_file.name]
+    assert np.abs(again.embed_batch(TEXTS) - trusted.embed_batch(TEXTS)).max() < 1e-6
 
 
 @pytest.mark.model

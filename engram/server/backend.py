@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
+import sys
+import threading
+import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from engram.server.rpc import RpcClient
+from engram.server.rpc import RpcClient, RpcError
 
-__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "derived_session_id", "header_user"]
+log = logging.getLogger(__name__)
+
+__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "daemon_command",
+           "derived_session_id", "header_user", "stdio_client"]
 
 
 class Backend(Protocol):
@@ -37,6 +44,31 @@ class LocalBackend:
         finally:
             if self.end_after:
                 self.api.eng.end_session(self.ctx.session_id, clean=True, user_id=self.ctx.user_id)
+
+
+def daemon_command(settings: Any) -> list[str]:
+    """argv that starts the daemon with this interpreter, for the same home as this client."""
+    return [sys.executable, "-m", "engram.server.daemon", "--home", str(settings.home)]
+
+
+def stdio_client(settings: Any) -> RpcClient:
+    """The stdio server's session with the daemon, already reaching for it on another thread.
+
+    Made before the MCP SDK is even imported: the daemon starts (and loads the model) while this
+    process imports the SDK and the host initialises, so the first tool call does not wait for
+    both one after the other. Errors surface on that call instead.
+    """
+    client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
+                       client="stdio", user_id=settings.user_id)
+
+    def warm_up() -> None:
+        try:
+            client.call("health")
+        except RpcError as e:
+            log.warning("engram daemon not ready yet: %s", e.message)
+
+    threading.Thread(target=warm_up, name="engram-warm-up", daemon=True).start()
+    return client
 
 
 class RemoteBackend:

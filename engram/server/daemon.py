@@ -1,9 +1,10 @@
 """The one long-running process that owns the database and serves every client.
 
 Stdio MCP processes, the CLI and (with --http) HTTP clients all reach the same Engram through it.
-A stdio client starts it on demand and it then keeps running when idle, so the next session
-does not wait for the embedding model; `engram stop` (the "__shutdown__" request) or SIGTERM
-ends it cleanly.
+A stdio client or a CLI command starts it on demand. It keeps running while any client is
+connected and exits after ENGRAM_IDLE_EXIT seconds with none (not when it serves HTTP, whose
+clients it cannot count), so an idle machine gets its memory back; `engram stop` (the
+"__shutdown__" request) or SIGTERM ends it cleanly.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -38,12 +40,15 @@ class Daemon:
         from engram.engram import Engram
 
         self.settings = settings
-        self.eng = engram if engram is not None else Engram(settings=settings)
+        # degraded_ok: a model that does not load leaves keyword recall serving, not a dead daemon.
+        self.eng = engram if engram is not None else Engram(settings=settings, degraded_ok=True)
         self.api = Api(self.eng)
         self.scheduler = _start_scheduler(self.eng, settings, self.api)
         self.api.scheduler = self.scheduler
         self.rpc = RpcServer(settings.socket_path, self.handle, on_disconnect=self.on_disconnect)
         self.stop_requested = threading.Event()
+        self.idle_exit = False  # set when wait() returned because no client came for idle_exit_s
+        self._last_active = time.monotonic()
         self._stopping = False
         self._http: Any = None
         self._http_thread: threading.Thread | None = None
@@ -51,6 +56,7 @@ class Daemon:
     # -- requests
 
     def handle(self, method: str, params: dict, peer: Peer) -> Any:
+        self._last_active = time.monotonic()
         if method == SHUTDOWN:
             log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
             self.stop_requested.set()
@@ -58,6 +64,7 @@ class Daemon:
         return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid))
 
     def on_disconnect(self, peer: Peer, clean: bool) -> None:
+        self._last_active = time.monotonic()
         if self._stopping:
             # We are closing the connection, not the client: its session is not over.
             return
@@ -90,10 +97,23 @@ class Daemon:
         log.info("HTTP API and MCP (streamable HTTP at /mcp) on http://%s:%d", host, port)
 
     def wait(self) -> None:
-        """Block until SIGTERM/SIGINT, a shutdown request, or the HTTP server stopping."""
-        while not self.stop_requested.wait(1.0):
+        """Block until SIGTERM/SIGINT, a shutdown request, the HTTP server stopping, or
+        settings.idle_exit_s with no client connected (without HTTP)."""
+        idle_after = self.settings.idle_exit_s if self._http is None else 0.0
+        tick = min(1.0, idle_after / 4) if idle_after else 1.0
+        while not self.stop_requested.wait(tick):
             if self._http_thread is not None and not self._http_thread.is_alive():
                 break
+            if idle_after and self.idle_for() >= idle_after:
+                log.info("no client for %gs (ENGRAM_IDLE_EXIT): exiting", idle_after)
+                self.idle_exit = True
+                break
+
+    def idle_for(self) -> float:
+        """Seconds since the last request or disconnect, 0 while a client is connected."""
+        if self.rpc.connections():
+            return 0.0
+        return time.monotonic() - self._last_active
 
     def close(self) -> None:
         """Stop the HTTP server, the socket, the scheduler; checkpoint and close the database."""
@@ -135,9 +155,14 @@ def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any
 
 
 def run_daemon(settings: Settings | None = None, http: bool = False, host: str = "127.0.0.1",
-               port: int = 8765) -> int:
-    """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves."""
+               port: int = 8765, idle_exit: bool = True) -> int:
+    """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves.
+
+    idle_exit False: never exit for want of clients (`engram serve`, run by hand in the foreground).
+    """
     settings = settings or Settings.from_env()
+    if not idle_exit:
+        settings = replace(settings, idle_exit_s=0.0)
     if http:
         from engram.server.http import check_bind
         check_bind(host, settings.token)  # before anything else: a refusal must not start a daemon

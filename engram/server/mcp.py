@@ -6,9 +6,6 @@ import atexit
 import logging
 import os
 import signal
-import sys
-import threading
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -19,7 +16,7 @@ from mcp.types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from engram import __version__
-from engram.server.backend import Backend, RemoteBackend
+from engram.server.backend import Backend, RemoteBackend, daemon_command, stdio_client
 from engram.server.rpc import RpcClient, RpcError
 from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
 
@@ -398,23 +395,19 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
 # ---------------------------------------------------------------- stdio entry
 
 
-def daemon_command(settings: Any) -> list[str]:
-    """argv that starts the daemon with this interpreter, for the same home as this client."""
-    return [sys.executable, "-m", "engram.server.daemon", "--home", str(settings.home)]
-
-
-def run_stdio(settings: Any = None) -> None:
+def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
     """Serve MCP on stdin/stdout for one client session, forwarding every call to the daemon.
 
-    The daemon is started on demand. The session ends cleanly when stdin closes or on SIGTERM;
-    if this process is killed, the daemon sees the connection drop and reports the session as
-    interrupted to the next recall.
+    The daemon is started on demand (`client`, from backend.stdio_client, may already be on its
+    way to it). The session ends cleanly when stdin closes or on SIGTERM; if this process is
+    killed, the daemon sees the connection drop and reports the session as interrupted to the
+    next recall.
     """
     if settings is None:
         from engram.config import Settings
         settings = Settings.from_env()
-    client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
-                       client="stdio", user_id=settings.user_id)
+    if client is None:
+        client = stdio_client(settings)
     atexit.register(client.close, clean=True)
 
     def terminate(signum: int, frame: Any) -> None:
@@ -423,16 +416,6 @@ def run_stdio(settings: Any = None) -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, terminate)
-
-    def warm_up() -> None:
-        # Start (or reach) the daemon while the host is still initialising, so the first tool
-        # call does not wait for the embedding model. Errors surface on that call instead.
-        try:
-            client.call("health")
-        except RpcError as e:
-            log.warning("engram daemon not ready yet: %s", e.message)
-
-    threading.Thread(target=warm_up, name="engram-warm-up", daemon=True).start()
     backend = RemoteBackend(client)
     build_mcp(lambda ctx: backend).run("stdio")
 

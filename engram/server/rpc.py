@@ -346,6 +346,11 @@ class RpcServer:
             if t is not threading.current_thread():
                 t.join(max(0.0, deadline - time.monotonic()))
 
+    def connections(self) -> int:
+        """How many client connections are open now."""
+        with self._conns_lock:
+            return len(self._conns)
+
     def _close_fds(self) -> None:
         with self._conns_lock:
             if self._fds_closed:
@@ -662,8 +667,10 @@ class RpcClient:
                 return sock
             code = _exit_code(pid)
             if code not in (None, 0):
+                why = _last_line(self.log_path)
                 raise RpcError(
-                    f"the engram daemon exited with code {code} before listening; see {self.log_path}",
+                    f"the engram daemon exited with code {code} before listening"
+                    f"{f' ({why})' if why else ''}; see {self.log_path}",
                     "DaemonUnavailable",
                 )
             # Code 0 means it lost the lock race and another daemon will serve.
@@ -723,6 +730,17 @@ def _reap_spawned() -> None:
         pids = list(_spawned)
     for pid in pids:
         _exit_code(pid)
+
+
+def _last_line(path: Path, tail: int = 4096) -> str:
+    """The last non-empty line of a log file (why a daemon failed to start), or ''."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - tail))
+            lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""
 
 
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)  # EPIPE instead of a SIGPIPE that kills the client

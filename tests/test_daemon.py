@@ -1,0 +1,85 @@
+"""The daemon's life cycle: it exits when no client came for ENGRAM_IDLE_EXIT, not while one is
+connected; maintenance that fell due while no daemon ran runs at the next start."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import threading
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from engram import Engram
+from engram.scheduler import CATCH_UP_DELAY, META_NEXT_DUE, MaintenanceScheduler
+from engram.server.daemon import Daemon
+from engram.server.rpc import RpcClient
+
+
+@pytest.fixture
+def short_settings(settings):
+    # Unix socket paths are limited to ~107 bytes; tmp_path can be longer.
+    home = Path(tempfile.mkdtemp(prefix="egi", dir="/tmp"))
+    yield replace(settings, home=home, idle_exit_s=0.3)
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_daemon_exits_when_idle_and_not_while_a_client_is_connected(short_settings, fake, clock):
+    eng = Engram(":memory:", settings=short_settings, embedder=fake, clock=clock)
+    daemon = Daemon(short_settings, engram=eng)
+    daemon.start()
+    waiting = threading.Thread(target=daemon.wait)
+    client = RpcClient(short_settings.socket_path, client="test")
+    try:
+        client.call("health")  # connected before wait() starts counting
+        waiting.start()
+        # Held open far past the idle time (wait() checks about four times per idle period).
+        waiting.join(1.5)
+        assert waiting.is_alive() and daemon.idle_for() == 0.0
+        assert client.call("store_memory", content="Still served after the idle time")["action"] == "new"
+        client.close()
+        waiting.join(30)
+        assert not waiting.is_alive() and daemon.idle_exit
+    finally:
+        client.close()
+        daemon.stop_requested.set()
+        if waiting.is_alive():
+            waiting.join(30)
+        daemon.close()
+    assert not short_settings.socket_path.exists()
+
+
+def test_idle_exit_0_means_never(settings):
+    from engram.config import Settings
+    assert Settings.from_env({}).idle_exit_s == 900.0
+    assert Settings.from_env({"ENGRAM_IDLE_EXIT": "0"}).idle_exit_s == 0.0
+    with pytest.raises(ValueError, match="ENGRAM_IDLE_EXIT"):
+        Settings.from_env({"ENGRAM_IDLE_EXIT": "-5"})
+    with pytest.raises(ValueError, match="ENGRAM_IDLE_EXIT='soon' is not a number"):
+        Settings.from_env({"ENGRAM_IDLE_EXIT": "soon"})
+
+
+def test_a_run_that_fell_due_while_no_daemon_ran_runs_at_the_next_start(eng, clock):
+    first = MaintenanceScheduler(eng, clock=clock)
+    first.start()
+    due = datetime.fromisoformat(eng.store_db.get_meta(META_NEXT_DUE))
+    assert due == clock.now() + first.interval
+    first.shutdown()
+
+    clock.advance(hours=6)  # the daemon exited when idle and a new one starts before the run is due
+    second = MaintenanceScheduler(eng, clock=clock)
+    second.start()
+    assert second.next_run() == due  # not restarted: a daemon that comes and goes still gets runs
+    second.shutdown()
+
+    clock.advance(days=2)  # no daemon while it fell due
+    third = MaintenanceScheduler(eng, clock=clock)
+    third.start()
+    assert third.next_run() == clock.now() + CATCH_UP_DELAY
+    assert third.tick() == []
+    clock.advance(seconds=CATCH_UP_DELAY.total_seconds())
+    (report,) = third.tick()
+    assert report["applied"] and third.status()["runs"] == 1
+    assert datetime.fromisoformat(eng.store_db.get_meta(META_NEXT_DUE)) == clock.now() + third.interval
