@@ -59,8 +59,9 @@ class Settings:
     graph_bonus: float = 0.1
     # Ranking: cosine × (floor + (1 − floor) × strength), so decay demotes but never buries.
     decay_floor: float = 0.8
-    # Search a memory together with the ones written just before it in the same session:
-    # how many, how much their vectors weigh in, and how much their words count in BM25.
+    # Search a turn of a conversation (a memory stored with `conversation`) together with the
+    # turns written just before it: how many, how much their vectors weigh in, and how much
+    # their words count in BM25 (0.4: LoCoMo, see benchmarks/RESULTS.md, issue 13).
     context_window: int = 2
     context_weight: float = 0.5
     context_terms: float = 0.4

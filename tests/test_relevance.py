@@ -127,3 +127,35 @@ def test_get_context_is_empty_when_nothing_is_relevant(api):
     api.call("store_memory", {"content": "Deploys go to Fly.io from main."}, ctx)
     out = api.call("get_context", {"query": "banana bread recipe"}, ctx)
     assert out["memory_ids"] == [] and out["context"] == "<memory>\n</memory>"
+
+
+def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, settings):
+    import json
+
+    from benchmarks.recall_eval import KINDS, default_set_path, load_set, run_agent_set
+    doc = load_set(default_set_path())
+    assert len(doc["memories"]) >= 100 and len(doc["queries"]) >= 150
+    kinds = {q["kind"] for q in doc["queries"]}
+    assert kinds == set(KINDS)
+    assert {q["half"] for q in doc["queries"]} == {"tune", "report"}
+    # Paraphrases share no content word with their answer.
+    text = {m["key"]: m["content"] for m in doc["memories"]}
+    for q in doc["queries"]:
+        if q["kind"] == "paraphrase":
+            assert not set(tokenize(q["query"])) & set(tokenize(text[q["expect"][0]])), q["query"]
+    # The harness on a small set: a hit, a miss and a none query are scored as such.
+    small = {"memories": [{"key": "a", "content": "Deploys go to Fly.io from main."},
+                          {"key": "b", "content": "The cache TTL is five minutes."}],
+             "queries": [{"kind": "exact", "query": "Fly.io deploys", "expect": ["a"], "half": "tune"},
+                         {"kind": "exact", "query": "cache TTL", "expect": ["a"], "half": "tune"},
+                         {"kind": "none", "query": "banana bread", "expect": [], "half": "tune"}]}
+    path = tmp_path / "set.json"
+    path.write_text(json.dumps(small))
+    out = run_agent_set(load_set(path), settings, fake)
+    assert out["table"]["tune"]["exact"]["bm25"]["hit@1"] == 0.5
+    assert out["table"]["tune"]["none"]["bm25"]["hit@1"] == 1.0
+    assert out["none_recall_reinforced"] == out["none_recall_returned"]
+    bad = dict(small, queries=[{"kind": "none", "query": "x", "expect": ["a"], "half": "tune"}])
+    path.write_text(json.dumps(bad))
+    with pytest.raises(ValueError, match="only `none`"):
+        load_set(path)
