@@ -88,8 +88,9 @@ def grown_stability(stability: float, last_touched: datetime, now: datetime, wei
 def retrieval_weight(strength_value: float, floor: float) -> float:
     """How decay weighs a memory's meaning match in ranking: floor + (1 − floor) × min(1, strength).
 
-    Strength itself falls towards zero (a never-recalled fact is at ~0.003 after a month), and
-    multiplying a cosine by it would make old memories unfindable however well they match.
+    Strength itself falls towards zero (a never-recalled fact of importance 0.5 is at 0.028 after
+    a month), and multiplying a cosine by it would make old memories unfindable however well
+    they match.
     The floor keeps decay a demotion: a faded memory ranks below an equally good fresh one,
     never below an unrelated one. floor=0 is the raw strength, floor=1 turns decay off.
     """

@@ -53,6 +53,12 @@ def test_get_and_delete_memory(http):
     assert r.status_code == 404 and mid in r.json()["error"]
 
 
+def test_stored_text_comes_back_byte_for_byte_over_http(http):
+    text = "  lower-case start,\ttabs and a trailing newline\n"
+    mid = http.post("/memories", json={"content": text}).json()["memory_id"]
+    assert http.get(f"/memories/{mid}").json()["content"] == text
+
+
 def test_context_block(http):
     http.post("/memories", json={"content": "Use ruff for linting, line length 110"})
     r = http.post("/context", json={"query": "linting setup", "max_tokens": 200})

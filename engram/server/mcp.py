@@ -177,8 +177,9 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
         on its own. Do not store secrets or transient chatter.
 
         engram resolves it against what it already knows and returns {action, memory_id, content,
-        reason, ...}: action is new, reinforce (already known; strengthened), merge (combined with a
-        close memory), or replace (contradicts and supersedes previous_id). Content over 1000
+        reason, ...}: action is new, reinforce (already known; strengthened), merge (added to a
+        close memory, both texts kept as written), or replace (contradicts and supersedes
+        previous_id). The text is stored exactly as sent. Content over 1000
         characters is split into linked chunks (chunk_ids); over 100,000 characters is refused.
         """
         return run("store_memory", locals())
