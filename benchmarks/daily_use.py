@@ -54,11 +54,18 @@ def _engram(home: Path, *argv: str, src: Path | None = None) -> float:
     """Wall time of one `engram` command (the venv's console script, or `python -m engram.cli`)."""
     cmd = [sys.executable, "-m", "engram.cli", *argv] if src else [str(BIN / "engram"), *argv]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=_env(home, src), capture_output=True, text=True, timeout=600)
+    r = subprocess.run(cmd, env=_env(home, src), cwd=_cwd(home, src), capture_output=True, text=True,
+                       timeout=600)
     took = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"engram {' '.join(argv)} failed: {r.stderr.strip()}")
     return took
+
+
+def _cwd(home: Path, src: Path | None) -> Path:
+    """Where each process runs. `python -m` puts the working directory first on sys.path, ahead of
+    PYTHONPATH: the baseline runs in its own tree, ours outside any tree (the installed package)."""
+    return src if src is not None else home.parent
 
 
 def _stop(home: Path, src: Path | None = None) -> None:
@@ -89,10 +96,12 @@ def mcp_first_call(home: Path, src: Path | None = None) -> dict[str, float]:
     from mcp.client import Client
     from mcp.client.stdio import StdioServerParameters
 
+    cwd = str(_cwd(home, src))
     if src is None:
-        params = StdioServerParameters(command=str(BIN / "engram"), args=[], env=_env(home))
+        params = StdioServerParameters(command=str(BIN / "engram"), args=[], env=_env(home), cwd=cwd)
     else:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=_env(home, src))
+        params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=_env(home, src),
+                                       cwd=cwd)
 
     async def go() -> dict[str, float]:
         t0 = time.perf_counter()
@@ -127,11 +136,19 @@ def _idle_rss(home: Path, src: Path | None, settle_s: float) -> float:
     return round(_rss_mb(pid), 1)
 
 
+def _code(home: Path, src: Path | None) -> str:
+    """Which engram the runs import (so a baseline that silently ran this tree shows)."""
+    r = subprocess.run([sys.executable, "-c", "import engram; print(engram.__file__)"], env=_env(home, src),
+                       cwd=_cwd(home, src), capture_output=True, text=True, timeout=60, check=True)
+    return r.stdout.strip()
+
+
 def _prepare(home: Path, src: Path | None) -> float:
     """engram-setup as after an install (makes and checks the ONNX graph); returns its wall time."""
     cmd = [sys.executable, "-m", "engram.setup"] if src else [str(BIN / "engram-setup")]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd + ["--json"], env=_env(home, src), capture_output=True, text=True, timeout=900)
+    r = subprocess.run(cmd + ["--json"], env=_env(home, src), cwd=_cwd(home, src), capture_output=True,
+                       text=True, timeout=900)
     if r.returncode != 0:
         raise RuntimeError(f"engram-setup failed: {r.stdout[-500:]} {r.stderr[-500:]}")
     return time.perf_counter() - t0
@@ -150,6 +167,7 @@ def main(argv: list[str] | None = None) -> dict:
     result: dict = {"runs": a.runs, "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     try:
         home = root / "home"
+        result["code"] = _code(home, None)
         result["setup_s"] = round(_prepare(home, None), 2)
         rows = []
         for label, args in COMMANDS:
@@ -168,7 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
         _stop(home)
         if a.baseline:
             base = root / "base"
-            result["baseline"] = {"src": str(a.baseline), "setup_s": round(_prepare(base, a.baseline), 2)}
+            result["baseline"] = {"src": str(a.baseline), "code": _code(base, a.baseline),
+                                  "setup_s": round(_prepare(base, a.baseline), 2)}
             result["baseline"]["cold_runs"] = a.baseline_runs
             result["baseline"]["mcp_cold"] = _mcp_series(base, a.baseline_runs, cold=True, src=a.baseline)
             result["baseline"]["mcp_warm"] = _mcp_series(base, a.runs, cold=False, src=a.baseline)
@@ -189,7 +208,8 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def render(r: dict) -> str:
-    lines = [f"daily use, {r['date']}, p50 of {r['runs']} runs (engram-setup first: {r['setup_s']} s)", "",
+    lines = [f"daily use, {r['date']}, p50 of {r['runs']} runs (engram-setup first: {r['setup_s']} s)",
+             f"engram from {r['code']}" + (f"; baseline from {r['baseline']['code']}" if "baseline" in r else ""), "",
              "| command | no daemon (s) | warm (s) |", "|---|---:|---:|"]
     for row in r["cli"]:
         lines.append(f"| `engram {row['command']}` | {row['cold_p50_s']:.3f} | {row['warm_p50_s']:.3f} |")

@@ -13,6 +13,7 @@ import sys
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -390,11 +391,16 @@ def _bytes(n: Any) -> str:
 
 
 def _when(iso: Any) -> str:
-    """An ISO time as 'YYYY-MM-DD HH:MM UTC' (what the daemon writes is UTC); '-' for none."""
+    """An ISO time as 'YYYY-MM-DD HH:MM UTC' (naive times are UTC, as the daemon writes them)."""
     if not iso:
         return "never"
-    text = str(iso).replace("T", " ")
-    return f"{text[:16]} UTC" if text.endswith("+00:00") or len(text) > 16 else text
+    try:
+        when = datetime.fromisoformat(str(iso))
+    except ValueError:
+        return str(iso)
+    if when.tzinfo is not None:
+        when = when.astimezone(UTC)
+    return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
 def _counts(d: Any) -> str:

@@ -136,6 +136,28 @@ def test_stats_consolidate_reindex(cli):
     assert cli_json(cli, "reindex")["indexed"] == 1
 
 
+def test_stats_and_consolidate_read_as_aligned_labelled_lines(cli):
+    cli("remember", "Backups run nightly at 02:00 UTC")
+    cli("remember", "The staging database runs PostgreSQL 16", "--type", "strategy")
+    code, out, _ = cli("stats")
+    assert code == 0
+    lines = out.splitlines()
+    labels = {ln.split("  ")[0] for ln in lines if ln and not ln.startswith(" ")}
+    assert {"memories", "strength", "tasks", "sessions", "index", "disk", "model"} <= labels
+    assert lines[0] == "memories     2 active of 2"  # labels padded to the longest ("fading soon")
+    assert "             by type: fact 1, strategy 1" in lines
+    assert any(ln.startswith("index        2 of 2 rows indexed (fresh), 0 graph edges, built 2025-03-01 09:00 UTC")
+               for ln in lines)
+    assert any(ln.startswith("model        fake-hash (64 dims, fake)") for ln in lines)
+    assert "{" not in out and "disk_bytes" not in out  # no raw keys or dicts
+    code, out, _ = cli("consolidate")
+    lines = out.splitlines()
+    assert lines[0] == "consolidate  would merge 0 memories into 0 clusters"
+    assert lines[1] == "prune        would prune 0 (weak 0, consolidated expired 0, superseded expired 0)"
+    assert lines[-1] == "(dry run: nothing changed; add --apply to make these changes)"
+    assert any(ln.startswith("took         ") and ln.endswith(" ms") for ln in lines)
+
+
 def test_export_then_import(cli, tmp_path, settings, api):
     cli("remember", "Exported memory about the build cache")
     path = tmp_path / "dump.jsonl"
