@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -43,7 +44,7 @@ def _note(rng: random.Random, i: int) -> str:
 
 def build(eng: Engram, api: Api, sizes: list[int], background: int, rng: random.Random) -> dict[int, str]:
     ctx = Ctx("bench-writer", client="bench")
-    eng.store_many([dict(content=f"Background fact {i}: the {rng.choice(PARTS)} uses setting {i}.")
+    eng.store_many([{"content": f"Background fact {i}: the {rng.choice(PARTS)} uses setting {i}."}
                     for i in range(background)])
     tasks = {}
     for n in sizes:
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
                                         "completion": 0.5, "task_id": tasks[n]}, writer)
             times["recall_after_write"][n].append(_ms(lambda n=n: recall(n)))
     eng.close()
+    shutil.rmtree(home, ignore_errors=True)
 
     rows = []
     for n in sizes:
