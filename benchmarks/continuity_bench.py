@@ -5,7 +5,8 @@ progress notes, facts and failures of the task) beside some unrelated background
 measured in the same run, interleaved, through the Api (as MCP and HTTP call it):
 
 - cold: the first recall_memory after the store is opened (validation has nothing cached);
-- warm: recall_memory / get_context repeated, nothing written in between;
+- warm: recall_memory / get_context repeated, nothing written in between (the task then
+  gains only the notes the next mode writes, one per round);
 - after a write: one progress note of the task written (not timed) before each recall_memory,
   the loop of an agent that tracks its progress as the memory rules ask.
 
@@ -115,7 +116,9 @@ def main(argv: list[str] | None = None) -> dict:
     times: dict[str, dict[int, list[float]]] = {k: {n: [] for n in sizes}
                                                 for k in ("recall", "get_context", "recall_after_write")}
     for i in range(a.samples):
-        for n in sizes:  # interleaved, so the machine's noise falls on every size alike
+        # Interleaved and in a new order each round, so the machine's noise (and whatever the
+        # first call of a round pays) falls on every size alike.
+        for n in rng.sample(sizes, len(sizes)):
             times["recall"][n].append(_ms(lambda n=n: recall(n)))
             times["get_context"][n].append(_ms(lambda n=n: context(n)))
             api.call("track_progress", {"feature": _note(rng, 10_000 + i), "status": "in_progress",
