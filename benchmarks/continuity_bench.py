@@ -5,7 +5,8 @@ progress notes, facts and failures of the task) beside some unrelated background
 measured in the same run, interleaved, through the Api (as MCP and HTTP call it):
 
 - cold: the first recall_memory after the store is opened (validation has nothing cached);
-- warm: recall_memory / get_context repeated, nothing written in between;
+- warm: recall_memory / get_context repeated, nothing written in between (the task then
+  gains only the notes the next mode writes, one per round);
 - after a write: one progress note of the task written (not timed) before each recall_memory,
   the loop of an agent that tracks its progress as the memory rules ask.
 
@@ -18,6 +19,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import statistics
 import tempfile
 import time
@@ -43,7 +45,7 @@ def _note(rng: random.Random, i: int) -> str:
 
 def build(eng: Engram, api: Api, sizes: list[int], background: int, rng: random.Random) -> dict[int, str]:
     ctx = Ctx("bench-writer", client="bench")
-    eng.store_many([dict(content=f"Background fact {i}: the {rng.choice(PARTS)} uses setting {i}.")
+    eng.store_many([{"content": f"Background fact {i}: the {rng.choice(PARTS)} uses setting {i}."}
                     for i in range(background)])
     tasks = {}
     for n in sizes:
@@ -114,13 +116,16 @@ def main(argv: list[str] | None = None) -> dict:
     times: dict[str, dict[int, list[float]]] = {k: {n: [] for n in sizes}
                                                 for k in ("recall", "get_context", "recall_after_write")}
     for i in range(a.samples):
-        for n in sizes:  # interleaved, so the machine's noise falls on every size alike
+        # Interleaved and in a new order each round, so the machine's noise (and whatever the
+        # first call of a round pays) falls on every size alike.
+        for n in rng.sample(sizes, len(sizes)):
             times["recall"][n].append(_ms(lambda n=n: recall(n)))
             times["get_context"][n].append(_ms(lambda n=n: context(n)))
             api.call("track_progress", {"feature": _note(rng, 10_000 + i), "status": "in_progress",
                                         "completion": 0.5, "task_id": tasks[n]}, writer)
             times["recall_after_write"][n].append(_ms(lambda n=n: recall(n)))
     eng.close()
+    shutil.rmtree(home, ignore_errors=True)
 
     rows = []
     for n in sizes:

@@ -181,6 +181,7 @@ def render_resume(r: dict, max_tokens: int) -> str:
     ws = r["working_set"]
     working = ([f"- files: {', '.join(ws['files'])}"] if ws["files"] else []) + \
         ([f"- components: {', '.join(ws['components'])}"] if ws["components"] else [])
+    closing = "\n</resume>"  # kept whatever the budget, so the block always ends
     return _pack([
         ("<resume>", head),
         ("Plan:", plan),
@@ -190,8 +191,7 @@ def render_resume(r: dict, max_tokens: int) -> str:
         ("Interrupted sessions:", interrupted),
         ("Keep (decisions and conventions):", [f"- {m['content']}" for m in r["keep"]]),
         ("Working set:", working),
-        ("", ["</resume>"]),
-    ], max_tokens)
+    ], max_tokens - estimate_tokens(closing)) + closing
 
 
 MEMORY_RULES = """\
@@ -567,15 +567,19 @@ class ContinuityMixin:
         own = idx.row_of.get(h.id)
         return rows[rows != own] if own is not None else rows
 
-    def _activities(self, rows: np.ndarray) -> tuple[list[Activity], list[np.ndarray | None]]:
+    def _activities(self, rows: np.ndarray, read: dict[str, Memory] | None = None
+                    ) -> tuple[list[Activity], list[np.ndarray | None]]:
         """The activities of index rows, each with the vector the index holds for it (handoff
-        items, which are not memories of their own, get None: they are embedded once, cached)."""
+        items, which are not memories of their own, get None: they are embedded once, cached).
+        `read` keeps the rows already read, for a caller validating several handoffs."""
         idx = self.index
-        mems = self.store_db.get_memories([idx.ids[r] for r in rows])
+        read = {} if read is None else read
+        ids = [idx.ids[r] for r in rows]
+        read.update(self.store_db.get_memories([i for i in ids if i not in read]))
         acts: list[Activity] = []
         vecs: list[np.ndarray | None] = []
-        for r in rows:
-            m = mems.get(idx.ids[r])
+        for r, mid in zip(rows, ids):
+            m = read.get(mid)
             if m is None:
                 continue
             vec = idx.vectors[r]
@@ -595,7 +599,7 @@ class ContinuityMixin:
                 vecs.append(vec)
         return acts, vecs
 
-    def step_checks(self, h: Memory) -> list[StepCheck]:
+    def step_checks(self, h: Memory, read: dict[str, Memory] | None = None) -> list[StepCheck]:
         """Each next step of handoff `h` checked against the activity written after it.
 
         Incremental: a handoff's checks are kept with the index rows they covered; a later call
@@ -615,7 +619,7 @@ class ContinuityMixin:
                 v = _Validation(idx, self.activity_epoch, 0,
                                 tuple(StepCheck(s, "not_started", None) for s in steps))
             if v.rows_seen < idx.n:
-                acts, vecs = self._activities(self._activity_rows(h, v.rows_seen))
+                acts, vecs = self._activities(self._activity_rows(h, v.rows_seen), read)
                 checks = v.checks
                 if acts:
                     new = validate_steps(steps, acts, self._text_vectors, vectors=vecs)
@@ -659,6 +663,30 @@ class ContinuityMixin:
             "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'",
             [user, task_id], order="created_at, id")
 
+    def _planned_entry(self, step: str, vec: np.ndarray | None, handoff_id: str, entries: list[dict],
+                       vecs: list[np.ndarray], owner: list[int], candidates: int = 3) -> dict | None:
+        """The plan entry `step` re-plans, or None: among the entries whose wordings are closest
+        to it (a handful: a long task's plan holds hundreds of steps), the first that is the
+        same step. Two steps of one handoff are never one entry."""
+        if not entries:
+            return None
+        if vec is None:  # degraded (see task_plan_of)
+            key = step.strip().lower()
+            return next((e for e in entries if e["planned_in"][-1] != handoff_id
+                         and key in (w.strip().lower() for w in e["wordings"])), None)
+        sims = np.stack(vecs) @ vec
+        best: dict[int, float] = {}
+        for i in np.argsort(-sims):
+            k = owner[i]
+            if k not in best and entries[k]["planned_in"][-1] != handoff_id:
+                best[k] = float(sims[i])
+                if len(best) == candidates:
+                    break
+        for k in best:
+            if any(self._same_step(w, step) for w in entries[k]["wordings"]):
+                return entries[k]
+        return None
+
     def task_plan(self, task_id: str, user_id: str | None = None) -> list[dict]:
         """Every step any handoff of the task planned, once, with its status and evidence."""
         t = self.get_task_row(task_id, user_id)
@@ -675,15 +703,24 @@ class ContinuityMixin:
         with self._lock:
             handoffs = self._task_handoffs(user, task_id)
             entries: list[dict] = []
+            vecs: list[np.ndarray] = []  # one per wording, of entry owner[i]
+            owner: list[int] = []
+            read: dict[str, Memory] = {}  # rows after one handoff are read once for all of them
             for h in handoffs:
                 steps = (document(h, "handoff") or {}).get("next_steps", [])
-                for step, check in zip(steps, self.step_checks(h)):
-                    e = next((e for e in entries if e["planned_in"][-1] != h.id
-                              and any(self._same_step(w, step) for w in e["wordings"])), None)
+                if self.degraded:  # no model: steps fold only when worded alike
+                    step_vecs: Sequence[np.ndarray | None] = [None] * len(steps)
+                else:
+                    step_vecs = self._text_vectors.embed_batch(steps) if steps else []
+                for step, check, v in zip(steps, self.step_checks(h, read), step_vecs):
+                    e = self._planned_entry(step, v, h.id, entries, vecs, owner)
+                    vecs.append(v)
                     if e is None:
+                        owner.append(len(entries))
                         entries.append({"step": step, "wordings": [step], "planned_in": [h.id],
                                         "first_planned_at": h.created_at.isoformat(), "check": check})
                         continue
+                    owner.append(entries.index(e))
                     e["step"] = step  # the latest wording
                     if step not in e["wordings"]:
                         e["wordings"].append(step)

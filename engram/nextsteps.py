@@ -21,10 +21,10 @@ from __future__ import annotations
 
 import re
 from collections import OrderedDict
-from functools import lru_cache
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -185,7 +185,7 @@ _CONTRASTS: tuple[tuple[tuple[str, ...], ...], ...] = (
 
 def _inflections(word: str) -> tuple[str, ...]:
     """A word with its regular -s, -ed and -ing forms (disable: disables, disabled, disabling)."""
-    stem = word[:-1] if word.endswith("e") else word
+    stem = word.removesuffix("e")
     return (word, word + "s", word + "es", stem + "ed", stem + "ing")
 
 
@@ -285,15 +285,22 @@ class _Pair:
 
 
 def _same_word(a: str, b: str, word_sim: dict[tuple[str, str], float]) -> bool:
+    by_form = _same_form(a, b)
+    return by_form if by_form is not None else word_sim.get((a, b), 0.0) >= WORD_SYNONYM_SIM
+
+
+@lru_cache(maxsize=262_144)  # an alignment asks about the same word pairs again and again
+def _same_form(a: str, b: str) -> bool | None:
+    """Whether two words are one by their spelling alone; None: their vectors decide."""
     if a == b:
         return True
     if _is_identifier(a) or _is_identifier(b) or a in _CONTRAST_GROUP or b in _CONTRAST_GROUP:
         return False
     # A stem that begins another is usually the same word cut short (lint/linter).
-    short, long_ = sorted((a, b), key=len)
+    short, long_ = (a, b) if len(a) <= len(b) else (b, a)
     if len(short) >= 4 and long_.startswith(short) and len(long_) - len(short) <= 3:
         return True
-    return word_sim.get((a, b), 0.0) >= WORD_SYNONYM_SIM
+    return None
 
 
 def _align(step_w: list[str], act_w: list[str], word_sim) -> list[int | None]:
@@ -562,10 +569,12 @@ def same_step(a: str, b: str, embedder, *, threshold: float | None = None) -> bo
     other as a step matches the activity that carries it out, in either direction, and neither
     names a different object than the other."""
     thr = DEFAULT_THRESHOLD if threshold is None else threshold
-    ac, bc = _content(a), _content(b)
-    aw, bw = [c for c, _ in ac], [c for c, _ in bc]
     va, vb = np.asarray(embedder.embed_batch([a, b]), dtype=np.float32)
     sim = float(va @ vb)
+    if sim < (thr - (1 - SIM_WEIGHT)) / SIM_WEIGHT - 1e-6:
+        return False  # out of reach even with every word shared (a plan compares many pairs)
+    ac, bc = _content(a), _content(b)
+    aw, bw = [c for c, _ in ac], [c for c, _ in bc]
     words = _word_sims([ac, bc], [ac, bc], embedder)
     ab, ba = _pair(aw, bw, sim, words), _pair(bw, aw, sim, words)
     if ab.conflict or ba.conflict:

@@ -1,9 +1,11 @@
 """The engine benchmark scripts run, end to end with the real model, at a tiny size."""
 
-from engram import Engram
-from engram import index as index_mod
+import pytest
+
 from benchmarks import engine_bench, statement_profile, vector_search_bench
 from benchmarks.engine_bench import sentence
+from engram import Engram
+from engram import index as index_mod
 
 
 def test_engine_bench_reports_each_size(tmp_path, monkeypatch):
@@ -29,3 +31,13 @@ def test_vector_search_bench_and_statement_profile_on_a_store(tmp_path, monkeypa
     assert out["bounded"] and out["same_top_k"] == 20
     prof = statement_profile.main([str(path), "--ops", "4"])
     assert sum(prof["actions"].values()) == 4 and prof["calls"].get("COMMIT", 0) >= 1
+
+
+@pytest.mark.model
+def test_continuity_bench_reports_each_size():
+    from benchmarks import continuity_bench
+    out = continuity_bench.main(["--sizes", "0,6", "--samples", "2", "--background", "5"])
+    assert [r["after_handoff"] for r in out["rows"]] == [0, 6]
+    assert all(r["recall_p50_ms"] > 0 and r["get_context_p50_ms"] > 0 and r["cold_recall_ms"] > 0
+               for r in out["rows"])
+    assert out["rows"][0]["recall_p50_ratio"] == 1.0

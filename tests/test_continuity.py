@@ -3,8 +3,8 @@
 import pytest
 
 from engram import Engram, EngramError, NotFound
-from engram.embedding import FakeEmbedder
 from engram.api import Api, Ctx
+from engram.embedding import FakeEmbedder
 
 
 def test_task_lifecycle(eng):
@@ -367,6 +367,7 @@ def test_resume_task_fits_the_budget_most_needed_first(eng, clock):
     full = eng.resume_task(t.id)["context"]
     small = eng.resume_task(t.id, max_tokens=60)
     assert small["tokens"] <= 60 and len(small["context"]) < len(full)
+    assert small["context"].startswith("<resume>") and small["context"].endswith("</resume>")
     assert "Next step" in small["context"] or "Task " in small["context"]
     assert "Working set" not in small["context"]
     with pytest.raises(EngramError, match="max_tokens"):
