@@ -174,7 +174,8 @@ class Api:
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
         r = self.eng.recall_context(query, limit=limit, task_id=task_id, user_id=ctx.user_id,
-                                    session_id=ctx.session_id)
+                                    session_id=ctx.session_id,
+                                    min_share=self.eng.settings.context_min_share)
         lines, used, ids = ["<memory>"], 0, []
         budget = max_tokens - 4
         h = r["handoff"]

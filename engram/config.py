@@ -78,6 +78,9 @@ class Settings:
     # query's background cosine by this much, or a memory holds this share of its IDF mass.
     relevance_cosine: float = 0.17
     relevance_coverage: float = 0.55
+    # get_context packs only hits scoring at least this share of the best hit's score: a block
+    # for a prompt is no place for what merely came along (see Api.get_context).
+    context_min_share: float = 0.5
     edge_threshold: float = 0.40
     max_edges: int = 5
     consolidate_threshold: float = 0.70
@@ -136,6 +139,7 @@ class Settings:
             when_bonus=_float(env, "ENGRAM_WHEN_BONUS", d.when_bonus),
             relevance_cosine=_float(env, "ENGRAM_RELEVANCE_COSINE", d.relevance_cosine),
             relevance_coverage=_float(env, "ENGRAM_RELEVANCE_COVERAGE", d.relevance_coverage),
+            context_min_share=_float(env, "ENGRAM_CONTEXT_MIN_SHARE", d.context_min_share),
             edge_threshold=_float(env, "ENGRAM_EDGE_THRESHOLD", d.edge_threshold),
             max_edges=_int(env, "ENGRAM_MAX_EDGES", d.max_edges),
             consolidate_threshold=_float(env, "ENGRAM_CONSOLIDATE_THRESHOLD", d.consolidate_threshold),
@@ -178,6 +182,8 @@ class Settings:
         if not -1.0 <= self.relevance_cosine <= 1.0 or not 0.0 <= self.relevance_coverage <= 1.0:
             raise ValueError("ENGRAM_RELEVANCE_COSINE must be between -1 and 1 and "
                              "ENGRAM_RELEVANCE_COVERAGE between 0 and 1")
+        if not 0.0 <= self.context_min_share <= 1.0:
+            raise ValueError("ENGRAM_CONTEXT_MIN_SHARE must be between 0 and 1")
         if self.graph_depth < 0 or self.max_edges < 0:
             raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
         if self.maintenance_hours <= 0:

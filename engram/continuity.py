@@ -850,7 +850,8 @@ class ContinuityMixin:
     def recall_context(self, query: str, limit: int = 10, memory_type: str | None = None,
                        task_id: str | None = None, tags: Sequence[str] | None = None,
                        as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-                       user_id: str | None = None, session_id: str | None = None) -> dict:
+                       user_id: str | None = None, session_id: str | None = None,
+                       min_share: float = 0.0) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
         failures of components the hits concern, and sessions that were interrupted.
 
@@ -861,7 +862,8 @@ class ContinuityMixin:
         tags = tuple(tags) if tags else None
         with self._lock:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,
-                               tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user)
+                               tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,
+                               min_share=min_share)
             handoff = None
             if memory_type in (None, "handoff") and as_of is None:
                 handoff = self._relevant_handoff(query, user, task_id, tags)

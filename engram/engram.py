@@ -575,9 +575,10 @@ class Engram(ContinuityMixin):
                task_id: str | None = None, tags: Sequence[str] | None = None,
                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
-               exclude_types: Sequence[str] = ()) -> list[Hit]:
+               exclude_types: Sequence[str] = (), min_share: float = 0.0) -> list[Hit]:
         """Hybrid search. Every memory returned is reinforced (unless reinforce=False); a query
-        nothing stored is relevant to returns nothing (see retrieve's relevance floor)."""
+        nothing stored is relevant to returns nothing (see retrieve's relevance floor).
+        min_share: return only hits scoring at least this share of the best hit's score."""
         check_text(query, "query", 10_000)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -605,6 +606,10 @@ class Engram(ContinuityMixin):
                           weights=self.weights, limit=limit, session_failures=failures,
                           use_graph=graph,
                           background=0.0 if qvec is None else background(self._reference, qvec))
+            if min_share > 0 and ranked:
+                # Cut before reinforcing: what is not returned must not learn from the query.
+                top = ranked[0][1]
+                ranked = [t for t in ranked if t[1] >= min_share * top]
             ids = [idx.ids[r] for r, _, _ in ranked]
             if reinforce and ids and as_of is None:
                 # Each hit grows by its share of the answer: score / best score (decay.py).

@@ -159,3 +159,36 @@ def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, sett
     path.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="only `none`"):
         load_set(path)
+
+
+def test_min_share_cuts_weak_hits_before_they_are_reinforced(eng):
+    strong = eng.store("Deploy checklist: tag the release, then deploy from main.",
+                       resolve_conflicts=False).memory
+    weak = eng.store("The deploy tag cache lives in Redis; the release bot reads it.",
+                     resolve_conflicts=False).memory
+    query = "deploy checklist tag release main"
+    hits = eng.recall(query, mode="bm25", reinforce=False)
+    assert [h.memory.id for h in hits] == [strong.id, weak.id]
+    cut = hits[1].score / hits[0].score + 0.01
+    kept = eng.recall(query, mode="bm25", min_share=cut)
+    assert [h.memory.id for h in kept] == [strong.id]
+    assert eng.get(strong.id).recall_count == 1 and eng.get(weak.id).recall_count == 0
+
+
+def test_get_context_packs_only_hits_near_the_best(settings, fake, clock):
+    ctx = Ctx("s1")
+    for share, expect in ((0.0, 2), (1.0, 1)):
+        e = Engram(":memory:", settings=replace(settings, context_min_share=share), embedder=fake,
+                   clock=clock)
+        api = Api(e)
+        api.call("store_memory", {"content": "Deploy checklist: tag the release, then deploy from main."}, ctx)
+        api.call("store_memory", {"content": "The deploy tag cache lives in Redis; the release bot reads it."},
+                 ctx)
+        out = api.call("get_context", {"query": "deploy checklist tag release main"}, ctx)
+        assert len(out["memory_ids"]) == expect
+        e.close()
+
+
+def test_settings_reject_a_min_share_out_of_range(settings):
+    with pytest.raises(ValueError, match="ENGRAM_CONTEXT_MIN_SHARE"):
+        replace(settings, context_min_share=2.0).validate()
