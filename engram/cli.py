@@ -333,7 +333,8 @@ class _Conn:
     close: Callable[[], None]
 
 
-def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None) -> _Conn:
+def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None,
+             allow_model_change: bool = False) -> _Conn:
     session_id = f"cli-{uuid.uuid4().hex}"
     if api_factory is None:
         from .server.rpc import RpcClient, server_running
@@ -349,7 +350,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 
         from .engram import Engram
         disable_progress_bars()  # a "Loading weights" bar on every command is noise
-        api, owned = Api(Engram(settings.db_path, settings=settings)), True
+        api, owned = Api(Engram(settings.db_path, settings=settings, allow_model_change=allow_model_change)), True
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
 
     def close() -> None:
@@ -364,7 +365,10 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 
 def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     op, args = _request(a)
-    conn = _connect(settings, a.user, api_factory)
+    # `reindex --reembed` is what the model guard tells a user to run after changing ENGRAM_MODEL,
+    # so it alone opens a store embedded with another model.
+    conn = _connect(settings, a.user, api_factory,
+                    allow_model_change=op == "reindex" and bool(args.get("reembed")))
     try:
         result = conn.call(op, args)
     finally:

