@@ -85,7 +85,8 @@ class _QueryCache:
 
 
 def resolve_model_path(name: str, cache_dir: Path | None = None) -> tuple[str, str]:
-    """Find a model: an installed model package, a local path, the cache, then the Hub name.
+    """Find a model: an installed model package (or split package, joined once into cache_dir),
+    a local path, the cache, then the Hub name.
 
     Returns (path_or_name, source) where source is package | path | cache | hub.
     """
