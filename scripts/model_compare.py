@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from embed_bench import text  # noqa: E402  the same synthetic texts
+from embed_bench import text  # the same synthetic texts as embed_bench
 
 
 def main(argv: list[str] | None = None) -> dict:
