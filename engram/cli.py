@@ -547,15 +547,19 @@ CLI_TIMEOUT = 3600.0
 
 
 def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None,
-             session: str | None = None) -> _Conn:
+             session: str | None = None, allow_model_change: bool = False) -> _Conn:
     if session is not None and not 1 <= len(session.strip()) <= 200:
         raise CliError("--session must be 1 to 200 characters")
     session_id = session.strip() if session else f"cli-{uuid.uuid4().hex}"
     if api_factory is None:
+        from .server.backend import daemon_command
+        from .server.rpc import RpcClient, server_running
+        if allow_model_change and not server_running(settings.socket_path):
+            # `reindex --reembed` after changing ENGRAM_MODEL: a daemon refuses a store embedded
+            # with another model, so this one command opens the store itself.
+            return _in_process(settings, user, session_id)
         # The daemon owns the file (DuckDB allows one writer) and keeps the model loaded between
         # commands: go through it, starting it when none runs, as the stdio server does.
-        from .server.backend import daemon_command
-        from .server.rpc import RpcClient
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                            client="cli", user_id=user, timeout=CLI_TIMEOUT)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
@@ -566,9 +570,29 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
                  lambda: api.eng.end_session(session_id, clean=True, user_id=user))
 
 
+def _in_process(settings: Settings, user: str | None, session_id: str) -> _Conn:
+    """An engine of this process's own, opened to re-embed a store made with another model."""
+    from .api import Api, Ctx
+    from .engram import Engram
+    eng = Engram(settings.db_path, settings=settings, allow_model_change=True)
+    api = Api(eng)
+    ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
+
+    def close() -> None:
+        try:
+            eng.end_session(session_id, clean=True, user_id=user)
+        finally:
+            eng.close()
+
+    return _Conn(lambda op, args: api.call(op, args, ctx), close)
+
+
 def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     op, args = _request(a)
-    conn = _connect(settings, a.user, api_factory, a.session)
+    # `reindex --reembed` is what the model guard tells a user to run after changing ENGRAM_MODEL,
+    # so it alone opens a store embedded with another model.
+    conn = _connect(settings, a.user, api_factory, a.session,
+                    allow_model_change=op == "reindex" and bool(args.get("reembed")))
     try:
         result = conn.call(op, args)
     finally:
