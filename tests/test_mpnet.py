@@ -198,10 +198,20 @@ def run_engram(home: Path, *argv: str, model: str | None) -> subprocess.Complete
 def switch_models(home: Path, model: str) -> None:
     """What the README tells a user: a store made with the default model refuses `model` until
     `engram reindex --reembed`, then recalls with it."""
+    try:
+        _switch_models(home, model)
+    finally:  # commands start daemons; leave none behind
+        run_engram(home, "stop", model=model)
+        run_engram(home, "stop", model=None)
+
+
+def _switch_models(home: Path, model: str) -> None:
     text = "The on-call rotation changes every Monday at 10:00"
     r = run_engram(home, "--json", "remember", text, model=None)
     assert r.returncode == 0, r.stderr
     mid = json.loads(r.stdout)["memory_id"]
+    # The command left a daemon serving the default model; switching models starts from no daemon.
+    assert run_engram(home, "stop", model=None).returncode == 0
 
     r = run_engram(home, "recall", "when does on-call rotate", model=model)
     assert r.returncode == 1 and "Traceback" not in r.stderr
@@ -214,6 +224,7 @@ def switch_models(home: Path, model: str) -> None:
     assert r.returncode == 0, r.stderr
     hits = json.loads(r.stdout)["memories"]
     assert hits[0]["id"] == mid and hits[0]["content"] == text
+    assert run_engram(home, "stop", model=model).returncode == 0
     r = run_engram(home, "recall", "when does on-call rotate", model=None)  # the old model is refused now
     assert r.returncode == 1 and f"embedded with {model}" in r.stderr
 

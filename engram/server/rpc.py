@@ -740,7 +740,7 @@ def _last_line(path: Path, tail: int = 4096) -> str:
             lines = [x.strip() for x in f.read().decode("utf-8", "replace").splitlines() if x.strip()]
     except OSError:
         return ""
-    return lines[-1][:300] if lines else ""
+    return lines[-1][:1000] if lines else ""  # long enough for the advice a start error carries
 
 
 _SEND_FLAGS = getattr(socket, "MSG_NOSIGNAL", 0)  # EPIPE instead of a SIGPIPE that kills the client
