@@ -17,10 +17,8 @@ session it also calls get_context for each none query: an empty <memory> block i
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
-import signal
 import sys
 import tempfile
 import time
@@ -34,8 +32,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from engram.config import Settings
-from engram.server.daemon import stop_daemon
-from engram.server.rpc import RpcClient, lock_path_for
+from engram.server.daemon import stop_or_kill
+from engram.server.rpc import RpcClient
 
 DEFAULT_SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "agent_heldout.json"
 MODES = ("bm25", "vector", "hybrid")
@@ -223,14 +221,7 @@ async def run_set(data: dict, home: Path, modes: tuple[str, ...] = MODES) -> dic
 
 
 def stop_engram_daemon(home: Path) -> None:
-    settings = Settings.from_env({"ENGRAM_HOME": str(home)})
-    try:
-        stop_daemon(settings, timeout=60)
-    except Exception:
-        # It would not stop politely: no daemon may outlive the run.
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(lock_path_for(settings.socket_path).read_text().strip()), signal.SIGKILL)
-        raise
+    stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))  # no daemon may outlive the run
 
 
 def markdown(report: dict) -> str:

@@ -15,9 +15,8 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from engram.config import Settings
-from engram.server.daemon import stop_daemon
+from engram.server.daemon import stop_or_kill
 from engram.server.mcp import TOOL_NAMES
-from engram.server.rpc import lock_path_for
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio]
 
@@ -39,14 +38,7 @@ def home(tmp_path_factory):
 
 
 def stop_engram_daemon(home: Path) -> None:
-    settings = Settings.from_env({"ENGRAM_HOME": str(home)})
-    try:
-        stop_daemon(settings, timeout=60)
-    except Exception:
-        # It would not stop politely: make sure no daemon outlives the test run.
-        with contextlib.suppress(OSError, ValueError):
-            os.kill(int(lock_path_for(settings.socket_path).read_text().strip()), signal.SIGKILL)
-        raise
+    stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))  # no daemon may outlive the tests
 
 
 def engram_env(home: Path, user: str) -> dict[str, str]:

@@ -226,6 +226,20 @@ def stop_daemon(settings: Settings, timeout: float = 30.0) -> bool:
     raise RpcError(f"the engram daemon did not stop within {timeout:g}s", "Timeout")
 
 
+def stop_or_kill(settings: Settings, timeout: float = 60.0) -> None:
+    """stop_daemon(); a daemon that will not stop politely is SIGKILLed and the error re-raised.
+
+    For tests and benchmarks, which must leave no daemon of theirs running."""
+    try:
+        stop_daemon(settings, timeout)
+    except Exception:
+        pid = _lock_holder(settings.socket_path)
+        if pid is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        raise
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engram.server.daemon", description=__doc__)
     parser.add_argument("--home", help="engram home directory (default: ENGRAM_HOME or ~/.engram)")
