@@ -583,10 +583,11 @@ class ContinuityMixin:
             if m is None:
                 continue
             vec = idx.vectors[r]
-            p, doc = document(m, "progress"), document(m, "handoff")
-            if m.memory_type == "progress" and p is not None:
-                text = p["feature"] + (f". {p['notes']}" if p.get("notes") else "")
-                acts.append(Activity(m.id, "progress", text, m.created_at, p["status"], p["completion"]))
+            # Only a progress or handoff memory has an engine document to read.
+            doc = document(m, m.memory_type) if m.memory_type in ("progress", "handoff") else None
+            if m.memory_type == "progress" and doc is not None:
+                text = doc["feature"] + (f". {doc['notes']}" if doc.get("notes") else "")
+                acts.append(Activity(m.id, "progress", text, m.created_at, doc["status"], doc["completion"]))
                 vecs.append(vec)
             elif m.memory_type == "handoff" and doc is not None:
                 for kind in ("completed", "in_progress"):
