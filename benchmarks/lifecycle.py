@@ -145,7 +145,7 @@ def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
         ok = any(key in h.memory.content for h in hits)
         found += ok
         if not ok:
-            rows = eng.store_db.query_memories("contains(content, ?)", [key])
+            rows = [m for m, _ in eng.store_db.iter_memory_rows() if key in m.content]
             if any(m.status == "active" for m in rows):
                 why = "ranked below the top 5"
             elif rows:

@@ -242,7 +242,7 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
         for mid, token in ledger.memories.items():
             m = db.get_memory(mid)
             if m is None and mid in forgetting:  # a forget in flight went through: wholly
-                assert db.count("memory_events", "memory_id = ?", [mid]) == 0
+                assert db.count_where("memory_events", "memory_id = ?", [mid]) == 0
                 assert mid not in eng.index.row_of
                 continue
             assert m is not None and m.status != "deleted", f"acknowledged memory {mid} lost"
@@ -267,8 +267,8 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
         for mid in ledger.forgotten:
             assert db.get_memory(mid) is None, f"forgotten {mid} came back"
             assert mid not in eng.index.row_of and mid not in eng.graph.g
-            assert db.count("memory_events", "memory_id = ?", [mid]) == 0
-            assert db.count("edges", "src = ? OR dst = ?", [mid, mid]) == 0
+            assert db.count_where("memory_events", "memory_id = ?", [mid]) == 0
+            assert db.count_where("edges", "src = ? OR dst = ?", [mid, mid]) == 0
         # The task holds every acknowledged metadata write (or the one in flight after it).
         meta = db.get_task(task_id).metadata
         in_flight = {op[1]: op[2] for op in ledger.uncertain if op[0] == "task"}
@@ -276,17 +276,17 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
             assert meta.get(key) in (value, in_flight.get(key)), (key, meta.get(key), value)
         # Nothing half-written: every row whole, no dangling references.
         dim = eng.embedder.dim
-        assert db.count("memories", "embedding IS NULL OR octet_length(embedding) <> ?", [dim * 4]) == 0
-        assert db.count("memories m", "NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.memory_id = m.id)") == 0
-        assert db.count("memory_events e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.memory_id)") == 0
-        assert db.count("edges e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.src) "
+        assert db.count_where("memories", "embedding IS NULL OR octet_length(embedding) <> ?", [dim * 4]) == 0
+        assert db.count_where("memories m", "NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.memory_id = m.id)") == 0
+        assert db.count_where("memory_events e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.memory_id)") == 0
+        assert db.count_where("edges e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.src) "
                                    "OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.dst)") == 0
-        assert db.count("memories", "memory_type = 'handoff' AND json_extract_string(metadata, "
+        assert db.count_where("memories", "memory_type = 'handoff' AND json_extract_string(metadata, "
                                     "'$.handoff.summary') IS NULL") == 0
-        assert db.count("memories", "status = 'superseded' AND superseded_by NOT IN "
+        assert db.count_where("memories", "status = 'superseded' AND superseded_by NOT IN "
                                     "(SELECT id FROM memories)") == 0
         # Derived indexes agree with the rows.
-        rows = db.count("memories", "status IN ('active', 'superseded', 'consolidated')")
+        rows = db.count_where("memories", "status IN ('active', 'superseded', 'consolidated')")
         assert len(eng.index) == rows, (len(eng.index), rows)
         table_edges = {frozenset((s, d)) for s, d, _, _ in db.all_edges()}
         graph_edges = {frozenset(e) for e in eng.graph.g.edges()}

@@ -151,7 +151,7 @@ class Api:
     def get_memory(self, ctx: Ctx, memory_id: str) -> dict:
         m = self.eng.get(memory_id, ctx.user_id)
         return {**m.to_dict(), "quality_score": self.eng.quality(m),
-                "history": self.eng.store_db.events(m.id)}
+                "history": self.eng.history(m.id, ctx.user_id)}
 
     def recall_memory(self, ctx: Ctx, query: str, limit: int = 10, memory_type: str | None = None,
                       task_id: str | None = None, tags: list[str] | None = None, as_of: str | None = None,
@@ -320,10 +320,11 @@ class Api:
             n = self.eng.reembed_all()
             return {"reembedded": n, "model": self.eng.embedder.name}
         self.eng.rebuild_indexes()
-        return {"indexed": len(self.eng.index), "edges": self.eng.graph.edge_count()}
+        st = self.eng.index_status()
+        return {"indexed": st["rows"], "edges": st["edges"]}
 
     def health(self, ctx: Ctx) -> dict:
-        out = {"status": "degraded" if self.eng.degraded else "ok", "memories": len(self.eng.index),
+        out = {"status": "degraded" if self.eng.degraded else "ok", "memories": self.eng.index_status()["rows"],
                "model": self.eng.embedder.name, "backend": getattr(self.eng.embedder, "backend", None),
                "db": self.eng.path}
         if self.eng.degraded:

@@ -297,8 +297,7 @@ class ContinuityMixin:
         """The task, everything linked to it in time order, and the latest handoff's validation."""
         with self._lock:
             t = self.get_task_row(task_id, user_id)
-            mems = self.store_db.query_memories("task_id = ? AND user_id = ? AND status <> 'deleted'",
-                                                [task_id, t.user_id])
+            mems = self.store_db.task_memories(t.user_id, task_id)
             latest = self.latest_handoff(t.user_id, task_id)
             return {
                 "task": t.to_dict(),
@@ -387,8 +386,7 @@ class ContinuityMixin:
         a silent session as interrupted already (take_interrupted).
         """
         with self._lock:
-            stale = self.store_db.query_sessions("status = 'active' AND last_heartbeat < ?",
-                                                 [self._stale_cutoff().replace(tzinfo=None)])
+            stale = self.store_db.stale_sessions(self._stale_cutoff())
             for s in stale:
                 self.store_db.update_session(s.id, status="interrupted", ended_at=s.last_heartbeat)
                 self._beats.pop(s.id, None)
@@ -417,9 +415,7 @@ class ContinuityMixin:
 
     def _interrupted_entry(self, s: Session) -> dict:
         task = self.store_db.get_task(s.task_id) if s.task_id else None
-        prog = self.store_db.query_memories(
-            "session_id = ? AND memory_type = 'progress' AND status <> 'deleted'", [s.id],
-            order="created_at DESC, id DESC", limit=1)
+        prog = self.store_db.last_session_progress(s.id)
         return {
             "session_id": s.id, "client": s.client, "started_at": s.started_at.isoformat(),
             "last_heartbeat": s.last_heartbeat.isoformat(),
@@ -427,7 +423,7 @@ class ContinuityMixin:
             # reason: what the session reported; "connection_lost" for a killed or silent one
             "reason": s.interruption or "connection_lost",
             "task": task.to_dict() if task else None,
-            "last_progress": self._timeline_entry(prog[0]) if prog else None,
+            "last_progress": self._timeline_entry(prog) if prog else None,
         }
 
     def take_interrupted(self, user_id: str | None = None, exclude: str | None = None) -> list[dict]:
@@ -438,10 +434,7 @@ class ContinuityMixin:
         """
         user = self._user(user_id)
         with self._lock:
-            rows = self.store_db.query_sessions(
-                "NOT reported AND user_id = ? AND id <> ? AND (status = 'interrupted' OR "
-                "(status = 'active' AND last_heartbeat < ?))",
-                [user, exclude or "", self._stale_cutoff().replace(tzinfo=None)])
+            rows = self.store_db.unreported_interruptions(user, self._stale_cutoff(), exclude)
             out = [self._interrupted_entry(s) for s in rows]
             for s in rows:  # reported once: the one write a recall may make, only when there is news
                 self.store_db.update_session(s.id, reported=True)
@@ -459,14 +452,12 @@ class ContinuityMixin:
             s = self.store_db.get_session(session_id)
             if s is None:
                 raise NotFound(f"no session with id {session_id!r}")
-            col = "successes" if outcome == "success" else "failures"
-            self.store_db.execute(f"UPDATE sessions SET {col} = coalesce({col}, 0) + 1, outcome = ?, "
-                                  "outcome_notes = ? WHERE id = ?", [outcome, notes, session_id])
+            self.store_db.add_session_outcome(session_id, outcome, notes)
             self.outcomes = self.store_db.session_outcomes()
             return self.store_db.get_session(session_id)
 
     def list_sessions(self, user_id: str | None = None) -> list[Session]:
-        return self.store_db.query_sessions("user_id = ?", [self._user(user_id)])
+        return self.store_db.user_sessions(self._user(user_id))
 
     # -- handoffs, failures, progress ----------------------------------------
     def _check_task(self, task_id: str | None, user_id: str | None) -> None:
@@ -542,14 +533,7 @@ class ContinuityMixin:
     def latest_handoff(self, user_id: str, task_id: str | None = None,
                        tags: Sequence[str] | None = None) -> Memory | None:
         """The newest active handoff (of the task; with one of `tags`, as recall filters)."""
-        where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
-        if task_id is not None:
-            where += " AND task_id = ?"
-            params.append(task_id)
-        rows = self.store_db.query_memories(where, params, order="created_at DESC, id DESC")
-        if tags:
-            rows = [m for m in rows if set(tags) & set(m.tags)]
-        return rows[0] if rows else None
+        return self.store_db.latest_handoff(user_id, task_id, tags)
 
     def _activity_rows(self, h: Memory, start: int) -> np.ndarray:
         """Index rows from `start` on that count as later activity for handoff `h`: the same
@@ -660,9 +644,7 @@ class ContinuityMixin:
         return got
 
     def _task_handoffs(self, user: str, task_id: str) -> list[Memory]:
-        return self.store_db.query_memories(
-            "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'",
-            [user, task_id], order="created_at, id")
+        return self.store_db.task_handoffs(user, task_id)
 
     def _planned_entry(self, step: str, vec: np.ndarray | None, handoff_id: str, entries: list[dict],
                        vecs: list[np.ndarray], owner: list[int], candidates: int = 3) -> dict | None:
@@ -752,8 +734,7 @@ class ContinuityMixin:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
         with self._lock:
             t = self.get_task_row(task_id, user_id)
-            mems = self.store_db.query_memories(
-                "task_id = ? AND user_id = ? AND status <> 'deleted'", [t.id, t.user_id])
+            mems = self.store_db.task_memories(t.user_id, t.id)
             plan = self.task_plan_of(t.user_id, t.id)
             handoffs = [m for m in mems if m.memory_type == "handoff"]
             latest = handoffs[-1] if handoffs else None
@@ -926,14 +907,10 @@ class ContinuityMixin:
         tasks = list(dict.fromkeys([*task_ids, *(h.memory.task_id for h in hits if h.memory.task_id)]))
         out: dict[str, dict] = {}
         for comp in dict.fromkeys(components):
-            for m in self.store_db.query_memories(
-                    "user_id = ? AND memory_type = 'failure' AND status = 'active' "
-                    "AND list_contains(tags, ?)", [user, f"component:{comp}"], order="created_at DESC"):
+            for m in self.store_db.active_failures_tagged(user, f"component:{comp}"):
                 out.setdefault(m.id, self._failure_entry(m))
         for t in tasks:
-            for m in self.store_db.query_memories(
-                    "user_id = ? AND memory_type = 'failure' AND status = 'active' AND task_id = ?",
-                    [user, t], order="created_at DESC"):
+            for m in self.store_db.active_failures_of_task(user, t):
                 out.setdefault(m.id, self._failure_entry(m))
         return list(out.values())[:limit]
 
@@ -945,8 +922,5 @@ class ContinuityMixin:
                 "task_id": m.task_id, **doc, "component": doc["component"].lower()}
 
     def _known_components(self, user: str) -> list[str]:
-        rows = self.store_db.execute(
-            "SELECT DISTINCT t FROM (SELECT unnest(tags) AS t FROM memories WHERE user_id = ? "
-            "AND memory_type = 'failure' AND status = 'active') WHERE t LIKE 'component:%'", [user]
-        ).fetchall()
-        return [r[0].split(":", 1)[1] for r in rows if len(r[0]) > len("component:") + 2]
+        tags = self.store_db.active_failure_tags(user, "component:")
+        return [t.split(":", 1)[1] for t in tags if len(t) > len("component:") + 2]

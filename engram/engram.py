@@ -26,7 +26,7 @@ from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .retrieve import REFERENCE_TEXTS, Weights, background, rank
-from .store import Store
+from .store import MemoryStore, Store
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
                     StoreResult)
 
@@ -148,7 +148,7 @@ class Engram(ContinuityMixin):
             if not degraded_ok:
                 raise
             self.degraded = str(e)
-        self.store_db = Store(self.path, self.clock.now())
+        self.store_db: MemoryStore = Store(self.path, self.clock.now())
         if self.degraded:
             dim = int(self.store_db.get_meta("model_dim") or 0)
             self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)
@@ -217,7 +217,7 @@ class Engram(ContinuityMixin):
         """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
         with self._lock:
             # Sized once: growing by doubling would copy every column about log2(n) times.
-            idx = self._new_index(self.store_db.count("memories", "status <> 'deleted'") + 1024)
+            idx = self._new_index(self.store_db.count_live_memories() + 1024)
             missing: list[Memory] = []
 
             def rows():
@@ -288,6 +288,18 @@ class Engram(ContinuityMixin):
                     self.graph.add_edges(edges)
                     n += len(edges)
             return n
+
+    def index_status(self) -> dict[str, Any]:
+        """The derived indexes: memory rows and graph edges held, and when they were built."""
+        return {"rows": len(self.index), "edges": self.graph.edge_count(),
+                "built_at": self.index_built_at}
+
+    def index_counts(self) -> dict[tuple[str, str], int]:
+        """Memories by (memory_type, status) as the index holds them: no database round trip."""
+        return self.index.type_status_counts()
+
+    def schema_version(self) -> int:
+        return self.store_db.schema_version()
 
     def close(self) -> None:
         with self._lock:

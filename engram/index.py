@@ -143,6 +143,13 @@ class MemoryIndex:
             self.proj[name], self.resid[name] = proj, resid
         self.capacity = cap
 
+    def type_status_counts(self) -> dict[tuple[str, str], int]:
+        """Rows held by (memory_type, status), every pair listed, zeros included."""
+        n = self.n
+        alive = self.alive[:n]
+        return {(mtype, status): int((alive & (self.status[:n] == scode) & (self.mtype[:n] == tcode)).sum())
+                for status, scode in STATUS_CODES.items() for tcode, mtype in enumerate(MEMORY_TYPES)}
+
     def __len__(self) -> int:
         return len(self.row_of)
 

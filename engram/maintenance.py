@@ -356,7 +356,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                                "days_until_prune": round(max(0.0, left - touched), 2),
                                "content": m.content[:80]})
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
-        table_rows = db.count("memories", "status <> 'deleted'")
+        table_rows = db.count_live_memories()
         return {
             "total": total,
             "by_type": by_type,

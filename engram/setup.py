@@ -82,15 +82,9 @@ def find_model(settings: Settings, log=None) -> dict:
 
 
 def check_extensions() -> list[str]:
-    import duckdb
-
-    from .store.extensions import EXTENSIONS, load_extensions
-    con = duckdb.connect(":memory:")
-    try:
-        load_extensions(con)
-    finally:
-        con.close()
-    return list(EXTENSIONS)
+    """The DuckDB extensions the store loads when it opens a database (none: see extensions.py)."""
+    from .store.extensions import LOADED_BY_STORE
+    return list(LOADED_BY_STORE)
 
 
 def self_check(eng: Any) -> dict:
@@ -170,7 +164,8 @@ def _describe(report: dict) -> str:
     lines = [f"model       {m['name']} ({m['source']}: {m.get('path', '-')})"
              + (f", {m['dim']} dims" if m.get("dim") else "")
              + (f", encoded with {m['backend']}" if m.get("backend") else "")]
-    lines.append(f"extensions  {', '.join(report['extensions'])} loaded")
+    lines.append(f"extensions  {', '.join(report['extensions']) or 'none'} loaded "
+                 "(BM25 and vector search run in engram itself)")
     if db.get("via") == "daemon":
         n = db.get("memories")
         count = f"{n} memor{'y' if n == 1 else 'ies'}" if isinstance(n, int) else "memories unknown"
@@ -229,7 +224,7 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
         created = not settings.db_path.exists()
         with Engram(settings.db_path, settings=settings, embedder=emb) as eng:
             report["database"] = {"path": str(settings.db_path), "via": "file", "created": created,
-                                  "schema_version": eng.store_db.schema_version()}
+                                  "schema_version": eng.schema_version()}
             report["selfcheck"] = None if skip_selfcheck else self_check(eng)
     report["mcp"] = mcp_config(settings)
     report["ok"] = report["selfcheck"] is None or report["selfcheck"]["ok"]

@@ -163,7 +163,7 @@ def test_used_keeps_and_unused_fades_over_120_days(eng, clock):
             _recall(eng, "ramen lunch design", ids["once"])
         if day % 12 == 0:
             run_maintenance(eng)
-    alive = {m.id for m in eng.store_db.query_memories("status = 'active'")}
+    alive = {m.id for m, _ in eng.store_db.iter_memory_rows() if m.status == "active"}
     assert ids["used"] in alive
     assert ids["unused"] not in alive and ids["once"] not in alive
     assert _strength(eng, ids["used"]) > 0.4  # 30 idle days after its last use

@@ -78,7 +78,7 @@ def test_keyword_search_sees_a_write_at_once_and_forget_removes_it(eng):
         assert m.id not in [h.memory.id for h in eng.recall("zebrafish pipeline retries", mode=mode)]
     with pytest.raises(NotFound):
         eng.get(m.id)
-    assert eng.store_db.count("edges", "src = ? OR dst = ?", [m.id, m.id]) == 0
+    assert eng.store_db.count_where("edges", "src = ? OR dst = ?", [m.id, m.id]) == 0
 
 
 def test_forget_by_query_deletes_only_memories_with_all_words(eng):
@@ -408,3 +408,15 @@ def test_conversation_must_be_a_string(eng):
         eng.store("A fact.", conversation=7)
     with pytest.raises(EngramError, match="conversation"):
         eng.store("A fact.", conversation=" ")
+
+
+def test_index_status_and_counts_are_read_from_the_index(eng):
+    from engram.types import MEMORY_TYPES
+    eng.store("Deploys go to Fly.io from the main branch.")
+    eng.store("Run the migrations before restarting the web workers.", memory_type="strategy")
+    st = eng.index_status()
+    assert st["rows"] == 2 and st["built_at"] == eng.index_built_at and st["edges"] >= 0
+    counts = eng.index_counts()
+    assert len(counts) == 3 * len(MEMORY_TYPES)  # every (type, status) pair, zeros included
+    assert counts[("fact", "active")] == 1 and counts[("strategy", "active")] == 1
+    assert sum(counts.values()) == 2

@@ -58,10 +58,10 @@ def test_forget_leaves_no_trace_in_rows_indexes_exports_or_file_bytes(db, tmp_pa
 
     db = eng.store_db
     assert db.get_memory(secret.id) is None
-    assert db.count("memory_events", "memory_id = ?", [secret.id]) == 0
-    assert db.count("edges", "src = ? OR dst = ?", [secret.id, secret.id]) == 0
+    assert db.count_where("memory_events", "memory_id = ?", [secret.id]) == 0
+    assert db.count_where("edges", "src = ? OR dst = ?", [secret.id, secret.id]) == 0
     for table, col in (("memories", "content"), ("memories", "metadata"), ("memory_events", "detail")):
-        assert db.count(table, f"lower({col}) LIKE '%zqxj%'") == 0, table
+        assert db.count_where(table, f"lower({col}) LIKE '%zqxj%'") == 0, table
     assert secret.id not in eng.index.row_of and secret.id not in eng.graph.g
     assert not any(t.startswith("zqxj") for t in eng.index.bm25.postings)
     assert eng.recall("zqxjbravo", mode="bm25") == []

@@ -196,7 +196,7 @@ def test_mcp_http_sessions_end_cleanly(api, settings, serve, mode):
     url = serve(build_http_app(api, settings)) + "/mcp"
 
     def carols() -> list:
-        return api.eng.store_db.query_sessions("user_id = 'carol'")
+        return api.eng.store_db.user_sessions("carol")
 
     async def main() -> None:
         async with create_mcp_http_client(headers={"X-Engram-User": "carol"}) as http, \
@@ -371,13 +371,13 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
                     "memory_events": ["detail"], "tasks": ["name", "goal", "metadata"],
                     "sessions": ["outcome_notes"]}
     db = eng.store_db
-    assert db.count("memories", "id LIKE 'imp%'") > 0
-    assert db.count("memories", "content LIKE '%[REDACTED]%'") >= 4 * len(SECRETS)
+    assert db.count_where("memories", "id LIKE 'imp%'") > 0
+    assert db.count_where("memories", "content LIKE '%[REDACTED]%'") >= 4 * len(SECRETS)
     for secret in SECRETS:
         needle = secret.split("\n")[0][:16]
         for table, cols in text_columns.items():
             for col in cols:
-                assert db.count(table, f"contains(coalesce({col}, ''), ?)", [needle]) == 0, (table, col, needle)
+                assert db.count_where(table, f"contains(coalesce({col}, ''), ?)", [needle]) == 0, (table, col, needle)
     out = tmp_path / "after.jsonl"
     export_jsonl(eng, out)
     db.checkpoint()

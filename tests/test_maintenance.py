@@ -22,7 +22,7 @@ def put(eng: Engram, text: str, **kw):
 
 
 def statuses(eng: Engram) -> dict[str, str]:
-    return {m.id: m.status for m in eng.store_db.query_memories()}
+    return {m.id: m.status for m, _ in eng.store_db.iter_memory_rows()}
 
 
 def test_near_duplicates_merge_into_one_memory_with_all_provenance(eng, clock):
@@ -105,7 +105,7 @@ def test_dry_run_changes_nothing(eng, clock):
     put(eng, PG_SAME, importance=0.9)
     weak = put(eng, "Lunch order was pasta", importance=0.1)
     clock.advance(days=40)
-    before = {m.id: m for m in eng.store_db.query_memories()}
+    before = {m.id: m for m, _ in eng.store_db.iter_memory_rows()}
     edges = eng.store_db.all_edges()
 
     report = run_maintenance(eng, apply=False)
@@ -113,7 +113,7 @@ def test_dry_run_changes_nothing(eng, clock):
     assert not report["applied"]
     assert report["consolidated"] == 2 and report["clusters"][0]["into"] is None
     assert weak.id in report["pruned_ids"]
-    assert {m.id: m for m in eng.store_db.query_memories()} == before
+    assert {m.id: m for m, _ in eng.store_db.iter_memory_rows()} == before
     assert eng.store_db.all_edges() == edges
     assert memory_stats(eng)["totals"]["runs"] == 0
 

@@ -49,9 +49,9 @@ def test_a_query_matching_nothing_returns_and_reinforces_nothing(eng):
     for text in ("Deploys go to Fly.io from main.", "The API is versioned in the URL path.",
                  "Tests run with make test."):
         eng.store(text, resolve_conflicts=False)
-    before = {m.id: m.recall_count for m in eng.store_db.query_memories()}
+    before = {m.id: m.recall_count for m, _ in eng.store_db.iter_memory_rows()}
     assert eng.recall("plan a dinner", mode="bm25") == []
-    assert {m.id: m.recall_count for m in eng.store_db.query_memories()} == before
+    assert {m.id: m.recall_count for m, _ in eng.store_db.iter_memory_rows()} == before
 
 
 def test_bm25_needs_enough_of_the_query(eng):

@@ -75,7 +75,7 @@ def test_self_check_leaves_no_trace(eng):
     assert eng.store_db.count("memories") == before["memories"] + 1
     assert eng.store_db.count("sessions") == before["sessions"]
     assert eng.store_db.count("edges") == before["edges"]
-    assert [m.content for m in eng.store_db.query_memories()] == ["An existing memory that must stay untouched"]
+    assert [m.content for m, _ in eng.store_db.iter_memory_rows()] == ["An existing memory that must stay untouched"]
 
 
 def test_mcp_config_names_non_default_settings(tmp_path):

@@ -124,12 +124,22 @@ def test_user_patterns_and_every_write_path(settings, clock):
     e.close()
 
 
+def test_opening_a_store_loads_no_extension(eng):
+    db = eng.store_db
+    loaded = {r[0] for r in db.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
+    assert loaded and not loaded & set(extensions.EXTENSIONS), loaded
+    assert db.execute("SELECT current_setting('autoload_known_extensions')").fetchone()[0] is False
+    # What would need fts fails at once: autoloading is off, so nothing is fetched.
+    with pytest.raises(duckdb.Error, match="fts"):
+        db.execute("PRAGMA create_fts_index('memories', 'id', 'content')")
+
+
 def test_bm25_agrees_with_duckdb_fts():
     docs = ["the quick brown fox jumps over the lazy dog", "a quick brown dog outpaces a quick fox",
             "lazy dogs sleep all day", "foxes are quick and clever animals", "brown bears eat fish",
             "the dog barks at the brown fox", "clever dogs learn quick tricks"]
     con = duckdb.connect()
-    extensions.load_extensions(con)
+    extensions.load_extensions(con, ("fts",))  # the one place engram loads an extension
     con.execute("CREATE TABLE d (id INTEGER, body VARCHAR)")
     con.executemany("INSERT INTO d VALUES (?, ?)", list(enumerate(docs)))
     con.execute("PRAGMA create_fts_index('d', 'id', 'body', stemmer='english', stopwords='english')")
@@ -160,7 +170,7 @@ def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, 
         hits = e.recall("staging cluster nodes", mode="bm25")
         assert hits[0].memory.id == m.id and hits[0].memory.recall_count == expected
     assert on_disk() == 0
-    assert e.store_db.count("memories", "recall_count = 3") == 1  # a SQL read writes them first
+    assert e.store_db.count_where("memories", "recall_count = 3") == 1  # a SQL read writes them first
     e.recall("staging cluster nodes", mode="bm25")
     assert e.get(m.id).recall_count == 4 and on_disk() == 3  # get() adds what is held
     monkeypatch.setattr(store_db, "RECALL_WRITE_DELAY_S", 3600.0)

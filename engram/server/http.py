@@ -269,15 +269,8 @@ def _validation_message(e: ValidationError) -> str:
 
 def _memory_gauges(api: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Memories by type and status, counted from the derived index (no database round trip)."""
-    from engram.index import STATUS_CODES
-    idx = api.eng.index
-    n = idx.n
-    alive = idx.alive[:n]
-    series = []
-    for status, scode in STATUS_CODES.items():
-        for tcode, mtype in enumerate(MEMORY_TYPES):
-            count = int((alive & (idx.status[:n] == scode) & (idx.mtype[:n] == tcode)).sum())
-            series.append(({"memory_type": mtype, "status": status}, count))
+    series = [({"memory_type": mtype, "status": status}, count)
+              for (mtype, status), count in api.eng.index_counts().items()]
     return {"engram_memories": series}
 
 

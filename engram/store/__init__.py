@@ -1,5 +1,6 @@
-"""The only package that speaks SQL."""
+"""The only package that speaks SQL: the interface the engine needs (base.py) and its DuckDB implementation."""
 
+from .base import MemoryStore
 from .db import Store
 
-__all__ = ["Store"]
+__all__ = ["MemoryStore", "Store"]

@@ -24,7 +24,7 @@ if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
 from ..types import EngramError, Memory, Session, Task
-from .extensions import load_extensions
+from .extensions import LOADED_BY_STORE, load_extensions
 from .schema import migrate
 
 MEMORY_COLUMNS = (
@@ -40,6 +40,7 @@ _MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP",
               "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "VARCHAR",
               "DOUBLE", "BLOB")
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
+TABLES = ("memories", "tasks", "sessions", "edges", "memory_events", "meta")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported", "interruption")
 
@@ -151,7 +152,7 @@ class Store:
                     "or stop it with `engram stop`"
                 ) from e
             raise
-        load_extensions(self.con)
+        load_extensions(self.con, LOADED_BY_STORE)  # none: nothing here uses one (extensions.py)
         migrate(self.con, now)
         self._lock = threading.RLock()
         self._depth = 0
@@ -366,13 +367,63 @@ class Store:
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.get_memories([memory_id]).get(memory_id)
 
-    def query_memories(self, where: str = "true", params: Sequence[Any] = (),
-                       order: str = "created_at, id", limit: int | None = None) -> list[Memory]:
+    def _memories_where(self, where: str, params: Sequence[Any] = (), order: str = "created_at, id",
+                        limit: int | None = None) -> list[Memory]:
         tail = f" LIMIT {int(limit)}" if limit is not None else ""
         rows = self.execute(
             f"SELECT {_MEM_SELECT} FROM memories WHERE {where} ORDER BY {order}{tail}", list(params)
         ).fetchall()
         return [row_to_memory(r) for r in rows]
+
+    def task_memories(self, user_id: str, task_id: str) -> list[Memory]:
+        """The task's memories of any type but deleted ones, oldest first."""
+        return self._memories_where("task_id = ? AND user_id = ? AND status <> 'deleted'",
+                                    [task_id, user_id])
+
+    def task_handoffs(self, user_id: str, task_id: str) -> list[Memory]:
+        """The task's handoffs but deleted ones, oldest first."""
+        return self._memories_where(
+            "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'",
+            [user_id, task_id])
+
+    def latest_handoff(self, user_id: str, task_id: str | None = None,
+                       tags: Sequence[str] | None = None) -> Memory | None:
+        """The newest active handoff of the user (of the task; carrying one of `tags`)."""
+        where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
+        if task_id is not None:
+            where += " AND task_id = ?"
+            params.append(task_id)
+        rows = self._memories_where(where, params, order="created_at DESC, id DESC")
+        if tags:  # few handoffs per user: filtered here, as recall filters tags
+            rows = [m for m in rows if set(tags) & set(m.tags)]
+        return rows[0] if rows else None
+
+    def last_session_progress(self, session_id: str) -> Memory | None:
+        """The newest progress note the session wrote (deleted ones aside)."""
+        rows = self._memories_where(
+            "session_id = ? AND memory_type = 'progress' AND status <> 'deleted'", [session_id],
+            order="created_at DESC, id DESC", limit=1)
+        return rows[0] if rows else None
+
+    def active_failures_tagged(self, user_id: str, tag: str) -> list[Memory]:
+        """The user's active failures carrying `tag`, newest first."""
+        return self._memories_where(
+            "user_id = ? AND memory_type = 'failure' AND status = 'active' AND list_contains(tags, ?)",
+            [user_id, tag], order="created_at DESC")
+
+    def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
+        """The task's active failures, newest first."""
+        return self._memories_where(
+            "user_id = ? AND memory_type = 'failure' AND status = 'active' AND task_id = ?",
+            [user_id, task_id], order="created_at DESC")
+
+    def active_failure_tags(self, user_id: str, prefix: str) -> list[str]:
+        """The distinct tags starting with `prefix` on the user's active failures."""
+        rows = self.execute(
+            "SELECT DISTINCT t FROM (SELECT unnest(tags) AS t FROM memories WHERE user_id = ? "
+            "AND memory_type = 'failure' AND status = 'active') WHERE starts_with(t, ?)",
+            [user_id, prefix]).fetchall()
+        return [r[0] for r in rows]
 
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
         """Every non-deleted memory with its embedding, for rebuilding derived indexes."""
@@ -419,7 +470,19 @@ class Store:
         return [{"at": _aware(r[0]).isoformat(), "action": r[1],
                  "detail": json.loads(r[2]) if r[2] else {}} for r in rows]
 
-    def count(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
+    def count(self, table: str) -> int:
+        """Rows in one of the tables, of any status and user."""
+        if table not in TABLES:
+            raise KeyError(table)
+        return self.count_where(table)
+
+    def count_live_memories(self) -> int:
+        """Memories of every user and status but deleted: the rows the index holds."""
+        return self.count_where("memories", "status <> 'deleted'")
+
+    def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
+        """Rows matching a DuckDB condition: for tests and benchmarks that check the file itself.
+        Not in MemoryStore: the engine asks for what it needs by name."""
         return int(self.execute(f"SELECT count(*) FROM {table} WHERE {where}", list(params)).fetchone()[0])
 
     # -- edges ---------------------------------------------------------------
@@ -508,10 +571,32 @@ class Store:
             params.append(_ts(v) if isinstance(v, datetime) else v)
         self.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", params + [session_id])
 
-    def query_sessions(self, where: str = "true", params: Sequence[Any] = ()) -> list[Session]:
+    def _sessions_where(self, where: str, params: Sequence[Any] = ()) -> list[Session]:
         rows = self.execute(f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions WHERE {where} "
                             "ORDER BY started_at", list(params)).fetchall()
         return [row_to_session(r) for r in rows]
+
+    def user_sessions(self, user_id: str) -> list[Session]:
+        """The user's sessions, oldest first."""
+        return self._sessions_where("user_id = ?", [user_id])
+
+    def stale_sessions(self, before: datetime) -> list[Session]:
+        """Active sessions of any user whose last heartbeat is older than `before`."""
+        return self._sessions_where("status = 'active' AND last_heartbeat < ?", [_ts(before)])
+
+    def unreported_interruptions(self, user_id: str, stale_before: datetime,
+                                 exclude: str | None = None) -> list[Session]:
+        """The user's sessions not reported yet that are interrupted, or active with a last
+        heartbeat older than `stale_before` (silent: as good as interrupted), but `exclude`."""
+        return self._sessions_where(
+            "NOT reported AND user_id = ? AND id <> ? AND (status = 'interrupted' OR "
+            "(status = 'active' AND last_heartbeat < ?))", [user_id, exclude or "", _ts(stale_before)])
+
+    def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
+        """Count one success or failure of the session and keep it as its latest outcome."""
+        col = {"success": "successes", "failure": "failures"}[outcome]
+        self.execute(f"UPDATE sessions SET {col} = coalesce({col}, 0) + 1, outcome = ?, "
+                     "outcome_notes = ? WHERE id = ?", [outcome, notes, session_id])
 
     def session_outcomes(self) -> dict[str, tuple[int, int]]:
         rows = self.execute("SELECT id, coalesce(successes, 0), coalesce(failures, 0) FROM sessions "
@@ -561,7 +646,7 @@ class Store:
     def table_counts(self, user_id: str | None = None) -> dict[str, int]:
         """Rows per exported table (memory_events counted through their memory's user)."""
         uw, p = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
-        out = {t: self.count(t, uw, p) for t in ("memories", "tasks", "sessions", "edges")}
+        out = {t: self.count_where(t, uw, p) for t in ("memories", "tasks", "sessions", "edges")}
         mw = "m.user_id = ?" if user_id is not None else "true"
         out["memory_events"] = int(self.execute(
             f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {mw}",
@@ -656,7 +741,7 @@ class Store:
             tmp.replace(self.path)
             Path(self.path + ".wal").unlink(missing_ok=True)
             self.con = duckdb.connect(self.path)
-            load_extensions(self.con)
+            load_extensions(self.con, LOADED_BY_STORE)
             self.con.execute("DELETE FROM meta WHERE key = ?", [ERASURE_PENDING])
             return True
 

@@ -1,0 +1,202 @@
+"""What the engine asks of a database: the interface every storage backend implements.
+
+Store (db.py, DuckDB) is the first implementation. Each method is named for what the engine
+needs, never for a query: no SQL text crosses this line, so a second backend implements these
+methods in its own dialect without reading a string from outside store/. Rows go in and come
+out as the domain values of engram.types (Memory, Task, Session); times are aware UTC
+datetimes; embeddings go in as float32 vectors and come out as their bytes.
+
+tests/test_architecture.py checks that the engine calls nothing on its store that is not
+declared here, and that Store implements all of it.
+"""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from datetime import datetime
+from typing import Any, Callable, Iterable, Protocol, Sequence
+
+import numpy as np
+
+from ..types import Memory, Session, Task
+
+
+class MemoryStore(Protocol):
+    """Canonical rows of memories, their history and edges, tasks and sessions, and meta keys."""
+
+    path: str  # ":memory:" for a database that lives only as long as the store
+
+    # -- lifetime and transactions ------------------------------------------
+    def close(self) -> None:
+        """Write what is held and release the database."""
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """All writes inside commit together or not at all; nested blocks join the outer one."""
+
+    def buffered(self) -> AbstractContextManager[None]:
+        """Inserts of memories, events and edges may be held and sent together; every read
+        inside still sees them."""
+
+    # -- meta ----------------------------------------------------------------
+    def get_meta(self, key: str) -> str | None: ...
+
+    def set_meta(self, key: str, value: str) -> None: ...
+
+    def schema_version(self) -> int: ...
+
+    # -- memories ------------------------------------------------------------
+    def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None: ...
+
+    def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
+        """Set fields of Memory (by name; not id) and optionally the embedding."""
+
+    def reinforce(self, ids: Sequence[str], now: datetime,
+                  grow: Callable[[Memory, datetime], float]) -> dict[str, Memory]:
+        """Count a recall of each memory, set its stability to grow(memory, now), return them as
+        they are now. The counts may be written later (see Store.reinforce), never lost to a read."""
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]: ...
+
+    def get_memory(self, memory_id: str) -> Memory | None: ...
+
+    def delete_memories(self, ids: Sequence[str]) -> None:
+        """Delete the memories with their events and edges, for good."""
+
+    def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
+        """Every memory but deleted ones with its embedding, oldest first (the index's rows)."""
+
+    def count_live_memories(self) -> int:
+        """Memories of every user and status but deleted: the rows the index holds."""
+
+    def count(self, table: str) -> int:
+        """Rows of memories, tasks, sessions, edges, memory_events or meta."""
+
+    # -- what continuity reads -------------------------------------------------
+    def task_memories(self, user_id: str, task_id: str) -> list[Memory]:
+        """The task's memories of any type but deleted ones, oldest first."""
+
+    def task_handoffs(self, user_id: str, task_id: str) -> list[Memory]:
+        """The task's handoffs but deleted ones, oldest first."""
+
+    def latest_handoff(self, user_id: str, task_id: str | None = None,
+                       tags: Sequence[str] | None = None) -> Memory | None:
+        """The newest active handoff of the user (of the task; carrying one of `tags`)."""
+
+    def last_session_progress(self, session_id: str) -> Memory | None:
+        """The newest progress note the session wrote (deleted ones aside)."""
+
+    def active_failures_tagged(self, user_id: str, tag: str) -> list[Memory]:
+        """The user's active failures carrying `tag`, newest first."""
+
+    def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
+        """The task's active failures, newest first."""
+
+    def active_failure_tags(self, user_id: str, prefix: str) -> list[str]:
+        """The distinct tags starting with `prefix` on the user's active failures."""
+
+    def task_last_activity(self, user_id: str) -> dict[str, tuple[datetime, str, str]]:
+        """Per task of the user: when its newest memory was written, its type and its content."""
+
+    # -- memory history and edges --------------------------------------------
+    def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None: ...
+
+    def events(self, memory_id: str) -> list[dict]:
+        """The memory's history, oldest first: {"at", "action", "detail"}."""
+
+    def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]], new_source: bool = False) -> None:
+        """Insert or replace (src, dst, weight) edges; new_source: every src was inserted just now."""
+
+    def delete_edges_of(self, ids: Sequence[str]) -> None:
+        """Delete every edge that starts or ends at one of the ids."""
+
+    def all_edges(self) -> list[tuple[str, str, float, str]]:
+        """(src, dst, weight, user_id) of every edge."""
+
+    # -- tasks ---------------------------------------------------------------
+    def insert_task(self, t: Task) -> None: ...
+
+    def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
+        """Set name, goal, status or metadata; updated_at becomes `now`."""
+
+    def get_task(self, task_id: str) -> Task | None: ...
+
+    def list_tasks(self, user_id: str, status: str | None = None) -> list[Task]:
+        """The user's tasks (of that status), last updated first."""
+
+    def task_sessions(self, task_id: str, status: str) -> list[Session]:
+        """The task's sessions of that status, oldest first."""
+
+    # -- sessions ------------------------------------------------------------
+    def get_session(self, session_id: str) -> Session | None: ...
+
+    def upsert_session(self, s: Session) -> None: ...
+
+    def update_session(self, session_id: str, **fields: Any) -> None:
+        """Set fields of Session by name."""
+
+    def user_sessions(self, user_id: str) -> list[Session]:
+        """The user's sessions, oldest first."""
+
+    def stale_sessions(self, before: datetime) -> list[Session]:
+        """Active sessions of any user whose last heartbeat is older than `before`."""
+
+    def unreported_interruptions(self, user_id: str, stale_before: datetime,
+                                 exclude: str | None = None) -> list[Session]:
+        """The user's sessions not reported yet that are interrupted, or active with a last
+        heartbeat older than `stale_before`, but `exclude`; oldest first."""
+
+    def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
+        """Count one "success" or "failure" of the session and keep it as its latest outcome."""
+
+    def session_outcomes(self) -> dict[str, tuple[int, int]]:
+        """(successes, failures) of every session that reported any."""
+
+    # -- maintenance and stats -------------------------------------------------
+    def open_task_ids(self) -> set[str]:
+        """Ids of tasks neither done nor abandoned, of every user."""
+
+    def latest_handoff_ids(self) -> set[str]:
+        """The newest active handoff of every (user, task) pair, the task-less ones included."""
+
+    def retired_memories(self, statuses: Sequence[str]) -> list[tuple[str, str, str | None, datetime | None]]:
+        """(id, status, superseded_by, valid_to) of memories of these statuses."""
+
+    def memory_counts(self, user_id: str | None = None) -> list[tuple[str, str, str, int]]:
+        """(user_id, memory_type, status, count) groups, of every user when user_id is None."""
+
+    def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
+        """Rows of "tasks" or "sessions" by status."""
+
+    def file_size(self) -> int | None:
+        """Bytes on disk (None in memory)."""
+
+    def checkpoint(self) -> None:
+        """Make every committed write durable in the main file."""
+
+    def compact(self) -> bool:
+        """Rewrite the database so deleted rows' bytes leave the disk; False in memory."""
+
+    def erasure_pending(self) -> bool:
+        """True when deleted rows may still have bytes on disk (compact clears it)."""
+
+    # -- export and import -----------------------------------------------------
+    def table_counts(self, user_id: str | None = None) -> dict[str, int]:
+        """Rows per exported table: memories, tasks, sessions, edges, memory_events."""
+
+    def existing_ids(self, table: str, ids: Sequence[str]) -> set[str]:
+        """Which of the ids exist in "memories", "tasks" or "sessions"."""
+
+    def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000
+                         ) -> Iterable[tuple[Memory, bytes | None]]:
+        """Every memory row of any status, with its embedding, oldest first."""
+
+    def events_by_memory(self, user_id: str | None = None) -> dict[str, list[dict]]: ...
+
+    def all_tasks(self, user_id: str | None = None) -> list[Task]:
+        """Tasks, oldest first."""
+
+    def sessions_with_counts(self, user_id: str | None = None) -> list[tuple[Session, int, int]]:
+        """Sessions, oldest first, with their success and failure counts."""
+
+    def user_edges(self, user_id: str | None = None) -> list[tuple[str, str, float, str]]:
+        """(src, dst, weight, user_id) of the user's edges (every user's when None), sorted."""

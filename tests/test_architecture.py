@@ -1,0 +1,151 @@
+"""Boundaries: only engram/store/ speaks SQL, the engine uses only the store's interface, and
+adapters reach the database and the derived indexes through the facade."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+from pathlib import Path
+
+import pytest
+
+import engram
+from engram.store.base import MemoryStore
+from engram.store.db import Store
+
+PACKAGE = Path(engram.__file__).parent
+# Modules of the engine: they hold the store (Engram.store_db) and call its named methods.
+ENGINE = {"engram.py", "continuity.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py"}
+# Entry points: they parse, call the facade, render. No store, no index, no graph.
+ADAPTERS = {"api.py", "cli.py", "setup.py", "server"}
+
+# SQL in a string literal: statements, WHERE fragments, conditions on a bound parameter.
+SQL = [re.compile(p) for p in (
+    r"\bSELECT\b[\s\S]*\bFROM\b",
+    r"\bINSERT\b[\s\S]*\bINTO\b",
+    r"\bUPDATE\s+\w+\s+SET\b",
+    r"\bDELETE\s+FROM\b",
+    r"\bWHERE\b",
+    r"\w+\s*(?:=|<>|!=|<=|>=|<|>)\s*\?",
+    r"\w+\s*<>\s*'",
+    r"\w+\s*=\s*'[^']*'\s+(?:AND|OR)\b",
+    r"\w+\s+(?:NOT\s+)?IN\s*\(\s*\?",
+    r"\blist_contains\(",
+)]
+REACH_THROUGH = {"store_db", "index", "graph"}  # Engram attributes an adapter must not touch
+
+
+def modules() -> list[tuple[str, str]]:
+    """(path relative to engram/, source) of every module of the package."""
+    return [(p.relative_to(PACKAGE).as_posix(), p.read_text()) for p in sorted(PACKAGE.rglob("*.py"))]
+
+
+def sql_in(source: str) -> list[str]:
+    """String literals that hold SQL, and calls of .execute()."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if any(p.search(node.value) for p in SQL):
+                found.append(f"line {node.lineno}: SQL text {node.value[:60]!r}")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("execute", "executemany", "sql"):
+            found.append(f"line {node.lineno}: .{node.func.attr}() call")
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+            if any(n == "duckdb" or n.startswith("duckdb.") for n in names):
+                found.append(f"line {node.lineno}: imports duckdb")
+    return found
+
+
+def attributes(source: str, names: set[str]) -> list[str]:
+    """Uses of attributes with these names (a method call like list.index() aside)."""
+    tree = ast.parse(source)
+    called = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+    return [f"line {n.lineno}: .{n.attr}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr in names and id(n) not in called]
+
+
+def store_calls(source: str) -> set[str]:
+    """Attributes the module uses on its store: `x.store_db.NAME`, and `db.NAME` after `db = x.store_db`."""
+    tree = ast.parse(source)
+    aliases = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign)
+               and isinstance(n.value, ast.Attribute) and n.value.attr == "store_db"
+               for t in n.targets if isinstance(t, ast.Name)}
+    out = set()
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Attribute):
+            v = n.value
+            if (isinstance(v, ast.Attribute) and v.attr == "store_db") or \
+                    (isinstance(v, ast.Name) and v.id in aliases):
+                out.add(n.attr)
+    return out
+
+
+def interface() -> set[str]:
+    return {n for n in dir(MemoryStore) if not n.startswith("_")} | set(MemoryStore.__annotations__)
+
+
+def in_store(path: str) -> bool:
+    return path.startswith("store/")
+
+
+def is_adapter(path: str) -> bool:
+    return path in ADAPTERS or path.split("/")[0] in ADAPTERS
+
+
+def test_only_the_store_speaks_sql():
+    bad = [f"engram/{path} {hit}" for path, src in modules() if not in_store(path) for hit in sql_in(src)]
+    assert not bad, "SQL outside engram/store/ (add a named method to store/base.py and db.py):\n" + "\n".join(bad)
+
+
+def test_nothing_outside_the_store_touches_its_connection():
+    bad = [f"engram/{path} {hit}" for path, src in modules() if not in_store(path)
+           for hit in attributes(src, {"con", "_con"})]
+    assert not bad, "\n".join(bad)
+
+
+def test_only_the_engine_holds_the_store():
+    bad = [f"engram/{path} {hit}" for path, src in modules()
+           if not in_store(path) and path not in ENGINE for hit in attributes(src, {"store_db"})]
+    assert not bad, "the store is the engine's (add a facade method to engram.py):\n" + "\n".join(bad)
+
+
+def test_adapters_reach_nothing_through_the_facade():
+    bad = [f"engram/{path} {hit}" for path, src in modules() if is_adapter(path)
+           for hit in attributes(src, REACH_THROUGH)]
+    assert not bad, "adapters call the facade, not its parts:\n" + "\n".join(bad)
+
+
+def test_the_engine_calls_only_the_store_interface():
+    used = {(path, name) for path, src in modules() if path in ENGINE for name in store_calls(src)}
+    assert {name for _, name in used} >= {"transaction", "get_memories", "latest_handoff"}  # the scan sees calls
+    bad = sorted(f"engram/{path}: .{name}" for path, name in used if name not in interface())
+    assert not bad, "not declared in store/base.py MemoryStore:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in interface() if callable(getattr(MemoryStore, n, None))))
+def test_store_implements_the_interface(name):
+    want = inspect.signature(getattr(MemoryStore, name))
+    got = inspect.signature(getattr(Store, name))
+    assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == \
+        [(p.name, p.kind, p.default) for p in want.parameters.values()], name
+
+
+def test_the_checks_catch_violations():
+    # A check that cannot fail guards nothing: each one flags a line written to break it.
+    assert sql_in('rows = db.query("status = \'active\' AND last_heartbeat < ?")')
+    assert sql_in('eng.store_db.execute("x")')
+    assert sql_in('q = f"SELECT id FROM {t} ORDER BY id"')
+    assert sql_in("import duckdb")
+    assert sql_in('n = store.count("memories", "id IN (?, ?)")')
+    assert sql_in('n = store.count("memories", "status <> \'deleted\'")')
+    assert sql_in('w = "memory_type = \'handoff\' AND status = \'active\'"')
+    assert not sql_in('msg = "select a memory from the list, then update it"')
+    assert not sql_in('msg = "skip existing ids with on_conflict=\'skip\'"')
+    assert attributes("n = api.eng.index.n", REACH_THROUGH) == ["line 1: .index"]
+    assert attributes("i = MEMORY_TYPES.index(t)", REACH_THROUGH) == []
+    assert attributes("c = eng.store_db.con", {"con"}) == ["line 1: .con"]
+    assert store_calls("db = eng.store_db\ndb.drop_everything()\neng.store_db.get_meta('k')") \
+        == {"drop_everything", "get_meta"}
+    assert "drop_everything" not in interface()
