@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent.parent
 
 CHILD = """
 import json, sys, time
+import engram
 from engram import Engram
 from engram.config import Settings
 from engram.embedding import FakeEmbedder
@@ -34,7 +35,7 @@ for _ in range(int(sys.argv[1])):
     t = time.perf_counter()
     Engram(":memory:", settings=settings, embedder=fake).close()
     out.append(time.perf_counter() - t)
-print(json.dumps(out))
+print(json.dumps({"engram": engram.__file__, "times": out}))
 """
 
 
@@ -43,7 +44,10 @@ def sample(tree: Path, n: int, home: str) -> list[float]:
     env = {**os.environ, "PYTHONPATH": str(tree), "ENGRAM_HOME": home, "HF_HUB_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", CHILD, str(n)], cwd=tree, env=env,
                          capture_output=True, text=True, check=True)
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if not Path(got["engram"]).resolve().is_relative_to(tree):
+        raise SystemExit(f"timed {got['engram']}, not the engram of {tree}")
+    return got["times"]
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -41,3 +41,15 @@ def test_continuity_bench_reports_each_size():
     assert all(r["recall_p50_ms"] > 0 and r["get_context_p50_ms"] > 0 and r["cold_recall_ms"] > 0
                for r in out["rows"])
     assert out["rows"][0]["recall_p50_ratio"] == 1.0
+
+
+def test_open_close_bench_times_this_tree_and_another(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from benchmarks import open_close
+    here = Path(open_close.__file__).resolve().parent.parent
+    shutil.copytree(here / "engram", tmp_path / "engram", ignore=shutil.ignore_patterns("__pycache__"))
+    out = open_close.main(["--samples", "2", "--rounds", "2", "--compare", str(tmp_path)])
+    assert out[str(here)]["n"] == out[str(tmp_path)]["n"] == 4
+    assert out[str(here)]["median_ms"] > 0 and out[str(tmp_path)]["ratio_to_this_tree"] > 0
