@@ -117,9 +117,10 @@ class Api:
             out["degraded"] = f"keyword (bm25) recall only: the embedding model is unavailable ({self.eng.degraded})"
         return out
 
-    def get_context(self, ctx: Ctx, query: str, max_tokens: int, task_id: str | None, limit: int) -> dict:
+    def get_context(self, ctx: Ctx, query: str, max_tokens: int, task_id: str | None, limit: int,
+                    tags: list[str] | str | None) -> dict:
         return self._say_degraded(self.eng.context(query, max_tokens=max_tokens, task_id=task_id, limit=limit,
-                                                   user_id=ctx.user_id, session_id=ctx.session_id))
+                                                   tags=tags, user_id=ctx.user_id, session_id=ctx.session_id))
 
     # -- tasks and continuity --------------------------------------------------
     def create_task(self, ctx: Ctx, name: str, goal: str, metadata: dict | None) -> dict:

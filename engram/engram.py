@@ -606,15 +606,18 @@ class Engram(ContinuityMixin):
 
     # -- read path -----------------------------------------------------------
     def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
-                user_id: str | None = None, session_id: str | None = None) -> dict:
+                tags: Sequence[str] | str | None = None, user_id: str | None = None,
+                session_id: str | None = None) -> dict:
         """One ready-to-read <memory> block within `max_tokens`: the latest handoff with its next
         steps' status, then the relevant memories, then pitfalls, each kept only if it still fits.
+        `tags`: only memories (and a handoff) with at least one of them.
 
         Returns {context, tokens, memory_ids, interrupted_sessions}.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
-        r = self.recall_context(query, limit=limit, task_id=task_id, user_id=user_id, session_id=session_id,
+        r = self.recall_context(query, limit=limit, task_id=task_id, tags=check_tags(tags) or None,
+                                user_id=user_id, session_id=session_id,
                                 min_share=self.settings.context_min_share)
         text, ids = pack_context(r, max_tokens)
         return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,

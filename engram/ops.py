@@ -217,6 +217,8 @@ Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
         Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
         _task(),
         Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
+        Param("tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None,
+              flag="--tag"),
     ), mcp="read", title="Get context block", description="""\
 Like recall_memory, but returns one ready-to-read <memory> text block that fits a token budget:
 the latest handoff with next-step status, relevant memories, then pitfalls. Use it to prime

@@ -146,7 +146,7 @@ def test_every_api_method_takes_exactly_the_declared_arguments():
 
 def test_check_fills_defaults_and_names_every_problem():
     assert ops.check("get_context", {"query": "deploys"}) == {
-        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20}
+        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None}
     with pytest.raises(EngramError, match=r"^store_memory: unknown argument\(s\): colour; accepted: content,"):
         ops.check("store_memory", {"content": "x", "colour": "red"})
     with pytest.raises(EngramError, match="^get_task: invalid arguments: missing required argument task_id$"):
@@ -240,3 +240,31 @@ def test_one_json_encoder_for_http_rpc_and_cli():
     assert json.loads(JSON(value).body) == expected
     with pytest.raises(TypeError, match="object is not JSON serializable"):
         ops.dumps({"x": object()})
+
+
+# ---------------------------------------------------------------- the worked example: get_context(tags)
+
+
+def test_get_context_tags_work_over_mcp_http_and_the_cli(api, settings, serve, capsys):
+    """One Param in the declaration plus its use in Engram.context: the filter works on every door."""
+    ctx = Ctx("s-ops")
+    api.call("store_memory", {"content": "Invoices retry three times, then page the billing on-call",
+                              "tags": ["billing"]}, ctx)
+    api.call("store_memory", {"content": "Invoices retry alerts go to the ops channel first",
+                              "tags": ["ops"]}, ctx)
+    both = api.call("get_context", {"query": "invoices retry"}, ctx)["context"]
+    assert "billing on-call" in both and "ops channel" in both  # the control: without tags, both
+
+    async def over_mcp():
+        async with Client(build_mcp(lambda c: LocalBackend(api, ctx))) as c:
+            r = await c.call_tool("get_context", {"query": "invoices retry", "tags": ["billing"]})
+            assert not r.is_error, r.content[0].text
+            return r.structured_content["context"]
+
+    base = serve(build_app(api, token=None, settings=settings))
+    over_http = httpx.post(f"{base}/context", json={"query": "invoices retry", "tags": ["billing"]},
+                           timeout=30).json()["context"]
+    assert main(["context", "invoices retry", "--tag", "billing"], api_factory=lambda s: api) == 0
+    over_cli = capsys.readouterr().out
+    for text in (asyncio.run(over_mcp()), over_http, over_cli):
+        assert "billing on-call" in text and "ops channel" not in text, text
