@@ -1,16 +1,18 @@
 """The operations every entry point exposes (MCP tools, HTTP routes, CLI, the daemon's socket).
 
-Each takes plain JSON-like arguments plus the caller's context, calls the facade once and
-returns a JSON-ready dict. Nothing here knows about a transport.
+Their arguments are declared in engram.ops and checked there by `Api.call`; each method takes
+them complete plus the caller's context, calls the facade once and returns a JSON-ready dict.
+Nothing here knows about a transport.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from .clock import utc
 from . import ops
@@ -97,9 +99,7 @@ class Api:
                 "count": len(ids), "dry_run": bool(dry_run)}
 
     def get_memory(self, ctx: Ctx, memory_id: str) -> dict:
-        m = self.eng.get(memory_id, ctx.user_id)
-        return {**m.to_dict(), "quality_score": self.eng.quality(m),
-                "history": self.eng.store_db.events(m.id)}
+        return self.eng.memory_view(memory_id, ctx.user_id)
 
     def recall_memory(self, ctx: Ctx, query: str, limit: int, memory_type: str | None,
                       task_id: str | None, tags: list[str] | None, as_of: str | None,

@@ -80,8 +80,6 @@ def build_parser() -> argparse.ArgumentParser:
                 if spec.params is None or param.name in spec.params:
                     _add_param(c, param, spec.command, positional=param.name in spec.positional)
 
-    c = cmd(sub, "export", "Write the user's memories, tasks, sessions and edges to a JSON Lines file.")
-    c.add_argument("path", help="file to write")
     c = cmd(sub, "import", "Load a file written by `engram export` (the user's rows only), or memories "
             "from another tool with --from.")
     c.add_argument("path", help="file to read (a file or folder with --from markdown)")
@@ -167,6 +165,9 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         for p in op.params:
             if p.name in args and _shape(p.type)[0] is dict:
                 args[p.name] = _json_option(args[p.name], p.option)
+        if "path" in args:
+            # Absolute: through the daemon the path is opened by another process, in another directory.
+            args["path"] = str(Path(args["path"]).expanduser().resolve())
         if a.op == "store_memory" and args["content"] == "-":
             # The one newline that ends piped input (echo, a file's last line) is framing, not
             # text; everything before it is stored as it is.
@@ -174,11 +175,8 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
             args["content"] = content[:-2] if content.endswith("\r\n") else content.removesuffix("\n")
         return a.op, args
     c = a.command
-    if c in ("export", "import"):
-        # Absolute: through the daemon the path is opened by another process, in another directory.
-        path = str(Path(a.path).expanduser().resolve())
-        if c == "export":
-            return "export_memories", {"path": path}
+    if c == "import":  # two operations, picked by --from
+        path = str(Path(a.path).expanduser().resolve())  # absolute, as above
         if a.source != "engram":
             if a.on_conflict != "error" or a.reembed:
                 raise CliError("--skip-existing and --reembed are for engram export files, not --from "

@@ -631,6 +631,11 @@ class Engram(ContinuityMixin):
             raise NotFound(f"no memory with id {memory_id!r}")
         return m
 
+    def memory_view(self, memory_id: str, user_id: str | None = None) -> dict:
+        """One memory as the clients show it: its fields, quality score and history."""
+        m = self.get(memory_id, user_id)
+        return {**m.to_dict(), "quality_score": self.quality(m), "history": self.store_db.events(m.id)}
+
     def history(self, memory_id: str, user_id: str | None = None) -> list[dict]:
         self.get(memory_id, user_id)
         return self.store_db.events(memory_id)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, time
 from functools import cache
 from pathlib import Path
@@ -106,7 +106,7 @@ class Op:
     title: str = ""  # the MCP tool's title
     description: str = ""  # the MCP tool's description, written for the model that calls it
     http: Http | None = None
-    cli: tuple[Cli, ...] = field(default=())
+    cli: tuple[Cli, ...] = ()
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -189,8 +189,7 @@ previous_id). The text is stored exactly as sent. Content over 1000
 characters is split into linked chunks (chunk_ids); over 100,000 characters is refused.""",
        http=Http("POST", "/memories", "Store a memory (resolved against what is known)"),
        cli=(Cli(("remember",), "Store a memory (resolved against what is already known).",
-                positional=("content",),
-                params=("content", "memory_type", "importance", "tags", "task_id", "pinned", "metadata")),)),
+                positional=("content",)),)),
 
     Op("update_memory", (
         Param("memory_id", str, "Id of the memory to rewrite."),
@@ -374,7 +373,9 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
        http=Http("GET", "/memories/{memory_id}", "One memory with its history")),
     Op("memory_prompt", cli=(Cli(("prompt",), "Print the memory rules for CLAUDE.md / AGENTS.md with the "
                                  "open tasks' state."),)),
-    Op("export_memories", (Param("path", str, "File to write (JSON Lines)."),)),
+    Op("export_memories", (Param("path", str, "File to write."),),
+       cli=(Cli(("export",), "Write the user's memories, tasks, sessions and edges to a JSON Lines file.",
+                positional=("path",)),)),
     Op("import_memories", (
         Param("path", str, "An `engram export` file."),
         Param("on_conflict", str, "error: refuse a file with ids that exist; skip: keep those rows.", "error"),

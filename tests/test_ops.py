@@ -149,7 +149,7 @@ def test_check_fills_defaults_and_names_every_problem():
         "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None}
     with pytest.raises(EngramError, match=r"^store_memory: unknown argument\(s\): colour; accepted: content,"):
         ops.check("store_memory", {"content": "x", "colour": "red"})
-    with pytest.raises(EngramError, match="^get_task: invalid arguments: missing required argument task_id$"):
+    with pytest.raises(EngramError, match=r"^get_task: invalid arguments: missing required argument task_id$"):
         ops.check("get_task", {})
     with pytest.raises(EngramError, match=r"importance must be a number between 0 and 1 \(got 2\)"):
         ops.check("store_memory", {"content": "x", "importance": 2})

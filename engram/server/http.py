@@ -207,26 +207,30 @@ _FROM_SETTINGS: Any = object()
 
 
 class _EndingSessions:
-    """ASGI wrapper of the MCP app: after it accepted a DELETE (a client closing its session),
-    call `end(headers)`. A class, not a function, so Starlette's Route passes ASGI through."""
+    """ASGI wrapper of the MCP app: when it accepts a DELETE (a client closing its session),
+    call `end(headers)` before the response's last byte goes out, so a client that heard back
+    finds the session ended. A class, not a function, so Starlette's Route passes ASGI through."""
 
     def __init__(self, app: Any, end: Callable[[dict[str, str]], None]):
         self.app, self.end = app, end
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("method") != "DELETE":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         status = 0
 
         async def capture(message: dict) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif (message["type"] == "http.response.body" and not message.get("more_body")
+                  and 200 <= status < 300 and headers.get("mcp-session-id")):
+                await run_in_threadpool(self.end, headers)
             await send(message)
 
         await self.app(scope, receive, capture)
-        if scope.get("method") == "DELETE" and 200 <= status < 300:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-            if headers.get("mcp-session-id"):
-                await run_in_threadpool(self.end, headers)
 
 
 def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
