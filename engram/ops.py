@@ -5,7 +5,9 @@ default, description for the calling model) and where it is exposed: as an MCP t
 route, CLI commands. The adapters build everything else from these declarations: the MCP
 tool schemas (server/mcp.py), the HTTP body models and the OpenAPI document (server/http.py),
 the argparse arguments (cli.py), and `check`, the one argument check every call goes through
-(Api.call). Adding a parameter is one `Param` here plus its use in the Api method.
+(Api.call). Adding a parameter is one `Param` here plus its use in the Api method; adding an
+operation is one `Op` here plus an Api method of the same name that takes every declared
+parameter, without defaults (the declaration holds them; tests/test_ops.py checks both agree).
 
 Plain frozen dataclasses, no pydantic at import: the CLI builds its parser from this module
 and should not pay for pydantic; the pydantic models are built on first use.
@@ -25,8 +27,10 @@ from typing import Any, Literal
 from .types import (INTERRUPTION_REASONS, MEMORY_TYPES, OUTCOMES, PROGRESS_STATUSES, SEARCH_MODES,
                     TASK_STATUSES, EngramError)
 
-__all__ = ["OPS", "TOOLS", "Cli", "Http", "InvalidArguments", "Op", "Param", "check", "check_values",
-           "describe", "json_default", "refuse_unknown"]
+__all__ = ["OPS", "OPS_LIST", "REQUIRED", "TOOLS", "Cli", "Http", "InvalidArguments", "Op", "Param",
+           "arguments_model", "body_model", "body_params", "check", "check_values", "describe", "dumps",
+           "json_default", "path_params", "refuse_unknown"]
+
 
 class _Required:
     def __repr__(self) -> str:
@@ -124,10 +128,6 @@ class Op:
 # ---------------------------------------------------------------- shared parameters
 
 
-def _task(description: str = "Id from create_task (t-...); links this to that task.", **kw: Any) -> Param:
-    return Param("task_id", str | None, description, None, flag="--task", **kw)
-
-
 MemoryTypeT = Literal[MEMORY_TYPES]  # type: ignore[valid-type]
 SearchModeT = Literal[SEARCH_MODES]  # type: ignore[valid-type]
 TaskStatusT = Literal[TASK_STATUSES]  # type: ignore[valid-type]
@@ -136,6 +136,7 @@ Items = list[str] | str | None
 TAGS = Param("tags", Items, "Short labels to filter by later, e.g. ['auth', 'db'].", None, flag="--tag")
 METADATA = Param("metadata", dict[str, Any] | None, "Extra JSON kept with the memory.", None)
 TOKENS = {"ge": 50, "le": 100_000}
+TASK_ID = Param("task_id", str | None, "Id from create_task (t-...); links this to that task.", None, flag="--task")
 
 
 # ---------------------------------------------------------------- the operations
@@ -146,7 +147,7 @@ OPS_LIST = (
         Param("query", str, "What you need to know, in plain words."),
         Param("limit", int, "Most memories to return (1-1000).", 10, ge=1, le=1000),
         Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None, flag="--type"),
-        _task(),
+        TASK_ID,
         TAGS,
         Param("as_of", str | None, "ISO date/time: answer as the memory stood then (no reinforcement).", None),
         Param("mode", SearchModeT, "hybrid (default), bm25 (exact words) or vector.", "hybrid"),
@@ -170,7 +171,7 @@ The latest relevant handoff is pinned first in memories. Recalled memories are r
               flag="--type"),
         Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, ge=0, le=1),
         TAGS,
-        _task(),
+        TASK_ID,
         METADATA,
         Param("pinned", bool, "Never decay or prune this memory.", False, flag="--pin"),
         Param("conversation", str | None, (
@@ -214,7 +215,7 @@ Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
     Op("get_context", (
         Param("query", str, "What you are about to work on."),
         Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
-        _task(),
+        TASK_ID,
         Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
         Param("tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None,
               flag="--tag"),
@@ -232,7 +233,7 @@ yourself at the start of a session. Returns {context, tokens, memory_ids, interr
         Param("in_progress", Items, "Things started but not finished.", None),
         Param("blocked", Items, "Things blocked, with what blocks them.", None),
         Param("next_steps", Items, "Concrete next actions for the next session.", None, flag="--next"),
-        _task(),
+        TASK_ID,
     ), mcp="write", title="Write a session handoff", description="""\
 Call before you end a session (or when context is running out) so the next session can
 continue where you stopped. The next recall_memory/get_context pins it first and checks each
@@ -307,7 +308,7 @@ planned appears once; do not redo a step marked done.""",
 
     Op("report_interruption", (
         Param("reason", Literal[INTERRUPTION_REASONS], "context_overflow, rate_limit, user_stop or other."),  # type: ignore[valid-type]
-        _task(),
+        TASK_ID,
     ), mcp="write", title="Report an interruption", description="""\
 Call when you are about to be cut off (context nearly full, rate limited, the user
 stopping you), after session_handoff and track_progress. This session ends as interrupted
@@ -319,7 +320,7 @@ resume_task lists it. Returns {session_id, status: "interrupted", reason, task_i
         Param("error", str, "What went wrong (the error message or symptom)."),
         Param("component", str, "The part of the system it happened in."),
         Param("root_cause", str, "Why it happened, if known.", ""),
-        _task(),
+        TASK_ID,
         Param("fix", str | None, "What fixed it, if anything.", None),
     ), mcp="write_idempotent", title="Record a failure", description="""\
 Record an error, dead end or approach that did not work, so no session repeats it. Later
@@ -332,7 +333,7 @@ reinforces the existing record. Returns {action, memory_id, content, reason}."""
         Param("feature", str, "The feature or step this is about."),
         Param("status", Literal[PROGRESS_STATUSES], "planned, in_progress, blocked or done."),  # type: ignore[valid-type]
         Param("completion", float, "Fraction done, 0 to 1.", 0.0, ge=0, le=1),
-        _task(),
+        TASK_ID,
         Param("notes", str, "Details worth keeping.", ""),
     ), mcp="write", title="Record progress", description="""\
 Record a milestone as you work (a step started, finished or blocked). Progress is what marks a
