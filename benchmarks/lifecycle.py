@@ -24,7 +24,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings, VirtualClock
-from engram.api import Api, Ctx, estimate_tokens
+from engram.api import Api, Ctx
+from engram.continuity import estimate_tokens
 from engram.embedding import load_embedder
 from engram.maintenance import memory_stats
 from engram.scheduler import MaintenanceScheduler
