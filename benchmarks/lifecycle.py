@@ -24,7 +24,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings, VirtualClock
-from engram.api import Api, Ctx, estimate_tokens
+from engram.api import Api, Ctx
+from engram.continuity import estimate_tokens
 from engram.embedding import load_embedder
 from engram.maintenance import memory_stats
 from engram.scheduler import MaintenanceScheduler
@@ -119,7 +120,7 @@ def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
                 if hour == 9 and day < len(DURABLE):
                     items.append({"content": DURABLE[day][0], "importance": 0.8, "tags": ["durable"]})
                 for it in items:
-                    api.store_memory(ctx, **it)
+                    api.call("store_memory", it, ctx)
                     written.append(it["content"])
                     noise_written += "noise" in it["tags"]
                     durable_stores += "durable" in it["tags"]
@@ -130,7 +131,7 @@ def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
                     q = rng.choice(rng.choice(known)[2])
                 else:
                     q = f"what happened with {rng.choice(THINGS)}"
-                got = api.get_context(ctx, q, limit=limit) if limit else api.get_context(ctx, q)
+                got = api.call("get_context", {"query": q, **({"limit": limit} if limit else {})}, ctx)
                 organic_tokens.append(got["tokens"])
                 texts = [m.content for m in eng.store_db.get_memories(got["memory_ids"]).values()]
                 for _, key, _, _ in DURABLE:
@@ -155,8 +156,8 @@ def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
                 why = "pruned"
             missing.append(f"{key!r} ({why})")
     for _, _, _, final_q in DURABLE:  # after the recall check: get_context reinforces
-        ctx5.append(api.get_context(ctx, final_q, limit=5)["tokens"])
-        ctx20.append(api.get_context(ctx, final_q)["tokens"])
+        ctx5.append(api.call("get_context", {"query": final_q, "limit": 5}, ctx)["tokens"])
+        ctx20.append(api.call("get_context", {"query": final_q}, ctx)["tokens"])
     stats = memory_stats(eng)
     idx = eng.index
     active = [i for i in idx.row_of if idx.status[idx.row_of[i]] == 0]

@@ -15,11 +15,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Any, Literal, Union, get_args, get_origin
 
 from . import __version__
 from .config import Settings
-from .types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
+from .ops import OPS, OPS_LIST, Param, dumps
+from .types import EngramError
 
 __all__ = ["build_parser", "main"]
 
@@ -59,96 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
     def cmd(parent, name: str, text: str) -> argparse.ArgumentParser:
         return parent.add_parser(name, help=text, description=text, parents=[common])
 
-    c = cmd(sub, "remember", "Store a memory (resolved against what is already known).")
-    c.add_argument("content", help="the text to remember; '-' reads it from stdin")
-    c.add_argument("--type", dest="memory_type", choices=MEMORY_TYPES, default="fact",
-                   help="kind of memory (default: fact)")
-    c.add_argument("--importance", type=float, help="0 to 1; higher decays slower (default 0.5)")
-    c.add_argument("--tag", dest="tags", action="append", help="a tag; repeat for several")
-    c.add_argument("--task", dest="task_id", help="id of the task this memory belongs to")
-    c.add_argument("--pin", action="store_true", help="never decay or prune this memory")
-    c.add_argument("--metadata", help="extra fields as a JSON object")
+    # The commands that run one operation, with arguments derived from its declaration (engram.ops).
+    groups: dict[str, Any] = {}
+    for op in OPS_LIST:
+        for spec in op.cli:
+            parent = sub
+            if len(spec.command) == 2:
+                group = spec.command[0]
+                if group not in groups:
+                    text = GROUPS[group]
+                    g = sub.add_parser(group, help=text, description=text)
+                    groups[group] = g.add_subparsers(dest=f"{group}_command", metavar="ACTION", title="actions",
+                                                     required=True)
+                parent = groups[group]
+            c = cmd(parent, spec.command[-1], spec.help)
+            c.set_defaults(op=op.name)
+            for param in op.params:
+                if spec.params is None or param.name in spec.params:
+                    _add_param(c, param, spec.command, positional=param.name in spec.positional)
 
-    c = cmd(sub, "recall", "Search memories by meaning and keywords.")
-    c.add_argument("query", help="what to look for")
-    c.add_argument("--limit", type=int, help="most results to return (default 10)")
-    c.add_argument("--type", dest="memory_type", choices=MEMORY_TYPES, help="only this kind of memory")
-    c.add_argument("--task", dest="task_id", help="only memories of this task")
-    c.add_argument("--tag", dest="tags", action="append", help="only memories with this tag; repeatable")
-    c.add_argument("--as-of", dest="as_of", help="what was believed at this ISO date or datetime")
-    c.add_argument("--mode", choices=SEARCH_MODES, help="hybrid (default), bm25 or vector")
-    c.add_argument("--explain", action="store_true", help="include each hit's score breakdown")
-
-    c = cmd(sub, "context", "Print a token-budgeted memory block to paste into a prompt.")
-    c.add_argument("query", help="what the next piece of work is about")
-    c.add_argument("--max-tokens", dest="max_tokens", type=int, help="token budget (default 1500)")
-    c.add_argument("--task", dest="task_id", help="the task being resumed")
-    c.add_argument("--limit", type=int, help="most memories to consider (default 20)")
-
-    c = cmd(sub, "forget", "Delete memories for good: one by id, or all that match every word of --query.")
-    c.add_argument("memory_id", nargs="?", help="id of the memory to delete")
-    c.add_argument("--query", help="delete every memory containing all these words")
-    c.add_argument("--dry-run", dest="dry_run", action="store_true", help="show what would go, delete nothing")
-
-    task = sub.add_parser("task", help="Create, list, show and update tasks.",
-                          description="Create, list, show and update tasks.")
-    tsub = task.add_subparsers(dest="task_command", metavar="ACTION", title="actions", required=True)
-    c = cmd(tsub, "create", "Start tracking a task.")
-    c.add_argument("name", help="short name of the task")
-    c.add_argument("--goal", help="what done looks like")
-    c.add_argument("--metadata", help="extra fields as a JSON object")
-    c = cmd(tsub, "list", "List tasks, newest first.")
-    c.add_argument("--status", choices=TASK_STATUSES, help="only tasks with this status")
-    c = cmd(tsub, "show", "Show a task with its timeline and latest handoff.")
-    c.add_argument("task_id", help="id of the task")
-    c = cmd(tsub, "update", "Change a task's status, goal or name.")
-    c.add_argument("task_id", help="id of the task")
-    c.add_argument("--status", choices=TASK_STATUSES, help="new status")
-    c.add_argument("--goal", help="new goal")
-    c.add_argument("--name", help="new name")
-    c.add_argument("--metadata", help="fields to merge into the metadata, as a JSON object")
-
-    c = cmd(sub, "handoff", "Record where the work stands, for the next session to pick up.")
-    c.add_argument("summary", help="one paragraph on the state of the work")
-    c.add_argument("--completed", action="append", help="something finished; repeatable")
-    c.add_argument("--in-progress", dest="in_progress", action="append",
-                   help="something half done; repeatable")
-    c.add_argument("--blocked", action="append", help="something stuck, and on what; repeatable")
-    c.add_argument("--next", dest="next_steps", action="append", help="a next step; repeatable")
-    c.add_argument("--task", dest="task_id", help="id of the task this handoff is for")
-
-    # Continuity for agents without MCP and for people at a terminal.
-    c = cmd(sub, "tasks", "List tasks, open ones first, with their last activity.")
-    c.add_argument("--status", choices=TASK_STATUSES, help="only tasks with this status")
-    c.add_argument("--limit", type=int, help="most tasks to list (default 50)")
-    c = cmd(sub, "resume", "Print what the next session needs to continue a task: plan, next step, pitfalls.")
-    c.add_argument("task_id", help="id of the task")
-    c.add_argument("--max-tokens", dest="max_tokens", type=int, help="token budget (default 2000)")
-    c = cmd(sub, "progress", "Record progress on a feature or step.")
-    c.add_argument("feature", help="the feature or step")
-    c.add_argument("--status", required=True, choices=("planned", "in_progress", "blocked", "done"),
-                   help="planned, in_progress, blocked or done")
-    c.add_argument("--completion", type=float, help="fraction done, 0 to 1")
-    c.add_argument("--task", dest="task_id", help="id of the task")
-    c.add_argument("--notes", help="details worth keeping")
-    c = cmd(sub, "failure", "Record an error or dead end, so no session repeats it.")
-    c.add_argument("error", help="what went wrong")
-    c.add_argument("--component", required=True, help="the part of the system it happened in")
-    c.add_argument("--root-cause", dest="root_cause", help="why it happened")
-    c.add_argument("--fix", help="what fixed it")
-    c.add_argument("--task", dest="task_id", help="id of the task")
-    c = cmd(sub, "outcome", "Say whether the session (see --session) achieved what it set out to do.")
-    c.add_argument("outcome", choices=("success", "failure"), help="success or failure")
-    c.add_argument("--notes", help="why it went that way")
-    cmd(sub, "prompt", "Print the memory rules for CLAUDE.md / AGENTS.md with the open tasks' state.")
-
-    cmd(sub, "stats", "Show counts, sizes and maintenance status.")
-
-    c = cmd(sub, "consolidate", "Merge near-duplicates and prune faded memories (dry run by default).")
-    c.add_argument("--apply", action="store_true", help="make the changes instead of only reporting them")
-
-    c = cmd(sub, "export", "Write the user's memories, tasks, sessions and edges to a JSON Lines file.")
-    c.add_argument("path", help="file to write")
     c = cmd(sub, "import", "Load a file written by `engram export` (the user's rows only), or memories "
             "from another tool with --from.")
     c.add_argument("path", help="file to read (a file or folder with --from markdown)")
@@ -163,10 +94,6 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--reembed", action="store_true",
                    help="accept a file embedded with another model and embed it again with this one")
 
-    c = cmd(sub, "reindex", "Rebuild the derived indexes (vectors, BM25, graph) from the stored rows.")
-    c.add_argument("--reembed", action="store_true",
-                   help="also re-embed every memory with the current model (after changing ENGRAM_MODEL)")
-
     c = cmd(sub, "serve", "Run the daemon that owns the database (and optionally the HTTP API) in the "
             "foreground, until stopped (it does not exit when idle).")
     c.add_argument("--http", action="store_true", help="also serve the HTTP API and MCP over streamable HTTP")
@@ -177,6 +104,45 @@ def build_parser() -> argparse.ArgumentParser:
     cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
     cmd(sub, "version", "Print the engram version.")
     return p
+
+
+GROUPS = {"task": "Create, list, show and update tasks."}
+# Presentation only the CLI has, added to the declared description of a parameter.
+EXTRA_HELP = {(("remember",), "content"): "; '-' reads it from stdin"}
+
+
+def _shape(t: Any) -> tuple[Any, tuple | None, bool]:
+    """A declared type as (base type, choices, repeatable) for argparse; None is never typed in."""
+    args = [a for a in get_args(t) if a is not type(None)] if get_origin(t) in (Union, UnionType) else [t]
+    if any(get_origin(a) is list for a in args):
+        return str, None, True  # a list of strings (a lone one is fine too): repeat the option
+    base = args[0]
+    if get_origin(base) is Literal:
+        return str, get_args(base), False
+    return get_origin(base) or base, None, False  # dict[str, Any] -> dict
+
+
+def _add_param(c: argparse.ArgumentParser, p: Param, command: tuple[str, ...], positional: bool) -> None:
+    base, choices, repeatable = _shape(p.type)
+    text = p.description.rstrip(".") + EXTRA_HELP.get((command, p.name), "")
+    if repeatable:
+        text += "; repeatable"
+    if not p.required and p.default not in (None, "", False):
+        text += f" (default: {p.default})"
+    # SUPPRESS: an option not given is left out, so the declared default applies.
+    kw: dict[str, Any] = {"help": text, "default": argparse.SUPPRESS}
+    if choices:
+        kw["choices"] = choices
+    if base is bool:
+        kw["action"] = "store_true"
+    elif repeatable:
+        kw["action"] = "append"
+    elif base in (int, float):
+        kw["type"] = base
+    if positional:
+        c.add_argument(p.name, **({} if p.required else {"nargs": "?"}), **kw)
+    else:
+        c.add_argument(p.option, dest=p.name, **({"required": True} if p.required else {}), **kw)
 
 
 def _json_option(raw: str | None, name: str) -> dict | None:
@@ -191,69 +157,26 @@ def _json_option(raw: str | None, name: str) -> dict | None:
     return value
 
 
-def _given(**kw: Any) -> dict:
-    """Only the options the user gave, so the Api's defaults apply to the rest."""
-    return {k: v for k, v in kw.items() if v is not None}
-
-
 def _request(a: argparse.Namespace) -> tuple[str, dict]:
     """The Api operation and arguments a parsed command line asks for."""
-    c = a.command
-    if c == "remember":
-        content = a.content
-        if content == "-":
+    if hasattr(a, "op"):
+        op = OPS[a.op]
+        args = {p.name: getattr(a, p.name) for p in op.params if hasattr(a, p.name)}
+        for p in op.params:
+            if p.name in args and _shape(p.type)[0] is dict:
+                args[p.name] = _json_option(args[p.name], p.option)
+        if "path" in args:
+            # Absolute: through the daemon the path is opened by another process, in another directory.
+            args["path"] = str(Path(args["path"]).expanduser().resolve())
+        if a.op == "store_memory" and args["content"] == "-":
             # The one newline that ends piped input (echo, a file's last line) is framing, not
             # text; everything before it is stored as it is.
             content = sys.stdin.read()
-            content = content[:-2] if content.endswith("\r\n") else content.removesuffix("\n")
-        return "store_memory", _given(content=content, memory_type=a.memory_type, importance=a.importance,
-                                      tags=a.tags, task_id=a.task_id, pinned=a.pin or None,
-                                      metadata=_json_option(a.metadata, "--metadata"))
-    if c == "recall":
-        return "recall_memory", _given(query=a.query, limit=a.limit, memory_type=a.memory_type,
-                                       task_id=a.task_id, tags=a.tags, as_of=a.as_of, mode=a.mode,
-                                       explain=a.explain or None)
-    if c == "context":
-        return "get_context", _given(query=a.query, max_tokens=a.max_tokens, task_id=a.task_id, limit=a.limit)
-    if c == "forget":
-        return "forget_memory", _given(memory_id=a.memory_id, query=a.query, dry_run=a.dry_run or None)
-    if c == "task":
-        t = a.task_command
-        if t == "create":
-            return "create_task", _given(name=a.name, goal=a.goal,
-                                         metadata=_json_option(a.metadata, "--metadata"))
-        if t == "list":
-            return "list_tasks", _given(status=a.status)
-        if t == "show":
-            return "get_task", {"task_id": a.task_id}
-        return "update_task", _given(task_id=a.task_id, status=a.status, goal=a.goal, name=a.name,
-                                     metadata=_json_option(a.metadata, "--metadata"))
-    if c == "handoff":
-        return "session_handoff", _given(summary=a.summary, completed=a.completed, in_progress=a.in_progress,
-                                         blocked=a.blocked, next_steps=a.next_steps, task_id=a.task_id)
-    if c == "tasks":
-        return "list_tasks", _given(status=a.status, limit=a.limit)
-    if c == "resume":
-        return "resume_task", _given(task_id=a.task_id, max_tokens=a.max_tokens)
-    if c == "progress":
-        return "track_progress", _given(feature=a.feature, status=a.status, completion=a.completion,
-                                        task_id=a.task_id, notes=a.notes)
-    if c == "failure":
-        return "track_failure", _given(error=a.error, component=a.component, root_cause=a.root_cause,
-                                       fix=a.fix, task_id=a.task_id)
-    if c == "outcome":
-        return "session_outcome", _given(outcome=a.outcome, notes=a.notes)
-    if c == "prompt":
-        return "memory_prompt", {}
-    if c == "stats":
-        return "memory_stats", {}
-    if c == "consolidate":
-        return "consolidate_memory", {"apply": a.apply}
-    if c in ("export", "import"):
-        # Absolute: through the daemon the path is opened by another process, in another directory.
-        path = str(Path(a.path).expanduser().resolve())
-        if c == "export":
-            return "export_memories", {"path": path}
+            args["content"] = content[:-2] if content.endswith("\r\n") else content.removesuffix("\n")
+        return a.op, args
+    c = a.command
+    if c == "import":  # two operations, picked by --from
+        path = str(Path(a.path).expanduser().resolve())  # absolute, as above
         if a.source != "engram":
             if a.on_conflict != "error" or a.reembed:
                 raise CliError("--skip-existing and --reembed are for engram export files, not --from "
@@ -262,8 +185,6 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         if a.dry_run:
             raise CliError("--dry-run needs --from (an engram export file is checked whole before it is stored)")
         return "import_memories", {"path": path, "on_conflict": a.on_conflict, "reembed": a.reembed}
-    if c == "reindex":
-        return "reindex", {"reembed": a.reembed}
     raise AssertionError(f"unhandled command {c}")
 
 
@@ -526,7 +447,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
 
 def _render(op: str, result: Any, as_json: bool) -> str:
     if as_json:
-        return json.dumps(result, indent=2, ensure_ascii=False, default=str)
+        return dumps(result, indent=2, ensure_ascii=False)
     fn = RENDER.get(op)
     return fn(result) if fn else "\n".join(_plain(result))
 
@@ -598,7 +519,7 @@ def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     finally:
         conn.close()
     print(_render(op, result, a.json))
-    if op == "consolidate_memory" and not args["apply"] and not a.json:
+    if op == "consolidate_memory" and not args.get("apply") and not a.json:
         print("(dry run: nothing changed; add --apply to make these changes)")
     if op == "import_from" and args["dry_run"] and not a.json:
         print("(dry run: nothing stored; run it again without --dry-run to import)")

@@ -16,9 +16,7 @@ from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
 from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task
 
-PROGRESS_STATUSES = ("planned", "in_progress", "blocked", "done")
-OUTCOMES = ("success", "failure")
-INTERRUPTION_REASONS = ("context_overflow", "rate_limit", "user_stop", "other")
+from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES  # noqa: F401 - imported from here too
 PLAN_STATUSES = ("done", "in_progress", "not_started", "dropped")
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import math
 import secrets
 import threading
@@ -19,12 +20,13 @@ from . import resolve
 from .chunking import chunk_spans, split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
-from .continuity import ContinuityMixin
+from .continuity import ContinuityMixin, estimate_tokens
 from .decay import quality_score, recalled_stability
 from .embedding import Embedder, ModelUnavailable, UnavailableEmbedder, load_embedder
 from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
+from .ops import refuse_unknown
 from .retrieve import REFERENCE_TEXTS, Weights, background, rank
 from .store import MemoryStore, Store
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
@@ -100,6 +102,51 @@ def check_conversation(v: Any) -> str | None:
     if not isinstance(v, str) or not v.strip() or len(v) > 200:
         raise EngramError("conversation must be a non-empty string of at most 200 characters")
     return v
+
+
+def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:
+    """A recall_context result as a <memory> text block within `max_tokens`, and the ids it holds.
+
+    The handoff goes first, whole or not at all; then memories and pitfalls in rank order,
+    each skipped when it does not fit (a shorter one further down may still fit).
+    """
+    lines, used, ids = ["<memory>"], 0, []
+    budget = max_tokens - 4  # the <memory> tags
+    h = r["handoff"]
+    if h:
+        block = [f"Latest handoff ({h['created_at'][:10]}): {h['summary']}"]
+        steps = {s["step"]: s["status"] for s in h["next_steps_validation"]}
+        for key in ("completed", "in_progress", "blocked"):
+            if h.get(key):
+                block.append(f"  {key.replace('_', ' ')}: " + "; ".join(h[key]))
+        for step in h.get("next_steps", []):
+            block.append(f"  next: {step} [{steps.get(step, 'not_started')}]")
+        for e in h.get("open_steps", []):  # planned earlier, still open, not re-planned here
+            if h["id"] not in e["planned_in"]:
+                block.append(f"  still open from an earlier handoff: {e['step']} [{e['status']}]")
+        text = "\n".join(block)
+        if estimate_tokens(text) <= budget:
+            lines.append(text)
+            used += estimate_tokens(text)
+            ids.append(h["id"])
+    for m in r["memories"]:
+        if m["id"] in ids:
+            continue
+        line = f"- ({m['created_at'][:10]}) [{m['memory_type']}] {m['content']}"
+        t = estimate_tokens(line)
+        if used + t > budget:
+            continue
+        lines.append(line)
+        used += t
+        ids.append(m["id"])
+    for f in r["related_failures"]:
+        line = f"- pitfall [{f['component']}]: {f['content']}"
+        t = estimate_tokens(line)
+        if used + t <= budget:
+            lines.append(line)
+            used += t
+    lines.append("</memory>")
+    return "\n".join(lines), ids
 
 
 class _BatchSims:
@@ -345,11 +392,7 @@ class Engram(ContinuityMixin):
 
     def _prepare(self, item: dict) -> dict:
         s = self.settings
-        unknown = set(item) - {"content", "memory_type", "importance", "tags", "task_id", "metadata",
-                               "provenance", "user_id", "session_id", "pinned", "created_at",
-                               "resolve_conflicts", "conversation"}
-        if unknown:
-            raise EngramError(f"unknown field(s): {', '.join(sorted(unknown))}")
+        refuse_unknown("store", item, STORE_FIELDS)
         content = check_text(item.get("content"), "content", s.max_content_chars)
         metadata = item.get("metadata") or {}
         if not isinstance(metadata, dict):
@@ -384,6 +427,9 @@ class Engram(ContinuityMixin):
         core), the next is embedded on another thread (the model releases the GIL).
         """
         prepared = [self._prepare(dict(it)) for it in items]
+        # A memory may only name a task of its own user (handoff and track_failure refuse the same).
+        for task_id, user in {(p["task_id"], p["user_id"]) for p in prepared if p["task_id"] is not None}:
+            self.get_task_row(task_id, user)
         waves: list[list[tuple[dict, list[str]]]] = [[]]
         for p in prepared:
             chunks = split_chunks(p["content"], self.settings.chunk_size, self.settings.chunk_overlap)
@@ -571,6 +617,24 @@ class Engram(ContinuityMixin):
         return StoreResult("update", mem, old, None, "content rewritten")
 
     # -- read path -----------------------------------------------------------
+    def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
+                tags: Sequence[str] | str | None = None, user_id: str | None = None,
+                session_id: str | None = None) -> dict:
+        """One ready-to-read <memory> block within `max_tokens`: the latest handoff with its next
+        steps' status, then the relevant memories, then pitfalls, each kept only if it still fits.
+        `tags`: only memories (and a handoff) with at least one of them.
+
+        Returns {context, tokens, memory_ids, interrupted_sessions}.
+        """
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
+            raise EngramError("max_tokens must be a whole number from 50 to 100000")
+        r = self.recall_context(query, limit=limit, task_id=task_id, tags=check_tags(tags) or None,
+                                user_id=user_id, session_id=session_id,
+                                min_share=self.settings.context_min_share)
+        text, ids = pack_context(r, max_tokens)
+        return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
+                "interrupted_sessions": r["interrupted_sessions"]}
+
     def get(self, memory_id: str, user_id: str | None = None) -> Memory:
         if not isinstance(memory_id, str) or not memory_id:
             raise EngramError("memory_id must be a non-empty string")
@@ -578,6 +642,11 @@ class Engram(ContinuityMixin):
         if m is None or m.user_id != self._user(user_id) or m.status == "deleted":
             raise NotFound(f"no memory with id {memory_id!r}")
         return m
+
+    def memory_view(self, memory_id: str, user_id: str | None = None) -> dict:
+        """One memory as the clients show it: its fields, quality score and history."""
+        m = self.get(memory_id, user_id)
+        return {**m.to_dict(), "quality_score": self.quality(m), "history": self.store_db.events(m.id)}
 
     def history(self, memory_id: str, user_id: str | None = None) -> list[dict]:
         self.get(memory_id, user_id)
@@ -687,3 +756,7 @@ class Engram(ContinuityMixin):
             self.index.remove(i)
         self.graph.remove_nodes(ids)
         self.activity_epoch += 1
+
+
+# The fields an item of store_many may carry: Engram.store's parameters.
+STORE_FIELDS: tuple[str, ...] = tuple(inspect.signature(Engram.store).parameters)[1:]

@@ -13,6 +13,9 @@ MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "del
 Action = Literal["new", "reinforce", "merge", "replace"]
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
+PROGRESS_STATUSES: tuple[str, ...] = ("planned", "in_progress", "blocked", "done")
+OUTCOMES: tuple[str, ...] = ("success", "failure")
+INTERRUPTION_REASONS: tuple[str, ...] = ("context_overflow", "rate_limit", "user_stop", "other")
 
 
 class EngramError(ValueError):

@@ -18,11 +18,9 @@ import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import date, datetime
-from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import TypeAdapter
 from pydantic.json_schema import models_json_schema
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -31,11 +29,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from engram import __version__
+from engram import __version__, ops
 from engram.api import Ctx
 from engram.embedding import ModelUnavailable
 from engram.server.backend import LocalBackend, derived_session_id, header_user
-from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError, NotFound
+from engram.ops import refuse_unknown
+from engram.types import MEMORY_TYPES, EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
 
@@ -67,136 +66,31 @@ def check_bind(host: str, token: str | None) -> None:
     )
 
 
-# ---------------------------------------------------------------- request bodies
-
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class StoreMemory(Body):
-    content: str = Field(description="the text to remember")
-    memory_type: Literal[MEMORY_TYPES] = "fact"  # type: ignore[valid-type]
-    importance: float = Field(0.5, ge=0, le=1, description="higher decays slower")
-    tags: list[str] | None = None
-    task_id: str | None = None
-    metadata: dict[str, Any] | None = None
-    pinned: bool = Field(False, description="never decay or prune")
-    conversation: str | None = Field(None, description="id of the conversation this memory is a "
-                                     "turn of; turns of one conversation share search context")
-
-
-class Search(Body):
-    query: str
-    limit: int = Field(10, ge=1)
-    memory_type: Literal[MEMORY_TYPES] | None = None  # type: ignore[valid-type]
-    task_id: str | None = None
-    tags: list[str] | None = None
-    as_of: str | None = Field(None, description="ISO 8601 date or datetime: what was believed then")
-    mode: Literal[SEARCH_MODES] = "hybrid"  # type: ignore[valid-type]
-    explain: bool = False
-
-
-class Context(Body):
-    query: str
-    max_tokens: int = Field(1500, ge=50, le=100_000)
-    task_id: str | None = None
-    limit: int = Field(20, ge=1)
-
-
-class CreateTask(Body):
-    name: str
-    goal: str = ""
-    metadata: dict[str, Any] | None = None
-
-
-class UpdateTask(Body):
-    status: Literal[TASK_STATUSES] | None = None  # type: ignore[valid-type]
-    goal: str | None = None
-    metadata: dict[str, Any] | None = None
-    name: str | None = None
-
-
-class Handoff(Body):
-    summary: str
-    completed: list[str] | None = None
-    in_progress: list[str] | None = None
-    blocked: list[str] | None = None
-    next_steps: list[str] | None = None
-    task_id: str | None = None
-
-
-class Failure(Body):
-    error: str
-    component: str
-    root_cause: str = ""
-    task_id: str | None = None
-    fix: str | None = None
-
-
-class Progress(Body):
-    feature: str
-    status: Literal["planned", "in_progress", "blocked", "done"]
-    completion: float = Field(0.0, ge=0, le=1)
-    task_id: str | None = None
-    notes: str = ""
-
-
-class Outcome(Body):
-    outcome: Literal["success", "failure"]
-    notes: str = ""
-
-
-class Resume(Body):
-    max_tokens: int = Field(2000, ge=50, le=100_000, description="token budget for the text block")
-
-
-class Interruption(Body):
-    reason: Literal["context_overflow", "rate_limit", "user_stop", "other"]
-    task_id: str | None = None
-
-
-class Maintenance(Body):
-    apply: bool = Field(True, description="false reports what would change without changing it")
+# ---------------------------------------------------------------- routes
 
 
 @dataclass(frozen=True)
-class Op:
-    """One JSON route: an Api operation, its body model, path parameters passed as arguments."""
+class JsonRoute:
+    """One JSON route, derived from an operation's declaration (engram.ops)."""
 
     method: str
     path: str
     op: str
     summary: str
-    body: type[Body] | None = None
+    body: Any = None  # the pydantic model of the JSON body (None: the route reads no body)
     status: int = 200
     empty_body_ok: bool = False
+    query: tuple[str, ...] = ()
+    defaults: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def body_fields(self) -> tuple[str, ...]:
+        return tuple(self.body.model_fields) if self.body is not None else ()
 
 
-OPS = (
-    Op("POST", "/memories", "store_memory", "Store a memory (resolved against what is known)", StoreMemory),
-    Op("GET", "/memories/{memory_id}", "get_memory", "One memory with its history"),
-    Op("DELETE", "/memories/{memory_id}", "forget_memory", "Delete a memory for good"),
-    Op("POST", "/search", "recall_memory", "Hybrid search with continuity context", Search),
-    Op("POST", "/context", "get_context", "A token-budgeted memory block for a prompt", Context),
-    Op("POST", "/tasks", "create_task", "Create a task", CreateTask, status=201),
-    Op("GET", "/tasks", "list_tasks", "List tasks, open first, with their last activity (?status=, ?limit=)"),
-    Op("GET", "/tasks/{task_id}", "get_task", "A task with its timeline, plan and latest handoff"),
-    Op("POST", "/tasks/{task_id}/resume", "resume_task", "Everything needed to continue a task", Resume,
-       empty_body_ok=True),
-    Op("POST", "/interruptions", "report_interruption",
-       "End the calling session as interrupted, with a reason", Interruption),
-    Op("PATCH", "/tasks/{task_id}", "update_task", "Change a task's status, goal, name or metadata", UpdateTask),
-    Op("POST", "/handoffs", "session_handoff", "Record a session handoff", Handoff, status=201),
-    Op("POST", "/failures", "track_failure", "Record a failure (a pitfall for later sessions)", Failure,
-       status=201),
-    Op("POST", "/progress", "track_progress", "Record a progress snapshot", Progress, status=201),
-    Op("POST", "/outcomes", "session_outcome", "Record how the calling session went", Outcome),
-    Op("POST", "/maintenance", "consolidate_memory", "Consolidate and prune now", Maintenance,
-       empty_body_ok=True),
-    Op("GET", "/stats", "memory_stats", "Counts, sizes and maintenance status"),
-)
-QUERY_ARGS = {"list_tasks": ("status", "limit")}
+OPS = tuple(JsonRoute(op.http.method, op.http.path, op.name, op.http.summary, ops.body_model(op.name),
+                   op.http.status, op.http.empty_body_ok, op.http.query, op.http.defaults)
+            for op in ops.OPS_LIST if op.http is not None)
 
 
 # ---------------------------------------------------------------- helpers
@@ -209,23 +103,9 @@ class BadRequest(Exception):
         self.message = message
 
 
-def _jsonable(o: Any) -> Any:
-    if isinstance(o, datetime | date):
-        return o.isoformat()
-    if isinstance(o, Path):
-        return str(o)
-    if isinstance(o, set | frozenset | tuple):
-        return list(o)
-    if hasattr(o, "item"):  # numpy scalars
-        return o.item()
-    if hasattr(o, "tolist"):
-        return o.tolist()
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
-
-
 class JSON(JSONResponse):
     def render(self, content: Any) -> bytes:
-        return json.dumps(content, default=_jsonable, ensure_ascii=False, allow_nan=False).encode()
+        return ops.dumps(content, ensure_ascii=False, allow_nan=False).encode()
 
 
 def error(status: int, message: str, **headers: str) -> JSON:
@@ -257,14 +137,6 @@ async def _read_json(request: Request, empty_ok: bool) -> Any:
         raise BadRequest(400, f"request body is not valid JSON: {e}") from None
     except RecursionError:
         raise BadRequest(400, "request body nests too deeply") from None
-
-
-def _validation_message(e: ValidationError) -> str:
-    parts = []
-    for err in e.errors(include_url=False):
-        where = ".".join(str(p) for p in err["loc"]) or "body"
-        parts.append(f"{where}: {err['msg']}")
-    return "; ".join(parts)
 
 
 def _memory_gauges(api: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
@@ -328,26 +200,30 @@ _FROM_SETTINGS: Any = object()
 
 
 class _EndingSessions:
-    """ASGI wrapper of the MCP app: after it accepted a DELETE (a client closing its session),
-    call `end(headers)`. A class, not a function, so Starlette's Route passes ASGI through."""
+    """ASGI wrapper of the MCP app: when it accepts a DELETE (a client closing its session),
+    call `end(headers)` before the response's last byte goes out, so a client that heard back
+    finds the session ended. A class, not a function, so Starlette's Route passes ASGI through."""
 
     def __init__(self, app: Any, end: Callable[[dict[str, str]], None]):
         self.app, self.end = app, end
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope.get("method") != "DELETE":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         status = 0
 
         async def capture(message: dict) -> None:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+            elif (message["type"] == "http.response.body" and not message.get("more_body")
+                  and 200 <= status < 300 and headers.get("mcp-session-id")):
+                await run_in_threadpool(self.end, headers)
             await send(message)
 
         await self.app(scope, receive, capture)
-        if scope.get("method") == "DELETE" and 200 <= status < 300:
-            headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
-            if headers.get("mcp-session-id"):
-                await run_in_threadpool(self.end, headers)
 
 
 def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
@@ -381,21 +257,17 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
         session_id = derived_session_id("http", nonce, token_hash, peer, user or "")
         return LocalBackend(api, Ctx(session_id=session_id, user_id=user, client="http"), end_after=True)
 
-    def make_endpoint(spec: Op) -> Callable:
+    def make_endpoint(spec: JsonRoute) -> Callable:
         async def endpoint(request: Request) -> Response:
-            args: dict[str, Any] = {}
+            args: dict[str, Any] = dict(spec.defaults)
             if spec.body is not None:
                 data = await _read_json(request, spec.empty_body_ok)
-                try:
-                    body = spec.body.model_validate(data)
-                except ValidationError as e:
-                    return error(422, _validation_message(e))
-                args.update(body.model_dump(exclude_unset=True))
-            for name in QUERY_ARGS.get(spec.op, ()):
-                if name in request.query_params:
-                    v = request.query_params[name]
-                    # A number stays a string when it is not one: the Api then names the problem.
-                    args[name] = int(v) if v.isdigit() else v
+                if not isinstance(data, dict):
+                    raise BadRequest(422, f"{spec.op}: the request body must be a JSON object")
+                # Path parameters come from the path only; the Api checks everything else.
+                refuse_unknown(spec.op, data, spec.body_fields)
+                args.update(data)
+            args.update((k, v) for k, v in request.query_params.items() if k in spec.query)
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
             return JSON(result, status_code=spec.status)
@@ -467,10 +339,12 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
                           "400": {"description": "bad JSON or invalid UTF-8", **err},
                           "422": {"description": "invalid arguments", **err}},
         }
+        op = ops.OPS[s.op]
         params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for n in _path_params(s.path)]
-        params += [{"name": n, "in": "query", "required": False, "schema": {"type": "string"}}
-                   for n in QUERY_ARGS.get(s.op, ())]
+                  for n in ops.path_params(s.path)]
+        params += [{"name": p.name, "in": "query", "required": p.required, "description": p.description,
+                    "schema": TypeAdapter(p.type).json_schema()}
+                   for p in op.params if p.name in s.query]
         if params:
             entry["parameters"] = params
             entry["responses"]["404"] = {"description": "unknown id", **err}
@@ -506,8 +380,3 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         doc["security"] = [{"bearer": []}]
     return doc
-
-
-def _path_params(path: str) -> list[str]:
-    return [part[1:-1] for part in path.split("/") if part.startswith("{") and part.endswith("}")]
-

@@ -18,7 +18,6 @@ Wire protocol: newline-delimited JSON, one connection per client session.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import errno
 import fcntl
 import itertools
@@ -33,11 +32,10 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
-from datetime import time as dtime
 from pathlib import Path
 from typing import IO, Any, Self
 
+from engram.ops import json_default
 from engram.types import EngramError
 
 __all__ = [
@@ -88,34 +86,9 @@ class Peer:
 # ---------------------------------------------------------------- encoding
 
 
-def _default(o: Any) -> Any:
-    if isinstance(o, (datetime, date, dtime)):
-        return o.isoformat()
-    if type(o).__module__ == "numpy":
-        # Imported lazily: the client process should not pay for numpy.
-        import numpy as np
-
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-        if isinstance(o, np.generic):
-            return o.item()
-    if dataclasses.is_dataclass(o) and not isinstance(o, type):
-        # Domain types curate their wire form in to_dict(); others get every field.
-        to_dict = getattr(o, "to_dict", None)
-        return to_dict() if callable(to_dict) else dataclasses.asdict(o)
-    if isinstance(o, (set, frozenset)):
-        try:
-            return sorted(o)
-        except TypeError:
-            return list(o)
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"{type(o).__name__} is not JSON serializable")
-
-
 def dumps(obj: Any) -> bytes:
     """One wire line: compact JSON plus newline; handles datetimes, numpy, dataclasses, sets."""
-    return json.dumps(obj, default=_default, separators=(",", ":")).encode() + b"\n"
+    return json.dumps(obj, default=json_default, separators=(",", ":")).encode() + b"\n"
 
 
 def _too_large(limit: int) -> str:
