@@ -18,14 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .config import Settings
+from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
 from .types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
 
 __all__ = ["build_parser", "main"]
 
 IMPORT_SOURCES = ("engram", "mcp-memory", "mem0", "markdown")  # engram.importers.SOURCES, plus our own
-DEFAULT_HTTP_HOST = "127.0.0.1"
-DEFAULT_HTTP_PORT = 8765
 
 
 class CliError(Exception):

@@ -154,13 +154,7 @@ class Engram(ContinuityMixin):
             self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)
         self._lock = threading.RLock()
         self.redact = Redactor(self.settings.redact_patterns)
-        self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
-                               self.settings.graph_depth, self.settings.graph_bonus,
-                               self.settings.decay_floor, self.settings.bm25_k1,
-                               self.settings.bm25_b, self.settings.date_bonus,
-                               self.settings.speaker_bonus, self.settings.when_bonus,
-                               relevance_cosine=self.settings.relevance_cosine,
-                               relevance_coverage=self.settings.relevance_coverage)
+        self.weights = Weights.from_settings(self.settings)
         self._reference: np.ndarray | None = None  # embeddings of retrieve.REFERENCE_TEXTS
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None

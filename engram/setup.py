@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_MODEL, Settings
+from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_MODEL, Settings
 from .embedding import ModelUnavailable, resolve_model_path
 from .types import EngramError, NotFound
 
@@ -192,7 +192,8 @@ def _describe(report: dict) -> str:
         "Cursor (~/.cursor/mcp.json) or Claude Desktop (claude_desktop_config.json):",
         "\n".join("  " + ln for ln in json.dumps(cfg["json"], indent=2).splitlines()),
         "",
-        "HTTP instead of stdio: run `engram serve --http` and point the client at http://127.0.0.1:8765/mcp",
+        "HTTP instead of stdio: run `engram serve --http` and point the client at "
+        f"http://{DEFAULT_HTTP_HOST}:{DEFAULT_HTTP_PORT}/mcp",
     ]
     return "\n".join(lines)
 
