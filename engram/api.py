@@ -10,7 +10,6 @@ import inspect
 import math
 import threading
 import time
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable
 
@@ -18,7 +17,7 @@ from .clock import utc
 from .continuity import estimate_tokens
 from .engram import Engram
 from .metrics import Metrics
-from .types import EngramError
+from .types import Ctx, EngramError
 
 TOOLS = (
     "recall_memory", "store_memory", "update_memory", "forget_memory", "get_context",
@@ -31,16 +30,6 @@ EXTRA_OPS = ("export_memories", "import_memories", "import_from", "reindex", "ru
              "get_memory", "health", "memory_prompt")
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """Who is calling: one session per client connection or process."""
-
-    session_id: str
-    user_id: str | None = None
-    client: str = ""
-    pid: int | None = None
 
 
 def parse_time(value: Any, name: str = "as_of") -> datetime | None:

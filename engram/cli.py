@@ -19,7 +19,7 @@ from typing import Any
 
 from . import __version__
 from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
-from .types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError
+from .types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, Ctx, EngramError
 
 __all__ = ["build_parser", "main"]
 
@@ -561,7 +561,6 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                            client="cli", user_id=user, timeout=CLI_TIMEOUT)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
-    from .api import Ctx
     api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
     return _Conn(lambda op, args: api.call(op, args, ctx),
@@ -570,7 +569,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 
 def _in_process(settings: Settings, user: str | None, session_id: str) -> _Conn:
     """An engine of this process's own, opened to re-embed a store made with another model."""
-    from .api import Api, Ctx
+    from .api import Api
     from .engram import Engram
     eng = Engram(settings.db_path, settings=settings, allow_model_change=True)
     api = Api(eng)

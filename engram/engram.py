@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import secrets
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -21,8 +20,10 @@ from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import ContinuityMixin
 from .decay import quality_score, recalled_stability
-from .embedding import Embedder, ModelUnavailable, UnavailableEmbedder, load_embedder
+from .embedding import Embedder, UnavailableEmbedder, load_embedder
+from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
+from .ids import new_id
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .retrieve import REFERENCE_TEXTS, Weights, background, rank
@@ -33,27 +34,6 @@ from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFou
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
-
-
-class ModelMismatch(EngramError):
-    pass
-
-
-_id_lock = threading.Lock()
-_last_us = 0
-
-
-def new_id() -> str:
-    """16 hex digits that sort in creation order within a process (microseconds, then random).
-
-    Rows written at one timestamp (a batch with an explicit created_at) then rebuild in the
-    order they were written, which the index's context window depends on.
-    """
-    global _last_us
-    with _id_lock:
-        us = max(time.time_ns() // 1000, _last_us + 1)
-        _last_us = us
-    return f"{us:013x}{secrets.randbelow(16 ** 3):03x}"
 
 
 def check_text(value: Any, name: str, limit: int) -> str:

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_MODEL, Settings
-from .embedding import ModelUnavailable, resolve_model_path
+from .embedding import resolve_model_path
+from .errors import ModelUnavailable
 from .types import EngramError, NotFound
 
 __all__ = ["build_parser", "find_model", "main", "mcp_config", "self_check"]
@@ -21,10 +22,6 @@ __all__ = ["build_parser", "find_model", "main", "mcp_config", "self_check"]
 # Weights in formats sentence-transformers does not load on CPU torch; skipping them saves most of the download.
 SKIP_FILES = ["onnx/*", "openvino/*", "*.onnx", "*.h5", "*.msgpack", "*.ot", "*.tflite", "coreml/*"]
 PROBE_TEXT = "engram self-check probe {tag}: zebra lighthouse marmalade quantum accordion"
-
-
-class SetupError(EngramError):
-    pass
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -6,6 +6,10 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+# Re-exported: callers have imported them from here since before engram/errors.py.
+from .errors import EngramError as EngramError
+from .errors import NotFound as NotFound
+
 MemoryType = Literal["fact", "strategy", "assumption", "failure", "handoff", "progress"]
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
 MemoryStatus = Literal["active", "superseded", "consolidated", "deleted"]
@@ -15,12 +19,16 @@ TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "aba
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
 
 
-class EngramError(ValueError):
-    """A request engram refuses, with a message that names the problem."""
 
 
-class NotFound(EngramError):
-    """An id that does not exist (or belongs to another user)."""
+@dataclass(frozen=True)
+class Ctx:
+    """Who is calling: one session per client connection or process."""
+
+    session_id: str
+    user_id: str | None = None
+    client: str = ""
+    pid: int | None = None
 
 
 @dataclass(frozen=True)

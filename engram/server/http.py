@@ -33,7 +33,7 @@ from starlette.routing import Route
 
 from engram import __version__
 from engram.api import Ctx
-from engram.embedding import ModelUnavailable
+from engram.errors import BindRefused, ModelUnavailable
 from engram.server.backend import LocalBackend, derived_session_id, header_user
 from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError, NotFound
 
@@ -43,10 +43,6 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 PUBLIC_PATHS = frozenset({"/healthz"})
-
-
-class BindRefused(EngramError):
-    """Serving HTTP beyond this machine without a token."""
 
 
 def check_bind(host: str, token: str | None) -> None:

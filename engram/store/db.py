@@ -23,6 +23,7 @@ import numpy as np
 if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
+from ..errors import DatabaseLocked
 from ..types import EngramError, Memory, Session, Task
 from .extensions import load_extensions
 from .schema import migrate
@@ -49,10 +50,6 @@ SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "la
 RECALL_WRITE_DELAY_S = 1.0
 RECALL_WRITE_MAX = 256
 ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the file was last rewritten
-
-
-class DatabaseLocked(EngramError):
-    pass
 
 
 def _in(column: str, n: int) -> str:

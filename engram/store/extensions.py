@@ -7,13 +7,9 @@ from pathlib import Path
 
 import duckdb
 
-from ..types import EngramError
+from ..errors import ExtensionError
 
 EXTENSIONS = ("vss", "fts")  # vss first: a table with an HNSW index needs it before any write
-
-
-class ExtensionError(EngramError):
-    pass
 
 
 def extension_file(name: str) -> Path:
