@@ -254,9 +254,8 @@ class ContinuityMixin:
             fields["goal"] = self.redact(_short(goal, "goal", 5000, required=False))
         if name is not None:
             fields["name"] = self.redact(_short(name, "name", 500))
-        if metadata is not None:
-            if not isinstance(metadata, dict):
-                raise EngramError("metadata must be an object")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise EngramError("metadata must be an object")
         with self._lock:
             t = self.get_task_row(task_id, user_id)
             if metadata is not None:

@@ -9,6 +9,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -267,7 +268,7 @@ class Engram(ContinuityMixin):
         with self._lock:
             self.store_db.close()
 
-    def __enter__(self) -> "Engram":
+    def __enter__(self) -> Engram:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -399,7 +400,7 @@ class Engram(ContinuityMixin):
                                    chunk_start=at))
             results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
-        links = [(a, b, 1.0) for a, b in zip(ids, ids[1:])]
+        links = [(a, b, 1.0) for a, b in pairwise(ids)]
         with self.store_db.transaction():
             self.store_db.add_edges(p["user_id"], links)
         self.graph.add_edges(links)
@@ -595,7 +596,7 @@ class Engram(ContinuityMixin):
             else:
                 mems = self.store_db.get_memories(ids)
             hits = []
-            for (r, score, parts), mid in zip(ranked, ids):
+            for (_, score, parts), mid in zip(ranked, ids):
                 m = mems[mid]
                 s, f = self.outcomes.get(m.session_id, (0, 0))
                 hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),
