@@ -19,7 +19,6 @@ from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, T
 PROGRESS_STATUSES = ("planned", "in_progress", "blocked", "done")
 OUTCOMES = ("success", "failure")
 INTERRUPTION_REASONS = ("context_overflow", "rate_limit", "user_stop", "other")
-PLAN_STATUSES = ("done", "in_progress", "not_started", "dropped")
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
 

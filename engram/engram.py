@@ -274,9 +274,6 @@ class Engram(ContinuityMixin):
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def now(self) -> datetime:
-        return self.clock.now()
-
     def _user(self, user_id: str | None) -> str:
         if user_id is None:
             return self.settings.user_id

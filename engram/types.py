@@ -4,21 +4,16 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
 # Re-exported: callers have imported them from here since before engram/errors.py.
 from .errors import EngramError as EngramError
 from .errors import NotFound as NotFound
 
-MemoryType = Literal["fact", "strategy", "assumption", "failure", "handoff", "progress"]
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
-MemoryStatus = Literal["active", "superseded", "consolidated", "deleted"]
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
-Action = Literal["new", "reinforce", "merge", "replace"]
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
-
-
 
 
 @dataclass(frozen=True)

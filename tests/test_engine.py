@@ -144,7 +144,7 @@ def test_vector_results_equal_exact_search_after_deletes(settings, fake, clock):
             continue
         m = eng.get(i)
         cos = max(float(np.dot(fake.embed_query(m.content), qv)), 0.0)
-        st = strength(m.importance, memory_stability(m), m.created_at, eng.now())
+        st = strength(m.importance, memory_stability(m), m.created_at, eng.clock.now())
         exact.append(cos * retrieval_weight(st, eng.settings.decay_floor))
     exact.sort(reverse=True)
     assert [round(h.score, 5) for h in hits] == [round(x, 5) for x in exact[:10]]

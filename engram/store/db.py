@@ -388,13 +388,6 @@ class Store:
         finally:
             cur.close()
 
-    def get_embeddings(self, ids: Sequence[str]) -> dict[str, bytes]:
-        if not ids:
-            return {}
-        rows = self.execute(f"SELECT id, embedding FROM memories WHERE {_in('id', len(ids))}",
-                            list(ids)).fetchall()
-        return {r[0]: r[1] for r in rows}
-
     def delete_memories(self, ids: Sequence[str]) -> None:
         if not ids:
             return
