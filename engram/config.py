@@ -2,8 +2,9 @@
 
 Each setting is declared once, as a field of `Settings` made with `setting(...)`: its type (the
 annotation), default, bounds and description. The variable's name derives from the field
-(ENGRAM_<FIELD>), and `Settings.from_env`, `Settings.validate` and the README check
-(tests/test_docs.py) all read the declarations in `SETTINGS`.
+(ENGRAM_<FIELD>; four names published earlier are declared as they are), and
+`Settings.from_env`, `Settings.validate` and the README check (tests/test_docs.py) all read the
+declarations in `SETTINGS`.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class Setting:
     def check(self, value: Any) -> None:
         """Raise ValueError naming the variable when `value` is outside the declared bounds.
 
-        Written as `not (value >= bound)` so that nan is refused too.
+        Every comparison with nan is false, so a bounded setting refuses nan too.
         """
         lo_ok = self.ge is None or value >= self.ge
         hi_ok = self.le is None or value <= self.le
