@@ -13,6 +13,7 @@ first on PYTHONPATH), for a before/after in one run. Prints a markdown table.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -196,10 +197,8 @@ def main(argv: list[str] | None = None) -> dict:
     finally:
         for h in ("home", "base"):
             if (root / h).exists():
-                try:
+                with contextlib.suppress(RuntimeError):
                     _stop(root / h, a.baseline if h == "base" else None)
-                except RuntimeError:
-                    pass
         shutil.rmtree(root, ignore_errors=True)
     print(render(result))
     if a.out:

@@ -51,7 +51,7 @@ def sentence(rng: random.Random) -> str:
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))] * 1000
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))] * 1000
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -105,9 +105,9 @@ def main(argv: list[str] | None = None) -> dict:
     print("\n| memories | store p50 | store p95 | recall p50 | recall p95 | bulk ingest |")
     print("|---:|---:|---:|---:|---:|---:|")
     for r in rows:
+        ingest = f"{r['ingest_per_s']:.0f}/s" if r["ingest_per_s"] else "-"
         print(f"| {r['memories']:,} | {r['store_p50_ms']:.1f} ms | {r['store_p95_ms']:.1f} ms | "
-              f"{r['recall_p50_ms']:.1f} ms | {r['recall_p95_ms']:.1f} ms | "
-              f"{'%.0f/s' % r['ingest_per_s'] if r['ingest_per_s'] else '-'} |")
+              f"{r['recall_p50_ms']:.1f} ms | {r['recall_p95_ms']:.1f} ms | {ingest} |")
     result = {"rows": rows, "model": emb.name, "backend": getattr(emb, "backend", "torch"),
               "threads": settings.torch_threads}
     if args.out:

@@ -3,7 +3,8 @@
 The agent writes ten durable facts it keeps using and about three notes of daily noise a day
 (~370 memories), recalls organically (get_context, with its defaults unless --limit is given,
 at the start of each of two daily work sessions: mostly about a durable fact, otherwise about
-recent work), and the scheduler's virtual-clock path runs maintenance every 12 virtual hours. At the end: what is left, whether each durable fact is still in the top 5 for a new
+recent work), and the scheduler's virtual-clock path runs maintenance every 12 virtual hours.
+At the end: what is left, whether each durable fact is still in the top 5 for a new
 phrasing of its question, how much noise is gone, and get_context tokens per query against the
 tokens of everything the agent wrote.
 
@@ -141,7 +142,7 @@ def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
     sim_s = time.perf_counter() - t0
 
     found, ctx5, ctx20, missing = 0, [], [], []
-    for fact, key, _, final_q in DURABLE:
+    for _fact, key, _, final_q in DURABLE:
         hits = eng.recall(final_q, limit=5, reinforce=False)
         ok = any(key in h.memory.content for h in hits)
         found += ok
@@ -186,7 +187,9 @@ def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
 
 
 def render(r: dict) -> str:
-    pct = lambda x: f"{100 * x / r['transcript_tokens']:.2f}%"
+    def pct(x: float) -> str:
+        return f"{100 * x / r['transcript_tokens']:.2f}%"
+
     return "\n".join([
         f"### Lifecycle: {r['days']} virtual days, maintenance every 12 h ({r['runs']} runs)",
         "",

@@ -37,7 +37,16 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 REPO = Path(__file__).resolve().parents[1]
 
-WORDS = ["apple", "river", "engine", "window", "garden", "pencil", "rocket", "candle", "forest", "marble", "harbor", "violin", "tunnel", "blanket", "compass", "ladder", "meadow", "cabinet", "lantern", "saddle", "pepper", "glacier", "mirror", "orchard", "bucket", "falcon", "quartz", "hammer", "basket", "canyon", "feather", "helmet", "island", "jacket", "kettle", "lemon", "magnet", "needle", "oyster", "parrot", "quilt", "ribbon", "spider", "tractor", "umbrella", "valley", "walnut", "yogurt", "zipper", "anchor", "barrel", "carpet", "dolphin", "eagle", "fountain", "guitar", "hazel", "igloo", "jungle", "kayak", "lobster", "mango", "nutmeg", "olive", "pirate", "rabbit", "salmon", "tomato", "velvet", "wizard", "badger", "cactus", "donkey", "elbow", "fabric", "goblet", "hollow", "insect", "jigsaw", "kitten", "lagoon", "mitten", "noodle", "otter", "pebble", "radish", "sponge", "thimble", "tulip", "vacuum", "wagon", "yacht", "beacon", "cobalt", "dagger", "ember", "fossil", "gravel", "hatchet", "ivory", "juniper", "kernel"]
+WORDS = (
+    "apple river engine window garden pencil rocket candle forest marble harbor violin tunnel blanket "
+    "compass ladder meadow cabinet lantern saddle pepper glacier mirror orchard bucket falcon quartz "
+    "hammer basket canyon feather helmet island jacket kettle lemon magnet needle oyster parrot quilt "
+    "ribbon spider tractor umbrella valley walnut yogurt zipper anchor barrel carpet dolphin eagle "
+    "fountain guitar hazel igloo jungle kayak lobster mango nutmeg olive pirate rabbit salmon tomato "
+    "velvet wizard badger cactus donkey elbow fabric goblet hollow insect jigsaw kitten lagoon mitten "
+    "noodle otter pebble radish sponge thimble tulip vacuum wagon yacht beacon cobalt dagger ember fossil "
+    "gravel hatchet ivory juniper kernel"
+).split()
 
 
 def salad(rng: random.Random, token: str, n: int = 6) -> str:
@@ -553,7 +562,7 @@ def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-h
     with store.transaction():
         store.execute("INSERT INTO memory_events SELECT id, created_at, 'new', "
                       "'{\"reason\": \"no similar memory\"}' FROM memories")
-        for k in range(edges_per_memory):
+        for _ in range(edges_per_memory):
             store.execute(
                 "INSERT OR IGNORE INTO edges SELECT id, printf('m%015d', CAST(floor(random() * i) AS BIGINT)), "
                 "0.5, 'default' FROM (SELECT id, CAST(substr(id, 2) AS BIGINT) AS i FROM memories) WHERE i > 0")

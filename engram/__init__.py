@@ -10,14 +10,14 @@ __version__ = "0.1.0"
 # (the stdio MCP entry point) does not pay for DuckDB, numpy and torch.
 _EXPORTS = {
     "Engram": "engram.engram",
-    "ModelMismatch": "engram.engram",
+    "ModelMismatch": "engram.errors",
     "Settings": "engram.config",
     "SystemClock": "engram.clock",
     "VirtualClock": "engram.clock",
-    "EngramError": "engram.types",
+    "EngramError": "engram.errors",
     "Hit": "engram.types",
     "Memory": "engram.types",
-    "NotFound": "engram.types",
+    "NotFound": "engram.errors",
     "Session": "engram.types",
     "StoreResult": "engram.types",
     "Task": "engram.types",

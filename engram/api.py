@@ -10,7 +10,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -18,22 +17,12 @@ from .clock import utc
 from . import ops
 from .engram import Engram
 from .metrics import Metrics
-from .types import EngramError
+from .types import Ctx, EngramError
 
 # The MCP tools, in the order the calling model sees them (declared in engram.ops).
 TOOLS = ops.TOOLS
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
-
-
-@dataclass(frozen=True)
-class Ctx:
-    """Who is calling: one session per client connection or process."""
-
-    session_id: str
-    user_id: str | None = None
-    client: str = ""
-    pid: int | None = None
 
 
 def parse_time(value: Any, name: str = "as_of") -> datetime | None:

@@ -19,15 +19,13 @@ from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
 from . import __version__
-from .config import Settings
+from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
 from .ops import OPS, OPS_LIST, Param, dumps
-from .types import EngramError
+from .types import Ctx, EngramError
 
 __all__ = ["build_parser", "main"]
 
 IMPORT_SOURCES = ("engram", "mcp-memory", "mem0", "markdown")  # engram.importers.SOURCES, plus our own
-DEFAULT_HTTP_HOST = "127.0.0.1"
-DEFAULT_HTTP_PORT = 8765
 
 
 class CliError(Exception):
@@ -484,7 +482,6 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                            client="cli", user_id=user, timeout=CLI_TIMEOUT)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
-    from .api import Ctx
     api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
     return _Conn(lambda op, args: api.call(op, args, ctx),
@@ -493,7 +490,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 
 def _in_process(settings: Settings, user: str | None, session_id: str) -> _Conn:
     """An engine of this process's own, opened to re-embed a store made with another model."""
-    from .api import Api, Ctx
+    from .api import Api
     from .engram import Engram
     eng = Engram(settings.db_path, settings=settings, allow_model_change=True)
     api = Api(eng)

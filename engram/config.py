@@ -1,105 +1,188 @@
-"""Settings: every ENGRAM_* variable is read here and nowhere else."""
+"""Settings: every ENGRAM_* variable is declared and read here and nowhere else.
+
+Each setting is declared once, as a field of `Settings` made with `setting(...)`: its type (the
+annotation), default, bounds and description. The variable's name derives from the field
+(ENGRAM_<FIELD>; four names published earlier are declared as they are), and
+`Settings.from_env`, `Settings.validate` and the README check (tests/test_docs.py) all read the
+declarations in `SETTINGS`.
+"""
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+import typing
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
+# The HTTP API's default address (engram serve --http, the daemon, the setup hints).
+DEFAULT_HTTP_HOST = "127.0.0.1"
+DEFAULT_HTTP_PORT = 8765
 
 
-def _float(env: dict, name: str, default: float) -> float:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
+@dataclass(frozen=True)
+class Setting:
+    """One setting's declaration. `name`, `env`, `type` and `default` are filled in from the field."""
+
+    help: str
+    ge: float | None = None  # bounds, checked by Settings.validate
+    gt: float | None = None
+    le: float | None = None
+    # The variable's name when it is not ENGRAM_<FIELD>: names published before the fields got
+    # their units (idle_exit_s is ENGRAM_IDLE_EXIT), kept so no existing configuration breaks.
+    env_name: str | None = None
+    shown: str | None = None  # the default as the README shows it, when it is not the value itself
+    name: str = ""
+    env: str = ""
+    type: Any = None
+    default: Any = None
+
+    def parse(self, raw: str | None) -> Any:
+        """The value of the variable's text `raw` (None or "": the default); ValueError names it."""
+        if raw is None or raw == "":
+            return self.default
+        return _PARSERS[self.type](self, raw)
+
+    def check(self, value: Any) -> None:
+        """Raise ValueError naming the variable when `value` is outside the declared bounds.
+
+        Every comparison with nan is false, so a bounded setting refuses nan too.
+        """
+        lo_ok = self.ge is None or value >= self.ge
+        hi_ok = self.le is None or value <= self.le
+        gt_ok = self.gt is None or value > self.gt
+        if lo_ok and hi_ok and gt_ok:
+            return
+        if self.ge is not None and self.le is not None:
+            rule = f"must be between {self.ge:g} and {self.le:g}"
+        elif self.gt is not None:
+            rule = "must be positive" if self.gt == 0 else f"must be more than {self.gt:g}"
+        else:
+            rule = "must not be negative" if self.ge == 0 else f"must be at least {self.ge:g}"
+        raise ValueError(f"{self.env}={value!r} {rule}")
+
+    def shown_default(self) -> str:
+        """The default as a user writes it in the variable (the README's default column)."""
+        if self.shown is not None:
+            return self.shown
+        if isinstance(self.default, bool):
+            return "1" if self.default else "0"
+        return f"{self.default:g}" if isinstance(self.default, float) else str(self.default)
+
+
+def setting(default: Any = None, help: str = "", *, factory: Any = None, **spec: Any) -> Any:
+    """Declare a Settings field: its default (or `factory`), description and bounds."""
+    meta = {"setting": Setting(help=help, **spec)}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _float(s: Setting, raw: str) -> float:
     try:
         return float(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a number") from None
+        raise ValueError(f"{s.env}={raw!r} is not a number") from None
 
 
-def _int(env: dict, name: str, default: int) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
+def _int(s: Setting, raw: str) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise ValueError(f"{name}={raw!r} is not a whole number") from None
+        raise ValueError(f"{s.env}={raw!r} is not a whole number") from None
 
 
-def _bool(env: dict, name: str, default: bool) -> bool:
-    raw = (env.get(name) or "").strip().lower()
-    if raw == "":
-        return default
-    if raw in ("1", "true", "yes", "on"):
+def _bool(s: Setting, raw: str) -> bool:
+    word = raw.strip().lower()
+    if word == "":
+        return s.default
+    if word in ("1", "true", "yes", "on"):
         return True
-    if raw in ("0", "false", "no", "off"):
+    if word in ("0", "false", "no", "off"):
         return False
-    raise ValueError(f"{name}={env.get(name)!r} is not 1/true/yes/on or 0/false/no/off")
+    raise ValueError(f"{s.env}={raw!r} is not 1/true/yes/on or 0/false/no/off")
 
 
-def onnx_from_env(env: dict[str, str] | None = None) -> bool:
-    """ENGRAM_ONNX: embed through ONNX Runtime when the model allows it (default on)."""
-    return _bool(dict(os.environ if env is None else env), "ENGRAM_ONNX", Settings.onnx)
+_PARSERS: dict[Any, Any] = {
+    float: _float,
+    int: _int,
+    bool: _bool,
+    str: lambda s, raw: raw,
+    str | None: lambda s, raw: raw,
+    Path: lambda s, raw: Path(raw).expanduser(),
+    tuple[str, ...]: lambda s, raw: tuple(p for p in raw.split("\n") if p.strip()),  # one per line
+}
 
 
 @dataclass(frozen=True)
 class Settings:
     """Tunable behaviour. Defaults are the documented ones; see README."""
 
-    home: Path = field(default_factory=lambda: Path.home() / ".engram")
-    model: str = DEFAULT_MODEL
-    reinforce_threshold: float = 0.85
-    dedup_threshold: float = 0.65
-    w_bm25: float = 0.5
-    w_vector: float = 0.5
-    graph_depth: int = 0
-    graph_bonus: float = 0.1
+    home: Path = setting(help="data folder", factory=lambda: Path.home() / ".engram", shown="~/.engram")
+    model: str = setting(DEFAULT_MODEL, "embedding model: a packaged name, a local folder or a Hub id")
+    reinforce_threshold: float = setting(0.85, "similarity at which a new memory reinforces an existing one",
+                                         ge=0.0, le=1.0)
+    dedup_threshold: float = setting(0.65, "similarity from which merge or replace is considered",
+                                     ge=0.0, le=1.0)
+    w_bm25: float = setting(0.5, "keyword weight in fusion", ge=0.0)
+    w_vector: float = setting(0.5, "vector weight in fusion", ge=0.0)
+    graph_depth: int = setting(0, "graph expansion hops (0: off)", ge=0)
+    graph_bonus: float = setting(0.1, "score added to a memory linked to a hit")
     # Ranking: cosine × (floor + (1 − floor) × strength), so decay demotes but never buries.
-    decay_floor: float = 0.8
+    decay_floor: float = setting(0.8, "least decay weight of a memory in ranking", ge=0.0, le=1.0)
     # Search a turn of a conversation (a memory stored with `conversation`) together with the
     # turns written just before it: how many, how much their vectors weigh in, and how much
     # their words count in BM25 (0.4: LoCoMo, see benchmarks/RESULTS.md, issue 13).
-    context_window: int = 2
-    context_weight: float = 0.5
-    context_terms: float = 0.4
+    context_window: int = setting(2, "earlier turns of a conversation searched with a turn", ge=0)
+    context_weight: float = setting(0.5, "how much those turns count in the vector", ge=0.0)
+    context_terms: float = setting(0.4, "how much those turns count in BM25", ge=0.0)
     # BM25: term-frequency saturation and length normalisation (b 0.3: memories are short and
     # a long one is not less relevant for being long).
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.3
+    bm25_k1: float = setting(1.2, "BM25 term-frequency saturation", ge=0.0)
+    bm25_b: float = setting(0.3, "BM25 length normalisation", ge=0.0, le=1.0)
     # Cue bonuses added to a candidate's score (see retrieve): written on a date the query
     # names; opening label ("Name: …") named in the query; mentions a time when asked when.
-    date_bonus: float = 0.1
-    speaker_bonus: float = 0.15
-    when_bonus: float = 0.1
+    date_bonus: float = setting(0.1, "score added to a memory written on a date the query names", ge=0.0)
+    speaker_bonus: float = setting(0.15, "score added to a memory whose opening label the query names",
+                                   ge=0.0)
+    when_bonus: float = setting(0.1, "score added, for a 'When…?' question, to a memory naming a time",
+                                ge=0.0)
     # Relevance floor (see retrieve): a query gets hits only when a memory's cosine beats the
     # query's background cosine by this much, or a memory holds this share of its IDF mass.
-    relevance_cosine: float = 0.17
-    relevance_coverage: float = 0.55
+    relevance_cosine: float = setting(0.17, "least cosine above the query's background for any hit",
+                                      ge=-1.0, le=1.0)
+    relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds",
+                                        ge=0.0, le=1.0)
     # get_context packs only hits scoring at least this share of the best hit's score: a block
     # for a prompt is no place for what merely came along (see Api.get_context).
-    context_min_share: float = 0.5
-    edge_threshold: float = 0.40
-    max_edges: int = 5
-    consolidate_threshold: float = 0.70
-    prune_threshold: float = 0.05
-    maintenance_hours: float = 12.0
-    consolidated_retention_days: float = 30.0
-    heartbeat_timeout_s: float = 300.0
+    context_min_share: float = setting(0.5, "least share of the best hit's score get_context packs",
+                                       ge=0.0, le=1.0)
+    edge_threshold: float = setting(0.40, "least similarity for an edge", ge=0.0, le=1.0)
+    max_edges: int = setting(5, "edges per memory", ge=0)
+    consolidate_threshold: float = setting(0.70, "similarity at which maintenance consolidates memories",
+                                           ge=0.0, le=1.0)
+    prune_threshold: float = setting(0.05, "strength below which unprotected memories are pruned",
+                                     ge=0.0, le=1.0)
+    maintenance_hours: float = setting(12.0, "hours between maintenance runs in the daemon", gt=0.0)
+    consolidated_retention_days: float = setting(30.0, "days consolidated sources are kept")
+    heartbeat_timeout_s: float = setting(300.0, "seconds of silence before a session counts as interrupted",
+                                         env_name="ENGRAM_HEARTBEAT_TIMEOUT")
     # The daemon exits after this many seconds with no client connected (0: never). A restart
     # costs about a second once the model's ONNX graph is checked, while an idle daemon holds
     # some 400 MB; a quarter of an hour spans the pauses of a working session.
-    idle_exit_s: float = 900.0
-    token: str | None = None
-    redact_patterns: tuple[str, ...] = ()
-    chunk_size: int = 1000
-    chunk_overlap: int = 100
-    max_content_chars: int = 100_000
-    torch_threads: int = 1
-    onnx: bool = True
-    user_id: str = "default"
+    idle_exit_s: float = setting(900.0, "seconds with no client after which the daemon exits (0: never)",
+                                 ge=0.0, env_name="ENGRAM_IDLE_EXIT")
+    token: str | None = setting(None, "HTTP bearer token; required to bind a non-loopback address",
+                                shown="unset")
+    redact_patterns: tuple[str, ...] = setting((), "extra regexes to redact, one per line", shown="none")
+    chunk_size: int = setting(1000, "characters per chunk of long content")
+    chunk_overlap: int = setting(100, "characters shared by consecutive chunks", ge=0)
+    max_content_chars: int = setting(100_000, "the largest content accepted, in characters",
+                                     env_name="ENGRAM_MAX_CONTENT")
+    torch_threads: int = setting(1, "CPU threads for a query's embedding")
+    onnx: bool = setting(True, "encode with ONNX Runtime when the model allows it (0: torch)")
+    user_id: str = setting("default", "the user when a client names none", env_name="ENGRAM_USER")
 
     @property
     def db_path(self) -> Path:
@@ -114,82 +197,45 @@ class Settings:
         return self.home / "model_cache"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> "Settings":
+    def from_env(cls, env: dict[str, str] | None = None, **overrides) -> Settings:
+        """Settings from ENGRAM_* variables (os.environ by default), then `overrides`, validated."""
         env = dict(os.environ if env is None else env)
-        d = cls()
-        home = env.get("ENGRAM_HOME")
-        patterns = env.get("ENGRAM_REDACT_PATTERNS", "")
-        s = cls(
-            home=Path(home).expanduser() if home else d.home,
-            model=env.get("ENGRAM_MODEL") or d.model,
-            reinforce_threshold=_float(env, "ENGRAM_REINFORCE_THRESHOLD", d.reinforce_threshold),
-            dedup_threshold=_float(env, "ENGRAM_DEDUP_THRESHOLD", d.dedup_threshold),
-            w_bm25=_float(env, "ENGRAM_W_BM25", d.w_bm25),
-            w_vector=_float(env, "ENGRAM_W_VECTOR", d.w_vector),
-            graph_depth=_int(env, "ENGRAM_GRAPH_DEPTH", d.graph_depth),
-            graph_bonus=_float(env, "ENGRAM_GRAPH_BONUS", d.graph_bonus),
-            decay_floor=_float(env, "ENGRAM_DECAY_FLOOR", d.decay_floor),
-            context_window=_int(env, "ENGRAM_CONTEXT_WINDOW", d.context_window),
-            context_weight=_float(env, "ENGRAM_CONTEXT_WEIGHT", d.context_weight),
-            context_terms=_float(env, "ENGRAM_CONTEXT_TERMS", d.context_terms),
-            bm25_k1=_float(env, "ENGRAM_BM25_K1", d.bm25_k1),
-            bm25_b=_float(env, "ENGRAM_BM25_B", d.bm25_b),
-            date_bonus=_float(env, "ENGRAM_DATE_BONUS", d.date_bonus),
-            speaker_bonus=_float(env, "ENGRAM_SPEAKER_BONUS", d.speaker_bonus),
-            when_bonus=_float(env, "ENGRAM_WHEN_BONUS", d.when_bonus),
-            relevance_cosine=_float(env, "ENGRAM_RELEVANCE_COSINE", d.relevance_cosine),
-            relevance_coverage=_float(env, "ENGRAM_RELEVANCE_COVERAGE", d.relevance_coverage),
-            context_min_share=_float(env, "ENGRAM_CONTEXT_MIN_SHARE", d.context_min_share),
-            edge_threshold=_float(env, "ENGRAM_EDGE_THRESHOLD", d.edge_threshold),
-            max_edges=_int(env, "ENGRAM_MAX_EDGES", d.max_edges),
-            consolidate_threshold=_float(env, "ENGRAM_CONSOLIDATE_THRESHOLD", d.consolidate_threshold),
-            prune_threshold=_float(env, "ENGRAM_PRUNE_THRESHOLD", d.prune_threshold),
-            maintenance_hours=_float(env, "ENGRAM_MAINTENANCE_HOURS", d.maintenance_hours),
-            consolidated_retention_days=_float(
-                env, "ENGRAM_CONSOLIDATED_RETENTION_DAYS", d.consolidated_retention_days
-            ),
-            heartbeat_timeout_s=_float(env, "ENGRAM_HEARTBEAT_TIMEOUT", d.heartbeat_timeout_s),
-            idle_exit_s=_float(env, "ENGRAM_IDLE_EXIT", d.idle_exit_s),
-            token=env.get("ENGRAM_TOKEN") or None,
-            redact_patterns=tuple(p for p in patterns.split("\n") if p.strip()),
-            chunk_size=_int(env, "ENGRAM_CHUNK_SIZE", d.chunk_size),
-            chunk_overlap=_int(env, "ENGRAM_CHUNK_OVERLAP", d.chunk_overlap),
-            max_content_chars=_int(env, "ENGRAM_MAX_CONTENT", d.max_content_chars),
-            torch_threads=_int(env, "ENGRAM_TORCH_THREADS", d.torch_threads),
-            onnx=_bool(env, "ENGRAM_ONNX", d.onnx),
-            user_id=env.get("ENGRAM_USER") or d.user_id,
-        )
-        s = replace(s, **overrides) if overrides else s
+        # Only the variables that are set: the others keep the field's default (home's is computed
+        # now, from the current user's home folder).
+        values = {s.name: s.parse(raw) for s in SETTINGS if (raw := env.get(s.env)) not in (None, "")}
+        s = cls(**{**values, **overrides})
         s.validate()
         return s
 
     def validate(self) -> None:
-        for name in ("reinforce_threshold", "dedup_threshold", "edge_threshold",
-                     "consolidate_threshold", "prune_threshold", "decay_floor"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ValueError(f"ENGRAM_{name.upper()}={v} must be between 0 and 1")
+        """Raise ValueError naming the variable of the first setting out of its bounds."""
+        for s in SETTINGS:
+            s.check(getattr(self, s.name))
         if self.dedup_threshold > self.reinforce_threshold:
             raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
-        if self.w_bm25 < 0 or self.w_vector < 0:
-            raise ValueError("ENGRAM_W_BM25 and ENGRAM_W_VECTOR must not be negative")
-        if self.context_window < 0 or self.context_weight < 0 or self.context_terms < 0:
-            raise ValueError("ENGRAM_CONTEXT_WINDOW, _WEIGHT and _TERMS must not be negative")
-        if self.bm25_k1 < 0 or not 0.0 <= self.bm25_b <= 1.0:
-            raise ValueError("ENGRAM_BM25_K1 must not be negative and ENGRAM_BM25_B must be between 0 and 1")
-        if self.date_bonus < 0 or self.speaker_bonus < 0 or self.when_bonus < 0:
-            raise ValueError("ENGRAM_DATE_BONUS, ENGRAM_SPEAKER_BONUS and ENGRAM_WHEN_BONUS must not be negative")
-        if not -1.0 <= self.relevance_cosine <= 1.0 or not 0.0 <= self.relevance_coverage <= 1.0:
-            raise ValueError("ENGRAM_RELEVANCE_COSINE must be between -1 and 1 and "
-                             "ENGRAM_RELEVANCE_COVERAGE between 0 and 1")
-        if not 0.0 <= self.context_min_share <= 1.0:
-            raise ValueError("ENGRAM_CONTEXT_MIN_SHARE must be between 0 and 1")
-        if self.graph_depth < 0 or self.max_edges < 0:
-            raise ValueError("ENGRAM_GRAPH_DEPTH and ENGRAM_MAX_EDGES must not be negative")
-        if self.maintenance_hours <= 0:
-            raise ValueError("ENGRAM_MAINTENANCE_HOURS must be positive")
-        if not self.idle_exit_s >= 0:  # also refuses nan
-            raise ValueError("ENGRAM_IDLE_EXIT must be a number of seconds, 0 or more (0: never exit)")
-        if not 0 <= self.chunk_overlap < self.chunk_size:
+        if not self.chunk_overlap < self.chunk_size:
             raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
 
+
+def _declarations() -> tuple[Setting, ...]:
+    types = typing.get_type_hints(Settings)
+    out = []
+    for f in fields(Settings):
+        spec: Setting = f.metadata["setting"]
+        default = f.default_factory() if callable(f.default_factory) else f.default
+        out.append(replace(spec, name=f.name, env=spec.env_name or f"ENGRAM_{f.name.upper()}",
+                           type=types[f.name], default=default))
+    return tuple(out)
+
+
+SETTINGS: tuple[Setting, ...] = _declarations()
+SETTING_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
+for _s in SETTINGS:
+    if _s.type not in _PARSERS:
+        raise TypeError(f"setting {_s.name} has a type with no parser: {_s.type}")
+
+
+def onnx_from_env(env: dict[str, str] | None = None) -> bool:
+    """ENGRAM_ONNX: embed through ONNX Runtime when the model allows it (default on)."""
+    s = SETTING_BY_NAME["onnx"]
+    return s.parse((os.environ if env is None else env).get(s.env))

@@ -16,8 +16,7 @@ from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
 from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task
 
-from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES  # noqa: F401 - imported from here too
-PLAN_STATUSES = ("done", "in_progress", "not_started", "dropped")
+from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
 
@@ -252,9 +251,8 @@ class ContinuityMixin:
             fields["goal"] = self.redact(_short(goal, "goal", 5000, required=False))
         if name is not None:
             fields["name"] = self.redact(_short(name, "name", 500))
-        if metadata is not None:
-            if not isinstance(metadata, dict):
-                raise EngramError("metadata must be an object")
+        if metadata is not None and not isinstance(metadata, dict):
+            raise EngramError("metadata must be an object")
         with self._lock:
             t = self.get_task_row(task_id, user_id)
             if metadata is not None:

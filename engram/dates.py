@@ -83,8 +83,8 @@ def query_dates(text: str, slack_days: float = 1.0) -> list[tuple]:
                 out.append(("span", _days(int(y), 1, 1), _days(int(y) + 1, 1, 1)))
                 continue
             bare = name.lower().rstrip(".")
-            if d is None and y is None and (bare not in _MONTHS or bare == "may" and (
-                    not name[0].isupper() or not text[:mt.start()].strip())):
+            if d is None and y is None and (bare not in _MONTHS or (bare == "may" and (
+                    not name[0].isupper() or not text[:mt.start()].strip()))):
                 continue  # a bare "mar", "jun" or the verb "may" is too often another word
             m = _month(name)
             if y is None and d is None:

@@ -22,7 +22,7 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from .types import EngramError
+from .errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -48,10 +48,6 @@ SPLIT_PACKAGED_MODELS = {
     "all-mpnet-base-v2": _MPNET,
     "sentence-transformers/all-mpnet-base-v2": _MPNET,
 }
-
-
-class ModelUnavailable(EngramError):
-    """The embedding model cannot be loaded (offline, not installed)."""
 
 
 class Embedder(Protocol):

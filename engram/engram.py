@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import inspect
 import math
-import secrets
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -22,8 +22,10 @@ from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import ContinuityMixin, estimate_tokens
 from .decay import quality_score, recalled_stability
-from .embedding import Embedder, ModelUnavailable, UnavailableEmbedder, load_embedder
+from .embedding import Embedder, UnavailableEmbedder, load_embedder
+from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
+from .ids import new_id
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .ops import refuse_unknown
@@ -35,27 +37,6 @@ from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFou
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
-
-
-class ModelMismatch(EngramError):
-    pass
-
-
-_id_lock = threading.Lock()
-_last_us = 0
-
-
-def new_id() -> str:
-    """16 hex digits that sort in creation order within a process (microseconds, then random).
-
-    Rows written at one timestamp (a batch with an explicit created_at) then rebuild in the
-    order they were written, which the index's context window depends on.
-    """
-    global _last_us
-    with _id_lock:
-        us = max(time.time_ns() // 1000, _last_us + 1)
-        _last_us = us
-    return f"{us:013x}{secrets.randbelow(16 ** 3):03x}"
 
 
 def check_text(value: Any, name: str, limit: int) -> str:
@@ -201,13 +182,7 @@ class Engram(ContinuityMixin):
             self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)
         self._lock = threading.RLock()
         self.redact = Redactor(self.settings.redact_patterns)
-        self.weights = Weights(self.settings.w_bm25, self.settings.w_vector,
-                               self.settings.graph_depth, self.settings.graph_bonus,
-                               self.settings.decay_floor, self.settings.bm25_k1,
-                               self.settings.bm25_b, self.settings.date_bonus,
-                               self.settings.speaker_bonus, self.settings.when_bonus,
-                               relevance_cosine=self.settings.relevance_cosine,
-                               relevance_coverage=self.settings.relevance_coverage)
+        self.weights = Weights.from_settings(self.settings)
         self._reference: np.ndarray | None = None  # embeddings of retrieve.REFERENCE_TEXTS
         self.model_changed = self._check_model(allow_model_change)
         self._batch: _BatchSims | None = None
@@ -352,14 +327,11 @@ class Engram(ContinuityMixin):
         with self._lock:
             self.store_db.close()
 
-    def __enter__(self) -> "Engram":
+    def __enter__(self) -> Engram:
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-    def now(self) -> datetime:
-        return self.clock.now()
 
     def _user(self, user_id: str | None) -> str:
         if user_id is None:
@@ -483,7 +455,7 @@ class Engram(ContinuityMixin):
                                    chunk_start=at))
             results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
-        links = [(a, b, 1.0) for a, b in zip(ids, ids[1:])]
+        links = [(a, b, 1.0) for a, b in pairwise(ids)]
         with self.store_db.transaction():
             self.store_db.add_edges(p["user_id"], links)
         self.graph.add_edges(links)
@@ -702,7 +674,7 @@ class Engram(ContinuityMixin):
             else:
                 mems = self.store_db.get_memories(ids)
             hits = []
-            for (r, score, parts), mid in zip(ranked, ids):
+            for (_, score, parts), mid in zip(ranked, ids):
                 m = mems[mid]
                 s, f = self.outcomes.get(m.session_id, (0, 0))
                 hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),

@@ -36,6 +36,7 @@ import numpy as np
 
 from . import resolve
 from .decay import days_until, memory_stability, strength, strength_array
+from .ids import new_id
 from .index import to_days
 from .types import MEMORY_TYPES, Memory
 
@@ -251,7 +252,6 @@ def _merged_text(sources: list[Memory], limit: int) -> tuple[str, list[Memory]]:
 
 
 def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[list[str], list[str]]:
-    from .engram import new_id
     if not clusters:
         return [], []
     vecs = eng.embedder.embed_batch([c["content"] for c in clusters])

@@ -30,11 +30,12 @@ reinforces nothing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from . import dates
+from .config import Settings
 from .decay import ranking_penalty, retrieval_weight_array, strength_array
 from .graph import MemoryGraph
 from .index import MemoryIndex, top_rows
@@ -77,6 +78,16 @@ class Weights:
     hit_coverage: float = 0.1
     adapt_low: float = 0.3
     adapt_high: float = 0.6
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Weights:
+        """Each weight that `settings` declares, taken by name, so no reordering can swap two.
+
+        The others (hit_cosine, hit_coverage, adapt_low, adapt_high) are not settings and keep
+        their defaults here.
+        """
+        declared = {f.name for f in fields(settings)}
+        return cls(**{f.name: getattr(settings, f.name) for f in fields(cls) if f.name in declared})
 
 
 # A memory's opening label: one to three words and a colon ("Melanie: …", "Dr Ann Lee: …").

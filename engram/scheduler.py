@@ -48,7 +48,6 @@ class MaintenanceScheduler:
         self._scheduler: BackgroundScheduler | None = None
         self._trigger: IntervalTrigger | None = None
         self._next: datetime | None = None
-        self._previous: datetime | None = None
         self.last_run: str | None = None
         self.last_report: dict | None = None
         self.runs = 0
@@ -125,7 +124,6 @@ class MaintenanceScheduler:
         fire = self._next
         # Advance past every fire time <= now: missed runs coalesce.
         while fire is not None and fire <= now:
-            self._previous = fire
             fire = self._trigger.get_next_fire_time(fire, now)
         self._next = fire
         report = self.run_once()

@@ -12,8 +12,9 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_MODEL, Settings
-from .embedding import ModelUnavailable, resolve_model_path
+from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_MODEL, Settings
+from .embedding import resolve_model_path
+from .errors import ModelUnavailable
 from .types import EngramError, NotFound
 
 __all__ = ["build_parser", "find_model", "main", "mcp_config", "self_check"]
@@ -21,10 +22,6 @@ __all__ = ["build_parser", "find_model", "main", "mcp_config", "self_check"]
 # Weights in formats sentence-transformers does not load on CPU torch; skipping them saves most of the download.
 SKIP_FILES = ["onnx/*", "openvino/*", "*.onnx", "*.h5", "*.msgpack", "*.ot", "*.tflite", "coreml/*"]
 PROBE_TEXT = "engram self-check probe {tag}: zebra lighthouse marmalade quantum accordion"
-
-
-class SetupError(EngramError):
-    pass
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -187,7 +184,8 @@ def _describe(report: dict) -> str:
         "Cursor (~/.cursor/mcp.json) or Claude Desktop (claude_desktop_config.json):",
         "\n".join("  " + ln for ln in json.dumps(cfg["json"], indent=2).splitlines()),
         "",
-        "HTTP instead of stdio: run `engram serve --http` and point the client at http://127.0.0.1:8765/mcp",
+        "HTTP instead of stdio: run `engram serve --http` and point the client at "
+        f"http://{DEFAULT_HTTP_HOST}:{DEFAULT_HTTP_PORT}/mcp",
     ]
     return "\n".join(lines)
 

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .clock import utc
 from .decay import MAX_STABILITY
+from .errors import ExportIncomplete, ImportConflict, ModelMismatch
 from .types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
 
 if TYPE_CHECKING:
@@ -40,14 +41,6 @@ FORMAT = "engram-jsonl"
 FORMAT_VERSION = 1
 TABLES = ("memories", "tasks", "sessions", "edges", "memory_events")
 _KIND_TABLE = {"memory": "memories", "task": "tasks", "session": "sessions", "edge": "edges"}
-
-
-class ExportIncomplete(EngramError):
-    """The written file holds fewer rows than the database."""
-
-
-class ImportConflict(EngramError):
-    """The file holds ids that already exist here."""
 
 
 # -- line models (the file is a boundary: validated with pydantic) ------------------------------------
@@ -268,7 +261,6 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
         _check_single_user(lines, user_id)
     same_model = (header.model.name, header.model.dim) == (eng.embedder.name, eng.embedder.dim)
     if not same_model and not reembed:
-        from .engram import ModelMismatch
         raise ModelMismatch(
             f"the file was embedded with {header.model.name} ({header.model.dim} dims) but this "
             f"engram uses {eng.embedder.name} ({eng.embedder.dim} dims); import with reembed=True "

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any
 
-MemoryType = Literal["fact", "strategy", "assumption", "failure", "handoff", "progress"]
+# Re-exported: callers have imported them from here since before engram/errors.py.
+from .errors import EngramError as EngramError
+from .errors import NotFound as NotFound
+
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
-MemoryStatus = Literal["active", "superseded", "consolidated", "deleted"]
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
-Action = Literal["new", "reinforce", "merge", "replace"]
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
 PROGRESS_STATUSES: tuple[str, ...] = ("planned", "in_progress", "blocked", "done")
@@ -18,12 +19,14 @@ OUTCOMES: tuple[str, ...] = ("success", "failure")
 INTERRUPTION_REASONS: tuple[str, ...] = ("context_overflow", "rate_limit", "user_stop", "other")
 
 
-class EngramError(ValueError):
-    """A request engram refuses, with a message that names the problem."""
+@dataclass(frozen=True)
+class Ctx:
+    """Who is calling: one session per client connection or process."""
 
-
-class NotFound(EngramError):
-    """An id that does not exist (or belongs to another user)."""
+    session_id: str
+    user_id: str | None = None
+    client: str = ""
+    pid: int | None = None
 
 
 @dataclass(frozen=True)

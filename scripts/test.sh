@@ -5,4 +5,5 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/scripts/bootstrap.sh"
 cd "$ROOT"
 $VENV/bin/python -m pip install -q -r "$ROOT/requirements-dev.lock"
+"$VENV/bin/ruff" check .  # under a second; pyproject.toml says which rules and why
 exec "$VENV/bin/python" -m pytest -q "$@"

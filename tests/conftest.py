@@ -12,8 +12,8 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from engram import Engram, Settings, VirtualClock  # noqa: E402
-from engram.embedding import FakeEmbedder  # noqa: E402
+from engram import Engram, Settings, VirtualClock
+from engram.embedding import FakeEmbedder
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 

@@ -233,6 +233,7 @@ def test_locked_database_is_a_clean_error(tmp_path, capsys):
     finally:
         holder.stdin.close()
         holder.wait(30)
+        holder.stdout.close()
 
 
 # ---------------------------------------------------------------- through a daemon
@@ -318,6 +319,7 @@ def test_stop_asks_the_daemon_to_exit_and_waits(short_home, capsys):
         if proc.poll() is None:
             proc.kill()
         proc.wait(30)
+        proc.stdout.close()
 
 
 # ---------------------------------------------------------------- as a real command

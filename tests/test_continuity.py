@@ -143,7 +143,7 @@ def test_two_session_handoff_scenario(tmp_path, settings, clock, real_embedder):
     # Session C sees step 2 done (with evidence) and the other two not started.
     clock.advance(hours=2)
     view = api.call("get_task", {"task_id": task}, C)
-    first = [h for h in view["handoffs"]][0]
+    first = view["handoffs"][0]
     checks = eng.handoff_view(eng.get(first["id"]))["next_steps_validation"]
     assert [c["status"] for c in checks] == ["not_started", "done", "not_started"]
     assert checks[1]["evidence"]["kind"] in ("progress", "handoff_completed")

@@ -102,7 +102,7 @@ def test_retrieval_weight_demotes_but_never_buries():
 def _strength(eng, memory_id: str) -> float:
     m = eng.get(memory_id)
     return decay.strength(m.importance, decay.memory_stability(m), m.last_recalled_at or m.created_at,
-                          eng.now())
+                          eng.clock.now())
 
 
 def _recall(eng, query: str, memory_id: str) -> None:

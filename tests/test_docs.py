@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from engram import cli, setup
+from engram.config import SETTINGS
 from engram.server.http import OPS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-CONFIG = Path(cli.__file__).with_name("config.py")
 
 
 def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -64,14 +64,40 @@ def test_readme_documents_every_command():
     assert not missing, f"README '## CLI' does not mention: {', '.join('engram ' + m for m in missing)}"
 
 
+def settings_table(body: str) -> dict[str, str]:
+    """{variable: default} from the README settings table; a row may pair names and defaults ("A / B")."""
+    table = {}
+    for row in re.findall(r"^\|(.+)\|$", body, re.MULTILINE):
+        cells = [c.strip() for c in row.split("|")]
+        names = re.findall(r"`(ENGRAM_[A-Z0-9_]+)`", cells[0])
+        defaults = [d.strip().strip("`") for d in cells[1].split(" / ")] if len(cells) > 1 else []
+        if names and len(defaults) == len(names):
+            table.update(zip(names, defaults))
+        else:
+            table.update((n, "?") for n in names)  # names without a matching default each
+    return table
+
+
+def same_default(shown: str, declared: str) -> bool:
+    try:
+        return float(shown) == float(declared)
+    except ValueError:
+        return shown == declared
+
+
 def test_readme_documents_every_setting():
     body = section("Settings|Configuration")
     if body is None:
         pytest.skip("README.md has no '## Settings' or '## Configuration' section yet")
-    names = sorted(set(re.findall(r'"(ENGRAM_[A-Z_]+)"', CONFIG.read_text())))
-    assert "ENGRAM_HOME" in names
-    missing = [n for n in names if n not in body]
+    table = settings_table(body)
+    assert "ENGRAM_HOME" in table
+    missing = [s.env for s in SETTINGS if s.env not in table]
     assert not missing, f"README settings section does not mention: {', '.join(missing)}"
+    wrong = [f"{s.env}: README says {table[s.env]!r}, engram/config.py {s.shown_default()!r}"
+             for s in SETTINGS if not same_default(table[s.env], s.shown_default())]
+    assert not wrong, f"README settings table gives other defaults: {'; '.join(wrong)}"
+    unknown = sorted(set(table) - {s.env for s in SETTINGS})
+    assert not unknown, f"README settings table names variables engram does not read: {', '.join(unknown)}"
 
 
 def test_readme_documents_every_http_route():

@@ -144,7 +144,7 @@ def test_vector_results_equal_exact_search_after_deletes(settings, fake, clock):
             continue
         m = eng.get(i)
         cos = max(float(np.dot(fake.embed_query(m.content), qv)), 0.0)
-        st = strength(m.importance, memory_stability(m), m.created_at, eng.now())
+        st = strength(m.importance, memory_stability(m), m.created_at, eng.clock.now())
         exact.append(cos * retrieval_weight(st, eng.settings.decay_floor))
     exact.sort(reverse=True)
     assert [round(h.score, 5) for h in hits] == [round(x, 5) for x in exact[:10]]
@@ -320,7 +320,7 @@ def test_context_finds_a_reply_by_the_subject_said_just_before(settings, fake, c
     eng.store("Lunch options near the office include ramen.", conversation="c2", resolve_conflicts=False)
     got = [h.memory.id for h in eng.recall("kestrel deployment pipeline", mode="bm25", reinforce=False)]
     assert reply.id in got  # found through its context ...
-    assert [h.memory.content for h in eng.recall("broke twice", reinforce=False)][0] == reply.content
+    assert eng.recall("broke twice", reinforce=False)[0].memory.content == reply.content
     assert eng.forget(query="kestrel", dry_run=True) != [reply.id]  # ... but forget reads own words only
     assert reply.id not in eng.forget(query="kestrel", dry_run=True)
     # Another conversation gives no context.

@@ -143,7 +143,7 @@ def test_malformed_files_are_refused_with_the_reason(api, tmp_path, source, text
 def test_bad_source_missing_path_and_empty_folder(api, tmp_path):
     with pytest.raises(EngramError, match="source must be one of mcp-memory, mem0, markdown"):
         api.call("import_from", {"source": "notion", "path": str(tmp_path)}, CTX)
-    with pytest.raises(EngramError, match="cannot read .*nope.json: No such file or directory"):
+    with pytest.raises(EngramError, match=r"cannot read .*nope\.json: No such file or directory"):
         api.call("import_from", {"source": "mem0", "path": str(tmp_path / "nope.json")}, CTX)
     with pytest.raises(EngramError, match="no markdown"):
         api.call("import_from", {"source": "markdown", "path": str(tmp_path)}, CTX)

@@ -62,7 +62,7 @@ def test_bounded_search_equals_a_full_scan(context):
                 _check(idx, q, mask, k, "vectors")
         # Several masks at once (what a store asks for) give what each would alone.
         for mask, (rows, s) in zip((alice, facts, bob), idx.nearest(q, [alice, facts, bob], 20)):
-            want_rows, want = _exact(idx, q, mask, 20)
+            _, want = _exact(idx, q, mask, 20)
             assert np.allclose(s, want, atol=1e-5) and len(rows) == 20
 
     # Forget the nearest rows and add more: projections stay in step with every write.

@@ -33,7 +33,9 @@ def api(eng):
 @pytest.fixture
 def alice_data(api):
     """Everything alice owns: a task, memories of every kind, a session with an outcome."""
-    call = lambda op, **kw: api.call(op, kw, ALICE)
+    def call(op, **kw):
+        return api.call(op, kw, ALICE)
+
     task = call("create_task", name="alice migration", goal="move the orders table")["task_id"]
     mem = call("store_memory", content="Alice's orders table lives in Postgres 16", task_id=task)["memory_id"]
     handoff = call("session_handoff", summary="Alice stopped at the orders backfill", task_id=task,
@@ -56,7 +58,9 @@ def refused(fn, *args, **kwargs) -> bool:
 
 
 def test_another_user_cannot_read_update_or_delete_through_any_operation(api, alice_data):
-    bob = lambda op, **kw: api.call(op, kw, BOB)
+    def bob(op, **kw):
+        return api.call(op, kw, BOB)
+
     task = alice_data["task"]
     for mid in alice_data["memories"]:
         assert refused(bob, "get_memory", memory_id=mid)
@@ -124,7 +128,9 @@ PG_SAME = "Staging database runs PostgreSQL 16 on port 5433"
 
 def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
     eng = api.eng
-    plant = lambda user, text, **kw: eng.store(text, user_id=user, resolve_conflicts=False, **kw).memory.id
+    def plant(user, text, **kw):
+        return eng.store(text, user_id=user, resolve_conflicts=False, **kw).memory.id
+
     mine = {u: {plant(u, PG, importance=0.9), plant(u, PG_SAME, importance=0.9),
                 plant(u, "Lunch order was pasta", importance=0.1)} for u in ("alice", "bob")}
     clock.advance(days=40)  # the duplicates cluster, the lunch note fades below the prune line
@@ -243,7 +249,7 @@ def test_socket_export_and_import_cover_only_the_callers_user(settings, fake, cl
             assert counts["memories"] == 1 and {r["user_id"] for r in rows} == {"bob"}
             assert not any(r.get("id") in alice_data["memories"] for r in rows)
             before = api.eng.store_db.table_counts()
-            with pytest.raises(RpcError, match="other users .'alice'"):
+            with pytest.raises(RpcError, match=r"other users \('alice'"):
                 bob.call("import_memories", path=str(foreign))
             assert api.eng.store_db.table_counts() == before
             # on_conflict and reembed reach the importer.
@@ -267,7 +273,7 @@ def test_import_for_a_user_cannot_link_to_another_users_task(api, alice_data, tm
         if d["kind"] == "session":
             d["id"] = "s-bob-copy"
     path.write_text("".join(json.dumps(d) + "\n" for d in lines))
-    with pytest.raises(ImportConflict, match="task id.*another user"):
+    with pytest.raises(ImportConflict, match=r"task id.*another user"):
         api.call("import_memories", {"path": str(path)}, BOB)
     assert api.eng.store_db.get_memory("m-bob-copy") is None
 
@@ -332,7 +338,9 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
     eng.store_db.con.execute("PRAGMA force_compression='uncompressed'")
     api = Api(eng)
     ctx = Ctx("s-redact", client="test")
-    call = lambda op, **kw: api.call(op, kw, ctx)
+    def call(op, **kw):
+        return api.call(op, kw, ctx)
+
     for i, secret in enumerate(SECRETS):
         s = f"key {secret} here"
         task = call("create_task", name=f"task {i} {s}", goal=s, metadata={"k": s, "nested": [s]})["task_id"]

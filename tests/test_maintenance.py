@@ -13,7 +13,10 @@ from engram.maintenance import memory_stats, run_maintenance
 PG = "The staging database runs PostgreSQL 16 on port 5433"
 PG_MORE = "The staging database runs PostgreSQL 16 on port 5433 with daily backups"
 PG_SAME = "Staging database runs PostgreSQL 16 on port 5433"
-CHAIN = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
+CHAIN = (
+    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+    "quebec romeo sierra tango"
+).split()
 
 
 def put(eng: Engram, text: str, **kw):

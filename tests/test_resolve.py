@@ -117,7 +117,7 @@ def test_decide_floor_blocks_loose_matches():
     # The same contradiction signal, but the texts share too little to be one statement.
     r = decide("The user moved to Munich.", [("m1", "The user likes pizza a lot.", 0.30)])
     assert r.action == "new"
-    assert "too far apart for contradiction (best similarity 0.30)" == r.reason
+    assert r.reason == "too far apart for contradiction (best similarity 0.30)"
 
 
 def test_decide_is_new_for_a_different_subject_in_the_middle_band():
@@ -177,8 +177,10 @@ def test_decide_prefers_replace_over_merge_and_ignores_order():
         ("Redis handles caching.", "workers poll the queue", "Redis handles caching.\nworkers poll the queue"),
         ("  indented note", "tok-42 lower case start  ", "  indented note\ntok-42 lower case start  "),
         # One already holds the other verbatim: that one is the merge.
-        ("The project uses PostgreSQL 16 with pgvector.", "PostgreSQL 16", "The project uses PostgreSQL 16 with pgvector."),
-        ("PostgreSQL 16", "The project uses PostgreSQL 16 with pgvector.", "The project uses PostgreSQL 16 with pgvector."),
+        ("The project uses PostgreSQL 16 with pgvector.", "PostgreSQL 16",
+         "The project uses PostgreSQL 16 with pgvector."),
+        ("PostgreSQL 16", "The project uses PostgreSQL 16 with pgvector.",
+         "The project uses PostgreSQL 16 with pgvector."),
     ],
 )
 def test_merge_contents_keeps_both_texts_verbatim(old, new, merged):

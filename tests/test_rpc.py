@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -416,10 +417,8 @@ def starts(d: Path) -> list[int]:
 
 def reap(pid: int) -> None:
     """Wait for a killed daemon (our child: this process spawned it) to be gone."""
-    try:
+    with contextlib.suppress(ChildProcessError):
         os.waitpid(pid, 0)
-    except ChildProcessError:
-        pass
 
 
 def test_client_spawns_the_daemon_and_respawns_it_after_sigkill(daemon):

@@ -81,7 +81,7 @@ def test_missing_extension_says_what_to_install(monkeypatch):
 
 def test_mismatched_extension_version_is_refused(monkeypatch):
     monkeypatch.setattr(duckdb, "__version__", "9.9.9")
-    with pytest.raises(extensions.ExtensionError, match="ships v1.5.5 but duckdb is v9.9.9"):
+    with pytest.raises(extensions.ExtensionError, match=r"ships v1\.5\.5 but duckdb is v9\.9\.9"):
         extensions.extension_file("vss")
 
 
@@ -151,7 +151,7 @@ def test_bm25_agrees_with_duckdb_fts():
                           "WHERE score IS NOT NULL ORDER BY score DESC, id", [q]).fetchall()
         mine = sorted(idx.score(q).items(), key=lambda kv: (-kv[1], kv[0]))
         assert {i for i, _ in ref} == {i for i, _ in mine}
-        assert [i for i, _ in ref][0] == mine[0][0]
+        assert ref[0][0] == mine[0][0]
 
 
 def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, clock, monkeypatch):
@@ -213,9 +213,8 @@ def test_a_rolled_back_write_keeps_the_held_recall_counts_once(tmp_path, setting
     e = Engram(tmp_path / "r.duckdb", settings=settings, embedder=FakeEmbedder(), clock=clock)
     m = e.store("The staging cluster runs on three nodes.").memory
     e.recall("staging cluster", mode="bm25")
-    with pytest.raises(RuntimeError):
-        with e.store_db.transaction():  # writes the counts when due, then rolls them back
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError), e.store_db.transaction():  # writes the counts when due, then rolls them back
+        raise RuntimeError("boom")
     assert e.get(m.id).recall_count == 1
     e.close()
     e = Engram(tmp_path / "r.duckdb", settings=settings, embedder=FakeEmbedder(), clock=clock)

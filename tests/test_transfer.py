@@ -49,7 +49,8 @@ def recall_all(eng: Engram, **kw) -> list:
 
 
 def lines(path) -> list[dict]:
-    return [json.loads(x) for x in open(path, encoding="utf-8")]
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(x) for x in f]
 
 
 @pytest.fixture

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from engram.server.rpc import RpcClient, RpcError
+from engram.types import Ctx
 
 log = logging.getLogger(__name__)
 
@@ -115,8 +116,6 @@ class SessionBackends:
         when the client closes it. A sessionless (2026) client has no such id: its calls run in
         an implicit per-connection session, ended cleanly after each call.
         """
-        from engram.api import Ctx
-
         user = header_user(headers, self.user_id)
         mcp_session = headers.get("mcp-session-id") if headers else None
         who = ["header", mcp_session] if mcp_session else ["conn", str(conn)]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.api import Api, Ctx
-from engram.config import Settings
+from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
 from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
 from engram.types import EngramError
 
@@ -74,7 +74,7 @@ class Daemon:
 
     # -- lifecycle
 
-    def start(self, http: bool = False, host: str = "127.0.0.1", port: int = 8765) -> None:
+    def start(self, http: bool = False, host: str = DEFAULT_HTTP_HOST, port: int = DEFAULT_HTTP_PORT) -> None:
         # HTTP first: a daemon that answers on its socket must already serve every transport it was
         # asked for, or clients started right after it (told "it is up") find no HTTP listener.
         if http:
@@ -142,7 +142,7 @@ def _start_scheduler(eng: Any, settings: Settings, api: Api) -> Any:
     return scheduler
 
 
-def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any:
+def build_http_app(api: Api, settings: Settings, host: str = DEFAULT_HTTP_HOST) -> Any:
     """The REST API plus streamable-HTTP MCP at /mcp (one engram session per MCP session and user), one token."""
     from engram.server.backend import SessionBackends
     from engram.server.http import build_app
@@ -154,8 +154,8 @@ def build_http_app(api: Api, settings: Settings, host: str = "127.0.0.1") -> Any
                      settings=settings, end_mcp_session=sessions.end)
 
 
-def run_daemon(settings: Settings | None = None, http: bool = False, host: str = "127.0.0.1",
-               port: int = 8765, idle_exit: bool = True) -> int:
+def run_daemon(settings: Settings | None = None, http: bool = False, host: str = DEFAULT_HTTP_HOST,
+               port: int = DEFAULT_HTTP_PORT, idle_exit: bool = True) -> int:
     """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves.
 
     idle_exit False: never exit for want of clients (`engram serve`, run by hand in the foreground).
@@ -244,8 +244,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m engram.server.daemon", description=__doc__)
     parser.add_argument("--home", help="engram home directory (default: ENGRAM_HOME or ~/.engram)")
     parser.add_argument("--http", action="store_true", help="also serve MCP and REST over HTTP")
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--host", default=DEFAULT_HTTP_HOST)
+    parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
     a = parser.parse_args(argv)
     overrides = {"home": Path(a.home).expanduser()} if a.home else {}
     try:

@@ -31,10 +31,10 @@ from starlette.routing import Route
 
 from engram import __version__, ops
 from engram.api import Ctx
-from engram.embedding import ModelUnavailable
+from engram.errors import BindRefused, ModelUnavailable
 from engram.server.backend import LocalBackend, derived_session_id, header_user
 from engram.ops import refuse_unknown
-from engram.types import MEMORY_TYPES, EngramError, NotFound
+from engram.types import EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
 
@@ -42,10 +42,6 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 PUBLIC_PATHS = frozenset({"/healthz"})
-
-
-class BindRefused(EngramError):
-    """Serving HTTP beyond this machine without a token."""
 
 
 def check_bind(host: str, token: str | None) -> None:

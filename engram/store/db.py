@@ -23,6 +23,7 @@ import numpy as np
 if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
+from ..errors import DatabaseLocked
 from ..types import EngramError, Memory, Session, Task
 from .extensions import LOADED_BY_STORE, load_extensions
 from .schema import migrate
@@ -50,10 +51,6 @@ SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "la
 RECALL_WRITE_DELAY_S = 1.0
 RECALL_WRITE_MAX = 256
 ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the file was last rewritten
-
-
-class DatabaseLocked(EngramError):
-    pass
 
 
 def _in(column: str, n: int) -> str:
@@ -441,13 +438,6 @@ class Store:
                     yield row_to_memory(r[:-1]), r[-1]
         finally:
             cur.close()
-
-    def get_embeddings(self, ids: Sequence[str]) -> dict[str, bytes]:
-        if not ids:
-            return {}
-        rows = self.execute(f"SELECT id, embedding FROM memories WHERE {_in('id', len(ids))}",
-                            list(ids)).fetchall()
-        return {r[0]: r[1] for r in rows}
 
     def delete_memories(self, ids: Sequence[str]) -> None:
         if not ids:

@@ -13,14 +13,10 @@ from pathlib import Path
 
 import duckdb
 
-from ..types import EngramError
+from ..errors import ExtensionError
 
 EXTENSIONS = ("vss", "fts")  # vss first: a table with an HNSW index needs it before any write
 LOADED_BY_STORE: tuple[str, ...] = ()  # what Store() loads when it opens a database
-
-
-class ExtensionError(EngramError):
-    pass
 
 
 def extension_file(name: str) -> Path:

@@ -1,0 +1,47 @@
+"""Every error engram raises on purpose: EngramError and its kinds, each with a readable message.
+
+Light on purpose (no imports): entry points that only forward calls can catch these without
+loading DuckDB, numpy or the model. The modules that raise them re-export them where callers
+imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...).
+"""
+
+from __future__ import annotations
+
+__all__ = ["BindRefused", "DatabaseLocked", "EngramError", "ExportIncomplete", "ExtensionError",
+           "ImportConflict", "ModelMismatch", "ModelUnavailable", "NotFound"]
+
+
+class EngramError(ValueError):
+    """A request engram refuses, with a message that names the problem."""
+
+
+class NotFound(EngramError):
+    """An id that does not exist (or belongs to another user)."""
+
+
+class ModelUnavailable(EngramError):
+    """The embedding model cannot be loaded (offline, not installed)."""
+
+
+class ModelMismatch(EngramError):
+    """The store (or a file to import) was embedded with another model than the configured one."""
+
+
+class DatabaseLocked(EngramError):
+    """Another process holds the database file open for writing."""
+
+
+class ExtensionError(EngramError):
+    """A DuckDB extension engram needs is missing or does not match DuckDB's version."""
+
+
+class ExportIncomplete(EngramError):
+    """The written file holds fewer rows than the database."""
+
+
+class ImportConflict(EngramError):
+    """The file holds ids that already exist here."""
+
+
+class BindRefused(EngramError):
+    """Serving HTTP beyond this machine without a token."""
