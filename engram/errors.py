@@ -8,7 +8,7 @@ imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...
 from __future__ import annotations
 
 __all__ = ["BindRefused", "DatabaseLocked", "EngramError", "ExportIncomplete", "ExtensionError",
-           "ImportConflict", "ModelMismatch", "ModelUnavailable", "NotFound"]
+           "ImportConflict", "InvalidArguments", "ModelMismatch", "ModelUnavailable", "NotFound"]
 
 
 class EngramError(ValueError):
@@ -37,6 +37,10 @@ class ExtensionError(EngramError):
 
 class ExportIncomplete(EngramError):
     """The written file holds fewer rows than the database."""
+
+
+class InvalidArguments(EngramError):
+    """Arguments that do not match an operation's declaration."""
 
 
 class ImportConflict(EngramError):

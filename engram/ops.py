@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from .types import (INTERRUPTION_REASONS, MEMORY_TYPES, OUTCOMES, PROGRESS_STATUSES, SEARCH_MODES,
                     TASK_STATUSES, EngramError)
+from .errors import InvalidArguments
 
 __all__ = ["OPS", "OPS_LIST", "REQUIRED", "TOOLS", "Cli", "Http", "InvalidArguments", "Op", "Param",
            "arguments_model", "body_model", "body_params", "check", "check_values", "describe", "dumps",
@@ -399,10 +400,6 @@ TOOLS: tuple[str, ...] = tuple(op.name for op in OPS_LIST if op.mcp is not None)
 
 
 # ---------------------------------------------------------------- the argument check
-
-
-class InvalidArguments(EngramError):
-    """Arguments that do not match an operation's declaration."""
 
 
 MAX_ARG_DEPTH = 32  # JSON nesting allowed in arguments (metadata objects); generous for real use
