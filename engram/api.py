@@ -29,6 +29,8 @@ TOOLS = (
 # Operations that are not MCP tools but that the CLI and HTTP API use.
 EXTRA_OPS = ("export_memories", "import_memories", "import_from", "reindex", "run_maintenance",
              "get_memory", "health", "memory_prompt")
+# Curation operations the web panel (issue 17) needs and no MCP tool has; also HTTP routes.
+PANEL_OPS = ("list_memories", "pin_memory", "memory_strength", "memory_versions", "task_sessions")
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
@@ -91,7 +93,7 @@ class Api:
         self.eng = engram
         self.scheduler = scheduler
         self.metrics = Metrics()
-        self._ops: dict[str, Callable] = {n: getattr(self, n) for n in TOOLS + EXTRA_OPS}
+        self._ops: dict[str, Callable] = {n: getattr(self, n) for n in TOOLS + EXTRA_OPS + PANEL_OPS}
         self._params = {n: inspect.signature(f).parameters for n, f in self._ops.items()}
         self._lock = threading.RLock()
 
@@ -270,6 +272,30 @@ class Api:
     def session_outcome(self, ctx: Ctx, outcome: str, notes: str = "") -> dict:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
+
+    # -- curation (issue 17: the web panel) ------------------------------------
+    def list_memories(self, ctx: Ctx, memory_type: str | None = None, task_id: str | None = None,
+                      tag: str | None = None, as_of: str | None = None, status: str = "active",
+                      offset: int = 0, limit: int = 50) -> dict:
+        """A page of memories, newest first, with filters; total counts every match."""
+        return self.eng.list_memories(memory_type, task_id, [tag] if tag else None, parse_time(as_of),
+                                      status, offset, limit, user_id=ctx.user_id)
+
+    def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool = True) -> dict:
+        m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
+        return {"memory_id": m.id, "pinned": m.pinned}
+
+    def memory_strength(self, ctx: Ctx, memory_id: str, days: int = 90) -> dict:
+        """Strength since the last recall and projected `days` ahead, with when it would be pruned."""
+        return self.eng.strength_curve(memory_id, days, user_id=ctx.user_id)
+
+    def memory_versions(self, ctx: Ctx, memory_id: str) -> dict:
+        """The supersession chain through a memory and what a consolidation merged into it."""
+        return self.eng.versions(memory_id, user_id=ctx.user_id)
+
+    def task_sessions(self, ctx: Ctx, task_id: str) -> dict:
+        """The sessions that worked on a task, interrupted ones with their reason."""
+        return {"sessions": self.eng.task_sessions(task_id, user_id=ctx.user_id)}
 
     # -- maintenance -----------------------------------------------------------
     def _user(self, ctx: Ctx) -> str:

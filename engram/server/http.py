@@ -34,6 +34,8 @@ from starlette.routing import Route
 from engram import __version__
 from engram.api import Ctx
 from engram.embedding import ModelUnavailable
+from engram.panel import is_panel_path
+from engram.panel import routes as panel_routes
 from engram.server.backend import LocalBackend, derived_session_id, header_user
 from engram.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES, EngramError, NotFound
 
@@ -160,6 +162,15 @@ class Maintenance(Body):
     apply: bool = Field(True, description="false reports what would change without changing it")
 
 
+# -- bodies of the curation routes (issue 17: the web panel)
+class UpdateMemory(Body):
+    content: str = Field(description="the new text; history keeps the old one")
+
+
+class PinMemory(Body):
+    pinned: bool = Field(True, description="false unpins")
+
+
 @dataclass(frozen=True)
 class Op:
     """One JSON route: an Api operation, its body model, path parameters passed as arguments."""
@@ -195,8 +206,21 @@ OPS = (
     Op("POST", "/maintenance", "consolidate_memory", "Consolidate and prune now", Maintenance,
        empty_body_ok=True),
     Op("GET", "/stats", "memory_stats", "Counts, sizes and maintenance status"),
+    # Curation (issue 17: the web panel at /ui is a client of these).
+    Op("GET", "/memories", "list_memories",
+       "A page of memories, newest first (?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=)"),
+    Op("PATCH", "/memories/{memory_id}", "update_memory", "Rewrite a memory's content", UpdateMemory),
+    Op("POST", "/memories/{memory_id}/pin", "pin_memory", "Pin or unpin a memory", PinMemory,
+       empty_body_ok=True),
+    Op("GET", "/memories/{memory_id}/strength", "memory_strength",
+       "Strength since the last recall and projected (?days=)"),
+    Op("GET", "/memories/{memory_id}/versions", "memory_versions",
+       "The supersession chain and consolidation sources of a memory"),
+    Op("GET", "/tasks/{task_id}/sessions", "task_sessions", "The sessions that worked on a task"),
 )
-QUERY_ARGS = {"list_tasks": ("status", "limit")}
+QUERY_ARGS = {"list_tasks": ("status", "limit"),
+              "list_memories": ("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit"),
+              "memory_strength": ("days",)}
 
 
 # ---------------------------------------------------------------- helpers
@@ -314,7 +338,9 @@ class _Auth:
         self.expected = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or self.expected is None or scope.get("path") in PUBLIC_PATHS:
+        path = scope.get("path", "")
+        # The panel's files are code, not data (engram.panel): its data comes from the routes here.
+        if scope["type"] != "http" or self.expected is None or path in PUBLIC_PATHS or is_panel_path(path):
             await self.app(scope, receive, send)
             return
         got = b""
@@ -429,6 +455,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     routes += [Route("/metrics", _guard(metrics), methods=["GET"]),
                Route("/healthz", _guard(healthz), methods=["GET"]),
                Route("/openapi.json", _guard(openapi), methods=["GET"])]
+    routes += panel_routes()  # the web panel at /ui
     lifespan = None
     if mcp_app is not None:
         # The SDK's app routes /mcp itself; a Route (not a Mount) passes the path through unchanged.
