@@ -684,10 +684,10 @@ class Engram(ContinuityMixin):
                       user_id: str | None = None) -> dict:
         """One page of the user's memories, newest first, filtered from the derived index (no scan
         of the table, so a page costs the same at 100k memories), each with its strength now."""
-        for name, v, top in (("offset", offset, 10**9), ("limit", limit, 500)):
-            if isinstance(v, bool) or not isinstance(v, int) or not (0 if name == "offset" else 1) <= v <= top:
-                raise EngramError(f"{name} must be a whole number from {0 if name == 'offset' else 1} "
-                                  f"to {top}, got {v!r}")
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 10**9:
+            raise EngramError(f"offset must be a whole number from 0 to 1000000000, got {offset!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+            raise EngramError(f"limit must be a whole number from 1 to 500, got {limit!r}")
         listable = ("active", "superseded", "consolidated")
         if status != "any" and status not in listable:
             raise EngramError(f"status must be one of {', '.join(listable)} or any; got {status!r}")

@@ -1,19 +1,15 @@
 """The web panel at /ui, driven in headless Chromium (Debian's `chromium`, via Playwright) against a
-real `engram serve --http` subprocess with the real model and a token. No mocked API: every action
-goes through the panel's pages to the server's HTTP routes; the progress call comes from a real
-MCP client over stdio talking to the same daemon."""
+real `engram serve --http` subprocess with the real model and a token. No mocked API: the set-up
+data goes in through the HTTP routes, every action under test through the panel's pages, and the
+progress call comes from a real MCP client over stdio talking to the same daemon."""
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
-import time
 from pathlib import Path
 
 import anyio
@@ -22,26 +18,15 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from engram.config import Settings
 from engram.panel import STATIC
-from engram.server.daemon import stop_or_kill
 from engram.server.http import OPS
+from scripts.screenshots import launch, serving
 
 pytestmark = [pytest.mark.model, pytest.mark.browser]
 
 TOKEN = "panel-test-token-7f3a"
-CHROMIUM = "/usr/bin/chromium"
-# Playwright's own browser download does not work offline: Debian's chromium, with what keeps it quiet.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 WAIT_MS = 30_000  # a page's data can wait behind a model load on this 2-core machine
 SECRET = "The vault combination is 31-41-59"  # stored, then looked for in every panel file
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -49,34 +34,10 @@ def server(checked_model_cache):
     """`engram serve --http` with a token on a fresh home; yields (base URL, env of that home)."""
     home = Path(tempfile.mkdtemp(prefix="egp", dir="/tmp"))  # short: the daemon's socket lives here
     shutil.copytree(checked_model_cache, home / "model_cache")
-    port = free_port()
-    env = {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_TOKEN": TOKEN, "HF_HUB_OFFLINE": "1",
-           "ENGRAM_TORCH_THREADS": "1"}
-    log = open(home / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "engram", "serve", "--http", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert proc.poll() is None, (home / "serve.log").read_text()[-3000:]
-            try:
-                if httpx.get(base + "/healthz", timeout=5).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            assert time.monotonic() < deadline, "engram serve --http did not come up"
-            time.sleep(0.3)
-        yield base, env
+        with serving(home, TOKEN) as running:
+            yield running
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
-        stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))
         shutil.rmtree(home, ignore_errors=True)
 
 
@@ -91,7 +52,7 @@ def api(server):
 def browser():
     from playwright.sync_api import sync_playwright
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        b = launch(p)
         yield b
         b.close()
 
@@ -165,8 +126,9 @@ def test_without_the_token_every_data_route_is_401_and_the_panel_files_hold_no_d
         for path in ("/metrics", "/openapi.json", "/mcp"):
             assert anon.get(path).status_code == 401, path
         # The panel's own data routes are among them.
-        for route in ("GET /memories", "GET /memories/{memory_id}/strength", "GET /memories/{memory_id}/versions",
-                      "GET /tasks/{task_id}/sessions", "POST /memories/{memory_id}/pin", "GET /stats"):
+        for route in ("GET /memories", "GET /memories/{memory_id}/strength",
+                      "GET /memories/{memory_id}/versions", "GET /tasks/{task_id}/sessions",
+                      "POST /memories/{memory_id}/pin", "GET /stats"):
             assert route in checked
         # A wrong token is refused too.
         assert anon.get("/stats", headers={"Authorization": "Bearer nope"}).status_code == 401
@@ -271,7 +233,8 @@ def test_search_shows_each_hits_score_breakdown(page, api):
 
 
 def test_forget_a_memory_and_it_is_gone_from_search(page, api):
-    mid = ok(api.post("/memories", json={"content": "The office wifi password rotates every Monday"}))["memory_id"]
+    mid = ok(api.post("/memories", json={"content": "The office wifi password rotates every Monday"}))
+    mid = mid["memory_id"]
     search(page, "office wifi password")
     page.click(".hit a:has-text('office wifi password')")
     page.wait_for_selector(".chart svg")
@@ -285,7 +248,8 @@ def test_forget_a_memory_and_it_is_gone_from_search(page, api):
 
 
 def test_pin_edit_and_the_strength_chart_on_a_memory_page(page, api):
-    mid = ok(api.post("/memories", json={"content": "Deploys go out on Tuesdays", "importance": 0.4}))["memory_id"]
+    mid = ok(api.post("/memories", json={"content": "Deploys go out on Tuesdays", "importance": 0.4}))
+    mid = mid["memory_id"]
     page.goto(page.url.split("#")[0] + f"#/memory/{mid}")
     page.wait_for_selector(".chart svg path.projected")
     curve = ok(api.get(f"/memories/{mid}/strength"))
@@ -306,10 +270,11 @@ def test_pin_edit_and_the_strength_chart_on_a_memory_page(page, api):
 
 
 def test_the_memory_list_pages_on_the_server(page, api):
-    words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kelp"]
+    words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+             "kelp"]
     for i in range(55):
-        r = ok(api.post("/memories", json={"content": f"Service {words[i % 11]}-{i} listens on port {8000 + i}",
-                                           "tags": ["paging"]}))
+        text = f"Service {words[i % 11]}-{i} listens on port {8000 + i}"
+        r = ok(api.post("/memories", json={"content": text, "tags": ["paging"]}))
         assert r["action"] == "new", r
     page.goto(page.url.split("#")[0] + "#/memories?tag=paging")
     page.wait_for_selector(".pager:has-text('1–50 of 55')")
@@ -338,13 +303,21 @@ def test_apply_a_consolidation_preview(page, api):
     page.wait_for_selector("#report strong:text('Preview')")
     cluster = page.locator("#report table[aria-label=Clusters] tr", has_text="nightly backup")
     assert cluster.count() == 1
+    assert a in cluster.inner_text() and b in cluster.inner_text()
     assert ok(api.get(f"/memories/{a}"))["status"] == "active"  # a preview changes nothing
     page.click("#apply")
     page.wait_for_selector("#report strong:text('Applied')")
-    into = page.locator("#report table[aria-label=Clusters] tr", has_text="nightly backup").locator("td").nth(2)
-    merged_prefix = into.inner_text().strip()
+    row = page.locator("#report table[aria-label=Clusters] tr", has_text="nightly backup")
+    into = row.locator("td").nth(2)
+    merged = into.inner_text().strip()
     statuses = {ok(api.get(f"/memories/{m}"))["status"] for m in (a, b)}
     assert statuses == {"consolidated"}
     versions = ok(api.get(f"/memories/{a}/versions"))
-    assert versions["chain"][-1]["id"].startswith(merged_prefix)
+    assert [v["id"] for v in versions["chain"]] == [a, merged]
     assert versions["chain"][-1]["status"] == "active"
+    # The merged memory's page lists what went into it.
+    into.locator("a").click()
+    page.wait_for_selector("main:has-text('Consolidated from:')")
+    linked = page.locator("main li a").evaluate_all(
+        "els => els.map(e => decodeURIComponent(e.hash.split('/').pop()))")
+    assert {a, b} <= set(linked)

@@ -208,7 +208,8 @@ OPS = (
     Op("GET", "/stats", "memory_stats", "Counts, sizes and maintenance status"),
     # Curation (issue 17: the web panel at /ui is a client of these).
     Op("GET", "/memories", "list_memories",
-       "A page of memories, newest first (?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=)"),
+       "A page of memories, newest first "
+       "(?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=)"),
     Op("PATCH", "/memories/{memory_id}", "update_memory", "Rewrite a memory's content", UpdateMemory),
     Op("POST", "/memories/{memory_id}/pin", "pin_memory", "Pin or unpin a memory", PinMemory,
        empty_body_ok=True),
@@ -340,7 +341,8 @@ class _Auth:
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path", "")
         # The panel's files are code, not data (engram.panel): its data comes from the routes here.
-        if scope["type"] != "http" or self.expected is None or path in PUBLIC_PATHS or is_panel_path(path):
+        public = path in PUBLIC_PATHS or is_panel_path(path)
+        if scope["type"] != "http" or self.expected is None or public:
             await self.app(scope, receive, send)
             return
         got = b""

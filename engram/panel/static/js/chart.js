@@ -39,6 +39,8 @@ export function strengthChart(curve) {
              s("text", { x: W - R, y: y(curve.prune_threshold) - 4, "text-anchor": "end" }, `prune below ${curve.prune_threshold}`),
              s("line", { class: "now", x1: x(now), x2: x(now), y1: T, y2: H - B }),
              s("path", { class: "past", d: path(curve.past) }),
+             s("text", { x: x(new Date(curve.last_touched_at).getTime()) + 4, y: T + 10 },
+               curve.recall_count ? "last recall" : "created"),
              s("path", { class: "projected", d: path(curve.projected) }),
              s("text", { x: L + 4, y: H - 6 }, "days from now · solid: since the last recall · dashed: projected if not recalled"));
   return h("figure", { class: "chart" }, svg);

@@ -75,17 +75,19 @@ function evidence(ev) {
 }
 
 function timeline(entries, sessions) {
-  const items = entries.map((e) => ({ at: e.created_at, node: entryItem(e) }));
+  // At equal times a session's start comes before what it wrote and its end after (the sort is stable).
+  const starts = [], ends = [];
   for (const s of sessions) {
-    items.push({ at: s.started_at, node: h("li", {}, when(s.started_at), badge("session"), ` ${s.client || "client"} session started (${s.id})`) });
+    starts.push({ at: s.started_at, node: h("li", {}, when(s.started_at), badge("session"), ` ${s.client || "client"} session started (${s.id})`) });
     if (s.state !== "active") {
       const end = s.ended_at || s.last_heartbeat;
-      items.push({ at: end, node: h("li", { class: s.state === "interrupted" ? "interrupted" : "" },
+      ends.push({ at: end, node: h("li", { class: s.state === "interrupted" ? "interrupted" : "" },
         when(end), badge(s.state), ` session ${s.id}`,
         s.state === "interrupted" ? h("strong", {}, ` interrupted: ${s.reason}`) : " ended",
         s.outcome ? [" · outcome ", badge(s.outcome)] : null) });
     }
   }
+  const items = [...starts, ...entries.map((e) => ({ at: e.created_at, node: entryItem(e) })), ...ends];
   items.sort((a, b) => new Date(a.at) - new Date(b.at));
   if (!items.length) return h("p", { class: "muted" }, "Nothing recorded yet.");
   return h("ol", { class: "timeline" }, items.map((i) => i.node));

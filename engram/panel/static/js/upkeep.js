@@ -63,8 +63,8 @@ function reportView(r) {
       h("thead", {}, h("tr", {}, h("th", {}, "Merged text"), h("th", {}, "Sources"), h("th", {}, "Into"))),
       h("tbody", {}, r.clusters.map((c) => h("tr", {},
         h("td", { class: "content" }, short(c.preview, 300)),
-        h("td", {}, c.sources.map((id) => [link(`#/memory/${encodeURIComponent(id)}`, id.slice(0, 8)), " "])),
-        h("td", {}, c.into ? link(`#/memory/${encodeURIComponent(c.into)}`, c.into.slice(0, 8)) : "–"))))) : null,
+        h("td", {}, c.sources.map((id) => h("div", {}, link(`#/memory/${encodeURIComponent(id)}`, id)))),
+        h("td", {}, c.into ? link(`#/memory/${encodeURIComponent(c.into)}`, c.into) : "–"))))) : null,
     r.pruned_ids.length ? [h("p", {}, "To prune:"), h("ul", {}, r.pruned_ids.map((id) =>
       h("li", {}, r.applied ? id : link(`#/memory/${encodeURIComponent(id)}`, id))))] : null);
 }
