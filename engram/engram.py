@@ -697,7 +697,7 @@ class Engram(ContinuityMixin):
         user = self._user(user_id)
         with self._lock:
             idx = self.index
-            rows = np.flatnonzero(idx.mask(user, memory_type, task_id, tags, as_of and utc(as_of),
+            rows = np.flatnonzero(idx.mask(user, memory_type, task_id, tags, as_of,
                                            listable if status == "any" else (status,)))
             # Newest first; the row number breaks ties (rows are appended in creation order).
             order = np.lexsort((-rows, -idx.created[rows]))

@@ -162,3 +162,27 @@ def test_task_sessions_mark_interrupted_ones_with_their_reason(api, eng, clock):
     assert "no heartbeat" in got["agent-b"]["reason"]
     with pytest.raises(NotFound):
         call(api, "task_sessions", Ctx(session_id="x", user_id="someone-else"), task_id=task)
+
+
+def test_the_list_route_reads_its_query_and_keeps_text_filters_as_text(api, eng, settings, serve):
+    import httpx
+
+    from engram.server.http import build_app
+
+    put(eng, "tagged with a year", tags=["2024"])
+    put(eng, "another memory")
+    base = serve(build_app(api, token=None, settings=settings))
+    with httpx.Client(base_url=base, timeout=30) as c:
+        r = c.get("/memories", params={"tag": "2024", "limit": "5"})
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["total"] == 1 and body["limit"] == 5
+        assert body["memories"][0]["content"] == "tagged with a year"
+        r = c.get("/memories", params={"limit": "many"})
+        assert r.status_code == 422 and "limit must be a whole number" in r.json()["error"]
+        mid = body["memories"][0]["id"]
+        assert c.get(f"/memories/{mid}/strength", params={"days": "7"}).json()["memory_id"] == mid
+        assert c.post(f"/memories/{mid}/pin").json() == {"memory_id": mid, "pinned": True}  # body optional
+        r = c.patch(f"/memories/{mid}", json={"content": "tagged with a year, edited"})
+        assert r.status_code == 200 and r.json()["action"] == "update"
+        assert c.patch(f"/memories/{mid}", json={}).status_code == 422

@@ -18,11 +18,12 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from engram.api import Ctx
 from engram.panel import STATIC
 from engram.server.http import OPS
 from scripts.screenshots import launch, serving
 
-pytestmark = [pytest.mark.model, pytest.mark.browser]
+pytestmark = [pytest.mark.browser]  # and `model` on every test that runs the real server
 
 TOKEN = "panel-test-token-7f3a"
 WAIT_MS = 30_000  # a page's data can wait behind a model load on this 2-core machine
@@ -63,8 +64,7 @@ def page(browser, server):
     base, _ = server
     ctx = browser.new_context(viewport={"width": 1200, "height": 900})
     pg = ctx.new_page()
-    errors: list[str] = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
+    errors = watch(pg)
     pg.set_default_timeout(WAIT_MS)
     pg.goto(base + "/ui/")
     pg.fill("#token", TOKEN)
@@ -73,6 +73,15 @@ def page(browser, server):
     yield pg
     ctx.close()
     assert not errors, errors
+
+
+def watch(pg) -> list[str]:
+    """Script errors and console errors (a CSP refusal shows up there) of a tab, as they happen.
+    The one expected console error is the 401 of the first data call before logging in."""
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: m.type == "error" and "status of 401" not in m.text and errors.append(m.text))
+    return errors
 
 
 def ok(r: httpx.Response) -> dict:
@@ -112,6 +121,7 @@ def mcp_call(env: dict, tool: str, args: dict) -> dict:
 # ---------------------------------------------------------------- without the token
 
 
+@pytest.mark.model
 def test_without_the_token_every_data_route_is_401_and_the_panel_files_hold_no_data(server, api):
     base, _ = server
     mid = ok(api.post("/memories", json={"content": SECRET}))["memory_id"]
@@ -145,6 +155,7 @@ def test_without_the_token_every_data_route_is_401_and_the_panel_files_hold_no_d
     ok(api.delete(f"/memories/{mid}"))
 
 
+@pytest.mark.model
 def test_the_login_form_refuses_a_wrong_token_and_keeps_the_right_one_out_of_the_url(browser, server):
     base, _ = server
     ctx = browser.new_context()
@@ -170,6 +181,7 @@ def test_the_login_form_refuses_a_wrong_token_and_keeps_the_right_one_out_of_the
 # ---------------------------------------------------------------- tasks
 
 
+@pytest.mark.model
 def test_a_plan_step_turns_done_on_the_task_page_after_track_progress_over_mcp(page, server, api):
     _, env = server
     tid = ok(api.post("/tasks", json={"name": "Migrate billing to Postgres",
@@ -213,6 +225,7 @@ def search(page, query: str) -> None:
     page.wait_for_selector(".hit, .muted:text('0 hits')")
 
 
+@pytest.mark.model
 def test_search_shows_each_hits_score_breakdown(page, api):
     ok(api.post("/memories", json={"content": "The staging database is reset every Sunday night",
                                    "tags": ["staging"]}))
@@ -232,6 +245,7 @@ def test_search_shows_each_hits_score_breakdown(page, api):
     page.wait_for_selector(".muted:text('0 hits')")
 
 
+@pytest.mark.model
 def test_forget_a_memory_and_it_is_gone_from_search(page, api):
     mid = ok(api.post("/memories", json={"content": "The office wifi password rotates every Monday"}))
     mid = mid["memory_id"]
@@ -247,6 +261,7 @@ def test_forget_a_memory_and_it_is_gone_from_search(page, api):
     assert api.get(f"/memories/{mid}").status_code == 404
 
 
+@pytest.mark.model
 def test_pin_edit_and_the_strength_chart_on_a_memory_page(page, api):
     mid = ok(api.post("/memories", json={"content": "Deploys go out on Tuesdays", "importance": 0.4}))
     mid = mid["memory_id"]
@@ -269,6 +284,7 @@ def test_pin_edit_and_the_strength_chart_on_a_memory_page(page, api):
     page.wait_for_selector(".timeline:has-text('was: Deploys go out on Tuesdays')")
 
 
+@pytest.mark.model
 def test_the_memory_list_pages_on_the_server(page, api):
     words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
              "kelp"]
@@ -288,6 +304,7 @@ def test_the_memory_list_pages_on_the_server(page, api):
 # ---------------------------------------------------------------- upkeep
 
 
+@pytest.mark.model
 def test_apply_a_consolidation_preview(page, api):
     # Write-time resolution folds a near-duplicate into what is known as it arrives; an edit does
     # not resolve, so editing one memory into another's near-duplicate is what maintenance is for.
@@ -321,3 +338,28 @@ def test_apply_a_consolidation_preview(page, api):
     linked = page.locator("main li a").evaluate_all(
         "els => els.map(e => decodeURIComponent(e.hash.split('/').pop()))")
     assert {a, b} <= set(linked)
+
+
+def test_without_a_token_configured_the_panel_opens_without_a_login(browser, eng, settings, serve):
+    """Loopback with no ENGRAM_TOKEN: the API is open, so is the panel; the in-process app (what the
+    daemon serves) carries it the same way."""
+    from engram.api import Api
+    from engram.server.http import build_app
+
+    api = Api(eng)
+    task = api.call("create_task", {"name": "An open task"}, Ctx(session_id="t"))["task_id"]
+    base = serve(build_app(api, token=None, settings=settings))
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    errors = watch(pg)
+    pg.goto(base + "/ui/")
+    pg.wait_for_selector(f"a.card[href='#/task/{task}']")
+    assert pg.locator("form.login").count() == 0 and pg.locator("#logout").is_hidden()
+    # The keyboard alone: a page puts focus on its content, Tab reaches the first card, Enter opens it.
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.getAttribute('href')") == f"#/task/{task}"
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector("h1:has-text('An open task')")
+    ctx.close()
+    assert not errors, errors

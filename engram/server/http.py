@@ -222,6 +222,7 @@ OPS = (
 QUERY_ARGS = {"list_tasks": ("status", "limit"),
               "list_memories": ("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit"),
               "memory_strength": ("days",)}
+INT_QUERY_ARGS = frozenset({"limit", "offset", "days"})  # the others stay text: a tag may be "2024"
 
 
 # ---------------------------------------------------------------- helpers
@@ -430,7 +431,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
                 if name in request.query_params:
                     v = request.query_params[name]
                     # A number stays a string when it is not one: the Api then names the problem.
-                    args[name] = int(v) if v.isdigit() else v
+                    args[name] = int(v) if name in INT_QUERY_ARGS and v.isdigit() else v
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
             return JSON(result, status_code=spec.status)
