@@ -60,12 +60,12 @@ async function route() {
     current.timer = setInterval(() => {
       if (document.hidden || current.hash !== hash) return;
       draw(current, false).catch(failed);
-    }, REFRESH_MS);
+    }, page.refresh || REFRESH_MS);
   }
 }
 
-// A page is {load: async () => data, render: (data) => Node}; drawn again only when data changed,
-// so focus and what the user is typing survive the refresh.
+// A page is {load: async () => data, render: (data, redraw) => Node, refresh?: false | ms}; drawn
+// again only when its data changed, so focus and what the user is typing survive a refresh.
 async function draw(state, first) {
   const data = await state.page.load();
   const key = JSON.stringify(data);

@@ -7,6 +7,7 @@ import { say } from "./app.js";
 export function upkeepPage() {
   let report = null; // the last preview or run, kept across refreshes of the stats
   return {
+    refresh: 30000, // /stats reads every memory's strength: 0.27 s at 100k (benchmarks/panel_bench.py)
     load: () => get("/stats"),
     render: (s, redraw) => {
       const run = (apply) => async () => {
