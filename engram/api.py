@@ -166,6 +166,29 @@ class Api:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
+    # -- curation (issue 17: the web panel) ------------------------------------
+    def list_memories(self, ctx: Ctx, memory_type: str | None, task_id: str | None, tag: str | None,
+                      as_of: str | None, status: str, offset: int, limit: int) -> dict:
+        """A page of memories, newest first, with filters; total counts every match."""
+        return self.eng.list_memories(memory_type, task_id, [tag] if tag else None, parse_time(as_of),
+                                      status, offset, limit, user_id=ctx.user_id)
+
+    def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool) -> dict:
+        m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
+        return {"memory_id": m.id, "pinned": m.pinned}
+
+    def memory_strength(self, ctx: Ctx, memory_id: str, days: int) -> dict:
+        """Strength since the last recall and projected `days` ahead, with when it would be pruned."""
+        return self.eng.strength_curve(memory_id, days, user_id=ctx.user_id)
+
+    def memory_versions(self, ctx: Ctx, memory_id: str) -> dict:
+        """The supersession chain through a memory and what a consolidation merged into it."""
+        return self.eng.versions(memory_id, user_id=ctx.user_id)
+
+    def task_sessions(self, ctx: Ctx, task_id: str) -> dict:
+        """The sessions that worked on a task, interrupted ones with their reason."""
+        return {"sessions": self.eng.task_sessions(task_id, user_id=ctx.user_id)}
+
     # -- maintenance -----------------------------------------------------------
     def _user(self, ctx: Ctx) -> str:
         """The caller's user, ENGRAM_USER when the transport named none."""

@@ -307,6 +307,28 @@ class ContinuityMixin:
                 "plan": self.task_plan_of(t.user_id, t.id),
             }
 
+    def task_sessions(self, task_id: str, user_id: str | None = None) -> list[dict]:
+        """The sessions that worked on a task (named it, or wrote one of its memories), oldest first.
+
+        state is the status, except that an active session silent for longer than the heartbeat
+        timeout is already `interrupted` (as take_interrupted counts it); reason says why one was.
+        """
+        with self._lock:
+            t = self.get_task_row(task_id, user_id)
+            rows = self.store_db.query_sessions(
+                "user_id = ? AND (task_id = ? OR id IN (SELECT DISTINCT session_id FROM memories "
+                "WHERE task_id = ? AND user_id = ? AND session_id IS NOT NULL))",
+                [t.user_id, t.id, t.id, t.user_id])
+            cutoff = self._stale_cutoff()
+            out = []
+            for s in rows:
+                silent = s.status == "active" and s.last_heartbeat < cutoff
+                state = "interrupted" if silent else s.status
+                reason = s.interruption or ("no heartbeat: the client went away"
+                                            if state == "interrupted" else None)
+                out.append({**s.to_dict(), "state": state, "reason": reason})
+            return out
+
     def _timeline_entry(self, m: Memory) -> dict:
         d = {"id": m.id, "memory_type": m.memory_type, "content": m.content,
              "created_at": m.created_at.isoformat(), "status": m.status,

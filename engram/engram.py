@@ -9,7 +9,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,7 +21,8 @@ from .chunking import chunk_spans, split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import ContinuityMixin, estimate_tokens
-from .decay import quality_score, recalled_stability
+from .decay import (days_until, initial_stability, memory_stability, quality_score, recalled_stability,
+                    strength, strength_points)
 from .embedding import Embedder, UnavailableEmbedder, load_embedder
 from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
@@ -729,6 +730,116 @@ class Engram(ContinuityMixin):
         self.graph.remove_nodes(ids)
         self.activity_epoch += 1
 
+    # -- curation (the web panel, issue 17) ------------------------------------
+    def list_memories(self, memory_type: str | None = None, task_id: str | None = None,
+                      tags: Sequence[str] | None = None, as_of: datetime | None = None,
+                      status: str = "active", offset: int = 0, limit: int = 50,
+                      user_id: str | None = None) -> dict:
+        """One page of the user's memories, newest first, filtered from the derived index (no scan
+        of the table, so a page costs the same at 100k memories), each with its strength now."""
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 10**9:
+            raise EngramError(f"offset must be a whole number from 0 to 1000000000, got {offset!r}")
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
+            raise EngramError(f"limit must be a whole number from 1 to 500, got {limit!r}")
+        listable = ("active", "superseded", "consolidated")
+        if status != "any" and status not in listable:
+            raise EngramError(f"status must be one of {', '.join(listable)} or any; got {status!r}")
+        if memory_type is not None:
+            check_type(memory_type)
+        tags = check_tags(tags) or None
+        user = self._user(user_id)
+        with self._lock:
+            idx = self.index
+            rows = np.flatnonzero(idx.mask(user, memory_type, task_id, tags, as_of,
+                                           listable if status == "any" else (status,)))
+            # Newest first; the row number breaks ties (rows are appended in creation order).
+            order = np.lexsort((-rows, -idx.created[rows]))
+            page = [idx.ids[r] for r in rows[order][offset:offset + limit]]
+            mems = self.store_db.get_memories(page)
+            now = self.clock.now()
+            items = [self.memory_summary(mems[i], now) for i in page if i in mems]
+        return {"total": len(rows), "offset": offset, "limit": limit, "memories": items}
+
+    def memory_summary(self, m: Memory, now: datetime) -> dict:
+        return {"id": m.id, "content": m.content, "memory_type": m.memory_type, "status": m.status,
+                "importance": m.importance, "tags": list(m.tags), "task_id": m.task_id,
+                "pinned": m.pinned, "created_at": m.created_at.isoformat(),
+                "recall_count": m.recall_count,
+                "strength": round(strength(m.importance, memory_stability(m),
+                                           m.last_recalled_at or m.created_at, now), 6)}
+
+    def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:
+        """Pin (never decays in ranking, never pruned or consolidated) or unpin a memory."""
+        if not isinstance(pinned, bool):
+            raise EngramError(f"pinned must be true or false, got {pinned!r}")
+        with self._lock:
+            old = self.get(memory_id, user_id)
+            now = self.clock.now()
+            with self.store_db.transaction():
+                self.store_db.update_memory(old.id, pinned=pinned, updated_at=now)
+                self.store_db.add_event(old.id, now, "pin" if pinned else "unpin")
+            mem = self.store_db.get_memory(old.id)
+            self.index.upsert(mem, None)
+            self.activity_epoch += 1
+        return mem
+
+    def strength_curve(self, memory_id: str, days: int = 90, user_id: str | None = None) -> dict:
+        """A memory's strength from its last recall (or creation) until now, and projected `days`
+        ahead if nothing recalls it. Before the last recall the stability in effect is not
+        recorded, so the past starts there."""
+        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 3650:
+            raise EngramError(f"days must be a whole number from 1 to 3650, got {days!r}")
+        m = self.get(memory_id, user_id)
+        now = self.clock.now()
+        stab = memory_stability(m)
+        touched = m.last_recalled_at or m.created_at
+        threshold = self.settings.prune_threshold
+        left = days_until(threshold, m.importance, stab) - (now - touched).total_seconds() / 86400
+        return {
+            "memory_id": m.id, "importance": m.importance, "pinned": m.pinned,
+            "stability_days": round(stab, 4),
+            "initial_stability_days": round(initial_stability(m.memory_type, m.importance), 4),
+            "recall_count": m.recall_count, "last_touched_at": touched.isoformat(), "now": now.isoformat(),
+            "strength_now": round(strength(m.importance, stab, touched, now), 6),
+            "prune_threshold": threshold,
+            "days_until_prune": None if m.pinned else round(max(0.0, left), 2),
+            "past": strength_points(m.importance, stab, touched, touched, now),
+            "projected": strength_points(m.importance, stab, touched, now, now + timedelta(days=days)),
+        }
+
+    def versions(self, memory_id: str, user_id: str | None = None) -> dict:
+        """The supersession chain through this memory (oldest first: what it replaced, what replaced
+        it, the consolidation it went into) and the memories a consolidation merged into it."""
+        m = self.get(memory_id, user_id)
+        chain, seen = [m], {m.id}
+        for link in ("supersedes", "superseded_by"):
+            cur = m
+            while getattr(cur, link) and getattr(cur, link) not in seen and len(seen) < 1000:
+                nxt = self.store_db.get_memory(getattr(cur, link))
+                if nxt is None or nxt.user_id != m.user_id:
+                    break  # pruned or erased: the chain ends here
+                seen.add(nxt.id)
+                if link == "supersedes":
+                    chain.insert(0, nxt)
+                else:
+                    chain.append(nxt)
+                cur = nxt
+        sources: list[str] = []
+        for e in self.store_db.events(m.id):
+            if e["action"] == "consolidate":
+                sources += e["detail"].get("sources", [])
+        found = self.store_db.get_memories(sources)
+        now = self.clock.now()
+        return {"memory_id": m.id,
+                "chain": [{**self.memory_summary(x, now), "valid_from": _iso(x.valid_from),
+                           "valid_to": _iso(x.valid_to), "supersedes": x.supersedes,
+                           "superseded_by": x.superseded_by} for x in chain],
+                "consolidated_from": [self.memory_summary(found[i], now) for i in sources if i in found],
+                "consolidated_from_missing": [i for i in sources if i not in found]}
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None
 
 # The fields an item of store_many may carry: Engram.store's parameters.
 STORE_FIELDS: tuple[str, ...] = tuple(inspect.signature(Engram.store).parameters)[1:]

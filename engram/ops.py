@@ -198,7 +198,8 @@ characters is split into linked chunks (chunk_ids); over 100,000 characters is r
         Param("content", str, "The corrected full text."),
     ), mcp="write", title="Update a memory", description="""\
 Rewrite a memory you recalled that is wrong, outdated or should absorb new detail. The old
-text stays in its history. Returns {action: "update", memory_id, content, previous_id}."""),
+text stays in its history. Returns {action: "update", memory_id, content, previous_id}.""",
+       http=Http("PATCH", "/memories/{memory_id}", "Rewrite a memory's content (its history keeps the old text)")),
 
     Op("forget_memory", (
         Param("memory_id", str | None, "Id of one memory to delete.", None),
@@ -392,6 +393,33 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
         Param("reembed", bool, "Also re-embed every memory with the current model (after changing "
               "ENGRAM_MODEL).", False),
     ), cli=(Cli(("reindex",), "Rebuild the derived indexes (vectors, BM25, graph) from the stored rows."),)),
+    # Curation: the web panel at /ui (engram.panel) is a client of these.
+    Op("list_memories", (
+        Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None),
+        Param("task_id", str | None, "Only memories of this task.", None),
+        Param("tag", str | None, "Only memories with this tag.", None),
+        Param("as_of", str | None, "ISO date/time: the memories that were valid then.", None),
+        Param("status", Literal["active", "superseded", "consolidated", "any"],
+              "active (default), superseded, consolidated or any.", "active"),
+        Param("offset", int, "Matches to skip (paging).", 0, ge=0, le=1_000_000_000),
+        Param("limit", int, "Memories per page (1-500).", 50, ge=1, le=500),
+    ), http=Http("GET", "/memories", "A page of memories, newest first "
+                 "(?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=)",
+                 query=("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit"))),
+    Op("pin_memory", (
+        Param("memory_id", str, "Id of the memory."),
+        Param("pinned", bool, "false unpins.", True),
+    ), http=Http("POST", "/memories/{memory_id}/pin", "Pin or unpin a memory", empty_body_ok=True)),
+    Op("memory_strength", (
+        Param("memory_id", str, "Id of the memory."),
+        Param("days", int, "Days to project ahead (1-3650).", 90, ge=1, le=3650),
+    ), http=Http("GET", "/memories/{memory_id}/strength",
+                 "Strength since the last recall and projected (?days=)", query=("days",))),
+    Op("memory_versions", (Param("memory_id", str, "Id of the memory."),),
+       http=Http("GET", "/memories/{memory_id}/versions",
+                 "The supersession chain and consolidation sources of a memory")),
+    Op("task_sessions", (Param("task_id", str, "Id of the task."),),
+       http=Http("GET", "/tasks/{task_id}/sessions", "The sessions that worked on a task")),
     Op("run_maintenance"),
     Op("health"),
 )

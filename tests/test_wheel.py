@@ -62,6 +62,11 @@ def test_the_wheel_installs_into_a_fresh_venv_and_serves_mcp(work):
     # The installed package, not the repository's sources.
     where = run(py, "-c", "import engram; print(engram.__file__)", cwd=work).stdout.strip()
     assert where.startswith(str(venv))
+    # The web panel's static files are package data: every one of them is in the installed package.
+    panel = Path(where).parent / "panel" / "static"
+    shipped = sorted(p.relative_to(REPO / "engram" / "panel" / "static").as_posix()
+                     for p in (REPO / "engram" / "panel" / "static").rglob("*") if p.is_file())
+    assert shipped and all((panel / rel).is_file() for rel in shipped), shipped
 
     home = work / "home"
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

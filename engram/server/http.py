@@ -32,6 +32,8 @@ from starlette.routing import Route
 from engram import __version__, ops
 from engram.api import Ctx
 from engram.errors import BindRefused, ModelUnavailable
+from engram.panel import is_panel_path
+from engram.panel import routes as panel_routes
 from engram.server.backend import LocalBackend, derived_session_id, header_user
 from engram.ops import refuse_unknown
 from engram.types import EngramError, NotFound
@@ -175,7 +177,10 @@ class _Auth:
         self.expected = f"Bearer {token}".encode() if token else None
 
     async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] != "http" or self.expected is None or scope.get("path") in PUBLIC_PATHS:
+        path = scope.get("path", "")
+        # The panel's files are code, not data (engram.panel): its data comes from the routes here.
+        public = path in PUBLIC_PATHS or is_panel_path(path)
+        if scope["type"] != "http" or self.expected is None or public:
             await self.app(scope, receive, send)
             return
         got = b""
@@ -290,6 +295,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     routes += [Route("/metrics", _guard(metrics), methods=["GET"]),
                Route("/healthz", _guard(healthz), methods=["GET"]),
                Route("/openapi.json", _guard(openapi), methods=["GET"])]
+    routes += panel_routes()  # the web panel at /ui
     lifespan = None
     if mcp_app is not None:
         # The SDK's app routes /mcp itself; a Route (not a Mount) passes the path through unchanged.

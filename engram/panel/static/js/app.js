@@ -1,0 +1,115 @@
+// Hash routes (#/tasks, #/task/<id>, #/memories?..., #/memory/<id>, #/upkeep), the login form,
+// and a quiet refresh that redraws a page only when its data changed.
+import { Unauthorized, get, setToken, token } from "./api.js";
+import { h } from "./dom.js";
+import { boardPage, taskPage } from "./tasks.js";
+import { memoriesPage, memoryPage } from "./memories.js";
+import { upkeepPage } from "./upkeep.js";
+
+const ROUTES = [
+  [/^#\/tasks$/, "tasks", () => boardPage()],
+  [/^#\/task\/(.+)$/, "tasks", (id) => taskPage(decodeURIComponent(id))],
+  [/^#\/memories(?:\?(.*))?$/, "memories", (q) => memoriesPage(new URLSearchParams(q || ""))],
+  [/^#\/memory\/(.+)$/, "memories", (id) => memoryPage(decodeURIComponent(id))],
+  [/^#\/upkeep$/, "upkeep", () => upkeepPage()],
+];
+const REFRESH_MS = 4000;
+const main = document.getElementById("main");
+let current = null; // {hash, page, timer}
+
+export function say(text, isError = false) {
+  const el = document.getElementById("status");
+  el.textContent = text;
+  el.className = isError ? "error" : "";
+}
+
+export function go(hash) {
+  if (location.hash === hash) route(); else location.hash = hash;
+}
+
+function match(hash) {
+  for (const [re, section, make] of ROUTES) {
+    const m = hash.match(re);
+    if (m) return { section, make: () => make(...m.slice(1)) };
+  }
+  return null;
+}
+
+async function route() {
+  if (!location.hash || !match(location.hash)) { location.replace("#/tasks"); return; }
+  const { section, make } = match(location.hash);
+  for (const a of document.querySelectorAll("header nav a")) {
+    a.toggleAttribute("aria-current", a.dataset.section === section);
+    if (a.dataset.section === section) a.setAttribute("aria-current", "page");
+  }
+  if (current) clearInterval(current.timer);
+  const hash = location.hash;
+  const page = make();
+  current = { hash, page, timer: null, last: null };
+  // A message an action left ("Forgotten.") stays until the next one; "Loading…" only fills silence.
+  const status = document.getElementById("status");
+  if (!status.textContent) say("Loading…");
+  try {
+    await draw(current, true);
+    if (status.textContent === "Loading…") say("");
+  } catch (e) {
+    failed(e);
+    return;
+  }
+  if (page.refresh !== false) {
+    current.timer = setInterval(() => {
+      if (document.hidden || current.hash !== hash) return;
+      draw(current, false).catch(failed);
+    }, page.refresh || REFRESH_MS);
+  }
+}
+
+// A page is {load: async () => data, render: (data, redraw) => Node, refresh?: false | ms}; drawn
+// again only when its data changed, so focus and what the user is typing survive a refresh.
+async function draw(state, first) {
+  const data = await state.page.load();
+  const key = JSON.stringify(data);
+  if (!first && key === state.last) return;
+  if (!first && main.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return;
+  state.last = key;
+  const node = state.page.render(data, () => draw(state, true).catch(failed));
+  main.replaceChildren(node);
+  if (first) main.focus({ preventScroll: true });
+}
+
+function failed(e) {
+  if (e instanceof Unauthorized) { showLogin(token() ? "That token was refused." : ""); return; }
+  say(e.message, true);
+}
+
+function showLogin(problem) {
+  if (current) clearInterval(current.timer);
+  current = null;
+  setToken("");
+  document.getElementById("logout").hidden = true;
+  const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "current-password", required: true });
+  const form = h("form", { class: "login", onsubmit: async (ev) => {
+    ev.preventDefault();
+    setToken(input.value.trim());
+    try {
+      await get("/stats");
+      say("");
+      document.getElementById("logout").hidden = false;
+      route();
+    } catch (e) {
+      failed(e);
+    }
+  } },
+  h("h1", {}, "Log in to engram"),
+  h("p", {}, "This server needs its token (ENGRAM_TOKEN). It is kept in this tab only (sessionStorage) and sent as a bearer token."),
+  h("label", { for: "token" }, "Token", input),
+  h("p", {}, h("button", { type: "submit" }, "Log in")));
+  main.replaceChildren(form);
+  say(problem, Boolean(problem));
+  input.focus();
+}
+
+document.getElementById("logout").addEventListener("click", () => { setToken(""); showLogin(""); });
+document.getElementById("logout").hidden = !token();
+window.addEventListener("hashchange", route);
+route();

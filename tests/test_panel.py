@@ -1,0 +1,365 @@
+"""The web panel at /ui, driven in headless Chromium (Debian's `chromium`, via Playwright) against a
+real `engram serve --http` subprocess with the real model and a token. No mocked API: the set-up
+data goes in through the HTTP routes, every action under test through the panel's pages, and the
+progress call comes from a real MCP client over stdio talking to the same daemon."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+from mcp.client import Client
+from mcp.client.stdio import StdioServerParameters
+
+from engram.api import Ctx
+from engram.panel import STATIC
+from engram.server.http import OPS
+from scripts.screenshots import launch, serving
+
+pytestmark = [pytest.mark.browser]  # and `model` on every test that runs the real server
+
+TOKEN = "panel-test-token-7f3a"
+WAIT_MS = 30_000  # a page's data can wait behind a model load on this 2-core machine
+SECRET = "The vault combination is 31-41-59"  # stored, then looked for in every panel file
+
+
+@pytest.fixture(scope="module")
+def server(checked_model_cache):
+    """`engram serve --http` with a token on a fresh home; yields (base URL, env of that home)."""
+    home = Path(tempfile.mkdtemp(prefix="egp", dir="/tmp"))  # short: the daemon's socket lives here
+    shutil.copytree(checked_model_cache, home / "model_cache")
+    try:
+        with serving(home, TOKEN) as running:
+            yield running
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def api(server):
+    base, _ = server
+    with httpx.Client(base_url=base, timeout=120, headers={"Authorization": f"Bearer {TOKEN}"}) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from playwright.sync_api import sync_playwright
+    with sync_playwright() as p:
+        b = launch(p)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, server):
+    """A logged-in tab (through the login form), failing the test on any script error."""
+    base, _ = server
+    ctx = browser.new_context(viewport={"width": 1200, "height": 900})
+    pg = ctx.new_page()
+    errors = watch(pg)
+    pg.set_default_timeout(WAIT_MS)
+    pg.goto(base + "/ui/")
+    pg.fill("#token", TOKEN)
+    pg.click("form.login button[type=submit]")
+    pg.wait_for_selector("h1:text('Tasks')")
+    yield pg
+    ctx.close()
+    assert not errors, errors
+
+
+def watch(pg) -> list[str]:
+    """Script errors and console errors (a CSP refusal shows up there) of a tab, as they happen.
+    The one expected console error is the 401 of the first data call before logging in."""
+    errors: list[str] = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.on("console", lambda m: m.type == "error" and "status of 401" not in m.text and errors.append(m.text))
+    return errors
+
+
+def ok(r: httpx.Response) -> dict:
+    assert r.status_code < 300, f"{r.request.method} {r.request.url}: {r.status_code} {r.text}"
+    return r.json()
+
+
+def mcp_call(env: dict, tool: str, args: dict) -> dict:
+    """One tool call from a real MCP client over stdio (an `engram` process reaching the same daemon),
+    on its own thread: the Playwright sync API owns this one's event loop."""
+    out: dict = {}
+
+    async def run() -> None:
+        params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=env)
+        async with Client(params, read_timeout_seconds=180) as c:
+            r = await c.call_tool(tool, args)
+            assert not r.is_error, r.content[0].text
+            out.update(r.structured_content)
+
+    errors: list[BaseException] = []
+
+    def target() -> None:
+        try:
+            anyio.run(run)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the test's thread
+            errors.append(e)
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join(300)
+    assert not t.is_alive(), "the MCP call did not finish"
+    if errors:
+        raise errors[0]
+    return out
+
+
+# ---------------------------------------------------------------- without the token
+
+
+@pytest.mark.model
+def test_without_the_token_every_data_route_is_401_and_the_panel_files_hold_no_data(server, api):
+    base, _ = server
+    mid = ok(api.post("/memories", json={"content": SECRET}))["memory_id"]
+    tid = ok(api.post("/tasks", json={"name": "token check"}))["task_id"]
+    with httpx.Client(base_url=base, timeout=60) as anon:
+        checked = []
+        for s in OPS:
+            path = s.path.replace("{memory_id}", mid).replace("{task_id}", tid)
+            r = anon.request(s.method, path, json={} if s.method != "GET" else None)
+            assert r.status_code == 401, f"{s.method} {path} answered {r.status_code} without a token"
+            checked.append(f"{s.method} {s.path}")
+        for path in ("/metrics", "/openapi.json", "/mcp"):
+            assert anon.get(path).status_code == 401, path
+        # The panel's own data routes are among them.
+        for route in ("GET /memories", "GET /memories/{memory_id}/strength",
+                      "GET /memories/{memory_id}/versions", "GET /tasks/{task_id}/sessions",
+                      "POST /memories/{memory_id}/pin", "GET /stats"):
+            assert route in checked
+        # A wrong token is refused too.
+        assert anon.get("/stats", headers={"Authorization": "Bearer nope"}).status_code == 401
+        # The panel's files are code: served without the token, and none of them holds data.
+        files = [p.relative_to(STATIC).as_posix() for p in STATIC.rglob("*") if p.is_file()]
+        assert "index.html" in files and "js/app.js" in files
+        for rel in files:
+            r = anon.get(f"/ui/{rel}")
+            assert r.status_code == 200, rel
+            assert SECRET not in r.text and mid not in r.text and tid not in r.text, rel
+        root = anon.get("/ui", follow_redirects=True)
+        assert root.status_code == 200 and "<main" in root.text
+        assert "default-src 'self'" in root.headers["content-security-policy"]
+    ok(api.delete(f"/memories/{mid}"))
+
+
+@pytest.mark.model
+def test_the_login_form_refuses_a_wrong_token_and_keeps_the_right_one_out_of_the_url(browser, server):
+    base, _ = server
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    pg.goto(base + "/ui/#/upkeep")
+    pg.fill("#token", "wrong")
+    pg.click("form.login button[type=submit]")
+    pg.wait_for_selector("#status.error:text('refused')")
+    pg.fill("#token", TOKEN)
+    pg.click("form.login button[type=submit]")
+    pg.wait_for_selector("h1:text('Upkeep')")
+    assert TOKEN not in pg.url
+    assert pg.evaluate("sessionStorage.getItem('engram.token')") == TOKEN
+    assert TOKEN not in pg.evaluate("document.cookie")
+    # Logging out forgets it: the next data call needs the form again.
+    pg.click("#logout")
+    pg.wait_for_selector("form.login")
+    assert pg.evaluate("sessionStorage.getItem('engram.token')") is None
+    ctx.close()
+
+
+# ---------------------------------------------------------------- tasks
+
+
+@pytest.mark.model
+def test_a_plan_step_turns_done_on_the_task_page_after_track_progress_over_mcp(page, server, api):
+    _, env = server
+    tid = ok(api.post("/tasks", json={"name": "Migrate billing to Postgres",
+                                      "goal": "Move billing off MySQL with no downtime"}))["task_id"]
+    ok(api.post("/handoffs", json={"summary": "Schema ported; the data copy is next", "task_id": tid,
+                                   "next_steps": ["copy the invoices table to Postgres",
+                                                  "switch the billing reads to Postgres"]}))
+    ok(api.post("/interruptions", json={"reason": "context_overflow", "task_id": tid},
+                headers={"X-Engram-Session": "agent-a"}))
+    page.click("a.card:has-text('Migrate billing to Postgres')")
+    page.wait_for_selector("table[aria-label=Plan]")
+    step = page.locator("tr[data-step='copy the invoices table to Postgres'] td.step-status")
+    assert step.inner_text().strip() == "not started"
+    # The interruption is on the timeline, marked, with its reason.
+    page.wait_for_selector(".timeline li.interrupted:has-text('context_overflow')")
+
+    r = mcp_call({**env, "ENGRAM_USER": "default"}, "track_progress",
+                 {"feature": "copy the invoices table to Postgres", "status": "done", "completion": 1.0,
+                  "task_id": tid})
+    assert r["status"] == "done"
+    # The page refreshes itself: no reload, no click.
+    page.wait_for_function(
+        "() => document.querySelector(\"tr[data-step='copy the invoices table to Postgres'] td.step-status\")"
+        "?.innerText.trim() === 'done'")
+    other = page.locator("tr[data-step='switch the billing reads to Postgres'] td.step-status")
+    assert other.inner_text().strip() == "not started"
+
+    page.click("button:text-is('blocked')")
+    page.wait_for_selector("h1 .badge.blocked")
+    assert ok(api.get(f"/tasks/{tid}"))["task"]["status"] == "blocked"
+
+
+# ---------------------------------------------------------------- memories
+
+
+def search(page, query: str) -> None:
+    page.click("header nav a[data-section=memories]")
+    page.fill("#q", query)
+    page.press("#q", "Enter")  # the keyboard submits the search form
+    page.wait_for_selector(f"#q[value='{query}']")
+    page.wait_for_selector(".hit, .muted:text('0 hits')")
+
+
+@pytest.mark.model
+def test_search_shows_each_hits_score_breakdown(page, api):
+    ok(api.post("/memories", json={"content": "The staging database is reset every Sunday night",
+                                   "tags": ["staging"]}))
+    search(page, "when is the staging database reset")
+    hit = page.locator(".hit").first
+    assert "staging database is reset every Sunday" in hit.inner_text()
+    score = float(re.search(r"score (\d+\.\d+)", hit.inner_text()).group(1))
+    assert score > 0
+    hit.locator("summary").click()
+    rows = dict(zip(hit.locator("table.explain th").all_inner_texts(),
+                    map(float, hit.locator("table.explain td").all_inner_texts())))
+    assert {"bm25", "cosine", "decay"} <= rows.keys()
+    assert 0 < rows["cosine"] <= 1 and rows["bm25"] > 0
+    # A filter narrows the search on the server: no strategy says this.
+    page.select_option("select[name=type]", "strategy")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_selector(".muted:text('0 hits')")
+
+
+@pytest.mark.model
+def test_forget_a_memory_and_it_is_gone_from_search(page, api):
+    mid = ok(api.post("/memories", json={"content": "The office wifi password rotates every Monday"}))
+    mid = mid["memory_id"]
+    search(page, "office wifi password")
+    page.click(".hit a:has-text('office wifi password')")
+    page.wait_for_selector(".chart svg")
+    assert mid in page.inner_text("dl.kv")
+    page.once("dialog", lambda d: d.accept())
+    page.click("#forget")
+    page.wait_for_selector("#status:text('Forgotten')")
+    search(page, "office wifi password")
+    assert "office wifi password" not in page.inner_text("main")
+    assert api.get(f"/memories/{mid}").status_code == 404
+
+
+@pytest.mark.model
+def test_pin_edit_and_the_strength_chart_on_a_memory_page(page, api):
+    mid = ok(api.post("/memories", json={"content": "Deploys go out on Tuesdays", "importance": 0.4}))
+    mid = mid["memory_id"]
+    page.goto(page.url.split("#")[0] + f"#/memory/{mid}")
+    page.wait_for_selector(".chart svg path.projected")
+    curve = ok(api.get(f"/memories/{mid}/strength"))
+    shown = float(re.search(r"threshold in ([\d.]+) days", page.inner_text("main")).group(1))
+    assert abs(shown - curve["days_until_prune"]) < 0.05  # the same figure, fetched a moment apart
+    page.click("#pin")
+    page.wait_for_selector("h1 .badge.pinned")
+    assert ok(api.get(f"/memories/{mid}"))["pinned"] is True
+    page.wait_for_selector("main:has-text('pinned: never pruned')")
+    page.fill("#edit", "Deploys go out on Wednesdays")
+    page.click("form button[type=submit]:text('Save')")
+    page.wait_for_selector("#content:text('Deploys go out on Wednesdays')")
+    got = ok(api.get(f"/memories/{mid}"))
+    assert got["content"] == "Deploys go out on Wednesdays"
+    assert any(e["action"] == "update" and e["detail"]["previous"] == "Deploys go out on Tuesdays"
+               for e in got["history"])
+    page.wait_for_selector(".timeline:has-text('was: Deploys go out on Tuesdays')")
+
+
+@pytest.mark.model
+def test_the_memory_list_pages_on_the_server(page, api):
+    words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+             "kelp"]
+    for i in range(55):
+        text = f"Service {words[i % 11]}-{i} listens on port {8000 + i}"
+        r = ok(api.post("/memories", json={"content": text, "tags": ["paging"]}))
+        assert r["action"] == "new", r
+    page.goto(page.url.split("#")[0] + "#/memories?tag=paging")
+    page.wait_for_selector(".pager:has-text('1–50 of 55')")
+    assert page.locator("main tbody tr").count() == 50
+    assert "port 8054" in page.locator("main tbody tr").first.inner_text()  # newest first
+    page.click(".pager a:text('Older →')")
+    page.wait_for_selector(".pager:has-text('51–55 of 55')")
+    assert page.locator("main tbody tr").count() == 5
+
+
+# ---------------------------------------------------------------- upkeep
+
+
+@pytest.mark.model
+def test_apply_a_consolidation_preview(page, api):
+    # Write-time resolution folds a near-duplicate into what is known as it arrives; an edit does
+    # not resolve, so editing one memory into another's near-duplicate is what maintenance is for.
+    a = ok(api.post("/memories", json={"content": "The nightly backup job runs at 2 am",
+                                       "tags": ["ops"]}))["memory_id"]
+    b = ok(api.post("/memories", json={"content": "Invoices are emailed on the first of the month",
+                                       "tags": ["ops"]}))["memory_id"]
+    assert a != b
+    ok(api.patch(f"/memories/{b}", json={"content": "The nightly backup job runs at 2 am every day"}))
+    page.click("header nav a[data-section=upkeep]")
+    page.wait_for_selector("h1:text('Upkeep')")
+    page.click("#preview")
+    page.wait_for_selector("#report strong:text('Preview')")
+    cluster = page.locator("#report table[aria-label=Clusters] tr", has_text="nightly backup")
+    assert cluster.count() == 1
+    assert a in cluster.inner_text() and b in cluster.inner_text()
+    assert ok(api.get(f"/memories/{a}"))["status"] == "active"  # a preview changes nothing
+    page.click("#apply")
+    page.wait_for_selector("#report strong:text('Applied')")
+    row = page.locator("#report table[aria-label=Clusters] tr", has_text="nightly backup")
+    into = row.locator("td").nth(2)
+    merged = into.inner_text().strip()
+    statuses = {ok(api.get(f"/memories/{m}"))["status"] for m in (a, b)}
+    assert statuses == {"consolidated"}
+    versions = ok(api.get(f"/memories/{a}/versions"))
+    assert [v["id"] for v in versions["chain"]] == [a, merged]
+    assert versions["chain"][-1]["status"] == "active"
+    # The merged memory's page lists what went into it.
+    into.locator("a").click()
+    page.wait_for_selector("main:has-text('Consolidated from:')")
+    linked = page.locator("main li a").evaluate_all(
+        "els => els.map(e => decodeURIComponent(e.hash.split('/').pop()))")
+    assert {a, b} <= set(linked)
+
+
+def test_without_a_token_configured_the_panel_opens_without_a_login(browser, eng, settings, serve):
+    """Loopback with no ENGRAM_TOKEN: the API is open, so is the panel; the in-process app (what the
+    daemon serves) carries it the same way."""
+    from engram.api import Api
+    from engram.server.http import build_app
+
+    api = Api(eng)
+    task = api.call("create_task", {"name": "An open task"}, Ctx(session_id="t"))["task_id"]
+    base = serve(build_app(api, token=None, settings=settings))
+    ctx = browser.new_context()
+    pg = ctx.new_page()
+    pg.set_default_timeout(WAIT_MS)
+    errors = watch(pg)
+    pg.goto(base + "/ui/")
+    pg.wait_for_selector(f"a.card[href='#/task/{task}']")
+    assert pg.locator("form.login").count() == 0 and pg.locator("#logout").is_hidden()
+    # The keyboard alone: a page puts focus on its content, Tab reaches the first card, Enter opens it.
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.getAttribute('href')") == f"#/task/{task}"
+    pg.keyboard.press("Enter")
+    pg.wait_for_selector("h1:has-text('An open task')")
+    ctx.close()
+    assert not errors, errors
