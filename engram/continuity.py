@@ -315,10 +315,7 @@ class ContinuityMixin:
         """
         with self._lock:
             t = self.get_task_row(task_id, user_id)
-            rows = self.store_db.query_sessions(
-                "user_id = ? AND (task_id = ? OR id IN (SELECT DISTINCT session_id FROM memories "
-                "WHERE task_id = ? AND user_id = ? AND session_id IS NOT NULL))",
-                [t.user_id, t.id, t.id, t.user_id])
+            rows = self.store_db.task_sessions(t.user_id, t.id)
             cutoff = self._stale_cutoff()
             out = []
             for s in rows:

@@ -137,6 +137,9 @@ class MemoryStore(Protocol):
     def user_sessions(self, user_id: str) -> list[Session]:
         """The user's sessions, oldest first."""
 
+    def task_sessions(self, user_id: str, task_id: str) -> list[Session]:
+        """The user's sessions that named the task or wrote one of its memories, oldest first."""
+
     def stale_sessions(self, before: datetime) -> list[Session]:
         """Active sessions of any user whose last heartbeat is older than `before`."""
 

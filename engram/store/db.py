@@ -570,6 +570,13 @@ class Store:
         """The user's sessions, oldest first."""
         return self._sessions_where("user_id = ?", [user_id])
 
+    def task_sessions(self, user_id: str, task_id: str) -> list[Session]:
+        """The user's sessions that named the task or wrote one of its memories, oldest first."""
+        return self._sessions_where(
+            "user_id = ? AND (task_id = ? OR id IN (SELECT DISTINCT session_id FROM memories "
+            "WHERE task_id = ? AND user_id = ? AND session_id IS NOT NULL))",
+            [user_id, task_id, task_id, user_id])
+
     def stale_sessions(self, before: datetime) -> list[Session]:
         """Active sessions of any user whose last heartbeat is older than `before`."""
         return self._sessions_where("status = 'active' AND last_heartbeat < ?", [_ts(before)])
