@@ -315,7 +315,7 @@ class ContinuityMixin:
         """
         with self._lock:
             t = self.get_task_row(task_id, user_id)
-            rows = self.store_db.task_sessions(t.user_id, t.id)
+            rows = self.store_db.sessions_of_task(t.user_id, t.id)
             cutoff = self._stale_cutoff()
             out = []
             for s in rows:

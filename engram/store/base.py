@@ -137,7 +137,7 @@ class MemoryStore(Protocol):
     def user_sessions(self, user_id: str) -> list[Session]:
         """The user's sessions, oldest first."""
 
-    def task_sessions(self, user_id: str, task_id: str) -> list[Session]:
+    def sessions_of_task(self, user_id: str, task_id: str) -> list[Session]:
         """The user's sessions that named the task or wrote one of its memories, oldest first."""
 
     def stale_sessions(self, before: datetime) -> list[Session]:

@@ -570,7 +570,7 @@ class Store:
         """The user's sessions, oldest first."""
         return self._sessions_where("user_id = ?", [user_id])
 
-    def task_sessions(self, user_id: str, task_id: str) -> list[Session]:
+    def sessions_of_task(self, user_id: str, task_id: str) -> list[Session]:
         """The user's sessions that named the task or wrote one of its memories, oldest first."""
         return self._sessions_where(
             "user_id = ? AND (task_id = ? OR id IN (SELECT DISTINCT session_id FROM memories "
