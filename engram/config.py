@@ -74,9 +74,11 @@ class Settings:
     date_bonus: float = 0.1
     speaker_bonus: float = 0.15
     when_bonus: float = 0.1
-    # Relevance floor (see retrieve): a query gets hits only when a memory's cosine beats the
-    # query's background cosine by this much, or a memory holds this share of its IDF mass.
-    relevance_cosine: float = 0.17
+    # Relevance floor (see retrieve): a query gets hits only when its best cosine beats the
+    # query's background cosine plus how far it stands out from the store's 5th nearest memory
+    # reaches relevance_cosine, or a memory holds relevance_coverage of its IDF mass (or three of
+    # its words).
+    relevance_cosine: float = 0.24
     relevance_coverage: float = 0.55
     # get_context packs only hits scoring at least this share of the best hit's score: a block
     # for a prompt is no place for what merely came along (see Api.get_context).
