@@ -157,9 +157,9 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
             kth = max(float(top_cos[min(weights.relevance_k, len(top_cos)) - 1]), bg)
             meaning = float(top_cos[0]) - bg + weights.relevance_gap * (float(top_cos[0]) - kth)
     best_cover = float(cover.max()) if n else 0.0
-    by_words = mode != "vector" and (best_cover >= weights.relevance_coverage
-                                     or float(held.max() if n else 0.0) >= weights.relevance_terms)
-    if not (meaning >= weights.relevance_cosine or by_words):
+    words = mode != "vector" and (best_cover >= weights.relevance_coverage
+                                  or float(held.max() if n else 0.0) >= weights.relevance_terms)
+    if not (meaning >= weights.relevance_cosine or words):
         return []
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
