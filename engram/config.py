@@ -148,10 +148,12 @@ class Settings:
                                    ge=0.0)
     when_bonus: float = setting(0.1, "score added, for a 'When…?' question, to a memory naming a time",
                                 ge=0.0)
-    # Relevance floor (see retrieve): a query gets hits only when a memory's cosine beats the
-    # query's background cosine by this much, or a memory holds this share of its IDF mass.
-    relevance_cosine: float = setting(0.17, "least cosine above the query's background for any hit",
-                                      ge=-1.0, le=1.0)
+    # Relevance floor (see retrieve): a query gets hits only when its best cosine beats the
+    # query's background cosine plus how far it stands out from the store's 5th nearest memory
+    # reaches relevance_cosine, or a memory holds relevance_coverage of its IDF mass (or three of
+    # its words).
+    relevance_cosine: float = setting(0.24, "least (best − background) + (best − max(5th best, background))"
+                                      " for any hit by meaning", ge=-1.0, le=1.0)
     relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds",
                                         ge=0.0, le=1.0)
     # get_context packs only hits scoring at least this share of the best hit's score: a block

@@ -30,7 +30,7 @@ from .ids import new_id
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .ops import refuse_unknown
-from .retrieve import REFERENCE_TEXTS, Weights, background, rank
+from .retrieve import REFERENCE_TEXTS, Weights, rank
 from .store import MemoryStore, Store
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
                     StoreResult)
@@ -659,7 +659,7 @@ class Engram(ContinuityMixin):
             ranked = rank(idx, self.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
                           weights=self.weights, limit=limit, session_failures=failures,
                           use_graph=graph,
-                          background=0.0 if qvec is None else background(self._reference, qvec))
+                          reference_cos=None if qvec is None else self._reference @ qvec)
             if min_share > 0 and ranked:
                 # Cut before reinforcing: what is not returned must not learn from the query.
                 top = ranked[0][1]

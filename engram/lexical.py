@@ -228,16 +228,20 @@ class BM25Index:
         return self.match(query, size, allowed, k1, b)[0]
 
     def match(self, query: str, size: int, allowed: np.ndarray | None = None,
-              k1: float | None = None, b: float | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """(BM25 score, coverage) of every row below `size`. Coverage is the share of the query's
-        IDF mass that the row holds: 1.0 when it has every query term, and a term it only
-        borrows from its context counts at the context weight. A term no row has counts with
-        the highest IDF, so a query about something never stored covers little of anything."""
+              k1: float | None = None, b: float | None = None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(BM25 score, coverage, words held) of every row below `size`. Coverage is the share
+        of the query's IDF mass that the row holds: 1.0 when it has every query term, and a term
+        it only borrows from its context counts at the context weight. A term no row has counts
+        with the highest IDF, so a query about something never stored covers little of anything.
+        Words held: how many distinct query terms the row has, a borrowed one counting at the
+        context weight (BM25's own evidence for the relevance floor in bm25 mode)."""
         out = np.zeros(size)
         cover = np.zeros(size)
+        held = np.zeros(size)
         n = len(self.doc_terms)
         if n == 0:
-            return out, cover
+            return out, cover, held
         avgdl = self.total_len / n or 1.0
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
@@ -256,12 +260,14 @@ class BM25Index:
             s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
             out += np.bincount(rows, weights=s, minlength=size)
             cover += np.bincount(rows, weights=idf * qtf * np.minimum(tf, 1.0), minlength=size)
+            held += np.bincount(rows, weights=np.minimum(tf, 1.0), minlength=size)
         if mass > 0:
             cover /= mass
         if allowed is not None:
             out[~allowed[:size]] = 0.0
             cover[~allowed[:size]] = 0.0
-        return out, cover
+            held[~allowed[:size]] = 0.0
+        return out, cover, held
 
     def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
         """BM25 score per row for rows that share a term with the query."""

@@ -16,15 +16,24 @@ score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker
   with a label ("Melanie: …") whose name the query has; when: the query asks when and the
   memory mentions a time.
 
-Relevance floor. The calibrated cosine of a memory is its cosine minus the query's background:
-the mean cosine of the query to its three nearest REFERENCE_TEXTS, unrelated sentences in the
-scripts engram tokenises (how close the model puts any text to this query; high for short
-questions and for scripts the model barely reads). A query gets hits only when its best
-calibrated cosine reaches relevance_cosine or its best coverage reaches relevance_coverage
-(in bm25 mode only coverage counts, in vector mode only the cosine), and then only the hits with
-some evidence of their own: calibrated cosine >= hit_cosine or coverage >= hit_coverage (or, with
-graph_depth > 0, a link to a hit). So a question nothing stored answers returns nothing, and
-reinforces nothing.
+Relevance floor. A query gets hits only with evidence by meaning or by words:
+- by meaning (vector and hybrid):
+  (best − background) + relevance_gap × (best − max(k-th, background)) reaches relevance_cosine.
+  best is the query's highest cosine over the eligible memories, k-th its relevance_k-th highest
+  (the last when fewer are eligible), background the mean cosine of the query to its three
+  nearest REFERENCE_TEXTS, unrelated sentences in the scripts engram tokenises (how close the
+  model puts any text to this query; high for short questions and for scripts the model barely
+  reads). The first part says the best memory is closer than unrelated text; the second, that
+  it stands out from the crowd of this store (a question nothing answers meets many memories
+  at about the same distance), the crowd counted no lower than the background (in a store of
+  a few memories on other topics the k-th is far below anything and says nothing);
+- by words (bm25 and hybrid): some memory holds relevance_coverage of the query's IDF mass, or
+  relevance_terms distinct query words (a word borrowed from a turn's context counting at the
+  context weight): BM25's own evidence, which does not need a vector, so bm25 mode (also the
+  daemon's degraded mode) keeps long questions that spread their words over a turn.
+Then only the hits with some evidence of their own are kept: calibrated cosine (cosine −
+background) >= hit_cosine or coverage >= hit_coverage (or, with graph_depth > 0, a link to a
+hit). So a question nothing stored answers returns nothing, and reinforces nothing.
 """
 
 from __future__ import annotations
@@ -54,10 +63,10 @@ REFERENCE_TEXTS: tuple[str, ...] = (
 )
 
 
-def background(reference: np.ndarray, qvec: np.ndarray) -> float:
-    """The query's background cosine: its mean cosine to the three nearest reference texts."""
-    sims = np.sort(reference @ qvec)[::-1]
-    return float(sims[:3].mean())
+def background(reference_cos: np.ndarray) -> float:
+    """The query's background cosine: its mean cosine to the three nearest reference texts,
+    given the query's cosines to all of them."""
+    return float(np.sort(reference_cos)[::-1][:3].mean())
 
 
 @dataclass(frozen=True)
@@ -72,8 +81,11 @@ class Weights:
     date_bonus: float = 0.1
     speaker_bonus: float = 0.15
     when_bonus: float = 0.1
-    relevance_cosine: float = 0.17
+    relevance_cosine: float = 0.24
     relevance_coverage: float = 0.55
+    relevance_gap: float = 1.0
+    relevance_k: int = 5
+    relevance_terms: float = 3.0
     hit_cosine: float = 0.0
     hit_coverage: float = 0.1
     adapt_low: float = 0.3
@@ -124,18 +136,21 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
 def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
          mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
          session_failures: dict[int, int] | None = None, use_graph: bool = True,
-         background: float = 0.0) -> list[tuple[int, float, dict[str, float]]]:
+         reference_cos: np.ndarray | None = None) -> list[tuple[int, float, dict[str, float]]]:
     """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first; nothing
-    when the query has no evidence of relevance (see the module docstring). `background`: the
-    query's background cosine."""
+    when the query has no evidence of relevance (see the module docstring). `reference_cos`:
+    the query's cosines to REFERENCE_TEXTS (needed with a query vector)."""
     if not mask.any() or limit <= 0:
         return []
+    ref = np.zeros(0) if reference_cos is None else np.asarray(reference_cos, dtype=np.float64)
+    bg = background(ref) if len(ref) else 0.0
     pool = max(limit * 5, 50)
     n = index.n
     bm25 = np.zeros(n)
     cover = np.zeros(n)
+    held = np.zeros(n)
     if mode in ("hybrid", "bm25"):
-        raw, cover = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b)
+        raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b)
         top = float(raw.max()) if n else 0.0
         if top > 0:
             # Divided, not capped: a cap at 1 tied every row that scored above the ideal (each
@@ -144,13 +159,18 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     use_vec = mode in ("hybrid", "vector") and qvec is not None
     cos = np.zeros(n, dtype=np.float32)  # filled in for the candidates only
     vec_rows = np.zeros(0, dtype=np.int64)
-    best_cos = -np.inf
+    meaning = -np.inf  # the query's evidence by meaning (see the module docstring)
     if use_vec:
         vec_rows, top_cos = index.top_cosine(qvec, mask, pool)
-        best_cos = float(top_cos[0]) if len(top_cos) else -np.inf
+        if len(top_cos):
+            # The crowd sits no lower than the background: a store of a few memories on other
+            # topics has its k-th far below the best, which says nothing about relevance.
+            kth = max(float(top_cos[min(weights.relevance_k, len(top_cos)) - 1]), bg)
+            meaning = float(top_cos[0]) - bg + weights.relevance_gap * (float(top_cos[0]) - kth)
     best_cover = float(cover.max()) if n else 0.0
-    if not (best_cos - background >= weights.relevance_cosine
-            or (mode != "vector" and best_cover >= weights.relevance_coverage)):
+    words = mode != "vector" and (best_cover >= weights.relevance_coverage
+                                  or float(held.max() if n else 0.0) >= weights.relevance_terms)
+    if not (meaning >= weights.relevance_cosine or words):
         return []
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
@@ -190,7 +210,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
 
     def evidence(r: int) -> bool:
         by_words = mode != "vector" and bm25[r] > 0 and cover[r] >= weights.hit_coverage
-        by_meaning = use_vec and float(cos[r]) - background >= weights.hit_cosine
+        by_meaning = use_vec and float(cos[r]) - bg >= weights.hit_cosine
         return by_words or by_meaning
 
     scores, strength, decay = base_scores(cand)
@@ -222,7 +242,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         b = bonus.get(r, (0.0, 0))[0]
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
                  "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s,
-                 "coverage": float(cover[r]), "background": background}
+                 "coverage": float(cover[r]), "background": bg}
         parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))

@@ -35,7 +35,7 @@ DEFAULTS = {
     "model": "all-MiniLM-L6-v2", "reinforce_threshold": 0.85, "dedup_threshold": 0.65, "w_bm25": 0.5,
     "w_vector": 0.5, "graph_depth": 0, "graph_bonus": 0.1, "decay_floor": 0.8, "context_window": 2,
     "context_weight": 0.5, "context_terms": 0.4, "bm25_k1": 1.2, "bm25_b": 0.3, "date_bonus": 0.1,
-    "speaker_bonus": 0.15, "when_bonus": 0.1, "relevance_cosine": 0.17, "relevance_coverage": 0.55,
+    "speaker_bonus": 0.15, "when_bonus": 0.1, "relevance_cosine": 0.24, "relevance_coverage": 0.55,
     "context_min_share": 0.5, "edge_threshold": 0.40, "max_edges": 5, "consolidate_threshold": 0.70,
     "prune_threshold": 0.05, "maintenance_hours": 12.0, "consolidated_retention_days": 30.0,
     "heartbeat_timeout_s": 300.0, "idle_exit_s": 900.0, "token": None, "redact_patterns": (),

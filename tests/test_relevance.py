@@ -61,6 +61,22 @@ def test_bm25_needs_enough_of_the_query(eng):
     assert len(eng.recall("CI runners region", mode="bm25", reinforce=False)) == 1
 
 
+def test_bm25_takes_three_words_of_a_long_question_as_evidence(eng):
+    """A long question spreads its IDF mass over many words, so no memory holds half of it;
+    three of its words in one memory are evidence (bm25 mode is also the degraded mode)."""
+    deck = eng.store("Melanie painted a sunrise over the lake last summer.", resolve_conflicts=False).memory
+    for text in ("Deploys go to Fly.io from main.", "The API is versioned in the URL path.",
+                 "Tests run with make test.", "The office closes early on Fridays."):
+        eng.store(text, resolve_conflicts=False)
+    question = "What did Melanie paint at the lake during the holidays with her kids and friends?"
+    hits = eng.recall(question, mode="bm25", reinforce=False, explain=True)
+    assert [h.memory.id for h in hits] == [deck.id]
+    assert hits[0].parts["coverage"] < 0.55  # let in by its words, not by the coverage rule
+    # Two shared words ("Melanie", "paint") are not enough.
+    assert eng.recall("Did Melanie paint anything for her friends at school?", mode="bm25",
+                      reinforce=False) == []
+
+
 def test_the_floor_can_be_lowered(settings, fake, clock):
     loose = Engram(":memory:", settings=replace(settings, relevance_coverage=0.0), embedder=fake,
                    clock=clock)

@@ -117,3 +117,44 @@ def agent_eng(real_embedder, settings):
 ])
 def test_meaning_beats_an_incidental_shared_word(agent_eng, query, expect):
     assert expect in agent_eng.recall(query, reinforce=False)[0].memory.content
+
+
+FIRST_DAY = (
+    "We deploy to production with a GitHub Actions workflow that runs on every tag pushed to main.",
+    "Releases are cut every second Tuesday; the release manager tags main and writes the changelog.",
+    "The user prefers dark mode in every editor and terminal.",
+    "The user likes short answers without preamble.",
+    "Decision: we use PostgreSQL 16 for the orders service, not MySQL, because of JSONB indexes.",
+    "The staging database is reset every Sunday night at 02:00 UTC.",
+    "Never run database migrations by hand in production; the deploy job applies them.",
+    "Our Python services are formatted with ruff format, line length 100.",
+    "The on-call rota rotates every Monday; Priya is on call this week.",
+    "API keys live in 1Password, vault Engineering; never commit them to git.",
+)
+
+
+@pytest.fixture
+def first_day(real_embedder, settings):
+    """A new user's store: ten facts on different topics."""
+    eng = Engram(":memory:", settings=settings, embedder=real_embedder)
+    for text in FIRST_DAY:
+        eng.store(text, resolve_conflicts=False)
+    yield eng
+    eng.close()
+
+
+@pytest.mark.parametrize("query,expect", [
+    ("how do we ship releases", "Releases are cut"),
+    ("where are secrets kept", "1Password"),
+    ("when is staging wiped", "staging database is reset"),
+])
+def test_a_natural_question_finds_its_fact_in_a_small_store(first_day, query, expect):
+    assert expect in first_day.recall(query, reinforce=False)[0].memory.content
+
+
+@pytest.mark.parametrize("query", ["what's the user's favourite food", "plan a dinner for Saturday",
+                                   "book a flight to Berlin"])
+def test_a_small_store_gives_no_memory_to_a_question_nothing_answers(first_day, query):
+    """A few memories on other topics leave the best far above the store's 5th nearest; that
+    gap is no evidence (the crowd counts no lower than the background)."""
+    assert first_day.recall(query, reinforce=False) == []
