@@ -109,6 +109,18 @@ def days_until(threshold: float, importance: float, stability: float) -> float:
     return stability * math.log(importance / threshold)
 
 
+def memory_strength(m: Memory, now: datetime) -> float:
+    """strength() of a stored memory at `now`, from its stability and last recall (or creation)."""
+    return strength(m.importance, memory_stability(m), m.last_recalled_at or m.created_at, now)
+
+
+def days_until_prune(m: Memory, threshold: float, now: datetime) -> float:
+    """Days from `now` until a memory nothing recalls falls below `threshold` (0 when it has)."""
+    touched = m.last_recalled_at or m.created_at
+    left = days_until(threshold, m.importance, memory_stability(m))
+    return max(0.0, left - (now - touched).total_seconds() / SECONDS_PER_DAY)
+
+
 def outcome_factor(successes: int, failures: int) -> float:
     """How the outcomes of the session behind a memory weigh on its quality.
 

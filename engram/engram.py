@@ -21,8 +21,8 @@ from .chunking import chunk_spans, split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import ContinuityMixin, estimate_tokens
-from .decay import (days_until, initial_stability, memory_stability, quality_score, recalled_stability,
-                    strength, strength_points)
+from .decay import (days_until_prune, initial_stability, memory_stability, memory_strength, quality_score,
+                    recalled_stability, strength_points)
 from .embedding import Embedder, UnavailableEmbedder, load_embedder
 from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
@@ -765,8 +765,7 @@ class Engram(ContinuityMixin):
                 "importance": m.importance, "tags": list(m.tags), "task_id": m.task_id,
                 "pinned": m.pinned, "created_at": m.created_at.isoformat(),
                 "recall_count": m.recall_count,
-                "strength": round(strength(m.importance, memory_stability(m),
-                                           m.last_recalled_at or m.created_at, now), 6)}
+                "strength": round(memory_strength(m, now), 6)}
 
     def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:
         """Pin (never decays in ranking, never pruned or consolidated) or unpin a memory."""
@@ -794,15 +793,14 @@ class Engram(ContinuityMixin):
         stab = memory_stability(m)
         touched = m.last_recalled_at or m.created_at
         threshold = self.settings.prune_threshold
-        left = days_until(threshold, m.importance, stab) - (now - touched).total_seconds() / 86400
         return {
             "memory_id": m.id, "importance": m.importance, "pinned": m.pinned,
             "stability_days": round(stab, 4),
             "initial_stability_days": round(initial_stability(m.memory_type, m.importance), 4),
             "recall_count": m.recall_count, "last_touched_at": touched.isoformat(), "now": now.isoformat(),
-            "strength_now": round(strength(m.importance, stab, touched, now), 6),
+            "strength_now": round(memory_strength(m, now), 6),
             "prune_threshold": threshold,
-            "days_until_prune": None if m.pinned else round(max(0.0, left), 2),
+            "days_until_prune": None if m.pinned else round(days_until_prune(m, threshold, now), 2),
             "past": strength_points(m.importance, stab, touched, touched, now),
             "projected": strength_points(m.importance, stab, touched, now, now + timedelta(days=days)),
         }

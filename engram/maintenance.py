@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from . import resolve
-from .decay import days_until, memory_stability, strength, strength_array
+from .decay import days_until_prune, memory_stability, memory_strength, strength_array
 from .ids import new_id
 from .index import to_days
 from .types import MEMORY_TYPES, Memory
@@ -348,12 +348,9 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         if len(fading_rows):
             mems = db.get_memories([idx.ids[r] for r in fading_rows])
             for m in mems.values():
-                stab = memory_stability(m)
-                now_s = strength(m.importance, stab, m.last_recalled_at or m.created_at, now)
-                left = days_until(s.prune_threshold, m.importance, stab)
-                touched = (now - (m.last_recalled_at or m.created_at)).total_seconds() / 86400
-                fading.append({"id": m.id, "memory_type": m.memory_type, "strength": round(now_s, 4),
-                               "days_until_prune": round(max(0.0, left - touched), 2),
+                fading.append({"id": m.id, "memory_type": m.memory_type,
+                               "strength": round(memory_strength(m, now), 4),
+                               "days_until_prune": round(days_until_prune(m, s.prune_threshold, now), 2),
                                "content": m.content[:80]})
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
         table_rows = db.count_live_memories()
