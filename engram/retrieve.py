@@ -71,18 +71,20 @@ def background(reference_cos: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Weights:
-    w_bm25: float = 0.5
-    w_vector: float = 0.5
-    graph_depth: int = 0
-    graph_bonus: float = 0.1
-    decay_floor: float = 0.8
-    bm25_k1: float = 1.2
-    bm25_b: float = 0.3
-    date_bonus: float = 0.1
-    speaker_bonus: float = 0.15
-    when_bonus: float = 0.1
-    relevance_cosine: float = 0.24
-    relevance_coverage: float = 0.55
+    # The ranking settings: their defaults are the ones declared in config.Settings (one place).
+    w_bm25: float = Settings.w_bm25
+    w_vector: float = Settings.w_vector
+    graph_depth: int = Settings.graph_depth
+    graph_bonus: float = Settings.graph_bonus
+    decay_floor: float = Settings.decay_floor
+    bm25_k1: float = Settings.bm25_k1
+    bm25_b: float = Settings.bm25_b
+    date_bonus: float = Settings.date_bonus
+    speaker_bonus: float = Settings.speaker_bonus
+    when_bonus: float = Settings.when_bonus
+    relevance_cosine: float = Settings.relevance_cosine
+    relevance_coverage: float = Settings.relevance_coverage
+    # Not settings: fixed parts of the formulas (module docstring).
     relevance_gap: float = 1.0
     relevance_k: int = 5
     relevance_terms: float = 3.0
@@ -95,8 +97,8 @@ class Weights:
     def from_settings(cls, settings: Settings) -> Weights:
         """Each weight that `settings` declares, taken by name, so no reordering can swap two.
 
-        The others (hit_cosine, hit_coverage, adapt_low, adapt_high) are not settings and keep
-        their defaults here.
+        The others (relevance_gap, relevance_k, relevance_terms, hit_cosine, hit_coverage,
+        adapt_low, adapt_high) are not settings and keep their defaults here.
         """
         declared = {f.name for f in fields(settings)}
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls) if f.name in declared})
