@@ -19,6 +19,12 @@ START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 
 
 @pytest.fixture
+def anyio_backend() -> str:
+    """The async tests (MCP clients) run on asyncio only: the SDK's transports are tested there."""
+    return "asyncio"
+
+
+@pytest.fixture
 def clock() -> VirtualClock:
     return VirtualClock(START)
 

@@ -25,11 +25,6 @@ PROGRESS_BAR = "Add a progress bar for large exports"
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def home(tmp_path):
     yield tmp_path
     stop_engram_daemon(tmp_path)

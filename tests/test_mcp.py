@@ -20,11 +20,6 @@ SESSION = "s-mcp-test"
 
 
 @pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
-@pytest.fixture
 def api(eng):
     return Api(eng)
 

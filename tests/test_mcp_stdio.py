@@ -24,11 +24,6 @@ pytestmark = [pytest.mark.model, pytest.mark.anyio]
 TIMEOUT = 180
 
 
-@pytest.fixture
-def anyio_backend():
-    return "asyncio"
-
-
 @pytest.fixture(scope="module")
 def home(tmp_path_factory):
     """One ENGRAM_HOME (so one daemon) for the module; the daemon is stopped at the end."""
