@@ -10,6 +10,10 @@ For the `none` kind (nothing stored answers the question) it reports the share o
 returned no memory and how many memories had their recall count raised by them (read before
 and after with get_memory over the daemon's socket, which reinforces nothing). In the hybrid
 session it also calls get_context for each none query: an empty <memory> block is expected.
+For the other kinds, beside Hit@k: precision (the share of what a query returns that is
+labelled relevant) and the mean number of unrelated memories returned, so reinforced, per
+query (benchmarks/precision.py, the same definitions as benchmarks.recall_eval). The held-out
+labels are used as written: one memory per query, so precision here is a lower bound.
 
     HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.agent_mcp [--set PATH] [--out report.json]
 """
@@ -31,6 +35,7 @@ import anyio
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
+from benchmarks.precision import precision
 from engram.config import Settings
 from engram.server.daemon import stop_or_kill
 from engram.server.rpc import RpcClient
@@ -176,8 +181,13 @@ async def ask(client: Client, q: dict, mode: str, keys_of: dict[str, list[str]])
     return {"kind": q["kind"], "query": q["query"], "expect": q["expect"], "top": top}
 
 
+def relevant(answer: dict) -> list[bool]:
+    """One flag per returned memory: does it hold (alone or merged) an expected key?"""
+    return [bool(set(key.split("+")) & set(answer["expect"])) for key, _ in answer["top"]]
+
+
 def hit(answer: dict, k: int) -> bool:
-    return any(set(key.split("+")) & set(answer["expect"]) for key, _ in answer["top"][:k])
+    return any(relevant(answer)[:k])
 
 
 def share(flags) -> float:
@@ -196,10 +206,14 @@ def summarise(answers: list[dict]) -> dict:
         mine = [a for a in answers if a["kind"] == kind]
         kinds[kind] = {"n": len(mine), "hit1": share(hit(a, 1) for a in mine),
                        "hit3": share(hit(a, 3) for a in mine)}
+        p = precision((a["kind"], relevant(a)) for a in mine)
+        kinds[kind].update(precision=round(p["precision"], 3), unrelated=round(p["unrelated"], 2))
+    p = precision((a["kind"], relevant(a)) for a in answers)
     nones = [a for a in answers if a["kind"] == "none"]
     none = {"n": len(nones), "empty": share(not a["top"] for a in nones),
             "mean_returned": mean(len(a["top"]) for a in nones)}
-    return {"kinds": kinds, "none": none}
+    answered = {"n": p["n"], "precision": round(p["precision"], 3), "unrelated": round(p["unrelated"], 2)}
+    return {"kinds": kinds, "answered": answered, "none": none}
 
 
 async def run_set(data: dict, home: Path, modes: tuple[str, ...] = MODES) -> dict:
@@ -226,13 +240,17 @@ def stop_engram_daemon(home: Path) -> None:
 
 def markdown(report: dict) -> str:
     modes = list(report["modes"])
-    head = "| kind | n | " + " | ".join(f"{m} H@1 | {m} H@3" for m in modes) + " |"
-    lines = [head, "|" + "---|" * (2 + 2 * len(modes))]
+    head = "| kind | n | " + " | ".join(f"{m} H@1 / H@3 / prec / unrel" for m in modes) + " |"
+    lines = [head, "|" + "---|" * (2 + len(modes))]
     for kind in ANSWERED:
         n = report["modes"][modes[0]]["kinds"][kind]["n"]
-        cells = " | ".join(f"{report['modes'][m]['kinds'][kind]['hit1']:.2f} | "
-                           f"{report['modes'][m]['kinds'][kind]['hit3']:.2f}" for m in modes)
+        cells = " | ".join("{hit1:.2f} / {hit3:.2f} / {precision:.2f} / {unrelated:.2f}".format(
+            **report["modes"][m]["kinds"][kind]) for m in modes)
         lines.append(f"| {kind} | {n} | {cells} |")
+    n = report["modes"][modes[0]]["answered"]["n"]
+    lines.append(f"| answered, all kinds | {n} | " + " | ".join(
+        "prec {precision:.2f} / unrel {unrelated:.2f}".format(**report["modes"][m]["answered"])
+        for m in modes) + " |")
     n = report["modes"][modes[0]]["none"]["n"]
     lines.append("")
     lines.append("| none queries (nothing stored answers them) | n | " + " | ".join(modes) + " |")

@@ -4,10 +4,13 @@
 
 The agent set (benchmarks/agent/agent_set.json) is stored in order, in one session, one memory
 at a time, as an agent writes them; then every query is asked in each mode (bm25, vector,
-hybrid) with reinforce=False. A query counts as a hit at k when one of its expected memories is
-in the top k. For the `none` kind nothing stored answers the query: the figure is the fraction
-of those queries that return no memory, and the run also asks them once more with reinforcement
-on and reports how many recall counts grew (it should be 0). Figures are given for the tune
+hybrid) with reinforce=False and recall's default limit (10). A query counts as a hit at k when
+one of its expected memories is in the top k. Beside Hit@k the tables give precision (the share
+of what an answered query returns that is labelled relevant) and the mean number of unrelated
+memories it returns, and so would reinforce (benchmarks/precision.py, the same definitions as
+benchmarks.agent_mcp). For the `none` kind nothing stored answers the query: the figure is the
+fraction of those queries that return no memory, and the run also asks them once more with
+reinforcement on and reports how many recall counts grew (it should be 0). Figures are given for the tune
 half, the report half and both. LoCoMo (all ten conversations) then runs through
 benchmarks.locomo with the same settings.
 """
@@ -23,10 +26,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .precision import precision
+
 MODES = ("bm25", "vector", "hybrid")
 KINDS = ("paraphrase", "distractor", "exact", "typo", "chinese", "none")
 HALVES = ("tune", "report", "all")
 SESSION = "agent-session-1"
+LIMIT = 10  # recall's default, as an agent asks
 
 
 def default_set_path() -> Path:
@@ -72,17 +78,18 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
             want = {ids[k] for k in q["expect"]}
             row = {"kind": q["kind"], "half": q["half"], "query": q["query"], "modes": {}}
             for mode in MODES:
-                hits = eng.recall(q["query"], limit=3, mode=mode, reinforce=False)
+                hits = eng.recall(q["query"], limit=LIMIT, mode=mode, reinforce=False)
                 got = [h.memory.id for h in hits]
                 row["modes"][mode] = {
                     "n": len(got),
                     "hit@1": float(bool(want & set(got[:1]))),
                     "hit@3": float(bool(want & set(got[:3]))),
+                    "relevant": [g in want for g in got],
                 }
             rows.append(row)
         # The none queries once more, as an agent asks them (reinforcement on).
         before = _recall_total(eng)
-        returned = sum(len(eng.recall(q["query"], limit=10)) for q in doc["queries"]
+        returned = sum(len(eng.recall(q["query"], limit=LIMIT)) for q in doc["queries"]
                        if q["kind"] == "none")
         reinforced = _recall_total(eng) - before
     finally:
@@ -97,7 +104,8 @@ def _recall_total(eng) -> int:
 
 
 def score_rows(rows: list[dict]) -> dict:
-    """{half: {kind: {"n": n, mode: {"hit@1", "hit@3"}}}}; for `none`, hit = returned nothing."""
+    """{half: {kind: {"n": n, mode: {"hit@1", "hit@3", "precision", "unrelated"}}}}; for `none`,
+    hit = returned nothing and "returned" the mean number of memories returned."""
     out: dict = {}
     for half in HALVES:
         out[half] = {}
@@ -107,21 +115,34 @@ def score_rows(rows: list[dict]) -> dict:
                 continue
             cell: dict[str, Any] = {"n": len(sel)}
             for mode in MODES:
+                p = precision((r["kind"], r["modes"][mode]["relevant"]) for r in sel)
                 if kind == "none":
-                    v = sum(r["modes"][mode]["n"] == 0 for r in sel) / len(sel)
-                    cell[mode] = {"hit@1": v, "hit@3": v}
+                    v = p["none_empty"]
+                    cell[mode] = {"hit@1": v, "hit@3": v, "returned": p["none_returned"]}
                 else:
                     cell[mode] = {k: sum(r["modes"][mode][k] for r in sel) / len(sel)
                                   for k in ("hit@1", "hit@3")}
+                    cell[mode].update(precision=p["precision"], unrelated=p["unrelated"])
             out[half][kind] = cell
+        # Every answered kind together: the precision an agent meets over its ordinary questions.
+        sel = [r for r in rows if r["kind"] != "none" and (half == "all" or r["half"] == half)]
+        if sel:
+            cell = {"n": len(sel)}
+            for mode in MODES:
+                p = precision((r["kind"], r["modes"][mode]["relevant"]) for r in sel)
+                cell[mode] = {"hit@1": sum(r["modes"][mode]["hit@1"] for r in sel) / len(sel),
+                              "hit@3": sum(r["modes"][mode]["hit@3"] for r in sel) / len(sel),
+                              "precision": p["precision"], "unrelated": p["unrelated"]}
+            out[half]["answered"] = cell
     return out
 
 
 def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> str:
     lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
     lines.append(f"Agent set: {agent['memories']} memories stored in one session "
-                 f"(actions {json.dumps(agent['actions'], sort_keys=True)}). Hit@1 / Hit@3 per kind; "
-                 "for `none`, the fraction of queries that returned no memory.")
+                 f"(actions {json.dumps(agent['actions'], sort_keys=True)}), limit {LIMIT}. Per kind "
+                 "Hit@1 / Hit@3 / precision / unrelated memories returned per query; for `none`, "
+                 "the fraction of queries that returned no memory / memories returned per query.")
     for half in HALVES:
         lines += ["", f"**{half} half**" if half != "all" else "**both halves**", "",
                   "| kind | n | bm25 | vector | hybrid |", "|---|---:|---|---|---|"]
@@ -129,9 +150,10 @@ def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> 
             vals = []
             for mode in MODES:
                 c = cell[mode]
-                vals.append(f"{c['hit@1']:.3f}" if kind == "none" else f"{c['hit@1']:.3f} / {c['hit@3']:.3f}")
+                vals.append(f"{c['hit@1']:.3f} / {c['returned']:.2f}" if kind == "none" else
+                            f"{c['hit@1']:.3f} / {c['hit@3']:.3f} / {c['precision']:.2f} / {c['unrelated']:.2f}")
             lines.append(f"| {kind} | {cell['n']} | " + " | ".join(vals) + " |")
-    lines += ["", f"`none` queries asked again with reinforcement on (limit 10): "
+    lines += ["", f"`none` queries asked again with reinforcement on (limit {LIMIT}): "
                   f"{agent['none_recall_returned']} memories returned, "
                   f"{agent['none_recall_reinforced']} recall counts grew."]
     if locomo is not None:

@@ -31,9 +31,13 @@ Relevance floor. A query gets hits only with evidence by meaning or by words:
   relevance_terms distinct query words (a word borrowed from a turn's context counting at the
   context weight): BM25's own evidence, which does not need a vector, so bm25 mode (also the
   daemon's degraded mode) keeps long questions that spread their words over a turn.
-Then only the hits with some evidence of their own are kept: calibrated cosine (cosine −
-background) >= hit_cosine or coverage >= hit_coverage (or, with graph_depth > 0, a link to a
-hit). So a question nothing stored answers returns nothing, and reinforces nothing.
+Then each hit must carry evidence of its own, measured against the query's best (the per-hit
+floor): by meaning, its calibrated cosine (cosine − background) is at least hit_share of the
+best calibrated cosine in the store and at least hit_cosine; or by words (bm25 and hybrid), its
+coverage is at least hit_share of the best coverage and at least hit_coverage; or, with
+graph_depth > 0, it is linked to a hit. So a question nothing stored answers returns nothing,
+and a question that one or two memories answer returns those, not `limit` memories that merely
+sit closer than unrelated text; what is not returned is not reinforced.
 """
 
 from __future__ import annotations
@@ -88,6 +92,7 @@ class Weights:
     relevance_gap: float = 1.0
     relevance_k: int = 5
     relevance_terms: float = 3.0
+    hit_share: float = 0.4
     hit_cosine: float = 0.0
     hit_coverage: float = 0.1
     adapt_low: float = 0.3
@@ -97,7 +102,7 @@ class Weights:
     def from_settings(cls, settings: Settings) -> Weights:
         """Each weight that `settings` declares, taken by name, so no reordering can swap two.
 
-        The others (relevance_gap, relevance_k, relevance_terms, hit_cosine, hit_coverage,
+        The others (relevance_gap, relevance_k, relevance_terms, hit_share, hit_cosine, hit_coverage,
         adapt_low, adapt_high) are not settings and keep their defaults here.
         """
         declared = {f.name for f in fields(settings)}
@@ -162,9 +167,11 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     cos = np.zeros(n, dtype=np.float32)  # filled in for the candidates only
     vec_rows = np.zeros(0, dtype=np.int64)
     meaning = -np.inf  # the query's evidence by meaning (see the module docstring)
+    best_cal = 0.0  # the best calibrated cosine, which the per-hit floor measures against
     if use_vec:
         vec_rows, top_cos = index.top_cosine(qvec, mask, pool)
         if len(top_cos):
+            best_cal = float(top_cos[0]) - bg
             # The crowd sits no lower than the background: a store of a few memories on other
             # topics has its k-th far below the best, which says nothing about relevance.
             kth = max(float(top_cos[min(weights.relevance_k, len(top_cos)) - 1]), bg)
@@ -210,9 +217,18 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
             s = s * pen
         return s, strength, decay
 
+    # hit_share 0 leaves only the absolute floors (a query whose best is below the background,
+    # one that passed by words, would otherwise still need a calibrated cosine of 0).
+    share = weights.hit_share > 0
+    least_cover = max(weights.hit_coverage, weights.hit_share * best_cover) if share else weights.hit_coverage
+    least_cal = max(weights.hit_cosine, weights.hit_share * best_cal) if share else weights.hit_cosine
+
     def evidence(r: int) -> bool:
-        by_words = mode != "vector" and bm25[r] > 0 and cover[r] >= weights.hit_coverage
-        by_meaning = use_vec and float(cos[r]) - bg >= weights.hit_cosine
+        """The per-hit floor (module docstring): this hit's own evidence against the best's."""
+        # With a margin for rounding: a turn holding every query word through its context alone
+        # has exactly context_terms (0.4) of the best's coverage, the default hit_share.
+        by_words = mode != "vector" and bm25[r] > 0 and cover[r] >= least_cover - 1e-9
+        by_meaning = use_vec and float(cos[r]) - bg >= least_cal
         return by_words or by_meaning
 
     scores, strength, decay = base_scores(cand)

@@ -94,7 +94,7 @@ def test_when_question_prefers_a_memory_that_says_when(plain, fake, clock):
 def test_cues_apply_to_hybrid_search_only(plain, fake, clock):
     eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
     # The fake embedder's cosines are hash collisions: let every hit pass the floor.
-    eng.weights = replace(eng.weights, hit_cosine=-2.0, hit_coverage=0.0)
+    eng.weights = replace(eng.weights, hit_share=0.0, hit_cosine=-2.0, hit_coverage=0.0)
     eng.store("Ann: lunch was ramen", created_at=datetime(2024, 3, 3, 12, tzinfo=timezone.utc))
     q = "When did Ann have ramen on 3 March 2024?"
     hybrid = eng.recall(q, explain=True, reinforce=False)[0].parts
