@@ -34,7 +34,8 @@ Relevance floor. A query gets hits only with evidence by meaning or by words:
 Then each hit must carry evidence of its own, measured against the query's best (the per-hit
 floor): by meaning, its calibrated cosine (cosine − background) is at least hit_share of the
 best calibrated cosine in the store and at least hit_cosine; or by words (bm25 and hybrid), its
-coverage is at least hit_share of the best coverage and at least hit_coverage; or, with
+coverage is at least hit_share of the best coverage and at least hit_coverage, and it holds more
+than one query word (a borrowed one counting at the context weight) unless no memory does; or, with
 graph_depth > 0, it is linked to a hit. So a question nothing stored answers returns nothing,
 and a question that one or two memories answer returns those, not `limit` memories that merely
 sit closer than unrelated text; what is not returned is not reinforced.
@@ -218,16 +219,21 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         return s, strength, decay
 
     # hit_share 0 leaves only the absolute floors (a query whose best is below the background,
-    # one that passed by words, would otherwise still need a calibrated cosine of 0).
+    # one that passed by words, would otherwise still need a calibrated cosine of 0) and drops
+    # the rule on words held.
     share = weights.hit_share > 0
     least_cover = max(weights.hit_coverage, weights.hit_share * best_cover) if share else weights.hit_coverage
     least_cal = max(weights.hit_cosine, weights.hit_share * best_cal) if share else weights.hit_cosine
+    top_held = float(held.max()) if n else 0.0
 
     def evidence(r: int) -> bool:
         """The per-hit floor (module docstring): this hit's own evidence against the best's."""
         # With a margin for rounding: a turn holding every query word through its context alone
         # has exactly context_terms (0.4) of the best's coverage, the default hit_share.
         by_words = mode != "vector" and bm25[r] > 0 and cover[r] >= least_cover - 1e-9
+        # One incidental word ("live", "run", "user") is no evidence when some memory holds more.
+        if share and top_held > 1.0 + 1e-9 and held[r] <= 1.0 + 1e-9:
+            by_words = False
         by_meaning = use_vec and float(cos[r]) - bg >= least_cal
         return by_words or by_meaning
 
