@@ -214,3 +214,73 @@ def test_get_context_packs_only_hits_near_the_best(settings, fake, clock):
 def test_settings_reject_a_min_share_out_of_range(settings):
     with pytest.raises(ValueError, match="ENGRAM_CONTEXT_MIN_SHARE"):
         replace(settings, context_min_share=2.0).validate()
+
+
+def test_each_hit_needs_evidence_of_its_own_by_meaning(settings, fake, clock):
+    """The per-hit floor: a memory sharing two words of four with the query sits above the
+    background but well below the best, so it is neither returned nor reinforced."""
+    e = Engram(":memory:", settings=settings, embedder=fake, clock=clock)
+    right = e.store("kestrel orion basalt quartz", resolve_conflicts=False).memory
+    weak = e.store("kestrel orion lunch menu today pasta", resolve_conflicts=False).memory
+    for i in range(5):
+        e.store(f"unrelated note {i} about gardening tools and seeds", resolve_conflicts=False)
+    q = "kestrel orion basalt quartz"
+    hits = e.recall(q, mode="vector")
+    assert [h.memory.id for h in hits] == [right.id]
+    assert e.get(right.id).recall_count == 1 and e.get(weak.id).recall_count == 0
+    # Without the share of the best (only cosine above the background) the weak one comes back.
+    e.weights = replace(e.weights, hit_share=0.0)
+    assert weak.id in [h.memory.id for h in e.recall(q, mode="vector", reinforce=False)]
+    e.close()
+
+
+def test_one_incidental_word_is_no_evidence_when_a_memory_holds_more(eng):
+    answer = eng.store("The user lives in Lisbon and works remotely.", resolve_conflicts=False).memory
+    incidental = eng.store("Our CI runners live in the eu-west-1 region.", resolve_conflicts=False).memory
+    for fact in ("The user likes tea.", "The user has a cat.", "The user reads novels."):
+        eng.store(fact, resolve_conflicts=False)
+    q = "Where does the user live?"
+    got = [h.memory.id for h in eng.recall(q, mode="bm25", reinforce=False)]
+    assert got == [answer.id]
+    eng.weights = replace(eng.weights, hit_share=0.0)  # the rule on words held goes with it
+    assert incidental.id in [h.memory.id for h in eng.recall(q, mode="bm25", reinforce=False)]
+
+
+FACTS = ("Production deploys run from the main branch through GitHub Actions to Fly.io.",
+         "The user prefers a dark editor theme with a 15 px font.",
+         "The orders service keeps its data in PostgreSQL 16 on RDS.",
+         "The staging database is wiped and reseeded every Sunday night.",
+         "Python code is formatted with black and checked with ruff.",
+         "Marta is on call this week; page her through Opsgenie.",
+         "Third-party API keys live in Vault under secret/app; never paste them in chat.")
+
+
+@pytest.mark.model
+def test_a_question_gets_its_answer_not_the_whole_store(settings, clock, real_embedder):
+    """With the real model: each question returns and reinforces its answer and at most one
+    near neighbour, where the floor by background alone returns more."""
+    e = Engram(":memory:", settings=settings, embedder=real_embedder, clock=clock)
+    ids = [e.store(f).memory.id for f in FACTS]
+    for q, want in (("which database holds the orders", 2), ("how is python code formatted", 4),
+                    ("where are the api keys", 6), ("who do I page if prod breaks", 5)):
+        hits = e.recall(q)
+        assert hits[0].memory.id == ids[want], q
+        assert len(hits) <= 2, (q, [h.memory.content for h in hits])
+    counts = [e.get(i).recall_count for i in ids]
+    assert counts[1] == 0  # the editor theme answers none of them and was never reinforced
+    assert sum(counts) <= 8
+    kept = len(e.recall("which database holds the orders", reinforce=False))
+    e.weights = replace(e.weights, hit_share=0.0)
+    assert len(e.recall("which database holds the orders", reinforce=False)) > kept
+    e.close()
+
+
+def test_precision_counts_unrelated_hits_per_answered_query():
+    from benchmarks.precision import precision
+    p = precision([("exact", [True, False, False]), ("paraphrase", []), ("typo", [False, True]),
+                   ("none", []), ("none", [False, False])])
+    assert p["n"] == 3 and p["none_n"] == 2
+    assert p["precision"] == pytest.approx((1 / 3 + 1 / 2) / 2)  # over the queries that returned something
+    assert p["unrelated"] == pytest.approx((2 + 0 + 1) / 3)  # a query returning nothing counts 0
+    assert p["returned"] == pytest.approx(5 / 3)
+    assert p["none_empty"] == 0.5 and p["none_returned"] == 1.0
