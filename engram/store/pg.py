@@ -229,16 +229,19 @@ class PgStore:
         with self._lock:
             self._flush()
             with self.con.cursor(binary=binary) as cur:
-                cur.execute(sql, list(params))
+                cur.execute(sql, list(params) if params else None)  # None: a literal % stays one
                 return cur.fetchall() if cur.description else []
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._lock:
             self._flush()
-            return self.con.execute(sql, list(params)).rowcount
+            return self.con.execute(sql, list(params) if params else None).rowcount
 
     def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
-        """Rows matching a Postgres condition (%s placeholders): for tests, as Store.count_where."""
+        """Rows matching a condition with ? placeholders, as Store.count_where takes them: for
+        tests and benchmarks that check the database itself. Not in MemoryStore."""
+        if params:
+            where = where.replace("%", "%%").replace("?", "%s")
         return int(self._rows(f"SELECT count(*) FROM {table} WHERE {where}", params)[0][0])
 
     # -- meta ----------------------------------------------------------------
@@ -410,10 +413,10 @@ class PgStore:
     def count(self, table: str) -> int:
         if table not in TABLES:
             raise KeyError(table)
-        return self.count_where(table)
+        return int(self._rows(f"SELECT count(*) FROM {table}")[0][0])
 
     def count_live_memories(self) -> int:
-        return self.count_where("memories", "status <> 'deleted'")
+        return int(self._rows("SELECT count(*) FROM memories WHERE status <> 'deleted'")[0][0])
 
     # -- edges ---------------------------------------------------------------
     def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]], new_source: bool = False) -> None:
@@ -590,7 +593,8 @@ class PgStore:
     # -- export and import -----------------------------------------------------
     def table_counts(self, user_id: str | None = None) -> dict[str, int]:
         uw, p = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
-        out = {t: self.count_where(t, uw, p) for t in ("memories", "tasks", "sessions", "edges")}
+        out = {t: int(self._rows(f"SELECT count(*) FROM {t} WHERE {uw}", p)[0][0])
+               for t in ("memories", "tasks", "sessions", "edges")}
         mw = "m.user_id = %s" if user_id is not None else "true"
         out["memory_events"] = int(self._rows(
             f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {mw}", p)[0][0])
