@@ -151,7 +151,7 @@ class PgStore:
         self.path = redact_url(url)  # shown in health and setup output
         self.con = connect(url)
         try:
-            migrate(self.con, now)
+            self.migrated = migrate(self.con, now)  # the versions this open applied
         except psycopg.Error as e:
             self.con.close()
             raise DatabaseUnavailable(f"{self.path}: cannot migrate the schema: {str(e).strip()}") from None
@@ -679,3 +679,19 @@ class PgStore:
             "until = excluded.until WHERE leases.until < %s OR leases.holder = excluded.holder RETURNING holder",
             [name, holder, _ts(now + timedelta(seconds=seconds)), _ts(now)])
         return bool(rows)
+
+
+def check_database(url: str, now: datetime) -> dict[str, Any]:
+    """What engram-setup reports of a PostgreSQL URL: the server, pgvector and the schema,
+    migrated to this engram's version on the way. Raises DatabaseUnavailable naming the problem."""
+    store = PgStore(url, now)  # connects, creates the vector extension if needed, migrates
+    try:
+        con = store.con
+        with store._lock:
+            server = con.execute("SHOW server_version").fetchone()[0]
+            vector = con.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        return {"path": store.path, "via": "postgres", "server_version": server, "pgvector": vector,
+                "schema_version": store.schema_version(), "migrated": store.migrated,
+                "memories": store.count("memories")}
+    finally:
+        store.close()
