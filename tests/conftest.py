@@ -69,10 +69,10 @@ class PgServer:
         with self.psycopg.connect(self.admin, autocommit=True) as con:
             con.execute(sql)
 
-    def new_database(self) -> str:
-        """A fresh database copied from the migrated template (a file copy: fast)."""
+    def new_database(self, migrated: bool = True) -> str:
+        """A fresh database copied from the migrated template (a file copy: fast), or an empty one."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self._sql(f"CREATE DATABASE {name} TEMPLATE engram_template")
+        self._sql(f"CREATE DATABASE {name}" + (" TEMPLATE engram_template" if migrated else ""))
         return self.url(name)
 
     def drop(self, url: str) -> None:

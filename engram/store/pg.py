@@ -155,6 +155,9 @@ class PgStore:
         except psycopg.Error as e:
             self.con.close()
             raise DatabaseUnavailable(f"{self.path}: cannot migrate the schema: {str(e).strip()}") from None
+        except BaseException:  # a schema newer than this engram
+            self.con.close()
+            raise
         self._lock = threading.RLock()
         self._depth = 0
         self._pending: _Pending | None = None
@@ -553,7 +556,8 @@ class PgStore:
         # COLLATE "C": the byte order DuckDB sorts strings in, whatever the database's locale.
         return [(r[0], r[1], r[2], int(r[3])) for r in self._rows(
             f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
-            'GROUP BY 1, 2, 3 ORDER BY 1 COLLATE "C", 2 COLLATE "C", 3 COLLATE "C", 4', params)]
+            'GROUP BY 1, 2, 3 ORDER BY user_id COLLATE "C", memory_type COLLATE "C", status COLLATE "C", 4',
+            params)]
 
     def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
         if table not in ("tasks", "sessions"):
