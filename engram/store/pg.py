@@ -298,6 +298,11 @@ class PgStore:
         if not ids:
             return {}
         with self.transaction():
+            if self._depth == 1:  # a transaction of its own
+                # A recall is a read: it should not wait for a disk flush (about 30 ms here). The
+                # commit is visible to every server at once and a crash can lose only the last
+                # few recall counts, never a memory: DuckDB's Store makes the same trade.
+                self._run("SET LOCAL synchronous_commit = off")
             rows = self._rows(f"SELECT {_MEM_SELECT} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                               [list(ids)])
             if not rows:
