@@ -276,3 +276,18 @@ def test_engram_setup_checks_and_migrates_a_database(pg_server, model_home):
         assert "s3cret" not in bad.stderr
     finally:
         pg_server.drop(url)
+
+
+def test_a_lost_connection_fails_one_call_and_the_next_works(pg_url):
+    s = _store(pg_url)
+    s.insert_memory(_memory("m"), None)
+    pid = s._rows("SELECT pg_backend_pid()")[0][0]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    with pytest.raises(DatabaseUnavailable, match="the connection was lost"):
+        s.get_memory("m")
+    assert s.get_memory("m").id == "m"  # reconnected
+    with s.transaction():
+        s.update_memory("m", content="after")
+    assert s.get_memory("m").content == "after"
+    s.close()
