@@ -187,7 +187,11 @@ class Engram(ContinuityMixin):
         self.redact = Redactor(self.settings.redact_patterns)
         self.weights = Weights.from_settings(self.settings)
         self._reference: np.ndarray | None = None  # embeddings of retrieve.REFERENCE_TEXTS
-        self.model_changed = self._check_model(allow_model_change)
+        try:
+            self.model_changed = self._check_model(allow_model_change)
+        except BaseException:
+            self.store_db.close()  # refused (another model): no connection may outlive it
+            raise
         self._batch: _BatchSims | None = None
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
         self._init_continuity()

@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import DatabaseUnavailable
 from ..types import EngramError, Memory, Session, Task
-from .db import (ERASURE_PENDING, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, _aware, _ts,
+from .db import (ERASURE_PENDING, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, Rows, _aware, _ts,
                  row_to_memory, row_to_session, row_to_task)
 from .schema import PG_MIGRATIONS
 
@@ -258,12 +258,16 @@ class PgStore:
             raise DatabaseUnavailable(
                 f"{self.path}: the connection was lost ({str(e).strip()}); reconnected, try again") from None
 
-    def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
-        """Rows matching a condition with ? placeholders, as Store.count_where takes them: for
-        tests and benchmarks that check the database itself. Not in MemoryStore."""
+    def execute(self, sql: str, params: Sequence[Any] | None = None) -> Rows:
+        """Run SQL with ? placeholders, as Store.execute takes it: for tests and benchmarks that
+        check the database itself. Not in MemoryStore: the engine asks for what it needs by name."""
         if params:
-            where = where.replace("%", "%%").replace("?", "%s")
-        return int(self._rows(f"SELECT count(*) FROM {table} WHERE {where}", params)[0][0])
+            sql = sql.replace("%", "%%").replace("?", "%s")
+        return Rows(self._rows(sql, params or ()))
+
+    def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
+        """Rows matching a condition with ? placeholders, as Store.count_where takes them."""
+        return int(self.execute(f"SELECT count(*) FROM {table} WHERE {where}", params).fetchone()[0])
 
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
