@@ -291,3 +291,21 @@ def test_a_lost_connection_fails_one_call_and_the_next_works(pg_url):
         s.update_memory("m", content="after")
     assert s.get_memory("m").content == "after"
     s.close()
+
+
+def test_missing_pgvector_that_cannot_be_created_is_named(pg_server):
+    """A role that may not create extensions, on a database without pgvector."""
+    url = pg_server.new_database(migrated=False)
+    name = url.split("?", 1)[0].rsplit("/", 1)[1]
+    role = f"r_{name}"
+    with psycopg.connect(pg_server.admin, autocommit=True) as con:
+        con.execute(f"CREATE ROLE {role} LOGIN")
+    try:
+        as_role = url.replace("postgres:@", f"{role}:pw@", 1)
+        with pytest.raises(DatabaseUnavailable, match=rf"{role}@.*the pgvector extension is missing and cannot be "
+                                                      r"created .*permission denied"):
+            _store(as_role)
+    finally:
+        pg_server.drop(url)
+        with psycopg.connect(pg_server.admin, autocommit=True) as con:
+            con.execute(f"DROP ROLE {role}")

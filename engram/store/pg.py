@@ -78,7 +78,7 @@ def connect(url: str) -> Any:
     shown = redact_url(url)
     if psycopg is None:
         raise DatabaseUnavailable(
-            f"{shown}: PostgreSQL support is not installed; run: pip install 'engram[postgres]'")
+            f"{shown}: PostgreSQL support is not installed; run: pip install 'engram-recall[postgres]'")
     try:
         con = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as e:
