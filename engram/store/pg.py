@@ -202,7 +202,9 @@ class PgStore:
     @contextmanager
     def buffered(self) -> Iterator[None]:
         """Hold back inserts of memories, events and edges and send each table's in one pipeline
-        (executemany): one round trip instead of one per row. Any other statement flushes first."""
+        (executemany): one round trip instead of one per row. Any other statement flushes first.
+        COPY was slower: its text form of the vectors cost more than executemany's binary
+        parameters (607 against 2,864 memories/s with their events, 500 a batch, 2026-12-01)."""
         with self._lock:
             if self._pending is not None:
                 yield
