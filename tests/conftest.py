@@ -8,6 +8,7 @@ as database_url and the `eng` fixture opens. Tests about the DuckDB file itself 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import socket
@@ -76,7 +77,11 @@ class PgServer:
         return self.url(name)
 
     def drop(self, url: str) -> None:
-        self._sql(f"DROP DATABASE IF EXISTS {url.split('?', 1)[0].rsplit('/', 1)[1]} WITH (FORCE)")
+        """Drop the database, unless a process still uses it: a module's daemon (one ENGRAM_HOME
+        for the module) keeps the database of the test that started it, as on DuckDB it keeps
+        its file. Those go with the server at the end of the session."""
+        with contextlib.suppress(self.psycopg.errors.ObjectInUse):
+            self._sql(f"DROP DATABASE IF EXISTS {url.split('?', 1)[0].rsplit('/', 1)[1]}")
 
 
 @pytest.fixture(scope="session")
