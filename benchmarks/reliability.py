@@ -285,13 +285,16 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
             assert meta.get(key) in (value, in_flight.get(key)), (key, meta.get(key), value)
         # Nothing half-written: every row whole, no dangling references.
         dim = eng.embedder.dim
-        assert db.count_where("memories", "embedding IS NULL OR octet_length(embedding) <> ?", [dim * 4]) == 0
+        pg = str(db_path).startswith(("postgresql://", "postgres://"))  # the conditions in its dialect
+        size, arg = ("vector_dims(embedding)", dim) if pg else ("octet_length(embedding)", dim * 4)
+        summary = ("metadata::json #>> '{handoff,summary}'" if pg
+                   else "json_extract_string(metadata, '$.handoff.summary')")
+        assert db.count_where("memories", f"embedding IS NULL OR {size} <> ?", [arg]) == 0
         assert db.count_where("memories m", "NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.memory_id = m.id)") == 0
         assert db.count_where("memory_events e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.memory_id)") == 0
         assert db.count_where("edges e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.src) "
                                    "OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.dst)") == 0
-        assert db.count_where("memories", "memory_type = 'handoff' AND json_extract_string(metadata, "
-                                    "'$.handoff.summary') IS NULL") == 0
+        assert db.count_where("memories", f"memory_type = 'handoff' AND {summary} IS NULL") == 0
         assert db.count_where("memories", "status = 'superseded' AND superseded_by NOT IN "
                                     "(SELECT id FROM memories)") == 0
         # Derived indexes agree with the rows.
@@ -308,9 +311,9 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
 def settle_uncertain(ledger: Ledger, db_path: Path, settings: Any) -> None:
     """After verification, fold what the dead daemon did with in-flight ops into the ledger."""
     from engram.clock import SystemClock
-    from engram.store import Store
+    from engram.store import open_store
 
-    store = Store(db_path, SystemClock().now())
+    store = open_store(db_path, SystemClock().now())
     try:
         for op in ledger.uncertain:
             if op[0] == "update":
@@ -336,7 +339,7 @@ def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
     from engram.server.rpc import RpcClient
 
     rng = random.Random(seed)
-    settings = Settings.from_env({"ENGRAM_HOME": str(home)})
+    settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(home)})  # as the daemon reads them
     ledger = Ledger()
     pid = start_daemon(home)
     with RpcClient(settings.socket_path, client="setup") as c:
@@ -364,9 +367,10 @@ def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
         for t in threads:
             t.join(120)
         stats["in_flight_at_kill"] += len(ledger.uncertain)
-        checked = verify_after_crash(settings.db_path, settings, ledger, task_id)
+        where = settings.database_url or settings.db_path  # PostgreSQL when ENGRAM_DATABASE_URL is set
+        checked = verify_after_crash(where, settings, ledger, task_id)
         opens.append(checked["open_s"])
-        settle_uncertain(ledger, settings.db_path, settings)
+        settle_uncertain(ledger, where, settings)
         if log:
             log(f"kill {cycle + 1}/{kills}: {ledger.acks} acks, {len(ledger.memories)} memories, "
                 f"{checked['edges']} edges, reopened in {checked['open_s']:.2f}s")

@@ -120,6 +120,7 @@ def test_self_check_through_the_daemon(daemon_home):
 
 
 @pytest.mark.model
+@pytest.mark.duckdb_only  # the file it creates; tests/test_pg.py runs setup with --database-url
 def test_full_setup_with_the_packaged_model(tmp_path):
     r = run_setup(tmp_path, "--json")
     assert r.returncode == 0, r.stderr
