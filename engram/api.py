@@ -163,7 +163,7 @@ class Api:
         return {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]}
 
     def session_outcome(self, ctx: Ctx, outcome: str, notes: str) -> dict:
-        s = self.eng.session_outcome(ctx.session_id, outcome, notes)
+        s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
     # -- curation (issue 17: the web panel) ------------------------------------
@@ -240,6 +240,19 @@ class Api:
         self.eng.rebuild_indexes()
         st = self.eng.index_status()
         return {"indexed": st["rows"], "edges": st["edges"]}
+
+    # -- per-user keys (local administration: no HTTP route or MCP tool) -------
+    def create_key(self, ctx: Ctx, user_id: str, label: str | None) -> dict:
+        from . import keys
+        return keys.create_key(self.eng, user_id, label)
+
+    def list_keys(self, ctx: Ctx, user_id: str | None) -> dict:
+        from . import keys
+        return {"keys": keys.list_keys(self.eng, user_id)}
+
+    def revoke_key(self, ctx: Ctx, key_id: str) -> dict:
+        from . import keys
+        return keys.revoke_key(self.eng, key_id)
 
     def health(self, ctx: Ctx) -> dict:
         out = {"status": "degraded" if self.eng.degraded else "ok", "memories": self.eng.index_status()["rows"],

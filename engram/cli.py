@@ -104,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-GROUPS = {"task": "Create, list, show and update tasks."}
+GROUPS = {"task": "Create, list, show and update tasks.",
+          "keys": "Per-user keys for a team: make, list and revoke the keys HTTP clients send."}
 # Presentation only the CLI has, added to the declared description of a parameter.
 EXTRA_HELP = {(("remember",), "content"): "; '-' reads it from stdin"}
 
@@ -422,6 +423,19 @@ def _render_import_from(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _render_new_key(r: dict) -> str:
+    label = f" ({r['label']})" if r.get("label") else ""
+    return (f"key {r['key_id']} for user {r['user_id']}{label}:\n{r['key']}\n"
+            "It is shown this once (only its hash is kept): give it to its holder now. "
+            "Clients send it as 'Authorization: Bearer <key>'.")
+
+
+def _render_keys(r: dict) -> str:
+    rows = [f"{k['key_id']}  {k['user_id']}  {k['label'] or '-'}  created {_when(k['created_at'])}  "
+            + (f"revoked {_when(k['revoked_at'])}" if k["revoked_at"] else "active") for k in r["keys"]]
+    return "\n".join(rows) or "no keys"
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "store_memory": _render_store,
     "recall_memory": _render_recall,
@@ -440,6 +454,9 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "memory_stats": _render_stats,
     "consolidate_memory": _render_consolidate,
     "import_from": _render_import_from,
+    "create_key": _render_new_key,
+    "list_keys": _render_keys,
+    "revoke_key": lambda r: f"revoked key {r['key_id']} of user {r['user_id']} at {_when(r['revoked_at'])}",
 }
 
 

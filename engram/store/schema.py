@@ -91,6 +91,15 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ]),
     # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
+    # Per-user keys for a team (engram/keys.py): only each key's hash is kept, never the key.
+    ("api keys", ["""CREATE TABLE api_keys (
+            id VARCHAR PRIMARY KEY,
+            user_id VARCHAR NOT NULL,
+            key_hash VARCHAR NOT NULL UNIQUE,
+            label VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            revoked_at TIMESTAMP
+        )"""]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
