@@ -120,6 +120,8 @@ class Settings:
     """Tunable behaviour. Defaults are the documented ones; see README."""
 
     home: Path = setting(help="data folder", factory=lambda: Path.home() / ".engram", shown="~/.engram")
+    database_url: str = setting("", "a PostgreSQL URL (postgresql://...) to use instead of the DuckDB file "
+                                "in ENGRAM_HOME", shown="none")
     model: str = setting(DEFAULT_MODEL, "embedding model: a packaged name, a local folder or a Hub id")
     reinforce_threshold: float = setting(0.85, "similarity at which a new memory reinforces an existing one",
                                          ge=0.0, le=1.0)
@@ -217,6 +219,9 @@ class Settings:
             raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
         if not self.chunk_overlap < self.chunk_size:
             raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
+        if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
+            scheme = self.database_url.split("://", 1)[0] if "://" in self.database_url else "no scheme"
+            raise ValueError(f"ENGRAM_DATABASE_URL must be a postgresql:// or postgres:// URL (got {scheme})")
 
 
 def _declarations() -> tuple[Setting, ...]:
