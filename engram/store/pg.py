@@ -553,7 +553,8 @@ class PgStore:
         # COLLATE "C": the byte order DuckDB sorts strings in, whatever the database's locale.
         return [(r[0], r[1], r[2], int(r[3])) for r in self._rows(
             f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
-            'GROUP BY 1, 2, 3 ORDER BY 1 COLLATE "C", 2 COLLATE "C", 3 COLLATE "C", 4', params)]
+            'GROUP BY 1, 2, 3 ORDER BY user_id COLLATE "C", memory_type COLLATE "C", status COLLATE "C", 4',
+            params)]
 
     def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
         if table not in ("tasks", "sessions"):
@@ -628,6 +629,29 @@ class PgStore:
         where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
         return self._rows(f"SELECT src, dst, weight, user_id FROM edges WHERE {where} "
                           'ORDER BY src COLLATE "C", dst COLLATE "C"', params)
+
+    # -- per-user keys ---------------------------------------------------------
+    def insert_key(self, key_id: str, user_id: str, key_hash: str, label: str | None, now: datetime) -> None:
+        self._run("INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, NULL)",
+                  [key_id, user_id, key_hash, label, _ts(now)])
+
+    def key_user(self, key_hash: str) -> str | None:
+        r = self._rows("SELECT user_id FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL", [key_hash])
+        return r[0][0] if r else None
+
+    def list_keys(self, user_id: str | None) -> list[dict]:
+        where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
+        rows = self._rows(f"SELECT id, user_id, label, created_at, revoked_at FROM api_keys WHERE {where} "
+                          "ORDER BY created_at, id", params)
+        return [{"id": r[0], "user_id": r[1], "label": r[2], "created_at": _aware(r[3]),
+                 "revoked_at": _aware(r[4])} for r in rows]
+
+    def revoke_key(self, key_id: str, now: datetime) -> bool:
+        return self._run("UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
+                         [_ts(now), key_id]) > 0
+
+    def keys_in_use(self) -> bool:
+        return bool(self._rows("SELECT EXISTS (SELECT 1 FROM api_keys)")[0][0])
 
     # -- change feed and leases (several servers on one database) ---------------
     def change_mark(self) -> int:

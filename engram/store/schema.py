@@ -231,6 +231,14 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             WHERE recall_count > 0""",
     ]),
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption text"]),
+    ("api keys", ["""CREATE TABLE api_keys (
+            id text COLLATE "C" PRIMARY KEY,
+            user_id text NOT NULL,
+            key_hash text NOT NULL UNIQUE,
+            label text,
+            created_at timestamp NOT NULL,
+            revoked_at timestamp
+        )"""]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 
