@@ -233,6 +233,11 @@ class Api:
         from .importers import import_from
         return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
 
+    def migrate_store(self, ctx: Ctx, target: str, force: bool) -> dict:
+        """The whole store, every user's rows, into another database (a local admin command)."""
+        from .transfer import migrate_store
+        return migrate_store(self.eng, target, force=bool(force))
+
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
         if reembed:
             n = self.eng.reembed_all()

@@ -422,6 +422,11 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
        http=Http("GET", "/tasks/{task_id}/sessions", "The sessions that worked on a task")),
     Op("run_maintenance"),
     Op("health"),
+    Op("migrate_store", (
+        Param("target", str, "A postgresql:// URL or a DuckDB file path to copy the whole store into.",
+              flag="--to"),
+        Param("force", bool, "Add to a target that already holds rows (ids it has are skipped).", False),
+    ), cli=(Cli(("migrate",), "Copy the whole store (every user) into another database and verify the copy."),)),
     # Per-user keys (engram.keys): local administration only, never an HTTP route or MCP tool,
     # so a key holder cannot make, list or revoke keys.
     Op("create_key", (

@@ -44,6 +44,9 @@ class MemoryStore(Protocol):
 
     def schema_version(self) -> int: ...
 
+    def meta_items(self) -> dict[str, str]:
+        """Every meta key and value (what a migration copies)."""
+
     # -- memories ------------------------------------------------------------
     def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None: ...
 
@@ -212,8 +215,8 @@ class MemoryStore(Protocol):
         """The user of the key with this hash; None when no key has it or it was revoked."""
 
     def list_keys(self, user_id: str | None) -> list[dict]:
-        """Keys (of the user; every user's when None), oldest first: {id, user_id, label,
-        created_at, revoked_at}, never the hash."""
+        """Keys (of the user; every user's when None), oldest first: {id, user_id, key_hash,
+        label, created_at, revoked_at}. engram.keys shows them without the hash."""
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
         """Mark the key revoked from `now`; False when no unrevoked key has that id."""

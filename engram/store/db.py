@@ -257,6 +257,9 @@ class Store:
     def set_meta(self, key: str, value: str) -> None:
         self.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
 
+    def meta_items(self) -> dict[str, str]:
+        return dict(self.execute("SELECT key, value FROM meta ORDER BY key").fetchall())
+
     def schema_version(self) -> int:
         return int(self.execute("SELECT max(version) FROM schema_version").fetchone()[0])
 
@@ -754,10 +757,10 @@ class Store:
 
     def list_keys(self, user_id: str | None) -> list[dict]:
         where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
-        rows = self.execute(f"SELECT id, user_id, label, created_at, revoked_at FROM api_keys WHERE {where} "
-                            "ORDER BY created_at, id", params).fetchall()
-        return [{"id": r[0], "user_id": r[1], "label": r[2], "created_at": _aware(r[3]),
-                 "revoked_at": _aware(r[4])} for r in rows]
+        rows = self.execute(f"SELECT id, user_id, key_hash, label, created_at, revoked_at FROM api_keys "
+                            f"WHERE {where} ORDER BY created_at, id", params).fetchall()
+        return [{"id": r[0], "user_id": r[1], "key_hash": r[2], "label": r[3], "created_at": _aware(r[4]),
+                 "revoked_at": _aware(r[5])} for r in rows]
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
         r = self.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",

@@ -253,6 +253,9 @@ class PgStore:
         self._run("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                   [key, value])
 
+    def meta_items(self) -> dict[str, str]:
+        return dict(self._rows('SELECT key, value FROM meta ORDER BY key COLLATE "C"'))
+
     def schema_version(self) -> int:
         return int(self._rows("SELECT max(version) FROM schema_version")[0][0])
 
@@ -641,10 +644,10 @@ class PgStore:
 
     def list_keys(self, user_id: str | None) -> list[dict]:
         where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
-        rows = self._rows(f"SELECT id, user_id, label, created_at, revoked_at FROM api_keys WHERE {where} "
-                          "ORDER BY created_at, id", params)
-        return [{"id": r[0], "user_id": r[1], "label": r[2], "created_at": _aware(r[3]),
-                 "revoked_at": _aware(r[4])} for r in rows]
+        rows = self._rows(f"SELECT id, user_id, key_hash, label, created_at, revoked_at FROM api_keys "
+                          f"WHERE {where} ORDER BY created_at, id", params)
+        return [{"id": r[0], "user_id": r[1], "key_hash": r[2], "label": r[3], "created_at": _aware(r[4]),
+                 "revoked_at": _aware(r[5])} for r in rows]
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
         return self._run("UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
