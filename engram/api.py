@@ -210,11 +210,14 @@ class Api:
 
     def memory_stats(self, ctx: Ctx) -> dict:
         from .maintenance import memory_stats
-        stats = memory_stats(self.eng, user_id=self._user(ctx))
+        user = self._user(ctx)
+        stats = memory_stats(self.eng, user_id=user)
         if self.scheduler is not None:
             status = self.scheduler.status()
             last = status.get("last_report")
-            if last:  # another user's run, or the all-user one: counts only, no ids or texts
+            if last and last.get("user_id") not in (None, user):
+                status["last_report"] = None  # another user's run: not even its counts are the caller's
+            elif last:  # the caller's run or the all-user one: counts only, no ids or texts
                 status["last_report"] = {k: v for k, v in last.items() if k not in PRIVATE_REPORT_KEYS}
             stats["maintenance"] = status
         return stats

@@ -27,8 +27,14 @@ REMOTE = sorted(op.name for op in ops.OPS_LIST if op.http is not None or op.mcp 
 
 
 @pytest.fixture
-def api(eng):
-    return Api(eng)
+def api(eng, clock):
+    """The Api with its maintenance schedule, as the daemon has it (memory_stats shows its runs)."""
+    from engram.scheduler import MaintenanceScheduler
+    api = Api(eng)
+    api.scheduler = MaintenanceScheduler(eng, eng.settings, api_metrics=api.metrics, clock=clock)
+    api.scheduler.start()
+    yield api
+    api.scheduler.shutdown()
 
 
 @pytest.fixture
@@ -50,6 +56,8 @@ def bob_data(api):
     newer = call("update_memory", memory_id=first, content=f"Bob's {SECRET} service listens on port 7002")
     mems.append(newer["memory_id"])
     call("session_outcome", outcome="success")
+    call("consolidate_memory", apply=True)  # bob's run is the schedule's last report
+    assert api.scheduler.status()["last_report"]["user_id"] == "bob"
     return {"task": task, "memories": mems, "session": BOB.session_id}
 
 
@@ -68,6 +76,7 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
     task, mems = bob["task"], bob["memories"]
     by_id = lambda **kw: [({"memory_id": m, **kw}, True) for m in mems]  # noqa: E731
     return {
+        "memory_stats": [({}, False)],  # first: bob's run is still the schedule's last report
         "recall_memory": [({"query": f"{SECRET} backfill port", "mode": m}, False)
                           for m in ("hybrid", "bm25", "vector")]
                          + [({"query": f"{SECRET} backfill", "task_id": task}, False)],
@@ -94,13 +103,12 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
         "report_interruption": [({"reason": "other", "task_id": task}, True)],
         "session_outcome": [({"outcome": "failure"}, False)],  # alice's own session
         "consolidate_memory": [({"apply": False}, False), ({"apply": True}, False)],
-        "memory_stats": [({}, False)],
     }
 
 
 def leaks(text: str, bob: dict) -> list[str]:
     """Bob's ids or words found in an answer."""
-    return [x for x in [SECRET, bob["task"], bob["session"], *bob["memories"]] if x in text]
+    return [x for x in [SECRET, '"bob"', bob["task"], bob["session"], *bob["memories"]] if x in text]
 
 
 def rest_request(op_name: str, args: dict) -> tuple[str, str, dict, dict | None] | None:
