@@ -265,6 +265,38 @@ def test_a_key_revoked_mid_mcp_session_is_refused_at_its_next_call(api, server):
     assert api.eng.get(mid, "carol").recall_count == 0  # the recall after the revoke never ran
 
 
+@pytest.mark.parametrize("mode", ["legacy", "auto"])
+def test_a_key_acts_as_its_user_exactly_and_its_sessions_end(api, server, mode):
+    """A user id no header could carry byte for byte (not Latin-1) is the key's user on REST and
+    MCP alike, and the MCP session the key's client closes ends for that user."""
+    import anyio
+    from mcp.client import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    user = "Мария 🐙"
+    made = api.call("create_key", {"user_id": user, "label": None}, Ctx("s-admin", client="cli"))
+    auth = {"Authorization": f"Bearer {made['key']}"}
+    r = httpx.post(server + "/memories", json={"content": "Мария reviews the billing code"}, headers=auth,
+                   timeout=30)
+    assert api.eng.get(r.json()["memory_id"], user).user_id == user
+
+    async def main() -> str:
+        async with create_mcp_http_client(headers=auth) as http, \
+                Client(streamable_http_client(server + "/mcp", http_client=http), mode=mode) as c:
+            r = await c.call_tool("store_memory", {"content": "Мария deploys on Wednesdays"})
+            assert not r.is_error, r.content
+            hits = (await c.call_tool("recall_memory", {"query": "billing code review"})).structured_content
+            assert [h["content"] for h in hits["memories"]][:1] == ["Мария reviews the billing code"]
+            return r.structured_content["memory_id"]
+
+    mid = anyio.run(main)
+    assert api.eng.get(mid, user).user_id == user
+    sessions = api.eng.store_db.user_sessions(user)
+    assert sessions and all(s.status == "ended" for s in sessions)
+    assert api.eng.take_interrupted(user) == []
+
+
 def test_engram_token_stays_the_owners_once_keys_exist(api, bob_data, server, alice_key):
     owner = {"Authorization": f"Bearer {TOKEN}"}
     with httpx.Client(base_url=server, timeout=30) as c:

@@ -36,7 +36,7 @@ from engram.errors import BindRefused, ModelUnavailable
 from engram.panel import is_panel_path
 from engram.panel import routes as panel_routes
 from engram import keys
-from engram.server.backend import USER_HEADER, LocalBackend, derived_session_id, header_user
+from engram.server.backend import KEY_USER, USER_HEADER, LocalBackend, derived_session_id, header_user
 from engram.ops import refuse_unknown
 from engram.types import EngramError, NotFound
 
@@ -178,8 +178,8 @@ class _Auth:
     - `Authorization: Bearer <ENGRAM_TOKEN>`: the owner (the admin once keys exist): acts for
       X-Engram-User, else ENGRAM_USER, as before keys.
     - `Authorization: Bearer <key>` (engram keys create): the key's user and no other. The
-      request goes on with X-Engram-User set to that user, so every route and the MCP transport
-      act for it; an X-Engram-User naming another user is refused (403), not ignored.
+      request goes on with that user in its scope (KEY_USER), which every route and the MCP
+      transport act for; an X-Engram-User naming another user is refused (403), not ignored.
     - Nothing: allowed only while there is no ENGRAM_TOKEN and no key was ever made (one
       person on loopback, as before keys); otherwise 401.
     The key is looked up on every request (a SHA-256 and an indexed read, nothing cached), so a
@@ -226,7 +226,7 @@ class _Auth:
             return
         headers = scope.get("headers") or ()
         got = next((v for k, v in headers if k == b"authorization"), b"")
-        claimed = {v.decode("latin-1").strip() for k, v in headers if k == USER_HEADER_BYTES}
+        claimed = {_text(v).strip() for k, v in headers if k == USER_HEADER_BYTES}
         try:
             user, refusal = await run_in_threadpool(self.identify, got, claimed)
         except Exception:  # the database failed: refuse (fail closed), as any route's bug would
@@ -238,11 +238,19 @@ class _Auth:
             await refusal(scope, receive, send)
             return
         if user is not None:
-            scope = dict(scope, headers=[(k, v) for k, v in headers if k != USER_HEADER_BYTES]
-                         + [(USER_HEADER_BYTES, user.encode("latin-1"))])
+            scope = {**scope, KEY_USER: user}
         await self.app(scope, receive, send)
 
+
 USER_HEADER_BYTES = USER_HEADER.encode()
+
+
+def _text(raw: bytes) -> str:
+    """A header value as a client most likely meant it: UTF-8, else Latin-1 (what HTTP defines)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
 
 
 def _unauthorized(why: str) -> JSON:
@@ -255,10 +263,10 @@ _FROM_SETTINGS: Any = object()
 
 class _EndingSessions:
     """ASGI wrapper of the MCP app: when it accepts a DELETE (a client closing its session),
-    call `end(headers)` before the response's last byte goes out, so a client that heard back
+    call `end(headers, key_user)` before the response's last byte goes out, so a client that heard back
     finds the session ended. A class, not a function, so Starlette's Route passes ASGI through."""
 
-    def __init__(self, app: Any, end: Callable[[dict[str, str]], None]):
+    def __init__(self, app: Any, end: Callable[[dict[str, str], str | None], None]):
         self.app, self.end = app, end
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -274,17 +282,17 @@ class _EndingSessions:
                 status = message["status"]
             elif (message["type"] == "http.response.body" and not message.get("more_body")
                   and 200 <= status < 300 and headers.get("mcp-session-id")):
-                await run_in_threadpool(self.end, headers)
+                await run_in_threadpool(self.end, headers, scope.get(KEY_USER))
             await send(message)
 
         await self.app(scope, receive, capture)
 
 
 def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
-              settings: Any = None, end_mcp_session: Callable[[dict[str, str]], None] | None = None
+              settings: Any = None, end_mcp_session: Callable[[dict[str, str], str | None], None] | None = None
               ) -> Starlette:
     """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp;
-    `end_mcp_session(headers)` runs when a client closes its MCP session.
+    `end_mcp_session(headers, key_user)` runs when a client closes its MCP session.
 
     `token` set: every route except /healthz needs `Authorization: Bearer <token>`. Not given,
     it is settings.token, so a caller that forgets it still gets the configured protection.
@@ -298,7 +306,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     def backend_for(request: Request) -> LocalBackend:
         """The caller's session; an implicit one (no X-Engram-Session) ends after the request."""
         h = request.headers
-        user = header_user(h, default_user)
+        user = request.scope.get(KEY_USER) or header_user(h, default_user)
         explicit = h.get("x-engram-session")
         if explicit is not None:
             explicit = explicit.strip()
