@@ -69,10 +69,10 @@ class PgServer:
         with self.psycopg.connect(self.admin, autocommit=True) as con:
             con.execute(sql)
 
-    def new_database(self) -> str:
-        """A fresh database copied from the migrated template (a file copy: fast)."""
+    def new_database(self, migrated: bool = True) -> str:
+        """A fresh database copied from the migrated template (a file copy: fast), or an empty one."""
         name = f"t{os.getpid()}_{next(self._names)}"
-        self._sql(f"CREATE DATABASE {name} TEMPLATE engram_template")
+        self._sql(f"CREATE DATABASE {name}" + (" TEMPLATE engram_template" if migrated else ""))
         return self.url(name)
 
     def drop(self, url: str) -> None:
@@ -113,12 +113,28 @@ def clock() -> VirtualClock:
     return VirtualClock(START)
 
 
+@pytest.fixture(autouse=True)
+def _backend_database(request, backend, monkeypatch) -> None:
+    """Under --backend postgres every test gets its own database in ENGRAM_DATABASE_URL, so what
+    reads os.environ (Settings.from_env(), a CLI, MCP or daemon subprocess) uses it too."""
+    if backend == "postgres" and "duckdb_only" not in request.keywords:
+        monkeypatch.setenv("ENGRAM_DATABASE_URL", request.getfixturevalue("pg_url"))
+    else:  # a URL in the developer's shell must not take the DuckDB run elsewhere
+        monkeypatch.delenv("ENGRAM_DATABASE_URL", raising=False)
+
+
 @pytest.fixture
-def settings(tmp_path, request, backend) -> Settings:
+def settings(tmp_path, request, backend) -> Iterator[Settings]:
+    """Under --backend postgres the settings carry a database of their own, apart from the one in
+    ENGRAM_DATABASE_URL: as on DuckDB, where `eng` is in memory, apart from any subprocess's file."""
     env = {"ENGRAM_HOME": str(tmp_path / "home")}
-    if backend == "postgres":
-        env["ENGRAM_DATABASE_URL"] = request.getfixturevalue("pg_url")
-    return Settings.from_env(env)
+    if backend != "postgres" or "duckdb_only" in request.keywords:
+        yield Settings.from_env(env)
+        return
+    pg = request.getfixturevalue("pg_server")
+    env["ENGRAM_DATABASE_URL"] = url = pg.new_database()
+    yield Settings.from_env(env)
+    pg.drop(url)
 
 
 @pytest.fixture

@@ -155,6 +155,9 @@ class PgStore:
         except psycopg.Error as e:
             self.con.close()
             raise DatabaseUnavailable(f"{self.path}: cannot migrate the schema: {str(e).strip()}") from None
+        except BaseException:  # a schema newer than this engram
+            self.con.close()
+            raise
         self._lock = threading.RLock()
         self._depth = 0
         self._pending: _Pending | None = None
@@ -177,20 +180,24 @@ class PgStore:
                 finally:
                     self._depth -= 1
                 return
-            self._flush()  # rows held before the transaction are not its to roll back
-            self.con.execute("BEGIN")
+            with self._connection():
+                self._flush()  # rows held before the transaction are not its to roll back
+                self.con.execute("BEGIN")
             self._depth = 1
             try:
                 yield
-                self._flush()
+                with self._connection():
+                    self._flush()
             except BaseException:
                 self._depth = 0
                 if self._pending is not None:
                     self._pending = _Pending()
-                self.con.execute("ROLLBACK")
+                if not self.con.broken:  # a lost connection rolled back with it
+                    self.con.execute("ROLLBACK")
                 raise
             self._depth = 0
-            self.con.execute("COMMIT")
+            with self._connection():
+                self.con.execute("COMMIT")
 
     @contextmanager
     def buffered(self) -> Iterator[None]:
@@ -226,16 +233,30 @@ class PgStore:
             put(self._pending)
 
     def _rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[tuple]:
-        with self._lock:
+        with self._lock, self._connection():
             self._flush()
             with self.con.cursor(binary=binary) as cur:
                 cur.execute(sql, list(params) if params else None)  # None: a literal % stays one
                 return cur.fetchall() if cur.description else []
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._lock:
+        with self._lock, self._connection():
             self._flush()
             return self.con.execute(sql, list(params) if params else None).rowcount
+
+    @contextmanager
+    def _connection(self) -> Iterator[None]:
+        """A lost connection (the server restarted, the network dropped) fails this call with
+        DatabaseUnavailable and is replaced, so the next call works. The call is not retried:
+        whether a write that lost its answer was committed is unknown."""
+        try:
+            yield
+        except psycopg.OperationalError as e:
+            if not self.con.broken:
+                raise
+            self.con = connect(self.url)
+            raise DatabaseUnavailable(
+                f"{self.path}: the connection was lost ({str(e).strip()}); reconnected, try again") from None
 
     def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
         """Rows matching a condition with ? placeholders, as Store.count_where takes them: for
@@ -298,6 +319,11 @@ class PgStore:
         if not ids:
             return {}
         with self.transaction():
+            if self._depth == 1:  # a transaction of its own
+                # A recall is a read: it should not wait for a disk flush (about 30 ms here). The
+                # commit is visible to every server at once and a crash can lose only the last
+                # few recall counts, never a memory: DuckDB's Store makes the same trade.
+                self._run("SET LOCAL synchronous_commit = off")
             rows = self._rows(f"SELECT {_MEM_SELECT} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                               [list(ids)])
             if not rows:
