@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 FORMAT = "engram-jsonl"
 FORMAT_VERSION = 1
 TABLES = ("memories", "tasks", "sessions", "edges", "memory_events")
+IMPORT_BATCH = 2000  # memories an import sends per batch of statements
 _KIND_TABLE = {"memory": "memories", "task": "tasks", "session": "sessions", "edge": "edges"}
 
 
@@ -304,13 +305,10 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
         counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
                   "skipped": n_clash, "reembedded": len(to_embed),
                   "skipped_edges": len(edges) - len(kept_edges)}
+        by_user: dict[str, list[tuple[str, str, float]]] = {}
+        for e in kept_edges:
+            by_user.setdefault(e.user_id, []).append((e.src, e.dst, e.weight))
         with db.transaction():
-            for mem, vec, events in prepared:
-                db.insert_memory(mem, vec)
-                for ev in events:
-                    db.add_event(mem.id, utc(ev.at), ev.action, eng.redact.value(ev.detail))
-                counts["memories"] += 1
-                counts["memory_events"] += len(events)
             for t in tasks:
                 db.insert_task(_task(eng, t))
                 counts["tasks"] += 1
@@ -318,9 +316,24 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
                 db.upsert_session(_session(eng, s))
                 db.update_session(s.id, successes=s.successes, failures=s.failures)
                 counts["sessions"] += 1
-            for e in kept_edges:
-                db.add_edges(e.user_id, [(e.src, e.dst, e.weight)])
-                counts["edges"] += 1
+            # Memories, their events and edges go in batches (Store.buffered: a statement per
+            # table and batch instead of one per row, which made a 2,000-memory import take
+            # minutes); only these inserts run inside, so nothing flushes a batch early.
+            for i in range(0, len(prepared), IMPORT_BATCH):
+                with db.buffered():
+                    for mem, vec, events in prepared[i:i + IMPORT_BATCH]:
+                        db.insert_memory(mem, vec)
+                        for ev in events:
+                            db.add_event(mem.id, utc(ev.at), ev.action, eng.redact.value(ev.detail))
+                        counts["memories"] += 1
+                        counts["memory_events"] += len(events)
+            for user, links in by_user.items():
+                for i in range(0, len(links), IMPORT_BATCH * 4):
+                    with db.buffered():
+                        # new_source: every source is a memory inserted just now, unless ids were
+                        # skipped, whose edges may exist already (then insert or replace).
+                        db.add_edges(user, links[i:i + IMPORT_BATCH * 4], new_source=not kept_clash)
+                counts["edges"] += len(links)
         eng.rebuild_indexes()
         return counts
 
