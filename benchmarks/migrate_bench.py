@@ -18,6 +18,8 @@ import time
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if not os.environ.get("XDG_RUNTIME_DIR"):  # pgserver's platformdirs warns without one
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="engram-xdg-")
 
 from engram import Engram, Settings
 from engram.embedding import FakeEmbedder
