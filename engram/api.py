@@ -163,7 +163,7 @@ class Api:
         return {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]}
 
     def session_outcome(self, ctx: Ctx, outcome: str, notes: str) -> dict:
-        s = self.eng.session_outcome(ctx.session_id, outcome, notes)
+        s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
     # -- curation (issue 17: the web panel) ------------------------------------
@@ -210,11 +210,14 @@ class Api:
 
     def memory_stats(self, ctx: Ctx) -> dict:
         from .maintenance import memory_stats
-        stats = memory_stats(self.eng, user_id=self._user(ctx))
+        user = self._user(ctx)
+        stats = memory_stats(self.eng, user_id=user)
         if self.scheduler is not None:
             status = self.scheduler.status()
             last = status.get("last_report")
-            if last:  # another user's run, or the all-user one: counts only, no ids or texts
+            if last and last.get("user_id") not in (None, user):
+                status["last_report"] = None  # another user's run: not even its counts are the caller's
+            elif last:  # the caller's run or the all-user one: counts only, no ids or texts
                 status["last_report"] = {k: v for k, v in last.items() if k not in PRIVATE_REPORT_KEYS}
             stats["maintenance"] = status
         return stats
@@ -233,6 +236,11 @@ class Api:
         from .importers import import_from
         return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
 
+    def migrate_store(self, ctx: Ctx, target: str, force: bool) -> dict:
+        """The whole store, every user's rows, into another database (a local admin command)."""
+        from .transfer import migrate_store
+        return migrate_store(self.eng, target, force=bool(force))
+
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
         if reembed:
             n = self.eng.reembed_all()
@@ -240,6 +248,19 @@ class Api:
         self.eng.rebuild_indexes()
         st = self.eng.index_status()
         return {"indexed": st["rows"], "edges": st["edges"]}
+
+    # -- per-user keys (local administration: no HTTP route or MCP tool) -------
+    def create_key(self, ctx: Ctx, user_id: str, label: str | None) -> dict:
+        from . import keys
+        return keys.create_key(self.eng, user_id, label)
+
+    def list_keys(self, ctx: Ctx, user_id: str | None) -> dict:
+        from . import keys
+        return {"keys": keys.list_keys(self.eng, user_id)}
+
+    def revoke_key(self, ctx: Ctx, key_id: str) -> dict:
+        from . import keys
+        return keys.revoke_key(self.eng, key_id)
 
     def health(self, ctx: Ctx) -> dict:
         out = {"status": "degraded" if self.eng.degraded else "ok", "memories": self.eng.index_status()["rows"],

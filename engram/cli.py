@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-GROUPS = {"task": "Create, list, show and update tasks."}
+GROUPS = {"task": "Create, list, show and update tasks.",
+          "keys": "Per-user keys for a team: make, list and revoke the keys HTTP clients send."}
 # Presentation only the CLI has, added to the declared description of a parameter.
 EXTRA_HELP = {(("remember",), "content"): "; '-' reads it from stdin"}
 
@@ -169,6 +170,8 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         if "path" in args:
             # Absolute: through the daemon the path is opened by another process, in another directory.
             args["path"] = str(Path(args["path"]).expanduser().resolve())
+        if a.op == "migrate_store" and "://" not in args["target"] and args["target"] != ":memory:":
+            args["target"] = str(Path(args["target"]).expanduser().resolve())  # as above
         if a.op == "store_memory" and args["content"] == "-":
             # The one newline that ends piped input (echo, a file's last line) is framing, not
             # text; everything before it is stored as it is.
@@ -425,6 +428,30 @@ def _render_import_from(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _render_new_key(r: dict) -> str:
+    label = f" ({r['label']})" if r.get("label") else ""
+    return (f"key {r['key_id']} for user {r['user_id']}{label}:\n{r['key']}\n"
+            "It is shown this once (only its hash is kept): give it to its holder now. "
+            "Clients send it as 'Authorization: Bearer <key>'.")
+
+
+def _render_migrate(r: dict) -> str:
+    rows = [("from", r["source"]), ("to", r["target"]),
+            ("copied", _counts(r["copied"]) + (f" (skipped {r['skipped']} ids it had)" if r["skipped"] else ""))]
+    rows.append(("meta", ", ".join(r["meta"]) or "none"))
+    rec = r["verified"]["recalls"]
+    rows.append(("verified", f"row counts {r['verified']['counts']}; "
+                 + (f"{rec['same']} of {rec['sampled']} sample recalls return the same top {rec['top']} ids"
+                    if rec is not None else "sample recalls not compared (the target held rows before)")))
+    return _table(rows)
+
+
+def _render_keys(r: dict) -> str:
+    rows = [f"{k['key_id']}  {k['user_id']}  {k['label'] or '-'}  created {_when(k['created_at'])}  "
+            + (f"revoked {_when(k['revoked_at'])}" if k["revoked_at"] else "active") for k in r["keys"]]
+    return "\n".join(rows) or "no keys"
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
     "store_memory": _render_store,
     "recall_memory": _render_recall,
@@ -443,6 +470,10 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "memory_stats": _render_stats,
     "consolidate_memory": _render_consolidate,
     "import_from": _render_import_from,
+    "migrate_store": _render_migrate,
+    "create_key": _render_new_key,
+    "list_keys": _render_keys,
+    "revoke_key": lambda r: f"revoked key {r['key_id']} of user {r['user_id']} at {_when(r['revoked_at'])}",
 }
 
 

@@ -459,13 +459,14 @@ class ContinuityMixin:
         if session_id and task_id and self.store_db.get_session(session_id) is not None:
             self.store_db.update_session(session_id, task_id=task_id)
 
-    def session_outcome(self, session_id: str, outcome: str, notes: str = "") -> Session:
+    def session_outcome(self, session_id: str, outcome: str, notes: str = "",
+                        user_id: str | None = None) -> Session:
         if outcome not in OUTCOMES:
             raise EngramError(f"outcome must be 'success' or 'failure'; got {outcome!r}")
         notes = self.redact(_short(notes, "notes", 5000, required=False))
         with self._lock:
             s = self.store_db.get_session(session_id)
-            if s is None:
+            if s is None or s.user_id != self._user(user_id):
                 raise NotFound(f"no session with id {session_id!r}")
             self.store_db.add_session_outcome(session_id, outcome, notes)
             self.outcomes = self.store_db.session_outcomes()

@@ -8,7 +8,8 @@ imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...
 from __future__ import annotations
 
 __all__ = ["BindRefused", "DatabaseLocked", "DatabaseUnavailable", "EngramError", "ExportIncomplete", "ExtensionError",
-           "ImportConflict", "InvalidArguments", "ModelMismatch", "ModelUnavailable", "NotFound"]
+           "ImportConflict", "InvalidArguments", "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound",
+           "TargetNotEmpty"]
 
 
 class EngramError(ValueError):
@@ -53,3 +54,11 @@ class BindRefused(EngramError):
 
 class DatabaseUnavailable(EngramError):
     """A database URL that cannot be used: a bad URL, a server down or refusing, pgvector missing."""
+
+
+class TargetNotEmpty(EngramError):
+    """`engram migrate --to` a database that already holds rows (without --force)."""
+
+
+class MigrationMismatch(EngramError):
+    """A migrated copy that does not hold what the source holds (counts or sample recalls differ)."""

@@ -422,6 +422,24 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
        http=Http("GET", "/tasks/{task_id}/sessions", "The sessions that worked on a task")),
     Op("run_maintenance"),
     Op("health"),
+    Op("migrate_store", (
+        Param("target", str, "A postgresql:// URL or a DuckDB file path to copy the whole store into.",
+              flag="--to"),
+        Param("force", bool, "Add to a target that already holds rows (ids it has are skipped).", False),
+    ), cli=(Cli(("migrate",), "Copy the whole store (every user) into another database and verify the copy."),)),
+    # Per-user keys (engram.keys): local administration only, never an HTTP route or MCP tool,
+    # so a key holder cannot make, list or revoke keys.
+    Op("create_key", (
+        Param("user_id", str, "The user the key acts as.", flag="--user"),
+        Param("label", str | None, "Whose or what the key is for, e.g. 'alice laptop'.", None),
+    ), cli=(Cli(("keys", "create"), "Make a key for a user: printed once, only its hash is kept."),)),
+    Op("list_keys", (
+        Param("user_id", str | None, "Only this user's keys.", None, flag="--user"),
+    ), cli=(Cli(("keys", "list"), "List keys: id, user, label, created, revoked (never a key)."),)),
+    Op("revoke_key", (
+        Param("key_id", str, "Id from `keys create` or `keys list`."),
+    ), cli=(Cli(("keys", "revoke"), "Revoke a key: the next request that sends it is refused.",
+                positional=("key_id",)),)),
 )
 OPS: dict[str, Op] = {op.name: op for op in OPS_LIST}
 TOOLS: tuple[str, ...] = tuple(op.name for op in OPS_LIST if op.mcp is not None)

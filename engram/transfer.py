@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .clock import utc
 from .decay import MAX_STABILITY
-from .errors import ExportIncomplete, ImportConflict, ModelMismatch
+from .errors import ExportIncomplete, ImportConflict, MigrationMismatch, ModelMismatch, TargetNotEmpty
 from .types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
 
 if TYPE_CHECKING:
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 FORMAT = "engram-jsonl"
 FORMAT_VERSION = 1
 TABLES = ("memories", "tasks", "sessions", "edges", "memory_events")
+IMPORT_BATCH = 2000  # memories an import sends per batch of statements
 _KIND_TABLE = {"memory": "memories", "task": "tasks", "session": "sessions", "edge": "edges"}
 
 
@@ -304,13 +305,10 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
         counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
                   "skipped": n_clash, "reembedded": len(to_embed),
                   "skipped_edges": len(edges) - len(kept_edges)}
+        by_user: dict[str, list[tuple[str, str, float]]] = {}
+        for e in kept_edges:
+            by_user.setdefault(e.user_id, []).append((e.src, e.dst, e.weight))
         with db.transaction():
-            for mem, vec, events in prepared:
-                db.insert_memory(mem, vec)
-                for ev in events:
-                    db.add_event(mem.id, utc(ev.at), ev.action, eng.redact.value(ev.detail))
-                counts["memories"] += 1
-                counts["memory_events"] += len(events)
             for t in tasks:
                 db.insert_task(_task(eng, t))
                 counts["tasks"] += 1
@@ -318,9 +316,24 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
                 db.upsert_session(_session(eng, s))
                 db.update_session(s.id, successes=s.successes, failures=s.failures)
                 counts["sessions"] += 1
-            for e in kept_edges:
-                db.add_edges(e.user_id, [(e.src, e.dst, e.weight)])
-                counts["edges"] += 1
+            # Memories, their events and edges go in batches (Store.buffered: a statement per
+            # table and batch instead of one per row, which made a 2,000-memory import take
+            # minutes); only these inserts run inside, so nothing flushes a batch early.
+            for i in range(0, len(prepared), IMPORT_BATCH):
+                with db.buffered():
+                    for mem, vec, events in prepared[i:i + IMPORT_BATCH]:
+                        db.insert_memory(mem, vec)
+                        for ev in events:
+                            db.add_event(mem.id, utc(ev.at), ev.action, eng.redact.value(ev.detail))
+                        counts["memories"] += 1
+                        counts["memory_events"] += len(events)
+            for user, links in by_user.items():
+                for i in range(0, len(links), IMPORT_BATCH * 4):
+                    with db.buffered():
+                        # new_source: every source is a memory inserted just now, unless ids were
+                        # skipped, whose edges may exist already (then insert or replace).
+                        db.add_edges(user, links[i:i + IMPORT_BATCH * 4], new_source=not kept_clash)
+                counts["edges"] += len(links)
         eng.rebuild_indexes()
         return counts
 
@@ -445,4 +458,117 @@ def _session(eng: Engram, s: SessionLine) -> Session:
                    reported=s.reported, interruption=s.interruption)
 
 
-__all__ = ["ExportIncomplete", "ImportConflict", "export_jsonl", "import_jsonl"]
+# -- migrate: a whole store into another database ------------------------------------------------------
+# Meta a migration does not copy: the target's own engine writes the model's name and dim (the
+# same embedder, checked on open), and a fresh target has no deleted rows' bytes to erase.
+NOT_COPIED_META = frozenset({"model_name", "model_dim", "erasure_pending"})
+SAMPLE_RECALLS = 20
+SAMPLE_TOP = 5
+
+
+def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
+    """Copy the whole store (every user: memories of every status with embeddings and history,
+    edges, tasks, sessions with outcomes, meta, keys) into `target`, a DuckDB file or a
+    postgresql:// URL, then verify it: the same row counts per table, and the same top ids for
+    a sample of recalls (up to SAMPLE_RECALLS memories' own text as queries) on both.
+
+    The copy is export_jsonl then import_jsonl of one temporary file (every row through the
+    MemoryStore interface, as an export and an import read and write them), plus the meta and
+    key rows an export leaves out. The source takes no other write meanwhile (the engine's lock
+    is held); sessions active in it arrive ended, as an import makes them.
+    A target holding rows is refused (TargetNotEmpty) unless force, which adds to it, skipping
+    ids it has, and then checks only that the target holds at least the source's rows.
+    Raises MigrationMismatch, leaving the target as it is, when the check fails.
+    """
+    import tempfile
+
+    from .engram import Engram
+    from .store import is_database_url
+    if not isinstance(target, str) or not target.strip():
+        raise EngramError("target must be a DuckDB file path or a postgresql:// URL")
+    if eng.degraded:
+        raise EngramError(f"cannot migrate while the embedding model is unavailable ({eng.degraded}): "
+                          "the copy is checked with recalls")
+    if "://" in target and not is_database_url(target):
+        raise EngramError(f"target {target.split('://')[0]}:// is not a database engram knows: give a "
+                          "postgresql:// URL or a DuckDB file path")
+    if not is_database_url(target) and target != ":memory:":
+        target = str(Path(target).expanduser().resolve())
+        if eng.path != ":memory:" and not is_database_url(eng.path) and Path(eng.path).resolve() == Path(target):
+            raise EngramError(f"the target {target} is the store being migrated")
+    elif target == eng.path or (is_database_url(target) and _redacted(target) == eng.path):
+        raise EngramError(f"the target {eng.path} is the store being migrated")
+    db = eng.store_db
+    with eng._lock:
+        dst = Engram(target, settings=eng.settings, embedder=eng.embedder, clock=eng.clock)
+        try:
+            before = _all_counts(dst)
+            if any(before.values()) and not force:
+                held = ", ".join(f"{n} {t}" for t, n in before.items() if n)
+                raise TargetNotEmpty(f"{dst.path} is not empty ({held}); migrate into an empty database, "
+                                     "or add to this one with --force (ids it has are skipped)")
+            with tempfile.TemporaryDirectory(prefix="engram-migrate-") as tmp:
+                copy = Path(tmp) / "store.jsonl"
+                export_jsonl(eng, copy)
+                imported = import_jsonl(dst, copy, on_conflict="skip" if force else "error")
+            have_keys = {k["id"] for k in dst.store_db.list_keys(None)}
+            keys = [k for k in db.list_keys(None) if k["id"] not in have_keys]
+            meta = {k: v for k, v in db.meta_items().items() if k not in NOT_COPIED_META}
+            with dst.store_db.transaction():
+                for k in keys:
+                    dst.store_db.insert_key(k["id"], k["user_id"], k["key_hash"], k["label"], k["created_at"])
+                    if k["revoked_at"] is not None:
+                        dst.store_db.revoke_key(k["id"], k["revoked_at"])
+                for k, v in meta.items():
+                    dst.store_db.set_meta(k, v)
+            source, copied = _all_counts(eng), _all_counts(dst)
+            short = {t: (n, copied[t]) for t, n in source.items()
+                     if (copied[t] < n if force else copied[t] != n)}
+            if short:
+                raise MigrationMismatch(
+                    f"the copy in {dst.path} does not hold what the source holds ("
+                    + ", ".join(f"{t}: {have} of {want}" for t, (want, have) in short.items())
+                    + "); another server may have written meanwhile: stop the servers and migrate "
+                    "into an empty database again")
+            recalls = None if any(before.values()) else _same_recalls(eng, dst)
+            if recalls is not None and recalls["differ"]:
+                raise MigrationMismatch(f"{len(recalls['differ'])} of {recalls['sampled']} sample recalls "
+                                        f"answer differently in {dst.path} (e.g. {recalls['differ'][0]})")
+            return {"source": eng.path, "target": dst.path, "copied": copied, "before": before,
+                    "skipped": imported["skipped"],
+                    "keys": len(keys), "meta": sorted(meta),
+                    "verified": {"counts": "equal" if not force else "at least the source's",
+                                 "recalls": recalls}}
+        finally:
+            dst.close()
+
+
+def _redacted(url: str) -> str:
+    from .store.pg import redact_url  # how a PgStore shows its URL (no password)
+    return redact_url(url)
+
+
+def _all_counts(eng: Engram) -> dict[str, int]:
+    """Rows per table a migration copies: the export's tables and the keys."""
+    return {**eng.store_db.table_counts(), "api_keys": len(eng.store_db.list_keys(None))}
+
+
+def _same_recalls(here: Engram, there: Engram) -> dict:
+    """Recall up to SAMPLE_RECALLS active memories, spread over the store, by their own text on
+    both stores at one instant (as_of: no reinforcement, the same decay); the top ids must match."""
+    active = [m for m, _ in here.store_db.iter_memory_rows() if m.status == "active"]
+    step = max(1, len(active) // SAMPLE_RECALLS)
+    sample = active[::step][:SAMPLE_RECALLS]
+    at = here.clock.now()
+    differ = []
+    for m in sample:
+        query = m.content[:2000]
+        ids = [[h.memory.id for h in e.recall(query, limit=SAMPLE_TOP, user_id=m.user_id, as_of=at)]
+               for e in (here, there)]
+        if ids[0] != ids[1]:
+            differ.append(f"{m.id}: {ids[0]} here, {ids[1]} there")
+    return {"sampled": len(sample), "same": len(sample) - len(differ), "top": SAMPLE_TOP, "differ": differ}
+
+
+__all__ = ["ExportIncomplete", "ImportConflict", "MigrationMismatch", "TargetNotEmpty", "export_jsonl",
+           "import_jsonl", "migrate_store"]

@@ -152,8 +152,10 @@ def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
     assert {eng.store_db.get_memory(i).status for i in mine["alice"]} == {"active"}
     assert all(eng.store_db.get_memory(i) is None or eng.store_db.get_memory(i).status == "consolidated"
                for i in mine["bob"])
-    # Bob's run is the last one the schedule saw; alice's stats show it without ids or texts.
-    last = api.call("memory_stats", {}, ALICE)["maintenance"]["last_report"]
+    # Bob's run is the last one the schedule saw: alice's stats show none of it, bob's its counts
+    # without ids or texts.
+    assert api.call("memory_stats", {}, ALICE)["maintenance"]["last_report"] is None
+    last = api.call("memory_stats", {}, BOB)["maintenance"]["last_report"]
     assert last["consolidated"] == 2 and "clusters" not in last and "pruned_ids" not in last
     # The scheduled job runs for nobody in particular: it covers every user.
     clock.advance(hours=12)

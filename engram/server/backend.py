@@ -17,7 +17,7 @@ from engram.types import Ctx
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "daemon_command",
+__all__ = ["KEY_USER", "Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "daemon_command",
            "derived_session_id", "header_user", "stdio_client"]
 
 
@@ -100,35 +100,42 @@ class SessionBackends:
         self.nonce = os.urandom(16)  # derived ids differ between server runs
 
     def __call__(self, mcp_ctx: Any) -> LocalBackend:
-        headers, conn = None, None
+        headers, conn, key_user = None, None, None
         try:
             headers = mcp_ctx.headers
-            client = getattr(mcp_ctx.request_context.request, "client", None)
+            request = mcp_ctx.request_context.request
+            key_user = request.scope.get(KEY_USER)
+            client = getattr(request, "client", None)
             conn = f"{client.host}:{client.port}" if client else id(mcp_ctx.session)
         except (AttributeError, ValueError):
             pass
-        return self.for_request(headers, conn)
+        return self.for_request(headers, conn, key_user)
 
-    def for_request(self, headers: Mapping[str, str] | None, conn: Any = None) -> LocalBackend:
+    def for_request(self, headers: Mapping[str, str] | None, conn: Any = None,
+                    key_user: str | None = None) -> LocalBackend:
         """The backend for one request, from its headers (and its connection when no session header).
 
         A handshake-era client sends `mcp-session-id`: one engram session per MCP session, ended
         when the client closes it. A sessionless (2026) client has no such id: its calls run in
-        an implicit per-connection session, ended cleanly after each call.
+        an implicit per-connection session, ended cleanly after each call. `key_user`: the user
+        of the request's key (KEY_USER), which no header overrides.
         """
-        user = header_user(headers, self.user_id)
+        user = key_user or header_user(headers, self.user_id)
         mcp_session = headers.get("mcp-session-id") if headers else None
         who = ["header", mcp_session] if mcp_session else ["conn", str(conn)]
         session_id = derived_session_id(self.client, self.nonce, *who, user or "")
         return LocalBackend(self.api, Ctx(session_id, user, self.client), end_after=not mcp_session)
 
-    def end(self, headers: Mapping[str, str]) -> None:
+    def end(self, headers: Mapping[str, str], key_user: str | None = None) -> None:
         """The client closed its MCP session (DELETE /mcp): end the engram session cleanly."""
-        ctx = self.for_request(headers).ctx
+        ctx = self.for_request(headers, key_user=key_user).ctx
         self.api.eng.end_session(ctx.session_id, clean=True, user_id=ctx.user_id)
 
 
 USER_HEADER = "x-engram-user"
+# The ASGI scope entry where the HTTP auth (server/http.py) puts the user of the request's key:
+# a key acts as its user whatever X-Engram-User says (and the auth refuses one naming another).
+KEY_USER = "engram.key_user"
 
 
 def header_user(headers: Mapping[str, str] | None, default: str | None) -> str | None:

@@ -4,7 +4,8 @@ Sessions: a request that sends `X-Engram-Session: <id>` acts in that session, wh
 open (and, like an MCP session whose client vanished, counts as interrupted once idle for
 ENGRAM_HEARTBEAT_TIMEOUT). Without the header the session is the client's connection (its
 token and address), ended cleanly after each request because HTTP has no disconnect signal.
-The user is `X-Engram-User`, else ENGRAM_USER.
+The user is `X-Engram-User`, else ENGRAM_USER; with a per-user key (engram.keys), the key's
+user and no other (see _Auth).
 """
 
 from __future__ import annotations
@@ -34,7 +35,8 @@ from engram.api import Ctx
 from engram.errors import BindRefused, ModelUnavailable
 from engram.panel import is_panel_path
 from engram.panel import routes as panel_routes
-from engram.server.backend import LocalBackend, derived_session_id, header_user
+from engram import keys
+from engram.server.backend import KEY_USER, USER_HEADER, LocalBackend, derived_session_id, header_user
 from engram.ops import refuse_unknown
 from engram.types import EngramError, NotFound
 
@@ -170,31 +172,90 @@ def _guard(fn: Callable) -> Callable:
 
 
 class _Auth:
-    """Pure ASGI middleware (streaming-safe for the MCP transport): bearer token on every path but /healthz."""
+    """Pure ASGI middleware (streaming-safe for the MCP transport): who a request is, on every
+    path but /healthz and the panel's files.
 
-    def __init__(self, app: Any, token: str | None):
+    - `Authorization: Bearer <ENGRAM_TOKEN>`: the owner (the admin once keys exist): acts for
+      X-Engram-User, else ENGRAM_USER, as before keys.
+    - `Authorization: Bearer <key>` (engram keys create): the key's user and no other. The
+      request goes on with that user in its scope (KEY_USER), which every route and the MCP
+      transport act for; an X-Engram-User naming another user is refused (403), not ignored.
+    - Nothing: allowed only while there is no ENGRAM_TOKEN and no key was ever made (one
+      person on loopback, as before keys); otherwise 401.
+    The key is looked up on every request (a SHA-256 and an indexed read, nothing cached), so a
+    revoked key is refused on the next request. Once a key exists, keys_in_use stays true, so
+    that answer alone is remembered.
+    """
+
+    def __init__(self, app: Any, token: str | None, eng: Any):
         self.app = app
         self.expected = f"Bearer {token}".encode() if token else None
+        self.eng = eng
+        self._keys_seen = False
+
+    def keys_in_use(self) -> bool:
+        if not self._keys_seen:
+            self._keys_seen = keys.keys_in_use(self.eng)
+        return self._keys_seen
+
+    def identify(self, got: bytes, claimed: set[str]) -> tuple[str | None, JSON | None]:
+        """(the key's user, or None for the owner or an open server; a refusal, or None)."""
+        if self.expected is not None and hmac.compare_digest(got, self.expected):
+            return None, None
+        scheme, _, credential = got.partition(b" ")
+        user = None
+        if scheme.lower() == b"bearer" and credential:
+            user = keys.user_of(self.eng, credential.decode("latin-1"))
+        if user is None:
+            if self.expected is None and not self.keys_in_use():
+                return None, None  # one person on loopback, as before keys: headers are not checked
+            why = "missing bearer token" if not got else "invalid bearer token (wrong, unknown or revoked)"
+            return None, _unauthorized(why)
+        other = sorted(claimed - {user})
+        if other:
+            return None, error(403, f"this key acts for user {user!r} only, and X-Engram-User names "
+                                    f"{other[0]!r}: leave X-Engram-User out (the key is the user)")
+        return user, None
 
     async def __call__(self, scope, receive, send) -> None:
         path = scope.get("path", "")
         # The panel's files are code, not data (engram.panel): its data comes from the routes here.
         public = path in PUBLIC_PATHS or is_panel_path(path)
-        if scope["type"] != "http" or self.expected is None or public:
+        if scope["type"] != "http" or public:
             await self.app(scope, receive, send)
             return
-        got = b""
-        for k, v in scope.get("headers") or ():
-            if k == b"authorization":
-                got = v
-                break
-        if not hmac.compare_digest(got, self.expected):
-            msg = "missing bearer token" if not got else "invalid bearer token"
-            resp = error(401, f"{msg}: send 'Authorization: Bearer <ENGRAM_TOKEN>'",
-                         **{"WWW-Authenticate": "Bearer"})
-            await resp(scope, receive, send)
+        headers = scope.get("headers") or ()
+        got = next((v for k, v in headers if k == b"authorization"), b"")
+        claimed = {_text(v).strip() for k, v in headers if k == USER_HEADER_BYTES}
+        try:
+            user, refusal = await run_in_threadpool(self.identify, got, claimed)
+        except Exception:  # the database failed: refuse (fail closed), as any route's bug would
+            log.exception("HTTP %s %s: could not check the credentials", scope.get("method"), path)
+            user, refusal = None, error(500, "internal error")
+        if refusal is None and user is not None and path == "/metrics":
+            refusal = error(403, "/metrics counts every user's memories: it needs ENGRAM_TOKEN, not a key")
+        if refusal is not None:
+            await refusal(scope, receive, send)
             return
+        if user is not None:
+            scope = {**scope, KEY_USER: user}
         await self.app(scope, receive, send)
+
+
+USER_HEADER_BYTES = USER_HEADER.encode()
+
+
+def _text(raw: bytes) -> str:
+    """A header value as a client most likely meant it: UTF-8, else Latin-1 (what HTTP defines)."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def _unauthorized(why: str) -> JSON:
+    return error(401, f"{why}: send 'Authorization: Bearer <key>' (a key from `engram keys create`) "
+                      "or 'Authorization: Bearer <ENGRAM_TOKEN>'", **{"WWW-Authenticate": "Bearer"})
 
 
 _FROM_SETTINGS: Any = object()
@@ -202,10 +263,10 @@ _FROM_SETTINGS: Any = object()
 
 class _EndingSessions:
     """ASGI wrapper of the MCP app: when it accepts a DELETE (a client closing its session),
-    call `end(headers)` before the response's last byte goes out, so a client that heard back
+    call `end(headers, key_user)` before the response's last byte goes out, so a client that heard back
     finds the session ended. A class, not a function, so Starlette's Route passes ASGI through."""
 
-    def __init__(self, app: Any, end: Callable[[dict[str, str]], None]):
+    def __init__(self, app: Any, end: Callable[[dict[str, str], str | None], None]):
         self.app, self.end = app, end
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
@@ -221,17 +282,17 @@ class _EndingSessions:
                 status = message["status"]
             elif (message["type"] == "http.response.body" and not message.get("more_body")
                   and 200 <= status < 300 and headers.get("mcp-session-id")):
-                await run_in_threadpool(self.end, headers)
+                await run_in_threadpool(self.end, headers, scope.get(KEY_USER))
             await send(message)
 
         await self.app(scope, receive, capture)
 
 
 def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
-              settings: Any = None, end_mcp_session: Callable[[dict[str, str]], None] | None = None
+              settings: Any = None, end_mcp_session: Callable[[dict[str, str], str | None], None] | None = None
               ) -> Starlette:
     """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp;
-    `end_mcp_session(headers)` runs when a client closes its MCP session.
+    `end_mcp_session(headers, key_user)` runs when a client closes its MCP session.
 
     `token` set: every route except /healthz needs `Authorization: Bearer <token>`. Not given,
     it is settings.token, so a caller that forgets it still gets the configured protection.
@@ -245,7 +306,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     def backend_for(request: Request) -> LocalBackend:
         """The caller's session; an implicit one (no X-Engram-Session) ends after the request."""
         h = request.headers
-        user = header_user(h, default_user)
+        user = request.scope.get(KEY_USER) or header_user(h, default_user)
         explicit = h.get("x-engram-session")
         if explicit is not None:
             explicit = explicit.strip()
@@ -316,7 +377,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
         lifespan=lifespan,
         exception_handlers={HTTPException: on_http},
     )
-    app.add_middleware(_Auth, token=token)
+    app.add_middleware(_Auth, token=token, eng=api.eng)
     return app
 
 

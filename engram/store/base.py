@@ -44,6 +44,9 @@ class MemoryStore(Protocol):
 
     def schema_version(self) -> int: ...
 
+    def meta_items(self) -> dict[str, str]:
+        """Every meta key and value (what a migration copies)."""
+
     # -- memories ------------------------------------------------------------
     def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None: ...
 
@@ -203,3 +206,21 @@ class MemoryStore(Protocol):
 
     def user_edges(self, user_id: str | None = None) -> list[tuple[str, str, float, str]]:
         """(src, dst, weight, user_id) of the user's edges (every user's when None), sorted."""
+
+    # -- per-user keys (engram/keys.py) ------------------------------------------
+    def insert_key(self, key_id: str, user_id: str, key_hash: str, label: str | None, now: datetime) -> None:
+        """Keep a new key's hash (never the key) for the user."""
+
+    def key_user(self, key_hash: str) -> str | None:
+        """The user of the key with this hash; None when no key has it or it was revoked."""
+
+    def list_keys(self, user_id: str | None) -> list[dict]:
+        """Keys (of the user; every user's when None), oldest first: {id, user_id, key_hash,
+        label, created_at, revoked_at}. engram.keys shows them without the hash."""
+
+    def revoke_key(self, key_id: str, now: datetime) -> bool:
+        """Mark the key revoked from `now`; False when no unrevoked key has that id."""
+
+    def keys_in_use(self) -> bool:
+        """True once any key was made, revoked ones included: revoking the last key must not
+        open the server to requests without one."""

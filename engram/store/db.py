@@ -41,7 +41,7 @@ _MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP",
               "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "VARCHAR",
               "DOUBLE", "BLOB")
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
-TABLES = ("memories", "tasks", "sessions", "edges", "memory_events", "meta")
+TABLES = ("memories", "tasks", "sessions", "edges", "memory_events", "meta", "api_keys")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
                    "ended_at", "task_id", "outcome", "outcome_notes", "reported", "interruption")
 
@@ -256,6 +256,9 @@ class Store:
 
     def set_meta(self, key: str, value: str) -> None:
         self.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", [key, value])
+
+    def meta_items(self) -> dict[str, str]:
+        return dict(self.execute("SELECT key, value FROM meta ORDER BY key").fetchall())
 
     def schema_version(self) -> int:
         return int(self.execute("SELECT max(version) FROM schema_version").fetchone()[0])
@@ -741,6 +744,31 @@ class Store:
             load_extensions(self.con, LOADED_BY_STORE)
             self.con.execute("DELETE FROM meta WHERE key = ?", [ERASURE_PENDING])
             return True
+
+    # -- per-user keys ---------------------------------------------------------
+    def insert_key(self, key_id: str, user_id: str, key_hash: str, label: str | None, now: datetime) -> None:
+        self.execute("INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, NULL)",
+                     [key_id, user_id, key_hash, label, _ts(now)])
+
+    def key_user(self, key_hash: str) -> str | None:
+        r = self.execute("SELECT user_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL",
+                         [key_hash]).fetchone()
+        return r[0] if r else None
+
+    def list_keys(self, user_id: str | None) -> list[dict]:
+        where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
+        rows = self.execute(f"SELECT id, user_id, key_hash, label, created_at, revoked_at FROM api_keys "
+                            f"WHERE {where} ORDER BY created_at, id", params).fetchall()
+        return [{"id": r[0], "user_id": r[1], "key_hash": r[2], "label": r[3], "created_at": _aware(r[4]),
+                 "revoked_at": _aware(r[5])} for r in rows]
+
+    def revoke_key(self, key_id: str, now: datetime) -> bool:
+        r = self.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
+                         [_ts(now), key_id]).fetchone()
+        return r is not None
+
+    def keys_in_use(self) -> bool:
+        return self.execute("SELECT EXISTS (SELECT 1 FROM api_keys)").fetchone()[0]
 
     def erasure_pending(self) -> bool:
         """True when deleted rows may still have bytes in the file (compact() clears it)."""

@@ -280,6 +280,9 @@ class PgStore:
         self._run("INSERT INTO meta VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                   [key, value])
 
+    def meta_items(self) -> dict[str, str]:
+        return dict(self._rows('SELECT key, value FROM meta ORDER BY key COLLATE "C"'))
+
     def schema_version(self) -> int:
         return int(self._rows("SELECT max(version) FROM schema_version")[0][0])
 
@@ -661,6 +664,29 @@ class PgStore:
         where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
         return self._rows(f"SELECT src, dst, weight, user_id FROM edges WHERE {where} "
                           'ORDER BY src COLLATE "C", dst COLLATE "C"', params)
+
+    # -- per-user keys ---------------------------------------------------------
+    def insert_key(self, key_id: str, user_id: str, key_hash: str, label: str | None, now: datetime) -> None:
+        self._run("INSERT INTO api_keys VALUES (%s, %s, %s, %s, %s, NULL)",
+                  [key_id, user_id, key_hash, label, _ts(now)])
+
+    def key_user(self, key_hash: str) -> str | None:
+        r = self._rows("SELECT user_id FROM api_keys WHERE key_hash = %s AND revoked_at IS NULL", [key_hash])
+        return r[0][0] if r else None
+
+    def list_keys(self, user_id: str | None) -> list[dict]:
+        where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
+        rows = self._rows(f"SELECT id, user_id, key_hash, label, created_at, revoked_at FROM api_keys "
+                          f"WHERE {where} ORDER BY created_at, id", params)
+        return [{"id": r[0], "user_id": r[1], "key_hash": r[2], "label": r[3], "created_at": _aware(r[4]),
+                 "revoked_at": _aware(r[5])} for r in rows]
+
+    def revoke_key(self, key_id: str, now: datetime) -> bool:
+        return self._run("UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
+                         [_ts(now), key_id]) > 0
+
+    def keys_in_use(self) -> bool:
+        return bool(self._rows("SELECT EXISTS (SELECT 1 FROM api_keys)")[0][0])
 
     # -- change feed and leases (several servers on one database) ---------------
     def change_mark(self) -> int:

