@@ -37,6 +37,20 @@ class MemoryStore(Protocol):
         """Inserts of memories, events and edges may be held and sent together; every read
         inside still sees them."""
 
+    # -- several servers on one database ----------------------------------------
+    # Each server keeps derived indexes (engram/index.py, graph.py) built from the rows; when
+    # other processes write to the same database it catches up from this feed of changes.
+    def change_mark(self) -> int:
+        """The newest change number now: a later changes_since(mark) returns only newer writes."""
+
+    def changes_since(self, mark: int) -> tuple[int, list[str], bool]:
+        """Writes committed by any process after `mark`: (the new mark, ids of memories inserted,
+        updated or deleted, in change order without repeats, whether any edge changed)."""
+
+    def try_lease(self, name: str, holder: str, now: datetime, seconds: float) -> bool:
+        """Take the named lease for `seconds` when it is free, expired or already `holder`'s;
+        True when `holder` holds it now."""
+
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None: ...
 
