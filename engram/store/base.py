@@ -79,6 +79,10 @@ class MemoryStore(Protocol):
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
         """Every memory but deleted ones with its embedding, oldest first (the index's rows)."""
 
+    def index_rows(self, ids: Sequence[str]) -> list[tuple[Memory, bytes | None]]:
+        """These memories (deleted or missing ones aside) with their embeddings, as
+        iter_index_rows gives them: what a server re-reads to apply another's writes."""
+
     def count_live_memories(self) -> int:
         """Memories of every user and status but deleted: the rows the index holds."""
 

@@ -452,6 +452,18 @@ class Store:
         finally:
             cur.close()
 
+    def index_rows(self, ids: Sequence[str]) -> list[tuple[Memory, bytes | None]]:
+        out: list[tuple[Memory, bytes | None]] = []
+        with self._lock:
+            self._flush()
+            for i in range(0, len(ids), 1000):
+                part = list(ids[i:i + 1000])
+                rows = self.con.execute(f"SELECT {_MEM_SELECT}, embedding FROM memories "
+                                        f"WHERE {_in('id', len(part))} AND status <> 'deleted'",
+                                        part).fetchall()
+                out += [(self._counted(row_to_memory(r[:-1])), r[-1]) for r in rows]
+        return out
+
     def delete_memories(self, ids: Sequence[str]) -> None:
         if not ids:
             return
