@@ -120,6 +120,8 @@ class Settings:
     """Tunable behaviour. Defaults are the documented ones; see README."""
 
     home: Path = setting(help="data folder", factory=lambda: Path.home() / ".engram", shown="~/.engram")
+    database_url: str = setting("", "a PostgreSQL URL (postgresql://...) to use instead of the DuckDB file "
+                                "in ENGRAM_HOME", shown="none")
     model: str = setting(DEFAULT_MODEL, "embedding model: a packaged name, a local folder or a Hub id")
     reinforce_threshold: float = setting(0.85, "similarity at which a new memory reinforces an existing one",
                                          ge=0.0, le=1.0)

@@ -31,7 +31,7 @@ from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .ops import refuse_unknown
 from .retrieve import REFERENCE_TEXTS, Weights, rank
-from .store import MemoryStore, Store
+from .store import MemoryStore, open_store
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
                     StoreResult)
 
@@ -174,7 +174,8 @@ class Engram(ContinuityMixin):
         self.settings = settings or Settings.from_env()
         self.clock = clock or SystemClock()
         one_blas_thread()
-        self.path = str(self.settings.db_path if path is None else path)
+        # A PostgreSQL URL (path, or settings.database_url when no path is given) or a DuckDB file.
+        self.path = str(path if path is not None else self.settings.database_url or self.settings.db_path)
         self.degraded: str | None = None  # why the model is unavailable; None when it serves
         self._allow_model_change = allow_model_change
         self._model_retry_at = time.monotonic() + MODEL_RETRY_S
@@ -184,7 +185,8 @@ class Engram(ContinuityMixin):
             if not degraded_ok:
                 raise
             self.degraded = str(e)
-        self.store_db: MemoryStore = Store(self.path, self.clock.now())
+        self.store_db: MemoryStore = open_store(self.path, self.clock.now())
+        self.path = self.store_db.path  # a URL without its password: shown in health and errors
         if self.degraded:
             dim = int(self.store_db.get_meta("model_dim") or 0)
             self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)

@@ -7,7 +7,7 @@ imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...
 
 from __future__ import annotations
 
-__all__ = ["BindRefused", "DatabaseLocked", "EngramError", "ExportIncomplete", "ExtensionError",
+__all__ = ["BindRefused", "DatabaseLocked", "DatabaseUnavailable", "EngramError", "ExportIncomplete", "ExtensionError",
            "ImportConflict", "InvalidArguments", "ModelMismatch", "ModelUnavailable", "NotFound"]
 
 
@@ -49,3 +49,7 @@ class ImportConflict(EngramError):
 
 class BindRefused(EngramError):
     """Serving HTTP beyond this machine without a token."""
+
+
+class DatabaseUnavailable(EngramError):
+    """A database URL that cannot be used: a bad URL, a server down or refusing, pgvector missing."""

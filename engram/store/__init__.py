@@ -1,6 +1,26 @@
-"""The only package that speaks SQL: the interface the engine needs (base.py) and its DuckDB implementation."""
+"""The only package that speaks SQL: the interface the engine needs (base.py), its DuckDB
+implementation (db.py, the default) and its PostgreSQL one (pg.py), picked by open_store."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
 
 from .base import MemoryStore
 from .db import Store
 
-__all__ = ["MemoryStore", "Store"]
+
+def is_database_url(path_or_url: str | Path) -> bool:
+    """True for a PostgreSQL URL (postgresql:// or postgres://); anything else is a DuckDB path."""
+    return str(path_or_url).startswith(("postgresql://", "postgres://"))
+
+
+def open_store(path_or_url: str | Path, now: datetime) -> MemoryStore:
+    """The store at a PostgreSQL URL (PgStore) or a DuckDB file / ":memory:" (Store)."""
+    if is_database_url(path_or_url):
+        from .pg import PgStore  # psycopg is an optional extra: imported only when asked for
+        return PgStore(str(path_or_url), now)
+    return Store(path_or_url, now)
+
+
+__all__ = ["MemoryStore", "Store", "is_database_url", "open_store"]

@@ -1,4 +1,10 @@
-"""Schema migrations: append-only, each applied in its own transaction with a ledger row."""
+"""Schema migrations: append-only, each applied in its own transaction with a ledger row.
+
+Two lists, one per backend, side by side: MIGRATIONS (DuckDB) and PG_MIGRATIONS (PostgreSQL,
+applied by pg.py). Version N means the same tables and columns on both, so a new DuckDB
+migration needs its Postgres twin at the same position (tests/test_schema.py fails while the
+lists' lengths or the columns they produce differ).
+"""
 
 from __future__ import annotations
 
@@ -94,6 +100,130 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+
+# The Postgres twins, position for position. Types: text, double precision, integer, boolean,
+# timestamp (naive UTC, as on DuckDB), text[] and pgvector's vector (no fixed dimension: the
+# model decides it, and meta.model_dim records it). Ids sort COLLATE "C" (bytes, as DuckDB
+# sorts them) whatever the database's locale: ids sort in write order. Version 1 also creates what only Postgres
+# has: the change feed (changes, filled by triggers in the writing transaction) and leases,
+# which let several servers share one database (see pg.py).
+PG_MIGRATIONS: list[tuple[str, list[str]]] = [
+    ("initial schema", [
+        """CREATE TABLE meta (key text PRIMARY KEY, value text)""",
+        """CREATE TABLE memories (
+            id text COLLATE "C" PRIMARY KEY,
+            content text NOT NULL,
+            memory_type text NOT NULL,
+            importance double precision NOT NULL,
+            recall_count integer NOT NULL DEFAULT 0,
+            created_at timestamp NOT NULL,
+            last_recalled_at timestamp,
+            user_id text NOT NULL,
+            task_id text,
+            session_id text,
+            tags text[],
+            metadata text,
+            provenance text[],
+            status text NOT NULL,
+            valid_from timestamp,
+            valid_to timestamp,
+            supersedes text,
+            superseded_by text,
+            embedding vector
+        )""",
+        "CREATE INDEX memories_user_task ON memories (user_id, task_id)",
+        "CREATE INDEX memories_session ON memories (session_id)",
+        """CREATE TABLE tasks (
+            id text COLLATE "C" PRIMARY KEY,
+            name text NOT NULL,
+            goal text,
+            status text NOT NULL,
+            metadata text,
+            user_id text NOT NULL,
+            created_at timestamp NOT NULL,
+            updated_at timestamp NOT NULL
+        )""",
+        """CREATE TABLE sessions (
+            id text COLLATE "C" PRIMARY KEY,
+            user_id text NOT NULL,
+            client text,
+            pid integer,
+            status text NOT NULL,
+            started_at timestamp NOT NULL,
+            last_heartbeat timestamp NOT NULL,
+            ended_at timestamp,
+            task_id text,
+            outcome text,
+            outcome_notes text,
+            reported boolean NOT NULL DEFAULT false
+        )""",
+        """CREATE TABLE edges (
+            src text COLLATE "C" NOT NULL,
+            dst text COLLATE "C" NOT NULL,
+            weight double precision NOT NULL,
+            user_id text NOT NULL,
+            PRIMARY KEY (src, dst)
+        )""",
+        "CREATE INDEX edges_dst ON edges (dst)",
+        # The change feed: one row per memory written (memory_id) or per statement that changed
+        # edges (memory_id NULL), stamped with the writing transaction's id so a reader hands
+        # out only rows no running transaction can still add to (PgStore.changes_since).
+        """CREATE TABLE changes (
+            seq bigserial PRIMARY KEY,
+            xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+            memory_id text,
+            at timestamptz NOT NULL DEFAULT clock_timestamp()
+        )""",
+        "CREATE INDEX changes_xid ON changes (xid)",
+        "CREATE INDEX changes_at ON changes (at)",
+        """CREATE FUNCTION engram_memory_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO changes (memory_id) VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END);
+                RETURN NULL;
+            END $$""",
+        """CREATE TRIGGER memories_changed AFTER INSERT OR UPDATE OR DELETE ON memories
+            FOR EACH ROW EXECUTE FUNCTION engram_memory_changed()""",
+        # Edges change in bulk: one row per statement that touched any (transition tables
+        # tell an empty DELETE apart; they allow one event per trigger, hence three).
+        """CREATE FUNCTION engram_edges_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF EXISTS (SELECT 1 FROM touched) THEN
+                    INSERT INTO changes (memory_id) VALUES (NULL);
+                END IF;
+                RETURN NULL;
+            END $$""",
+        """CREATE TRIGGER edges_inserted AFTER INSERT ON edges REFERENCING NEW TABLE AS touched
+            FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
+        """CREATE TRIGGER edges_updated AFTER UPDATE ON edges REFERENCING NEW TABLE AS touched
+            FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
+        """CREATE TRIGGER edges_deleted AFTER DELETE ON edges REFERENCING OLD TABLE AS touched
+            FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
+        """CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, until timestamp NOT NULL)""",
+    ]),
+    ("pinned memories", ["ALTER TABLE memories ADD COLUMN pinned boolean DEFAULT false"]),
+    ("memory update time", ["ALTER TABLE memories ADD COLUMN updated_at timestamp"]),
+    ("session successes, memory history", [
+        "ALTER TABLE sessions ADD COLUMN successes integer DEFAULT 0",
+        """CREATE TABLE memory_events (
+            memory_id text COLLATE "C" NOT NULL,
+            happened_at timestamp NOT NULL,
+            action text NOT NULL,
+            detail text
+        )""",
+        "CREATE INDEX memory_events_memory ON memory_events (memory_id)",
+    ]),
+    ("session failures", ["ALTER TABLE sessions ADD COLUMN failures integer DEFAULT 0"]),
+    ("memory conversation", ["ALTER TABLE memories ADD COLUMN conversation text"]),
+    ("memory stability", [
+        "ALTER TABLE memories ADD COLUMN stability double precision",
+        """UPDATE memories SET stability = (1 + 0.2 * recall_count) / ((CASE memory_type
+            WHEN 'strategy' THEN 0.10 WHEN 'assumption' THEN 0.20 WHEN 'failure' THEN 0.35
+            WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
+            WHERE recall_count > 0""",
+    ]),
+    ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption text"]),
+]
+PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
