@@ -127,3 +127,24 @@ def test_a_session_whose_server_died_is_reported_by_another(servers, settings, c
     assert [(s["session_id"], s["reason"]) for s in got] == [("s-on-a", "connection_lost")]
     # Reported once, to whichever server asks first.
     assert b.recall_context("billing export", session_id="s-on-b")["interrupted_sessions"] == []
+
+
+@pytest.mark.model
+def test_three_servers_six_clients_one_killed(pg_url, checked_model_cache):
+    """benchmarks/multiserver.py at a small size: three `engram serve --http` processes on one
+    database, three REST and three MCP clients, server 0 SIGKILLed after 40% of the operations."""
+    from benchmarks.multiserver import run
+    res = run(servers_n=3, clients=6, ops=20, kill_at=0.4, heartbeat_s=5.0,
+              model_cache=checked_model_cache, database_url=pg_url)
+    assert res["killed_at"] is not None and res["ops"] == 6 * 20
+    assert res["errors"] == 0, res["error_samples"]
+    assert res["writes_acked"] > 40
+    assert res["lost"] == 0, res["lost_samples"]
+    assert res["unseen_at_end"] == 0, res["unseen_samples"]
+    assert res["not_visible_within_s"]["count"] == 0
+    assert res["lag_s"]["max"] <= 1.0, res["over_1s_samples"]
+    assert set(res["task_handoffs_seen"]) == {1, 2}  # the survivors
+    assert all(n == res["handoffs_acked"] for n in res["task_handoffs_seen"].values())
+    # The killed server's open session is reported as interrupted by the others, and no live one is.
+    assert res["interrupted_reported"]["killed_server_sessions"] >= 1, res
+    assert res["interrupted_reported"]["other_sessions"] == 0
