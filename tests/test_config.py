@@ -13,7 +13,8 @@ from engram.retrieve import Weights
 
 # The variables as published before the settings were declared once: none may change name.
 PUBLISHED = {
-    "home": "ENGRAM_HOME", "model": "ENGRAM_MODEL", "reinforce_threshold": "ENGRAM_REINFORCE_THRESHOLD",
+    "home": "ENGRAM_HOME", "database_url": "ENGRAM_DATABASE_URL",
+    "model": "ENGRAM_MODEL", "reinforce_threshold": "ENGRAM_REINFORCE_THRESHOLD",
     "dedup_threshold": "ENGRAM_DEDUP_THRESHOLD", "w_bm25": "ENGRAM_W_BM25", "w_vector": "ENGRAM_W_VECTOR",
     "graph_depth": "ENGRAM_GRAPH_DEPTH", "graph_bonus": "ENGRAM_GRAPH_BONUS",
     "decay_floor": "ENGRAM_DECAY_FLOOR", "context_window": "ENGRAM_CONTEXT_WINDOW",
@@ -32,6 +33,7 @@ PUBLISHED = {
 }
 # The defaults as published (README): a declaration may not change one by accident.
 DEFAULTS = {
+    "database_url": "",
     "model": "all-MiniLM-L6-v2", "reinforce_threshold": 0.85, "dedup_threshold": 0.65, "w_bm25": 0.5,
     "w_vector": 0.5, "graph_depth": 0, "graph_bonus": 0.1, "decay_floor": 0.8, "context_window": 2,
     "context_weight": 0.5, "context_terms": 0.4, "bm25_k1": 1.2, "bm25_b": 0.3, "date_bonus": 0.1,
@@ -69,6 +71,8 @@ def _other_value(s) -> tuple[str, object]:
         return "~/elsewhere", Path.home() / "elsewhere"
     if s.type == tuple[str, ...]:
         return "secret-\\d+\n\n  \nkey=\\w+", ("secret-\\d+", "key=\\w+")
+    if s.name == "database_url":  # only a PostgreSQL URL is valid
+        return "postgresql://db.example/engram", "postgresql://db.example/engram"
     return "some-value", "some-value"
 
 

