@@ -168,6 +168,7 @@ def test_meeting_its_own_writes_in_the_feed_changes_nothing(pair, monkeypatch):
     assert a.index.n == rows and len(a.index) == 3 and ranking(a, "grafana ops") == before
 
 
+@pytest.mark.duckdb_only
 def test_a_duckdb_file_has_an_empty_feed_and_reads_nothing_for_it(eng, monkeypatch):
     m = eng.store("Only one process writes a DuckDB file").memory
     assert eng.store_db.change_mark() == 0 and eng.store_db.changes_since(0) == (0, [], False)

