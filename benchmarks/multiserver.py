@@ -43,6 +43,9 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 LAG_GIVE_UP_S = 10.0  # a write not seen by then counts as not visible (and its lag as this)
 OP_TIMEOUT_S = 120.0
+# A request that fails on a live server's connection (a kept-alive connection the server closed
+# as it was reused) is sent again on a new one, at most this many times, then counted an error.
+RESENDS = 3
 # Words for the stores' texts: random sentences over them are far apart in meaning, so no
 # store is resolved into another (reinforce) and each keeps its token in its own text.
 WORDS = """amber anchor apple arrow autumn badge bakery balcony bamboo banner barrel basket beacon
@@ -95,6 +98,7 @@ class Stats:
     not_visible: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     retries: int = 0
+    resent: int = 0  # requests sent again after a connection error on a live server
     ops_done: int = 0
     checks: int = 0
     slow: list[str] = field(default_factory=list)
@@ -250,10 +254,14 @@ class Harness:
                 try:
                     r = http.post(other.url + "/search", json={"query": w.token, "mode": "bm25", "limit": 3},
                                   timeout=OP_TIMEOUT_S)
-                except httpx.TransportError:
+                except httpx.TransportError as e:
                     if not other.alive():
                         break  # killed meanwhile: it owes nothing
-                    raise
+                    self.stats.add(resent=1)
+                    if time.monotonic() - w.acked_at > LAG_GIVE_UP_S:
+                        self.stats.add(errors=[f"check on server {other.index}: {type(e).__name__}: {e}"])
+                        break
+                    continue
                 self.stats.add(checks=1)
                 body = r.json()
                 self.note_interrupted(body)
@@ -294,12 +302,19 @@ class Harness:
                 token = "tk" + uuid.uuid4().hex[:14]
                 args = op_args(kind, rng, token, self.task_id)
                 method, path = REST_ROUTES[kind]
+                resends = 0
                 while True:
                     try:
                         r = http.request(method, server.url + path.format(task_id=self.task_id),
                                          json=None if method == "GET" else args, timeout=OP_TIMEOUT_S)
                     except httpx.TransportError as e:
                         if server.alive():
+                            # No answer: the op may or may not have happened; sent again (a store
+                            # that did happen is then resolved as known: its token stays findable).
+                            resends += 1
+                            self.stats.add(resent=1)
+                            if resends <= RESENDS:
+                                continue
                             self.stats.add(errors=[f"rest {ci} {kind}: {type(e).__name__}: {e}"])
                             break
                         server = self.next_live(server)  # no answer: retried on another server
@@ -440,8 +455,13 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
                 http.post(s.url + "/search", json={"query": "warm-up note"}, timeout=OP_TIMEOUT_S).raise_for_status()
         stats = Stats()
         h = Harness(servers, task_id, stats, ops, seed)
-        threads = [threading.Thread(target=h.mcp_client if ci % 2 else h.rest_client, args=(ci,),
-                                    name=f"client-{ci}") for ci in range(clients)]
+        def client(ci: int) -> None:
+            try:
+                (h.mcp_client if ci % 2 else h.rest_client)(ci)
+            except Exception as e:  # noqa: BLE001 - a client that stops is an error, never silence
+                stats.add(errors=[f"client {ci} stopped: {describe(e)}"])
+
+        threads = [threading.Thread(target=client, args=(ci,), name=f"client-{ci}") for ci in range(clients)]
         t0 = h.t0 = time.monotonic()
         for t in threads:
             t.start()
@@ -475,7 +495,7 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
         "ops": stats.ops_done, "writes_acked": len(stats.writes),
         "actions": {a: sum(1 for w in stats.writes if w.action == a) for a in sorted({w.action for w in stats.writes})},
         "errors": len(stats.errors), "error_samples": stats.errors[:10],
-        "retries_after_kill": stats.retries,
+        "retries_after_kill": stats.retries, "resent_on_live_server": stats.resent,
         "lost": len(v["lost"]), "lost_samples": v["lost"][:10],
         "unseen_at_end": len(v["unseen"]), "unseen_samples": v["unseen"][:10],
         "not_visible_within_s": {"limit_s": LAG_GIVE_UP_S, "count": len(stats.not_visible),
@@ -527,6 +547,7 @@ def markdown(res: dict, argv: list[str]) -> str:
         f"| of which the recall that saw it took, p50 / p95 | {res['seeing_recall_s']['p50']} / "
         f"{res['seeing_recall_s']['p95']} s |",
         f"| ops retried after the kill (sent, no answer) | {res['retries_after_kill']} |",
+        f"| requests sent again after a connection error on a live server | {res['resent_on_live_server']} |",
         f"| handoffs on the shared task seen by each survivor | {res['task_handoffs_seen']} of "
         f"{res['handoffs_acked']} |",
         f"| killed server's sessions reported interrupted by the others | "
