@@ -54,10 +54,11 @@ def synthetic(n: int, seed: int) -> tuple[list[str], list[str], np.ndarray]:
     return ids, texts, vecs
 
 
-def rows(ids, texts, vecs):
-    for i, (mid, text) in enumerate(zip(ids, texts)):
+def rows(ids, texts, vecs, start: int = 0):
+    """Row tuples; `start`: the position of the first one (times and users follow it)."""
+    for i, (mid, text) in enumerate(zip(ids, texts), start):
         at = (START + timedelta(seconds=i)).replace(tzinfo=None)
-        yield mid, text, "fact", 0.5, 0, at, f"user{i % USERS}", "active", at, False, at, vecs[i]
+        yield mid, text, "fact", 0.5, 0, at, f"user{i % USERS}", "active", at, False, at, vecs[i - start]
 
 
 COLUMNS = ("id, content, memory_type, importance, recall_count, created_at, user_id, status, "
@@ -96,7 +97,7 @@ def load_duckdb(path: Path, ids, texts, vecs, emb: FakeEmbedder) -> float:
     con = duckdb.connect(str(path))
     step = 50_000
     for i in range(0, len(ids), step):
-        part = list(rows(ids[i:i + step], texts[i:i + step], vecs[i:i + step]))
+        part = list(rows(ids[i:i + step], texts[i:i + step], vecs[i:i + step], i))
         cols = [list(c) for c in zip(*part)]
         cols[-1] = [v.tobytes() for v in cols[-1]]
         con.execute(f"INSERT INTO memories ({COLUMNS}) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "

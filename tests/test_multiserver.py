@@ -115,7 +115,9 @@ def test_three_servers_six_clients_one_killed(pg_url, checked_model_cache):
     assert res["lost"] == 0, res["lost_samples"]
     assert res["unseen_at_end"] == 0, res["unseen_samples"]
     assert res["not_visible_within_s"]["count"] == 0
-    assert res["lag_s"]["max"] <= 1.0, res["over_1s_samples"]
+    # Every recall sent more than a second after a write's acknowledgement saw it. (The time to
+    # the answer that saw it, res["lag_s"], also holds that answer's own time on a busy machine.)
+    assert res["stale_answer_s"]["max"] <= 1.0, res
     assert set(res["task_handoffs_seen"]) == {1, 2}  # the survivors
     assert all(n == res["handoffs_acked"] for n in res["task_handoffs_seen"].values())
     # The killed server's open session is reported as interrupted by the others, and no live one is.
