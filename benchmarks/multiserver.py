@@ -438,7 +438,10 @@ def verify(servers: list[Server], writes: list[Write], task_id: str, stats: Stat
                              timeout=OP_TIMEOUT_S).json()
             stats.add(interrupted=[{**x, "reported_at": datetime.now(UTC).isoformat()}
                                    for x in body.get("interrupted_sessions", [])])
-    return {"lost": lost, "unseen": unseen, "handoffs_acked": len(handoffs), "task_handoffs_seen": task_handoffs}
+        sessions = http.get(f"{live[0].url}/tasks/{task_id}/sessions", timeout=OP_TIMEOUT_S).json()
+        states = {x["id"]: x["state"] for x in sessions["sessions"]}
+    return {"lost": lost, "unseen": unseen, "handoffs_acked": len(handoffs), "task_handoffs_seen": task_handoffs,
+            "task_sessions": states}
 
 
 def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0.4,
@@ -473,10 +476,16 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
         for t in threads:
             t.start()
         total = clients * ops
+        agent_session = f"agent-on-victim-{uuid.uuid4().hex[:8]}"
         victim = servers[0] if kill_at < 1 and servers_n > 1 else None
         while any(t.is_alive() for t in threads):
             if victim is not None and h.killed_at is None and stats.ops_done >= kill_at * total \
                     and victim.index in dict(h.in_session).values():
+                # An agent whose session lives on the victim and dies with it: the others must
+                # report that session as interrupted once its heartbeat is ENGRAM_HEARTBEAT_TIMEOUT old.
+                httpx.post(victim.url + "/progress", json={"feature": "agent on the victim", "status": "in_progress",
+                                                           "task_id": task_id},
+                           headers={"X-Engram-Session": agent_session}, timeout=OP_TIMEOUT_S).raise_for_status()
                 victim.killed = True
                 victim.proc.send_signal(signal.SIGKILL)
                 victim.proc.wait()
@@ -491,6 +500,7 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
                 time.sleep(wait)
         v = verify(servers, stats.writes, task_id, stats)
     killed = h.killed_at.isoformat() if h.killed_at else None
+    agent_state = v["task_sessions"].get(agent_session)
     # The killed server's sessions: silent since the kill (a live client's session speaks on).
     dead_sessions = sorted({s["session_id"] for s in stats.interrupted
                             if killed and datetime.fromisoformat(s["last_heartbeat"]) <= h.killed_at})
@@ -518,7 +528,10 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
         "check_requests": stats.checks, "startup_s": round(start_s, 1),
         "killed_server": 0 if killed else None, "killed_at": killed,
         "handoffs_acked": v["handoffs_acked"], "task_handoffs_seen": v["task_handoffs_seen"],
-        "interrupted_reported": {"killed_server_sessions": len(dead_sessions), "other_sessions": len(others)},
+        "interrupted_reported": {"killed_server_sessions": len(dead_sessions), "other_sessions": len(others),
+                                 "agent_on_killed_server": killed is not None and agent_session in dead_sessions},
+        # The agent's session as a survivor lists the shared task's sessions (resume_task does too).
+        "agent_session_state_on_survivor": agent_state,
         "interrupted_samples": [{k: x.get(k) for k in ("session_id", "client", "started_at", "last_heartbeat",
                                                        "reason", "reported_at")} for x in stats.interrupted[:6]],
     }
