@@ -614,6 +614,7 @@ class ContinuityMixin:
             # The check compares meanings; without the model it cannot run (and is not cached).
             return [StepCheck(s, "unchecked", None) for s in steps]
         with self._lock:
+            self.catch_up()  # later activity may have been written on another server
             idx = self.index
             v = self._validations.get(h.id)
             if v is None or v.index is not idx or v.epoch != self.activity_epoch:

@@ -38,6 +38,13 @@ from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFou
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
+# Several servers on one database (catch_up): a read asks for the others' writes at most this
+# often, so a write on one server reaches a recall on another well within a second.
+FEED_POLL_S = 0.2
+# Unchecked for longer than this, the index is rebuilt from the rows instead: the feed keeps
+# only recent changes (about an hour in Postgres).
+FEED_MAX_GAP_S = 1800.0
+OUTCOMES_POLL_S = 5.0  # session outcomes (not in the feed) are re-read at most this often
 
 
 def check_text(value: Any, name: str, limit: int) -> str:
@@ -194,6 +201,8 @@ class Engram(ContinuityMixin):
             raise
         self._batch: _BatchSims | None = None
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
+        self._feed_mark = 0  # the change number the derived indexes are up to (catch_up)
+        self._feed_checked = self._outcomes_read = time.monotonic()
         self._init_continuity()
         self.rebuild_indexes()
 
@@ -245,6 +254,9 @@ class Engram(ContinuityMixin):
     def rebuild_indexes(self) -> None:
         """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
         with self._lock:
+            # Taken before the rows are read: a change committed meanwhile is applied again by
+            # the next catch_up, which is harmless (applying a change twice is applying it once).
+            mark = self.store_db.change_mark()
             # Sized once: growing by doubling would copy every column about log2(n) times.
             idx = self._new_index(self.store_db.count_live_memories() + 1024)
             missing: list[Memory] = []
@@ -266,6 +278,60 @@ class Engram(ContinuityMixin):
             self.graph = MemoryGraph(lambda: ((s, d, w) for s, d, w, _ in self.store_db.all_edges()))
             self.outcomes = self.store_db.session_outcomes()
             self.index_built_at = self.clock.now()
+            self._feed_mark = mark
+            self._feed_checked = self._outcomes_read = time.monotonic()
+
+    def catch_up(self, force: bool = False) -> int:
+        """Apply the writes other servers committed to the database since the last look, so a
+        read here ranks over the rows every server sees. Asks at most every FEED_POLL_S unless
+        `force` (a write about to be resolved must meet a memory stored elsewhere a moment ago).
+        This server's own writes are in the indexes already; meeting them again in the feed
+        changes nothing. A DuckDB file has no other writer: its feed is empty, nothing is read.
+        Returns how many memories were applied."""
+        with self._lock:
+            t = time.monotonic()
+            if not force and t - self._feed_checked < FEED_POLL_S:
+                return 0
+            if self._feed_mark and t - self._feed_checked > FEED_MAX_GAP_S:
+                self.rebuild_indexes()  # changes older than the feed keeps may be gone from it
+                return len(self.index)
+            self._feed_checked = t
+            mark, ids, edges = self.store_db.changes_since(self._feed_mark)
+            if ids or edges:
+                self._apply_changes(ids, edges)
+            self._feed_mark = mark
+            if mark and t - self._outcomes_read >= OUTCOMES_POLL_S:
+                self.outcomes = self.store_db.session_outcomes()
+                self._outcomes_read = t
+            return len(ids)
+
+    def _apply_changes(self, ids: Sequence[str], edges: bool) -> None:
+        """Bring the indexes in step with these memories' rows (a missing row was deleted)."""
+        idx = self.index
+        rows = {m.id: (m, blob) for m, blob in self.store_db.index_rows(ids)} if ids else {}
+        stale = False  # a text changed or a memory went: handoff validations must start over
+        for mid in ids:
+            got = rows.get(mid)
+            r = idx.row_of.get(mid)
+            if got is None:
+                if r is not None:
+                    idx.remove(mid)
+                    self.graph.remove_nodes([mid])
+                    stale = True
+                continue
+            m, blob = got
+            vec = None
+            if blob is not None and (r is None or idx.texts[r] != m.content):
+                vec = np.frombuffer(blob, dtype=np.float32)
+                if vec.shape[0] != self.embedder.dim:
+                    vec = None  # written by a server on another model: kept out of vector search
+            stale |= r is not None and idx.texts[r] != m.content
+            idx.upsert(m, vec)
+        if edges:
+            # Which edges changed is not in the feed: the table is read again, when next needed.
+            self.graph = MemoryGraph(lambda: ((s, d, w) for s, d, w, _ in self.store_db.all_edges()))
+        if stale:
+            self.activity_epoch += 1
 
     def _new_index(self, capacity: int = 1024) -> MemoryIndex:
         s = self.settings
@@ -320,11 +386,13 @@ class Engram(ContinuityMixin):
 
     def index_status(self) -> dict[str, Any]:
         """The derived indexes: memory rows and graph edges held, and when they were built."""
+        self.catch_up()
         return {"rows": len(self.index), "edges": self.graph.edge_count(),
                 "built_at": self.index_built_at}
 
     def index_counts(self) -> dict[tuple[str, str], int]:
-        """Memories by (memory_type, status) as the index holds them: no database round trip."""
+        """Memories by (memory_type, status) as the index holds them (after catch_up)."""
+        self.catch_up()
         return self.index.type_status_counts()
 
     def schema_version(self) -> int:
@@ -424,6 +492,7 @@ class Engram(ContinuityMixin):
         out: list[StoreResult] = []
         vecs = embed(waves[0])
         with ThreadPoolExecutor(1) if len(waves) > 1 else nullcontext() as pool, self._lock:
+            self.catch_up(force=True)  # resolve against what every server stored
             try:
                 with self.store_db.transaction(), self.store_db.buffered():
                     ahead: list[Future] = []
@@ -581,6 +650,7 @@ class Engram(ContinuityMixin):
         """Rewrite a memory's content (the agent's own merge or correction). History keeps the old text."""
         content = self.redact(check_text(content, "content", self.settings.max_content_chars))
         with self._lock:
+            self.catch_up(force=True)  # its new edges are computed against every server's rows
             old = self.get(memory_id, user_id)
             if old.status != "active":
                 raise EngramError(f"memory {memory_id} is {old.status}; only active memories can be updated")
@@ -656,6 +726,7 @@ class Engram(ContinuityMixin):
         if qvec is not None and self._reference is None:
             self._reference = self.embedder.embed_batch(list(REFERENCE_TEXTS))
         with self._lock:
+            self.catch_up()
             now = self.clock.now()
             idx = self.index
             mask = idx.mask(user, memory_type, task_id, tags, as_of)
@@ -707,6 +778,7 @@ class Engram(ContinuityMixin):
                 ids = [self.get(memory_id, user).id]
             else:
                 check_text(query, "query", 10_000)
+                self.catch_up(force=True)
                 ids = self._matching_all_terms(query, user)
             if dry_run or not ids:
                 return ids
@@ -755,6 +827,7 @@ class Engram(ContinuityMixin):
         tags = check_tags(tags) or None
         user = self._user(user_id)
         with self._lock:
+            self.catch_up()
             idx = self.index
             rows = np.flatnonzero(idx.mask(user, memory_type, task_id, tags, as_of,
                                            listable if status == "any" else (status,)))

@@ -57,6 +57,7 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
     """
     t0 = time.perf_counter()
     with eng._lock:
+        eng.catch_up(force=True)  # plan over every server's writes
         started = eng.clock.now()
         mine = user_rows(eng.index, user_id)
         prune = _plan_prune(eng, started, mine)
@@ -324,6 +325,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
     """
     s, db = eng.settings, eng.store_db
     with eng._lock:
+        eng.catch_up()
         now = eng.clock.now()
         by_type: dict[str, int] = {}
         by_status: dict[str, int] = {}

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import socket
 import threading
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -16,7 +20,14 @@ from .maintenance import run_maintenance
 if TYPE_CHECKING:
     from .engram import Engram
 
+log = logging.getLogger(__name__)
+
 JOB_ID = "engram-maintenance"
+# Several servers on one database run the upkeep once between them: a run needs this lease
+# (store.try_lease), taken for half the interval, longer than any run and shorter than the time
+# to the next. A server whose run falls due while another holds it skips that run.
+LEASE = "maintenance"
+LEASE_SHARE = 0.5
 # When the next scheduled run is due, kept in the database: a daemon that exits when idle (or a
 # machine that was off) must not restart the interval at every start and so never run.
 META_NEXT_DUE = "maintenance_next_due"
@@ -54,6 +65,9 @@ class MaintenanceScheduler:
         self.skipped = 0
         self.errors = 0
         self.last_error: str | None = None
+        self.held_elsewhere = 0  # runs skipped because another server held the lease
+        # Who takes the lease: this process on this host (pids repeat across hosts).
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
     # -- lifecycle ---------------------------------------------------------------------------------
     def start(self) -> None:
@@ -91,6 +105,15 @@ class MaintenanceScheduler:
                 self.skipped += 1
             return None
         try:
+            now = self.clock.now()
+            lease_s = max(self.interval.total_seconds() * LEASE_SHARE, 1.0)
+            if not self.eng.store_db.try_lease(LEASE, self.holder, now, lease_s):
+                with self._state_lock:
+                    self.skipped += 1
+                    self.held_elsewhere += 1
+                log.info("maintenance due at %s: another server holds the %r lease and runs it; "
+                         "skipped here", now.isoformat(), LEASE)
+                return None
             try:
                 report = run_maintenance(self.eng, apply=True)
             except Exception as e:  # a failed run must not kill the schedule
@@ -163,6 +186,7 @@ class MaintenanceScheduler:
                 "last_report": self.last_report,
                 "runs": self.runs,
                 "skipped": self.skipped,
+                "held_elsewhere": self.held_elsewhere,
                 "errors": self.errors,
                 "last_error": self.last_error,
                 "mode": "virtual" if self.virtual else "background",

@@ -31,6 +31,9 @@ __all__ = ["SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
 log = logging.getLogger(__name__)
 
 SHUTDOWN = "__shutdown__"  # the RPC method that stops the daemon (not an Api operation)
+# How often an idle daemon applies other servers' writes (Engram.catch_up), so the first read
+# after a quiet spell finds its indexes current. On a DuckDB file there are none: nothing is read.
+FRESH_EVERY_S = 0.5
 
 
 class Daemon:
@@ -52,6 +55,7 @@ class Daemon:
         self._stopping = False
         self._http: Any = None
         self._http_thread: threading.Thread | None = None
+        self._fresh_thread: threading.Thread | None = None
 
     # -- requests
 
@@ -80,6 +84,8 @@ class Daemon:
         if http:
             self._start_http(host, port)
         self.rpc.start()
+        self._fresh_thread = threading.Thread(target=self._keep_fresh, name="engram-feed", daemon=True)
+        self._fresh_thread.start()
         log.info("engram daemon %d serving %s (db %s)", os.getpid(), self.settings.socket_path, self.eng.path)
 
     def _start_http(self, host: str, port: int) -> None:
@@ -95,6 +101,13 @@ class Daemon:
                 raise EngramError(f"could not serve HTTP on {host}:{port}; see the log above")
             time.sleep(0.05)
         log.info("HTTP API and MCP (streamable HTTP at /mcp) on http://%s:%d", host, port)
+
+    def _keep_fresh(self) -> None:
+        while not self.stop_requested.wait(FRESH_EVERY_S) and not self._stopping:
+            try:
+                self.eng.catch_up()
+            except Exception as e:  # noqa: BLE001 - the database away a moment: the next look retries
+                log.warning("could not read the change feed: %s: %s", type(e).__name__, e)
 
     def wait(self) -> None:
         """Block until SIGTERM/SIGINT, a shutdown request, the HTTP server stopping, or
@@ -118,6 +131,8 @@ class Daemon:
     def close(self) -> None:
         """Stop the HTTP server, the socket, the scheduler; checkpoint and close the database."""
         self._stopping = True
+        if self._fresh_thread is not None:
+            self._fresh_thread.join(10)
         if self._http is not None:
             self._http.should_exit = True
             if self._http_thread is not None:

@@ -37,6 +37,20 @@ class MemoryStore(Protocol):
         """Inserts of memories, events and edges may be held and sent together; every read
         inside still sees them."""
 
+    # -- several servers on one database ----------------------------------------
+    # Each server keeps derived indexes (engram/index.py, graph.py) built from the rows; when
+    # other processes write to the same database it catches up from this feed of changes.
+    def change_mark(self) -> int:
+        """The newest change number now: a later changes_since(mark) returns only newer writes."""
+
+    def changes_since(self, mark: int) -> tuple[int, list[str], bool]:
+        """Writes committed by any process after `mark`: (the new mark, ids of memories inserted,
+        updated or deleted, in change order without repeats, whether any edge changed)."""
+
+    def try_lease(self, name: str, holder: str, now: datetime, seconds: float) -> bool:
+        """Take the named lease for `seconds` when it is free, expired or already `holder`'s;
+        True when `holder` holds it now."""
+
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None: ...
 
@@ -67,6 +81,10 @@ class MemoryStore(Protocol):
 
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
         """Every memory but deleted ones with its embedding, oldest first (the index's rows)."""
+
+    def index_rows(self, ids: Sequence[str]) -> list[tuple[Memory, bytes | None]]:
+        """These memories (deleted or missing ones aside) with their embeddings, as
+        iter_index_rows gives them: what a server re-reads to apply another's writes."""
 
     def count_live_memories(self) -> int:
         """Memories of every user and status but deleted: the rows the index holds."""

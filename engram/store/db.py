@@ -249,6 +249,19 @@ class Store:
             self.con.execute("INSERT OR REPLACE INTO edges SELECT " + edge_types, _columns(list(p.edges.values())))
 
 
+    # -- several servers on one database ----------------------------------------
+    # A DuckDB file has one writer process by construction: the file lock (see __init__) lets
+    # only the daemon that owns it open it. No other process can have written, so the feed of
+    # changes is always empty and every lease is this process's.
+    def change_mark(self) -> int:
+        return 0
+
+    def changes_since(self, mark: int) -> tuple[int, list[str], bool]:
+        return 0, [], False
+
+    def try_lease(self, name: str, holder: str, now: datetime, seconds: float) -> bool:
+        return True
+
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         r = self.execute("SELECT value FROM meta WHERE key = ?", [key]).fetchone()
@@ -441,6 +454,18 @@ class Store:
                     yield row_to_memory(r[:-1]), r[-1]
         finally:
             cur.close()
+
+    def index_rows(self, ids: Sequence[str]) -> list[tuple[Memory, bytes | None]]:
+        out: list[tuple[Memory, bytes | None]] = []
+        with self._lock:
+            self._flush()
+            for i in range(0, len(ids), 1000):
+                part = list(ids[i:i + 1000])
+                rows = self.con.execute(f"SELECT {_MEM_SELECT}, embedding FROM memories "
+                                        f"WHERE {_in('id', len(part))} AND status <> 'deleted'",
+                                        part).fetchall()
+                out += [(self._counted(row_to_memory(r[:-1])), r[-1]) for r in rows]
+        return out
 
     def delete_memories(self, ids: Sequence[str]) -> None:
         if not ids:

@@ -425,6 +425,13 @@ class PgStore:
         where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
         return self._iter_rows(where, params, batch)
 
+    def index_rows(self, ids: Sequence[str]) -> list[tuple[Memory, bytes | None]]:
+        if not ids:
+            return []
+        rows = self._rows(f"SELECT {_MEM_SELECT}, embedding FROM memories WHERE id = ANY(%s) "
+                          "AND status <> 'deleted'", [list(ids)], binary=True)
+        return [(row_to_memory(r[:-1]), _vec_bytes(r[-1])) for r in rows]
+
     def delete_memories(self, ids: Sequence[str]) -> None:
         if not ids:
             return
