@@ -122,8 +122,8 @@ class Api:
                                  user_id=ctx.user_id, session_id=ctx.session_id)
         return {"task_id": t.id, **t.to_dict()}
 
-    def get_task(self, ctx: Ctx, task_id: str) -> dict:
-        return self.eng.task_view(task_id, user_id=ctx.user_id)
+    def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
+        return self.eng.task_view(task_id, limit, user_id=ctx.user_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int) -> dict:
         return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id)}

@@ -33,6 +33,10 @@ def estimate_tokens(text: str) -> int:
     return math.ceil(len(text) / 4)
 
 
+# get_task's list of each memory type (every other type is in "memories").
+_TASK_LISTS = {"handoff": "handoffs", "failure": "failures", "progress": "progress"}
+
+
 @dataclass(frozen=True)
 class _Validation:
     """One handoff's step checks over the index rows before `rows_seen` (of that index, at that
@@ -289,20 +293,26 @@ class ContinuityMixin:
         out.sort(key=lambda x: x[:2])
         return [d for *_, d in out[:limit]]
 
-    def task_view(self, task_id: str, user_id: str | None = None) -> dict:
-        """The task, everything linked to it in time order, and the latest handoff's validation."""
+    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None) -> dict:
+        """The task, the newest `limit` of everything linked to it (and of each kind) in time
+        order with the totals in counts, and the latest handoff's validation.
+
+        Bounded because a long task's answer otherwise grows with every note: past about 500
+        memories it no longer fits in one MCP message (the SDK client's 1 MiB per event).
+        """
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
+            raise EngramError(f"limit must be an integer from 1 to 1000; got {limit!r}")
         with self._lock:
             t = self.get_task_row(task_id, user_id)
             mems = self.store_db.task_memories(t.user_id, task_id)
             latest = self.latest_handoff(t.user_id, task_id)
+            lists = {"timeline": mems, "handoffs": [], "failures": [], "progress": [], "memories": []}
+            for m in mems:
+                lists[_TASK_LISTS.get(m.memory_type, "memories")].append(m)
             return {
                 "task": t.to_dict(),
-                "timeline": [self._timeline_entry(m) for m in mems],
-                "handoffs": [self._timeline_entry(m) for m in mems if m.memory_type == "handoff"],
-                "failures": [self._timeline_entry(m) for m in mems if m.memory_type == "failure"],
-                "progress": [self._timeline_entry(m) for m in mems if m.memory_type == "progress"],
-                "memories": [self._timeline_entry(m) for m in mems
-                             if m.memory_type not in ("handoff", "failure", "progress")],
+                **{name: [self._timeline_entry(m) for m in rows[-limit:]] for name, rows in lists.items()},
+                "counts": {name: len(rows) for name, rows in lists.items()},
                 "latest_handoff": self.handoff_view(latest) if latest else None,
                 "plan": self.task_plan_of(t.user_id, t.id),
             }

@@ -269,14 +269,18 @@ Returns the task {task_id, name, goal, status, metadata, ...}.""",
 
     Op("get_task", (
         Param("task_id", str, "Id from create_task."),
+        Param("limit", int, "Newest entries of each list to return (1-1000); counts has the totals.",
+              50, ge=1, le=1000),
     ), mcp="read", title="Get a task", description="""\
 Everything about one task: the task, a timeline of its memories, its handoffs, failures
-and progress, latest_handoff with each next step marked done, in_progress or not_started
-by the work recorded since, and plan: every step any of its handoffs planned, once, with
-status done, in_progress, not_started or dropped, its evidence and the handoffs that
-planned it. Returns {task, timeline, handoffs, failures, progress, memories,
-latest_handoff, plan}. For a compact continuation use resume_task.""",
-       http=Http("GET", "/tasks/{task_id}", "A task with its timeline, plan and latest handoff"),
+and progress (the newest `limit` of each, in time order; counts gives how many there are),
+latest_handoff with each next step marked done, in_progress or not_started by the work
+recorded since, and plan: every step any of its handoffs planned, once, with status done,
+in_progress, not_started or dropped, its evidence and the handoffs that planned it. Returns
+{task, timeline, handoffs, failures, progress, memories, counts, latest_handoff, plan}.
+For a compact continuation use resume_task.""",
+       http=Http("GET", "/tasks/{task_id}", "A task with its timeline, plan and latest handoff (?limit=)",
+                 query=("limit",)),
        cli=(Cli(("task", "show"), "Show a task with its timeline and latest handoff.", positional=("task_id",)),)),
 
     Op("list_tasks", (

@@ -38,6 +38,24 @@ def test_task_view_lists_everything_in_time_order(eng, clock):
     assert v["latest_handoff"]["next_steps_validation"][0]["status"] == "not_started"
 
 
+def test_task_view_is_bounded_to_the_newest_entries_with_totals(eng, clock):
+    """A long task's get_task stays small: the newest `limit` of each list, the totals in counts."""
+    t = eng.create_task("Long migration")
+    for i in range(7):
+        clock.advance(minutes=1)
+        eng.track_progress(f"table {i}", "in_progress", i / 10, task_id=t.id, session_id="s1")
+    clock.advance(minutes=1)
+    eng.handoff("Tables moved", next_steps=["Move the views"], task_id=t.id, session_id="s1")
+    v = eng.task_view(t.id, limit=3)
+    assert [e["progress"]["feature"] for e in v["progress"]] == ["table 4", "table 5", "table 6"]
+    assert [e["memory_type"] for e in v["timeline"]] == ["progress", "progress", "handoff"]
+    assert v["counts"] == {"timeline": 8, "handoffs": 1, "failures": 0, "progress": 7, "memories": 0}
+    assert v["latest_handoff"]["next_steps"] == ["Move the views"]
+    assert eng.task_view(t.id)["counts"]["timeline"] == len(eng.task_view(t.id)["timeline"]) == 8
+    with pytest.raises(EngramError, match="limit must be an integer from 1 to 1000"):
+        eng.task_view(t.id, limit=0)
+
+
 def test_interrupted_session_reported_once(eng, clock):
     eng.touch_session("A", client="agent-a")
     t = eng.create_task("Refactor", session_id="A")

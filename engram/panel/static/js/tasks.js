@@ -51,6 +51,8 @@ export function taskPage(id) {
         h("h2", {}, "Plan"),
         planTable(view.plan),
         h("h2", {}, "Timeline"),
+        view.counts.timeline > view.timeline.length
+          ? h("p", { class: "muted" }, `The newest ${view.timeline.length} of ${view.counts.timeline} entries.`) : null,
         timeline(view.timeline, sessions));
     },
   };
