@@ -67,6 +67,34 @@ def _ts(dt: datetime | None) -> datetime | None:
     return dt
 
 
+def memory_field_values(fields: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(column, stored value) of an update_memory's fields, both backends: KeyError for a field
+    that is not a column (or is the id)."""
+    out = []
+    for k, v in fields.items():
+        if k not in MEMORY_COLUMNS or k == "id":
+            raise KeyError(k)
+        if isinstance(v, datetime):
+            v = _ts(v)
+        elif k == "metadata":
+            v = json.dumps(v) if v else None
+        elif k in ("tags", "provenance"):
+            v = list(v)
+        out.append((k, v))
+    return out
+
+
+def session_field_values(fields: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(column, stored value) of an update_session's fields, both backends: KeyError for a
+    field that is not a column."""
+    out = []
+    for k, v in fields.items():
+        if k not in SESSION_COLUMNS + ("successes", "failures"):
+            raise KeyError(k)
+        out.append((k, _ts(v) if isinstance(v, datetime) else v))
+    return out
+
+
 def _aware(dt: datetime | None) -> datetime | None:
     return None if dt is None else dt.replace(tzinfo=timezone.utc)
 
@@ -292,18 +320,8 @@ class Store:
             put(self._pending)
 
     def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
-        sets, params = [], []
-        for k, v in fields.items():
-            if k not in MEMORY_COLUMNS or k == "id":
-                raise KeyError(k)
-            if isinstance(v, datetime):
-                v = _ts(v)
-            elif k == "metadata":
-                v = json.dumps(v) if v else None
-            elif k in ("tags", "provenance"):
-                v = list(v)
-            sets.append(f"{k} = ?")
-            params.append(v)
+        values = memory_field_values(fields)
+        sets, params = [f"{k} = ?" for k, _ in values], [v for _, v in values]
         if embedding is not None:
             sets.append("embedding = ?")
             params.append(np.asarray(embedding, dtype=np.float32).tobytes())
@@ -581,12 +599,8 @@ class Store:
              _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption])
 
     def update_session(self, session_id: str, **fields: Any) -> None:
-        sets, params = [], []
-        for k, v in fields.items():
-            if k not in SESSION_COLUMNS + ("successes", "failures"):
-                raise KeyError(k)
-            sets.append(f"{k} = ?")
-            params.append(_ts(v) if isinstance(v, datetime) else v)
+        values = session_field_values(fields)
+        sets, params = [f"{k} = ?" for k, _ in values], [v for _, v in values]
         self.execute(f"UPDATE sessions SET {', '.join(sets)} WHERE id = ?", params + [session_id])
 
     def _sessions_where(self, where: str, params: Sequence[Any] = ()) -> list[Session]:

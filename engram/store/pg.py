@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import DatabaseUnavailable
 from ..types import EngramError, Memory, Session, Task
 from .db import (ERASURE_PENDING, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, Rows, _aware, _ts,
-                 row_to_memory, row_to_session, row_to_task)
+                 memory_field_values, row_to_memory, row_to_session, row_to_task, session_field_values)
 from .schema import PG_MIGRATIONS
 
 try:
@@ -296,18 +296,8 @@ class PgStore:
              _ts(m.updated_at), m.conversation, m.stability, _vec(embedding)]))
 
     def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
-        sets, params = [], []
-        for k, v in fields.items():
-            if k not in MEMORY_COLUMNS or k == "id":
-                raise KeyError(k)
-            if isinstance(v, datetime):
-                v = _ts(v)
-            elif k == "metadata":
-                v = json.dumps(v) if v else None
-            elif k in ("tags", "provenance"):
-                v = list(v)
-            sets.append(f"{k} = %s")
-            params.append(v)
+        values = memory_field_values(fields)
+        sets, params = [f"{k} = %s" for k, _ in values], [v for _, v in values]
         if embedding is not None:
             sets.append("embedding = %b")
             params.append(_vec(embedding))
@@ -527,12 +517,8 @@ class PgStore:
                    _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption])
 
     def update_session(self, session_id: str, **fields: Any) -> None:
-        sets, params = [], []
-        for k, v in fields.items():
-            if k not in SESSION_COLUMNS + ("successes", "failures"):
-                raise KeyError(k)
-            sets.append(f"{k} = %s")
-            params.append(_ts(v) if isinstance(v, datetime) else v)
+        values = session_field_values(fields)
+        sets, params = [f"{k} = %s" for k, _ in values], [v for _, v in values]
         if sets:
             self._run(f"UPDATE sessions SET {', '.join(sets)} WHERE id = %s", params + [session_id])
 
