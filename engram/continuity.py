@@ -14,7 +14,7 @@ import numpy as np
 
 from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
-from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task
+from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task, check_tags
 
 from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
@@ -868,7 +868,7 @@ class ContinuityMixin:
         tags asked for, belongs to the task asked for (or, with no task, is relevant to the
         query), and counts towards `limit`."""
         user = self._user(user_id)
-        tags = tuple(tags) if tags else None
+        tags = check_tags(tags) or None  # one string is one tag, not its characters
         with self._lock:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,

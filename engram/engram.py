@@ -33,7 +33,7 @@ from .ops import refuse_unknown
 from .retrieve import REFERENCE_TEXTS, Weights, rank
 from .store import MemoryStore, open_store
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
-                    StoreResult)
+                    StoreResult, check_tags)
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
@@ -71,18 +71,6 @@ def check_type(v: Any) -> str:
     if v not in MEMORY_TYPES:
         raise EngramError(f"memory_type must be one of {', '.join(MEMORY_TYPES)}; got {v!r}")
     return v
-
-
-def check_tags(tags: Any) -> tuple[str, ...]:
-    if tags is None:
-        return ()
-    if isinstance(tags, str):
-        tags = [tags]
-    if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
-        raise EngramError("tags must be a list of strings")
-    if len(tags) > 64:
-        raise EngramError("at most 64 tags")
-    return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 
 def check_conversation(v: Any) -> str | None:

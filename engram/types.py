@@ -19,6 +19,19 @@ OUTCOMES: tuple[str, ...] = ("success", "failure")
 INTERRUPTION_REASONS: tuple[str, ...] = ("context_overflow", "rate_limit", "user_stop", "other")
 
 
+def check_tags(tags: Any) -> tuple[str, ...]:
+    """Tags as every path takes them: a list of strings, or one string meaning one tag."""
+    if tags is None:
+        return ()
+    if isinstance(tags, str):
+        tags = [tags]
+    if not isinstance(tags, list | tuple) or not all(isinstance(t, str) for t in tags):
+        raise EngramError("tags must be a list of strings")
+    if len(tags) > 64:
+        raise EngramError("at most 64 tags")
+    return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
+
+
 @dataclass(frozen=True)
 class Ctx:
     """Who is calling: one session per client connection or process."""

@@ -43,6 +43,17 @@ def test_store_then_search_finds_it(http):
     assert hits[0]["tags"] == ["ops"]
 
 
+def test_one_tag_given_as_a_string_filters_as_that_tag(http):
+    """`tags: "ops"` is the tag "ops" on search as on store, not the tags "o", "p", "s"."""
+    stored = http.post("/memories", json={"content": "Deploys go to Fly.io from the main branch",
+                                          "tags": "ops"}).json()
+    http.post("/memories", json={"content": "Deploys of the docs go to Netlify", "tags": ["docs"]})
+    r = http.post("/search", json={"query": "deploys", "tags": "ops"})
+    assert r.status_code == 200
+    assert [h["id"] for h in r.json()["memories"]] == [stored["memory_id"]]
+    assert r.json()["memories"][0]["tags"] == ["ops"]
+
+
 def test_get_and_delete_memory(http):
     mid = http.post("/memories", json={"content": "The staging database is Postgres 16"}).json()["memory_id"]
     got = http.get(f"/memories/{mid}")
