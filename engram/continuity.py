@@ -18,6 +18,7 @@ from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, T
 
 from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
+SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
 
 # File names in progress notes, failures and handoffs: a name with a letter and a known extension,
@@ -514,10 +515,9 @@ class ContinuityMixin:
                "root_cause": _short(root_cause, "root_cause", 10_000, required=False),
                "fix": _short(fix, "fix", 10_000, required=False)}
         text = f"Failure in {doc['component']}: {doc['error']}"
-        if doc["root_cause"]:
-            text += f" Root cause: {doc['root_cause']}"
-        if doc["fix"]:
-            text += f" Fix: {doc['fix']}"
+        for label, value in (("Root cause", doc["root_cause"]), ("Fix", doc["fix"])):
+            if value:  # a full stop between the parts, so they do not read as one run-on sentence
+                text = f"{text if text.endswith(SENTENCE_ENDS) else text + '.'} {label}: {value}"
         with self._lock:
             self._check_task(task_id, user_id)
             res = self.store(text, memory_type="failure", importance=0.6, task_id=task_id,

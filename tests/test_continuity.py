@@ -97,6 +97,19 @@ def test_session_outcome_downweights_failing_sessions(eng):
         eng.session_outcome("good", "meh")
 
 
+def test_failure_text_reads_as_sentences(eng):
+    """The error, root cause and fix are separate sentences, never one run-on line; text that
+    already ends a sentence gets no second full stop."""
+    r = eng.track_failure("redirect_uri_mismatch from the provider", "oauth-callback",
+                          "trailing slash in the registered URI", fix="register it without the slash")
+    assert r.memory.content == ("Failure in oauth-callback: redirect_uri_mismatch from the provider. "
+                                "Root cause: trailing slash in the registered URI. "
+                                "Fix: register it without the slash")
+    r = eng.track_failure("Build failed!", "ci", fix="pin the runner image.")
+    assert r.memory.content == "Failure in ci: Build failed! Fix: pin the runner image."
+    assert eng.track_failure("timeout", "worker").memory.content == "Failure in worker: timeout"
+
+
 def test_related_failures_attached_for_a_component(eng):
     eng.track_failure("OOM while resizing images", "image-worker", "no size cap")
     eng.store("The image-worker runs on two replicas.")
