@@ -254,7 +254,8 @@ def _render_recall(r: dict) -> str:
         if m.get("explain"):
             lines.append(f"    explain: {json.dumps(m['explain'])}")
     for f in r.get("related_failures") or []:
-        lines.append(f"pitfall [{f.get('component', '?')}]: {f.get('content', '')}")
+        label = f"pitfall [{f['component']}]" if f.get("component") else "pitfall"
+        lines.append(f"{label}: {f.get('content', '')}")
     return "\n".join(lines)
 
 

@@ -168,7 +168,7 @@ def render_resume(r: dict, max_tokens: int) -> str:
             for e in sorted(r["plan"], key=lambda e: order[e["status"]])]
     pitfalls = []
     for f in r["pitfalls"]:
-        line = f"- [{f['component']}] {f['error']}"
+        line = f"- [{f['component']}] {f['error']}" if f["component"] else f"- {f['error']}"
         if f.get("root_cause"):
             line += f"; root cause: {f['root_cause']}"
         if f.get("fix"):

@@ -117,7 +117,10 @@ def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:
         used += t
         ids.append(m["id"])
     for f in r["related_failures"]:
-        line = f"- pitfall [{f['component']}]: {f['content']}"
+        if f["id"] in ids:  # already in the block as a memory: the budget is not spent twice on it
+            continue
+        # A failure stored with store_memory has no component: no empty brackets for it.
+        line = f"- pitfall [{f['component']}]: {f['content']}" if f["component"] else f"- pitfall: {f['content']}"
         t = estimate_tokens(line)
         if used + t <= budget:
             lines.append(line)

@@ -435,3 +435,11 @@ def test_continuity_commands(cli, eng, clock):
     assert usage.value.code == 2
     code, _, err = cli("--session", " ", "tasks")
     assert code == 1 and "--session" in err
+
+
+def test_recall_prints_a_pitfall_without_a_component_plainly(cli):
+    task = cli_json(cli, "task", "create", "OAuth2 login")["task_id"]
+    cli_json(cli, "remember", "Never log the OAuth2 refresh token", "--type", "failure", "--task", task)
+    code, out, _ = cli("recall", "OAuth2 refresh token", "--task", task)
+    assert code == 0
+    assert "pitfall: Never log the OAuth2 refresh token" in out and "[?]" not in out

@@ -424,3 +424,21 @@ def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
     from engram.continuity import MEMORY_RULES
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
     assert "```markdown\n" + MEMORY_RULES + "```" in readme
+
+
+def test_pitfalls_are_listed_once_and_without_empty_brackets(eng):
+    """A failure stored with store_memory has no component: get_context and resume_task print it
+    without `[]`; a pitfall get_context already packed as a memory is not printed again."""
+    t = eng.create_task("OAuth2 login", goal="Replace session cookies with OAuth2")
+    eng.store("Never log the OAuth2 refresh token; debug logs leaked it once.", memory_type="failure",
+              task_id=t.id)
+    eng.track_failure("redirect_uri_mismatch from the OAuth2 provider", "oauth-callback",
+                      "trailing slash in the registered URI", task_id=t.id)
+    text = eng.context("OAuth2 refresh token and redirect", task_id=t.id)["context"]
+    assert "[]" not in text
+    for needle in ("Never log the OAuth2 refresh token", "redirect_uri_mismatch"):
+        assert text.count(needle) == 1, text
+    resume = eng.resume_task(t.id)["context"]
+    assert "[]" not in resume
+    assert "- Never log the OAuth2 refresh token; debug logs leaked it once." in resume
+    assert "- [oauth-callback] redirect_uri_mismatch from the OAuth2 provider" in resume
