@@ -119,3 +119,13 @@ def test_readme_documents_every_mcp_tool():
         pytest.skip("README.md has no '## Use it from an agent' section yet")
     missing = [t for t in TOOL_NAMES if f"`{t}(" not in body]
     assert not missing, f"README tools table does not mention: {', '.join(missing)}"
+
+
+def test_the_quick_start_leaves_the_clone_clean():
+    """scripts/demo.sh keeps its store in the clone (README quick start): git must ignore it, or
+    a `git add -A` after the demo commits a database, a model cache and a daemon log."""
+    root = README.parent
+    demo = (root / "scripts" / "demo.sh").read_text()
+    home = re.search(r'ENGRAM_HOME="\$\{ENGRAM_HOME:-\$ROOT/([^}"]+)\}"', demo).group(1)
+    ignored = [line.strip() for line in (root / ".gitignore").read_text().splitlines()]
+    assert f"{home.rstrip('/')}/" in ignored
