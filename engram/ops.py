@@ -516,19 +516,34 @@ def describe(name: str, err: Any) -> str:
     """A pydantic ValidationError as one line: each bad argument, what was wrong and what was given."""
     op = OPS.get(name)
     parts = []
-    for e in err.errors(include_url=False):
+    errors = err.errors(include_url=False)
+    # A union's member errors ("tags.str") carry the argument's whole value; its items' do not.
+    whole = {e["loc"][0]: e.get("input") for e in errors if len(e["loc"]) == 2}
+    said: set[str] = set()
+    for e in errors:
         where = ".".join(str(p) for p in e["loc"]) or "arguments"
         if e["type"] == "missing":
             parts.append(f"missing required argument {where}")
             continue
-        given = repr(e.get("input"))
-        given = given if len(given) <= 60 else given[:57] + "..."
         p = op.param(str(e["loc"][0])) if op is not None and e["loc"] else None
+        if p is not None and p.type == Items:
+            # pydantic reports each member of the union ("next_steps.list[str].0: ...",
+            # "next_steps.str: ..."): one line for the argument says what it takes.
+            if p.name not in said:
+                said.add(p.name)
+                parts.append(f"{p.name} must be a list of strings or one string (got {_short_repr(whole.get(p.name))})")
+            continue
+        given = _short_repr(e.get("input"))
         if p is not None and e["type"] in ("greater_than_equal", "less_than_equal"):
             parts.append(f"{where} {p.bounds_text()} (got {given})")
         else:
             parts.append(f"{where}: {e['msg']} (got {given})")
     return f"{name}: invalid arguments: " + "; ".join(parts)
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 # ---------------------------------------------------------------- models derived from the declarations

@@ -178,6 +178,25 @@ def test_one_refusal_reads_the_same_over_mcp_http_and_the_cli(api, settings, ser
     assert capsys.readouterr().err.strip() == f"error: {expected}"
 
 
+def test_a_bad_list_argument_is_one_plain_refusal(api):
+    """A list-or-string argument (tags, next_steps, ...) is refused in one phrase naming what it
+    takes, not once per member of the union pydantic tried ("next_steps.list[str].0: ...")."""
+    with pytest.raises(EngramError) as e:
+        ops.check("session_handoff", {"summary": "s", "next_steps": [1, 2], "completed": 5})
+    assert str(e.value) == ("session_handoff: invalid arguments: completed must be a list of strings or "
+                            "one string (got 5); next_steps must be a list of strings or one string "
+                            "(got [1, 2])")
+
+    async def over_mcp():
+        async with Client(build_mcp(lambda ctx: LocalBackend(api, Ctx("s-ops")))) as c:
+            r = await c.call_tool("recall_memory", {"query": "x", "tags": ["ok", 7]})
+            assert r.is_error
+            return r.content[0].text
+
+    assert asyncio.run(over_mcp()) == ("recall_memory: invalid arguments: tags must be a list of strings "
+                                       "or one string (got ['ok', 7])")
+
+
 def test_http_refuses_a_path_parameter_in_the_body(api, settings, serve):
     base = serve(build_app(api, token=None, settings=settings))
     tid = httpx.post(f"{base}/tasks", json={"name": "billing"}, timeout=30).json()["task_id"]
