@@ -155,7 +155,7 @@ class Api:
         self.metrics.stored(r.action)
         return r.to_dict()
 
-    def track_progress(self, ctx: Ctx, feature: str, status: str, completion: float,
+    def track_progress(self, ctx: Ctx, feature: str, status: str, completion: float | None,
                        task_id: str | None, notes: str) -> dict:
         m = self.eng.track_progress(feature, status, completion, task_id, notes,
                                     user_id=ctx.user_id, session_id=ctx.session_id)

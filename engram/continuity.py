@@ -527,12 +527,14 @@ class ContinuityMixin:
             self._session_task(session_id, task_id)
             return res
 
-    def track_progress(self, feature: str, status: str, completion: float = 0.0,
+    def track_progress(self, feature: str, status: str, completion: float | None = None,
                        task_id: str | None = None, notes: str = "", user_id: str | None = None,
                        session_id: str | None = None) -> Memory:
         feature = _short(feature, "feature", 2000)
         if status not in PROGRESS_STATUSES:
             raise EngramError(f"status must be one of {', '.join(PROGRESS_STATUSES)}; got {status!r}")
+        if completion is None:  # not given: "done" is all of it, not "done (0%)"
+            completion = 1.0 if status == "done" else 0.0
         if isinstance(completion, bool) or not isinstance(completion, int | float) \
                 or not math.isfinite(completion) or not 0 <= completion <= 1:
             raise EngramError(f"completion must be a number between 0 and 1, got {completion!r}")

@@ -338,7 +338,8 @@ reinforces the existing record. Returns {action, memory_id, content, reason}."""
     Op("track_progress", (
         Param("feature", str, "The feature or step this is about."),
         Param("status", Literal[PROGRESS_STATUSES], "planned, in_progress, blocked or done."),  # type: ignore[valid-type]
-        Param("completion", float, "Fraction done, 0 to 1.", 0.0, ge=0, le=1),
+        Param("completion", float | None, "Fraction done, 0 to 1 (default: 1 when status is done, else 0).",
+              None, ge=0, le=1),
         TASK_ID,
         Param("notes", str, "Details worth keeping.", ""),
     ), mcp="write", title="Record progress", description="""\

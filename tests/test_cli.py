@@ -443,3 +443,15 @@ def test_recall_prints_a_pitfall_without_a_component_plainly(cli):
     code, out, _ = cli("recall", "OAuth2 refresh token", "--task", task)
     assert code == 0
     assert "pitfall: Never log the OAuth2 refresh token" in out and "[?]" not in out
+
+
+def test_progress_done_without_completion_is_complete(cli):
+    """`engram progress X --status done` is all of X, not "done (0%)"; other statuses start at 0."""
+    done = cli_json(cli, "progress", "Write the docs", "--status", "done")
+    assert done["completion"] == 1.0
+    started = cli_json(cli, "progress", "Write the tests", "--status", "in_progress")
+    assert started["completion"] == 0.0
+    partly = cli_json(cli, "progress", "Write the changelog", "--status", "done", "--completion", "0.5")
+    assert partly["completion"] == 0.5
+    code, out, _ = cli("recall", "write the docs progress")
+    assert code == 0 and "Progress on Write the docs: done (100%)" in out

@@ -54,6 +54,13 @@ def test_one_tag_given_as_a_string_filters_as_that_tag(http):
     assert r.json()["memories"][0]["tags"] == ["ops"]
 
 
+def test_progress_done_without_completion_is_complete(http):
+    r = http.post("/progress", json={"feature": "CSV exporter tests", "status": "done"})
+    assert r.status_code == 201 and r.json()["completion"] == 1.0
+    r = http.post("/progress", json={"feature": "CSV escaping", "status": "blocked"})
+    assert r.status_code == 201 and r.json()["completion"] == 0.0
+
+
 def test_get_and_delete_memory(http):
     mid = http.post("/memories", json={"content": "The staging database is Postgres 16"}).json()["memory_id"]
     got = http.get(f"/memories/{mid}")

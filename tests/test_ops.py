@@ -53,6 +53,13 @@ def choices(t) -> tuple | None:
 # ---------------------------------------------------------------- derived from the declaration
 
 
+def bounds(prop: dict) -> tuple:
+    """A schema property's (minimum, maximum); an optional number (completion) has them in its
+    number branch."""
+    bounded = next((b for b in prop.get("anyOf", []) if "minimum" in b or "maximum" in b), prop)
+    return bounded.get("minimum"), bounded.get("maximum")
+
+
 def test_mcp_tools_are_the_declared_ones_with_the_declared_schemas(api):
     tools = mcp_tools(api)
     assert [t.name for t in tools] == list(ops.TOOLS) == [o.name for o in ops.OPS_LIST if o.mcp]
@@ -65,7 +72,7 @@ def test_mcp_tools_are_the_declared_ones_with_the_declared_schemas(api):
         for p in op.params:
             prop = schema["properties"][p.name]
             assert prop["description"] == p.description, (t.name, p.name)
-            assert prop.get("minimum") == p.ge and prop.get("maximum") == p.le, (t.name, p.name)
+            assert bounds(prop) == (p.ge, p.le), (t.name, p.name)
             if not p.required:
                 assert prop["default"] == p.default, (t.name, p.name)
             if choices(p.type):
@@ -94,7 +101,7 @@ def test_http_routes_bodies_and_openapi_come_from_the_declaration():
             for pname, prop in body["properties"].items():
                 p = op.param(pname)
                 assert prop["description"] == p.description
-                assert prop.get("minimum") == p.ge and prop.get("maximum") == p.le
+                assert bounds(prop) == (p.ge, p.le)
                 if not p.required:
                     assert prop["default"] == defaults.get(pname, p.default)
             assert entry["requestBody"]["required"] is not op.http.empty_body_ok
