@@ -551,6 +551,10 @@ def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     finally:
         conn.close()
     print(_render(op, result, a.json))
+    if isinstance(result, dict) and result.get("degraded") and not a.json:
+        # Keyword-only results look like any others: say so (on stderr, so a context block
+        # piped into a prompt stays clean).
+        print(f"warning: {result['degraded']}", file=sys.stderr)
     if op == "consolidate_memory" and not args.get("apply") and not a.json:
         print("(dry run: nothing changed; add --apply to make these changes)")
     if op == "import_from" and args["dry_run"] and not a.json:

@@ -114,3 +114,24 @@ def test_the_daemon_serves_keyword_recall_when_the_model_is_missing(model_home):
     assert out["memories"][0]["content"] == "The on-call rotation changes every Monday"
     r = engram("--json", "stats")
     assert json.loads(r.stdout)["model"]["backend"] == "unavailable"
+
+
+def test_the_cli_says_when_results_are_keyword_only(broken, settings, clock, capsys):
+    """Readable output looks the same degraded or not, so the CLI warns on stderr (stdout stays
+    a clean result: a context block piped into a prompt gets no warning in it)."""
+    from engram.cli import main
+    eng = Engram(":memory:", settings=settings, clock=clock, degraded_ok=True)
+    api = Api(eng)
+    try:
+        assert main(["remember", "The backup runs at 2am"], api_factory=lambda s: api) == 0
+        capsys.readouterr()
+        for argv in (["recall", "backup"], ["context", "backup"]):
+            assert main(argv, api_factory=lambda s: api) == 0
+            out, err = capsys.readouterr()
+            assert "The backup runs at 2am" in out and "degraded" not in out and "bm25" not in out
+            assert err.startswith("warning: keyword (bm25) recall only: the embedding model is unavailable")
+        assert main(["--json", "recall", "backup"], api_factory=lambda s: api) == 0
+        out, err = capsys.readouterr()
+        assert "degraded" in json.loads(out) and err == ""
+    finally:
+        eng.close()
