@@ -61,6 +61,17 @@ def test_progress_done_without_completion_is_complete(http):
     assert r.status_code == 201 and r.json()["completion"] == 0.0
 
 
+def test_an_unknown_query_parameter_is_refused_not_ignored(http):
+    """`?type=fact` (for memory_type) used to return every memory, unfiltered."""
+    http.post("/memories", json={"content": "Deploys go to Fly.io from the main branch"})
+    r = http.get("/memories", params={"type": "failure"})
+    assert r.status_code == 422
+    assert r.json()["error"].startswith("list_memories: unknown argument(s): type; accepted: memory_type,")
+    r = http.post("/search", params={"limit": "3"}, json={"query": "deploys"})
+    assert r.status_code == 422 and "unknown argument(s): limit" in r.json()["error"]
+    assert http.get("/memories", params={"memory_type": "failure"}).json()["total"] == 0
+
+
 def test_get_and_delete_memory(http):
     mid = http.post("/memories", json={"content": "The staging database is Postgres 16"}).json()["memory_id"]
     got = http.get(f"/memories/{mid}")

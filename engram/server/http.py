@@ -329,7 +329,9 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
                 # Path parameters come from the path only; the Api checks everything else.
                 refuse_unknown(spec.op, data, spec.body_fields)
                 args.update(data)
-            args.update((k, v) for k, v in request.query_params.items() if k in spec.query)
+            # A misspelt filter (`?type=fact` for memory_type) must not vanish into an unfiltered answer.
+            refuse_unknown(spec.op, request.query_params.keys(), spec.query)
+            args.update(request.query_params.items())
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
             return JSON(result, status_code=spec.status)
