@@ -504,7 +504,7 @@ class ContinuityMixin:
             self._check_task(task_id, user_id)
             res = self.store(render_handoff(doc), memory_type="handoff", importance=0.8,
                              task_id=task_id, metadata={"handoff": doc}, user_id=user_id,
-                             session_id=session_id, resolve_conflicts=False)
+                             session_id=session_id, resolve_conflicts=False, chunk=False)
             self._session_task(session_id, task_id)
             return res.memory
 
@@ -523,7 +523,7 @@ class ContinuityMixin:
             res = self.store(text, memory_type="failure", importance=0.6, task_id=task_id,
                              tags=[f"component:{doc['component'].lower()}"],
                              metadata={"failure": self.redact.value(doc)}, user_id=user_id,
-                             session_id=session_id)
+                             session_id=session_id, chunk=False)
             self._session_task(session_id, task_id)
             return res
 
@@ -546,7 +546,7 @@ class ContinuityMixin:
             self._check_task(task_id, user_id)
             res = self.store(text, memory_type="progress", importance=0.5, task_id=task_id,
                              metadata={"progress": doc}, user_id=user_id, session_id=session_id,
-                             resolve_conflicts=False)
+                             resolve_conflicts=False, chunk=False)
             self._session_task(session_id, task_id)
             return res.memory
 

@@ -412,11 +412,12 @@ class Engram(ContinuityMixin):
               metadata: dict | None = None, provenance: Sequence[str] = (),
               user_id: str | None = None, session_id: str | None = None, pinned: bool = False,
               created_at: datetime | None = None, resolve_conflicts: bool = True,
-              conversation: str | None = None) -> StoreResult:
+              conversation: str | None = None, chunk: bool = True) -> StoreResult:
         """Store one memory, resolving it against what is already known.
 
         Returns the action taken (new, reinforce, merge, replace) and the memory touched.
-        Content over ENGRAM_CHUNK_SIZE characters is split into linked chunks. `conversation`
+        Content over ENGRAM_CHUNK_SIZE characters is split into linked chunks unless `chunk` is
+        False (a handoff, failure or progress record is one memory however long). `conversation`
         marks the memory as a turn of that conversation (a chat import): turns of one
         conversation are searched with the turns just before them; a memory without one stands
         alone.
@@ -426,7 +427,7 @@ class Engram(ContinuityMixin):
                                      provenance=provenance, user_id=user_id, session_id=session_id,
                                      pinned=pinned, created_at=created_at,
                                      resolve_conflicts=resolve_conflicts,
-                                     conversation=conversation)])[0]
+                                     conversation=conversation, chunk=chunk)])[0]
 
     def _prepare(self, item: dict) -> dict:
         s = self.settings
@@ -456,6 +457,7 @@ class Engram(ContinuityMixin):
             created_at=utc(created) if created is not None else None,
             resolve_conflicts=bool(item.get("resolve_conflicts", True)),
             conversation=check_conversation(item.get("conversation")),
+            chunk=bool(item.get("chunk", True)),
         )
 
     def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
@@ -470,7 +472,8 @@ class Engram(ContinuityMixin):
             self.get_task_row(task_id, user)
         waves: list[list[tuple[dict, list[str]]]] = [[]]
         for p in prepared:
-            chunks = split_chunks(p["content"], self.settings.chunk_size, self.settings.chunk_overlap)
+            chunks = (split_chunks(p["content"], self.settings.chunk_size, self.settings.chunk_overlap)
+                      if p["chunk"] else [p["content"]])
             if sum(len(c) for _, c in waves[-1]) >= STORE_WAVE:
                 waves.append([])
             waves[-1].append((p, chunks))

@@ -442,3 +442,22 @@ def test_pitfalls_are_listed_once_and_without_empty_brackets(eng):
     assert "[]" not in resume
     assert "- Never log the OAuth2 refresh token; debug logs leaked it once." in resume
     assert "- [oauth-callback] redirect_uri_mismatch from the OAuth2 provider" in resume
+
+
+def test_a_long_handoff_failure_or_progress_is_one_record(eng, settings):
+    """Over ENGRAM_CHUNK_SIZE a memory is split into chunks; a handoff, failure or progress
+    record is not: split, one handoff read as two (two in get_task, the plan planned twice)."""
+    t = eng.create_task("CSV export")
+    steps = [f"Step {i}: implement the part of the exporter that handles case {i} carefully" for i in range(20)]
+    h = eng.handoff("A long handoff", completed=["the writer core"], next_steps=steps, task_id=t.id)
+    assert len(h.content) > settings.chunk_size and "chunk_group" not in h.metadata
+    failure = eng.track_failure("UnicodeEncodeError " * 80, "exporter", "locale encoding " * 40, task_id=t.id)
+    progress = eng.track_progress("CSV exporter tests", "in_progress", 0.5, task_id=t.id,
+                                  notes="covered: " + "accents, emoji, right-to-left text; " * 40)
+    assert failure.action == "new" and failure.chunks == () and "chunk_group" not in progress.metadata
+    view = eng.task_view(t.id)
+    assert view["counts"] == {"timeline": 3, "handoffs": 1, "failures": 1, "progress": 1, "memories": 0}
+    assert view["handoffs"][0]["content"] == h.content
+    assert [e["step"] for e in view["plan"]] == steps and all(e["planned_in"] == [h.id] for e in view["plan"])
+    # A plain long memory is still chunked.
+    assert len(eng.store("A long note. " * 200, task_id=t.id).chunks) > 1
