@@ -234,6 +234,11 @@ def _day(iso: str | None) -> str:
     return (iso or "")[:10]
 
 
+def _indent(text: str, pad: str) -> str:
+    """A multi-line memory (a handoff) with its later lines under the entry, not at column 0."""
+    return text.replace("\n", "\n" + pad)
+
+
 def _render_store(r: dict) -> str:
     line = f"{r['action']}: {r['memory_id']} [{r['memory_type']}] {r['content']}"
     return line + (f"\n  ({r['reason']})" if r.get("reason") else "")
@@ -249,7 +254,7 @@ def _render_recall(r: dict) -> str:
         lines.append("no memories found")
     for i, m in enumerate(r["memories"], 1):
         pin = " (latest handoff)" if m.get("pinned") else ""
-        lines.append(f"{i:>2}. [{m['memory_type']}] {m['content']}{pin}")
+        lines.append(f"{i:>2}. [{m['memory_type']}] {_indent(m['content'], '    ')}{pin}")
         lines.append(f"    id {m['id']}  score {m['score']:.3f}  {_day(m.get('created_at'))}")
         if m.get("explain"):
             lines.append(f"    explain: {json.dumps(m['explain'])}")
@@ -274,7 +279,7 @@ def _task_line(t: dict) -> str:
 def _render_task_view(r: dict) -> str:
     lines = [_task_line(r["task"])]
     for e in r.get("timeline") or []:
-        lines.append(f"  {_day(e['created_at'])} [{e['memory_type']}] {e['content']}")
+        lines.append(f"  {_day(e['created_at'])} [{e['memory_type']}] {_indent(e['content'], '    ')}")
     h = r.get("latest_handoff")
     if h:
         lines.append(f"latest handoff ({_day(h['created_at'])}): {h.get('summary', '')}")
@@ -292,7 +297,7 @@ def _render_tasks(r: dict) -> str:
         lines.append(_task_line(t))
         if t.get("last_activity"):
             la = t["last_activity"]
-            lines.append(f"    last: {_day(la['at'])} [{la['memory_type']}] {la['content'][:100]}")
+            lines.append(f"    last: {_day(la['at'])} [{la['memory_type']}] {_indent(la['content'][:100], '      ')}")
     return "\n".join(lines) or "no tasks"
 
 

@@ -455,3 +455,19 @@ def test_progress_done_without_completion_is_complete(cli):
     assert partly["completion"] == 0.5
     code, out, _ = cli("recall", "write the docs progress")
     assert code == 0 and "Progress on Write the docs: done (100%)" in out
+
+
+def test_a_handoff_prints_indented_under_its_entry(cli):
+    """Readable output keeps a multi-line memory's later lines under its entry; --json keeps the
+    text as stored."""
+    task = cli_json(cli, "task", "create", "CSV export")["task_id"]
+    cli("handoff", "Writer works", "--completed", "CSV writer", "--next", "Add a --csv flag", "--task", task)
+    for argv in (("task", "show", task), ("recall", "CSV writer handoff", "--task", task), ("tasks",)):
+        code, out, _ = cli(*argv)
+        assert code == 0
+        lines = out.splitlines()
+        assert any("Handoff: Writer works" in x for x in lines), out
+        assert not [x for x in lines if x.startswith(("Completed:", "Next steps:"))], out
+    view = cli_json(cli, "task", "show", task)
+    assert view["handoffs"][0]["content"] == ("Handoff: Writer works\nCompleted: CSV writer\n"
+                                              "Next steps: Add a --csv flag")
