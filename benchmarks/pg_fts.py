@@ -14,7 +14,8 @@ cosine order under the same filter by reciprocal rank fusion (k = 60, the top 50
    and hybrid) and of the database (FTS per configuration, and the fused hybrid) over the same
    rows.
 2. The labelled agent-memory set (benchmarks/recall_eval's loading and storing) the same way:
-   Hit@1 / Hit@3 per kind, Chinese, typo and exact included.
+   Hit@1 / Hit@3, precision and unrelated memories returned (benchmarks/precision.py) per kind,
+   Chinese, typo and exact included; for `none`, the share of queries returning nothing.
 3. Latency at --size memories: text drawn word by word from LoCoMo's own word frequencies (so
    the GIN posting lists have a natural, skewed distribution; lengths as LoCoMo's turns), bulk
    loaded by benchmarks.pg_scale's loader; the time to add each generated column and build its
@@ -208,6 +209,7 @@ def locomo_part(url: str, home: Path, embedder, data: Path, conversations: list[
 
 
 def agent_part(url: str, home: Path, embedder) -> dict:
+    from benchmarks.precision import precision
     from benchmarks.recall_eval import KINDS, SET_START, default_set_path, load_set, store_set
     from engram import VirtualClock
     doc = load_set(default_set_path())
@@ -232,10 +234,12 @@ def agent_part(url: str, home: Path, embedder) -> dict:
             continue
         cell: dict = {"n": len(sel)}
         for m in asks:
+            p = precision((kind, [i in w for i in g[m]]) for w, g in sel)
             if kind == "none":  # nothing stored answers these: a hit is returning nothing
-                cell[m] = {"empty": sum(not g[m] for _, g in sel) / len(sel)}
+                cell[m] = {"empty": p["none_empty"], "returned": p["none_returned"]}
             else:
                 cell[m] = {f"hit@{k}": sum(bool(w & set(g[m][:k])) for w, g in sel) / len(sel) for k in (1, 3)}
+                cell[m].update(precision=p["precision"], unrelated=p["unrelated"])
         table[kind] = cell
     return {"memories": len(doc["memories"]), "actions": actions, "by_kind": table}
 
