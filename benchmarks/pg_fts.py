@@ -140,7 +140,7 @@ def methods(eng, con, embedder):
     return out
 
 
-def _connect(url: str):
+def connect(url: str):
     import psycopg
     from pgvector.psycopg import register_vector
     con = psycopg.connect(url, autocommit=True)
@@ -148,14 +148,16 @@ def _connect(url: str):
     return con
 
 
-def _engram(url: str, home: Path, embedder, clock=None):
+def open_engram(url: str, home: Path, embedder, clock=None):
+    """An Engram on `url` whose memories table has the FTS columns and indexes, and its settings."""
     from engram import Engram, Settings
     from engram.store.pg import PgStore
     PgStore(url, START).close()  # the schema, so the columns can be added before the first write
-    with _connect(url) as con:
-        build = {cfg: add_fts(con, cfg) for cfg in CONFIGS}
+    with connect(url) as con:
+        for cfg in CONFIGS:
+            add_fts(con, cfg)
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
-    return Engram(url, settings=settings, embedder=embedder, clock=clock), settings, build
+    return Engram(url, settings=settings, embedder=embedder, clock=clock), settings
 
 
 def _timed(lat: list[float], fn, *args):
@@ -177,8 +179,8 @@ def locomo_part(url: str, home: Path, embedder, data: Path, conversations: list[
     convs = load(data)
     convs = [convs[i] for i in conversations] if conversations is not None else convs
     clock = VirtualClock()
-    eng, _, _ = _engram(url, home, embedder, clock)
-    con = _connect(url)
+    eng, _ = open_engram(url, home, embedder, clock)
+    con = connect(url)
     asks = methods(eng, con, embedder)
     scores: dict[str, list] = {m: [] for m in asks}
     lat: dict[str, list[float]] = {m: [] for m in asks}
@@ -214,8 +216,8 @@ def agent_part(url: str, home: Path, embedder) -> dict:
     from engram import VirtualClock
     doc = load_set(default_set_path())
     clock = VirtualClock(SET_START)
-    eng, settings, _ = _engram(url, home, embedder, clock)
-    con = _connect(url)
+    eng, settings = open_engram(url, home, embedder, clock)
+    con = connect(url)
     asks = methods(eng, con, embedder)
     rows = []
     try:
@@ -267,7 +269,7 @@ def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -
     res: dict = {"memories": n, "queries": nq, "load_s": round(load_postgres(url, ids, texts, vecs, emb), 1)}
     del ids, texts, vecs
     PgStore(url, START).close()
-    con = _connect(url)
+    con = connect(url)
     try:
         res["build"] = {cfg: add_fts(con, cfg) for cfg in CONFIGS}
         con.execute("VACUUM ANALYZE memories")
