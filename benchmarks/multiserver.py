@@ -414,7 +414,8 @@ def verify(servers: list[Server], writes: list[Write], task_id: str, stats: Stat
         handoffs = {w.memory_id for w in writes if w.kind == "handoff"}
         task_handoffs = {}
         for s in live:
-            t = http.get(f"{s.url}/tasks/{task_id}", timeout=OP_TIMEOUT_S).json()
+            # get_task returns the newest `limit` entries of each list; ask for all of them.
+            t = http.get(f"{s.url}/tasks/{task_id}", params={"limit": 1000}, timeout=OP_TIMEOUT_S).json()
             task_handoffs[s.index] = len({h["id"] for h in t["handoffs"]} & handoffs)
             # A last recall on each: any interruption not reported yet is reported now.
             body = http.post(f"{s.url}/search", json={"query": "shared task step", "limit": 1},

@@ -46,13 +46,17 @@ START = datetime(2026, 1, 1, tzinfo=UTC)
 def synthetic(n: int, seed: int) -> tuple[list[str], list[str], np.ndarray]:
     """n (id, content, vector) rows: random 8-word sentences and their hashed-words vectors."""
     rng = random.Random(seed)
+    return with_vectors([" ".join(rng.sample(WORDS, 8)) for _ in range(n)])
+
+
+def with_vectors(texts: list[str]) -> tuple[list[str], list[str], np.ndarray]:
+    """(ids, texts, hashed-words vectors) rows for these texts."""
     emb = FakeEmbedder(DIM, "fake-hash-384")
-    ids = [f"m{i:08d}" for i in range(n)]
-    texts = [" ".join(rng.sample(WORDS, 8)) for _ in range(n)]
+    n = len(texts)
     vecs = np.empty((n, DIM), dtype=np.float32)
     for i in range(0, n, 10_000):
         vecs[i:i + 10_000] = emb.embed_batch(texts[i:i + 10_000])
-    return ids, texts, vecs
+    return [f"m{i:08d}" for i in range(n)], texts, vecs
 
 
 def rows(ids, texts, vecs, start: int = 0):

@@ -53,6 +53,24 @@ def load_set(path: Path) -> dict:
     return doc
 
 
+SET_START = datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc)  # the clock the set is stored on
+
+
+def store_set(eng, clock, doc: dict) -> tuple[dict[str, str], dict[str, int]]:
+    """Store the set's memories in order in one session, as an agent writes them; then five
+    quiet minutes. Returns {key: memory id} and the count of each write action."""
+    ids: dict[str, str] = {}
+    actions: dict[str, int] = defaultdict(int)
+    for m in doc["memories"]:
+        clock.advance(seconds=40)  # one after another, as an agent writes them
+        r = eng.store(m["content"], memory_type=m.get("memory_type", "fact"),
+                      tags=m.get("tags"), session_id=SESSION)
+        ids[m["key"]] = r.memory.id
+        actions[r.action] += 1
+    clock.advance(minutes=5)
+    return ids, dict(actions)
+
+
 def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     """Store the set in order in one session, ask every query in every mode, score."""
     from engram import Engram, Settings, VirtualClock
@@ -61,18 +79,10 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     settings = settings or Settings.from_env()
     embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
                                          threads=settings.torch_threads)
-    clock = VirtualClock(datetime(2026, 3, 2, 9, 0, tzinfo=timezone.utc))
+    clock = VirtualClock(SET_START)
     eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
     try:
-        ids: dict[str, str] = {}
-        actions: dict[str, int] = defaultdict(int)
-        for m in doc["memories"]:
-            clock.advance(seconds=40)  # one after another, as an agent writes them
-            r = eng.store(m["content"], memory_type=m.get("memory_type", "fact"),
-                          tags=m.get("tags"), session_id=SESSION)
-            ids[m["key"]] = r.memory.id
-            actions[r.action] += 1
-        clock.advance(minutes=5)
+        ids, actions = store_set(eng, clock, doc)
         rows = []
         for q in doc["queries"]:
             want = {ids[k] for k in q["expect"]}

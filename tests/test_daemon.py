@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -83,3 +84,35 @@ def test_a_run_that_fell_due_while_no_daemon_ran_runs_at_the_next_start(eng, clo
     (report,) = third.tick()
     assert report["applied"] and third.status()["runs"] == 1
     assert datetime.fromisoformat(eng.store_db.get_meta(META_NEXT_DUE)) == clock.now() + third.interval
+
+
+def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_settings, fake, clock,
+                                                                       monkeypatch, caplog):
+    # A database away for a while must not write a warning every half second.
+    import engram.server.daemon as daemon_mod
+    monkeypatch.setattr(daemon_mod, "FRESH_EVERY_S", 0.01)
+    eng = Engram(":memory:", settings=short_settings, embedder=fake, clock=clock)
+    calls = {"n": 0}
+    back = threading.Event()
+
+    def catch_up(force: bool = False) -> int:
+        calls["n"] += 1
+        if calls["n"] <= 20:
+            raise ConnectionError("the connection is closed")
+        back.set()
+        return 0
+
+    monkeypatch.setattr(eng, "catch_up", catch_up)
+    daemon = Daemon(short_settings, engram=eng)
+    with caplog.at_level("INFO", logger="engram.server.daemon"):
+        daemon.start()
+        try:
+            assert back.wait(10)
+            time.sleep(0.1)
+        finally:
+            daemon.stop_requested.set()
+            daemon.close()
+    lines = [r.getMessage() for r in caplog.records if "change feed" in r.getMessage()]
+    assert calls["n"] > 21
+    assert lines == ["could not read the change feed: ConnectionError: the connection is closed "
+                     "(retrying every 0.01 s)", "the change feed is readable again"]

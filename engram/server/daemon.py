@@ -103,11 +103,19 @@ class Daemon:
         log.info("HTTP API and MCP (streamable HTTP at /mcp) on http://%s:%d", host, port)
 
     def _keep_fresh(self) -> None:
+        failing = False  # logged once when the feed becomes unreadable and once when it is back
         while not self.stop_requested.wait(FRESH_EVERY_S) and not self._stopping:
             try:
                 self.eng.catch_up()
             except Exception as e:  # noqa: BLE001 - the database away a moment: the next look retries
-                log.warning("could not read the change feed: %s: %s", type(e).__name__, e)
+                if not failing and not self._stopping:
+                    log.warning("could not read the change feed: %s: %s (retrying every %g s)",
+                                type(e).__name__, e, FRESH_EVERY_S)
+                failing = True
+            else:
+                if failing:
+                    log.info("the change feed is readable again")
+                failing = False
 
     def wait(self) -> None:
         """Block until SIGTERM/SIGINT, a shutdown request, the HTTP server stopping, or
