@@ -58,6 +58,9 @@ def _items(value: Any, name: str) -> list[str]:
         raise EngramError(f"{name} must be a list of strings")
     if len(value) > 100:
         raise EngramError(f"{name} has {len(value)} items; at most 100")
+    longest = max((len(v) for v in value), default=0)
+    if longest > 2000:  # a step or item, not a document: it is printed whole in every handoff view
+        raise EngramError(f"{name}: an item is at most 2,000 characters; got one of {longest:,}")
     return [v.strip() for v in value if v.strip()]
 
 

@@ -17,6 +17,7 @@ SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
 PROGRESS_STATUSES: tuple[str, ...] = ("planned", "in_progress", "blocked", "done")
 OUTCOMES: tuple[str, ...] = ("success", "failure")
 INTERRUPTION_REASONS: tuple[str, ...] = ("context_overflow", "rate_limit", "user_stop", "other")
+MAX_TAG_CHARS = 200
 
 
 def check_tags(tags: Any) -> tuple[str, ...]:
@@ -29,6 +30,9 @@ def check_tags(tags: Any) -> tuple[str, ...]:
         raise EngramError("tags must be a list of strings")
     if len(tags) > 64:
         raise EngramError("at most 64 tags")
+    longest = max((len(t) for t in tags), default=0)
+    if longest > MAX_TAG_CHARS:  # a label to filter by, not a place for text
+        raise EngramError(f"a tag is at most {MAX_TAG_CHARS} characters; got one of {longest:,}")
     return tuple(dict.fromkeys(t.strip() for t in tags if t.strip()))
 
 

@@ -461,3 +461,15 @@ def test_a_long_handoff_failure_or_progress_is_one_record(eng, settings):
     assert [e["step"] for e in view["plan"]] == steps and all(e["planned_in"] == [h.id] for e in view["plan"])
     # A plain long memory is still chunked.
     assert len(eng.store("A long note. " * 200, task_id=t.id).chunks) > 1
+
+
+def test_a_tag_or_handoff_item_of_a_document_length_is_refused(eng):
+    """Tags are labels and handoff items steps: both are printed whole wherever they show up, so
+    one of document length is refused with its length, not stored."""
+    with pytest.raises(EngramError, match="a tag is at most 200 characters; got one of 5,000"):
+        eng.store("Deploys go to Fly.io", tags=["ops", "a" * 5000])
+    assert eng.store("Deploys go to Fly.io", tags=["a" * 200]).memory.tags == ("a" * 200,)
+    t = eng.create_task("CSV export")
+    with pytest.raises(EngramError, match="next_steps: an item is at most 2,000 characters; got one of 50,000"):
+        eng.handoff("s", next_steps=["Add a flag", "x" * 50_000], task_id=t.id)
+    assert eng.task_view(t.id)["counts"]["handoffs"] == 0
