@@ -84,8 +84,8 @@ def check_conversation(v: Any) -> str | None:
 def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:
     """A recall_context result as a <memory> text block within `max_tokens`, and the ids it holds.
 
-    The handoff goes first, whole or not at all; then memories and pitfalls in rank order,
-    each skipped when it does not fit (a shorter one further down may still fit).
+    The handoff goes first, whole or not at all; then interrupted sessions, memories and pitfalls
+    in rank order, each skipped when it does not fit (a shorter one further down may still fit).
     """
     lines, used, ids = ["<memory>"], 0, []
     budget = max_tokens - 4  # the <memory> tags
@@ -106,6 +106,19 @@ def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:
             lines.append(text)
             used += estimate_tokens(text)
             ids.append(h["id"])
+    # Reported once (the next recall no longer has them): in the text too, or an agent that reads
+    # only the block never learns that the last session was cut off mid-step.
+    for s in r.get("interrupted_sessions") or []:
+        line = (f"- interrupted session {s['session_id']} ({s.get('reason') or 'interrupted'}, "
+                f"{(s.get('ended_at') or s.get('last_heartbeat') or '')[:16]})")
+        if (s.get("task") or {}).get("name"):
+            line += f", task: {s['task']['name']}"
+        if s.get("last_progress"):
+            line += f", last progress: {s['last_progress']['content']}"
+        t = estimate_tokens(line)
+        if used + t <= budget:
+            lines.append(line)
+            used += t
     for m in r["memories"]:
         if m["id"] in ids:
             continue

@@ -473,3 +473,22 @@ def test_a_tag_or_handoff_item_of_a_document_length_is_refused(eng):
     with pytest.raises(EngramError, match="next_steps: an item is at most 2,000 characters; got one of 50,000"):
         eng.handoff("s", next_steps=["Add a flag", "x" * 50_000], task_id=t.id)
     assert eng.task_view(t.id)["counts"]["handoffs"] == 0
+
+
+def test_get_context_text_tells_of_an_interrupted_session(eng):
+    """The interruption is reported once: the <memory> block says it too, with the reason, the task
+    and the last progress, so an agent that reads only the text learns the last session was cut off."""
+    eng.touch_session("A", client="agent-a")
+    t = eng.create_task("Rate limiter", session_id="A")
+    eng.track_progress("token bucket middleware", "in_progress", 0.5, task_id=t.id, session_id="A")
+    eng.handoff("Bucket half done", next_steps=["finish the token bucket middleware"], task_id=t.id,
+                session_id="A")
+    eng.report_interruption("A", "context_overflow", task_id=t.id)
+    eng.touch_session("B")
+    out = eng.context("rate limiter", task_id=t.id, session_id="B")
+    assert [s["session_id"] for s in out["interrupted_sessions"]] == ["A"]
+    line = next(x for x in out["context"].splitlines() if x.startswith("- interrupted session A "))
+    assert "(context_overflow, " in line and "task: Rate limiter" in line
+    assert "last progress: Progress on token bucket middleware: in_progress (50%)" in line
+    assert out["tokens"] <= 1500
+    assert "interrupted session" not in eng.context("rate limiter", task_id=t.id, session_id="B")["context"]
