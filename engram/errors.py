@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["BindRefused", "DatabaseLocked", "DatabaseUnavailable", "EngramError", "ExportIncomplete", "ExtensionError",
            "ImportConflict", "InvalidArguments", "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound",
-           "TargetNotEmpty"]
+           "StoreMismatch", "TargetNotEmpty"]
 
 
 class EngramError(ValueError):
@@ -62,3 +62,7 @@ class TargetNotEmpty(EngramError):
 
 class MigrationMismatch(EngramError):
     """A migrated copy that does not hold what the source holds (counts or sample recalls differ)."""
+
+
+class StoreMismatch(EngramError):
+    """A client asking the daemon of its ENGRAM_HOME for another store than the one it serves."""

@@ -109,13 +109,15 @@ def self_check(eng: Any) -> dict:
     return _verdict(found, gone, via="postgres" if eng.path.startswith(("postgresql://", "postgres://")) else "file")
 
 
-def self_check_daemon(socket_path: Path) -> dict:
-    """The same probe through the running daemon (its session row, ended cleanly, is the only trace)."""
+def self_check_daemon(socket_path: Path, store: str | None = None) -> dict:
+    """The same probe through the running daemon (its session row, ended cleanly, is the only trace).
+
+    `store`: the store the probe is meant for; a daemon serving another refuses (StoreMismatch)."""
     from .server.rpc import RpcClient, RpcError
     user = f"engram-selfcheck-{uuid.uuid4().hex[:12]}"
     text = PROBE_TEXT.format(tag=uuid.uuid4().hex[:8])
     with RpcClient(socket_path, session_id=f"setup-{uuid.uuid4().hex}", client="engram-setup",
-                   user_id=user) as c:
+                   user_id=user, store=store) as c:
         mid = c.call("store_memory", content=text)["memory_id"]
         try:
             hits = c.call("recall_memory", query=text, limit=1)["memories"]
@@ -213,13 +215,13 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
         report["postgres"] = check_database(settings.database_url, datetime.now(timezone.utc))
     if server_running(settings.socket_path):
         with RpcClient(settings.socket_path, session_id=f"setup-{uuid.uuid4().hex}",
-                       client="engram-setup") as c:
+                       client="engram-setup", store=settings.store) as c:
             health = c.call("health")
         report["model"]["daemon_model"] = health.get("model")
         report["model"]["backend"] = health.get("backend")
         report["database"] = {"path": str(health.get("db") or settings.db_path), "via": "daemon",
                               "memories": health.get("memories")}
-        report["selfcheck"] = None if skip_selfcheck else self_check_daemon(settings.socket_path)
+        report["selfcheck"] = None if skip_selfcheck else self_check_daemon(settings.socket_path, settings.store)
     else:
         from huggingface_hub.utils import disable_progress_bars
 

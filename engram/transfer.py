@@ -22,6 +22,11 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, Literal
@@ -250,100 +255,181 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
     with another model and embeds every memory with this engram's model. user_id set (an import
     on a user's behalf): the file must hold only that user's rows and may link only to that
     user's tasks and memories, else nothing is imported.
+
+    Two passes over the file, so memory stays bounded by a batch whatever its size (an engram
+    migrate of a whole store goes through here): the first validates every line and keeps only
+    ids, the second writes the rows IMPORT_BATCH at a time, all in one transaction (all or
+    nothing).
     """
     if on_conflict not in ("error", "skip"):
         raise EngramError(f"on_conflict must be 'error' or 'skip'; got {on_conflict!r}")
-    lines = _read(path)
-    header: HeaderLine = lines["header"][0]
-    if header.format_version > FORMAT_VERSION:
-        raise EngramError(f"file format v{header.format_version} is newer than this engram "
-                          f"(reads v{FORMAT_VERSION}); upgrade engram")
-    if user_id is not None:
-        _check_single_user(lines, user_id)
-    same_model = (header.model.name, header.model.dim) == (eng.embedder.name, eng.embedder.dim)
-    if not same_model and not reembed:
-        raise ModelMismatch(
-            f"the file was embedded with {header.model.name} ({header.model.dim} dims) but this "
-            f"engram uses {eng.embedder.name} ({eng.embedder.dim} dims); import with reembed=True "
-            f"(`--reembed`) to embed every memory again with {eng.embedder.name}")
-    mems: list[MemoryLine] = lines["memory"]
-    tasks: list[TaskLine] = lines["task"]
-    sessions: list[SessionLine] = lines["session"]
-    edges: list[EdgeLine] = lines["edge"]
-    db = eng.store_db
-    with eng._lock:
-        clash = {t: db.existing_ids(t, [x.id for x in rows])
-                 for t, rows in (("memories", mems), ("tasks", tasks), ("sessions", sessions))}
-        n_clash = sum(len(v) for v in clash.values())
-        if n_clash and on_conflict == "error":
-            detail = "; ".join(f"{t}: {len(v)} (e.g. {', '.join(sorted(v)[:3])})"
-                               for t, v in clash.items() if v)
-            raise ImportConflict(f"{n_clash} id(s) in the file already exist here ({detail}); "
-                                 "nothing was imported. Import into an empty store, or skip "
-                                 "existing ids with on_conflict='skip' (`--skip-existing`)")
-        mems = [m for m in mems if m.id not in clash["memories"]]
-        tasks = [t for t in tasks if t.id not in clash["tasks"]]
-        sessions = [s for s in sessions if s.id not in clash["sessions"]]
-        kept_clash = clash["memories"]
+    with _rereadable(path) as f:
+        scan = _scan(f)
+        header = scan.header
+        if header.format_version > FORMAT_VERSION:
+            raise EngramError(f"file format v{header.format_version} is newer than this engram "
+                              f"(reads v{FORMAT_VERSION}); upgrade engram")
         if user_id is not None:
-            _check_task_links(db, mems, sessions, tasks, user_id)
-            # A skipped id may be another user's memory: the file's edges must not reach it.
-            kept_clash = {i for i, m in db.get_memories(sorted(kept_clash)).items() if m.user_id == user_id}
-        prepared, to_embed = [], []
-        for line in mems:
-            mem, vec = _memory(eng, line, use_vector=same_model)
-            prepared.append([mem, vec, line.events])
-            if vec is None:
-                to_embed.append(len(prepared) - 1)
+            _check_single_user(scan.users, user_id)
+        same_model = (header.model.name, header.model.dim) == (eng.embedder.name, eng.embedder.dim)
+        if not same_model and not reembed:
+            raise ModelMismatch(
+                f"the file was embedded with {header.model.name} ({header.model.dim} dims) but this "
+                f"engram uses {eng.embedder.name} ({eng.embedder.dim} dims); import with reembed=True "
+                f"(`--reembed`) to embed every memory again with {eng.embedder.name}")
+        db = eng.store_db
+        with eng._lock:
+            clash = {t: _existing_ids(db, t, scan.ids[t]) for t in ("memories", "tasks", "sessions")}
+            n_clash = sum(len(v) for v in clash.values())
+            if n_clash and on_conflict == "error":
+                detail = "; ".join(f"{t}: {len(v)} (e.g. {', '.join(sorted(v)[:3])})"
+                                   for t, v in clash.items() if v)
+                raise ImportConflict(f"{n_clash} id(s) in the file already exist here ({detail}); "
+                                     "nothing was imported. Import into an empty store, or skip "
+                                     "existing ids with on_conflict='skip' (`--skip-existing`)")
+            kept_clash = clash["memories"]
+            if user_id is not None:
+                _check_task_links(db, scan.task_refs - (scan.ids["tasks"] - clash["tasks"]), user_id)
+                # A skipped id may be another user's memory: the file's edges must not reach it.
+                kept_clash = {i for i, m in db.get_memories(sorted(kept_clash)).items() if m.user_id == user_id}
+            writer = _Writer(eng, clash, known=(scan.ids["memories"] - clash["memories"]) | kept_clash,
+                             use_vector=same_model, new_source=not kept_clash)
+            with db.transaction():
+                for kind, line in _lines(f):
+                    writer.add(kind, line)
+                writer.flush()
+            eng.rebuild_indexes()
+            c = writer.counts
+            return {**{t: c[t] for t in TABLES}, "skipped": n_clash, "reembedded": c["reembedded"],
+                    "skipped_edges": c["skipped_edges"]}
+
+
+@dataclass(frozen=True)
+class _Scan:
+    """What the first pass keeps of a file: its header and ids, never its rows."""
+
+    header: HeaderLine
+    ids: dict[str, set[str]]  # memories, tasks, sessions
+    task_refs: set[str]  # task ids that memories and sessions name
+    users: dict[str, int]  # rows per user
+
+
+def _scan(f: IO[str]) -> _Scan:
+    """Validate every line (as _lines does) and the end line's counts; keep ids only."""
+    header, end = None, None
+    ids: dict[str, set[str]] = {"memories": set(), "tasks": set(), "sessions": set()}
+    have = dict.fromkeys(TABLES, 0)
+    task_refs: set[str] = set()
+    users: dict[str, int] = {}
+    for kind, line in _lines(f):
+        if kind == "header":
+            header = line
+            continue
+        if kind == "end":
+            end = line
+            continue
+        table = _KIND_TABLE[kind]
+        have[table] += 1
+        users[line.user_id] = users.get(line.user_id, 0) + 1
+        if kind == "edge":
+            continue
+        ids[table].add(line.id)
+        if kind == "memory":
+            have["memory_events"] += len(line.events)
+        if kind != "task" and line.task_id:
+            task_refs.add(line.task_id)
+    if header is None:
+        raise EngramError("not an engram export: no header line")
+    if end is None:
+        raise EngramError("the file is truncated: no end line; nothing was imported")
+    if any(have[t] != end.counts.get(t, 0) for t in have):
+        raise EngramError(f"the file's rows ({have}) do not match its end line ({end.counts}); "
+                          "nothing was imported")
+    return _Scan(header, ids, task_refs, users)
+
+
+class _Writer:
+    """The second pass: rows go in as they come, memories and edges IMPORT_BATCH (edges four times
+    that) at a time, so no more than a batch is held."""
+
+    def __init__(self, eng: Engram, clash: dict[str, set[str]], known: set[str], use_vector: bool,
+                 new_source: bool):
+        self.eng, self.db = eng, eng.store_db
+        self.clash, self.known = clash, known
+        self.use_vector, self.new_source = use_vector, new_source
+        self.memories: list[MemoryLine] = []
+        self.edges: list[EdgeLine] = []
+        self.counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
+                       "reembedded": 0, "skipped_edges": 0}
+
+    def add(self, kind: str, line: Any) -> None:
+        if kind == "task" and line.id not in self.clash["tasks"]:
+            self.db.insert_task(_task(self.eng, line))
+            self.counts["tasks"] += 1
+        elif kind == "session" and line.id not in self.clash["sessions"]:
+            self.db.upsert_session(_session(self.eng, line))
+            self.db.update_session(line.id, successes=line.successes, failures=line.failures)
+            self.counts["sessions"] += 1
+        elif kind == "memory" and line.id not in self.clash["memories"]:
+            self.memories.append(line)
+            if len(self.memories) >= IMPORT_BATCH:
+                self._put_memories()
+        elif kind == "edge":
+            if line.src in self.known and line.dst in self.known:
+                self.edges.append(line)
+                if len(self.edges) >= IMPORT_BATCH * 4:
+                    self._put_edges()
+            else:
+                self.counts["skipped_edges"] += 1
+
+    def flush(self) -> None:
+        self._put_memories()
+        self._put_edges()
+
+    def _put_memories(self) -> None:
+        prepared = [[*_memory(self.eng, m, self.use_vector), m.events] for m in self.memories]
+        to_embed = [k for k, p in enumerate(prepared) if p[1] is None]
         for i in range(0, len(to_embed), 256):
             batch = to_embed[i:i + 256]
-            vecs = eng.embedder.embed_batch([prepared[k][0].content for k in batch])
+            vecs = self.eng.embedder.embed_batch([prepared[k][0].content for k in batch])
             for k, v in zip(batch, vecs):
                 prepared[k][1] = v
-        known = {m.id for m, _, _ in prepared} | kept_clash
-        kept_edges = [e for e in edges if e.src in known and e.dst in known]
-        counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
-                  "skipped": n_clash, "reembedded": len(to_embed),
-                  "skipped_edges": len(edges) - len(kept_edges)}
+        # Store.buffered: a statement per table and batch instead of one per row (a 2,000-memory
+        # import took minutes row by row); only these inserts run inside, so nothing flushes early.
+        with self.db.buffered():
+            for mem, vec, events in prepared:
+                self.db.insert_memory(mem, vec)
+                for ev in events:
+                    self.db.add_event(mem.id, utc(ev.at), ev.action, self.eng.redact.value(ev.detail))
+                self.counts["memory_events"] += len(events)
+        self.counts["memories"] += len(prepared)
+        self.counts["reembedded"] += len(to_embed)
+        self.memories = []
+
+    def _put_edges(self) -> None:
         by_user: dict[str, list[tuple[str, str, float]]] = {}
-        for e in kept_edges:
+        for e in self.edges:
             by_user.setdefault(e.user_id, []).append((e.src, e.dst, e.weight))
-        with db.transaction():
-            for t in tasks:
-                db.insert_task(_task(eng, t))
-                counts["tasks"] += 1
-            for s in sessions:
-                db.upsert_session(_session(eng, s))
-                db.update_session(s.id, successes=s.successes, failures=s.failures)
-                counts["sessions"] += 1
-            # Memories, their events and edges go in batches (Store.buffered: a statement per
-            # table and batch instead of one per row, which made a 2,000-memory import take
-            # minutes); only these inserts run inside, so nothing flushes a batch early.
-            for i in range(0, len(prepared), IMPORT_BATCH):
-                with db.buffered():
-                    for mem, vec, events in prepared[i:i + IMPORT_BATCH]:
-                        db.insert_memory(mem, vec)
-                        for ev in events:
-                            db.add_event(mem.id, utc(ev.at), ev.action, eng.redact.value(ev.detail))
-                        counts["memories"] += 1
-                        counts["memory_events"] += len(events)
-            for user, links in by_user.items():
-                for i in range(0, len(links), IMPORT_BATCH * 4):
-                    with db.buffered():
-                        # new_source: every source is a memory inserted just now, unless ids were
-                        # skipped, whose edges may exist already (then insert or replace).
-                        db.add_edges(user, links[i:i + IMPORT_BATCH * 4], new_source=not kept_clash)
-                counts["edges"] += len(links)
-        eng.rebuild_indexes()
-        return counts
+        for user, links in by_user.items():
+            with self.db.buffered():
+                # new_source: every source is a memory inserted just now, unless ids were
+                # skipped, whose edges may exist already (then insert or replace).
+                self.db.add_edges(user, links, new_source=self.new_source)
+        self.counts["edges"] += len(self.edges)
+        self.edges = []
 
 
-def _check_single_user(lines: dict[str, list], user_id: str) -> None:
-    others: dict[str, int] = {}
-    for kind in ("memory", "task", "session", "edge"):
-        for row in lines[kind]:
-            if row.user_id != user_id:
-                others[row.user_id] = others.get(row.user_id, 0) + 1
+def _existing_ids(db: Any, table: str, ids: set[str]) -> set[str]:
+    """The ids of `table` already here, asked IMPORT_BATCH at a time."""
+    todo = sorted(ids)
+    found: set[str] = set()
+    for i in range(0, len(todo), IMPORT_BATCH):
+        found |= db.existing_ids(table, todo[i:i + IMPORT_BATCH])
+    return found
+
+
+def _check_single_user(users: dict[str, int], user_id: str) -> None:
+    others = {u: n for u, n in users.items() if u != user_id}
     if others:
         names = ", ".join(f"{u!r} ({n} rows)" for u, n in sorted(others.items())[:5])
         raise EngramError(f"the file holds rows of other users ({names}); an import as user "
@@ -352,35 +438,50 @@ def _check_single_user(lines: dict[str, list], user_id: str) -> None:
                           "user at a time (`engram --user NAME export`)")
 
 
-def _check_task_links(db: Any, mems: list[MemoryLine], sessions: list[SessionLine],
-                      tasks: list[TaskLine], user_id: str) -> None:
-    """Rows imported for a user may name a task in the file, one of the user's, or none that exists."""
-    refs = {x.task_id for x in (*mems, *sessions) if x.task_id} - {t.id for t in tasks}
+def _check_task_links(db: Any, refs: set[str], user_id: str) -> None:
+    """Rows imported for a user may name a task in the file, one of the user's, or none that exists.
+
+    `refs`: the task ids the file's rows name, less the tasks the file itself brings in."""
     taken = sorted(t for t in refs if (row := db.get_task(t)) is not None and row.user_id != user_id)
     if taken:
         raise ImportConflict(f"{len(taken)} task id(s) the file links to already exist here for "
                              f"another user (e.g. {', '.join(taken[:3])}); nothing was imported")
 
 
-def _read(path: str | Path | IO[str]) -> dict[str, list]:
+@contextmanager
+def _rereadable(path: str | Path | IO[str]) -> Iterator[IO[str]]:
+    """The file, open so that it can be read twice: a path is opened, a seekable stream read from
+    where it stands, any other stream copied to a temporary file first."""
     if isinstance(path, str | Path):
         with open_file(path) as f:
-            return _parse(f)
-    return _parse(path)
+            yield f
+        return
+    if path.seekable():
+        yield _Rewinding(path, path.tell())
+        return
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        shutil.copyfileobj(path, spool)
+        spool.seek(0)
+        yield spool
 
 
-def open_file(path: str | Path, mode: str = "r") -> IO[str]:
-    """open() whose failure is a user's error (missing file, no permission), named as such: the
-    same words whether the file is opened in the CLI's process or in the daemon."""
-    try:
-        return open(path, mode, encoding="utf-8")  # the caller closes it
-    except OSError as e:
-        verb = "read" if mode == "r" else "write"
-        raise EngramError(f"cannot {verb} {path}: {e.strerror or type(e).__name__}") from None
+class _Rewinding:
+    """A stream that _lines rewinds to where the import found it (not to byte 0)."""
+
+    def __init__(self, f: IO[str], start: int):
+        self.f, self.start = f, start
+
+    def seek(self, _offset: int) -> None:
+        self.f.seek(self.start)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.f)
 
 
-def _parse(f: IO[str]) -> dict[str, list]:
-    out: dict[str, list] = {k: [] for k in _MODELS}
+def _lines(f: Any) -> Iterator[tuple[str, Any]]:
+    """Every line of the file from its start, validated: (kind, line model)."""
+    f.seek(0)
+    ended = False
     for no, raw in enumerate(f, 1):
         if not raw.strip():
             continue
@@ -394,26 +495,26 @@ def _parse(f: IO[str]) -> dict[str, list]:
             raise EngramError(f"line {no}: unknown kind {kind!r}")
         if (no == 1) != (kind == "header"):
             raise EngramError(f"line {no}: the header must be the first line, and only it")
-        if out["end"]:
+        if ended:
             raise EngramError(f"line {no}: data after the end line")
         try:
-            out[kind].append(model.model_validate(obj))
+            line = model.model_validate(obj)
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(x) for x in err["loc"])
             raise EngramError(f"line {no} ({kind}): {where}: {err['msg']}") from None
-    if not out["header"]:
-        raise EngramError("not an engram export: no header line")
-    if not out["end"]:
-        raise EngramError("the file is truncated: no end line; nothing was imported")
-    want = out["end"][0].counts
-    have = {"memories": len(out["memory"]), "tasks": len(out["task"]),
-            "sessions": len(out["session"]), "edges": len(out["edge"]),
-            "memory_events": sum(len(m.events) for m in out["memory"])}
-    if any(have[t] != want.get(t, 0) for t in have):
-        raise EngramError(f"the file's rows ({have}) do not match its end line ({want}); "
-                          "nothing was imported")
-    return out
+        ended = kind == "end"
+        yield kind, line
+
+
+def open_file(path: str | Path, mode: str = "r") -> IO[str]:
+    """open() whose failure is a user's error (missing file, no permission), named as such: the
+    same words whether the file is opened in the CLI's process or in the daemon."""
+    try:
+        return open(path, mode, encoding="utf-8")  # the caller closes it
+    except OSError as e:
+        verb = "read" if mode == "r" else "write"
+        raise EngramError(f"cannot {verb} {path}: {e.strerror or type(e).__name__}") from None
 
 
 def _memory(eng: Engram, m: MemoryLine, use_vector: bool) -> tuple[Memory, np.ndarray | None]:
@@ -474,14 +575,16 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
 
     The copy is export_jsonl then import_jsonl of one temporary file (every row through the
     MemoryStore interface, as an export and an import read and write them), plus the meta and
-    key rows an export leaves out. The source takes no other write meanwhile (the engine's lock
-    is held); sessions active in it arrive ended, as an import makes them.
+    key rows an export leaves out. Both stream: the export writes rows as the store's cursor
+    hands them out, the import reads the file twice and writes IMPORT_BATCH memories at a time,
+    and the sample recalls are picked as the rows go by, so the copy holds about a batch of rows
+    in memory beside what the two engines keep anyway (each one's derived index). The source
+    takes no other write meanwhile (the engine's lock is held); sessions active in it arrive
+    ended, as an import makes them.
     A target holding rows is refused (TargetNotEmpty) unless force, which adds to it, skipping
     ids it has, and then checks only that the target holds at least the source's rows.
     Raises MigrationMismatch, leaving the target as it is, when the check fails.
     """
-    import tempfile
-
     from .engram import Engram
     from .store import is_database_url
     if not isinstance(target, str) or not target.strip():
@@ -499,6 +602,12 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
     elif target == eng.path or (is_database_url(target) and _redacted(target) == eng.path):
         raise EngramError(f"the target {eng.path} is the store being migrated")
     db = eng.store_db
+    # The source's lock is held for the whole copy, not only the export. Released after the export,
+    # a write acknowledged by the daemon meanwhile would not be in the copy: the check sees a new
+    # or deleted row (MigrationMismatch, after the whole import), but not a change that keeps the
+    # counts (an update, a supersession, a task's status, an outcome), which the copy would then
+    # silently lack. Clients of this daemon wait instead; other servers on a shared PostgreSQL are
+    # not stopped by it (the README says to stop them first).
     with eng._lock:
         dst = Engram(target, settings=eng.settings, embedder=eng.embedder, clock=eng.clock)
         try:
@@ -556,9 +665,11 @@ def _all_counts(eng: Engram) -> dict[str, int]:
 def _same_recalls(here: Engram, there: Engram) -> dict:
     """Recall up to SAMPLE_RECALLS active memories, spread over the store, by their own text on
     both stores at one instant (as_of: no reinforcement, the same decay); the top ids must match."""
-    active = [m for m, _ in here.store_db.iter_memory_rows() if m.status == "active"]
-    step = max(1, len(active) // SAMPLE_RECALLS)
-    sample = active[::step][:SAMPLE_RECALLS]
+    # Every step-th active memory, picked while the rows stream by (the store is not held in memory).
+    n_active = sum(n for _, _, status, n in here.store_db.memory_counts() if status == "active")
+    step = max(1, n_active // SAMPLE_RECALLS)
+    active = (m for m, _ in here.store_db.iter_memory_rows() if m.status == "active")
+    sample = [m for k, m in enumerate(active) if k % step == 0][:SAMPLE_RECALLS]
     at = here.clock.now()
     differ = []
     for m in sample:

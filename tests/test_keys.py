@@ -382,3 +382,35 @@ def test_keys_commands_as_commands(model_home):
     assert r.returncode == 2 and "--user" in r.stderr
     r = run_engram(model_home, "keys", "list")
     assert "revoked" in r.stdout.splitlines()[0] and "active" in r.stdout.splitlines()[1]
+
+
+def test_openapi_lists_the_401_and_403_the_auth_answers(api, settings, serve, server, alice_key):
+    """Every route the auth guards documents 401 and 403, and each really answers them over HTTP."""
+    key = {"Authorization": f"Bearer {alice_key}"}
+    with httpx.Client(base_url=server, timeout=30) as c:
+        doc = c.get("/openapi.json", headers=key).json()
+        routes = [(m.upper(), path) for path, entries in doc["paths"].items() for m in entries]
+        assert ("GET", "/metrics") in routes and ("POST", "/mcp") in routes and ("GET", "/openapi.json") in routes
+        for method, path in routes:
+            responses = doc["paths"][path][method.lower()]["responses"]
+            url = path.replace("{memory_id}", "m-x").replace("{task_id}", "t-x")
+            if path == "/healthz":  # public: no credential asked, none refused
+                assert not {"401", "403"} & set(responses)
+                assert c.get(url).status_code == 200
+                continue
+            assert {"401", "403"} <= set(responses), (method, path)
+            assert responses["401"]["content"]["application/json"]["schema"]["$ref"].endswith("/Error")
+            r = c.request(method, url, headers={**key, "X-Engram-User": "bob"}, json={})
+            assert r.status_code == 403 and "acts for user 'alice' only" in r.json()["error"], (method, path)
+            r = c.request(method, url, json={})
+            assert r.status_code == 401 and r.headers["www-authenticate"] == "Bearer", (method, path)
+        assert c.get("/metrics", headers=key).status_code == 403
+        assert "needs ENGRAM_TOKEN" in doc["paths"]["/metrics"]["get"]["responses"]["403"]["description"]
+
+    # Without ENGRAM_TOKEN too: keys made while a server runs close it (the document is made at start).
+    base = serve(build_http_app(api, settings))
+    with httpx.Client(base_url=base, timeout=30) as c:
+        doc = c.get("/openapi.json", headers=key).json()
+        assert {"401", "403"} <= set(doc["paths"]["/tasks"]["get"]["responses"])
+        assert c.get("/tasks").status_code == 401
+        assert c.get("/tasks", headers={**key, "X-Engram-User": "bob"}).status_code == 403

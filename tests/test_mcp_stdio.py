@@ -24,12 +24,22 @@ pytestmark = [pytest.mark.model, pytest.mark.anyio]
 TIMEOUT = 180
 
 
+# The database of a module's home under --backend postgres: its one daemon serves one store, and a
+# client naming another (each test's own ENGRAM_DATABASE_URL) would be refused (StoreMismatch).
+DATABASES: dict[Path, str] = {}
+
+
 @pytest.fixture(scope="module")
-def home(tmp_path_factory):
-    """One ENGRAM_HOME (so one daemon) for the module; the daemon is stopped at the end."""
+def home(tmp_path_factory, request, backend):
+    """One ENGRAM_HOME (so one daemon, one store) for the module; the daemon is stopped at the end."""
     home = tmp_path_factory.mktemp("engram-home")
+    pg = request.getfixturevalue("pg_server") if backend == "postgres" else None
+    if pg is not None:
+        DATABASES[home] = pg.new_database()
     yield home
     stop_engram_daemon(home)
+    if pg is not None:
+        pg.drop(DATABASES.pop(home))
 
 
 def stop_engram_daemon(home: Path) -> None:
@@ -37,8 +47,9 @@ def stop_engram_daemon(home: Path) -> None:
 
 
 def engram_env(home: Path, user: str) -> dict[str, str]:
+    db = {"ENGRAM_DATABASE_URL": DATABASES[home]} if home in DATABASES else {}
     return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1",
-            "ENGRAM_TORCH_THREADS": "1"}
+            "ENGRAM_TORCH_THREADS": "1", **db}
 
 
 def stdio(home: Path, user: str) -> Client:

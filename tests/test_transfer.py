@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -168,3 +169,66 @@ def test_damaged_files_import_nothing(eng, target, tmp_path, clock):
         with pytest.raises(EngramError):
             import_jsonl(target, bad)
         assert target.store_db.count("memories") == 0, name
+
+
+def test_import_holds_a_batch_of_rows_not_the_file(target, fake, clock, settings, tmp_path, monkeypatch):
+    """Memories of 20 KB each, 25 a batch: the Python objects the import keeps alive at its peak
+    stay far below the file's size (they were the whole file when it was parsed at once). The
+    rebuild of the derived index after the rows are in is left out: the index holds every text by
+    design (engram/index.py), whatever the import does."""
+    import tracemalloc
+
+    from engram import transfer
+    from tests.conftest import memory_path
+    whole = replace(settings, chunk_size=30_000)  # each memory one row, not chunks
+    src = Engram(memory_path(settings), settings=whole, embedder=fake, clock=clock)
+    try:
+        filler = " ".join(f"word{i % 50}" for i in range(3000))  # ~20 KB of few distinct words
+        src.store_many([dict(content=f"Memory {i}: {filler}", user_id=f"u{i % 3}", resolve_conflicts=False)
+                        for i in range(400)])
+        path = tmp_path / "big.jsonl"
+        export_jsonl(src, path)
+        texts = sorted(m.content for m, _ in src.store_db.iter_memory_rows())
+    finally:
+        src.close()
+    size = path.stat().st_size
+    assert size > 8_000_000
+    monkeypatch.setattr(transfer, "IMPORT_BATCH", 25)
+    rebuild = target.rebuild_indexes
+    monkeypatch.setattr(target, "rebuild_indexes", lambda: None)
+    tracemalloc.start()
+    try:
+        got = import_jsonl(target, path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert got["memories"] == 400 and got["edges"] > 0
+    assert peak < size / 4, f"peak {peak:,} bytes for a {size:,}-byte file"
+    assert sorted(m.content for m, _ in target.store_db.iter_memory_rows()) == texts  # byte for byte
+    rebuild()
+    assert target.recall("Memory 123", limit=1, user_id="u0")[0].memory.content.startswith("Memory 123:")
+
+
+def test_import_reads_a_stream_from_where_it_stands_or_one_it_cannot_rewind(eng, clock, settings, fake):
+    populate(eng, clock)
+    buf = io.StringIO()
+    counts = export_jsonl(eng, buf)
+    text = buf.getvalue()
+
+    class OneWay(io.StringIO):  # a pipe: read once, no seeking
+        def seekable(self) -> bool:
+            return False
+
+        def seek(self, *a):
+            raise io.UnsupportedOperation("seek")
+
+    for stream in (OneWay(text), io.StringIO("ignored preamble\n" + text)):
+        if stream.seekable():
+            stream.readline()  # positioned after the preamble: the import starts there
+        e = Engram(":memory:", settings=settings, embedder=fake, clock=clock)
+        try:
+            got = import_jsonl(e, stream)
+            assert {t: got[t] for t in counts} == counts
+            assert recall_all(e) == recall_all(eng)
+        finally:
+            e.close()

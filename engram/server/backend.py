@@ -60,7 +60,7 @@ def stdio_client(settings: Any) -> RpcClient:
     both one after the other. Errors surface on that call instead.
     """
     client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
-                       client="stdio", user_id=settings.user_id)
+                       client="stdio", user_id=settings.user_id, store=settings.store)
 
     def warm_up() -> None:
         try:

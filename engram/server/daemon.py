@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from engram.api import Api, Ctx
-from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
+from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
+from engram.errors import StoreMismatch
 from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
 from engram.types import EngramError
 
@@ -48,7 +49,10 @@ class Daemon:
         self.api = Api(self.eng)
         self.scheduler = _start_scheduler(self.eng, settings, self.api)
         self.api.scheduler = self.scheduler
-        self.rpc = RpcServer(settings.socket_path, self.handle, on_disconnect=self.on_disconnect)
+        # What this daemon serves, as clients name it (Engram.path: the file, or the URL without password).
+        self.store = store_identity(self.eng.path)
+        self.rpc = RpcServer(settings.socket_path, self.handle, on_connect=self.on_connect,
+                             on_disconnect=self.on_disconnect)
         self.stop_requested = threading.Event()
         self.idle_exit = False  # set when wait() returned because no client came for idle_exit_s
         self._last_active = time.monotonic()
@@ -66,6 +70,21 @@ class Daemon:
             self.stop_requested.set()
             return {"stopping": True, "pid": os.getpid()}
         return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid))
+
+    def on_connect(self, peer: Peer) -> None:
+        """Refuse a client that means another store: its calls would land in this one.
+
+        One daemon per ENGRAM_HOME, so `--database-url` (or ENGRAM_DATABASE_URL) given to a command
+        while this daemon serves the file (or another URL) would otherwise reach this store.
+        """
+        if peer.store is not None and peer.store != self.store:
+            log.warning("refused %s (pid %s): it asked for %s, this daemon serves %s",
+                        peer.client, peer.pid, peer.store, self.store)
+            raise StoreMismatch(
+                f"the engram daemon for {self.settings.home} (pid {os.getpid()}) serves {self.store}, "
+                f"not {peer.store}; nothing was done. Run `engram stop` (same ENGRAM_HOME) so the next "
+                f"command starts a daemon for {peer.store}, or give that store its own ENGRAM_HOME "
+                "(--home)")
 
     def on_disconnect(self, peer: Peer, clean: bool) -> None:
         self._last_active = time.monotonic()

@@ -258,6 +258,21 @@ def _unauthorized(why: str) -> JSON:
                       "or 'Authorization: Bearer <ENGRAM_TOKEN>'", **{"WWW-Authenticate": "Bearer"})
 
 
+_ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+_UNAUTHORIZED = {"description": "no credential, or a wrong, unknown or revoked one, when ENGRAM_TOKEN is set "
+                                "or keys exist", **_ERROR,
+                 "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}}}
+_KEY_OTHER_USER = "a key whose X-Engram-User names another user than the key's (a key acts for its user only)"
+# The refusals _Auth makes, by path (None: every other path it guards); kept beside it so the
+# document says what the middleware does.
+AUTH_RESPONSES: dict[str | None, dict[str, dict]] = {
+    None: {"401": _UNAUTHORIZED, "403": {"description": _KEY_OTHER_USER, **_ERROR}},
+    "/metrics": {"401": _UNAUTHORIZED,
+                 "403": {"description": f"any key: /metrics counts every user's memories and needs "
+                                        f"ENGRAM_TOKEN; or {_KEY_OTHER_USER}", **_ERROR}},
+}
+
+
 _FROM_SETTINGS: Any = object()
 
 
@@ -393,7 +408,7 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
                                  ref_template="#/components/schemas/{model}")
     schemas = dict(defs.get("$defs", {}))
     schemas["Error"] = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
-    err = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    err = _ERROR
     obj = {"content": {"application/json": {"schema": {"type": "object"}}}}
     paths: dict[str, dict] = {}
     for s in OPS:
@@ -437,11 +452,16 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
         "paths": paths,
         "components": {"schemas": schemas},
     }
+    # _Auth answers for every path but PUBLIC_PATHS, on any server: keys live in the database, so
+    # `engram keys create` (on this machine or, on a shared PostgreSQL, any other) makes them
+    # required while this server runs, and this document is built once at start.
+    for path, p in paths.items():
+        if path in PUBLIC_PATHS:
+            continue
+        for entry in p.values():
+            entry["responses"].update(AUTH_RESPONSES.get(path, AUTH_RESPONSES[None]))
     if secured:
-        for p in paths.values():
-            for entry in p.values():
-                if entry.get("security") != []:
-                    entry["responses"]["401"] = {"description": "missing or wrong bearer token", **err}
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         doc["security"] = [{"bearer": []}]
     return doc
+

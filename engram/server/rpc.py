@@ -8,8 +8,13 @@ memories, only methods, params and sessions.
 
 Wire protocol: newline-delimited JSON, one connection per client session.
 
-    client -> {"hello": {"session_id", "pid", "client", "user_id"}}
+    client -> {"hello": {"session_id", "pid", "client", "user_id", "store"}}
     server -> {"ok": true, "server_pid": int, "session_id": str}
+           | {"ok": false, "error": {"message": str, "kind": str}}   (on_connect refused it)
+
+"store" names the store the client means (engram.config.store_identity), so a daemon serving
+another one can refuse instead of acting on the wrong rows; a client that sends none (older
+ones, `engram stop`) is served whatever the daemon serves.
     client -> {"id": n, "method": str, "params": {...}}
     server -> {"id": n, "result": ...} | {"id": n, "error": {"message": str, "kind": str}}
     client -> {"bye": true}      (clean end of session; EOF without it means interrupted)
@@ -81,6 +86,7 @@ class Peer:
     client: str
     user_id: str | None
     conn_id: int
+    store: str | None = None  # the store the client expects (None: any, as older clients)
 
 
 # ---------------------------------------------------------------- encoding
@@ -412,6 +418,7 @@ class RpcServer:
             client=str(hello.get("client") or "unknown"),
             user_id=hello.get("user_id") if isinstance(hello.get("user_id"), str) else None,
             conn_id=conn_id,
+            store=hello.get("store") if isinstance(hello.get("store"), str) else None,
         )
         if self.on_connect is not None:
             try:
@@ -463,6 +470,8 @@ class RpcClient:
 
     One connection is one session; `session_id` survives reconnects, so a
     respawned daemon sees the same session. Thread-safe: calls are serialised.
+    `store`: the store this client means (engram.config.store_identity); a daemon serving
+    another refuses the session (kind "StoreMismatch") rather than act on the wrong rows.
     """
 
     def __init__(
@@ -473,6 +482,7 @@ class RpcClient:
         session_id: str | None = None,
         client: str = "engram",
         user_id: str | None = None,
+        store: str | None = None,
         timeout: float = 30.0,
         spawn_timeout: float = SPAWN_TIMEOUT,
         log_path: Path | None = None,
@@ -483,6 +493,7 @@ class RpcClient:
         self.session_id = session_id or uuid.uuid4().hex
         self.client = client
         self.user_id = user_id
+        self.store = store
         self.timeout = timeout
         self.spawn_timeout = spawn_timeout
         self.log_path = Path(log_path) if log_path else self.socket_path.parent / "daemon.log"
@@ -603,6 +614,7 @@ class RpcClient:
                             "pid": os.getpid(),
                             "client": self.client,
                             "user_id": self.user_id,
+                            "store": self.store,
                         }
                     }
                 ),
