@@ -238,6 +238,7 @@ def crash_worker(socket_path: Path, ledger: Ledger, worker: int, cycle: int, tas
 def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: str) -> dict:
     """Open the file the killed daemon left and check it against the ledger. Raises AssertionError."""
     from engram import Engram
+    from engram.config import is_database_url
     from engram.embedding import FakeEmbedder
 
     t0 = time.perf_counter()
@@ -285,7 +286,7 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
             assert meta.get(key) in (value, in_flight.get(key)), (key, meta.get(key), value)
         # Nothing half-written: every row whole, no dangling references.
         dim = eng.embedder.dim
-        pg = str(db_path).startswith(("postgresql://", "postgres://"))  # the conditions in its dialect
+        pg = is_database_url(db_path)  # the conditions in its dialect
         size, arg = ("vector_dims(embedding)", dim) if pg else ("octet_length(embedding)", dim * 4)
         summary = ("metadata::json #>> '{handoff,summary}'" if pg
                    else "json_extract_string(metadata, '$.handoff.summary')")

@@ -225,7 +225,7 @@ class Settings:
             raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
         if not self.chunk_overlap < self.chunk_size:
             raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
-        if self.database_url and not self.database_url.startswith(("postgresql://", "postgres://")):
+        if self.database_url and not is_database_url(self.database_url):
             scheme = self.database_url.split("://", 1)[0] if "://" in self.database_url else "no scheme"
             raise ValueError(f"ENGRAM_DATABASE_URL must be a postgresql:// or postgres:// URL (got {scheme})")
 
@@ -248,6 +248,11 @@ for _s in SETTINGS:
         raise TypeError(f"setting {_s.name} has a type with no parser: {_s.type}")
 
 
+def is_database_url(path_or_url: str | Path) -> bool:
+    """True for a PostgreSQL URL (postgresql:// or postgres://); anything else is a DuckDB path."""
+    return str(path_or_url).startswith(("postgresql://", "postgres://"))
+
+
 # The connection parameters that pick where the rows are (libpq's names). The others (sslmode,
 # timeouts, application_name, ...) change how a connection is made, not which database it reaches.
 _STORE_PARAMS = ("host", "hostaddr", "port", "dbname", "user")
@@ -264,7 +269,7 @@ def store_identity(path_or_url: str | Path) -> str:
     show the identity as it is. Other parameters are left out for the same reason.
     """
     s = str(path_or_url)
-    if not s.startswith(("postgresql://", "postgres://")):
+    if not is_database_url(s):
         return s if s == ":memory:" else str(Path(s).expanduser().resolve())
     parts = urlsplit(s)
     try:

@@ -12,7 +12,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_MODEL, Settings
+from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, DEFAULT_MODEL, Settings, is_database_url
 from .embedding import resolve_model_path
 from .errors import ModelUnavailable
 from .types import EngramError, NotFound
@@ -106,7 +106,7 @@ def self_check(eng: Any) -> dict:
         gone = False
     except NotFound:
         gone = True
-    return _verdict(found, gone, via="postgres" if eng.path.startswith(("postgresql://", "postgres://")) else "file")
+    return _verdict(found, gone, via="postgres" if is_database_url(eng.path) else "file")
 
 
 def self_check_daemon(socket_path: Path, store: str | None = None) -> dict:

@@ -35,6 +35,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from .clock import utc
+from .config import is_database_url, store_identity
 from .decay import MAX_STABILITY
 from .errors import ExportIncomplete, ImportConflict, MigrationMismatch, ModelMismatch, TargetNotEmpty
 from .types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
@@ -586,7 +587,6 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
     Raises MigrationMismatch, leaving the target as it is, when the check fails.
     """
     from .engram import Engram
-    from .store import is_database_url
     if not isinstance(target, str) or not target.strip():
         raise EngramError("target must be a DuckDB file path or a postgresql:// URL")
     if eng.degraded:
@@ -597,10 +597,8 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
                           "postgresql:// URL or a DuckDB file path")
     if not is_database_url(target) and target != ":memory:":
         target = str(Path(target).expanduser().resolve())
-        if eng.path != ":memory:" and not is_database_url(eng.path) and Path(eng.path).resolve() == Path(target):
-            raise EngramError(f"the target {target} is the store being migrated")
-    elif target == eng.path or (is_database_url(target) and _redacted(target) == eng.path):
-        raise EngramError(f"the target {eng.path} is the store being migrated")
+    if store_identity(target) == store_identity(eng.path):  # eng.path: a URL without its password
+        raise EngramError(f"the target {store_identity(target)} is the store being migrated")
     db = eng.store_db
     # The source's lock is held for the whole copy, not only the export. Released after the export,
     # a write acknowledged by the daemon meanwhile would not be in the copy: the check sees a new
@@ -650,11 +648,6 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
                                  "recalls": recalls}}
         finally:
             dst.close()
-
-
-def _redacted(url: str) -> str:
-    from .store.pg import redact_url  # how a PgStore shows its URL (no password)
-    return redact_url(url)
 
 
 def _all_counts(eng: Engram) -> dict[str, int]:

@@ -6,13 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
+from ..config import is_database_url
 from .base import MemoryStore
 from .db import Store
-
-
-def is_database_url(path_or_url: str | Path) -> bool:
-    """True for a PostgreSQL URL (postgresql:// or postgres://); anything else is a DuckDB path."""
-    return str(path_or_url).startswith(("postgresql://", "postgres://"))
 
 
 def open_store(path_or_url: str | Path, now: datetime) -> MemoryStore:
