@@ -547,6 +547,10 @@ def _in_process(settings: Settings, user: str | None, session_id: str) -> _Conn:
 
 def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     op, args = _request(a)
+    if op == "session_outcome" and a.session is None:
+        # Without --session the outcome would score this command's own new, empty session.
+        raise CliError("engram outcome needs --session ID: the session whose work it scores "
+                       "(the id its other commands were given)")
     # `reindex --reembed` is what the model guard tells a user to run after changing ENGRAM_MODEL,
     # so it alone opens a store embedded with another model.
     conn = _connect(settings, a.user, api_factory, a.session,

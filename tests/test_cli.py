@@ -430,6 +430,11 @@ def test_continuity_commands(cli, eng, clock):
     o = cli_json(cli, "--session", "agent-shell-1", "outcome", "success", "--notes", "shipped")
     assert o == {"session_id": "agent-shell-1", "outcome": "success", "notes": "shipped"}
     assert eng.store_db.get_session("agent-shell-1").outcome == "success"
+    # without --session there is no session of the caller's to score: refused, nothing recorded
+    sessions = len(eng.store_db.user_sessions("default"))
+    code, _, err = cli("outcome", "failure")
+    assert code == 1 and "needs --session" in err
+    assert len(eng.store_db.user_sessions("default")) == sessions
     with pytest.raises(SystemExit) as usage:
         cli("progress", "x", "--status", "finished")
     assert usage.value.code == 2
