@@ -198,7 +198,9 @@ characters is split into linked chunks (chunk_ids); over 100,000 characters is r
         Param("content", str, "The corrected full text."),
     ), mcp="write", title="Update a memory", description="""\
 Rewrite a memory you recalled that is wrong, outdated or should absorb new detail. The old
-text stays in its history. Returns {action: "update", memory_id, content, previous_id}.""",
+text stays in its history; the same text writes nothing. A handoff, failure or progress record
+is not rewritten (its text is made from the fields the plan reads): record a new one.
+Returns {action: "update", memory_id, content, previous_id}.""",
        http=Http("PATCH", "/memories/{memory_id}", "Rewrite a memory's content (its history keeps the old text)")),
 
     Op("forget_memory", (

@@ -188,3 +188,28 @@ def test_the_list_route_reads_its_query_and_keeps_text_filters_as_text(api, eng,
         r = c.patch(f"/memories/{mid}", json={"content": "tagged with a year, edited"})
         assert r.status_code == 200 and r.json()["action"] == "update"
         assert c.patch(f"/memories/{mid}", json={}).status_code == 422
+
+
+def test_update_with_the_same_text_writes_nothing(api, eng, clock):
+    m = put(eng, "Staging resets every Sunday at 02:00 UTC.")
+    clock.advance(hours=1)
+    r = call(api, "update_memory", memory_id=m.id, content=m.content)
+    assert r["action"] == "update" and "unchanged" in r["reason"]
+    after = eng.get(m.id)
+    assert after.updated_at == m.updated_at
+    assert "update" not in [e["action"] for e in eng.store_db.events(m.id)]
+
+
+def test_a_continuity_record_is_not_rewritten_as_text(api, eng):
+    # Its text is rendered from the fields the plan reads: a new text would contradict them.
+    h = eng.handoff("Parser done", next_steps=["write the CSV writer"])
+    with pytest.raises(EngramError, match=r"handoff record.*session_handoff"):
+        call(api, "update_memory", memory_id=h.id, content="Everything is finished, nothing left to do")
+    assert eng.get(h.id).content == h.content
+    f = eng.track_failure("KeyError: 'id'", component="importer", root_cause="old export", fix="skip it")
+    with pytest.raises(EngramError, match=r"failure record.*track_failure"):
+        call(api, "update_memory", memory_id=f.memory.id, content="no failure")
+    # A memory of that type stored as plain text (store_memory) has no fields: its text is all there is.
+    plain = put(eng, "Handoff: the parser is done.", memory_type="handoff")
+    r = call(api, "update_memory", memory_id=plain.id, content="Handoff: parser and writer done.")
+    assert r["action"] == "update" and eng.get(plain.id).content == "Handoff: parser and writer done."
