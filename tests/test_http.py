@@ -70,6 +70,9 @@ def test_an_unknown_query_parameter_is_refused_not_ignored(http):
     r = http.post("/search", params={"limit": "3"}, json={"query": "deploys"})
     assert r.status_code == 422 and "unknown argument(s): limit" in r.json()["error"]
     assert http.get("/memories", params={"memory_type": "failure"}).json()["total"] == 0
+    # A parameter given twice: one value would be read and the other dropped, so it is refused.
+    r = http.get("/memories", params=[("memory_type", "fact"), ("memory_type", "failure")])
+    assert r.status_code == 422 and "given more than once: memory_type" in r.json()["error"]
 
 
 def test_get_and_delete_memory(http):

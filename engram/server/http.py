@@ -346,6 +346,12 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
                 args.update(data)
             # A misspelt filter (`?type=fact` for memory_type) must not vanish into an unfiltered answer.
             refuse_unknown(spec.op, request.query_params.keys(), spec.query)
+            # Only one value is read per parameter: a second must not be dropped without a word.
+            repeated = sorted({k for k, _ in request.query_params.multi_items()
+                               if len(request.query_params.getlist(k)) > 1})
+            if repeated:
+                raise BadRequest(422, f"{spec.op}: query parameter(s) given more than once: "
+                                      f"{', '.join(repeated)}; give each once")
             args.update(request.query_params.items())
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
