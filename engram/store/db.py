@@ -111,6 +111,15 @@ def row_to_memory(r: Sequence[Any]) -> Memory:
     )
 
 
+KEY_COLUMNS = ("id", "user_id", "key_hash", "label", "created_at", "revoked_at")
+KEY_COLS = ", ".join(KEY_COLUMNS)
+
+
+def row_to_key(r: Sequence[Any]) -> dict:
+    """An api_keys row (KEY_COLUMNS) as list_keys gives it, both backends."""
+    return {**dict(zip(KEY_COLUMNS, r, strict=True)), "created_at": _aware(r[4]), "revoked_at": _aware(r[5])}
+
+
 def row_to_task(r: Sequence[Any]) -> Task:
     return Task(id=r[0], name=r[1], goal=r[2] or "", status=r[3],
                 metadata=json.loads(r[4]) if r[4] else {}, user_id=r[5],
@@ -796,10 +805,9 @@ class Store:
 
     def list_keys(self, user_id: str | None) -> list[dict]:
         where, params = ("user_id = ?", [user_id]) if user_id is not None else ("true", [])
-        rows = self.execute(f"SELECT id, user_id, key_hash, label, created_at, revoked_at FROM api_keys "
+        rows = self.execute(f"SELECT {KEY_COLS} FROM api_keys "
                             f"WHERE {where} ORDER BY created_at, id", params).fetchall()
-        return [{"id": r[0], "user_id": r[1], "key_hash": r[2], "label": r[3], "created_at": _aware(r[4]),
-                 "revoked_at": _aware(r[5])} for r in rows]
+        return [row_to_key(r) for r in rows]
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
         r = self.execute("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",

@@ -24,8 +24,9 @@ import numpy as np
 
 from ..errors import DatabaseUnavailable
 from ..types import EngramError, Memory, Session, Task
-from .db import (ERASURE_PENDING, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, Rows, _aware, _ts,
-                 memory_field_values, row_to_memory, row_to_session, row_to_task, session_field_values)
+from .db import (ERASURE_PENDING, KEY_COLS, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, Rows,
+                 _aware, _ts, memory_field_values, row_to_key, row_to_memory, row_to_session, row_to_task,
+                 session_field_values)
 from .schema import PG_MIGRATIONS
 
 try:
@@ -669,10 +670,9 @@ class PgStore:
 
     def list_keys(self, user_id: str | None) -> list[dict]:
         where, params = ("user_id = %s", [user_id]) if user_id is not None else ("true", [])
-        rows = self._rows(f"SELECT id, user_id, key_hash, label, created_at, revoked_at FROM api_keys "
+        rows = self._rows(f"SELECT {KEY_COLS} FROM api_keys "
                           f"WHERE {where} ORDER BY created_at, id", params)
-        return [{"id": r[0], "user_id": r[1], "key_hash": r[2], "label": r[3], "created_at": _aware(r[4]),
-                 "revoked_at": _aware(r[5])} for r in rows]
+        return [row_to_key(r) for r in rows]
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
         return self._run("UPDATE api_keys SET revoked_at = %s WHERE id = %s AND revoked_at IS NULL",
