@@ -106,6 +106,16 @@ _DOCUMENTS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
 }
 
 
+# The tool that writes each of those records (and so the one to call for a new one).
+RECORD_TOOLS = {"handoff": "session_handoff", "failure": "track_failure", "progress": "track_progress"}
+
+
+def record_document(m: Memory) -> dict | None:
+    """The document of a memory written by its record tool (a handoff by session_handoff, ...):
+    its text is rendered from it. None for every other memory, of these types stored as text too."""
+    return document(m, m.memory_type) if m.memory_type in _DOCUMENTS else None
+
+
 def document(m: Memory, key: str) -> dict | None:
     """m's engine document under `key` ("handoff", "progress", "failure") with missing optional
     fields filled in, or None when there is none or it is malformed (a field of the wrong type,

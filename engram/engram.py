@@ -20,7 +20,7 @@ from . import resolve
 from .chunking import chunk_spans, split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
-from .continuity import ContinuityMixin, document, estimate_tokens
+from .continuity import RECORD_TOOLS, ContinuityMixin, estimate_tokens, record_document
 from .decay import (days_until_prune, initial_stability, memory_stability, memory_strength, quality_score,
                     recalled_stability, strength_points)
 from .embedding import Embedder, UnavailableEmbedder, load_embedder
@@ -36,8 +36,6 @@ from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFou
                     StoreResult, check_tags)
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
-# The continuity records whose text is rendered from a document, and the tool that writes one.
-_RECORD_TOOLS = {"handoff": "session_handoff", "failure": "track_failure", "progress": "track_progress"}
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
 # Several servers on one database (catch_up): a read asks for the others' writes at most this
@@ -665,13 +663,13 @@ class Engram(ContinuityMixin):
                 raise EngramError(f"memory {memory_id} is {old.status}; only active memories can be updated")
             if content == old.content:  # no new version, no history event, no step re-checked
                 return StoreResult("update", old, old, None, "content unchanged; nothing written")
-            if old.memory_type in _RECORD_TOOLS and document(old, old.memory_type) is not None:
+            if record_document(old) is not None:
                 # Its text is written from its fields, which the plan and the timeline read: a new
                 # text would leave them saying something else.
                 raise EngramError(
                     f"memory {memory_id} is a {old.memory_type} record, whose text is written from "
                     f"its fields (read by the task's plan and timeline); record a new one with "
-                    f"{_RECORD_TOOLS[old.memory_type]} instead of rewriting its text")
+                    f"{RECORD_TOOLS[old.memory_type]} instead of rewriting its text")
             now = self.clock.now()
             vec = self.embedder.embed_batch([content])[0]
             with self.store_db.transaction():
