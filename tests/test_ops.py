@@ -153,7 +153,8 @@ def test_every_api_method_takes_exactly_the_declared_arguments():
 
 def test_check_fills_defaults_and_names_every_problem():
     assert ops.check("get_context", {"query": "deploys"}) == {
-        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None}
+        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None,
+        "all_projects": False}
     with pytest.raises(EngramError, match=r"^store_memory: unknown argument\(s\): colour; accepted: content,"):
         ops.check("store_memory", {"content": "x", "colour": "red"})
     with pytest.raises(EngramError, match=r"^get_task: invalid arguments: missing required argument task_id$"):
