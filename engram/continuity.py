@@ -15,7 +15,7 @@ import numpy as np
 from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
 from .project import check_project
-from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Scope, Session, Task, check_tags
+from .types import NO_PROJECT, TASK_STATUSES, EngramError, Hit, Memory, NotFound, Scope, Session, Task, check_tags
 
 from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
@@ -285,14 +285,14 @@ class ContinuityMixin:
             return self.store_db.get_task(task_id)
 
     def list_tasks(self, status: str | None = None, user_id: str | None = None,
-                   scope: Scope = Scope()) -> list[Task]:
+                   scope: Scope = NO_PROJECT) -> list[Task]:
         """The user's tasks seen in `scope` (default: those of no project)."""
         if status is not None and status not in TASK_STATUSES:
             raise EngramError(f"status must be one of {', '.join(TASK_STATUSES)}")
         return self.store_db.list_tasks(self._user(user_id), status, scope)
 
     def task_overview(self, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None, scope: Scope = Scope()) -> list[dict]:
+                      user_id: str | None = None, scope: Scope = NO_PROJECT) -> list[dict]:
         """Tasks seen in `scope` with their last activity: open ones (open, in_progress,
         blocked) first, then each group by last activity, newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
@@ -474,7 +474,7 @@ class ContinuityMixin:
         }
 
     def take_interrupted(self, user_id: str | None = None, exclude: str | None = None,
-                         scope: Scope = Scope()) -> list[dict]:
+                         scope: Scope = NO_PROJECT) -> list[dict]:
         """Interrupted sessions not reported yet, each with its task and last progress; reported once.
 
         A session silent for longer than the heartbeat timeout counts as interrupted without
@@ -876,7 +876,7 @@ class ContinuityMixin:
             files.extend(f.rstrip(".") for f in _FILE.findall(text))
         return {"files": _unique(files), "components": _unique(components)}
 
-    def prompt_block(self, user_id: str | None = None, limit: int = 10, scope: Scope = Scope()) -> str:
+    def prompt_block(self, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
         """The memory rules for CLAUDE.md / AGENTS.md, followed by the state of the open tasks seen in `scope`."""
         tasks = [t for t in self.task_overview(user_id=user_id, limit=1000, scope=scope)
                  if t["status"] in OPEN_TASK_STATUSES][:limit]
@@ -897,7 +897,7 @@ class ContinuityMixin:
                        task_id: str | None = None, tags: Sequence[str] | None = None,
                        as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                        user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0, scope: Scope = Scope()) -> dict:
+                       min_share: float = 0.0, scope: Scope = NO_PROJECT) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
         failures of components the hits concern, and sessions that were interrupted.
 
@@ -958,7 +958,7 @@ class ContinuityMixin:
         return chosen
 
     def _related_failures(self, hits: list[Hit], user: str, task_ids: Sequence[str] = (),
-                          limit: int = 5, scope: Scope = Scope()) -> list[dict]:
+                          limit: int = 5, scope: Scope = NO_PROJECT) -> list[dict]:
         """Earlier failures (seen in `scope`) of the components the hits concern, and of the
         tasks they belong to (a task's own failures are its, whatever the scope)."""
         components: list[str] = []

@@ -33,7 +33,7 @@ from .ops import refuse_unknown
 from .retrieve import REFERENCE_TEXTS, Weights, rank
 from .store import MemoryStore, open_store
 from .project import check_project
-from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound, Scope,
+from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound, NO_PROJECT, Scope,
                     StoreResult, check_tags)
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
@@ -691,7 +691,7 @@ class Engram(ContinuityMixin):
     # -- read path -----------------------------------------------------------
     def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
                 tags: Sequence[str] | str | None = None, user_id: str | None = None,
-                session_id: str | None = None, scope: Scope = Scope()) -> dict:
+                session_id: str | None = None, scope: Scope = NO_PROJECT) -> dict:
         """One ready-to-read <memory> block within `max_tokens`: the latest handoff with its next
         steps' status, then the relevant memories, then pitfalls, each kept only if it still fits.
         `tags`: only memories (and a handoff) with at least one of them.
@@ -729,7 +729,7 @@ class Engram(ContinuityMixin):
                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
                exclude_types: Sequence[str] = (), min_share: float = 0.0,
-               scope: Scope = Scope()) -> list[Hit]:
+               scope: Scope = NO_PROJECT) -> list[Hit]:
         """Hybrid search. Every memory returned is reinforced (unless reinforce=False); a query
         nothing stored is relevant to returns nothing (see retrieve's relevance floor).
         min_share: return only hits scoring at least this share of the best hit's score.
@@ -791,7 +791,7 @@ class Engram(ContinuityMixin):
 
     # -- forget --------------------------------------------------------------
     def forget(self, memory_id: str | None = None, query: str | None = None,
-               user_id: str | None = None, dry_run: bool = False, scope: Scope = Scope()) -> list[str]:
+               user_id: str | None = None, dry_run: bool = False, scope: Scope = NO_PROJECT) -> list[str]:
         """Delete a memory by id (any project's), or every memory in `scope` that contains all
         the words of `query`.
 

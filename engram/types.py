@@ -64,6 +64,7 @@ class Scope:
 
 
 EVERY_PROJECT = Scope(everything=True)  # no filter: what maintenance, export and ids see
+NO_PROJECT = Scope()  # the rows of no project: what a caller outside any project sees
 
 
 @dataclass(frozen=True)

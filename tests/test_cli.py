@@ -327,7 +327,8 @@ def test_stop_asks_the_daemon_to_exit_and_waits(short_home, capsys):
 
 def run_engram(home: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=REPO,
+    # cwd: outside any git repository, so the rows belong to no project (docs/projects.md).
+    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=home,
                           timeout=300, check=False)
 
 
