@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
@@ -138,11 +139,21 @@ async def test_two_repositories_and_a_worktree_through_cli_and_stdio(model_home,
     async with stdio(home, outside) as c:
         assert await mcp_seen(c) == (glob, glob_tasks)
 
-    # The sessions recorded where they worked: the worktree's on its own branch, A's project.
     projects = cli(home, outside, "projects")
     assert {p["id"]: (p["memories"], p["tasks"]) for p in projects["projects"]} == {
         str(a.resolve()): (2, 2), "github.com/me/beta": (2, 1)}
     assert projects["current"] is None
+
+    # The sessions recorded where they worked: the worktree's is A's project on its own branch.
+    subprocess.run([sys.executable, "-m", "engram.cli", "stop"], env=env_for(home), cwd=outside, check=True,
+                   capture_output=True, timeout=120)
+    con = duckdb.connect(str(home / "memories.duckdb"), read_only=True)
+    try:
+        seen = set(con.execute("SELECT client, project, branch FROM sessions").fetchall())
+    finally:
+        con.close()
+    assert {("stdio", str(a.resolve()), "feature"), ("stdio", "github.com/me/beta", "main"),
+            ("cli", str(a.resolve()), "main"), ("cli", None, None), ("stdio", None, None)} <= seen
 
 
 @pytest.mark.anyio
