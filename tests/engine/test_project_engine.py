@@ -29,7 +29,8 @@ def test_each_project_sees_its_own_and_the_global_memories(api):
     api.call("store_memory", {"content": "The user wants the code formatted before each commit.",
                               "scope": "global"}, ctx(A))
     api.call("store_memory", {"content": "Format the code with the house style when unsure."}, ctx(None))
-    glob = {"The user wants the code formatted before each commit.", "Format the code with the house style when unsure."}
+    glob = {"The user wants the code formatted before each commit.",
+            "Format the code with the house style when unsure."}
     assert recalled(api, ctx(A), "how to format the code") == glob | {"Alpha formats the code with tabs."}
     assert recalled(api, ctx(B), "how to format the code") == glob | {"Beta formats the code with spaces."}
     assert recalled(api, ctx(None), "how to format the code") == glob
@@ -99,7 +100,8 @@ def test_pitfalls_and_interrupted_sessions_are_the_projects(api, eng):
     api.call("track_failure", {"error": "npm ERESOLVE", "component": "installer"}, ctx(B))
     api.call("store_memory", {"content": "The installer needs the lock file."}, ctx(A))
     api.call("store_memory", {"content": "The installer needs the lock file, in beta too."}, ctx(B))
-    fails = lambda c: {f["error"] for f in api.call("recall_memory", {"query": "installer lock file"}, c)["related_failures"]}  # noqa: E731
+    def fails(c: Ctx) -> set[str]:
+        return {f["error"] for f in api.call("recall_memory", {"query": "installer lock file"}, c)["related_failures"]}
     assert fails(ctx(A)) == {"pip timeout"} and fails(ctx(B)) == {"npm ERESOLVE"}
     # A session of A that went away is reported to A's next session, not to B's.
     eng.touch_session("gone", client="stdio", project=A, branch="main")
