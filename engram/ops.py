@@ -169,7 +169,9 @@ Returns {memories: [{id, content, memory_type, score, quality_score, created_at,
 handoff (the latest relevant session handoff with each next step checked against later work,
 or null), related_failures (known pitfalls of the components involved), interrupted_sessions
 (earlier sessions that ended without a clean exit, each reported once: resume their work)}.
-The latest relevant handoff is pinned first in memories. Recalled memories are reinforced.""",
+The latest relevant handoff is pinned first in memories. Recalled memories are reinforced.
+You see the memories of the project you work in and those of no project (all_projects: every
+project's).""",
        http=Http("POST", "/search", "Hybrid search with continuity context"),
        cli=(Cli(("recall",), "Search memories by meaning and keywords.", positional=("query",)),)),
 
@@ -307,7 +309,8 @@ For a compact continuation use resume_task.""",
 The tasks you can resume, when you start fresh and do not know their ids: open ones
 (open, in_progress, blocked) first, each group by last activity, newest first.
 Returns {tasks: [{id, name, goal, status, last_activity_at, last_activity: {at,
-memory_type, content}, ...}]}. Then call resume_task(task_id).""",
+memory_type, content}, ...}]}: the project you work in and those of no project
+(all_projects: every project's). Then call resume_task(task_id).""",
        http=Http("GET", "/tasks", "List tasks, open first, with their last activity (?status=, ?limit=)",
                  query=("status", "limit", "all_projects")),
        cli=(Cli(("task", "list"), "List tasks, newest first.", params=("status", "all_projects")),
