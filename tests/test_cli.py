@@ -32,8 +32,11 @@ def api(eng):
 
 
 @pytest.fixture
-def cli(api, capsys):
-    """Run `engram <argv>` in-process against the test Engram; returns (exit code, stdout, stderr)."""
+def cli(api, capsys, tmp_path, monkeypatch):
+    """Run `engram <argv>` in-process against the test Engram; returns (exit code, stdout, stderr).
+    It runs outside any git repository (and ENGRAM_PROJECT), so its rows belong to no project."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ENGRAM_PROJECT", raising=False)
 
     def run(*argv: str) -> tuple[int, str, str]:
         code = main(list(argv), api_factory=lambda settings: api)

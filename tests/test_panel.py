@@ -405,7 +405,10 @@ def test_without_a_token_configured_the_panel_opens_without_a_login(browser, eng
     pg.goto(base + "/ui/")
     pg.wait_for_selector(f"a.card[href='#/task/{task}']")
     assert pg.locator("form.login").count() == 0 and pg.locator("#logout").is_hidden()
-    # The keyboard alone: a page puts focus on its content, Tab reaches the first card, Enter opens it.
+    # The keyboard alone: a page puts focus on its content, Tab reaches the project filter, then
+    # the first card, Enter opens it.
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.getAttribute('name')") == "project"
     pg.keyboard.press("Tab")
     assert pg.evaluate("document.activeElement.getAttribute('href')") == f"#/task/{task}"
     pg.keyboard.press("Enter")
