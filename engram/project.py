@@ -99,16 +99,16 @@ def detect_project(cwd: str | os.PathLike | None = None, env: Mapping[str, str] 
     where = Path(cwd) if cwd is not None else Path.cwd()
     if not where.is_dir():
         return None
-    out = _git(where, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
-               "--abbrev-ref", "HEAD")
+    out = _git(where, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel")
     if out is None:
         return None
     lines = out.splitlines()
     if len(lines) < 2:  # a bare repository or .git itself: no work tree, no project
         return None
     common, top = Path(lines[0]).resolve(), lines[1]
-    branch = lines[2].strip() if len(lines) > 2 else ""
-    branch = None if branch in ("", "HEAD") else branch  # HEAD: detached
+    # symbolic-ref, not rev-parse HEAD: it answers in a repository with no commit yet too; it
+    # fails on a detached HEAD, which has no branch.
+    branch = (_git(where, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
     main = common.parent if common.name == ".git" else common
     remote = normalise_remote(_git(where, "config", "--get", "remote.origin.url") or "")
     if remote:
