@@ -15,6 +15,7 @@ The branch is not part of the identity; it is reported beside it (sessions recor
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -26,9 +27,12 @@ from .errors import EngramError
 
 __all__ = ["MAX_PROJECT_CHARS", "Project", "check_project", "detect_project", "normalise_remote"]
 
+log = logging.getLogger(__name__)
+
 # git answers in a few milliseconds; a hung git (a network filesystem, a credential prompt) must
-# not hold up a hook or a server start.
-_GIT_TIMEOUT = 3.0
+# not hold up a hook or a server start for long. 10 s, not less: on a saturated machine starting
+# git alone has taken seconds, and a time-out means "no project", which scopes wrongly.
+_GIT_TIMEOUT = 10.0
 
 
 MAX_PROJECT_CHARS = 1000
@@ -85,7 +89,8 @@ def _git(cwd: Path, *args: str) -> str | None:
     try:
         r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
                            timeout=_GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):  # no git, or it hung: no project rather than no answer
+    except (OSError, subprocess.SubprocessError) as e:  # no git, or it hung: no project rather than no answer
+        log.warning("git %s in %s failed (%s): taken as no project", " ".join(args[:1]), cwd, e)
         return None
     return r.stdout if r.returncode == 0 else None
 
