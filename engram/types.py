@@ -162,6 +162,25 @@ class Task:
 
 
 @dataclass(frozen=True)
+class Claim:
+    """Who holds a task: the session that claimed it, since when, and when it was last heard
+    from (its session's last heartbeat). `session_status` is that session's status."""
+
+    task_id: str
+    user_id: str
+    session_id: str
+    client: str
+    since: datetime
+    last_heard: datetime | None  # None: the session row is gone
+    session_status: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "session_id": self.session_id, "client": self.client,
+                "since": self.since.isoformat(),
+                "last_heard": self.last_heard.isoformat() if self.last_heard else None}
+
+
+@dataclass(frozen=True)
 class Session:
     id: str
     user_id: str

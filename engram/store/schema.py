@@ -106,6 +106,26 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at TIMESTAMP NOT NULL,
             revoked_at TIMESTAMP
         )"""]),
+    # Task claims (engram/claims.py): the primary key lets one session at a time hold a task;
+    # a claim is taken by an insert that finds no row, or by an update conditional on the holder
+    # read before it, so two racing sessions cannot both win. claim_notices tells a session,
+    # on its next call, that another took its task over.
+    ("task claims", [
+        """CREATE TABLE claims (
+            task_id VARCHAR PRIMARY KEY,
+            user_id VARCHAR NOT NULL,
+            session_id VARCHAR NOT NULL,
+            client VARCHAR,
+            claimed_at TIMESTAMP NOT NULL
+        )""",
+        """CREATE TABLE claim_notices (
+            session_id VARCHAR NOT NULL,
+            task_id VARCHAR NOT NULL,
+            by_session VARCHAR NOT NULL,
+            by_client VARCHAR,
+            happened_at TIMESTAMP NOT NULL
+        )""",
+    ]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -241,6 +261,24 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at timestamp NOT NULL,
             revoked_at timestamp
         )"""]),
+    ("task claims", [
+        """CREATE TABLE claims (
+            task_id text COLLATE "C" PRIMARY KEY,
+            user_id text NOT NULL,
+            session_id text COLLATE "C" NOT NULL,
+            client text,
+            claimed_at timestamp NOT NULL
+        )""",
+        "CREATE INDEX claims_session ON claims (session_id)",
+        """CREATE TABLE claim_notices (
+            session_id text COLLATE "C" NOT NULL,
+            task_id text COLLATE "C" NOT NULL,
+            by_session text NOT NULL,
+            by_client text,
+            happened_at timestamp NOT NULL
+        )""",
+        "CREATE INDEX claim_notices_session ON claim_notices (session_id)",
+    ]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 
