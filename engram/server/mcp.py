@@ -7,6 +7,7 @@ import inspect
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -136,8 +137,26 @@ def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, terminate)
+    keep_alive(client, settings.claim_timeout_s / 5)
     backend = RemoteBackend(client)
     build_mcp(lambda ctx: backend).run("stdio")
+
+
+def keep_alive(client: RpcClient, every_s: float) -> threading.Thread:
+    """Heartbeats while this process lives, so an agent working for an hour between tool calls
+    keeps its session and its task claims (engram.claims); a killed or frozen process stops
+    them, and its claims lapse. Only over a connection already open (RpcClient.beat)."""
+    from engram.server.daemon import HEARTBEAT
+
+    def run() -> None:
+        while not stop.wait(every_s):
+            client.beat(HEARTBEAT)
+
+    stop = threading.Event()
+    atexit.register(stop.set)
+    t = threading.Thread(target=run, name="engram-heartbeat", daemon=True)
+    t.start()
+    return t
 
 
 def main() -> None:

@@ -538,6 +538,29 @@ class RpcClient:
                 return self._read_reply(req_id, method)
         raise AssertionError("unreachable")
 
+    def beat(self, method: str) -> bool:
+        """Send `method` (the daemon's heartbeat) if connected now; never connects or spawns,
+        so a stopped daemon is not started again by a client that is only idling. True when
+        the daemon answered."""
+        if not self._lock.acquire(blocking=False):
+            return False  # a call is running: it is a heartbeat of its own
+        try:
+            if self._closed or self._sock is None:
+                return False
+            req_id = next(self._ids)
+            try:
+                self._sock.sendall(dumps({"id": req_id, "method": method, "params": {}}), _SEND_FLAGS)
+            except OSError:
+                self._drop()  # not fully written: the next call reconnects
+                return False
+            try:
+                self._read_reply(req_id, method)
+            except RpcError:  # refused, or a transport failure _read_reply already dealt with
+                return False
+            return True
+        finally:
+            self._lock.release()
+
     def close(self, clean: bool = True) -> None:
         """End the session; clean=True tells the daemon it ended on purpose."""
         with self._lock:

@@ -80,7 +80,7 @@ def test_take_over_and_release(store, clock):
     assert got["claimed"] and got["taken_over"]["session_id"] == "a"
     assert got["claim"]["session_id"] == "b" and got["claim"]["client"] == "http"
     assert claims.notices("a")[0]["message"].startswith("task t-1 was taken over by session b (http)")
-    with pytest.raises(TaskClaimed, match="held by session b .*not by this session"):
+    with pytest.raises(TaskClaimed, match=r"held by session b .*not by this session"):
         claims.release("t-1", "a")
     assert store.get_claim("t-1").session_id == "b"  # the refused release changed nothing
     assert claims.release("t-1", "b") == {"task_id": "t-1", "released": True}
@@ -100,7 +100,7 @@ def _race(stores, clock, rounds: int) -> list[list[str]]:
         won: list[str] = []
         errors: list[str] = []
 
-        def go(store, sid):
+        def go(store, sid, barrier=barrier, won=won, errors=errors):
             barrier.wait()
             try:
                 Claims(store, clock, timeout_s=60).claim("t-1", "u", sid, "test")
