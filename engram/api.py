@@ -127,14 +127,15 @@ class Api:
         return {"task_id": t.id, **t.to_dict()}
 
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
-        return self.eng.task_view(task_id, limit, user_id=ctx.user_id)
+        return self.eng.task_view(task_id, limit, user_id=ctx.user_id, reader=ctx.session_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int) -> dict:
-        return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id)}
+        return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id, reader=ctx.session_id)}
 
-    def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int, take_over: bool) -> dict:
-        return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id, session_id=ctx.session_id,
-                                    client=ctx.client, take_over=bool(take_over))
+    def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int, take_over: bool, claim: bool) -> dict:
+        return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id,
+                                    session_id=ctx.session_id if claim else None,
+                                    client=ctx.client, take_over=bool(take_over), reader=ctx.session_id)
 
     def claim_task(self, ctx: Ctx, task_id: str, take_over: bool) -> dict:
         return self.eng.claim_task(task_id, ctx.session_id, ctx.client, bool(take_over), user_id=ctx.user_id)

@@ -15,10 +15,10 @@ import numpy as np
 from .claims import Claims, describe_claim
 from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
-from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task, check_tags
+from .types import TASK_STATUSES, Claim, EngramError, Hit, Memory, NotFound, Session, Task, check_tags
 
 from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
-OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
+from .types import OPEN_TASK_STATUSES as OPEN_TASK_STATUSES
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
 
@@ -165,12 +165,17 @@ def _pack(sections: Sequence[tuple[str, Sequence[str]]], max_tokens: int) -> str
     return "\n".join(out)
 
 
+def _held(c: Claim | None, reader: str | None) -> dict | None:
+    """A task's holder as the answers show it; this_session: the reading session holds it."""
+    return None if c is None else {**c.to_dict(), "this_session": c.session_id == reader}
+
+
 def render_resume(r: dict, max_tokens: int) -> str:
     """The resume_task text block: most needed first, so a small budget keeps what matters."""
     t = r["task"]
     head = [f"Task {t['id']}: {t['name']} [{t['status']}]"]
     if r.get("held_by"):
-        mine = r["held_by"]["session_id"] == r.get("session_id")
+        mine = r["held_by"].get("this_session", False)
         head.append("Held by: " + ("this session, " if mine else "")
                     + describe_claim(r["held_by"])
                     + ("" if mine else ". Another agent is working on it: do not do its work twice"))
@@ -295,7 +300,7 @@ class ContinuityMixin:
         return self.store_db.list_tasks(self._user(user_id), status)
 
     def task_overview(self, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None) -> list[dict]:
+                      user_id: str | None = None, reader: str | None = None) -> list[dict]:
         """Tasks with their last activity: open ones (open, in_progress, blocked) first, then
         each group by last activity, newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
@@ -309,7 +314,7 @@ class ContinuityMixin:
         for t in tasks:
             act = last.get(t.id)
             at = max(t.updated_at, act[0]) if act else t.updated_at
-            d = {**t.to_dict(), "held_by": held[t.id].to_dict() if t.id in held else None,
+            d = {**t.to_dict(), "held_by": _held(held.get(t.id), reader),
                  "last_activity_at": at.isoformat(),
                  "last_activity": {"at": act[0].isoformat(), "memory_type": act[1], "content": act[2]}
                  if act else None}
@@ -317,7 +322,8 @@ class ContinuityMixin:
         out.sort(key=lambda x: x[:2])
         return [d for *_, d in out[:limit]]
 
-    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None) -> dict:
+    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None,
+                  reader: str | None = None) -> dict:
         """The task, the newest `limit` of everything linked to it (and of each kind) in time
         order with the totals in counts, and the latest handoff's validation.
 
@@ -336,7 +342,7 @@ class ContinuityMixin:
             holder = self.claims.holder(t.id)
             return {
                 "task": t.to_dict(),
-                "held_by": holder.to_dict() if holder else None,
+                "held_by": _held(holder, reader),
                 **{name: [self._timeline_entry(m) for m in rows[-limit:]] for name, rows in lists.items()},
                 "counts": {name: len(rows) for name, rows in lists.items()},
                 "latest_handoff": self.handoff_view(latest) if latest else None,
@@ -784,7 +790,8 @@ class ContinuityMixin:
 
     # -- resuming a task -----------------------------------------------------
     def resume_task(self, task_id: str, max_tokens: int = 2000, user_id: str | None = None,
-                    session_id: str | None = None, client: str = "", take_over: bool = False) -> dict:
+                    session_id: str | None = None, client: str = "", take_over: bool = False,
+                    reader: str | None = None) -> dict:
         """Everything the agent taking over a task needs, structured and as one text block that
         fits `max_tokens`: goal and status, the plan with statuses and the next step, what is in
         progress and blocked, pitfalls, what to keep, the working set, interrupted sessions,
@@ -792,7 +799,8 @@ class ContinuityMixin:
 
         With a session_id the session claims the task (see engram.claims): when another live
         session holds it the answer still comes, with claim.claimed false and the holder named
-        (take_over takes it). Without one (an MCP resource, the library) nothing is claimed.
+        (take_over takes it). Without one (an MCP resource, the library) nothing is claimed;
+        `reader` is then the session reading, so the block can say the holder is "this session".
         Nothing is reinforced and no interruption is marked as reported.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
@@ -813,7 +821,7 @@ class ContinuityMixin:
             holder = self.claims.holder(t.id)
             out = {
                 "task": t.to_dict(),
-                "held_by": holder.to_dict() if holder else None,
+                "held_by": _held(holder, session_id or reader),
                 "latest_handoff": {"id": latest.id, "created_at": latest.created_at.isoformat(),
                                    "summary": doc.get("summary", "")} if latest else None,
                 "plan": plan,
@@ -835,7 +843,7 @@ class ContinuityMixin:
             }
             if claim is not None:
                 out["claim"] = claim
-            out["context"] = render_resume({**out, "session_id": session_id}, max_tokens)
+            out["context"] = render_resume(out, max_tokens)
             out["tokens"] = estimate_tokens(out["context"])
             return out
 

@@ -298,7 +298,8 @@ The tasks you can resume, when you start fresh and do not know their ids: open o
 (open, in_progress, blocked) first, each group by last activity, newest first.
 Returns {tasks: [{id, name, goal, status, held_by, last_activity_at, last_activity: {at,
 memory_type, content}, ...}]}. held_by names the session working on a task now ({session_id,
-client, since, last_heard}; null when nobody is): prefer tasks nobody holds. Then call
+client, since, last_heard, this_session: true when it is you}; null when nobody is): prefer
+tasks nobody else holds. Then call
 resume_task(task_id).""",
        http=Http("GET", "/tasks", "List tasks, open first, with their last activity (?status=, ?limit=)",
                  query=("status", "limit")),
@@ -309,6 +310,7 @@ resume_task(task_id).""",
         Param("task_id", str, "Id from create_task or list_tasks."),
         Param("max_tokens", int, "Token budget for the text block (50-100000).", 2000, **TOKENS),
         TAKE_OVER,
+        Param("claim", bool, "false: only read; claim nothing (as the MCP resources read it).", True),
     ), mcp="write_idempotent", title="Resume a task", description="""\
 Call first when you take over a task: one answer to "where are we and what next?". It also
 claims the task for you when nobody else holds it. If another live session holds it, you still

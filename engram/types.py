@@ -13,6 +13,7 @@ from .errors import NotFound as NotFound
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
+OPEN_TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked")  # what a session may resume
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
 PROGRESS_STATUSES: tuple[str, ...] = ("planned", "in_progress", "blocked", "done")
 OUTCOMES: tuple[str, ...] = ("success", "failure")

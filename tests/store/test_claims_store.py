@@ -105,8 +105,8 @@ def _race(stores, clock, rounds: int) -> list[list[str]]:
             try:
                 Claims(store, clock, timeout_s=60).claim("t-1", "u", sid, "test")
                 won.append(sid)
-            except TaskClaimed as e:
-                errors.append(str(e))
+            except TaskClaimed as refused:
+                errors.append(str(refused))
 
         threads = [threading.Thread(target=go, args=(st, sid)) for st, sid in zip(stores, sessions)]
         for t in threads:
