@@ -170,8 +170,11 @@ class Rows:
 
 
 def row_to_claim(r: Sequence[Any]) -> Claim:
-    return Claim(task_id=r[0], user_id=r[1], session_id=r[2], client=r[3] or "", since=_aware(r[4]),
-                 last_heard=_aware(r[5]), session_status=r[6])
+    # Claiming is hearing from the session: its heartbeat row is written at most every few
+    # seconds (Engram._beat_every), so it may be older than the claim itself.
+    since, beat = _aware(r[4]), _aware(r[5])
+    return Claim(task_id=r[0], user_id=r[1], session_id=r[2], client=r[3] or "", since=since,
+                 last_heard=None if beat is None else max(beat, since), session_status=r[6])
 
 
 # The claim with its holder's heartbeat and status (a LEFT JOIN: a session row may be gone).
