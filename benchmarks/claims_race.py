@@ -141,26 +141,23 @@ async def run(home: Path, rounds: int, claim_timeout: float) -> dict:
 def markdown(r: dict, command: str) -> str:
     def s(x: float | None) -> str:
         return "did not lapse" if x is None else f"{x:.2f} s"
-    return f"""
-## Issue 25: task claims, two stdio MCP servers racing
-
-{datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")}, load average {os.getloadavg()[0]:.1f} (2 cores shared with other engineers).
-
-```
-{command}
-```
-
-| what | figure |
-|---|---|
-| rounds (a new task each, both servers send claim_task at once) | {r['rounds']} |
-| rounds with exactly one winner | {r['one_winner']} |
-| rounds where the loser's error named the winner's session | {r['loser_named_winner']} |
-| wins of server a / server b | {r['wins_a']} / {r['wins_b']} |
-| holder SIGKILLed: time until the other server's claim succeeds | {s(r['lapse_after_sigkill_s'])} (the daemon sees the connection drop; polled every {POLL_S * 1000:.0f} ms) |
-| holder SIGSTOPped (connection open, heartbeats stop), ENGRAM_CLAIM_TIMEOUT={r['claim_timeout_s']:g} | {s(r['lapse_after_sigstop_s'])} |
-
-A loser's error, as the calling model reads it: `{r['sample_error']}`
-"""
+    when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    rows = [
+        ("rounds (a new task each, both servers send claim_task at once)", r["rounds"]),
+        ("rounds with exactly one winner", r["one_winner"]),
+        ("rounds where the loser's error named the winner's session", r["loser_named_winner"]),
+        ("wins of server a / server b", f"{r['wins_a']} / {r['wins_b']}"),
+        ("holder SIGKILLed: time until the other server's claim succeeds",
+         f"{s(r['lapse_after_sigkill_s'])} (the daemon sees the connection drop; polled every "
+         f"{POLL_S * 1000:.0f} ms)"),
+        (f"holder SIGSTOPped (connection open, heartbeats stop), ENGRAM_CLAIM_TIMEOUT={r['claim_timeout_s']:g}",
+         s(r["lapse_after_sigstop_s"])),
+    ]
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    return (f"\n## Issue 25: task claims, two stdio MCP servers racing\n\n"
+            f"{when}, load average {os.getloadavg()[0]:.1f} (2 cores shared with other engineers).\n\n"
+            f"```\n{command}\n```\n\n| what | figure |\n|---|---|\n{table}\n\n"
+            f"A loser's error, as the calling model reads it: `{r['sample_error']}`\n")
 
 
 def main() -> None:

@@ -17,12 +17,14 @@ one DuckDB file or on a PostgreSQL database several servers share.
 from __future__ import annotations
 
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .clock import Clock
 from .errors import TaskClaimed
-from .store.base import MemoryStore
-from .types import Claim
+
+if TYPE_CHECKING:  # the CLI imports describe_claim, and must not load the store (numpy) for it
+    from .clock import Clock
+    from .store.base import MemoryStore
+    from .types import Claim
 
 __all__ = ["Claims", "describe_claim"]
 
