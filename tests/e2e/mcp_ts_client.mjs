@@ -18,8 +18,9 @@ out.resources = (await client.listResources()).resources;
 out.templates = (await client.listResourceTemplates()).resourceTemplates;
 out.tasks = (await client.readResource({ uri: "engram://tasks" })).contents;
 out.resume = (await client.readResource({ uri: `engram://tasks/${taskId}/resume` })).contents;
-out.prompt = await client.getPrompt({ name: "resume", arguments: { task_id: taskId } });
+// Read before the prompt, which claims the task (and so changes the block's Held by line).
 out.tool = await client.callTool({ name: "resume_task", arguments: { task_id: taskId, claim: false } });
+out.prompt = await client.getPrompt({ name: "resume", arguments: { task_id: taskId } });
 try {
   await client.readResource({ uri: "engram://tasks/t-missing/resume" });
   out.missing = null;
