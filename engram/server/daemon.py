@@ -72,7 +72,8 @@ class Daemon:
             return {"stopping": True, "pid": os.getpid()}
         if method == HEARTBEAT:
             self.eng.touch_session(peer.session_id, peer.user_id, peer.client, peer.pid)
-            return {}
+            # The claim timeout that counts is this daemon's: the client beats at its pace.
+            return {"next_in_s": self.settings.claim_timeout_s / 5}
         return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid))
 
     def on_connect(self, peer: Peer) -> None:

@@ -216,12 +216,17 @@ def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
 def keep_alive(client: RpcClient, every_s: float) -> threading.Thread:
     """Heartbeats while this process lives, so an agent working for an hour between tool calls
     keeps its session and its task claims (engram.claims); a killed or frozen process stops
-    them, and its claims lapse. Only over a connection already open (RpcClient.beat)."""
+    them, and its claims lapse. Only over a connection already open (RpcClient.beat). The
+    daemon's answer sets the pace (a fifth of its claim timeout, which may differ from this
+    process's setting); until it answers, every second or every_s, whichever is sooner."""
     from engram.server.daemon import HEARTBEAT
 
     def run() -> None:
-        while not stop.wait(every_s):
-            client.beat(HEARTBEAT)
+        wait = min(every_s, 1.0)
+        while not stop.wait(wait):
+            reply = client.beat(HEARTBEAT)
+            if isinstance(reply, dict) and isinstance(reply.get("next_in_s"), int | float):
+                wait = max(0.2, float(reply["next_in_s"]))
 
     stop = threading.Event()
     atexit.register(stop.set)

@@ -538,26 +538,25 @@ class RpcClient:
                 return self._read_reply(req_id, method)
         raise AssertionError("unreachable")
 
-    def beat(self, method: str) -> bool:
+    def beat(self, method: str) -> Any:
         """Send `method` (the daemon's heartbeat) if connected now; never connects or spawns,
-        so a stopped daemon is not started again by a client that is only idling. True when
-        the daemon answered."""
+        so a stopped daemon is not started again by a client that is only idling. The daemon's
+        answer, or None when nothing was sent or it failed."""
         if not self._lock.acquire(blocking=False):
-            return False  # a call is running: it is a heartbeat of its own
+            return None  # a call is running: it is a heartbeat of its own
         try:
             if self._closed or self._sock is None:
-                return False
+                return None
             req_id = next(self._ids)
             try:
                 self._sock.sendall(dumps({"id": req_id, "method": method, "params": {}}), _SEND_FLAGS)
             except OSError:
                 self._drop()  # not fully written: the next call reconnects
-                return False
+                return None
             try:
-                self._read_reply(req_id, method)
+                return self._read_reply(req_id, method)
             except RpcError:  # refused, or a transport failure _read_reply already dealt with
-                return False
-            return True
+                return None
         finally:
             self._lock.release()
 

@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 
+import anyio
 import pytest
 
 from benchmarks import claims_race
@@ -39,8 +40,20 @@ async def test_two_stdio_servers_racing_for_claims_get_one_winner_each_round(hom
     assert frozen is not None and CLAIM_TIMEOUT * 0.5 <= frozen <= CLAIM_TIMEOUT + 5
 
 
+async def test_an_idle_but_live_holder_keeps_its_claim_past_the_timeout(home):
+    """The stdio server's heartbeats keep the session heard from while its agent works without
+    calling a tool: after three claim timeouts of no calls the task is still held."""
+    async with claims_race.server(home, CLAIM_TIMEOUT) as (holder, _), \
+            claims_race.server(home, CLAIM_TIMEOUT) as (other, _):
+        t = (await holder.call_tool("create_task", {"name": "Long think"})).structured_content["task_id"]
+        assert (await claims_race.claim(holder, t))[0]
+        await anyio.sleep(CLAIM_TIMEOUT * 3)  # real time: the heartbeats are what is under test
+        won, error = await claims_race.claim(other, t)
+        assert not won and "held by session" in error
+
+
 async def test_take_over_is_told_to_the_first_session_and_loses_nothing(home):
-    async with claims_race.server(home, 120) as (a, _), claims_race.server(home, 120) as (b, _):
+    async with claims_race.server(home, CLAIM_TIMEOUT) as (a, _), claims_race.server(home, CLAIM_TIMEOUT) as (b, _):
         t = (await a.call_tool("create_task", {"name": "Shared task"})).structured_content["task_id"]
         await a.call_tool("track_progress", {"feature": "step one", "status": "in_progress", "task_id": t})
         held = (await b.call_tool("list_tasks", {})).structured_content["tasks"][0]["held_by"]
@@ -60,13 +73,13 @@ async def test_take_over_is_told_to_the_first_session_and_loses_nothing(home):
 
 
 def engram(home, *args: str) -> subprocess.CompletedProcess:
-    env = claims_race.engram_env(home, 120)
+    env = claims_race.engram_env(home, CLAIM_TIMEOUT)
     return subprocess.run([sys.executable, "-m", "engram", *args], env=env, capture_output=True, text=True,
                           timeout=claims_race.TIMEOUT)
 
 
 async def test_the_cli_shows_the_holder_and_claims_releases_and_takes_over(home):
-    async with claims_race.server(home, 120) as (a, _):
+    async with claims_race.server(home, CLAIM_TIMEOUT) as (a, _):
         t = (await a.call_tool("create_task", {"name": "CLI visible"})).structured_content["task_id"]
         mine = (await a.call_tool("claim_task", {"task_id": t})).structured_content["claim"]["session_id"]
         shown = engram(home, "tasks")
