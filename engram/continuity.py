@@ -227,7 +227,8 @@ MEMORY_RULES = """\
   interrupted work instead of restarting it.
 - To continue a task, call resume_task(task_id) first (list_tasks shows the open ones): it gives
   the plan with each step done, in_progress, not_started or dropped, the next step, pitfalls
-  and the working set. Do not redo a step marked done.
+  and the working set. Do not redo a step marked done. A task held by another session
+  (held_by) is being worked on: pick another unless the user asks you to take it over.
 - For work that may span sessions, call create_task once and pass its task_id to every later call.
 - Store durable knowledge with store_memory: decisions and why, conventions, user preferences,
   working commands. One self-contained fact per call; no secrets. If a recalled memory is wrong
@@ -934,8 +935,9 @@ class ContinuityMixin:
             lines += ["", "### Open tasks (engram)",
                       "Resume one with resume_task(task_id) before working on it."]
             for t in tasks:
+                held = f"; held by {describe_claim(t['held_by'])}" if t["held_by"] else ""
                 lines.append(f"- {t['id']} [{t['status']}] {t['name']}"
-                             f" (last activity {t['last_activity_at'][:10]})")
+                             f" (last activity {t['last_activity_at'][:10]}{held})")
                 for e in self.task_plan_of(t["user_id"], t["id"]):
                     if e["status"] in ("in_progress", "not_started"):
                         lines.append(f"  - next: {e['step']} [{e['status']}]")

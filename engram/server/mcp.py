@@ -38,10 +38,12 @@ engram is your long-term memory across sessions. At the start of a task call rec
 get_context) with what you are about to work on: it returns relevant memories, the latest handoff
 pinned first, known pitfalls, and sessions that were interrupted. Use create_task for multi-session
 work and pass its task_id to later calls; to continue one, list_tasks then resume_task(task_id)
-gives its plan, next step, pitfalls and working set. Store durable facts, decisions and strategies with
-store_memory (or correct one with update_memory), report milestones with track_progress and errors
-with track_failure, and call session_handoff before you stop so the next session can continue
-(then report_interruption if you are being cut off)."""
+gives its plan, next step, pitfalls and working set, and claims it for you; a task another session
+holds (held_by in list_tasks) is being worked on: pick another unless the user asks you to take it
+over (claim_task take_over=true), and release_task one you stop working on. Store durable facts,
+decisions and strategies with store_memory (or correct one with update_memory), report milestones
+with track_progress and errors with track_failure, and call session_handoff before you stop so the
+next session can continue (then report_interruption if you are being cut off)."""
 
 ANNOTATIONS = {
     "read": ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
