@@ -73,6 +73,10 @@ class Api:
                 self.eng.touch_session(ctx.session_id, ctx.user_id, ctx.client, ctx.pid,
                                        ctx.project, ctx.branch)
             result = fn(ctx, **args)
+            if name != "health" and isinstance(result, dict):
+                notices = self.eng.claim_notices(ctx.session_id)
+                if notices:  # another session took a task of this one's over: said once
+                    result["claim_notices"] = notices
             ok = True
             return result
         finally:
@@ -138,15 +142,32 @@ class Api:
         return {"task_id": t.id, **t.to_dict()}
 
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
-        return self.eng.task_view(task_id, limit, user_id=ctx.user_id)
+        return self.eng.task_view(task_id, limit, user_id=ctx.user_id, reader=ctx.session_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int, all_projects: bool) -> dict:
         return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id,
-                                                scope=scope_of(ctx, all_projects)),
+                                                scope=scope_of(ctx, all_projects), reader=ctx.session_id),
                 "project": ctx.project}
 
-    def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int) -> dict:
-        return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id)
+    def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int, take_over: bool, claim: bool) -> dict:
+        return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id,
+                                    session_id=ctx.session_id if claim else None,
+                                    client=ctx.client, take_over=bool(take_over), reader=ctx.session_id)
+
+    def claim_task(self, ctx: Ctx, task_id: str, take_over: bool) -> dict:
+        return self.eng.claim_task(task_id, ctx.session_id, ctx.client, bool(take_over), user_id=ctx.user_id)
+
+    def release_task(self, ctx: Ctx, task_id: str) -> dict:
+        return self.eng.release_task(task_id, ctx.session_id, user_id=ctx.user_id)
+
+    def _working(self, ctx: Ctx, out: dict) -> dict:
+        """A write for a task claims it for the caller when nobody holds it; when another
+        session does, the write is kept and `claim` says who holds the task."""
+        if out.get("task_id"):
+            claim = self.eng.work_on(out["task_id"], ctx.session_id, ctx.client, user_id=ctx.user_id)
+            if claim is not None:
+                out["claim"] = claim
+        return out
 
     def report_interruption(self, ctx: Ctx, reason: str, task_id: str | None) -> dict:
         s = self.eng.report_interruption(ctx.session_id, reason, task_id, user_id=ctx.user_id)
@@ -166,8 +187,8 @@ class Api:
         m = self.eng.handoff(summary, completed, in_progress, blocked, next_steps, task_id,
                              user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored("new")
-        return {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id,
-                "created_at": m.created_at.isoformat()}
+        return self._working(ctx, {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id,
+                                   "created_at": m.created_at.isoformat()})
 
     def track_failure(self, ctx: Ctx, error: str, component: str, root_cause: str,
                       task_id: str | None, fix: str | None) -> dict:
@@ -181,7 +202,7 @@ class Api:
         m = self.eng.track_progress(feature, status, completion, task_id, notes,
                                     user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored("new")
-        return {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]}
+        return self._working(ctx, {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]})
 
     def session_outcome(self, ctx: Ctx, outcome: str, notes: str) -> dict:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)

@@ -282,7 +282,7 @@ def _task_line(t: dict) -> str:
 
 
 def _render_task_view(r: dict) -> str:
-    lines = [_task_line(r["task"])]
+    lines = [_task_line(r["task"]), *_held_line(r)]
     for e in r.get("timeline") or []:
         lines.append(f"  {_day(e['created_at'])} [{e['memory_type']}] {_indent(e['content'], '    ')}")
     h = r.get("latest_handoff")
@@ -296,10 +296,26 @@ def _render_task_view(r: dict) -> str:
     return "\n".join(lines)
 
 
+def _held_line(t: dict) -> list[str]:
+    from .claims import describe_claim
+    held = t.get("held_by")
+    return [f"    held by {describe_claim(held)}" + (" (this session)" if held.get("this_session") else "")] \
+        if held else []
+
+
+def _render_claim(r: dict) -> str:
+    from .claims import describe_claim
+    line = f"claimed {r['claim']['task_id']} for {describe_claim(r['claim'])}"
+    if r.get("taken_over"):
+        line += f"\n  taken over from {describe_claim(r['taken_over'])} (it is told on its next call)"
+    return line
+
+
 def _render_tasks(r: dict) -> str:
     lines = []
     for t in r["tasks"]:
         lines.append(_task_line(t))
+        lines.extend(_held_line(t))
         if t.get("last_activity"):
             la = t["last_activity"]
             lines.append(f"    last: {_day(la['at'])} [{la['memory_type']}] {_indent(la['content'][:100], '      ')}")
@@ -483,6 +499,9 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "list_projects": _render_projects,
     "session_handoff": _render_handoff,
     "resume_task": lambda r: r["context"],
+    "claim_task": _render_claim,
+    "release_task": lambda r: f"released {r['task_id']}" if r["released"] else
+    f"{r['task_id']} was not held by this session: nothing to release",
     "memory_prompt": lambda r: r["prompt"].rstrip("\n"),
     "track_progress": lambda r: f"progress saved: {r['memory_id']} {r['feature']} [{r['status']}]",
     "track_failure": _render_store,
@@ -501,7 +520,14 @@ def _render(op: str, result: Any, as_json: bool) -> str:
     if as_json:
         return dumps(result, indent=2, ensure_ascii=False)
     fn = RENDER.get(op)
-    return fn(result) if fn else "\n".join(_plain(result))
+    text = fn(result) if fn else "\n".join(_plain(result))
+    if isinstance(result, dict):  # what claims tell the caller, whatever the command (engram.claims)
+        said = [n["message"] for n in result.get("claim_notices") or []]
+        claim = result.get("claim")
+        if isinstance(claim, dict) and claim.get("claimed") is False:
+            said.append(claim["message"])
+        text += "".join(f"\n! {m}" for m in said)
+    return text
 
 
 # ---------------------------------------------------------------- backends

@@ -173,6 +173,14 @@ class Settings:
     consolidated_retention_days: float = setting(30.0, "days consolidated sources are kept")
     heartbeat_timeout_s: float = setting(300.0, "seconds of silence before a session counts as interrupted",
                                          env_name="ENGRAM_HEARTBEAT_TIMEOUT")
+    # A claim on a task (engram/claims.py) lapses when its session ends or is interrupted (a
+    # killed stdio server: at once, the daemon sees its connection drop), or after this much
+    # silence. The stdio server sends a heartbeat every fifth of it while its host is alive, so
+    # an agent thinking for an hour between calls keeps its task; only a session that is gone
+    # without a disconnect (an HTTP client, a frozen process, a dead server on a shared
+    # PostgreSQL) holds a task this long, and take_over frees it sooner.
+    claim_timeout_s: float = setting(120.0, "seconds of silence after which a session's task claims lapse",
+                                     gt=0.0, env_name="ENGRAM_CLAIM_TIMEOUT")
     # The daemon exits after this many seconds with no client connected (0: never). A restart
     # costs about a second once the model's ONNX graph is checked, while an idle daemon holds
     # some 400 MB; a quarter of an hour spans the pauses of a working session.

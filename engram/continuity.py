@@ -12,13 +12,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .claims import Claims, describe_claim
 from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
 from .project import check_project
-from .types import NO_PROJECT, TASK_STATUSES, EngramError, Hit, Memory, NotFound, Scope, Session, Task, check_tags
+from .types import (NO_PROJECT, TASK_STATUSES, Claim, EngramError, Hit, Memory, NotFound, Scope, Session, Task,
+                    check_tags)
 
 from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
-OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
+from .types import OPEN_TASK_STATUSES as OPEN_TASK_STATUSES
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
 
@@ -165,10 +167,20 @@ def _pack(sections: Sequence[tuple[str, Sequence[str]]], max_tokens: int) -> str
     return "\n".join(out)
 
 
+def _held(c: Claim | None, reader: str | None) -> dict | None:
+    """A task's holder as the answers show it; this_session: the reading session holds it."""
+    return None if c is None else {**c.to_dict(), "this_session": c.session_id == reader}
+
+
 def render_resume(r: dict, max_tokens: int) -> str:
     """The resume_task text block: most needed first, so a small budget keeps what matters."""
     t = r["task"]
     head = [f"Task {t['id']}: {t['name']} [{t['status']}]"]
+    if r.get("held_by"):
+        mine = r["held_by"].get("this_session", False)
+        head.append("Held by: " + ("this session, " if mine else "")
+                    + describe_claim(r["held_by"])
+                    + ("" if mine else ". Another agent is working on it: do not do its work twice"))
     if t.get("goal"):
         head.append(f"Goal: {t['goal']}")
     if r["latest_handoff"]:
@@ -217,7 +229,8 @@ MEMORY_RULES = """\
   interrupted work instead of restarting it.
 - To continue a task, call resume_task(task_id) first (list_tasks shows the open ones): it gives
   the plan with each step done, in_progress, not_started or dropped, the next step, pitfalls
-  and the working set. Do not redo a step marked done.
+  and the working set. Do not redo a step marked done. A task held by another session
+  (held_by) is being worked on: pick another unless the user asks you to take it over.
 - For work that may span sessions, call create_task once and pass its task_id to every later call.
 - Store durable knowledge with store_memory: decisions and why, conventions, user preferences,
   working commands. One self-contained fact per call; no secrets. If a recalled memory is wrong
@@ -281,6 +294,8 @@ class ContinuityMixin:
             if not fields:
                 raise EngramError("nothing to update: give status, goal, name or metadata")
             self.store_db.update_task(task_id, self.clock.now(), **fields)
+            if fields.get("status") in ("done", "abandoned"):
+                self.claims.drop(task_id)  # finished: nobody is working on it any more
             self._session_task(session_id, task_id)
             return self.store_db.get_task(task_id)
 
@@ -292,7 +307,8 @@ class ContinuityMixin:
         return self.store_db.list_tasks(self._user(user_id), status, scope)
 
     def task_overview(self, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None, scope: Scope = NO_PROJECT) -> list[dict]:
+                      user_id: str | None = None, scope: Scope = NO_PROJECT,
+                      reader: str | None = None) -> list[dict]:
         """Tasks seen in `scope` with their last activity: open ones (open, in_progress,
         blocked) first, then each group by last activity, newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
@@ -301,18 +317,21 @@ class ContinuityMixin:
         if not tasks:
             return []
         last = self.store_db.task_last_activity(tasks[0].user_id)
+        held = self.claims.holders(tasks[0].user_id)
         out = []
         for t in tasks:
             act = last.get(t.id)
             at = max(t.updated_at, act[0]) if act else t.updated_at
-            d = {**t.to_dict(), "last_activity_at": at.isoformat(),
+            d = {**t.to_dict(), "held_by": _held(held.get(t.id), reader),
+                 "last_activity_at": at.isoformat(),
                  "last_activity": {"at": act[0].isoformat(), "memory_type": act[1], "content": act[2]}
                  if act else None}
             out.append((t.status not in OPEN_TASK_STATUSES, -at.timestamp(), d))
         out.sort(key=lambda x: x[:2])
         return [d for *_, d in out[:limit]]
 
-    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None) -> dict:
+    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None,
+                  reader: str | None = None) -> dict:
         """The task, the newest `limit` of everything linked to it (and of each kind) in time
         order with the totals in counts, and the latest handoff's validation.
 
@@ -328,8 +347,10 @@ class ContinuityMixin:
             lists = {"timeline": mems, "handoffs": [], "failures": [], "progress": [], "memories": []}
             for m in mems:
                 lists[_TASK_LISTS.get(m.memory_type, "memories")].append(m)
+            holder = self.claims.holder(t.id)
             return {
                 "task": t.to_dict(),
+                "held_by": _held(holder, reader),
                 **{name: [self._timeline_entry(m) for m in rows[-limit:]] for name, rows in lists.items()},
                 "counts": {name: len(rows) for name, rows in lists.items()},
                 "latest_handoff": self.handoff_view(latest) if latest else None,
@@ -380,7 +401,7 @@ class ContinuityMixin:
         with self._lock:
             beat = self._beats.get(session_id)
             if (beat is not None and beat[0] == user
-                    and timedelta(0) <= now - beat[1] < timedelta(seconds=self.settings.heartbeat_timeout_s / 10)):
+                    and timedelta(0) <= now - beat[1] < self._beat_every()):
                 return
             s = self.store_db.get_session(session_id)
             if s is not None and s.user_id != user:
@@ -406,6 +427,11 @@ class ContinuityMixin:
                 fields = {"reported": False} if s.reported else {}
                 self.store_db.update_session(session_id, last_heartbeat=now, **fields)
             self._beats[session_id] = (user, now)
+
+    def _beat_every(self) -> timedelta:
+        """How often a busy session's heartbeat is written: a tenth of the shorter of the
+        heartbeat and claim timeouts, so neither a session nor its claims look silent."""
+        return timedelta(seconds=min(self.settings.heartbeat_timeout_s, self.settings.claim_timeout_s) / 10)
 
     def end_session(self, session_id: str, clean: bool = True, user_id: str | None = None) -> None:
         """Mark a session ended (clean exit) or interrupted (connection lost, process killed).
@@ -587,6 +613,7 @@ class ContinuityMixin:
 
     # -- handoff validation --------------------------------------------------
     def _init_continuity(self) -> None:
+        self.claims = Claims(self.store_db, self.clock, self.settings.claim_timeout_s)
         self._text_vectors = TextVectors(self.embedder)
         self._validations: OrderedDict[str, _Validation] = OrderedDict()
         self._same_steps: dict[tuple[str, str], bool] = {}  # a plan compares every pair of wordings
@@ -787,17 +814,25 @@ class ContinuityMixin:
             return plan
 
     # -- resuming a task -----------------------------------------------------
-    def resume_task(self, task_id: str, max_tokens: int = 2000, user_id: str | None = None) -> dict:
+    def resume_task(self, task_id: str, max_tokens: int = 2000, user_id: str | None = None,
+                    session_id: str | None = None, client: str = "", take_over: bool = False,
+                    reader: str | None = None) -> dict:
         """Everything the agent taking over a task needs, structured and as one text block that
         fits `max_tokens`: goal and status, the plan with statuses and the next step, what is in
-        progress and blocked, pitfalls, what to keep, the working set, interrupted sessions.
+        progress and blocked, pitfalls, what to keep, the working set, interrupted sessions,
+        and who holds the task (held_by).
 
-        Read-only: nothing is reinforced and no interruption is marked as reported.
+        With a session_id the session claims the task (see engram.claims): when another live
+        session holds it the answer still comes, with claim.claimed false and the holder named
+        (take_over takes it). Without one (an MCP resource, the library) nothing is claimed;
+        `reader` is then the session reading, so the block can say the holder is "this session".
+        Nothing is reinforced and no interruption is marked as reported.
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
         with self._lock:
             t = self.get_task_row(task_id, user_id)
+            claim = self.work_on(t, session_id, client, take_over) if session_id else None
             mems = self.store_db.task_memories(t.user_id, t.id)
             plan = self.task_plan_of(t.user_id, t.id)
             handoffs = [m for m in mems if m.memory_type == "handoff"]
@@ -808,8 +843,10 @@ class ContinuityMixin:
             open_steps = [e for e in plan if e["status"] in ("in_progress", "not_started")]
             next_step = next((e for e in open_steps if e["status"] == "in_progress"),
                              open_steps[0] if open_steps else None)
+            holder = self.claims.holder(t.id)
             out = {
                 "task": t.to_dict(),
+                "held_by": _held(holder, session_id or reader),
                 "latest_handoff": {"id": latest.id, "created_at": latest.created_at.isoformat(),
                                    "summary": doc.get("summary", "")} if latest else None,
                 "plan": plan,
@@ -829,9 +866,46 @@ class ContinuityMixin:
                 "interrupted_sessions": [self._interrupted_entry(s) for s in
                                          self.store_db.task_sessions(t.id, "interrupted")],
             }
+            if claim is not None:
+                out["claim"] = claim
             out["context"] = render_resume(out, max_tokens)
             out["tokens"] = estimate_tokens(out["context"])
             return out
+
+    # -- claims (engram/claims.py) -------------------------------------------
+    def claim_task(self, task_id: str, session_id: str, client: str = "", take_over: bool = False,
+                   user_id: str | None = None) -> dict:
+        """Make the session the task's holder; TaskClaimed names the holder when another live
+        session has it (unless take_over)."""
+        with self._lock:
+            t = self.get_task_row(task_id, user_id)
+            if t.status in ("done", "abandoned"):
+                raise EngramError(f"task {task_id} is {t.status}: there is nothing to claim; reopen it "
+                                  "with update_task(status='open') first")
+            return self.claims.claim(t.id, t.user_id, session_id, client, take_over)
+
+    def work_on(self, t: Task | str, session_id: str | None, client: str = "", take_over: bool = False,
+                user_id: str | None = None) -> dict | None:
+        """The claim a session makes by working on a task (resume_task, track_progress,
+        session_handoff): taken when the task is free or lapsed, never refused. None for no
+        session or a finished task."""
+        if session_id is None:
+            return None
+        with self._lock:
+            if isinstance(t, str):
+                t = self.get_task_row(t, user_id)
+            if t.status in ("done", "abandoned"):
+                return None
+            return self.claims.claim(t.id, t.user_id, session_id, client, take_over, refuse=False)
+
+    def release_task(self, task_id: str, session_id: str, user_id: str | None = None) -> dict:
+        with self._lock:
+            t = self.get_task_row(task_id, user_id)
+            return self.claims.release(t.id, session_id)
+
+    def claim_notices(self, session_id: str) -> list[dict]:
+        """Take-overs of the session's tasks since its last call, each said once."""
+        return self.claims.notices(session_id)
 
     @staticmethod
     def _progress_by_feature(mems: Sequence[Memory]) -> dict[str, tuple[Memory, dict]]:
@@ -885,8 +959,9 @@ class ContinuityMixin:
             lines += ["", "### Open tasks (engram)",
                       "Resume one with resume_task(task_id) before working on it."]
             for t in tasks:
+                held = f"; held by {describe_claim(t['held_by'])}" if t["held_by"] else ""
                 lines.append(f"- {t['id']} [{t['status']}] {t['name']}"
-                             f" (last activity {t['last_activity_at'][:10]})")
+                             f" (last activity {t['last_activity_at'][:10]}{held})")
                 for e in self.task_plan_of(t["user_id"], t["id"]):
                     if e["status"] in ("in_progress", "not_started"):
                         lines.append(f"  - next: {e['step']} [{e['status']}]")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 __all__ = ["BindRefused", "DatabaseLocked", "DatabaseUnavailable", "EngramError", "ExportIncomplete", "ExtensionError",
            "ImportConflict", "InvalidArguments", "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound",
-           "StoreMismatch", "TargetNotEmpty"]
+           "StoreMismatch", "TargetNotEmpty", "TaskClaimed"]
 
 
 class EngramError(ValueError):
@@ -66,3 +66,7 @@ class MigrationMismatch(EngramError):
 
 class StoreMismatch(EngramError):
     """A client asking the daemon of its ENGRAM_HOME for another store than the one it serves."""
+
+
+class TaskClaimed(EngramError):
+    """A task another live session holds (engram/claims.py): the message names the holder."""

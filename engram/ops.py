@@ -145,6 +145,9 @@ ALL_PROJECTS = Param("all_projects", bool, (
 SCOPE = Param("scope", Literal["project", "global"], (
     "project (default): belongs to the project you work in; global: seen from every project "
     "(e.g. a preference of the user's)."), "project")
+TAKE_OVER = Param("take_over", bool, (
+    "Take the task from the session holding it (it is told on its next call). Only when the "
+    "user asked you to, or that session is stuck."), False)
 
 
 # ---------------------------------------------------------------- the operations
@@ -294,7 +297,8 @@ and progress (the newest `limit` of each, in time order; counts gives how many t
 latest_handoff with each next step marked done, in_progress or not_started by the work
 recorded since, and plan: every step any of its handoffs planned, once, with status done,
 in_progress, not_started or dropped, its evidence and the handoffs that planned it. Returns
-{task, timeline, handoffs, failures, progress, memories, counts, latest_handoff, plan}.
+{task, held_by (the session working on it now, or null), timeline, handoffs, failures,
+progress, memories, counts, latest_handoff, plan}. Reading it claims nothing.
 For a compact continuation use resume_task.""",
        http=Http("GET", "/tasks/{task_id}", "A task with its timeline, plan and latest handoff (?limit=)",
                  query=("limit",)),
@@ -308,9 +312,11 @@ For a compact continuation use resume_task.""",
     ), mcp="read", title="List tasks", description="""\
 The tasks you can resume, when you start fresh and do not know their ids: open ones
 (open, in_progress, blocked) first, each group by last activity, newest first.
-Returns {tasks: [{id, name, goal, status, last_activity_at, last_activity: {at,
+Returns {tasks: [{id, name, goal, status, held_by, last_activity_at, last_activity: {at,
 memory_type, content}, ...}]}: the project you work in and those of no project
-(all_projects: every project's). Then call resume_task(task_id).""",
+(all_projects: every project's). held_by names the session working on a task now ({session_id,
+client, since, last_heard, this_session: true when it is you}; null when nobody is): prefer
+tasks nobody else holds. Then call resume_task(task_id).""",
        http=Http("GET", "/tasks", "List tasks, open first, with their last activity (?status=, ?limit=)",
                  query=("status", "limit", "all_projects")),
        cli=(Cli(("task", "list"), "List tasks, newest first.", params=("status", "all_projects")),
@@ -319,9 +325,14 @@ memory_type, content}, ...}]}: the project you work in and those of no project
     Op("resume_task", (
         Param("task_id", str, "Id from create_task or list_tasks."),
         Param("max_tokens", int, "Token budget for the text block (50-100000).", 2000, **TOKENS),
-    ), mcp="read", title="Resume a task", description="""\
-Call first when you take over a task: one answer to "where are we and what next?".
-Returns {task, latest_handoff, plan: [{step, status: done | in_progress | not_started |
+        TAKE_OVER,
+        Param("claim", bool, "false: only read; claim nothing (as the MCP resources read it).", True),
+    ), mcp="write_idempotent", title="Resume a task", description="""\
+Call first when you take over a task: one answer to "where are we and what next?". It also
+claims the task for you when nobody else holds it. If another live session holds it, you still
+get the answer, with claim.claimed false and held_by naming that session: do not do its work
+twice; pick another task, or pass take_over=true only if the user asked you to or it is stuck.
+Returns {task, held_by, claim, latest_handoff, plan: [{step, status: done | in_progress | not_started |
 dropped, evidence, planned_in}], next_step, in_progress, blocked, pitfalls (failures with
 root_cause and fix: do not repeat them), keep (the task's decisions and conventions),
 working_set {files, components}, interrupted_sessions (with reason and last progress),
@@ -329,6 +340,34 @@ context (all of it as one text block within max_tokens), tokens}. Every step any
 planned appears once; do not redo a step marked done.""",
        http=Http("POST", "/tasks/{task_id}/resume", "Everything needed to continue a task", empty_body_ok=True),
        cli=(Cli(("resume",), "Print what the next session needs to continue a task: plan, next step, pitfalls.",
+                positional=("task_id",)),)),
+
+    Op("claim_task", (
+        Param("task_id", str, "Id from create_task or list_tasks."),
+        TAKE_OVER,
+    ), mcp="write", title="Claim a task", description="""\
+Say that you are working on a task, so no other agent starts the same work. resume_task,
+track_progress and session_handoff claim a task nobody holds anyway; call this to be sure
+before you start. Refused with an error naming the holder (session, client, since, last
+heard) when another live session holds it. A claim lasts while your session lives and lapses
+when it ends, is interrupted or is silent for the claim timeout. take_over=true takes it from a
+live holder (only when the user asked you to, or that session is stuck); it is told on its
+next call. Returns {claimed: true, claim: {task_id, session_id, client, since, last_heard},
+taken_over: the holder you replaced or null}.""",
+       http=Http("POST", "/tasks/{task_id}/claim", "Claim a task for the calling session (409 when another holds it)",
+                 empty_body_ok=True),
+       cli=(Cli(("task", "claim"), "Claim a task for this command's session (--session ID to keep it; "
+                "--take-over to take it from its holder).", positional=("task_id",)),)),
+
+    Op("release_task", (
+        Param("task_id", str, "Id of a task you hold."),
+    ), mcp="write", title="Release a task", description="""\
+Give up a task you hold (you stop working on it before it is done), so another agent can claim
+it. Marking a task done or abandoned releases it too. Refused when another session holds it.
+Returns {task_id, released: true if you held it}.""",
+       http=Http("POST", "/tasks/{task_id}/release", "Release the calling session's claim on a task",
+                 empty_body_ok=True),
+       cli=(Cli(("task", "release"), "Release this session's claim on a task (see --session).",
                 positional=("task_id",)),)),
 
     Op("report_interruption", (

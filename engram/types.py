@@ -13,6 +13,7 @@ from .errors import NotFound as NotFound
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
+OPEN_TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked")  # what a session may resume
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
 PROGRESS_STATUSES: tuple[str, ...] = ("planned", "in_progress", "blocked", "done")
 OUTCOMES: tuple[str, ...] = ("success", "failure")
@@ -184,6 +185,25 @@ class Task:
             "updated_at": self.updated_at.isoformat(),
             "project": self.project,
         }
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Who holds a task: the session that claimed it, since when, and when it was last heard
+    from (its session's last heartbeat). `session_status` is that session's status."""
+
+    task_id: str
+    user_id: str
+    session_id: str
+    client: str
+    since: datetime
+    last_heard: datetime | None  # None: the session row is gone
+    session_status: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"task_id": self.task_id, "session_id": self.session_id, "client": self.client,
+                "since": self.since.isoformat(),
+                "last_heard": self.last_heard.isoformat() if self.last_heard else None}
 
 
 @dataclass(frozen=True)

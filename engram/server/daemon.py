@@ -28,11 +28,12 @@ from engram.errors import StoreMismatch
 from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
 from engram.types import EngramError
 
-__all__ = ["SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
+__all__ = ["HEARTBEAT", "SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN = "__shutdown__"  # the RPC method that stops the daemon (not an Api operation)
+HEARTBEAT = "__heartbeat__"  # a stdio server's "still here" while its agent works (see mcp.keep_alive)
 # How often an idle daemon applies other servers' writes (Engram.catch_up), so the first read
 # after a quiet spell finds its indexes current. On a DuckDB file there are none: nothing is read.
 FRESH_EVERY_S = 0.5
@@ -70,6 +71,10 @@ class Daemon:
             log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
             self.stop_requested.set()
             return {"stopping": True, "pid": os.getpid()}
+        if method == HEARTBEAT:
+            self.eng.touch_session(peer.session_id, peer.user_id, peer.client, peer.pid, peer.project, peer.branch)
+            # The claim timeout that counts is this daemon's: the client beats at its pace.
+            return {"next_in_s": self.settings.claim_timeout_s / 5}
         return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid,
                                                  peer.project, peer.branch))
 

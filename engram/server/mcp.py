@@ -7,22 +7,27 @@ import inspect
 import logging
 import os
 import signal
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
+from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
 from engram import __version__
-from engram.ops import OPS, TOOLS, describe, refuse_unknown
+from engram.ops import OPS, TOOLS, describe, dumps, refuse_unknown
 from engram.server.backend import Backend, RemoteBackend, daemon_command, stdio_client
 from engram.server.rpc import RpcClient, RpcError
-from engram.types import EngramError
+from engram.errors import NotFound
+from engram.types import OPEN_TASK_STATUSES, EngramError
 
-__all__ = ["TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "main", "run_stdio"]
+__all__ = ["TASKS_URI", "TASK_RESUME_URI", "TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "keep_alive",
+           "main", "run_stdio"]
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +38,12 @@ engram is your long-term memory across sessions. At the start of a task call rec
 get_context) with what you are about to work on: it returns relevant memories, the latest handoff
 pinned first, known pitfalls, and sessions that were interrupted. Use create_task for multi-session
 work and pass its task_id to later calls; to continue one, list_tasks then resume_task(task_id)
-gives its plan, next step, pitfalls and working set. Store durable facts, decisions and strategies with
-store_memory (or correct one with update_memory), report milestones with track_progress and errors
-with track_failure, and call session_handoff before you stop so the next session can continue
-(then report_interruption if you are being cut off)."""
+gives its plan, next step, pitfalls and working set, and claims it for you; a task another session
+holds (held_by in list_tasks) is being worked on: pick another unless the user asks you to take it
+over (claim_task take_over=true), and release_task one you stop working on. Store durable facts,
+decisions and strategies with store_memory (or correct one with update_memory), report milestones
+with track_progress and errors with track_failure, and call session_handoff before you stop so the
+next session can continue (then report_interruption if you are being cut off)."""
 
 ANNOTATIONS = {
     "read": ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
@@ -51,8 +58,27 @@ ANNOTATIONS = {
 }
 
 
+TASKS_URI = "engram://tasks"
+TASK_RESUME_URI = "engram://tasks/{task_id}/resume"
+
+
 class EngramMCP(MCPServer):
-    """MCPServer that refuses unknown arguments and words validation errors for the calling model."""
+    """MCPServer that refuses unknown arguments and words validation errors for the calling model,
+    and reads engram://tasks for the caller (`static_reads`)."""
+
+    # The SDK gives a static resource's function no Context, yet which tasks are the caller's
+    # depends on who asks (the user of an HTTP session): these URIs are read here, with it.
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.static_reads: dict[str, Callable[[Context], str]] = {}
+
+    async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
+        read = self.static_reads.get(str(uri))
+        if read is None or context is None:
+            return await super().read_resource(uri, context)
+        import anyio.to_thread
+        text = await anyio.to_thread.run_sync(read, context)
+        return [ReadResourceContents(content=text, mime_type="application/json")]
 
     async def call_tool(self, name: str, arguments: dict[str, Any], context: Context | None = None) -> Any:
         if name in TOOLS:
@@ -109,7 +135,55 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
         op = OPS[name]
         mcp.add_tool(_tool_function(name, run), title=op.title, annotations=ANNOTATIONS[op.mcp],
                      structured_output=True)
+    _add_prompts_and_resources(mcp, backend_factory)
     return mcp
+
+
+def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Context], Backend]) -> None:
+    """The `resume` prompt and the task resources, for clients that show them (a prompt picker,
+    an attach-resource menu). Each is the output of a tool (list_tasks, resume_task) called
+    through the same backend, so they say what the tools say."""
+
+    def call(ctx: Context, name: str, args: dict[str, Any], error: type[Exception]) -> dict:
+        try:
+            return backend_factory(ctx).call(name, args)
+        except (EngramError, RpcError) as e:
+            kind = ResourceNotFoundError if isinstance(e, NotFound) or getattr(e, "kind", "") == "NotFound" \
+                else error
+            raise kind(str(e)) from None
+
+    def open_tasks(ctx: Context) -> str:
+        tasks = call(ctx, "list_tasks", {"limit": 1000}, ResourceError)["tasks"]
+        return dumps({"tasks": [t for t in tasks if t["status"] in OPEN_TASK_STATUSES]}, indent=1)
+
+    mcp.static_reads = {TASKS_URI: open_tasks}
+    mcp.resource(TASKS_URI, name="open_tasks", title="Open tasks", mime_type="application/json",
+                 description="The open tasks (open, in_progress, blocked) as list_tasks gives them, most "
+                             "recently active first, each with held_by (the session working on it, or null).")(
+        lambda: open_tasks(None))  # never called without a context: read_resource answers it
+
+    @mcp.resource(TASK_RESUME_URI, name="task_resume", title="Resume block of a task", mime_type="text/plain",
+                  description="The resume_task text block of one task (plan, next step, pitfalls, who holds "
+                              "it); reading it claims nothing.")
+    def task_resume(task_id: str, ctx: Context) -> str:
+        return call(ctx, "resume_task", {"task_id": task_id, "claim": False}, ResourceError)["context"]
+
+    @mcp.prompt(name="resume", title="Resume a task",
+                description="Continue a task where the last session stopped: its resume block (plan with "
+                            "each step's status, next step, pitfalls, working set). Without task_id, the open "
+                            "task active most recently that no other session holds. Claims the task.")
+    def resume(ctx: Context, task_id: str | None = None) -> list[UserMessage]:
+        if not task_id:
+            tasks = call(ctx, "list_tasks", {"limit": 1000}, ValueError)["tasks"]
+            free = [t for t in tasks if t["status"] in OPEN_TASK_STATUSES
+                    and (t["held_by"] is None or t["held_by"]["this_session"])]
+            if not free:
+                return [UserMessage("engram has no open task that no other session holds. "
+                                    "Call list_tasks to see every task, or create_task to start one.")]
+            task_id = free[0]["id"]
+        r = call(ctx, "resume_task", {"task_id": task_id}, ValueError)
+        notice = "".join(f"\n(Note: {n['message']})" for n in r.get("claim_notices", []))
+        return [UserMessage(f"Continue this task. Do not redo a step marked done.\n\n{r['context']}{notice}")]
 
 
 # ---------------------------------------------------------------- stdio entry
@@ -136,8 +210,31 @@ def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
         os._exit(0)
 
     signal.signal(signal.SIGTERM, terminate)
+    keep_alive(client, settings.claim_timeout_s / 5)
     backend = RemoteBackend(client)
     build_mcp(lambda ctx: backend).run("stdio")
+
+
+def keep_alive(client: RpcClient, every_s: float) -> threading.Thread:
+    """Heartbeats while this process lives, so an agent working for an hour between tool calls
+    keeps its session and its task claims (engram.claims); a killed or frozen process stops
+    them, and its claims lapse. Only over a connection already open (RpcClient.beat). The
+    daemon's answer sets the pace (a fifth of its claim timeout, which may differ from this
+    process's setting); until it answers, every second or every_s, whichever is sooner."""
+    from engram.server.daemon import HEARTBEAT
+
+    def run() -> None:
+        wait = min(every_s, 1.0)
+        while not stop.wait(wait):
+            reply = client.beat(HEARTBEAT)
+            if isinstance(reply, dict) and isinstance(reply.get("next_in_s"), int | float):
+                wait = max(0.2, float(reply["next_in_s"]))
+
+    stop = threading.Event()
+    atexit.register(stop.set)
+    t = threading.Thread(target=run, name="engram-heartbeat", daemon=True)
+    t.start()
+    return t
 
 
 def main() -> None:

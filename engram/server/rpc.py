@@ -548,6 +548,28 @@ class RpcClient:
                 return self._read_reply(req_id, method)
         raise AssertionError("unreachable")
 
+    def beat(self, method: str) -> Any:
+        """Send `method` (the daemon's heartbeat) if connected now; never connects or spawns,
+        so a stopped daemon is not started again by a client that is only idling. The daemon's
+        answer, or None when nothing was sent or it failed."""
+        if not self._lock.acquire(blocking=False):
+            return None  # a call is running: it is a heartbeat of its own
+        try:
+            if self._closed or self._sock is None:
+                return None
+            req_id = next(self._ids)
+            try:
+                self._sock.sendall(dumps({"id": req_id, "method": method, "params": {}}), _SEND_FLAGS)
+            except OSError:
+                self._drop()  # not fully written: the next call reconnects
+                return None
+            try:
+                return self._read_reply(req_id, method)
+            except RpcError:  # refused, or a transport failure _read_reply already dealt with
+                return None
+        finally:
+            self._lock.release()
+
     def close(self, clean: bool = True) -> None:
         """End the session; clean=True tells the daemon it ended on purpose."""
         with self._lock:

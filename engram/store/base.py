@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from ..types import EVERY_PROJECT, Memory, Scope, Session, Task
+from ..types import EVERY_PROJECT, Claim, Memory, Scope, Session, Task
 
 
 class MemoryStore(Protocol):
@@ -177,6 +177,33 @@ class MemoryStore(Protocol):
 
     def session_outcomes(self) -> dict[str, tuple[int, int]]:
         """(successes, failures) of every session that reported any."""
+
+    # -- task claims (engram/claims.py) ------------------------------------------
+    def get_claim(self, task_id: str) -> Claim | None:
+        """The task's claim with its holder's last heartbeat and status, or None."""
+
+    def task_claims(self, user_id: str) -> dict[str, Claim]:
+        """The claims on the user's tasks, by task id."""
+
+    def insert_claim(self, task_id: str, user_id: str, session_id: str, client: str, now: datetime) -> bool:
+        """Claim a task nobody holds; False (and nothing written) when a claim row exists."""
+
+    def swap_claim(self, task_id: str, holder: str, session_id: str, client: str, now: datetime) -> bool:
+        """Give the task's claim to session_id if `holder` still holds it (a compare-and-swap);
+        False when another session changed the claim first."""
+
+    def delete_claim(self, task_id: str, session_id: str | None = None) -> bool:
+        """Drop the task's claim (only session_id's when given); True when one was dropped."""
+
+    def delete_session_claims(self, session_id: str) -> list[str]:
+        """Drop every claim the session holds; the task ids."""
+
+    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str,
+                         now: datetime) -> None:
+        """Tell session_id, on its next call, that by_session took task_id over."""
+
+    def take_claim_notices(self, session_id: str) -> list[dict]:
+        """The session's notices ({task_id, by_session, by_client, at}), oldest first, removed."""
 
     # -- maintenance and stats -------------------------------------------------
     def open_task_ids(self) -> set[str]:

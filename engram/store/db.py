@@ -24,7 +24,7 @@ if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
 from ..errors import DatabaseLocked
-from ..types import EVERY_PROJECT, EngramError, Memory, Scope, Session, Task
+from ..types import EVERY_PROJECT, Claim, EngramError, Memory, Scope, Session, Task
 from .extensions import LOADED_BY_STORE, load_extensions
 from .schema import migrate
 
@@ -180,7 +180,74 @@ class Rows:
         return self.rows[0] if self.rows else None
 
 
-class Store:
+def row_to_claim(r: Sequence[Any]) -> Claim:
+    # Claiming is hearing from the session: its heartbeat row is written at most every few
+    # seconds (Engram._beat_every), so it may be older than the claim itself.
+    since, beat = _aware(r[4]), _aware(r[5])
+    return Claim(task_id=r[0], user_id=r[1], session_id=r[2], client=r[3] or "", since=since,
+                 last_heard=None if beat is None else max(beat, since), session_status=r[6])
+
+
+# The claim with its holder's heartbeat and status (a LEFT JOIN: a session row may be gone).
+_CLAIM_SELECT = ("SELECT c.task_id, c.user_id, c.session_id, c.client, c.claimed_at, s.last_heartbeat, "
+                 "s.status FROM claims c LEFT JOIN sessions s ON s.id = c.session_id")
+
+
+class ClaimRows:
+    """The claims of tasks (engram/claims.py), SQL written once for both backends: each store
+    runs it through `_claim_sql(sql, params)` (? placeholders) and gets the rows back.
+
+    Exactly one session holds a task: the primary key on task_id refuses a second insert, and
+    a take-over is an update conditional on the holder the caller read, so of two sessions
+    racing for one task one wins and the other finds no row changed (Claims retries it)."""
+
+    def _claim_sql(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        raise NotImplementedError
+
+    def get_claim(self, task_id: str) -> Claim | None:
+        rows = self._claim_sql(f"{_CLAIM_SELECT} WHERE c.task_id = ?", [task_id])
+        return row_to_claim(rows[0]) if rows else None
+
+    def task_claims(self, user_id: str) -> dict[str, Claim]:
+        rows = self._claim_sql(f"{_CLAIM_SELECT} WHERE c.user_id = ?", [user_id])
+        return {r[0]: row_to_claim(r) for r in rows}
+
+    def insert_claim(self, task_id: str, user_id: str, session_id: str, client: str, now: datetime) -> bool:
+        return bool(self._claim_sql(
+            "INSERT INTO claims VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING RETURNING task_id",
+            [task_id, user_id, session_id, client, _ts(now)]))
+
+    def swap_claim(self, task_id: str, holder: str, session_id: str, client: str, now: datetime) -> bool:
+        return bool(self._claim_sql(
+            "UPDATE claims SET session_id = ?, client = ?, claimed_at = ? WHERE task_id = ? AND session_id = ? "
+            "RETURNING task_id", [session_id, client, _ts(now), task_id, holder]))
+
+    def delete_claim(self, task_id: str, session_id: str | None = None) -> bool:
+        if session_id is None:
+            return bool(self._claim_sql("DELETE FROM claims WHERE task_id = ? RETURNING task_id", [task_id]))
+        return bool(self._claim_sql("DELETE FROM claims WHERE task_id = ? AND session_id = ? RETURNING task_id",
+                                    [task_id, session_id]))
+
+    def delete_session_claims(self, session_id: str) -> list[str]:
+        return [r[0] for r in self._claim_sql("DELETE FROM claims WHERE session_id = ? RETURNING task_id",
+                                              [session_id])]
+
+    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str,
+                         now: datetime) -> None:
+        self._claim_sql("INSERT INTO claim_notices VALUES (?, ?, ?, ?, ?)",
+                        [session_id, task_id, by_session, by_client, _ts(now)])
+
+    def take_claim_notices(self, session_id: str) -> list[dict]:
+        # Read first: every call asks, and a DELETE that finds nothing still costs a write.
+        if not self._claim_sql("SELECT 1 FROM claim_notices WHERE session_id = ? LIMIT 1", [session_id]):
+            return []
+        rows = self._claim_sql("DELETE FROM claim_notices WHERE session_id = ? "
+                               "RETURNING task_id, by_session, by_client, happened_at", [session_id])
+        return sorted(({"task_id": r[0], "by_session": r[1], "by_client": r[2] or "", "at": _aware(r[3])}
+                       for r in rows), key=lambda n: n["at"])
+
+
+class Store(ClaimRows):
     """A DuckDB file (or :memory:) holding engram's canonical rows."""
 
     def __init__(self, path: str | Path, now: datetime):
@@ -270,6 +337,9 @@ class Store:
         with self._lock:
             self._write_held()
             return Rows(self.con.execute(sql, params or []).fetchall())
+
+    def _claim_sql(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        return self.execute(sql, params).fetchall()
 
     def _write_held(self) -> None:
         """Write the held rows and recall counts: every statement but a recall's own read runs after."""

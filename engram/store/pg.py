@@ -24,7 +24,7 @@ import numpy as np
 
 from ..errors import DatabaseUnavailable
 from ..types import EVERY_PROJECT, EngramError, Memory, Scope, Session, Task
-from .db import (ERASURE_PENDING, KEY_COLS, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, Rows,
+from .db import (ERASURE_PENDING, KEY_COLS, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, ClaimRows, Rows,
                  _aware, _ts, memory_field_values, project_filter, row_to_key, row_to_memory, row_to_session,
                  row_to_task, session_field_values)
 from .schema import PG_MIGRATIONS
@@ -144,7 +144,7 @@ class _Pending:
         return bool(self.memories or self.events or self.edges)
 
 
-class PgStore:
+class PgStore(ClaimRows):
     """A PostgreSQL database holding engram's canonical rows; any number of servers may share it."""
 
     def __init__(self, url: str, now: datetime):
@@ -241,6 +241,9 @@ class PgStore:
             with self.con.cursor(binary=binary) as cur:
                 cur.execute(sql, list(params) if params else None)  # None: a literal % stays one
                 return cur.fetchall() if cur.description else []
+
+    def _claim_sql(self, sql: str, params: Sequence[Any]) -> list[tuple]:
+        return self._rows(sql.replace("?", "%s"), params)
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
         with self._lock, self._connection():

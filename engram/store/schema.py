@@ -113,6 +113,26 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ("task project", ["ALTER TABLE tasks ADD COLUMN project VARCHAR"]),
     ("session project", ["ALTER TABLE sessions ADD COLUMN project VARCHAR"]),
     ("session branch", ["ALTER TABLE sessions ADD COLUMN branch VARCHAR"]),
+    # Task claims (engram/claims.py): the primary key lets one session at a time hold a task;
+    # a claim is taken by an insert that finds no row, or by an update conditional on the holder
+    # read before it, so two racing sessions cannot both win. claim_notices tells a session,
+    # on its next call, that another took its task over.
+    ("task claims", [
+        """CREATE TABLE claims (
+            task_id VARCHAR PRIMARY KEY,
+            user_id VARCHAR NOT NULL,
+            session_id VARCHAR NOT NULL,
+            client VARCHAR,
+            claimed_at TIMESTAMP NOT NULL
+        )""",
+        """CREATE TABLE claim_notices (
+            session_id VARCHAR NOT NULL,
+            task_id VARCHAR NOT NULL,
+            by_session VARCHAR NOT NULL,
+            by_client VARCHAR,
+            happened_at TIMESTAMP NOT NULL
+        )""",
+    ]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -252,6 +272,24 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
     ("task project", ["ALTER TABLE tasks ADD COLUMN project text"]),
     ("session project", ["ALTER TABLE sessions ADD COLUMN project text"]),
     ("session branch", ["ALTER TABLE sessions ADD COLUMN branch text"]),
+    ("task claims", [
+        """CREATE TABLE claims (
+            task_id text COLLATE "C" PRIMARY KEY,
+            user_id text NOT NULL,
+            session_id text COLLATE "C" NOT NULL,
+            client text,
+            claimed_at timestamp NOT NULL
+        )""",
+        "CREATE INDEX claims_session ON claims (session_id)",
+        """CREATE TABLE claim_notices (
+            session_id text COLLATE "C" NOT NULL,
+            task_id text COLLATE "C" NOT NULL,
+            by_session text NOT NULL,
+            by_client text,
+            happened_at timestamp NOT NULL
+        )""",
+        "CREATE INDEX claim_notices_session ON claim_notices (session_id)",
+    ]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 

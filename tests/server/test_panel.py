@@ -214,6 +214,28 @@ def test_a_plan_step_turns_done_on_the_task_page_after_track_progress_over_mcp(p
     assert ok(api.get(f"/tasks/{tid}"))["task"]["status"] == "blocked"
 
 
+@pytest.mark.model
+def test_the_board_and_the_task_page_show_who_holds_a_task(page, api):
+    tid = ok(api.post("/tasks", json={"name": "Rotate the signing keys"}))["task_id"]
+    agent = {"X-Engram-Session": "agent-keys"}
+    held = ok(api.post(f"/tasks/{tid}/claim", headers=agent))["claim"]
+    refused = api.post(f"/tasks/{tid}/claim", headers={"X-Engram-Session": "agent-other"})
+    assert refused.status_code == 409 and "held by session agent-keys (http)" in refused.json()["error"]
+    page.reload()
+    card = page.locator("a.card:has-text('Rotate the signing keys') .holder")
+    assert re.fullmatch(r"held by http session agent-keys, since just now, last heard just now",
+                        card.inner_text().strip())
+    page.click("a.card:has-text('Rotate the signing keys')")
+    holder = page.locator("p.holder")
+    holder.wait_for()
+    assert holder.inner_text().strip() == \
+        "Held by http session agent-keys, since just now, last heard just now: an agent is working on it."
+    assert held["session_id"] == "agent-keys"
+    assert ok(api.post(f"/tasks/{tid}/release", headers=agent)) == {"task_id": tid, "released": True}
+    # The page refreshes itself.
+    page.wait_for_selector("p.holder:has-text('Nobody holds this task')")
+
+
 # ---------------------------------------------------------------- memories
 
 

@@ -26,7 +26,8 @@ PUBLISHED = {
     "max_edges": "ENGRAM_MAX_EDGES", "consolidate_threshold": "ENGRAM_CONSOLIDATE_THRESHOLD",
     "prune_threshold": "ENGRAM_PRUNE_THRESHOLD", "maintenance_hours": "ENGRAM_MAINTENANCE_HOURS",
     "consolidated_retention_days": "ENGRAM_CONSOLIDATED_RETENTION_DAYS",
-    "heartbeat_timeout_s": "ENGRAM_HEARTBEAT_TIMEOUT", "idle_exit_s": "ENGRAM_IDLE_EXIT",
+    "heartbeat_timeout_s": "ENGRAM_HEARTBEAT_TIMEOUT", "claim_timeout_s": "ENGRAM_CLAIM_TIMEOUT",
+    "idle_exit_s": "ENGRAM_IDLE_EXIT",
     "token": "ENGRAM_TOKEN", "redact_patterns": "ENGRAM_REDACT_PATTERNS", "chunk_size": "ENGRAM_CHUNK_SIZE",
     "chunk_overlap": "ENGRAM_CHUNK_OVERLAP", "max_content_chars": "ENGRAM_MAX_CONTENT",
     "torch_threads": "ENGRAM_TORCH_THREADS", "onnx": "ENGRAM_ONNX", "user_id": "ENGRAM_USER",
@@ -40,7 +41,7 @@ DEFAULTS = {
     "speaker_bonus": 0.15, "when_bonus": 0.1, "relevance_cosine": 0.24, "relevance_coverage": 0.55,
     "context_min_share": 0.5, "edge_threshold": 0.40, "max_edges": 5, "consolidate_threshold": 0.70,
     "prune_threshold": 0.05, "maintenance_hours": 12.0, "consolidated_retention_days": 30.0,
-    "heartbeat_timeout_s": 300.0, "idle_exit_s": 900.0, "token": None, "redact_patterns": (),
+    "heartbeat_timeout_s": 300.0, "claim_timeout_s": 120.0, "idle_exit_s": 900.0, "token": None, "redact_patterns": (),
     "chunk_size": 1000, "chunk_overlap": 100, "max_content_chars": 100_000, "torch_threads": 1,
     "onnx": True, "user_id": "default",
 }

@@ -29,7 +29,8 @@ export function boardPage(params) {
           mine.map((t) => h("a", { class: "card", href: `#/task/${encodeURIComponent(t.id)}` },
             h("strong", {}, t.name),
             h("small", {}, `last activity ${ago(t.last_activity_at)}`),
-            t.last_activity ? h("small", {}, `${t.last_activity.memory_type}: ${short(t.last_activity.content, 90)}`) : null)));
+            t.last_activity ? h("small", {}, `${t.last_activity.memory_type}: ${short(t.last_activity.content, 90)}`) : null,
+            t.held_by ? h("small", { class: "holder" }, `held by ${holderText(t.held_by)}`) : null)));
       }))),
   };
 }
@@ -54,6 +55,9 @@ export function taskPage(id) {
         h("p", {}, link("#/tasks", "← All tasks")),
         h("h1", {}, t.name, " ", badge(t.status)),
         h("p", { class: "content" }, t.goal || h("span", { class: "muted" }, "No goal recorded.")),
+        h("p", { class: "holder", "aria-label": "Holder" }, view.held_by
+          ? ["Held by ", holderText(view.held_by), ": an agent is working on it."]
+          : h("span", { class: "muted" }, "Nobody holds this task: any agent may claim it.")),
         h("div", { class: "row", role: "group", "aria-label": "Change status" },
           h("span", { class: "muted" }, "Set status:"),
           STATUSES.map((st) => h("button", { type: "button", class: st === t.status ? "" : "secondary",
@@ -67,6 +71,11 @@ export function taskPage(id) {
         timeline(view.timeline, sessions));
     },
   };
+}
+
+// Who is working on a task (engram.claims): its client, session, since when, when last heard from.
+function holderText(c) {
+  return `${c.client || "client"} session ${c.session_id}, since ${ago(c.since)}, last heard ${ago(c.last_heard)}`;
 }
 
 function planTable(plan) {
