@@ -207,8 +207,12 @@ class Engram(ContinuityMixin):
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
         self._feed_mark = 0  # the change number the derived indexes are up to (catch_up)
         self._feed_checked = self._outcomes_read = time.monotonic()
-        self._init_continuity()
-        self.rebuild_indexes()
+        try:
+            self._init_continuity()
+            self.rebuild_indexes()  # reads every memory: a damaged block is found here (DatabaseDamaged)
+        except BaseException:
+            self.store_db.close()
+            raise
 
     # -- lifecycle -----------------------------------------------------------
     def _load_model(self) -> Embedder:

@@ -7,9 +7,9 @@ imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...
 
 from __future__ import annotations
 
-__all__ = ["BindRefused", "DatabaseLocked", "DatabaseUnavailable", "EngramError", "ExportIncomplete", "ExtensionError",
-           "ImportConflict", "InvalidArguments", "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound",
-           "StoreMismatch", "TargetNotEmpty"]
+__all__ = ["BindRefused", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnavailable", "DiskFull", "EngramError",
+           "ExportIncomplete", "ExtensionError", "ImportConflict", "InvalidArguments", "MigrationMismatch",
+           "ModelMismatch", "ModelUnavailable", "NotFound", "SchemaTooNew", "StoreMismatch", "TargetNotEmpty"]
 
 
 class EngramError(ValueError):
@@ -66,3 +66,15 @@ class MigrationMismatch(EngramError):
 
 class StoreMismatch(EngramError):
     """A client asking the daemon of its ENGRAM_HOME for another store than the one it serves."""
+
+
+class SchemaTooNew(EngramError):
+    """A store migrated by a newer engram than the one running."""
+
+
+class DatabaseDamaged(EngramError):
+    """A database file that cannot be opened or read: truncated, garbled. It is left as it is."""
+
+
+class DiskFull(EngramError):
+    """A write refused because the disk holding the store is full; nothing of it was kept."""
