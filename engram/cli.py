@@ -541,7 +541,8 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
         # The daemon owns the file (DuckDB allows one writer) and keeps the model loaded between
         # commands: go through it, starting it when none runs, as the stdio server does.
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
-                           client="cli", user_id=user, store=settings.store, timeout=CLI_TIMEOUT)
+                           client="cli", user_id=user, store=settings.store, timeout=CLI_TIMEOUT,
+                           version=__version__)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
     api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from engram import __version__
 from engram.server.rpc import RpcClient, RpcError
 from engram.types import Ctx
 
@@ -60,7 +61,8 @@ def stdio_client(settings: Any) -> RpcClient:
     both one after the other. Errors surface on that call instead.
     """
     client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
-                       client="stdio", user_id=settings.user_id, store=settings.store)
+                       client="stdio", user_id=settings.user_id, store=settings.store,
+                       version=__version__)
 
     def warm_up() -> None:
         try:

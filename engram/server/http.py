@@ -32,7 +32,7 @@ from starlette.routing import Route
 
 from engram import __version__, ops
 from engram.api import Ctx
-from engram.errors import BindRefused, ModelUnavailable
+from engram.errors import BindRefused, DiskFull, ModelUnavailable
 from engram.panel import is_panel_path
 from engram.panel import routes as panel_routes
 from engram import keys
@@ -161,6 +161,8 @@ def _guard(fn: Callable) -> Callable:
             return error(404, str(e))
         except ModelUnavailable as e:
             return error(503, str(e))
+        except DiskFull as e:  # 507 Insufficient Storage: retry once space is freed
+            return error(507, str(e))
         except EngramError as e:
             return error(422, str(e))
         except Exception:
