@@ -183,14 +183,20 @@ class Engram(ContinuityMixin):
         self.degraded: str | None = None  # why the model is unavailable; None when it serves
         self._allow_model_change = allow_model_change
         self._model_retry_at = time.monotonic() + MODEL_RETRY_S
+        # The store first: a damaged, locked or too new one is refused at once, not after the
+        # seconds the model takes to load.
+        self.store_db: MemoryStore = open_store(self.path, self.clock.now())
+        self.path = self.store_db.path  # a URL without its password: shown in health and errors
         try:
             self.embedder = embedder or self._load_model()
         except ModelUnavailable as e:
             if not degraded_ok:
+                self.store_db.close()
                 raise
             self.degraded = str(e)
-        self.store_db: MemoryStore = open_store(self.path, self.clock.now())
-        self.path = self.store_db.path  # a URL without its password: shown in health and errors
+        except BaseException:
+            self.store_db.close()
+            raise
         if self.degraded:
             dim = int(self.store_db.get_meta("model_dim") or 0)
             self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)

@@ -255,7 +255,8 @@ class Store:
             self.con = duckdb.connect(self.path) if self.path == ":memory:" else _Connection(
                 self.path, self._runtime_error)
         except duckdb.IOException as e:
-            if "lock" in str(e).lower():
+            if "could not set lock" in str(e).lower() or "conflicting lock" in str(e).lower():
+                # Not just "lock": a damaged file's error names a "block".
                 raise DatabaseLocked(
                     f"{self.path} is open in another process (an engram server owns it); "
                     "use that server (the CLI and `engram` stdio do this automatically) "
