@@ -79,6 +79,15 @@ def _python(code: Path, mode: str, target: str) -> list[str]:
     return [sys.executable, "-c", BOOT, str(code), mode, target]
 
 
+def _text(seed: int, token: str, chars: int) -> str:
+    """About `chars` characters of distinct words holding `token` (nothing for resolution to merge)."""
+    rng = random.Random(seed)
+    words = []
+    while sum(len(w) + 1 for w in words) < chars:
+        words.append("".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 10))))
+    return f"Note {token}: " + " ".join(words)
+
+
 def _env(pythonpath: Path, home: Path) -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(pythonpath), "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1",
             "ENGRAM_TORCH_THREADS": "1"}
@@ -335,7 +344,7 @@ def disk_run(mb: int = 48, log: Any = None) -> dict:
             nonlocal seq
             seq += 1
             token = f"disk{seq}q"
-            text = salad(random.Random(seq), token, size // 8)
+            text = _text(seq, token, size)
             try:
                 r = c.call("store_memory", content=text)
             except RpcError as e:
@@ -364,22 +373,28 @@ def disk_run(mb: int = 48, log: Any = None) -> dict:
         # Reads while the disk is full.
         reads_ok = 0
         try:
-            reads_ok += bool(c.call("recall_memory", query=acked[0]["token"])["results"])
-            reads_ok += c.call("memory_stats")["memories"]["total"] > 0 if isinstance(
-                c.call("memory_stats").get("memories"), dict) else 1
+            hits = c.call("recall_memory", query=acked[0]["token"])
+            reads_ok += any(acked[0]["id"] in json.dumps(v) for v in hits.values())
             reads_ok += c.call("get_memory", memory_id=acked[-1]["id"])["id"] == acked[-1]["id"]
+            c.call("memory_stats")
+            reads_ok += 1
         except RpcError as e:
             out["read_error"] = f"{e.kind}: {e.message}"
-        out["reads_ok_while_full"] = reads_ok
+        out["reads_ok_while_full"] = f"{reads_ok} of 3 (recall, get_memory, memory_stats)"
         # The CLI and HTTP, each on the same full disk.
+        out["refusing_s"] = round(time.perf_counter() - t_full, 2) if t_full else None
+        t_cli = time.perf_counter()
         cli = subprocess.run([sys.executable, "-m", "engram", "--home", str(home), "remember",
-                              salad(random.Random(7), "cliq", 400)], env=_env(REPO, home),
+                              _text(7, "cliq", 3000)], env=_env(REPO, home),
                              capture_output=True, text=True, timeout=120)
-        out["cli"] = {"exit_code": cli.returncode, "user_saw": cli.stderr.strip()[-400:]}
+        out["cli"] = {"exit_code": cli.returncode, "user_saw": cli.stderr.strip()[-400:],
+                      "seconds": round(time.perf_counter() - t_cli, 2)}
+        t_http = time.perf_counter()
         import httpx
-        h = httpx.post(f"http://127.0.0.1:{port}/memories", json={"content": salad(random.Random(8), "httpq", 400)},
+        h = httpx.post(f"http://127.0.0.1:{port}/memories", json={"content": _text(8, "httpq", 3000)},
                        timeout=60)
-        out["http"] = {"status": h.status_code, "user_saw": h.text[-400:]}
+        out["http"] = {"status": h.status_code, "user_saw": h.text[-400:],
+                       "seconds": round(time.perf_counter() - t_http, 2)}
         # Free the space: the next writes must go through, without a restart.
         ballast.unlink()
         t_free = time.perf_counter()
