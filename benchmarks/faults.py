@@ -315,7 +315,7 @@ def damaged_run(log: Any = None) -> dict:
 # ---------------------------------------------------------------- a full disk
 
 
-def disk_run(mb: int = 48, log: Any = None) -> dict:
+def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
     """The store on a `mb` MiB tmpfs, filled by a ballast file and writes until the disk is full.
 
     Through RPC (what MCP stdio and the CLI use), the CLI itself and HTTP: the write that hits the
@@ -332,7 +332,7 @@ def disk_run(mb: int = 48, log: Any = None) -> dict:
     home.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={mb}m", "tmpfs", str(home)], check=True)
     ballast = home / "ballast"
-    out: dict[str, Any] = {"scenario": "disk", "tmpfs_mb": mb}
+    out: dict[str, Any] = {"scenario": "disk", "tmpfs_mb": mb, "slack_mb": slack_mb}
     try:
         port = free_port()
         _start(home, REPO, port=port)
@@ -356,8 +356,8 @@ def disk_run(mb: int = 48, log: Any = None) -> dict:
         for _ in range(50):
             store()
         free = shutil.disk_usage(home).free
-        with open(ballast, "wb") as f:  # all but ~3 MiB
-            f.write(b"\0" * max(0, free - 3 * 2**20))
+        with open(ballast, "wb") as f:  # all but slack_mb
+            f.write(b"\0" * max(0, free - int(slack_mb * 2**20)))
         refused: list[dict] = []
         t_full = None
         for _ in range(2000):
@@ -435,7 +435,7 @@ def backup_run(ops: int = 300, log: Any = None) -> dict:
     try:
         _start(home, REPO)
         writers = [_writer(home, REPO, ops, f"w{i}", None) for i in range(3)]
-        time.sleep(2.0)
+        time.sleep(4.0)  # the writers are under way
         began = time.time()
         t0 = time.perf_counter()
         r = subprocess.run([sys.executable, "-m", "engram", "--home", str(home), "--json", "backup"],
