@@ -4,6 +4,7 @@
     python -m benchmarks.faults damaged                    # truncated and garbled store files
     python -m benchmarks.faults disk     [--mb 48]         # the store on a small tmpfs that fills up (root)
     python -m benchmarks.faults backup   [--ops 300]       # a backup under a concurrent write load, restored
+    python -m benchmarks.faults methods                    # checkpoint + copy beside COPY FROM DATABASE
     python -m benchmarks.faults all
 
 Every run prints one JSON object: acknowledged writes, writes refused during the fault, writes
@@ -31,7 +32,7 @@ from typing import Any
 
 from benchmarks.reliability import REPO, salad
 
-__all__ = ["backup_run", "damaged_run", "disk_run", "upgrade_run"]
+__all__ = ["backup_run", "damaged_run", "disk_run", "methods_run", "upgrade_run"]
 
 # A writer that runs with whichever engram PYTHONPATH names: the base commit's (an agent's MCP
 # process started before the upgrade) or this one's. It uses only RpcClient, which both have,
@@ -475,10 +476,39 @@ def backup_run(ops: int = 300, log: Any = None) -> dict:
     return out
 
 
+def methods_run(rows: int = 200_000, log: Any = None) -> dict:
+    """Two ways to copy a live DuckDB file, timed on one file: CHECKPOINT then a byte copy (what
+    Store.backup does under the store's lock) and ATTACH + COPY FROM DATABASE (a rewrite)."""
+    import duckdb
+
+    from engram.backup import copy_file
+    tmp = Path(tempfile.mkdtemp(prefix="engram-methods-"))
+    try:
+        con = duckdb.connect(str(tmp / "a.duckdb"))
+        con.execute("CREATE TABLE t (id INTEGER, s VARCHAR, b BLOB)")
+        con.execute(f"INSERT INTO t SELECT i, repeat('x', 200) || i, repeat('y', 500)::BLOB FROM range({rows}) r(i)")
+        con.execute("CHECKPOINT")
+        t0 = time.perf_counter()
+        con.execute("CHECKPOINT")
+        copy_file(tmp / "a.duckdb", tmp / "b.duckdb")
+        copy_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        con.execute(f"ATTACH '{tmp / 'c.duckdb'}' AS c")
+        con.execute("COPY FROM DATABASE a TO c")
+        con.execute("DETACH c")
+        rewrite_s = time.perf_counter() - t0
+        con.close()
+        return {"scenario": "methods", "rows": rows, "bytes": (tmp / "a.duckdb").stat().st_size,
+                "checkpoint_copy_s": round(copy_s, 4), "copy_from_database_s": round(rewrite_s, 4),
+                "ratio": round(rewrite_s / copy_s, 1), "load": os.getloadavg()[0]}
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.faults", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", choices=("upgrade", "damaged", "disk", "backup", "all"))
+    p.add_argument("scenario", choices=("upgrade", "damaged", "disk", "backup", "methods", "all"))
     p.add_argument("--ops", type=int, default=None)
     p.add_argument("--mb", type=int, default=48)
     p.add_argument("--rev", help="upgrade: the commit the old daemon runs (default: where HEAD left main)")
@@ -488,6 +518,7 @@ def main(argv: list[str] | None = None) -> int:
         "damaged": damaged_run,
         "disk": lambda: disk_run(a.mb),
         "backup": lambda: backup_run(a.ops or 300),
+        "methods": methods_run,
     }
     for name in (runs if a.scenario == "all" else [a.scenario]):
         print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **runs[name]()}, indent=1),
