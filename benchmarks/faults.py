@@ -171,12 +171,14 @@ def _drop_worktree(path: Path) -> None:
 
 
 def base_commit() -> str:
-    """The code before this branch: where it leaves main (the release a user upgrades from)."""
-    for ref in ("main", "origin/main"):
-        r = subprocess.run(["git", "-C", str(REPO), "merge-base", "HEAD", ref], capture_output=True, text=True)
-        if r.returncode == 0 and r.stdout.strip() != _head():
-            return r.stdout.strip()
-    return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD~1"], capture_output=True, text=True,
+    """The last commit before the versioned handshake: a daemon that announces no version, as one
+    installed before this release does (found by history, so it stays right once this is merged)."""
+    r = subprocess.run(["git", "-C", str(REPO), "log", "--reverse", "--format=%H", "-S", "self.server_version",
+                        "--", "engram/server/rpc.py"], capture_output=True, text=True, check=True)
+    first = r.stdout.split()[0] if r.stdout.split() else None
+    if first is None:
+        return _head()
+    return subprocess.run(["git", "-C", str(REPO), "rev-parse", f"{first}~1"], capture_output=True, text=True,
                           check=True).stdout.strip()
 
 
@@ -511,7 +513,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("scenario", choices=("upgrade", "damaged", "disk", "backup", "methods", "all"))
     p.add_argument("--ops", type=int, default=None)
     p.add_argument("--mb", type=int, default=48)
-    p.add_argument("--rev", help="upgrade: the commit the old daemon runs (default: where HEAD left main)")
+    p.add_argument("--rev", help="upgrade: the commit the old daemon runs (default: the last one before the "
+                   "versioned handshake)")
     a = p.parse_args(argv)
     runs = {
         "upgrade": lambda: upgrade_run(a.ops or 150, a.rev),
