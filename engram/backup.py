@@ -59,7 +59,7 @@ def list_backups(db_path: str | Path, kind: str | None = None) -> list[Path]:
     for p in folder.iterdir():
         m = _NAME.match(p.name)
         if m and (kind is None or m.group(1) == kind):
-            found.append((m.group(2).ljust(18, "0"), p))
+            found.append((m.group(2).rstrip("Z").ljust(18, "0"), p))  # names without milliseconds too
     return [p for _, p in sorted(found, reverse=True)]
 
 

@@ -603,13 +603,26 @@ def _restore(a: argparse.Namespace, settings: Settings) -> int:
     from .backup import check_backup, restore
     from .clock import SystemClock
     from .server.daemon import stop_daemon
+    from .server.rpc import acquire_daemon_lock
 
     if settings.database_url:
         raise CliError("engram restore puts back a DuckDB file; restore a PostgreSQL database with its "
                        "own tools (pg_restore, psql; see docs/backups.md)")
     check_backup(a.backup)
-    stop_daemon(settings)
-    result = restore(Path(a.backup).expanduser().resolve(), settings.db_path, SystemClock().now())
+    # Hold the daemon lock while the file is swapped: a client that reconnects meanwhile would
+    # start a daemon on the old file, and its writes would go to the file moved aside.
+    for _ in range(5):
+        stop_daemon(settings)
+        lock = acquire_daemon_lock(settings.socket_path)
+        if lock is not None:
+            break
+    else:
+        raise CliError("a client keeps starting the engram daemon again; stop the agents using "
+                       f"{settings.home} and run engram restore again (nothing was changed)")
+    try:
+        result = restore(Path(a.backup).expanduser().resolve(), settings.db_path, SystemClock().now())
+    finally:
+        lock.close()
     print(_render("restore", result, a.json))
     return 0
 
