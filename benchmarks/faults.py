@@ -23,6 +23,7 @@ import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -129,21 +130,27 @@ def _stop(home: Path) -> None:
 
 
 def _writer(home: Path, code: Path, ops: int, tag: str, version: str | None) -> subprocess.Popen:
-    """A writer process running the engram at `code`. A daemon it starts runs this checkout's code,
-    whatever `code` is: after an upgrade the files on disk are the new version's, only a process
-    started before it still runs the old one."""
+    """A writer process running the engram at `code`. Its lines go to a file, not a pipe: a full
+    pipe nobody reads yet would stall the writer and look like a server that does not answer."""
     s = _settings(home)
-    return subprocess.Popen(
+    out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by _results
+    proc = subprocess.Popen(
         [*_python(code, "-c", WRITER), str(s.socket_path), str(ops), tag, json.dumps(_serve_argv(home)),
          version or "-"],
-        env=_env(code, home), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env=_env(code, home), stdout=out, stderr=subprocess.STDOUT, text=True)
+    proc.out_file = out  # type: ignore[attr-defined]
+    return proc
 
 
 def _results(proc: subprocess.Popen, timeout: float = 600) -> list[dict]:
-    out, err = proc.communicate(timeout=timeout)
+    proc.wait(timeout=timeout)
+    f = proc.out_file  # type: ignore[attr-defined]
+    f.seek(0)
+    text = f.read()
+    f.close()
     if proc.returncode != 0:
-        raise RuntimeError(f"writer failed ({proc.returncode}): {err[-2000:]}")
-    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+        raise RuntimeError(f"writer failed ({proc.returncode}): {text[-2000:]}")
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 def _stored(db: Path) -> dict[str, str]:
@@ -519,28 +526,38 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
         time.sleep(down_s)
         pg.start()
         up_at = time.time()
+        if os.environ.get("FAULTS_KEEP_LOGS"):
+            time.sleep(3)
+            for pid in pids:  # what each daemon is doing 3 s after the database is back
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGUSR1)
         rows = {f"pg{i}": _results(w) for i, w in enumerate(writers)}
         with psycopg.connect(url, autocommit=True) as con:
             stored = dict(con.execute("SELECT id, content FROM memories").fetchall())
             leases = con.execute("SELECT name, holder, until > now() AT TIME ZONE 'UTC' FROM leases").fetchall()
         acked = [r for rs in rows.values() for r in rs if r["ok"]]
         failed = [r for rs in rows.values() for r in rs if not r["ok"]]
-        back = {}
+        back, last_refused = {}, {}
         for tag, rs in rows.items():
             after = [r for r in rs if r["ok"] and r["at"] >= up_at]
             back[tag] = round(after[0]["at"] - up_at, 2) if after else None
+            bad = [r for r in rs if not r["ok"]]
+            last_refused[tag] = round(bad[-1]["at"] - up_at, 2) if bad else None
         out = {
             "scenario": "pg-restart", "servers": servers, "writers": servers, "ops_each": ops, "down_s": down_s,
             "acknowledged": len(acked), "refused": len(failed),
             "refused_outside_outage": sum(1 for r in failed if not down_at - 1 <= r["at"] <= up_at + 30),
             "lost": len(_lost(acked, stored)),
-            "serving_again_after_s": back, "same_daemons": pids,
+            "serving_again_after_s": back, "last_refusal_after_return_s": last_refused, "same_daemons": pids,
             "leases": [{"name": n, "holder": h, "live": bool(live)} for n, h, live in leases],
             "user_saw": dict(Counter(f"{r['kind']}: {r['message'][:160]}" for r in failed).most_common(6)),
         }
     finally:
         for h in homes:
             _stop(h)
+            if os.environ.get("FAULTS_KEEP_LOGS"):  # where to copy the daemons' logs, to read them
+                with contextlib.suppress(OSError):
+                    shutil.copy(h / "daemon.log", Path(os.environ["FAULTS_KEEP_LOGS"]) / f"{h.name}.log")
         with contextlib.suppress(Exception):
             pg.cleanup()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .errors import DiskFull, EngramError
+from .errors import BackupInvalid, DiskFull, EngramError
 
 __all__ = ["BACKUP_DIR", "BackupInvalid", "backup_dir", "backup_path", "check_backup", "copy_file",
            "daily", "list_backups", "latest_backup", "restore", "rotate", "take_backup"]
@@ -31,10 +31,6 @@ BACKUP_DIR = "backups"
 _NAME = re.compile(r"^(memories|daily)-(\d{8}T\d{6}(?:\d{3})?Z)\.duckdb$")
 DAILY = "daily"
 DAILY_EVERY_S = 23 * 3600  # a little under a day: a run every 12 h takes one each day
-
-
-class BackupInvalid(EngramError):
-    """A backup file that cannot be opened or fails the integrity check."""
 
 
 def backup_dir(db_path: str | Path) -> Path:
@@ -118,7 +114,7 @@ def take_backup(eng: Any, dest: str | Path | None = None, kind: str = "memories"
     if target.resolve() == Path(eng.path).resolve():
         raise EngramError(f"{target} is the database itself; name another file or folder")
     try:
-        eng.store_db.backup(target)
+        eng.backup(target)
     except OSError as e:
         from .store.db import is_disk_full
         if is_disk_full(e):
@@ -151,54 +147,19 @@ def is_url(path: str) -> bool:
 
 
 def check_backup(path: str | Path) -> dict[str, Any]:
-    """Open a backup read-only and check it: schema version, each table's rows read in full.
+    """Open a backup read-only and check it: its size against its block count, the schema
+    version, each table's rows read in full (engram.store.db.inspect_file).
 
     Returns {"path", "bytes", "schema_version", "counts"}; raises BackupInvalid naming the file
     and what is wrong.
     """
-    import duckdb
-
-    from .store.schema import SCHEMA_VERSION, TABLES
+    from .store.db import inspect_file
 
     p = Path(path).expanduser()
     if not p.is_file():
         raise BackupInvalid(f"{p}: no such backup file")
-    try:
-        con = duckdb.connect(str(p), read_only=True)
-    except duckdb.Error as e:
-        raise BackupInvalid(f"{p} is not a usable engram backup: {_first_line(e)}") from None
-    try:
-        from .store.db import missing_bytes
-        if short := missing_bytes(con, str(p)):
-            raise BackupInvalid(f"{p} is truncated: {short} bytes of its blocks are missing")
-        try:
-            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
-        except duckdb.Error as e:
-            raise BackupInvalid(f"{p} is not an engram database (no schema version: {_first_line(e)})") from None
-        if version is None or version > SCHEMA_VERSION:
-            raise BackupInvalid(f"{p} has schema v{version}; this engram reads up to v{SCHEMA_VERSION}"
-                                + ("; upgrade engram to restore it" if version else ""))
-        counts = {}
-        for table in TABLES:
-            try:
-                # A hash over every row reads every column of every block: a damaged block fails here.
-                n, _ = con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {table} t").fetchone()
-            except duckdb.Error as e:
-                if table not in _tables_at(con) and version < SCHEMA_VERSION:
-                    continue  # an older schema without this table: migrating it on open adds it
-                raise BackupInvalid(f"{p}: table {table} cannot be read: {_first_line(e)}") from None
-            counts[table] = int(n)
-    finally:
-        con.close()
-    return {"path": str(p), "bytes": p.stat().st_size, "schema_version": int(version), "counts": counts}
-
-
-def _tables_at(con: Any) -> set[str]:
-    return {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-
-
-def _first_line(e: BaseException) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+    report = inspect_file(p)
+    return {"path": str(p), "bytes": p.stat().st_size, **report}
 
 
 def restore(backup: str | Path, db_path: str | Path, now: datetime) -> dict[str, Any]:

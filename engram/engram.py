@@ -409,6 +409,10 @@ class Engram(ContinuityMixin):
         self.catch_up()
         return self.index.type_status_counts()
 
+    def backup(self, dest: Path) -> int:
+        """A consistent copy of the store's file at dest (engram.backup.take_backup checks it)."""
+        return self.store_db.backup(dest)
+
     def schema_version(self) -> int:
         return self.store_db.schema_version()
 

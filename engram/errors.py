@@ -7,9 +7,10 @@ imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...
 
 from __future__ import annotations
 
-__all__ = ["BindRefused", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnavailable", "DiskFull", "EngramError",
-           "ExportIncomplete", "ExtensionError", "ImportConflict", "InvalidArguments", "MigrationMismatch",
-           "ModelMismatch", "ModelUnavailable", "NotFound", "SchemaTooNew", "StoreMismatch", "TargetNotEmpty"]
+__all__ = ["BackupInvalid", "BindRefused", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnavailable", "DiskFull",
+           "EngramError", "ExportIncomplete", "ExtensionError", "ImportConflict", "InvalidArguments",
+           "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound", "SchemaTooNew", "StoreMismatch",
+           "TargetNotEmpty"]
 
 
 class EngramError(ValueError):
@@ -78,3 +79,7 @@ class DatabaseDamaged(EngramError):
 
 class DiskFull(EngramError):
     """A write refused because the disk holding the store is full; nothing of it was kept."""
+
+
+class BackupInvalid(EngramError):
+    """A backup file that cannot be opened or fails the integrity check."""

@@ -56,7 +56,7 @@ class Daemon:
         # What this daemon serves, as clients name it (Engram.path: the file, or the URL without password).
         self.store = store_identity(self.eng.path)
         # The versions every client is told in the hello: a newer client replaces this daemon.
-        self.versions = {"version": __version__, "schema": self.eng.store_db.schema_version()}
+        self.versions = {"version": __version__, "schema": self.eng.schema_version()}
         self.rpc = RpcServer(settings.socket_path, self.handle, on_connect=self.on_connect,
                              on_disconnect=self.on_disconnect, hello=self.versions)
         self.stop_requested = threading.Event()

@@ -23,10 +23,11 @@ import numpy as np
 if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
-from ..errors import DatabaseDamaged, DatabaseLocked, DiskFull
+from ..errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
 from ..types import EngramError, Memory, Session, Task
 from .extensions import LOADED_BY_STORE, load_extensions
-from .schema import migrate
+from . import schema as _schema
+from .schema import SCHEMA_VERSION, migrate
 
 MEMORY_COLUMNS = (
     "id", "content", "memory_type", "importance", "recall_count", "created_at",
@@ -242,6 +243,42 @@ def missing_bytes(con: duckdb.DuckDBPyConnection, path: str) -> int:
         return 0
     need = DUCKDB_HEADER_BYTES + int(row[0]) * int(row[1])
     return max(0, need - Path(path).stat().st_size)
+
+
+def inspect_file(path: Path) -> dict[str, Any]:
+    """Check a DuckDB file engram did not open (a backup): {"schema_version", "counts"}.
+
+    Opened read-only; its size is compared with its block count, and every row of every table is
+    read (a hash over each, so a damaged block fails here). Raises BackupInvalid naming the file.
+    """
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as e:
+        raise BackupInvalid(f"{path} is not a usable engram backup: {_first_line(e)}") from None
+    try:
+        try:
+            short = missing_bytes(con, str(path))
+            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        except duckdb.Error as e:
+            raise BackupInvalid(f"{path} is not an engram database ({_first_line(e)})") from None
+        if short:
+            raise BackupInvalid(f"{path} is truncated: {short} bytes of its blocks are missing")
+        if version is None or version > SCHEMA_VERSION:
+            raise BackupInvalid(f"{path} has schema v{version}; this engram reads up to v{SCHEMA_VERSION}"
+                                + ("; upgrade engram to restore it" if version else ""))
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        counts = {}
+        for table in _schema.TABLES:  # every table, the ledger too (db.TABLES: the exported ones)
+            if table not in present and version < SCHEMA_VERSION:
+                continue  # an older schema without this table: migrating it on open adds it
+            try:
+                n, _ = con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {table} t").fetchone()
+            except duckdb.Error as e:
+                raise BackupInvalid(f"{path}: table {table} cannot be read: {_first_line(e)}") from None
+            counts[table] = int(n)
+    finally:
+        con.close()
+    return {"schema_version": int(version), "counts": counts}
 
 
 class Store:
