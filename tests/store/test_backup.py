@@ -191,3 +191,20 @@ def test_cli_backup_and_restore(tmp_path):
         assert bad.returncode == 1 and "no such backup file" in bad.stderr
     finally:
         _stop(home)
+
+
+def test_setup_reports_the_latest_backup(store_with_rows):
+    from engram.setup import _describe, backup_status
+    eng, home, _ = store_with_rows
+    settings = Settings.from_env({"ENGRAM_HOME": str(home)})
+    assert backup_status(settings)["latest"] is None
+    path = take_backup(eng)["path"]
+    status = backup_status(settings)
+    assert status["latest"] == path and status["keep"] == 7 and status["age_hours"] < 1
+    pg = backup_status(Settings.from_env({"ENGRAM_HOME": str(home),
+                                          "ENGRAM_DATABASE_URL": "postgresql://u@localhost/engram"}))
+    assert "pg_dump" in pg["advice"]
+    report = {"model": {"name": "m", "source": "s"}, "extensions": [], "selfcheck": None, "backups": status,
+              "database": {"path": eng.path, "created": False, "schema_version": SCHEMA_VERSION},
+              "mcp": {"claude_code": "x", "json": {}}}
+    assert f"backups     latest {path}" in _describe(report)
