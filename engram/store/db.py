@@ -193,7 +193,7 @@ class _Connection:
     DiskFull; the next one, read or write, runs on the fresh connection.
     """
 
-    def __init__(self, path: str, describe: Callable[[Exception], EngramError | None]):
+    def __init__(self, path: str, describe: Callable[..., EngramError | None]):
         self.path = path
         self._describe = describe
         self.raw = duckdb.connect(path)
@@ -205,7 +205,7 @@ class _Connection:
             self._reopen()
             if sql == "ROLLBACK":
                 return None  # the reopened connection has no transaction to roll back
-            raise (self._describe(e) or e) from e
+            raise (self._describe(e, True) or e) from e
         except duckdb.Error as e:
             if sql == "ROLLBACK" and "no transaction is active" in str(e):
                 return None  # the transaction died with a connection reopened inside it
@@ -339,12 +339,17 @@ class Store:
             f"is not an engram database; engram left it untouched (it did not rename, move, truncate "
             f"or replace it). {advice[0].upper() + advice[1:]}.")
 
-    def _runtime_error(self, e: Exception) -> EngramError | None:
-        """What a failed statement means to the user: a full disk, a damaged file, else None."""
+    def _runtime_error(self, e: Exception, fatal: bool = False) -> EngramError | None:
+        """What a failed statement means to the user: a full disk, a damaged file, else None.
+
+        fatal: a checkpoint failed (DuckDB's own at a commit, or engram's): the commit it followed
+        is in the WAL, so the write that met it may be stored after all.
+        """
         if is_disk_full(e):
-            return DiskFull(f"the disk holding {self.path} is full: this write was not stored. Reads keep "
-                            "working and writes resume by themselves once space is freed "
-                            f"({_first_line(e)})")
+            done = ("a checkpoint could not be written, so this write may or may not be stored "
+                    "(look before repeating it)" if fatal else "this write was not stored")
+            return DiskFull(f"the disk holding {self.path} is full: {done}. Reads keep working and "
+                            f"writes resume by themselves once space is freed ({_first_line(e)})")
         text = str(e)
         if "Corrupt database file" in text or "Could not read enough bytes" in text:
             return self._damaged(e)

@@ -208,3 +208,31 @@ def test_setup_reports_the_latest_backup(store_with_rows):
               "database": {"path": eng.path, "created": False, "schema_version": SCHEMA_VERSION},
               "mcp": {"claude_code": "x", "json": {}}}
     assert f"backups     latest {path}" in _describe(report)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounting a small tmpfs for the store needs root")
+def test_a_checkpoint_that_finds_the_disk_full_reopens_the_store(tmp_path):
+    """DuckDB invalidates the whole database when a checkpoint cannot be written; the store
+    reopens the file, so reads go on and writes resume once there is space."""
+    import shutil
+
+    from engram.errors import DiskFull
+    from engram.store.db import Store
+    mnt = tmp_path / "fs"
+    mnt.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)
+    try:
+        st = Store(mnt / "x.duckdb", datetime.now(UTC))
+        st.execute("CREATE TABLE big (s VARCHAR)")
+        st.execute("INSERT INTO big SELECT repeat('x', 1000) || i FROM range(2000) r(i)")
+        (mnt / "ballast").write_bytes(b"\0" * (shutil.disk_usage(mnt).free - 2**20))
+        with pytest.raises(DiskFull, match="may or may not be stored"):
+            st.checkpoint()
+        assert st.execute("SELECT count(*) FROM big").fetchone() == (2000,)
+        (mnt / "ballast").unlink()
+        st.execute("INSERT INTO big VALUES ('after')")
+        st.checkpoint()
+        assert st.execute("SELECT count(*) FROM big").fetchone() == (2001,)
+        st.close()
+    finally:
+        subprocess.run(["umount", str(mnt)], capture_output=True)
