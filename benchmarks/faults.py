@@ -427,8 +427,13 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
         out["full_for_s"] = round(t_free - t_full, 2) if t_full else None
     finally:
         _stop(home)
-        subprocess.run(["umount", str(home)], capture_output=True)
-        shutil.rmtree(tmp, ignore_errors=True)
+        # The daemon releases its lock a moment before it exits and closes its log, on this mount.
+        for _ in range(100):
+            if subprocess.run(["umount", str(home)], capture_output=True).returncode == 0:
+                break
+            time.sleep(0.1)
+        if not os.path.ismount(home):
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
