@@ -232,12 +232,20 @@ DUCKDB_HEADER_BYTES = 3 * 4096
 
 
 def missing_bytes(con: duckdb.DuckDBPyConnection, path: str) -> int:
-    """How many bytes short of its own block count the file is (0: whole).
+    """How many bytes short of its own count of used blocks the file is (0: whole, or not known).
 
     DuckDB opens a file cut short at a block boundary, and a read-only open reads the missing
-    blocks only when a query needs them, so a truncated file can look fine until then.
+    blocks only when a query needs them, so a truncated file can look fine until then. With a
+    write-ahead log beside it (a process that stopped without a checkpoint: a kill) the count
+    includes the blocks the replayed log allocated in memory, so nothing is concluded then: a
+    missing block is still found when a query reads it (Store._runtime_error).
     """
-    row = con.execute("SELECT block_size, total_blocks FROM pragma_database_size() "
+    wal = Path(path + ".wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return 0
+    # used_blocks, not total_blocks: DuckDB itself cuts free blocks off the end of the file at a
+    # checkpoint while still counting them, so only the used ones must all be in it.
+    row = con.execute("SELECT block_size, used_blocks FROM pragma_database_size() "
                       "WHERE database_name = current_database()").fetchone()
     if row is None:
         return 0
