@@ -253,14 +253,17 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
 # ---------------------------------------------------------------- damaged files
 
 
-def damage(data: bytes, how: str) -> bytes:
+def damage(data: bytes, how: str, free_blocks: int = 0) -> bytes:
+    """The file's bytes damaged one way. `free_blocks`: the file's free blocks (pragma_database_size).
+    Cutting off only free blocks loses nothing (DuckDB itself cuts free blocks off the end), so
+    the truncations reach past them into a used block wherever the free ones lie."""
     block = 262144  # DuckDB's block size
     if how == "truncated-half":
         return data[: len(data) // 2]
     if how == "truncated-block":
-        return data[: len(data) - block]
+        return data[: len(data) - (free_blocks + 1) * block]
     if how == "truncated-odd":
-        return data[: len(data) - 1000]
+        return data[: len(data) - free_blocks * block - 1000]
     if how == "garbled-header":
         return bytes(random.Random(1).randbytes(12288)) + data[12288:]
     if how == "garbled-blocks":
@@ -288,12 +291,16 @@ def damaged_run(log: Any = None) -> dict:
             backup = c.call("backup_store", dest=None)["path"]
         _stop(src)
         data = (src / "memories.duckdb").read_bytes()
+        import duckdb
+        con = duckdb.connect(str(src / "memories.duckdb"), read_only=True)
+        free = con.execute("SELECT free_blocks FROM pragma_database_size()").fetchone()[0]
+        con.close()
         cases = {}
         for how in DAMAGES:
             home = tmp / how
             (home / "backups").mkdir(parents=True)
             shutil.copy(backup, home / "backups" / Path(backup).name)
-            bad = damage(data, how)
+            bad = damage(data, how, free)
             (home / "memories.duckdb").write_bytes(bad)
             before = sorted(p.name for p in home.iterdir())
             t0 = time.perf_counter()

@@ -140,7 +140,10 @@ def test_a_damaged_store_is_refused_untouched_naming_the_backup(store_with_rows,
     backup = take_backup(eng)["path"]
     eng.close()
     db = home / "memories.duckdb"
-    db.write_bytes(spoil(db.read_bytes(), damage))
+    con = duckdb.connect(str(db), read_only=True)
+    free = con.execute("SELECT free_blocks FROM pragma_database_size()").fetchone()[0]
+    con.close()
+    db.write_bytes(spoil(db.read_bytes(), damage, free))
     before, files = digest(db), sorted(p.name for p in home.iterdir())
     with pytest.raises(DatabaseDamaged) as e:
         file_engram(home, fake)
