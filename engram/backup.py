@@ -147,7 +147,7 @@ def is_url(path: str) -> bool:
 
 
 def check_backup(path: str | Path) -> dict[str, Any]:
-    """Open a backup read-only and check it: its size against its block count, the schema
+    """Open a backup read-only and check it: its size against its used blocks, the schema
     version, each table's rows read in full (engram.store.db.inspect_file).
 
     Returns {"path", "bytes", "schema_version", "counts"}; raises BackupInvalid naming the file
