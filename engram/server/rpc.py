@@ -8,13 +8,15 @@ memories, only methods, params and sessions.
 
 Wire protocol: newline-delimited JSON, one connection per client session.
 
-    client -> {"hello": {"session_id", "pid", "client", "user_id", "store", "version"}}
+    client -> {"hello": {"session_id", "pid", "client", "user_id", "store", "project", "branch", "version"}}
     server -> {"ok": true, "server_pid": int, "session_id": str, "version": str, "schema": int}
            | {"ok": false, "error": {"message": str, "kind": str}}   (on_connect refused it)
 
 "store" names the store the client means (engram.config.store_identity), so a daemon serving
 another one can refuse instead of acting on the wrong rows; a client that sends none (older
-ones, `engram stop`) is served whatever the daemon serves. "version" is the package version of
+ones, `engram stop`) is served whatever the daemon serves. "project" and "branch": where the
+client works (engram.project.detect_project, run in the client's own directory); the session
+reads and writes in that project. None (or left out): no project. "version" is the package version of
 each side and "schema" the store's schema version: a client that finds an older daemon (or one
 that sends no version: it predates the field) asks it to finish and exit ("__shutdown__" with
 {"reason": "upgrade"}), then starts its own (RpcClient(version=...)). A daemon that stops lets
@@ -91,6 +93,8 @@ class Peer:
     user_id: str | None
     conn_id: int
     store: str | None = None  # the store the client expects (None: any, as older clients)
+    project: str | None = None  # the project the client works in (None: none)
+    branch: str | None = None
     version: str | None = None  # the client's package version (None: a client older than the field)
 
 
@@ -433,6 +437,8 @@ class RpcServer:
             user_id=hello.get("user_id") if isinstance(hello.get("user_id"), str) else None,
             conn_id=conn_id,
             store=hello.get("store") if isinstance(hello.get("store"), str) else None,
+            project=hello.get("project") if isinstance(hello.get("project"), str) else None,
+            branch=hello.get("branch") if isinstance(hello.get("branch"), str) else None,
             version=hello.get("version") if isinstance(hello.get("version"), str) else None,
         )
         if self.on_connect is not None:
@@ -498,6 +504,8 @@ class RpcClient:
         client: str = "engram",
         user_id: str | None = None,
         store: str | None = None,
+        project: str | None = None,
+        branch: str | None = None,
         timeout: float = 30.0,
         spawn_timeout: float = SPAWN_TIMEOUT,
         log_path: Path | None = None,
@@ -515,6 +523,8 @@ class RpcClient:
         self.client = client
         self.user_id = user_id
         self.store = store
+        self.project = project
+        self.branch = branch
         self.timeout = timeout
         self.spawn_timeout = spawn_timeout
         self.log_path = Path(log_path) if log_path else self.socket_path.parent / "daemon.log"
@@ -636,6 +646,8 @@ class RpcClient:
                             "client": self.client,
                             "user_id": self.user_id,
                             "store": self.store,
+                            "project": self.project,
+                            "branch": self.branch,
                             "version": self.version,
                         }
                     }

@@ -2,7 +2,7 @@
 
 Two lists, one per backend, side by side: MIGRATIONS (DuckDB) and PG_MIGRATIONS (PostgreSQL,
 applied by pg.py). Version N means the same tables and columns on both, so a new DuckDB
-migration needs its Postgres twin at the same position (tests/test_schema.py fails while the
+migration needs its Postgres twin at the same position (tests/store/test_schema.py fails while the
 lists' lengths or the columns they produce differ).
 """
 
@@ -109,6 +109,13 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at TIMESTAMP NOT NULL,
             revoked_at TIMESTAMP
         )"""]),
+    # Projects (engram/project.py, docs/projects.md): NULL is "no project", so every row stored
+    # before this version stays visible from inside and outside any project. One ALTER per
+    # table per migration (see above), hence four.
+    ("memory project", ["ALTER TABLE memories ADD COLUMN project VARCHAR"]),
+    ("task project", ["ALTER TABLE tasks ADD COLUMN project VARCHAR"]),
+    ("session project", ["ALTER TABLE sessions ADD COLUMN project VARCHAR"]),
+    ("session branch", ["ALTER TABLE sessions ADD COLUMN branch VARCHAR"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -246,6 +253,10 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at timestamp NOT NULL,
             revoked_at timestamp
         )"""]),
+    ("memory project", ["ALTER TABLE memories ADD COLUMN project text"]),
+    ("task project", ["ALTER TABLE tasks ADD COLUMN project text"]),
+    ("session project", ["ALTER TABLE sessions ADD COLUMN project text"]),
+    ("session branch", ["ALTER TABLE sessions ADD COLUMN branch text"]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 

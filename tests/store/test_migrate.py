@@ -244,14 +244,14 @@ def test_export_and_import_between_the_backends_both_ways(source, tmp_path, pg_u
 
 # ---------------------------------------------------------------- as a command
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     env.pop("ENGRAM_DATABASE_URL", None)
     return subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300, check=False)
+                          env=env, cwd=home, timeout=300, check=False)  # outside any project (docs/projects.md)
 
 
 @pytest.mark.model
