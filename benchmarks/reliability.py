@@ -63,6 +63,8 @@ def serve(home: Path, fake: bool, port: int | None) -> int:
     from engram.server.daemon import Daemon
     from engram.server.rpc import acquire_daemon_lock
 
+    import faulthandler
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack to the log
     settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(home)})
     lock = acquire_daemon_lock(settings.socket_path)
     if lock is None:

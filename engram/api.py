@@ -284,6 +284,11 @@ class Api:
         from .transfer import migrate_store
         return migrate_store(self.eng, target, force=bool(force))
 
+    def backup_store(self, ctx: Ctx, dest: str | None) -> dict:
+        """A checked copy of the whole DuckDB file, taken in the daemon that owns it (local admin)."""
+        from .backup import take_backup
+        return take_backup(self.eng, dest)
+
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
         if reembed:
             n = self.eng.reembed_all()

@@ -102,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)")
     c.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help=f"HTTP port (default {DEFAULT_HTTP_PORT})")
 
+    c = cmd(sub, "restore", "Check a backup, stop the daemon, and put the backup in place of the DuckDB "
+            "store (the current file is kept aside).")
+    c.add_argument("backup", help="the backup file (from `engram backup` or ENGRAM_HOME/backups)")
+
     cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
     cmd(sub, "version", "Print the engram version.")
     return p
@@ -172,6 +176,8 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
             args["path"] = str(Path(args["path"]).expanduser().resolve())
         if a.op == "migrate_store" and "://" not in args["target"] and args["target"] != ":memory:":
             args["target"] = str(Path(args["target"]).expanduser().resolve())  # as above
+        if a.op == "backup_store" and args.get("dest"):
+            args["dest"] = str(Path(args["dest"]).expanduser().resolve())  # as above
         if a.op == "store_memory" and args["content"] == "-":
             # The one newline that ends piped input (echo, a file's last line) is framing, not
             # text; everything before it is stored as it is.
@@ -481,6 +487,19 @@ def _render_migrate(r: dict) -> str:
     return _table(rows)
 
 
+def _render_backup(r: dict) -> str:
+    return _table([("backup", r["path"]), ("size", _bytes(r["bytes"])), ("schema", f"v{r['schema_version']}"),
+                   ("checked", _counts(r["counts"])), ("took", f"{r['seconds']:g} s")])
+
+
+def _render_restore(r: dict) -> str:
+    rows = [("restored", f"{r['path']} -> {r['restored_to']}"), ("schema", f"v{r['schema_version']}"),
+            ("checked", _counts(r["counts"]))]
+    if r["previous"]:
+        rows.append(("previous file kept", r["previous"]))
+    return _table(rows)
+
+
 def _render_keys(r: dict) -> str:
     rows = [f"{k['key_id']}  {k['user_id']}  {k['label'] or '-'}  created {_when(k['created_at'])}  "
             + (f"revoked {_when(k['revoked_at'])}" if k["revoked_at"] else "active") for k in r["keys"]]
@@ -510,6 +529,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "consolidate_memory": _render_consolidate,
     "import_from": _render_import_from,
     "migrate_store": _render_migrate,
+    "backup_store": _render_backup,
+    "restore": _render_restore,
     "create_key": _render_new_key,
     "list_keys": _render_keys,
     "revoke_key": lambda r: f"revoked key {r['key_id']} of user {r['user_id']} at {_when(r['revoked_at'])}",
@@ -564,7 +585,7 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
         # commands: go through it, starting it when none runs, as the stdio server does.
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                            client="cli", user_id=user, store=settings.store, timeout=CLI_TIMEOUT,
-                           project=proj, branch=branch)
+                           project=proj, branch=branch, version=__version__)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
     api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid(), project=proj, branch=branch)
@@ -616,6 +637,40 @@ def _run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     return 0
 
 
+def _restore(a: argparse.Namespace, settings: Settings) -> int:
+    """Check the backup, stop the daemon (it holds the file), swap the backup in.
+
+    Runs here, not in the daemon: the daemon cannot replace the file it has open. The backup is
+    checked before the daemon is stopped, so a bad one costs nothing; the next command starts a
+    daemon on the restored store.
+    """
+    from .backup import check_backup, restore
+    from .clock import SystemClock
+    from .server.daemon import stop_daemon
+    from .server.rpc import acquire_daemon_lock
+
+    if settings.database_url:
+        raise CliError("engram restore puts back a DuckDB file; restore a PostgreSQL database with its "
+                       "own tools (pg_restore, psql; see docs/backups.md)")
+    check_backup(a.backup)
+    # Hold the daemon lock while the file is swapped: a client that reconnects meanwhile would
+    # start a daemon on the old file, and its writes would go to the file moved aside.
+    for _ in range(5):
+        stop_daemon(settings)
+        lock = acquire_daemon_lock(settings.socket_path)
+        if lock is not None:
+            break
+    else:
+        raise CliError("a client keeps starting the engram daemon again; stop the agents using "
+                       f"{settings.home} and run engram restore again (nothing was changed)")
+    try:
+        result = restore(Path(a.backup).expanduser().resolve(), settings.db_path, SystemClock().now())
+    finally:
+        lock.close()
+    print(_render("restore", result, a.json))
+    return 0
+
+
 def _stop(a: argparse.Namespace, settings: Settings) -> int:
     from .server.daemon import stop_daemon
     # Returns once the daemon released its lock, so a command run next can open the database.
@@ -661,6 +716,8 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
             return code if isinstance(code, int) else 0
         if a.command == "stop":
             return _stop(a, settings)
+        if a.command == "restore":
+            return _restore(a, settings)
         return _run_call(a, settings, api_factory)
     except (EngramError, RpcError, CliError, ValueError, OSError) as e:
         # EngramError covers NotFound, ModelUnavailable, DatabaseLocked; ValueError bad ENGRAM_* values.

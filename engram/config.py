@@ -170,6 +170,9 @@ class Settings:
     prune_threshold: float = setting(0.05, "strength below which unprotected memories are pruned",
                                      ge=0.0, le=1.0)
     maintenance_hours: float = setting(12.0, "hours between maintenance runs in the daemon", gt=0.0)
+    # A DuckDB store only: PostgreSQL is backed up with pg_dump (docs/backups.md).
+    backup_keep: int = setting(7, "daily backups the maintenance job keeps in ENGRAM_HOME/backups (0: none)",
+                               ge=0)
     consolidated_retention_days: float = setting(30.0, "days consolidated sources are kept")
     heartbeat_timeout_s: float = setting(300.0, "seconds of silence before a session counts as interrupted",
                                          env_name="ENGRAM_HEARTBEAT_TIMEOUT")

@@ -184,14 +184,20 @@ class Engram(ContinuityMixin):
         self.degraded: str | None = None  # why the model is unavailable; None when it serves
         self._allow_model_change = allow_model_change
         self._model_retry_at = time.monotonic() + MODEL_RETRY_S
+        # The store first: a damaged, locked or too new one is refused at once, not after the
+        # seconds the model takes to load.
+        self.store_db: MemoryStore = open_store(self.path, self.clock.now())
+        self.path = self.store_db.path  # a URL without its password: shown in health and errors
         try:
             self.embedder = embedder or self._load_model()
         except ModelUnavailable as e:
             if not degraded_ok:
+                self.store_db.close()
                 raise
             self.degraded = str(e)
-        self.store_db: MemoryStore = open_store(self.path, self.clock.now())
-        self.path = self.store_db.path  # a URL without its password: shown in health and errors
+        except BaseException:
+            self.store_db.close()
+            raise
         if self.degraded:
             dim = int(self.store_db.get_meta("model_dim") or 0)
             self.embedder = UnavailableEmbedder(self.settings.model, dim, self.degraded)
@@ -208,8 +214,12 @@ class Engram(ContinuityMixin):
         self._beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
         self._feed_mark = 0  # the change number the derived indexes are up to (catch_up)
         self._feed_checked = self._outcomes_read = time.monotonic()
-        self._init_continuity()
-        self.rebuild_indexes()
+        try:
+            self._init_continuity()
+            self.rebuild_indexes()  # reads every memory: a damaged block is found here (DatabaseDamaged)
+        except BaseException:
+            self.store_db.close()
+            raise
 
     # -- lifecycle -----------------------------------------------------------
     def _load_model(self) -> Embedder:
@@ -399,6 +409,10 @@ class Engram(ContinuityMixin):
         """Memories by (memory_type, status) as the index holds them (after catch_up)."""
         self.catch_up()
         return self.index.type_status_counts()
+
+    def backup(self, dest: Path) -> int:
+        """A consistent copy of the store's file at dest (engram.backup.take_backup checks it)."""
+        return self.store_db.backup(dest)
 
     def schema_version(self) -> int:
         return self.store_db.schema_version()

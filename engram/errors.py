@@ -7,9 +7,10 @@ imported them before (engram.types.NotFound, engram.transfer.ImportConflict, ...
 
 from __future__ import annotations
 
-__all__ = ["BindRefused", "DatabaseLocked", "DatabaseUnavailable", "EngramError", "ExportIncomplete", "ExtensionError",
-           "ImportConflict", "InvalidArguments", "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound",
-           "StoreMismatch", "TargetNotEmpty", "TaskClaimed"]
+__all__ = ["BackupInvalid", "BindRefused", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnavailable", "DiskFull",
+           "EngramError", "ExportIncomplete", "ExtensionError", "ImportConflict", "InvalidArguments",
+           "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound", "SchemaTooNew", "StoreMismatch",
+           "TargetNotEmpty", "TaskClaimed"]
 
 
 class EngramError(ValueError):
@@ -70,3 +71,19 @@ class StoreMismatch(EngramError):
 
 class TaskClaimed(EngramError):
     """A task another live session holds (engram/claims.py): the message names the holder."""
+
+
+class SchemaTooNew(EngramError):
+    """A store migrated by a newer engram than the one running."""
+
+
+class DatabaseDamaged(EngramError):
+    """A database file that cannot be opened or read: truncated, garbled. It is left as it is."""
+
+
+class DiskFull(EngramError):
+    """A write refused because the disk holding the store is full; nothing of it was kept."""
+
+
+class BackupInvalid(EngramError):
+    """A backup file that cannot be opened or fails the integrity check."""

@@ -26,6 +26,7 @@ about the file and always cover everything.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from datetime import datetime, timedelta
@@ -42,6 +43,8 @@ from .types import MEMORY_TYPES, Memory
 
 if TYPE_CHECKING:
     from .engram import Engram
+
+log = logging.getLogger(__name__)
 
 CONSOLIDATABLE = ("fact", "strategy", "assumption", "failure")
 # Text evidence that two similar memories are not the same statement: keep both.
@@ -95,11 +98,24 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
             # Forgotten rows count too: their text must leave the file (Store.erasure_pending).
             report["compacted"] = _flush(eng, deleted=bool(prune["ids"]) or eng.store_db.erasure_pending())
             eng.rebuild_indexes()
+            if user_id is None:
+                report["backup"] = _daily_backup(eng)
         finished = eng.clock.now()
     report["started_at"] = started.isoformat()
     report["finished_at"] = finished.isoformat()
     report["duration_s"] = round(time.perf_counter() - t0, 4)
     return report
+
+
+def _daily_backup(eng: Engram) -> dict[str, Any] | None:
+    """The day's backup (engram.backup.daily); a failure is reported and logged, not raised:
+    the rest of the run is done and the next run tries again."""
+    from .backup import daily
+    try:
+        return daily(eng, eng.settings.backup_keep)
+    except Exception as e:  # noqa: BLE001 - a full disk must not stop pruning and consolidation
+        log.warning("daily backup failed: %s", e)
+        return {"error": str(e)}
 
 
 def user_rows(idx: Any, user_id: str | None) -> np.ndarray:

@@ -495,6 +495,11 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
               flag="--to"),
         Param("force", bool, "Add to a target that already holds rows (ids it has are skipped).", False),
     ), cli=(Cli(("migrate",), "Copy the whole store (every user) into another database and verify the copy."),)),
+    Op("backup_store", (
+        Param("dest", str | None, "File or existing folder to write the backup to (default: the "
+              "backups folder beside the database, ENGRAM_HOME/backups).", None),
+    ), cli=(Cli(("backup",), "Write a consistent copy of the DuckDB store while the daemon serves, "
+                "check it, and print where it is.", positional=("dest",)),)),
     # Per-user keys (engram.keys): local administration only, never an HTTP route or MCP tool,
     # so a key holder cannot make, list or revoke keys.
     Op("create_key", (

@@ -182,6 +182,13 @@ def _describe(report: dict) -> str:
         done = f"migrated to v{pg['schema_version']} now" if pg["migrated"] else f"schema v{pg['schema_version']}"
         lines.append(f"postgres    {pg['path']}: PostgreSQL {pg['server_version']}, pgvector {pg['pgvector']}, "
                      f"{done}, {pg['memories']} memories")
+    b = report.get("backups")
+    if b and b["kind"] == "postgres":
+        lines.append(f"backups     {b['advice']}")
+    elif b:
+        daily = f"daily, newest {b['keep']} kept" if b["keep"] else "no daily backups (ENGRAM_BACKUP_KEEP=0)"
+        newest = f"latest {b['latest']} ({b['age_hours']:g} h old)" if b["latest"] else "none yet"
+        lines.append(f"backups     {newest}; {daily}; `engram backup` takes one now")
     if sc is None:
         lines.append("self-check  skipped")
     else:
@@ -200,6 +207,21 @@ def _describe(report: dict) -> str:
         f"http://{DEFAULT_HTTP_HOST}:{DEFAULT_HTTP_PORT}/mcp",
     ]
     return "\n".join(lines)
+
+
+def backup_status(settings: Settings) -> dict:
+    """The newest backup of a DuckDB store, its age and the rotation setting."""
+    if settings.database_url:
+        return {"kind": "postgres", "advice": "back up PostgreSQL with pg_dump (docs/backups.md)"}
+    import time
+
+    from .backup import backup_dir, latest_backup
+    newest = latest_backup(settings.db_path)
+    out: dict[str, Any] = {"kind": "duckdb", "folder": str(backup_dir(settings.db_path)), "keep": settings.backup_keep,
+                           "latest": str(newest) if newest else None}
+    if newest:
+        out["age_hours"] = round((time.time() - newest.stat().st_mtime) / 3600, 1)
+    return out
 
 
 def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
@@ -241,6 +263,7 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
             report["database"] = {"path": eng.path, "via": "postgres" if settings.database_url else "file",
                                   "created": created, "schema_version": eng.schema_version()}
             report["selfcheck"] = None if skip_selfcheck else self_check(eng)
+    report["backups"] = backup_status(settings)
     report["mcp"] = mcp_config(settings)
     report["ok"] = report["selfcheck"] is None or report["selfcheck"]["ok"]
     return report

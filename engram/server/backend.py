@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any, Protocol
 
+from engram import __version__
 from engram.server.rpc import RpcClient, RpcError
 from engram.types import Ctx
 
@@ -65,7 +66,8 @@ def stdio_client(settings: Any) -> RpcClient:
     project = detect_project()
     client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
                        client="stdio", user_id=settings.user_id, store=settings.store,
-                       project=project.id if project else None, branch=project.branch if project else None)
+                       project=project.id if project else None, branch=project.branch if project else None,
+                       version=__version__)
 
     def warm_up() -> None:
         try:

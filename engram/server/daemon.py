@@ -21,6 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from engram import __version__
 from engram.api import Api, Ctx
 from engram.project import check_project
 from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
@@ -37,6 +38,9 @@ HEARTBEAT = "__heartbeat__"  # a stdio server's "still here" while its agent wor
 # How often an idle daemon applies other servers' writes (Engram.catch_up), so the first read
 # after a quiet spell finds its indexes current. On a DuckDB file there are none: nothing is read.
 FRESH_EVERY_S = 0.5
+# How long a stopping daemon lets the requests it already received finish (an import may be
+# long); after that their connections are cut.
+DRAIN_S = 60.0
 
 
 class Daemon:
@@ -53,8 +57,10 @@ class Daemon:
         self.api.scheduler = self.scheduler
         # What this daemon serves, as clients name it (Engram.path: the file, or the URL without password).
         self.store = store_identity(self.eng.path)
+        # The versions every client is told in the hello: a newer client replaces this daemon.
+        self.versions = {"version": __version__, "schema": self.eng.schema_version()}
         self.rpc = RpcServer(settings.socket_path, self.handle, on_connect=self.on_connect,
-                             on_disconnect=self.on_disconnect)
+                             on_disconnect=self.on_disconnect, hello=self.versions)
         self.stop_requested = threading.Event()
         self.idle_exit = False  # set when wait() returned because no client came for idle_exit_s
         self._last_active = time.monotonic()
@@ -68,7 +74,11 @@ class Daemon:
     def handle(self, method: str, params: dict, peer: Peer) -> Any:
         self._last_active = time.monotonic()
         if method == SHUTDOWN:
-            log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
+            if params.get("reason") == "upgrade":
+                log.info("%s (pid %s) of engram %s asks this daemon (engram %s) to finish and exit",
+                         peer.client, peer.pid, params.get("version"), __version__)
+            else:
+                log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
             self.stop_requested.set()
             return {"stopping": True, "pid": os.getpid()}
         if method == HEARTBEAT:
@@ -172,7 +182,7 @@ class Daemon:
             self._http.should_exit = True
             if self._http_thread is not None:
                 self._http_thread.join(10)
-        self.rpc.shutdown()
+        self.rpc.shutdown(DRAIN_S)
         if self.scheduler is not None:
             with contextlib.suppress(Exception):
                 self.scheduler.shutdown()

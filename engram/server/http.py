@@ -32,7 +32,7 @@ from starlette.routing import Route
 
 from engram import __version__, ops
 from engram.api import Ctx
-from engram.errors import BindRefused, ModelUnavailable, TaskClaimed
+from engram.errors import BindRefused, DatabaseUnavailable, DiskFull, ModelUnavailable, TaskClaimed
 from engram.panel import is_panel_path
 from engram.panel import routes as panel_routes
 from engram import keys
@@ -170,6 +170,10 @@ def _guard(fn: Callable) -> Callable:
             return error(503, str(e))
         except TaskClaimed as e:  # another session holds the task: a conflict, not bad input
             return error(409, str(e))
+        except DiskFull as e:  # 507 Insufficient Storage: retry once space is freed
+            return error(507, str(e))
+        except DatabaseUnavailable as e:  # the database restarting: retry in a moment
+            return error(503, str(e), **{"Retry-After": "1"})
         except EngramError as e:
             return error(422, str(e))
         except Exception:
@@ -238,6 +242,8 @@ class _Auth:
         claimed = {_text(v).strip() for k, v in headers if k == USER_HEADER_BYTES}
         try:
             user, refusal = await run_in_threadpool(self.identify, got, claimed)
+        except DatabaseUnavailable as e:  # the keys cannot be read: refuse (fail closed), retryable
+            user, refusal = None, error(503, str(e), **{"Retry-After": "1"})
         except Exception:  # the database failed: refuse (fail closed), as any route's bug would
             log.exception("HTTP %s %s: could not check the credentials", scope.get("method"), path)
             user, refusal = None, error(500, "internal error")

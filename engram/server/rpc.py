@@ -8,15 +8,19 @@ memories, only methods, params and sessions.
 
 Wire protocol: newline-delimited JSON, one connection per client session.
 
-    client -> {"hello": {"session_id", "pid", "client", "user_id", "store", "project", "branch"}}
-    server -> {"ok": true, "server_pid": int, "session_id": str}
+    client -> {"hello": {"session_id", "pid", "client", "user_id", "store", "project", "branch", "version"}}
+    server -> {"ok": true, "server_pid": int, "session_id": str, "version": str, "schema": int}
            | {"ok": false, "error": {"message": str, "kind": str}}   (on_connect refused it)
 
 "store" names the store the client means (engram.config.store_identity), so a daemon serving
 another one can refuse instead of acting on the wrong rows; a client that sends none (older
 ones, `engram stop`) is served whatever the daemon serves. "project" and "branch": where the
 client works (engram.project.detect_project, run in the client's own directory); the session
-reads and writes in that project. None (or left out): no project.
+reads and writes in that project. None (or left out): no project. "version" is the package version of
+each side and "schema" the store's schema version: a client that finds an older daemon (or one
+that sends no version: it predates the field) asks it to finish and exit ("__shutdown__" with
+{"reason": "upgrade"}), then starts its own (RpcClient(version=...)). A daemon that stops lets
+every request it already received finish and answer before it closes the connections.
     client -> {"id": n, "method": str, "params": {...}}
     server -> {"id": n, "result": ...} | {"id": n, "error": {"message": str, "kind": str}}
     client -> {"bye": true}      (clean end of session; EOF without it means interrupted)
@@ -91,6 +95,7 @@ class Peer:
     store: str | None = None  # the store the client expects (None: any, as older clients)
     project: str | None = None  # the project the client works in (None: none)
     branch: str | None = None
+    version: str | None = None  # the client's package version (None: a client older than the field)
 
 
 # ---------------------------------------------------------------- encoding
@@ -207,8 +212,10 @@ class RpcServer:
         on_connect: Callable[[Peer], None] | None = None,
         on_disconnect: Callable[[Peer, bool], None] | None = None,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        hello: dict[str, Any] | None = None,
     ):
         self.socket_path = Path(socket_path)
+        self.hello = dict(hello or {})  # added to every accepted hello's reply (versions)
         self.handler = handler
         self.on_connect = on_connect
         self.on_disconnect = on_disconnect
@@ -321,13 +328,20 @@ class RpcServer:
             self._thread.join(timeout)
         with self._conns_lock:
             conns = list(self._conns.values())
+        # Reading side only: a request already received (or queued on the socket) is still
+        # answered, then the reader sees EOF; a client sending more gets EPIPE before any byte
+        # is taken, so it knows the request was never seen and sends it to the next daemon.
         for conn, _ in conns:
             with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+                conn.shutdown(socket.SHUT_RD)
         deadline = time.monotonic() + timeout
         for _, t in conns:
             if t is not threading.current_thread():
                 t.join(max(0.0, deadline - time.monotonic()))
+        for conn, t in conns:  # a handler still running after the timeout: cut it off
+            if t.is_alive():
+                with contextlib.suppress(OSError):
+                    conn.shutdown(socket.SHUT_RDWR)
 
     def connections(self) -> int:
         """How many client connections are open now."""
@@ -425,6 +439,7 @@ class RpcServer:
             store=hello.get("store") if isinstance(hello.get("store"), str) else None,
             project=hello.get("project") if isinstance(hello.get("project"), str) else None,
             branch=hello.get("branch") if isinstance(hello.get("branch"), str) else None,
+            version=hello.get("version") if isinstance(hello.get("version"), str) else None,
         )
         if self.on_connect is not None:
             try:
@@ -432,7 +447,7 @@ class RpcServer:
             except Exception as e:  # noqa: BLE001 - refuse the session, keep serving
                 self._send(conn, {"ok": False, "error": _error_body(e)})
                 return None
-        self._send(conn, {"ok": True, "server_pid": os.getpid(), "session_id": peer.session_id})
+        self._send(conn, {**self.hello, "ok": True, "server_pid": os.getpid(), "session_id": peer.session_id})
         return peer
 
     def _dispatch(self, msg: Any, peer: Peer) -> dict:
@@ -495,9 +510,15 @@ class RpcClient:
         spawn_timeout: float = SPAWN_TIMEOUT,
         log_path: Path | None = None,
         max_request_bytes: int = MAX_REQUEST_BYTES,
+        version: str | None = None,
     ):
         self.socket_path = Path(socket_path)
         self.spawn = list(spawn) if spawn else None
+        # This client's package version: a daemon older than it (with `spawn`) is replaced.
+        self.version = version
+        self.server_version: str | None = None
+        self.server_schema: int | None = None
+        self.replaced: list[dict] = []  # the older daemons this client asked to exit
         self.session_id = session_id or uuid.uuid4().hex
         self.client = client
         self.user_id = user_id
@@ -649,6 +670,7 @@ class RpcClient:
                             "store": self.store,
                             "project": self.project,
                             "branch": self.branch,
+                            "version": self.version,
                         }
                     }
                 ),
@@ -673,7 +695,46 @@ class RpcClient:
                 err.get("message", "the engram daemon refused the session"), err.get("kind", "ProtocolError")
             )
         self.server_pid = reply.get("server_pid")
+        self.server_version = reply.get("version") if isinstance(reply.get("version"), str) else None
+        self.server_schema = reply.get("schema") if isinstance(reply.get("schema"), int) else None
         self._sock, self._file = sock, f
+        if self._should_replace():
+            self._replace_daemon()
+
+    def _should_replace(self) -> bool:
+        """An older daemon (or one predating the version field) serving a client that can start
+        its own: once per client, so a spawn that still runs old code cannot loop."""
+        if not self.version or not self.spawn or self.replaced:
+            return False
+        return self.server_version is None or _older(self.server_version, self.version)
+
+    def _replace_daemon(self) -> None:
+        """Ask the older daemon to finish and exit, wait until it released the store, start ours.
+
+        The daemon answers every request it already received before it closes (an older one
+        may cut off a reply in flight: that client sees ConnectionLost, as on any daemon exit).
+        """
+        old = {"pid": self.server_pid, "version": self.server_version, "schema": self.server_schema}
+        self.replaced.append(old)
+        log.warning("the engram daemon (pid %s) runs version %s, this client %s: asking it to finish and "
+                    "exit, then starting this version's", self.server_pid, self.server_version or "older",
+                    self.version)
+        req_id = next(self._ids)
+        try:
+            assert self._sock is not None
+            self._sock.sendall(dumps({"id": req_id, "method": "__shutdown__",
+                                      "params": {"reason": "upgrade", "version": self.version}}), _SEND_FLAGS)
+            self._read_reply(req_id, "__shutdown__")
+        except (RpcError, OSError):
+            pass  # it may close before answering
+        self._drop()
+        deadline = time.monotonic() + self.spawn_timeout
+        while not _lock_is_free(self.socket_path):
+            if time.monotonic() > deadline:
+                raise RpcError(f"the older engram daemon (pid {old['pid']}) did not exit within "
+                               f"{self.spawn_timeout:g}s", "DaemonUnavailable")
+            time.sleep(0.05)  # waiting on another process to exit; there is nothing to block on
+        self._connect()
 
     def _spawn_and_wait(self) -> socket.socket:
         assert self.spawn is not None
@@ -724,6 +785,16 @@ class RpcClient:
         with _spawned_lock:
             _spawned.add(pid)
         return pid
+
+
+def _older(a: str, b: str) -> bool:
+    """Version a is older than b (release numbers compared as numbers; anything else as text)."""
+    def key(v: str) -> tuple:
+        parts = []
+        for x in v.replace("-", ".").replace("+", ".").split("."):
+            parts.append((0, int(x), "") if x.isdigit() else (1, 0, x))
+        return tuple(parts)
+    return key(a) < key(b)
 
 
 # Daemons this process spawned; reaped when they exit so they leave no zombies.

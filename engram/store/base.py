@@ -12,6 +12,8 @@ declared here, and that Store implements all of it.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Callable, Iterable, Protocol, Sequence
@@ -226,6 +228,10 @@ class MemoryStore(Protocol):
 
     def checkpoint(self) -> None:
         """Make every committed write durable in the main file."""
+
+    def backup(self, dest: Path) -> int:
+        """A consistent copy of the whole database at dest (bytes written); PostgreSQL refuses:
+        its own tools (pg_dump) back it up."""
 
     def compact(self) -> bool:
         """Rewrite the database so deleted rows' bytes leave the disk; False in memory."""

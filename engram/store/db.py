@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,10 +23,11 @@ import numpy as np
 if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
-from ..errors import DatabaseLocked
+from ..errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
 from ..types import EVERY_PROJECT, Claim, EngramError, Memory, Scope, Session, Task
 from .extensions import LOADED_BY_STORE, load_extensions
-from .schema import migrate
+from . import schema as _schema
+from .schema import SCHEMA_VERSION, migrate
 
 MEMORY_COLUMNS = (
     "id", "content", "memory_type", "importance", "recall_count", "created_at",
@@ -247,6 +248,126 @@ class ClaimRows:
                        for r in rows), key=lambda n: n["at"])
 
 
+
+def is_disk_full(e: BaseException) -> bool:
+    """A DuckDB (or OS) error caused by a full disk (or quota)."""
+    if isinstance(e, OSError):
+        import errno
+        return e.errno in (errno.ENOSPC, errno.EDQUOT)
+    text = str(e).lower()
+    return "no space left" in text or "disk quota" in text or "disk full" in text
+
+
+def _first_line(e: BaseException) -> str:
+    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+
+
+class _Connection:
+    """The DuckDB connection, turning the errors of a full disk or a damaged file into engram's.
+
+    A full disk fails a commit cleanly (the WAL write is refused: nothing of it is kept) but a
+    failed checkpoint (an automatic one at commit, or engram's own) invalidates the whole
+    database object: every later statement, reads too, fails until it is reopened. So a fatal
+    error reopens the file (the WAL holds every commit) and the statement that hit it raises
+    DiskFull; the next one, read or write, runs on the fresh connection.
+    """
+
+    def __init__(self, path: str, describe: Callable[..., EngramError | None]):
+        self.path = path
+        self._describe = describe
+        self.raw = duckdb.connect(path)
+
+    def execute(self, sql: str, params: Any = None) -> Any:
+        try:
+            return self.raw.execute(sql, params) if params is not None else self.raw.execute(sql)
+        except duckdb.FatalException as e:
+            self._reopen()
+            if sql == "ROLLBACK":
+                return None  # the reopened connection has no transaction to roll back
+            raise (self._describe(e, True) or e) from e
+        except duckdb.Error as e:
+            if sql == "ROLLBACK" and "no transaction is active" in str(e):
+                return None  # the transaction died with a connection reopened inside it
+            described = self._describe(e)
+            if described is None:
+                raise
+            raise described from e
+
+    def _reopen(self) -> None:
+        with suppress(duckdb.Error):
+            self.raw.close()
+        self.raw = duckdb.connect(self.path)
+        load_extensions(self.raw, LOADED_BY_STORE)
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.raw, name)
+
+
+# DuckDB's file starts with three 4 KiB headers; blocks follow (storage/storage_info.hpp).
+DUCKDB_HEADER_BYTES = 3 * 4096
+
+
+def missing_bytes(con: duckdb.DuckDBPyConnection, path: str) -> int:
+    """How many bytes short of its own count of used blocks the file is (0: whole, or not known).
+
+    DuckDB opens a file cut short at a block boundary, and a read-only open reads the missing
+    blocks only when a query needs them, so a truncated file can look fine until then. With a
+    write-ahead log beside it (a process that stopped without a checkpoint: a kill) the count
+    includes the blocks the replayed log allocated in memory, so nothing is concluded then: a
+    missing block is still found when a query reads it (Store._runtime_error).
+    """
+    wal = Path(path + ".wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        return 0
+    # used_blocks, not total_blocks: DuckDB itself cuts free blocks off the end of the file at a
+    # checkpoint while still counting them, so only the used ones must all be in it.
+    row = con.execute("SELECT block_size, used_blocks FROM pragma_database_size() "
+                      "WHERE database_name = current_database()").fetchone()
+    if row is None:
+        return 0
+    need = DUCKDB_HEADER_BYTES + int(row[0]) * int(row[1])
+    return max(0, need - Path(path).stat().st_size)
+
+
+def inspect_file(path: Path) -> dict[str, Any]:
+    """Check a DuckDB file engram did not open (a backup): {"schema_version", "counts"}.
+
+    Opened read-only; its size is compared with its block count, and every row of every table is
+    read (a hash over each, so a damaged block fails here). Raises BackupInvalid naming the file.
+    """
+    try:
+        con = duckdb.connect(str(path), read_only=True)
+    except duckdb.Error as e:
+        raise BackupInvalid(f"{path} is not a usable engram backup: {_first_line(e)}") from None
+    try:
+        try:
+            short = missing_bytes(con, str(path))
+            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+        except duckdb.Error as e:
+            raise BackupInvalid(f"{path} is not an engram database ({_first_line(e)})") from None
+        if short:
+            raise BackupInvalid(f"{path} is truncated: {short} bytes of its blocks are missing")
+        if version is None or version > SCHEMA_VERSION:
+            raise BackupInvalid(f"{path} has schema v{version}; this engram reads up to v{SCHEMA_VERSION}"
+                                + ("; upgrade engram to restore it" if version else ""))
+        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
+        counts = {}
+        for table in _schema.TABLES:  # every table, the ledger too (db.TABLES: the exported ones)
+            if table not in present and version < SCHEMA_VERSION:
+                continue  # an older schema without this table: migrating it on open adds it
+            try:
+                n, _ = con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {table} t").fetchone()
+            except duckdb.Error as e:
+                raise BackupInvalid(f"{path}: table {table} cannot be read: {_first_line(e)}") from None
+            counts[table] = int(n)
+    finally:
+        con.close()
+    return {"schema_version": int(version), "counts": counts}
+
+
 class Store(ClaimRows):
     """A DuckDB file (or :memory:) holding engram's canonical rows."""
 
@@ -255,22 +376,71 @@ class Store(ClaimRows):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(self.path)
+            self.con = duckdb.connect(self.path) if self.path == ":memory:" else _Connection(
+                self.path, self._runtime_error)
         except duckdb.IOException as e:
-            if "lock" in str(e).lower():
+            if "could not set lock" in str(e).lower() or "conflicting lock" in str(e).lower():
+                # Not just "lock": a damaged file's error names a "block".
                 raise DatabaseLocked(
                     f"{self.path} is open in another process (an engram server owns it); "
                     "use that server (the CLI and `engram` stdio do this automatically) "
                     "or stop it with `engram stop`"
                 ) from e
+            raise self._damaged(e) from None
+        except duckdb.Error as e:
+            raise self._damaged(e) from None
+        try:
+            if self.path != ":memory:" and (short := missing_bytes(self.con, self.path)):
+                self.con.close()
+                raise self._damaged(f"the file is truncated: {short} bytes of its blocks are missing")
+            load_extensions(self.con, LOADED_BY_STORE)  # none: nothing here uses one (extensions.py)
+            migrate(self.con, now)
+        except duckdb.Error as e:
+            self.con.close()
+            raise self._damaged(e) from None
+        except DatabaseDamaged:
             raise
-        load_extensions(self.con, LOADED_BY_STORE)  # none: nothing here uses one (extensions.py)
-        migrate(self.con, now)
+        except BaseException:
+            self.con.close()
+            raise
         self._lock = threading.RLock()
         self._depth = 0
         self._pending: _Pending | None = None
         self._recalls: dict[str, tuple[int, datetime, float]] = {}  # id -> (n, at, stability): see reinforce()
         self._recalls_since = 0.0  # time.monotonic() of the oldest count held
+
+    def _damaged(self, e: duckdb.Error | str) -> EngramError:
+        """The refusal of a file DuckDB cannot open or read; the file is left exactly as it is."""
+        if self.path == ":memory:":
+            return EngramError(f"cannot open an in-memory database: {e}")
+        if is_disk_full(e):
+            return DiskFull(f"cannot open {self.path}: the disk holding it is full ({_first_line(e)}); "
+                            "free some space and try again. Nothing was changed")
+        from ..backup import latest_backup
+        newest = latest_backup(self.path)
+        advice = (f"the newest backup is {newest}: `engram restore {newest}` puts it in place (the "
+                  "damaged file is kept aside)" if newest else
+                  f"no backup was found in {Path(self.path).parent / 'backups'}")
+        return DatabaseDamaged(
+            f"cannot open the engram database {self.path}: {_first_line(e)}. The file is damaged or "
+            f"is not an engram database; engram left it untouched (it did not rename, move, truncate "
+            f"or replace it). {advice[0].upper() + advice[1:]}.")
+
+    def _runtime_error(self, e: Exception, fatal: bool = False) -> EngramError | None:
+        """What a failed statement means to the user: a full disk, a damaged file, else None.
+
+        fatal: a checkpoint failed (DuckDB's own at a commit, or engram's): the commit it followed
+        is in the WAL, so the write that met it may be stored after all.
+        """
+        if is_disk_full(e):
+            done = ("a checkpoint could not be written, so this write may or may not be stored "
+                    "(look before repeating it)" if fatal else "this write was not stored")
+            return DiskFull(f"the disk holding {self.path} is full: {done}. Reads keep working and "
+                            f"writes resume by themselves once space is freed ({_first_line(e)})")
+        text = str(e)
+        if "Corrupt database file" in text or "Could not read enough bytes" in text:
+            return self._damaged(e)
+        return None
 
     def close(self) -> None:
         try:
@@ -855,6 +1025,25 @@ class Store(ClaimRows):
             self._flush_recalls()
             self.con.execute("CHECKPOINT")
 
+    def backup(self, dest: Path) -> int:
+        """A consistent copy of the database at dest; returns its size in bytes.
+
+        Under the store's lock no statement runs, and after CHECKPOINT the file holds every
+        committed row (the WAL is empty), so a byte copy of it is the database as of now. This
+        takes milliseconds per 10 MB where COPY FROM DATABASE rewrites every row (35 times
+        slower, benchmarks/faults.py); writes wait for the copy.
+        """
+        from ..backup import copy_file
+
+        if self.path == ":memory:":
+            raise EngramError("an in-memory database has no file to back up")
+        with self._lock:
+            if self._depth:
+                raise EngramError("cannot back up inside a transaction")
+            self._write_held()
+            self.con.execute("CHECKPOINT")
+            return copy_file(self.path, dest)
+
     def compact(self) -> bool:
         """Rewrite the database into a fresh file and swap it in.
 
@@ -884,8 +1073,8 @@ class Store(ClaimRows):
             self.con.close()
             tmp.replace(self.path)
             Path(self.path + ".wal").unlink(missing_ok=True)
-            self.con = duckdb.connect(self.path)
-            load_extensions(self.con, LOADED_BY_STORE)
+            self.con = _Connection(self.path, self._runtime_error)
+            load_extensions(self.con.raw, LOADED_BY_STORE)
             self.con.execute("DELETE FROM meta WHERE key = ?", [ERASURE_PENDING])
             return True
 

@@ -27,7 +27,7 @@ from ..types import EVERY_PROJECT, EngramError, Memory, Scope, Session, Task
 from .db import (ERASURE_PENDING, KEY_COLS, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, ClaimRows, Rows,
                  _aware, _ts, memory_field_values, project_filter, row_to_key, row_to_memory, row_to_session,
                  row_to_task, session_field_values)
-from .schema import PG_MIGRATIONS
+from .schema import PG_MIGRATIONS, schema_too_new
 
 try:
     import psycopg
@@ -121,8 +121,7 @@ def migrate(con: Any, now: datetime, target: int | None = None) -> list[int]:
                         "(version integer PRIMARY KEY, description text, applied_at timestamp)")
             have = current_version(con)
             if have > latest:
-                raise RuntimeError(
-                    f"database schema v{have} is newer than this engram (v{latest}); upgrade engram")
+                raise schema_too_new(have, latest)
             if have >= target:
                 return applied
             description, statements = PG_MIGRATIONS[have]
@@ -619,6 +618,10 @@ class PgStore(ClaimRows):
         server checkpoints its data files itself (a client CHECKPOINT needs superuser rights)."""
         with self._lock:
             self._flush()
+
+    def backup(self, dest: Any) -> int:
+        raise EngramError("engram backup copies a DuckDB file; a PostgreSQL database is backed up "
+                          "with its own tools: pg_dump (see docs/backups.md)")
 
     def compact(self) -> bool:
         """VACUUM FULL the tables deleted rows live in: each is rewritten into new files and the

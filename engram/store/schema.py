@@ -12,6 +12,9 @@ from datetime import datetime
 
 import duckdb
 
+from engram import __version__
+from engram.errors import SchemaTooNew
+
 # Never edit a shipped migration: add a new one at the end.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("initial schema", [
@@ -136,6 +139,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
+# Every table MIGRATIONS makes (plus the ledger): what a backup's integrity check reads in full.
+TABLES = ("schema_version", "meta", "memories", "tasks", "sessions", "edges", "memory_events", "api_keys")
 
 # The Postgres twins, position for position. Types: text, double precision, integer, boolean,
 # timestamp (naive UTC, as on DuckDB), text[] and pgvector's vector (no fixed dimension: the
@@ -294,6 +299,14 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 
 
+def schema_too_new(have: int, latest: int) -> SchemaTooNew:
+    """The refusal of a store a newer engram migrated (both backends)."""
+    return SchemaTooNew(
+        f"the database is at schema v{have}, newer than this engram {__version__} reads (schema "
+        f"v{latest}): a newer engram migrated it. Nothing was changed. Upgrade engram (pip install -U "
+        "engram-recall) and run it again, or restore a backup taken before the upgrade (engram restore)")
+
+
 def current_version(con: duckdb.DuckDBPyConnection) -> int:
     exists = con.execute(
         "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
@@ -313,9 +326,7 @@ def migrate(con: duckdb.DuckDBPyConnection, now: datetime, target: int | None = 
     )
     have = current_version(con)
     if have > SCHEMA_VERSION:
-        raise RuntimeError(
-            f"database schema v{have} is newer than this engram (v{SCHEMA_VERSION}); upgrade engram"
-        )
+        raise schema_too_new(have, SCHEMA_VERSION)
     applied = []
     for version in range(have + 1, target + 1):
         description, statements = MIGRATIONS[version - 1]

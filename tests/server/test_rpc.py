@@ -494,3 +494,69 @@ def test_spawn_that_fails_is_reported_with_the_log_path(sock_dir):
     assert e.value.kind == "DaemonUnavailable"
     assert "code 5" in e.value.message and "daemon.log" in e.value.message
     assert "boom" in (sock_dir / "daemon.log").read_text()
+
+
+def test_a_stopping_server_answers_the_request_it_is_running(sock_dir):
+    """shutdown() while a handler runs: its reply still reaches the client (a daemon asked to exit
+    by a newer client must not cut off a write it already did)."""
+    started, release = threading.Event(), threading.Event()
+
+    def handler(method, params, peer):
+        if method == "slow":
+            started.set()
+            release.wait(WAIT)
+        return {"done": method}
+
+    server = RpcServer(sock_dir / "s.sock", handler, hello={"version": "9.9.9", "schema": 42})
+    server.start()
+    client = RpcClient(sock_dir / "s.sock", client="t")
+    assert client.call("fast") == {"done": "fast"}
+    assert (client.server_version, client.server_schema) == ("9.9.9", 42)
+    got = {}
+    t = threading.Thread(target=lambda: got.update(r=client.call("slow")))
+    t.start()
+    assert started.wait(WAIT)
+    stopper = threading.Thread(target=server.shutdown, kwargs={"timeout": WAIT})
+    stopper.start()
+    release.set()
+    t.join(WAIT)
+    stopper.join(WAIT)
+    assert got["r"] == {"done": "slow"}
+    client.close()
+
+
+def test_a_newer_client_replaces_an_older_server(sock_dir):
+    """A client whose version is newer asks the server to exit (the daemon's __shutdown__) and
+    spawns its own; an equal or newer server is used as it is."""
+    from engram.server.rpc import _older
+    assert _older("0.1.0", "0.2.0") and _older("0.9.0", "0.10.0") and not _older("0.2.0", "0.1.0")
+    assert not _older("1.0.0", "1.0.0")
+    calls = []
+
+    def handler(method, params, peer):
+        calls.append((method, params))
+        if method == "__shutdown__":
+            threading.Thread(target=server.shutdown).start()
+        return {"ok": True}
+
+    server = RpcServer(sock_dir / "s.sock", handler, hello={"version": "0.0.1", "schema": 1})
+    lock = acquire_daemon_lock(sock_dir / "s.sock")
+    server.start()
+    threading.Thread(target=lambda: (server._stopping.wait(WAIT), lock.close())).start()
+    spawn = [sys.executable, "-c", textwrap.dedent(f"""
+        import sys; sys.path.insert(0, {str(REPO)!r})
+        from engram.server.rpc import RpcServer, acquire_daemon_lock
+        lock = acquire_daemon_lock({str(sock_dir / 's.sock')!r})
+        s = RpcServer({str(sock_dir / 's.sock')!r}, lambda m, p, peer: "new", hello={{"version": "0.2.0"}})
+        s.start(); import time; time.sleep(20)
+    """)]
+    client = RpcClient(sock_dir / "s.sock", client="t", version="0.2.0", spawn=spawn)
+    try:
+        assert client.call("health") == "new"
+        assert client.server_version == "0.2.0"
+        assert calls[0] == ("__shutdown__", {"reason": "upgrade", "version": "0.2.0"})
+        assert client.replaced[0]["version"] == "0.0.1"
+    finally:
+        with contextlib.suppress(Exception):
+            os.kill(client.server_pid, signal.SIGTERM)
+        client.close()

@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engram.errors import SchemaTooNew
+
 from engram import Engram, Settings
 from engram.embedding import FakeEmbedder
 from engram.errors import DatabaseUnavailable
@@ -78,7 +80,7 @@ def test_the_ledger_records_each_version_once(pg_url):
 def test_newer_schema_is_refused(pg_url):
     with psycopg.connect(pg_url, autocommit=True) as con:
         con.execute("INSERT INTO schema_version VALUES (999, 'future', '2030-01-01')")
-    with pytest.raises(RuntimeError, match="newer than this engram"):
+    with pytest.raises(SchemaTooNew, match="newer than this engram"):
         _store(pg_url)
 
 

@@ -3,6 +3,8 @@
 import duckdb
 import pytest
 
+from engram.errors import SchemaTooNew
+
 from engram import Engram
 from engram.embedding import FakeEmbedder
 from engram.lexical import BM25Index
@@ -65,7 +67,7 @@ def test_newer_schema_is_refused(tmp_path):
     con = duckdb.connect(str(tmp_path / "n.duckdb"))
     migrate(con, START)
     con.execute("INSERT INTO schema_version VALUES (999, 'future', '2030-01-01')")
-    with pytest.raises(RuntimeError, match="newer than this engram"):
+    with pytest.raises(SchemaTooNew, match="newer than this engram"):
         migrate(con, START)
 
 
