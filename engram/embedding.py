@@ -196,6 +196,7 @@ LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forwa
 # of the cache key.
 ONNX_FORMAT = 2
 ONNX_OPSET = 17
+CHECK_CHILD_TIMEOUT_S = 600.0  # loading torch and exporting the graph takes 10-60 s on a busy machine
 ONNX_TOLERANCE = 1e-4  # largest |difference| from the torch vectors accepted in the probe check
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Libraries whose versions shape the exported graph or the tokens fed to it: a new version of any
@@ -233,7 +234,8 @@ class SentenceTransformerEmbedder:
     """
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
-                 threads: int = 1, allow_download: bool = False, onnx: bool = True):
+                 threads: int = 1, allow_download: bool = False, onnx: bool = True,
+                 check_in_child: bool = True):
         path, source = resolve_model_path(model, cache_dir)
         self.name = model
         self.source = source
@@ -258,6 +260,12 @@ class SentenceTransformerEmbedder:
         self.backend = "torch"
         if onnx and source != "hub" and self._open_trusted(cache_dir):
             log.info("embedding with ONNX Runtime: checked graph %s", self.onnx_file)
+            return
+        # Checking (or exporting) the graph loads torch: some 600 MB a process never gives back.
+        # A child process does it and exits, and this one opens the graph it vouched for.
+        if onnx and source != "hub" and check_in_child and self._onnx_path(cache_dir) is not None \
+                and self._check_in_child(cache_dir) and self._open_trusted(cache_dir):
+            log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
             return
         if source == "hub" and not allow_download:
             # Without this the library would try the network and hang or fail obscurely.
@@ -462,6 +470,24 @@ class SentenceTransformerEmbedder:
         return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
 
     # ------------------------------------------------------------------ the trusted path
+
+    def _check_in_child(self, cache_dir: Path | None) -> bool:
+        """Run the check against torch in a child process (engram.onnx_check); True when it
+        recorded a checked graph. On any failure this process checks the graph itself."""
+        import subprocess
+        import sys
+        cmd = [sys.executable, "-m", "engram.onnx_check", self.name, str(cache_dir), str(self.threads)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_CHILD_TIMEOUT_S,
+                               stdin=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            log.warning("could not check the ONNX graph in a child process (%s); checking it here", e)
+            return False
+        if r.returncode != 0:
+            why = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
+            log.warning("checking the ONNX graph in a child process failed (%s); checking it here", why[:300])
+            return False
+        return True
 
     def _open_trusted(self, cache_dir: Path | None) -> bool:
         """Open the graph an earlier start checked (its manifest beside it, same cache key) with
