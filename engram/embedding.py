@@ -230,12 +230,14 @@ class SentenceTransformerEmbedder:
     The check runs when the graph is exported and whenever the cache key (the weights' sizes and
     times, the versions of KEY_PACKAGES) changes. A passed check leaves a manifest beside the
     graph; later starts trust it and load only ONNX Runtime and the `tokenizers` library
-    (`checked == "trusted"`), never torch or sentence-transformers.
+    (`checked == "trusted"`), never torch or sentence-transformers. With `check_in_child`
+    (load_embedder, so the daemon) even the first start does the check in a child process
+    (engram.onnx_check) and then trusts its manifest: torch never enters a long-lived process.
     """
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
                  threads: int = 1, allow_download: bool = False, onnx: bool = True,
-                 check_in_child: bool = True):
+                 check_in_child: bool = False):
         path, source = resolve_model_path(model, cache_dir)
         self.name = model
         self.source = source
@@ -772,6 +774,7 @@ def load_embedder(model: str, cache_dir: Path | None = None, threads: int = 1,
     with _shared_lock:
         emb = _shared.get(key)
         if emb is None:
-            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx)
+            # check_in_child: a long-lived process (the daemon) must not keep torch for a check.
+            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx, check_in_child=True)
             _shared[key] = emb
         return emb
