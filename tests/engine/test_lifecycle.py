@@ -1,4 +1,4 @@
-"""engram.lifecycle over an engine: the session-start block, checkpoints as handoffs, which task a checkpoint belongs to."""
+"""engram.lifecycle over an engine: the session-start block, checkpoints as handoffs and the task each belongs to."""
 
 from __future__ import annotations
 
@@ -131,5 +131,5 @@ def test_a_checkpoint_with_misaligned_statuses_is_refused(api):
         api.call("session_checkpoint", checkpoint_args(step_statuses=["done"]), ctx())
     args = checkpoint_args()
     args["checkpoint"].pop("digest")
-    with pytest.raises(Exception, match="checkpoint.digest"):
+    with pytest.raises(Exception, match=r"checkpoint\.digest"):
         api.call("session_checkpoint", args, ctx())

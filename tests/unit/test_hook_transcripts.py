@@ -28,7 +28,8 @@ def tool_use(i: str, name: str, inp: dict) -> dict:
 
 
 def tool_result(i: str, content, error: bool = False, **kw) -> dict:
-    return claude_entry("user", [{"type": "tool_result", "tool_use_id": i, "content": content, "is_error": error}], **kw)
+    block = {"type": "tool_result", "tool_use_id": i, "content": content, "is_error": error}
+    return claude_entry("user", [block], **kw)
 
 
 def write_jsonl(path: Path, entries: list) -> Path:
@@ -84,7 +85,8 @@ def test_after_the_agents_own_handoff_only_what_happened_since_counts(tmp_path):
     handoff = json.dumps({"handoff_id": "h1", "task_id": "t-0123456789ab"})
     p = write_jsonl(tmp_path / "t.jsonl", [
         claude_entry("user", "first request"),
-        tool_use("a", "TodoWrite", {"todos": [{"content": "A", "status": "completed"}, {"content": "B", "status": "pending"}]}),
+        tool_use("a", "TodoWrite", {"todos": [{"content": "A", "status": "completed"},
+                                              {"content": "B", "status": "pending"}]}),
         tool_result("a", "ok"),
         tool_use("b", "Write", {"file_path": "/r/before.py", "content": "x"}),
         tool_result("b", "ok"),
