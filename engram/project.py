@@ -22,11 +22,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Project", "detect_project", "normalise_remote"]
+from .errors import EngramError
+
+__all__ = ["MAX_PROJECT_CHARS", "Project", "check_project", "detect_project", "normalise_remote"]
 
 # git answers in a few milliseconds; a hung git (a network filesystem, a credential prompt) must
 # not hold up a hook or a server start.
 _GIT_TIMEOUT = 3.0
+
+
+MAX_PROJECT_CHARS = 1000
+
+
+def check_project(value: object, name: str = "project") -> str | None:
+    """A project id as rows keep it: None (no project), or a non-empty string of at most
+    MAX_PROJECT_CHARS characters, kept as given (it is compared exactly)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise EngramError(f"{name} must be a non-empty string (or left out for no project)")
+    if len(value) > MAX_PROJECT_CHARS:
+        raise EngramError(f"{name} is at most {MAX_PROJECT_CHARS} characters; got {len(value):,}")
+    return value
 
 
 @dataclass(frozen=True)
