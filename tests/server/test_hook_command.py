@@ -29,7 +29,7 @@ def engram(home: Path, *argv: str, stdin: str | bytes = "", env: dict | None = N
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     e.pop("ENGRAM_PROJECT", None)
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    return subprocess.run([*ENGRAM, *argv], input=data, capture_output=True, env=e, cwd=cwd or home,
+    return subprocess.run([*ENGRAM, *argv], input=data, capture_output=True, env=e, cwd=cwd or "/",
                           timeout=timeout, check=False)
 
 
