@@ -15,6 +15,7 @@ The branch is not part of the identity; it is reported beside it (sessions recor
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import subprocess
@@ -26,9 +27,12 @@ from .errors import EngramError
 
 __all__ = ["MAX_PROJECT_CHARS", "Project", "check_project", "detect_project", "normalise_remote"]
 
+log = logging.getLogger(__name__)
+
 # git answers in a few milliseconds; a hung git (a network filesystem, a credential prompt) must
-# not hold up a hook or a server start.
-_GIT_TIMEOUT = 3.0
+# not hold up a hook or a server start for long. 10 s, not less: on a saturated machine starting
+# git alone has taken seconds, and a time-out means "no project", which scopes wrongly.
+_GIT_TIMEOUT = 10.0
 
 
 MAX_PROJECT_CHARS = 1000
@@ -85,7 +89,8 @@ def _git(cwd: Path, *args: str) -> str | None:
     try:
         r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
                            timeout=_GIT_TIMEOUT, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.SubprocessError):  # no git, or it hung: no project rather than no answer
+    except (OSError, subprocess.SubprocessError) as e:  # no git, or it hung: no project rather than no answer
+        log.warning("git %s in %s failed (%s): taken as no project", " ".join(args[:1]), cwd, e)
         return None
     return r.stdout if r.returncode == 0 else None
 
@@ -99,16 +104,16 @@ def detect_project(cwd: str | os.PathLike | None = None, env: Mapping[str, str] 
     where = Path(cwd) if cwd is not None else Path.cwd()
     if not where.is_dir():
         return None
-    out = _git(where, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
-               "--abbrev-ref", "HEAD")
+    out = _git(where, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel")
     if out is None:
         return None
     lines = out.splitlines()
     if len(lines) < 2:  # a bare repository or .git itself: no work tree, no project
         return None
     common, top = Path(lines[0]).resolve(), lines[1]
-    branch = lines[2].strip() if len(lines) > 2 else ""
-    branch = None if branch in ("", "HEAD") else branch  # HEAD: detached
+    # symbolic-ref, not rev-parse HEAD: it answers in a repository with no commit yet too; it
+    # fails on a detached HEAD, which has no branch.
+    branch = (_git(where, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
     main = common.parent if common.name == ".git" else common
     remote = normalise_remote(_git(where, "config", "--get", "remote.origin.url") or "")
     if remote:

@@ -87,6 +87,14 @@ def test_a_detached_head_has_no_branch(tmp_path):
     assert detect_project(a, NO_ENV).branch is None
 
 
+def test_a_repository_with_no_commit_yet_is_a_project_on_its_branch(tmp_path):
+    """`git init` and start working: HEAD names no commit yet, the repository is still the project."""
+    (tmp_path / "new").mkdir()
+    git(tmp_path / "new", "init", "-q", "-b", "trunk")
+    p = detect_project(tmp_path / "new", NO_ENV)
+    assert p is not None and p.id == str((tmp_path / "new").resolve()) and p.branch == "trunk"
+
+
 def test_no_repository_no_project(tmp_path):
     assert detect_project(tmp_path, NO_ENV) is None
     assert detect_project(tmp_path / "missing", NO_ENV) is None
