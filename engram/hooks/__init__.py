@@ -1,0 +1,1 @@
+"""engram inside the agent clients' lifecycle: hook installers (install.py)."""
