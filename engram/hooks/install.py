@@ -128,15 +128,15 @@ def is_engram_hook(command: Any, client: str | None = None) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    for i, w in enumerate(words):
-        if w != "hook" or i == 0:
-            continue
-        head = words[:i]
-        runs_engram = Path(head[-1]).name == "engram" or head[-2:] in (["-m", "engram"], ["-m", "engram.cli"])
-        rest = words[i + 1:]
-        if runs_engram and len(rest) >= 3 and rest[1] == "--client":
-            return client is None or rest[2] == client
-    return False
+    if words[:1] and Path(words[0]).name == "engram":
+        rest = words[1:]  # <engram> hook EVENT --client CLIENT
+    elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
+        rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT
+    else:
+        return False
+    if len(rest) < 4 or rest[0] != "hook" or rest[2] != "--client":
+        return False
+    return client is None or rest[3] == client
 
 
 def _handler(client: Client, event: Event, argv: list[str] | None) -> dict[str, Any]:
@@ -299,7 +299,7 @@ def _codex_feature(text: str | None, path: Path, enable: bool) -> str | None:
     if "features" in config:  # dotted keys or an inline table: no header to add a line under
         raise InstallError(f"{path} defines features without a [features] table; add hooks = true to them "
                            "yourself (nothing was changed)")
-    sep = "" if not text or text.endswith("\n\n") else ("\n" if text.endswith("\n") else "\n\n")
+    sep = "" if not text or text.endswith("\n") else "\n"  # no blank line: uninstall leaves no trace
     return f"{text}{sep}[features]  {CODEX_FEATURE_MARK}\nhooks = true  {CODEX_FEATURE_MARK}\n"
 
 

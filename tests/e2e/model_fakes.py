@@ -212,11 +212,10 @@ class FakeGemini(_Server):
                     parts.append({"text": b["text"]})
         else:
             config = body.get("generationConfig") or {}
-            if config.get("responseMimeType") == "application/json" or config.get("responseJsonSchema") \
-                    or config.get("responseSchema"):
-                # Its side calls that want JSON (next speaker, routing) get a neutral answer.
-                parts = [{"text": json.dumps({"next_speaker": "user", "reasoning": "scripted",
-                                              "model_choice": "flash"})}]
+            schema = config.get("responseJsonSchema") or config.get("responseSchema")
+            if schema or config.get("responseMimeType") == "application/json":
+                # Its side calls that want JSON (routing, next speaker) get the least answer their schema takes.
+                parts = [{"text": json.dumps(least_value(schema or {"type": "object"}))}]
             else:
                 parts = [{"text": "Scripted session"}]
         response = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
@@ -227,6 +226,17 @@ class FakeGemini(_Server):
             self._sse(h, [(None, response)])
         else:
             self._json(h, 200, response)
+
+
+def least_value(schema: dict[str, Any]) -> Any:
+    """A small value that satisfies a JSON schema (Gemini's uppercase type names too)."""
+    kind = str(schema.get("type", "object")).lower()
+    if schema.get("enum"):
+        return schema["enum"][0]
+    if kind == "object":
+        props = schema.get("properties") or {}
+        return {k: least_value(props[k]) for k in (schema.get("required") or props) if k in props}
+    return {"string": "scripted", "integer": 1, "number": 1, "boolean": False, "array": []}.get(kind)
 
 
 def gemini_text(body: dict[str, Any]) -> str:
