@@ -166,6 +166,30 @@ class Api:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
+    # -- the agent lifecycle hooks (engram.lifecycle) ------------------------------
+    def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
+        from .lifecycle import session_start
+        return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens)
+
+    def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
+        from .lifecycle import prompt_memories
+        return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit)
+
+    def session_checkpoint(self, ctx: Ctx, summary: str, completed: list[str] | str | None,
+                           in_progress: list[str] | str | None, blocked: list[str] | str | None,
+                           next_steps: list[str] | str | None, step_statuses: list[str] | None,
+                           failures: list[dict] | None, task_id: str | None, checkpoint: dict,
+                           interrupted: bool) -> dict:
+        from .lifecycle import session_checkpoint
+
+        def items(v: list[str] | str | None) -> list[str]:
+            return [v] if isinstance(v, str) else list(v or [])
+
+        return session_checkpoint(self.eng, ctx.user_id, ctx.session_id, summary, items(completed),
+                                  items(in_progress), items(blocked), items(next_steps),
+                                  list(step_statuses or []), list(failures or []), task_id, checkpoint,
+                                  bool(interrupted))
+
     # -- curation (issue 17: the web panel) ------------------------------------
     def list_memories(self, ctx: Ctx, memory_type: str | None, task_id: str | None, tag: str | None,
                       as_of: str | None, status: str, offset: int, limit: int) -> dict:

@@ -102,6 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)")
     c.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help=f"HTTP port (default {DEFAULT_HTTP_PORT})")
 
+    c = cmd(sub, "hook", "Run one lifecycle hook of a coding agent: its event's JSON on stdin, the "
+            "client's JSON on stdout (see docs/hooks.md). Always exits 0; logs to ENGRAM_HOME/hooks.log.")
+    c.add_argument("event", help="the client's event name: SessionStart, UserPromptSubmit, PreCompact, "
+                   "SessionEnd, Stop (Claude Code, Codex); SessionStart, BeforeAgent, PreCompress, "
+                   "SessionEnd (Gemini CLI)")
+    c.add_argument("--client", choices=("claude-code", "codex", "gemini"), default="claude-code",
+                   help="which agent runs the hook (default: claude-code)")
+
     _add_hooks_commands(sub, common)
 
     cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
@@ -663,6 +671,11 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
     Api over an in-memory Engram); the caller keeps ownership of it.
     """
     a = build_parser().parse_args(argv)
+    if a.command == "hook":  # before the settings are read: a hook reports a bad one itself, exit 0
+        if a.home:
+            os.environ["ENGRAM_HOME"] = str(Path(a.home).expanduser())
+        from .hooks.run import main as hook_main
+        return hook_main(a.event, a.client)
     from .server.rpc import RpcError
     try:
         overrides: dict[str, Any] = {"home": Path(a.home).expanduser()} if a.home else {}

@@ -2,7 +2,8 @@
 
 Each setting is declared once, as a field of `Settings` made with `setting(...)`: its type (the
 annotation), default, bounds and description. The variable's name derives from the field
-(ENGRAM_<FIELD>; four names published earlier are declared as they are), and
+(ENGRAM_<FIELD>; names published earlier, and ENGRAM_HOOK_TIMEOUT beside
+ENGRAM_HEARTBEAT_TIMEOUT, are declared as they are), and
 `Settings.from_env`, `Settings.validate` and the README check (tests/test_docs.py) all read the
 declarations in `SETTINGS`.
 """
@@ -188,6 +189,15 @@ class Settings:
     torch_threads: int = setting(1, "CPU threads for a query's embedding")
     onnx: bool = setting(True, "encode with ONNX Runtime when the model allows it (0: torch)")
     user_id: str = setting("default", "the user when a client names none", env_name="ENGRAM_USER")
+    # The agent lifecycle hooks (`engram hook`, docs/hooks.md).
+    hook_start: bool = setting(True, "at session start, inject the project's open tasks and the resume block")
+    hook_start_tokens: int = setting(1500, "token budget of the block a session starts with", ge=50, le=100_000)
+    hook_prompt: bool = setting(True, "with each prompt, inject the memories clearly relevant to it")
+    hook_prompt_tokens: int = setting(300, "token budget of the memories added to a prompt", ge=50, le=100_000)
+    hook_checkpoint: bool = setting(True, "before compaction and at session end, store an automatic checkpoint")
+    # The client waits for the hook (Claude Code 60 s by default); a hook gives up well before.
+    hook_timeout_s: float = setting(8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0,
+                                  env_name="ENGRAM_HOOK_TIMEOUT")
 
     @property
     def db_path(self) -> Path:

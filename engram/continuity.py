@@ -137,6 +137,25 @@ def document(m: Memory, key: str) -> dict | None:
     return out
 
 
+def stated_checks(h: Memory, steps: Sequence[str]) -> list[StepCheck]:
+    """Each next step of handoff `h` as its own record states it: not_started, except the steps
+    of an automatic checkpoint, whose todo list said done or in_progress (the evidence is the
+    checkpoint itself). Later activity can only make a step's evidence stronger."""
+    cp = h.metadata.get("checkpoint")
+    statuses = cp.get("step_statuses") if isinstance(cp, dict) else None
+    if not isinstance(statuses, list) or len(statuses) != len(steps):
+        return [StepCheck(s, "not_started", None) for s in steps]
+    out = []
+    for step, status in zip(steps, statuses):
+        if status in ("done", "in_progress"):
+            out.append(StepCheck(step, status, {
+                "id": h.id, "kind": "todo_list", "text": f"{status} in the agent's todo list",
+                "created_at": h.created_at.isoformat(), "similarity": 1.0}))
+        else:
+            out.append(StepCheck(step, "not_started", None))
+    return out
+
+
 def _unique(items: Sequence[str]) -> list[str]:
     """Items once each (case-insensitive), in first-seen order."""
     seen: dict[str, str] = {}
@@ -145,7 +164,7 @@ def _unique(items: Sequence[str]) -> list[str]:
     return [x for k, x in seen.items() if k]
 
 
-def _pack(sections: Sequence[tuple[str, Sequence[str]]], max_tokens: int) -> str:
+def pack_sections(sections: Sequence[tuple[str, Sequence[str]]], max_tokens: int) -> str:
     """Section headings with their lines, in order, as many lines as fit the token budget.
 
     A line that does not fit is left out, not cut; a heading is kept only with a line under it.
@@ -197,7 +216,7 @@ def render_resume(r: dict, max_tokens: int) -> str:
     working = ([f"- files: {', '.join(ws['files'])}"] if ws["files"] else []) + \
         ([f"- components: {', '.join(ws['components'])}"] if ws["components"] else [])
     closing = "\n</resume>"  # kept whatever the budget, so the block always ends
-    return _pack([
+    return pack_sections([
         ("<resume>", head),
         ("Plan:", plan),
         ("In progress:", [f"- {x}" for x in r["in_progress"]]),
@@ -507,16 +526,22 @@ class ContinuityMixin:
     def handoff(self, summary: str, completed: Sequence[str] | None = None,
                 in_progress: Sequence[str] | None = None, blocked: Sequence[str] | None = None,
                 next_steps: Sequence[str] | None = None, task_id: str | None = None,
-                user_id: str | None = None, session_id: str | None = None) -> Memory:
+                user_id: str | None = None, session_id: str | None = None,
+                checkpoint: dict | None = None, tags: Sequence[str] | None = None) -> Memory:
+        """A handoff; `checkpoint`: an automatic one's record (engram.lifecycle), kept beside the
+        document, whose `step_statuses` give each next step the status the agent's todo list gave it."""
         doc = {"summary": self.redact(_short(summary, "summary", 10_000)),
                "completed": [self.redact(x) for x in _items(completed, "completed")],
                "in_progress": [self.redact(x) for x in _items(in_progress, "in_progress")],
                "blocked": [self.redact(x) for x in _items(blocked, "blocked")],
                "next_steps": [self.redact(x) for x in _items(next_steps, "next_steps")]}
+        metadata: dict[str, Any] = {"handoff": doc}
+        if checkpoint is not None:
+            metadata["checkpoint"] = self.redact.value(checkpoint)
         with self._lock:
             self._check_task(task_id, user_id)
             res = self.store(render_handoff(doc), memory_type="handoff", importance=0.8,
-                             task_id=task_id, metadata={"handoff": doc}, user_id=user_id,
+                             task_id=task_id, metadata=metadata, user_id=user_id, tags=tags,
                              session_id=session_id, resolve_conflicts=False, chunk=False)
             self._session_task(session_id, task_id)
             return res.memory
@@ -635,16 +660,16 @@ class ContinuityMixin:
         steps = (document(h, "handoff") or {}).get("next_steps", [])
         if not steps:
             return []
+        stated = stated_checks(h, steps)
         if self.degraded:
             # The check compares meanings; without the model it cannot run (and is not cached).
-            return [StepCheck(s, "unchecked", None) for s in steps]
+            return [c if c.status != "not_started" else StepCheck(c.step, "unchecked", None) for c in stated]
         with self._lock:
             self.catch_up()  # later activity may have been written on another server
             idx = self.index
             v = self._validations.get(h.id)
             if v is None or v.index is not idx or v.epoch != self.activity_epoch:
-                v = _Validation(idx, self.activity_epoch, 0,
-                                tuple(StepCheck(s, "not_started", None) for s in steps))
+                v = _Validation(idx, self.activity_epoch, 0, tuple(stated))
             if v.rows_seen < idx.n:
                 acts, vecs = self._activities(self._activity_rows(h, v.rows_seen), read)
                 checks = v.checks

@@ -412,6 +412,10 @@ class Engram(ContinuityMixin):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    def user_of(self, user_id: str | None) -> str:
+        """The user a call acts for: user_id checked, ENGRAM_USER's when None."""
+        return self._user(user_id)
+
     def _user(self, user_id: str | None) -> str:
         if user_id is None:
             return self.settings.user_id

@@ -30,6 +30,9 @@ PUBLISHED = {
     "token": "ENGRAM_TOKEN", "redact_patterns": "ENGRAM_REDACT_PATTERNS", "chunk_size": "ENGRAM_CHUNK_SIZE",
     "chunk_overlap": "ENGRAM_CHUNK_OVERLAP", "max_content_chars": "ENGRAM_MAX_CONTENT",
     "torch_threads": "ENGRAM_TORCH_THREADS", "onnx": "ENGRAM_ONNX", "user_id": "ENGRAM_USER",
+    "hook_start": "ENGRAM_HOOK_START", "hook_start_tokens": "ENGRAM_HOOK_START_TOKENS",
+    "hook_prompt": "ENGRAM_HOOK_PROMPT", "hook_prompt_tokens": "ENGRAM_HOOK_PROMPT_TOKENS",
+    "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT", "hook_timeout_s": "ENGRAM_HOOK_TIMEOUT",
 }
 # The defaults as published (README): a declaration may not change one by accident.
 DEFAULTS = {
@@ -43,6 +46,8 @@ DEFAULTS = {
     "heartbeat_timeout_s": 300.0, "idle_exit_s": 900.0, "token": None, "redact_patterns": (),
     "chunk_size": 1000, "chunk_overlap": 100, "max_content_chars": 100_000, "torch_threads": 1,
     "onnx": True, "user_id": "default",
+    "hook_start": True, "hook_start_tokens": 1500, "hook_prompt": True, "hook_prompt_tokens": 300,
+    "hook_checkpoint": True, "hook_timeout_s": 8.0,
 }
 
 

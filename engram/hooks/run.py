@@ -1,0 +1,234 @@
+"""`engram hook EVENT --client CLIENT`: one lifecycle event of a coding agent, from its JSON on stdin.
+
+A hook must never break the agent. Whatever happens (bad JSON, a daemon that cannot start, a
+transcript that is gone or garbage, a bug here) it exits 0, writes to stdout only the client's
+documented JSON (or nothing), gives up on the daemon after `hook_timeout_s`, and says what
+happened in one line of ENGRAM_HOME/hooks.log.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import IO, Any
+
+__all__ = ["CLIENTS", "EVENTS", "HookOutcome", "run_hook"]
+
+MAX_STDIN_BYTES = 4 * 1024 * 1024  # a hook's input is a few hundred bytes; a prompt can be long
+LOG_ROTATE_BYTES = 5 * 1024 * 1024
+CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of the daemon's budget
+
+CLIENTS = ("claude-code", "codex", "gemini")
+# Each client's events and what engram does at each: "start" injects the session's context,
+# "prompt" the memories a prompt bears on, "checkpoint" stores an automatic checkpoint, "none"
+# does nothing (Claude Code's Stop: it has SessionEnd). From each client's hook reference.
+EVENTS: dict[str, dict[str, str]] = {
+    "claude-code": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
+                    "SessionEnd": "checkpoint", "Stop": "none"},
+    "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "PreCompress": "checkpoint",
+               "SessionEnd": "checkpoint"},
+    # Codex has no session-end event: its Stop (the end of each turn) checkpoints.
+    "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
+              "Stop": "checkpoint"},
+}
+
+
+class HookTimeout(Exception):
+    pass
+
+
+@dataclass
+class HookOutcome:
+    """What one hook run did: its stdout text, and the log line's status and message."""
+
+    stdout: str = ""
+    status: str = "ok"  # ok | skipped | error
+    message: str = ""
+
+
+def canonical_event(client: str, event: str) -> str | None:
+    """The client's spelling of an event given as SessionStart, sessionstart or session-start."""
+    key = event.replace("-", "").replace("_", "").lower()
+    return next((e for e in EVENTS[client] if e.lower() == key), None)
+
+
+def _additional_context(event: str, text: str) -> str:
+    # The same shape in all three clients' references: hookSpecificOutput.additionalContext.
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
+                      ensure_ascii=False)
+
+
+def _home() -> Path:
+    return Path(os.environ.get("ENGRAM_HOME") or Path.home() / ".engram").expanduser()
+
+
+def _log(home: Path, line: str) -> None:
+    """Append one line to home/hooks.log (rotated past 5 MB); never raises."""
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = home / "hooks.log"
+        try:
+            if path.stat().st_size > LOG_ROTATE_BYTES:
+                path.replace(path.with_name("hooks.log.1"))
+        except FileNotFoundError:
+            pass
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        with os.fdopen(fd, "a", encoding="utf-8", errors="replace") as f:
+            f.write(line.replace("\n", " ")[:4000] + "\n")
+    except OSError:
+        pass  # a log that cannot be written must not break the agent either
+
+
+def _connect(settings: Any, client: str, session_id: str, project: Any, timeout: float):
+    """The hook's session with the daemon, starting it when none runs.
+
+    The one place the hook tells engram who is calling; the project goes here too once sessions
+    carry one (the projects work).
+    """
+    from ..server.backend import daemon_command
+    from ..server.rpc import RpcClient
+    return RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
+                     client=client, user_id=settings.user_id, store=settings.store, timeout=timeout,
+                     spawn_timeout=timeout)
+
+
+def _start(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
+    if not settings.hook_start:
+        return HookOutcome(status="skipped", message="ENGRAM_HOOK_START is off")
+    r = rpc.call("session_start", max_tokens=settings.hook_start_tokens)
+    if not r["context"]:
+        return HookOutcome(message=f"source={payload.get('source')}: nothing to inject")
+    return HookOutcome(_additional_context(event, r["context"]),
+                       message=f"source={payload.get('source')}: injected {r['tokens']} tokens "
+                               f"({len(r['task_ids'])} open tasks, resumed {r['resumed']})")
+
+
+def _prompt(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
+    if not settings.hook_prompt:
+        return HookOutcome(status="skipped", message="ENGRAM_HOOK_PROMPT is off")
+    prompt = payload.get("prompt")
+    if not isinstance(prompt, str) or not prompt.strip():
+        return HookOutcome(status="skipped", message="no prompt in the input")
+    r = rpc.call("prompt_memories", prompt=prompt, max_tokens=settings.hook_prompt_tokens)
+    if not r["context"]:
+        return HookOutcome(message="no memory clearly relevant")
+    return HookOutcome(_additional_context(event, r["context"]),
+                       message=f"added {len(r['memory_ids'])} memories ({r['tokens']} tokens)")
+
+
+def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_id: str,
+                project: Any, connect) -> HookOutcome:
+    from .checkpoint import build_checkpoint, git_state
+    from .transcript import TranscriptError, read_transcript
+    if not settings.hook_checkpoint:
+        return HookOutcome(status="skipped", message="ENGRAM_HOOK_CHECKPOINT is off")
+    path = payload.get("transcript_path")
+    if not isinstance(path, str) or not path:
+        return HookOutcome(status="skipped", message="no transcript_path in the input")
+    try:
+        s = read_transcript(Path(path).expanduser(), client)
+    except TranscriptError as e:
+        return HookOutcome(status="skipped", message=f"no checkpoint: {e}")
+    bad = f"; skipped {s.skipped} unreadable entries ({', '.join(f'{k}: {v}' for k, v in s.skip_reasons.items())})" \
+        if s.skipped else ""
+    detail = str(payload.get("trigger") or payload.get("reason") or "")
+    args = build_checkpoint(s, git_state(payload.get("cwd")), client=client, event=event, detail=detail,
+                            session_id=session_id, transcript=path,
+                            cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
+    if args is None:
+        return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
+    args["checkpoint"]["project"] = getattr(project, "id", None)
+    auto = event in ("PreCompact", "PreCompress") and detail == "auto"
+    with connect() as rpc:
+        r = rpc.call("session_checkpoint", interrupted=auto, **args)
+    what = f"stored {r['handoff_id']}" if r["stored"] else f"stored nothing ({r.get('reason')})"
+    return HookOutcome(message=f"checkpoint of {s.entries} entries: {what}, task {r['task_id']} "
+                               f"({r['task_from']}), {r['failures_recorded']} failures"
+                               + (", reported context_overflow" if r["interrupted"] else "") + bad)
+
+
+def _on_alarm(signum, frame):
+    raise HookTimeout()
+
+
+def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) -> HookOutcome:
+    """Handle one hook event; never raises (everything ends as an outcome)."""
+    from ..config import Settings
+    from ..project import detect_project
+    try:
+        settings = settings or Settings.from_env()
+    except ValueError as e:
+        return HookOutcome(status="error", message=f"bad setting: {e}")
+    name = canonical_event(client, event)
+    if name is None:
+        return HookOutcome(status="skipped", message=f"{client} has no hook event {event!r} engram handles "
+                                                     f"(it handles {', '.join(EVENTS[client])})")
+    raw = stdin.read(MAX_STDIN_BYTES + 1)
+    if len(raw) > MAX_STDIN_BYTES:
+        return HookOutcome(status="error", message=f"input over {MAX_STDIN_BYTES:,} bytes; ignored")
+    try:
+        payload = json.loads(raw or b"null")
+    except ValueError as e:
+        return HookOutcome(status="error", message=f"input is not JSON ({e}); ignored")
+    if not isinstance(payload, dict):
+        return HookOutcome(status="error",
+                           message=f"input is not a JSON object (got {type(payload).__name__}); ignored")
+    kind = EVENTS[client][name]
+    if kind == "none":
+        return HookOutcome(status="skipped", message=f"{name}: nothing to do for {client}")
+    sid = str(payload.get("session_id") or "")[:150] or f"unknown-{os.getpid()}"
+    session_id = f"{client}:{sid}"
+    cwd = payload.get("cwd")
+    project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
+    budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
+    old = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    from ..server.rpc import RpcError
+    try:
+        def connect():
+            return _connect(settings, client, session_id, project, settings.hook_timeout_s)
+        if kind == "checkpoint":
+            return _checkpoint(settings, client, name, payload, session_id, project, connect)
+        with connect() as rpc:
+            return (_start if kind == "start" else _prompt)(settings, rpc, name, payload)
+    except HookTimeout:
+        return HookOutcome(status="error", message=f"gave up after {budget:g}s")
+    except RpcError as e:
+        return HookOutcome(status="error", message=f"engram daemon: {e}")
+    except Exception as e:  # noqa: BLE001 - a hook never breaks the agent: say it, exit 0
+        return HookOutcome(status="error", message=f"{type(e).__name__}: {e}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def main(event: str, client: str, stdin: IO[bytes] | None = None, stdout: IO[str] | None = None) -> int:
+    """The `engram hook` command: run the hook, print its output, log one line; always 0."""
+    start = time.monotonic()
+    home = _home()
+    try:
+        from ..config import Settings
+        settings = Settings.from_env()
+        home = settings.home
+    except Exception:  # noqa: BLE001 - run_hook reports the bad setting
+        settings = None
+    try:
+        out = run_hook(event, client, stdin or sys.stdin.buffer, settings)
+    except BaseException as e:  # noqa: BLE001 - even an interrupt must leave the agent running
+        out = HookOutcome(status="error", message=f"{type(e).__name__}: {e}")
+    if out.stdout:
+        try:
+            (stdout or sys.stdout).write(out.stdout + "\n")
+            (stdout or sys.stdout).flush()
+        except OSError:
+            pass
+    ms = (time.monotonic() - start) * 1000
+    stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    _log(home, f"{stamp} {client} {event} pid={os.getpid()} {out.status} {ms:.0f}ms: {out.message}")
+    return 0

@@ -1,0 +1,467 @@
+"""What a coding agent's session did, read from its transcript file in one streaming pass.
+
+Three formats, each from its client's source and real files:
+- Claude Code (2.1.x): JSON Lines, one entry per line (`type` user / assistant / system /
+  summary / ...); assistant entries carry `tool_use` blocks, user entries the `tool_result`
+  blocks answering them (`is_error` for a failed call) or the prompt the user typed.
+- Gemini CLI: JSON Lines of message records (`id`, `type` user / gemini / info ...,
+  `toolCalls` with `status` and `result`), a record written again under the same id
+  replacing the first, `{"$rewindTo": id}` dropping that message and every later one, and
+  `{"$set": ...}` metadata; older versions wrote one JSON document with a `messages` list.
+- Codex CLI: rollout JSON Lines (`type` response_item / event_msg / ..., with a `payload`):
+  `function_call` / `custom_tool_call` items and their `*_output`, `user_message` events.
+
+Whatever the format, the session becomes a list of events (a user request, a tool call with its
+outcome) fed in order to one `Session` accumulator, so what counts as a todo list, an edited
+file or a failed command is decided once. Anything unexpected (an unknown entry type, a
+truncated, binary or huge line) is skipped and counted; a file that cannot be read raises
+TranscriptError with a message naming the problem.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "read_transcript"]
+
+CLIENT_NAMES = ("claude-code", "gemini", "codex")
+MAX_LINE_BYTES = 16 * 1024 * 1024  # a line above this (a pasted dump) is skipped, not held in memory
+MAX_JSON_DOCUMENT_BYTES = 64 * 1024 * 1024  # Gemini's older one-document files are read whole
+ERROR_CHARS = 600  # of a failed command's output kept: its end, where the error usually is
+REQUEST_CHARS = 2000  # of a user request kept verbatim
+REQUESTS_KEPT = 3
+COMMANDS_KEPT = 30
+
+# engram's MCP tools as each client names them: mcp__engram__create_task (Claude Code, Codex),
+# mcp_engram_create_task (Gemini CLI); any server name containing "engram".
+ENGRAM_TOOL = re.compile(r"engram\w*?_+(create_task|resume_task|update_task|get_task|track_progress|"
+                         r"track_failure|session_handoff|store_memory|report_interruption)$")
+TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
+# Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
+# CLI), "Exit code: 1" / "exit_code": 1 (Codex).
+EXIT_CODE = re.compile(r"(?i)exit[ _]code\"?:?\s*(-?\d+)")
+TODO_STATUSES = {"pending": "pending", "not_started": "pending", "planned": "pending",
+                 "in_progress": "in_progress", "completed": "done", "done": "done",
+                 "cancelled": "cancelled", "canceled": "cancelled", "deleted": "cancelled",
+                 "blocked": "blocked"}
+
+
+class TranscriptError(Exception):
+    """The transcript file cannot be read at all (missing, a folder, unreadable)."""
+
+
+@dataclass
+class TodoItem:
+    text: str
+    status: str  # pending | in_progress | done | blocked | cancelled
+
+
+@dataclass(frozen=True)
+class Command:
+    command: str
+    failed: bool
+    error: str = ""  # the end of its output when it failed
+
+
+@dataclass
+class Session:
+    """What the session did since it started, or since the agent's own last handoff."""
+
+    client: str
+    entries: int = 0  # entries read
+    skipped: int = 0  # lines or entries that could not be used
+    skip_reasons: dict[str, int] = field(default_factory=dict)
+    todos: OrderedDict[str, TodoItem] = field(default_factory=OrderedDict)
+    changed_todos: set[str] = field(default_factory=set)  # keys changed since the agent's handoff
+    files: list[str] = field(default_factory=list)
+    commands: list[Command] = field(default_factory=list)
+    commands_run: int = 0
+    requests: list[str] = field(default_factory=list)
+    task_id: str | None = None  # the engram task the session last worked on through the tools
+    agent_handoffs: int = 0  # session_handoff calls that succeeded
+    _pending: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    _task_numbers: int = 0
+
+    # -- what the checkpoint reads ------------------------------------------------
+    def plan(self) -> list[TodoItem]:
+        """The todo list (items changed since the agent's own handoff, after one)."""
+        items = list(self.todos.items())
+        if self.agent_handoffs:
+            items = [(k, t) for k, t in items if k in self.changed_todos]
+        return [t for _, t in items]
+
+    def failures(self) -> list[Command]:
+        return [c for c in self.commands if c.failed]
+
+    def empty(self) -> bool:
+        return not (self.plan() or self.files or self.commands or self.requests)
+
+    def skip(self, why: str) -> None:
+        self.skipped += 1
+        self.skip_reasons[why] = self.skip_reasons.get(why, 0) + 1
+
+    # -- events ---------------------------------------------------------------------
+    def request(self, text: str) -> None:
+        text = text.strip()
+        if text:
+            self.requests = (self.requests + [text[:REQUEST_CHARS]])[-REQUESTS_KEPT:]
+
+    def tool_call(self, call_id: str, name: str, args: Any) -> None:
+        self._pending[call_id] = (name, args if isinstance(args, dict) else {})
+
+    def tool_result(self, call_id: str, output: str, failed: bool, extra: Any = None) -> None:
+        name, args = self._pending.pop(call_id, ("", {}))
+        if name:
+            self.tool(name, args, output, failed, extra)
+
+    def tool(self, name: str, args: dict, output: str, failed: bool, extra: Any = None) -> None:
+        """One finished tool call: its name, arguments, output text and whether it failed."""
+        m = ENGRAM_TOOL.search(name)
+        if m:
+            self._engram_tool(m.group(1), args, output, failed)
+        elif name in ("TodoWrite", "write_todos", "update_plan"):
+            if not failed:
+                self._todo_list(args.get("todos") if "todos" in args else args.get("plan"))
+        elif name == "TaskCreate":
+            if not failed:
+                self._task_created(args, output, extra)
+        elif name == "TaskUpdate":
+            if not failed:
+                self._task_updated(args)
+        elif name in ("Write", "Edit", "MultiEdit", "NotebookEdit", "write_file", "replace", "edit"):
+            path = args.get("file_path") or args.get("notebook_path") or args.get("path")
+            if isinstance(path, str) and path and not failed:
+                self._file(path)
+        elif name in ("apply_patch",):
+            if not failed:
+                patch = args.get("input") or args.get("patch") or ""
+                for p in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", str(patch), re.M):
+                    self._file(p.strip())
+        elif name in ("Bash", "run_shell_command", "shell", "exec_command", "shell_command", "local_shell"):
+            cmd = args.get("command", args.get("cmd"))
+            if isinstance(cmd, list):
+                cmd = " ".join(str(c) for c in cmd)
+                cmd = re.sub(r"^(?:bash|sh|zsh) -lc ", "", cmd)
+            if isinstance(cmd, str) and cmd.strip():
+                self._command(cmd.strip(), output, failed)
+
+    def _engram_tool(self, tool: str, args: dict, output: str, failed: bool) -> None:
+        if failed:
+            return
+        given = args.get("task_id")
+        found = TASK_ID.search(output or "")
+        if isinstance(given, str) and TASK_ID.fullmatch(given):
+            self.task_id = given
+        elif tool == "create_task" and found:
+            self.task_id = found.group(0)
+        if tool == "session_handoff":
+            # The agent wrote its own handoff: the checkpoint adds only what happens after it.
+            self.agent_handoffs += 1
+            self.files, self.commands, self.requests, self.commands_run = [], [], [], 0
+            self.changed_todos = set()
+
+    def _todo_list(self, todos: Any) -> None:
+        if not isinstance(todos, list):
+            return
+        new: OrderedDict[str, TodoItem] = OrderedDict()
+        for t in todos:
+            if not isinstance(t, dict):
+                continue
+            text = t.get("content") or t.get("description") or t.get("step") or t.get("subject")
+            if not isinstance(text, str) or not text.strip():
+                continue
+            status = TODO_STATUSES.get(str(t.get("status", "pending")).lower(), "pending")
+            key = text.strip().lower()
+            old = self.todos.get(key)
+            if old is None or old.status != status:
+                self.changed_todos.add(key)
+            new[key] = TodoItem(text.strip(), status)
+        self.todos = new  # the whole list each time: what it no longer holds is gone
+
+    def _task_created(self, args: dict, output: str, extra: Any) -> None:
+        text = args.get("subject") or args.get("content") or args.get("description")
+        if not isinstance(text, str) or not text.strip():
+            return
+        self._task_numbers += 1
+        tid = None
+        if isinstance(extra, dict) and isinstance(extra.get("task"), dict):
+            tid = extra["task"].get("id")
+        if tid is None:
+            m = re.search(r"#(\w+)", output or "")
+            tid = m.group(1) if m else str(self._task_numbers)
+        key = f"#{tid}"
+        self.todos[key] = TodoItem(text.strip(), "pending")
+        self.changed_todos.add(key)
+
+    def _task_updated(self, args: dict) -> None:
+        key = f"#{args.get('taskId', args.get('task_id', args.get('id')))}"
+        item = self.todos.get(key)
+        if item is None:
+            return
+        if isinstance(args.get("subject"), str) and args["subject"].strip():
+            item.text = args["subject"].strip()
+        status = args.get("status")
+        if isinstance(status, str):
+            item.status = TODO_STATUSES.get(status.lower(), item.status)
+        self.changed_todos.add(key)
+
+    def _file(self, path: str) -> None:
+        if path in self.files:
+            self.files.remove(path)
+        self.files.append(path)  # most recent last
+
+    def _command(self, cmd: str, output: str, failed: bool) -> None:
+        code = EXIT_CODE.search(output or "")
+        if code and code.group(1) != "0":
+            failed = True
+        error = _tail(output, ERROR_CHARS) if failed else ""
+        self.commands_run += 1
+        self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
+
+
+def _tail(text: str, n: int) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= n else "…" + text[-n:]
+
+
+def _text(content: Any) -> str:
+    """The text of a message or tool result: a string, or the text parts of a list of blocks."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(_text(c) for c in content if c is not None)
+    if isinstance(content, dict):
+        for k in ("text", "output", "content", "error"):
+            if k in content:
+                return _text(content[k])
+        if "functionResponse" in content:
+            return _text((content["functionResponse"] or {}).get("response"))
+        return ""
+    return "" if content is None else str(content)
+
+
+# ---------------------------------------------------------------- reading lines
+
+
+def _lines(path: Path, session: Session) -> Iterator[dict]:
+    """The JSON objects of a JSON Lines file, one at a time; bad lines are counted and skipped."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 - closed below; binary: a bad byte spoils one line only
+    except FileNotFoundError:
+        raise TranscriptError(f"transcript {path} does not exist") from None
+    except IsADirectoryError:
+        raise TranscriptError(f"transcript {path} is a directory") from None
+    except OSError as e:
+        raise TranscriptError(f"transcript {path} cannot be read: {e.strerror or e}") from None
+    with f:
+        while True:
+            try:
+                raw = f.readline(MAX_LINE_BYTES)
+            except OSError as e:
+                raise TranscriptError(f"transcript {path} cannot be read: {e.strerror or e}") from None
+            if not raw:
+                return
+            if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):  # skip the rest of the huge line
+                    raw = f.readline(MAX_LINE_BYTES)
+                session.skip("line over 16 MB")
+                continue
+            if not raw.strip():
+                continue
+            try:
+                obj = json.loads(raw)
+            except UnicodeDecodeError:
+                session.skip("not UTF-8 text")
+                continue
+            except ValueError:
+                session.skip("not JSON (truncated or corrupt line)")
+                continue
+            if not isinstance(obj, dict):
+                session.skip("not a JSON object")
+                continue
+            session.entries += 1
+            yield obj
+
+
+# ---------------------------------------------------------------- Claude Code
+
+
+def _claude(path: Path, s: Session) -> None:
+    for e in _lines(path, s):
+        kind = e.get("type")
+        msg = e.get("message")
+        if kind not in ("user", "assistant") or not isinstance(msg, dict):
+            continue  # summary, system, file-history-snapshot, attachment, ...: nothing to use
+        content = msg.get("content")
+        if kind == "assistant":
+            for b in content if isinstance(content, list) else []:
+                if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str):
+                    s.tool_call(str(b.get("id")), b["name"], b.get("input"))
+            continue
+        if e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain"):
+            continue  # text the client wrote into the conversation, not the user's
+        if isinstance(content, str):
+            if not content.lstrip().startswith(("<command-", "<local-command", "<bash-", "<system-reminder")):
+                s.request(content)
+            continue
+        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
+            if isinstance(content, list) else []
+        for b in results:
+            s.tool_result(str(b.get("tool_use_id")), _text(b.get("content")), bool(b.get("is_error")),
+                          e.get("toolUseResult"))
+        if not results and isinstance(content, list):
+            text = "\n".join(b.get("text", "") for b in content
+                             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+            if text and not text.lstrip().startswith(("<command-", "<local-command", "[Request interrupted")):
+                s.request(text)
+
+
+# ---------------------------------------------------------------- Gemini CLI
+
+
+def _gemini_message(m: dict, s: Session) -> list[tuple]:
+    """The events of one Gemini message record."""
+    kind = m.get("type")
+    if kind == "user":
+        text = _text(m.get("content"))
+        return [("request", text)] if text and not text.lstrip().startswith("/") else []
+    if kind != "gemini":
+        return []
+    events = []
+    for c in m.get("toolCalls") or []:
+        if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+            continue
+        status = str(c.get("status", ""))
+        if status in ("cancelled", "executing", "scheduled", "validating", "awaiting_approval"):
+            continue  # never ran, or has not finished
+        output = _text(c.get("result")) or _text(c.get("resultDisplay"))
+        events.append(("tool", c["name"], c.get("args") if isinstance(c.get("args"), dict) else {},
+                       output, status == "error"))
+    return events
+
+
+def _gemini(path: Path, s: Session) -> None:
+    # Records are replayed once the file is read: a later record may replace or rewind earlier ones.
+    messages: OrderedDict[str, list[tuple]] = OrderedDict()
+
+    def add(m: dict) -> None:
+        # The same id again is that message updated (a tool call finished): it keeps its place.
+        messages[str(m["id"])] = _gemini_message(m, s)
+
+    if path.suffix == ".json":  # the older format: one JSON document
+        try:
+            size = path.stat().st_size
+        except OSError as e:
+            raise TranscriptError(f"transcript {path} cannot be read: {e.strerror or e}") from None
+        if size > MAX_JSON_DOCUMENT_BYTES:
+            raise TranscriptError(f"transcript {path} is {size:,} bytes, over the {MAX_JSON_DOCUMENT_BYTES:,} "
+                                  "read whole for a one-document Gemini session")
+        try:
+            doc = json.loads(path.read_bytes())
+        except (OSError, ValueError) as e:
+            raise TranscriptError(f"transcript {path} is not a JSON document ({type(e).__name__})") from None
+        records = doc.get("messages") if isinstance(doc, dict) else None
+        if not isinstance(records, list):
+            raise TranscriptError(f"transcript {path} holds no messages list")
+        lines: Any = [r for r in records if isinstance(r, dict)]
+        s.entries += len(lines)
+    else:
+        lines = _lines(path, s)
+    for r in lines:
+        if isinstance(r.get("$rewindTo"), str):
+            rid = r["$rewindTo"]
+            if rid in messages:
+                keys = list(messages)
+                for k in keys[keys.index(rid):]:
+                    del messages[k]
+            else:
+                messages.clear()
+        elif isinstance(r.get("$set"), dict):
+            if isinstance(r["$set"].get("messages"), list):  # a checkpoint: the history rebuilt
+                messages.clear()
+                for m in r["$set"]["messages"]:
+                    if isinstance(m, dict) and "id" in m:
+                        add(m)
+        elif "id" in r and "type" in r:
+            add(r)
+        elif isinstance(r.get("messages"), list):  # one line holding a whole older document
+            for m in r["messages"]:
+                if isinstance(m, dict) and "id" in m:
+                    add(m)
+    for events in messages.values():
+        for ev in events:
+            if ev[0] == "request":
+                s.request(ev[1])
+            else:
+                s.tool(*ev[1:])
+
+
+# ---------------------------------------------------------------- Codex
+
+
+def _codex_args(raw: Any) -> dict:
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        try:
+            v = json.loads(raw)
+        except ValueError:
+            return {"input": raw}  # custom tools (apply_patch) take their input as text
+        return v if isinstance(v, dict) else {"input": raw}
+    return {}
+
+
+def _codex_output(raw: Any) -> tuple[str, bool]:
+    """A function_call_output's text and whether it says the call failed."""
+    if isinstance(raw, dict):
+        text = _text(raw.get("content", raw.get("output", "")))
+        return text, raw.get("success") is False
+    text = _text(raw)
+    try:
+        v = json.loads(text) if text.lstrip().startswith("{") else None
+    except ValueError:
+        v = None
+    if isinstance(v, dict):
+        code = (v.get("metadata") or {}).get("exit_code") if isinstance(v.get("metadata"), dict) else None
+        out = _text(v.get("output", text))
+        return (out + (f"\nexit code: {code}" if code not in (None, 0) else "")), False
+    return text, False
+
+
+def _codex(path: Path, s: Session) -> None:
+    for e in _lines(path, s):
+        p = e.get("payload")
+        if not isinstance(p, dict):
+            continue
+        kind, ptype = e.get("type"), p.get("type")
+        if kind == "event_msg" and ptype == "user_message" and isinstance(p.get("message"), str):
+            s.request(p["message"])
+        elif kind != "response_item":
+            continue
+        elif ptype in ("function_call", "custom_tool_call") and isinstance(p.get("name"), str):
+            s.tool_call(str(p.get("call_id")), p["name"], _codex_args(p.get("arguments", p.get("input"))))
+        elif ptype == "local_shell_call":
+            action = p.get("action") if isinstance(p.get("action"), dict) else {}
+            s.tool_call(str(p.get("call_id")), "local_shell", {"command": action.get("command")})
+        elif ptype in ("function_call_output", "custom_tool_call_output"):
+            text, failed = _codex_output(p.get("output"))
+            s.tool_result(str(p.get("call_id")), text, failed)
+
+
+READERS = {"claude-code": _claude, "gemini": _gemini, "codex": _codex}
+
+
+def read_transcript(path: str | os.PathLike, client: str) -> Session:
+    """What the session in the transcript at `path` did; raises TranscriptError when it cannot be read."""
+    if client not in READERS:
+        raise ValueError(f"client must be one of {', '.join(CLIENT_NAMES)}; got {client!r}")
+    s = Session(client=client)
+    READERS[client](Path(path), s)
+    return s
