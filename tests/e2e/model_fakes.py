@@ -28,7 +28,7 @@ def text(t: str) -> Block:
     return {"type": "text", "text": t}
 
 
-def tool(name: str, **args: Any) -> Block:
+def tool(name: str, /, **args: Any) -> Block:
     return {"type": "tool_use", "name": name, "input": args}
 
 

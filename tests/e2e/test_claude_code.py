@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients_support import client_bin, engram_cli, engram_env, git_repo
+from clients_support import client_bin, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeAnthropic, anthropic_text, text, tool, tool_results
 
 pytestmark = [pytest.mark.model]
@@ -99,23 +99,35 @@ def client_home(tmp_path):
     return tmp_path / "client-home"
 
 
-def test_session_b_starts_with_what_session_a_did(tmp_path, engram_home, client_home):
-    repo = git_repo(tmp_path / "ledger", "https://github.com/acme/ledger.git")
+@pytest.fixture(scope="module")
+def after_session_a(tmp_path_factory):
+    """One ENGRAM_HOME and Claude Code home in which session A ran in the ledger repository."""
+    root = tmp_path_factory.mktemp("claude-a")
+    engram_home, client_home = root / "engram-home", root / "client-home"
+    repo = git_repo(root / "ledger", "https://github.com/acme/ledger.git")
     install_hooks(repo, engram_home)
+    try:
+        with FakeAnthropic(session_a_script(repo)) as fake:
+            a = result_of(claude(repo, "Add CSV import to the ledger", fake, client_home, engram_home))
+            assert not fake.errors, fake.errors
+            assert not fake.script, "session A ended before its script did"
+            assert a["is_error"] is False
+            loop = fake.loop_requests()
+            tools = {t["name"] for t in loop[0]["tools"]}
+            assert {"mcp__engram__create_task", "TaskCreate", "Bash"} <= tools
+            # The failing command really failed in A (so B's pitfall is a real one).
+            assert any("ledger_csv_dialects" in r for r in tool_results(loop[-1]))
+            called = {c["name"] for m in loop[-1]["messages"] if m["role"] == "assistant"
+                      and isinstance(m["content"], list) for c in m["content"] if c.get("type") == "tool_use"}
+            assert "mcp__engram__create_task" in called and "mcp__engram__session_handoff" not in called
+        assert (repo / EDITED).exists()
+        yield root, repo, engram_home, client_home
+    finally:
+        stop_daemon(engram_home)
 
-    with FakeAnthropic(session_a_script(repo)) as fake:
-        a = result_of(claude(repo, "Add CSV import to the ledger", fake, client_home, engram_home))
-        assert not fake.errors, fake.errors
-        assert not fake.script, "session A ended before its script did"
-        assert a["is_error"] is False
-        loop = fake.loop_requests()
-        tools = {t["name"] for t in loop[0]["tools"]}
-        assert {"mcp__engram__create_task", "TaskCreate", "Bash"} <= tools
-        # The failing command really failed in A (so B's pitfall is a real one).
-        assert any("ledger_csv_dialects" in r for r in tool_results(loop[-1]))
-        assert "session_handoff" not in json.dumps([m for b in loop for m in b["messages"]])
-    assert (repo / EDITED).exists()
 
+def test_session_b_starts_with_what_session_a_did(after_session_a):
+    _, repo, engram_home, client_home = after_session_a
     with FakeAnthropic([[text("Picking up the CSV import.")]]) as fake:
         result_of(claude(repo, "Carry on", fake, client_home, engram_home))
         first = anthropic_text(fake.loop_requests()[0])  # what the model sees before it does anything
@@ -127,8 +139,12 @@ def test_session_b_starts_with_what_session_a_did(tmp_path, engram_home, client_
     assert "ledger_csv_dialects" in first, "A's failed command is not given as a pitfall"
     assert EDITED in first, "A's edited file is missing"
 
-    # Another repository of the same user: A's task is not this project's.
-    other = git_repo(tmp_path / "website", "https://github.com/acme/website.git")
+
+# Strict: once project scoping (branch `projects`) is merged this passes, and the marker must go.
+@pytest.mark.xfail(strict=True, reason="tasks are not scoped by project before the projects branch lands")
+def test_a_session_in_another_repository_does_not_see_the_task(after_session_a):
+    root, _, engram_home, client_home = after_session_a
+    other = git_repo(root / "website", "https://github.com/acme/website.git")
     install_hooks(other, engram_home)
     with FakeAnthropic([[text("Hello.")]]) as fake:
         result_of(claude(other, "Fix the footer", fake, client_home, engram_home))
