@@ -81,9 +81,11 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("codex", "Codex", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
         Event("PreCompact", 60), Event("Stop", 60)), timeout_unit_ms=False),
+    # Not PreCompress: Gemini CLI 0.61 fires it before every model call, ahead of its own check of
+    # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
+    # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
     Client("gemini", "Gemini CLI", (
-        Event("SessionStart", 30), Event("BeforeAgent", 10),
-        Event("PreCompress", 60), Event("SessionEnd", 60)), timeout_unit_ms=True),
+        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60)), timeout_unit_ms=True),
 )}
 
 CODEX_FEATURE_MARK = "# added by engram hooks install"

@@ -47,7 +47,7 @@ def setup_repo(repo: Path, engram_home: Path) -> None:
     assert r.returncode == 0, r.stderr
     path = repo / ".gemini" / "settings.json"
     settings = json.loads(path.read_text())
-    assert {"SessionStart", "BeforeAgent", "PreCompress", "SessionEnd"} <= set(settings["hooks"])
+    assert {"SessionStart", "BeforeAgent", "SessionEnd"} <= set(settings["hooks"])
     # engram's MCP server beside the hooks, as a user adds it (`gemini mcp add engram ...` writes the same).
     settings["mcpServers"] = {"engram": {"command": sys.executable, "args": ["-m", "engram"],
                                          "env": engram_env(engram_home), "trust": True}}
