@@ -18,7 +18,7 @@ import pytest
 from clients_support import client_bin, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeAnthropic, anthropic_text, text, tool, tool_results
 
-pytestmark = [pytest.mark.model]
+pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
 
 TASK = "CSV import for the ledger"
 GOAL = "Import bank statements in CSV into the ledger"

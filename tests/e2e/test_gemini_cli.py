@@ -17,7 +17,7 @@ import pytest
 from clients_support import client_bin, engram_cli, engram_env, git_repo
 from model_fakes import FakeGemini, gemini_text, text, tool
 
-pytestmark = [pytest.mark.model]
+pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
 
 TASK = "Rate limiter for the public API"
 FAILED = "python3 -c 'import ratelimit_backend_redis'"
