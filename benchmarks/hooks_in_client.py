@@ -27,6 +27,8 @@ from clients_support import client_bin, engram_cli, engram_env, git_repo, stop_d
 from model_fakes import FakeAnthropic, text, tool  # noqa: E402
 
 HOOK_LINE = re.compile(r"Hooks: (\w+)(?::\w+)? \[(.*?)\] finished with status (\d+) \((\d+)ms\)")
+# No-op hooks measured the same way: what Claude Code's own spawning costs, and a bare interpreter's start.
+BASELINES = {"true": "no-op", f"{sys.executable} -c pass": "python -c pass"}
 LOG_LINE = re.compile(r"^\S+ claude-code (\w+) pid=\d+ (\w+) (\d+)ms")  # engram's own hooks.log
 
 
@@ -57,7 +59,7 @@ def session(repo: Path, prompt: str, script: list, client_home: Path, engram_hom
     out: dict[str, list[int]] = {}
     for f in new:
         for m in HOOK_LINE.finditer(f.read_text(errors="replace")):
-            if " hook " in m.group(2) and "engram" in m.group(2):
+            if (" hook " in m.group(2) and "engram" in m.group(2)) or m.group(2) in BASELINES:
                 assert m.group(3) == "0", m.group(0)
                 out.setdefault(m.group(1), []).append(int(m.group(4)))
     for line in hook_log(engram_home)[logged:]:
@@ -76,6 +78,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=10, help="warm sessions")
     ap.add_argument("--cold-runs", type=int, default=5, help="sessions started with no daemon running")
+    ap.add_argument("--baseline-runs", type=int, default=10, help="sessions whose hooks are no-ops")
     ap.add_argument("--json", help="write the samples here")
     a = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="engram-hooks-bench-"))
@@ -84,6 +87,16 @@ def main() -> None:
     r = engram_cli("hooks", "install", "claude-code", "--scope", "project", cwd=repo, env=engram_env(engram_home))
     assert r.returncode == 0, r.stderr
     samples: dict[str, dict[str, list[int]]] = {"first": {}, "work": {}, "warm": {}, "cold": {}}
+    base = git_repo(root / "baseline", "https://github.com/acme/baseline.git")
+    (base / ".claude").mkdir()
+    for command, label in BASELINES.items():
+        (base / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
+            e: [{"hooks": [{"type": "command", "command": command, "timeout": 30}]}]
+            for e in ("SessionStart", "UserPromptSubmit")}}))
+        samples[label] = {}
+        for _ in range(a.baseline_runs):
+            for event, ms in session(base, "hello", [[text("ok")]], client_home, engram_home).items():
+                samples[label].setdefault(event, []).extend(ms)
     try:
         # A session that leaves a task, a todo list and a failure, so later starts have a block to inject.
         work = [[tool("TaskCreate", subject="Parse the CSV header", description="header", activeForm="Parsing")],
@@ -104,10 +117,10 @@ def main() -> None:
     finally:
         stop_daemon(engram_home)
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}")
-    print(f"{'daemon':<6} {'event':<26} {'n':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7}")
+    print(f"{'hooks':<14} {'event':<26} {'n':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7}")
     for kind, events in samples.items():
         for event, xs in sorted(events.items()):
-            print(f"{kind:<6} {event:<26} {len(xs):>3} {statistics.median(xs):>7.0f} {pct(xs, 0.95):>7.0f} "
+            print(f"{kind:<14} {event:<26} {len(xs):>3} {statistics.median(xs):>7.0f} {pct(xs, 0.95):>7.0f} "
                   f"{max(xs):>7}")
     if a.json:
         Path(a.json).write_text(json.dumps(samples, indent=2))

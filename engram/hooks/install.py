@@ -22,14 +22,11 @@ written here, from each client's documentation and source:
 
 from __future__ import annotations
 
-import difflib
 import json
 import os
 import re
 import shlex
-import subprocess
 import sys
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -93,6 +90,7 @@ CODEX_FEATURE_MARK = "# added by engram hooks install"
 
 def project_root(cwd: Path) -> Path:
     """The repository's top folder (where the client looks for project settings), else cwd."""
+    import subprocess  # here and below: `engram hook`, run at every prompt, builds the parser that imports this
     try:
         out = subprocess.run(["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True,
                              text=True, timeout=10, check=False)
@@ -276,6 +274,7 @@ def _codex_feature(text: str | None, path: Path, enable: bool) -> str | None:
 
     Edited as text, so the user's comments and layout stay; only lines marked as engram's are removed.
     """
+    import tomllib
     text = text or ""
     try:
         config = tomllib.loads(text)
@@ -317,6 +316,7 @@ class Change:
     after: str | None
 
     def diff(self) -> str:
+        import difflib
         a = (self.before or "").splitlines(keepends=True)
         b = (self.after or "").splitlines(keepends=True)
         name = str(self.path)
@@ -419,6 +419,7 @@ def _runnable(command: str) -> bool:
 
 
 def _codex_flag(path: Path) -> bool | None:
+    import tomllib
     try:
         features = tomllib.loads(path.read_text(encoding="utf-8")).get("features", {})
     except (OSError, tomllib.TOMLDecodeError):
