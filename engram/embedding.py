@@ -196,6 +196,7 @@ LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forwa
 # of the cache key.
 ONNX_FORMAT = 2
 ONNX_OPSET = 17
+CHECK_CHILD_TIMEOUT_S = 600.0  # loading torch and exporting the graph takes 10-60 s on a busy machine
 ONNX_TOLERANCE = 1e-4  # largest |difference| from the torch vectors accepted in the probe check
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 # Libraries whose versions shape the exported graph or the tokens fed to it: a new version of any
@@ -229,11 +230,14 @@ class SentenceTransformerEmbedder:
     The check runs when the graph is exported and whenever the cache key (the weights' sizes and
     times, the versions of KEY_PACKAGES) changes. A passed check leaves a manifest beside the
     graph; later starts trust it and load only ONNX Runtime and the `tokenizers` library
-    (`checked == "trusted"`), never torch or sentence-transformers.
+    (`checked == "trusted"`), never torch or sentence-transformers. With `check_in_child`
+    (load_embedder, so the daemon) even the first start does the check in a child process
+    (engram.onnx_check) and then trusts its manifest: torch never enters a long-lived process.
     """
 
     def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
-                 threads: int = 1, allow_download: bool = False, onnx: bool = True):
+                 threads: int = 1, allow_download: bool = False, onnx: bool = True,
+                 check_in_child: bool = False):
         path, source = resolve_model_path(model, cache_dir)
         self.name = model
         self.source = source
@@ -258,6 +262,12 @@ class SentenceTransformerEmbedder:
         self.backend = "torch"
         if onnx and source != "hub" and self._open_trusted(cache_dir):
             log.info("embedding with ONNX Runtime: checked graph %s", self.onnx_file)
+            return
+        # Checking (or exporting) the graph loads torch: some 600 MB a process never gives back.
+        # A child process does it and exits, and this one opens the graph it vouched for.
+        if onnx and source != "hub" and check_in_child and self._onnx_path(cache_dir) is not None \
+                and self._check_in_child(cache_dir) and self._open_trusted(cache_dir):
+            log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
             return
         if source == "hub" and not allow_download:
             # Without this the library would try the network and hang or fail obscurely.
@@ -462,6 +472,24 @@ class SentenceTransformerEmbedder:
         return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
 
     # ------------------------------------------------------------------ the trusted path
+
+    def _check_in_child(self, cache_dir: Path | None) -> bool:
+        """Run the check against torch in a child process (engram.onnx_check); True when it
+        recorded a checked graph. On any failure this process checks the graph itself."""
+        import subprocess
+        import sys
+        cmd = [sys.executable, "-m", "engram.onnx_check", self.name, str(cache_dir), str(self.threads)]
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_CHILD_TIMEOUT_S,
+                               stdin=subprocess.DEVNULL, check=False)
+        except (OSError, subprocess.SubprocessError) as e:
+            log.warning("could not check the ONNX graph in a child process (%s); checking it here", e)
+            return False
+        if r.returncode != 0:
+            why = (r.stderr.strip().splitlines() or [f"exit code {r.returncode}"])[-1]
+            log.warning("checking the ONNX graph in a child process failed (%s); checking it here", why[:300])
+            return False
+        return True
 
     def _open_trusted(self, cache_dir: Path | None) -> bool:
         """Open the graph an earlier start checked (its manifest beside it, same cache key) with
@@ -746,6 +774,7 @@ def load_embedder(model: str, cache_dir: Path | None = None, threads: int = 1,
     with _shared_lock:
         emb = _shared.get(key)
         if emb is None:
-            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx)
+            # check_in_child: a long-lived process (the daemon) must not keep torch for a check.
+            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx, check_in_child=True)
             _shared[key] = emb
         return emb

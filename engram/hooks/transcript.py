@@ -45,8 +45,8 @@ ENGRAM_TOOL = re.compile(r"engram\w*?_+(create_task|resume_task|update_task|get_
                          r"track_failure|session_handoff|store_memory|report_interruption)$")
 TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
 # Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
-# CLI), "Exit code: 1" / "exit_code": 1 (Codex).
-EXIT_CODE = re.compile(r"(?i)exit[ _]code\"?:?\s*(-?\d+)")
+# CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
+EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
 TODO_STATUSES = {"pending": "pending", "not_started": "pending", "planned": "pending",
                  "in_progress": "in_progress", "completed": "done", "done": "done",
                  "cancelled": "cancelled", "canceled": "cancelled", "deleted": "cancelled",
