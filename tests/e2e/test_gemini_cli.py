@@ -86,3 +86,20 @@ def test_session_end_checkpoint_reaches_the_next_session_start(tmp_path, engram_
     assert TASK in first, "session B's first request lacks A's task"
     assert "ratelimit_backend_redis" in first, "A's failed command is not given as a pitfall"
     assert EDITED in first, "A's written file is missing"
+
+
+def test_a_failing_hook_leaves_the_gemini_session_running(tmp_path, engram_home):
+    client_home = tmp_path / "client-home"
+    repo = git_repo(tmp_path / "api", "https://github.com/acme/api.git")
+    r = engram_cli("hooks", "install", "gemini", "--scope", "project", cwd=repo, env=engram_env(engram_home))
+    assert r.returncode == 0, r.stderr
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where ENGRAM_HOME's parent should be\n")
+    script = [[tool("run_shell_command", command="echo tidy", description="tidy")], [text("Tidied.")]]
+    with FakeGemini(script) as fake:
+        out = ok(gemini(repo, "Tidy the README", fake, client_home, blocker / "home"))
+        assert out["response"] == "Tidied."
+        assert not fake.script, "the session stopped before its script's end"
+        contents = json.dumps(fake.loop_requests()[0]["contents"])
+    # A failing hook adds nothing the client would pass to the model.
+    assert "<hook_context>" not in contents and "Traceback" not in contents
