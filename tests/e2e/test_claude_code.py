@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,12 +59,11 @@ def install_hooks(repo: Path, engram_home: Path) -> None:
     assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
 
 
-def line_of(dumped: str, needle: str) -> str:
-    """The line of the injected text (JSON-escaped in `dumped`) that holds `needle`, lowercased."""
-    at = dumped.find(needle)
-    start = dumped.rfind("\\n", 0, at)
-    end = dumped.find("\\n", at)
-    return dumped[start + 2 if start >= 0 else 0:end if end >= 0 else None].lower()
+def status_of(dumped: str, item: str) -> str:
+    """The status the injected plan gives a todo item (`[status] item`)."""
+    m = re.search(r"\[(\w+)\] " + re.escape(item), dumped)
+    assert m, f"no plan line for {item!r}"
+    return m.group(1).lower()
 
 
 def task_id_from(body: dict) -> str:
@@ -133,10 +133,11 @@ def test_session_b_starts_with_what_session_a_did(after_session_a):
         first = anthropic_text(fake.loop_requests()[0])  # what the model sees before it does anything
     assert TASK in first, "session B's first request lacks A's task"
     assert TODO_DONE in first and TODO_OPEN in first, "A's todo items are missing"
-    # Each item with its status, on its own line: the done one marked done, the open one not.
-    assert any(w in line_of(first, TODO_DONE) for w in ("done", "completed")), line_of(first, TODO_DONE)
-    assert not any(w in line_of(first, TODO_OPEN) for w in ("done", "completed")), line_of(first, TODO_OPEN)
-    assert "ledger_csv_dialects" in first, "A's failed command is not given as a pitfall"
+    # Each item with its status ("[status] item" in the plan): the done one done, the open one not.
+    assert status_of(first, TODO_DONE) in ("done", "completed"), first
+    assert status_of(first, TODO_OPEN) not in ("done", "completed"), first
+    assert 0 <= first.lower().find("pitfall") < first.rfind("ledger_csv_dialects"), \
+        "A's failed command is not given as a pitfall"
     assert EDITED in first, "A's edited file is missing"
 
 

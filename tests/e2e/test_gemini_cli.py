@@ -84,7 +84,7 @@ def test_session_end_checkpoint_reaches_the_next_session_start(tmp_path, engram_
         ok(gemini(repo, "Carry on", fake, client_home, engram_home))
         first = gemini_text(fake.loop_requests()[0])
     assert TASK in first, "session B's first request lacks A's task"
-    assert "ratelimit_backend_redis" in first, "A's failed command is not given as a pitfall"
+    assert "ratelimit_backend_redis" in first, "A's failed command is missing"
     assert EDITED in first, "A's written file is missing"
 
 
