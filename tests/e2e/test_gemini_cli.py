@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients_support import client_bin, engram_cli, engram_env, git_repo
+from clients_support import client_bin, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeGemini, gemini_text, text, tool
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
@@ -22,6 +22,7 @@ pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one p
 TASK = "Rate limiter for the public API"
 FAILED = "python3 -c 'import ratelimit_backend_redis'"
 EDITED = "limiter.py"
+REQUEST = "Add a rate limiter to the public API"
 
 
 def gemini(repo: Path, prompt: str, fake: FakeGemini, client_home: Path, engram_home: Path,
@@ -62,9 +63,12 @@ def declared(body: dict, suffix: str) -> str:
     return hits[0]
 
 
-def test_session_end_checkpoint_reaches_the_next_session_start(tmp_path, engram_home):
-    client_home = tmp_path / "client-home"
-    repo = git_repo(tmp_path / "api", "https://github.com/acme/api.git")
+@pytest.fixture(scope="module")
+def session_b_start(tmp_path_factory):
+    """Session A in a new repository, then the first request session B's model receives there."""
+    root = tmp_path_factory.mktemp("gemini-ab")
+    engram_home, client_home = root / "engram-home", root / "client-home"
+    repo = git_repo(root / "api", "https://github.com/acme/api.git")
     setup_repo(repo, engram_home)
     script = [
         lambda body: [tool(declared(body, "create_task"), name=TASK, goal="Limit each key to 100 requests a minute")],
@@ -72,20 +76,36 @@ def test_session_end_checkpoint_reaches_the_next_session_start(tmp_path, engram_
         [tool("run_shell_command", command=FAILED, description="check the redis backend")],
         [text("The redis backend module is missing; stopping.")],
     ]
-    with FakeGemini(script) as fake:
-        ok(gemini(repo, "Add a rate limiter", fake, client_home, engram_home))
-        assert not fake.errors, fake.errors
-        assert not fake.script, "session A ended before its script did"
-        last = json.dumps(fake.loop_requests()[-1]["contents"])
-        assert "ratelimit_backend_redis" in last  # the command really ran and failed
-    assert (repo / EDITED).exists()
+    try:
+        with FakeGemini(script) as fake:
+            ok(gemini(repo, REQUEST, fake, client_home, engram_home))
+            assert not fake.errors, fake.errors
+            assert not fake.script, "session A ended before its script did"
+            last = json.dumps(fake.loop_requests()[-1]["contents"])
+            assert "ratelimit_backend_redis" in last  # the command really ran and failed
+        assert (repo / EDITED).exists()
+        with FakeGemini([[text("Resuming the rate limiter.")]]) as fake:
+            ok(gemini(repo, "Carry on", fake, client_home, engram_home))
+            yield gemini_text(fake.loop_requests()[0])
+    finally:
+        stop_daemon(engram_home)
 
-    with FakeGemini([[text("Resuming the rate limiter.")]]) as fake:
-        ok(gemini(repo, "Carry on", fake, client_home, engram_home))
-        first = gemini_text(fake.loop_requests()[0])
+
+def test_session_end_checkpoint_reaches_the_next_session_start(session_b_start):
+    first = session_b_start
     assert TASK in first, "session B's first request lacks A's task"
     assert "ratelimit_backend_redis" in first, "A's failed command is missing"
+    assert 0 <= first.lower().find("pitfall") < first.rfind("ratelimit_backend_redis"), \
+        "A's failed command is not given as a pitfall"
     assert EDITED in first, "A's written file is missing"
+
+
+# Strict: passes (and the marker must go) once the Gemini transcript reader stops taking a tool's
+# result for a user request: Gemini CLI 0.61 records each functionResponse as a "type": "user"
+# message, so the checkpoint's "Last request" is the failed command's output, not REQUEST.
+@pytest.mark.xfail(strict=True, reason="engram.hooks.transcript reads Gemini tool results as user requests")
+def test_the_last_request_shown_is_the_users(session_b_start):
+    assert REQUEST in session_b_start
 
 
 def test_a_failing_hook_leaves_the_gemini_session_running(tmp_path, engram_home):
