@@ -102,19 +102,32 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)")
     c.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help=f"HTTP port (default {DEFAULT_HTTP_PORT})")
 
-    c = cmd(sub, "hook", "Run one lifecycle hook of a coding agent: its event's JSON on stdin, the "
-            "client's JSON on stdout (see docs/hooks.md). Always exits 0; logs to ENGRAM_HOME/hooks.log.")
+    _hook_arguments(cmd(sub, "hook", HOOK_HELP))
+    _add_hooks_commands(sub, common)
+    cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
+    cmd(sub, "version", "Print the engram version.")
+    return p
+
+
+HOOK_HELP = ("Run one lifecycle hook of a coding agent: its event's JSON on stdin, the client's JSON on "
+             "stdout (see docs/hooks.md). Always exits 0; logs to ENGRAM_HOME/hooks.log.")
+
+
+def _hook_arguments(c: argparse.ArgumentParser) -> argparse.ArgumentParser:
     c.add_argument("event", help="the client's event name: SessionStart, UserPromptSubmit, PreCompact, "
                    "SessionEnd, Stop (Claude Code, Codex); SessionStart, BeforeAgent, PreCompress, "
                    "SessionEnd (Gemini CLI)")
     c.add_argument("--client", choices=("claude-code", "codex", "gemini"), default="claude-code",
                    help="which agent runs the hook (default: claude-code)")
+    return c
 
-    _add_hooks_commands(sub, common)
 
-    cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
-    cmd(sub, "version", "Print the engram version.")
-    return p
+def _run_hook(a: argparse.Namespace) -> int:
+    # Before the settings are read: a hook reports a bad one itself, and exits 0.
+    if getattr(a, "home", None):
+        os.environ["ENGRAM_HOME"] = str(Path(a.home).expanduser())
+    from .hooks.run import main as hook_main
+    return hook_main(a.event, a.client)
 
 
 def _add_hooks_commands(sub, common: argparse.ArgumentParser) -> None:
@@ -670,12 +683,14 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
     `api_factory(settings) -> Api` replaces opening the database (tests inject an
     Api over an in-memory Engram); the caller keeps ownership of it.
     """
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["hook"]:
+        # A client runs this at every prompt: parse it alone rather than build every command's parser.
+        return _run_hook(_hook_arguments(argparse.ArgumentParser(prog="engram hook", description=HOOK_HELP))
+                         .parse_args(args[1:]))
     a = build_parser().parse_args(argv)
-    if a.command == "hook":  # before the settings are read: a hook reports a bad one itself, exit 0
-        if a.home:
-            os.environ["ENGRAM_HOME"] = str(Path(a.home).expanduser())
-        from .hooks.run import main as hook_main
-        return hook_main(a.event, a.client)
+    if a.command == "hook":
+        return _run_hook(a)
     from .server.rpc import RpcError
     try:
         overrides: dict[str, Any] = {"home": Path(a.home).expanduser()} if a.home else {}

@@ -194,6 +194,9 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
         def connect():
             return _connect(settings, client, session_id, project, settings.hook_timeout_s)
         if kind == "checkpoint":
+            # Gemini CLI does not wait for SessionEnd hooks, and a closing terminal hangs up on
+            # its children: the checkpoint (a few seconds at most) finishes anyway.
+            signal.signal(signal.SIGHUP, signal.SIG_IGN)
             return _checkpoint(settings, client, name, payload, session_id, project, connect)
         with connect() as rpc:
             return (_start if kind == "start" else _prompt)(settings, rpc, name, payload)

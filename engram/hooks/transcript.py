@@ -43,6 +43,8 @@ COMMANDS_KEPT = 30
 # mcp_engram_create_task (Gemini CLI); any server name containing "engram".
 ENGRAM_TOOL = re.compile(r"engram\w*?_+(create_task|resume_task|update_task|get_task|track_progress|"
                          r"track_failure|session_handoff|store_memory|report_interruption)$")
+# Gemini CLI adds a hook's additionalContext to the prompt inside these tags.
+HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
 # Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
 # CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
@@ -330,8 +332,15 @@ def _gemini_message(m: dict, s: Session) -> list[tuple]:
     """The events of one Gemini message record."""
     kind = m.get("type")
     if kind == "user":
-        text = _text(m.get("content"))
-        return [("request", text)] if text and not text.lstrip().startswith("/") else []
+        # Only the text parts: a user record also carries the function responses sent back.
+        content = m.get("content")
+        parts = content if isinstance(content, list) else [content]
+        text = "\n".join(p if isinstance(p, str) else p["text"] for p in parts
+                         if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str)))
+        text = HOOK_CONTEXT.sub("", text).strip()  # what hooks added to the prompt is not the user's
+        if not text or text.startswith(("/", "<session_context>")):
+            return []
+        return [("request", text)]
     if kind != "gemini":
         return []
     events = []

@@ -252,3 +252,32 @@ def test_git_state_of_a_work_tree(tmp_path):
     g = git_state(tmp_path)
     assert g["branch"] == "work" and g["subject"] == "first commit" and len(g["head"]) >= 7
     assert g["uncommitted"] == ["new.py"]
+
+
+# ---------------------------------------------------------------- files the real clients wrote
+
+
+def test_a_real_claude_code_2_1_transcript():
+    # Written by Claude Code 2.1.332 against a scripted model (tests/e2e); only long built-in texts
+    # (attachments, request shapes) trimmed. queue-operation, attachment, api-request, tools-used,
+    # last-prompt, cost-state ... entries are not the session's work.
+    s = read_transcript(DATA / "claude_real_2_1.jsonl", "claude-code")
+    assert s.skipped == 0 and s.entries == 36
+    assert statuses(s) == [("Parse the CSV header", "pending")]
+    assert [Path(f).name for f in s.files] == ["ledger_import.py"]
+    (c,) = s.commands
+    assert c.failed and c.command == "python3 -c 'import ledger_csv_dialects'"
+    assert "ModuleNotFoundError: No module named 'ledger_csv_dialects'" in c.error
+    assert s.requests == ["Add CSV import"]
+
+
+def test_a_real_gemini_cli_0_61_session():
+    # Written by Gemini CLI 0.61 against a scripted model: the first user message (session context)
+    # arrives in a $set, tool results come back as user records of functionResponse parts, and
+    # a hook's additionalContext is inside the prompt's <hook_context> tags.
+    s = read_transcript(DATA / "gemini_real_0_61.jsonl", "gemini")
+    assert s.skipped == 0
+    assert s.requests == ["do the task"]
+    assert [Path(f).name for f in s.files] == ["x.py"]
+    (c,) = s.commands
+    assert c.command == "false" and c.failed and "Exit Code: 1" in c.error
