@@ -100,10 +100,8 @@ def test_session_end_checkpoint_reaches_the_next_session_start(session_b_start):
     assert EDITED in first, "A's written file is missing"
 
 
-# Strict: passes (and the marker must go) once the Gemini transcript reader stops taking a tool's
-# result for a user request: Gemini CLI 0.61 records each functionResponse as a "type": "user"
-# message, so the checkpoint's "Last request" is the failed command's output, not REQUEST.
-@pytest.mark.xfail(strict=True, reason="engram.hooks.transcript reads Gemini tool results as user requests")
+# Gemini CLI 0.61 records each tool result (functionResponse) as a "type": "user" message: the
+# checkpoint's last request must still be the user's (it once showed the failed command's output).
 def test_the_last_request_shown_is_the_users(session_b_start):
     assert REQUEST in session_b_start
 
