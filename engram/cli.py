@@ -645,9 +645,8 @@ def _hooks(a: argparse.Namespace) -> int:
                                  f"{r['client']} --scope {r['scope']}`"
                     if r["runnable"] is False:
                         state += f"; its command does not run any more: {r['commands'][0]}"
-                    if r.get("feature_flag") is False or (r["client"] == "codex" and r.get("feature_flag") is None
-                                                          and "feature_flag" in r):
-                        state += "; [features] hooks is not set in config.toml"
+                    if "feature_flag" in r and r["feature_flag"] is not True:  # Codex runs no hook without it
+                        state += "; [features] hooks is not true in config.toml: Codex runs none of them"
                 print(f"{hi.CLIENTS[r['client']].label:<12} {r['scope']:<8} {r['path']}\n  {state}")
             return 0
         fn = hi.install if a.hooks_command == "install" else hi.uninstall
