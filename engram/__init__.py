@@ -18,6 +18,8 @@ _EXPORTS = {
     "Hit": "engram.types",
     "Memory": "engram.types",
     "NotFound": "engram.errors",
+    "Scope": "engram.types",
+    "detect_project": "engram.project",
     "Session": "engram.types",
     "StoreResult": "engram.types",
     "Task": "engram.types",

@@ -17,12 +17,22 @@ from .clock import utc
 from . import ops
 from .engram import Engram
 from .metrics import Metrics
-from .types import Ctx, EngramError
+from .types import Ctx, EngramError, Scope
 
 # The MCP tools, in the order the calling model sees them (declared in engram.ops).
 TOOLS = ops.TOOLS
 # Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
+
+
+def scope_of(ctx: Ctx, all_projects: bool) -> Scope:
+    """What a read sees: the caller's project and the global rows, or every project's."""
+    return Scope.of(ctx.project, all_projects)
+
+
+def owner(ctx: Ctx, scope: str) -> str | None:
+    """The project a write belongs to: the caller's, or none when it is marked global."""
+    return None if scope == "global" else ctx.project
 
 
 def parse_time(value: Any, name: str = "as_of") -> datetime | None:
@@ -60,7 +70,8 @@ class Api:
         ok = False
         try:
             if name != "health":
-                self.eng.touch_session(ctx.session_id, ctx.user_id, ctx.client, ctx.pid)
+                self.eng.touch_session(ctx.session_id, ctx.user_id, ctx.client, ctx.pid,
+                                       ctx.project, ctx.branch)
             result = fn(ctx, **args)
             ok = True
             return result
@@ -70,10 +81,11 @@ class Api:
     # -- memories ------------------------------------------------------------
     def store_memory(self, ctx: Ctx, content: str, memory_type: str, importance: float,
                      tags: list[str] | str | None, task_id: str | None, metadata: dict | None,
-                     pinned: bool, conversation: str | None) -> dict:
+                     pinned: bool, conversation: str | None, scope: str) -> dict:
         r = self.eng.store(content, memory_type=memory_type, importance=importance, tags=tags,
                            task_id=task_id, metadata=metadata, user_id=ctx.user_id,
-                           session_id=ctx.session_id, pinned=pinned, conversation=conversation)
+                           session_id=ctx.session_id, pinned=pinned, conversation=conversation,
+                           project=owner(ctx, scope))
         self.metrics.stored(r.action)
         return r.to_dict()
 
@@ -82,8 +94,9 @@ class Api:
         return r.to_dict()
 
     def forget_memory(self, ctx: Ctx, memory_id: str | None, query: str | None,
-                      dry_run: bool) -> dict:
-        ids = self.eng.forget(memory_id=memory_id, query=query, user_id=ctx.user_id, dry_run=bool(dry_run))
+                      dry_run: bool, all_projects: bool) -> dict:
+        ids = self.eng.forget(memory_id=memory_id, query=query, user_id=ctx.user_id, dry_run=bool(dry_run),
+                              scope=scope_of(ctx, all_projects))
         return {"deleted": [] if dry_run else ids, "would_delete": ids if dry_run else [],
                 "count": len(ids), "dry_run": bool(dry_run)}
 
@@ -92,11 +105,11 @@ class Api:
 
     def recall_memory(self, ctx: Ctx, query: str, limit: int, memory_type: str | None,
                       task_id: str | None, tags: list[str] | None, as_of: str | None,
-                      mode: str, explain: bool) -> dict:
+                      mode: str, explain: bool, all_projects: bool) -> dict:
         out = self.eng.recall_context(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                       tags=tags, as_of=parse_time(as_of), mode=mode,
                                       explain=bool(explain), user_id=ctx.user_id,
-                                      session_id=ctx.session_id)
+                                      session_id=ctx.session_id, scope=scope_of(ctx, all_projects))
         self.metrics.recalled()
         return self._say_degraded(out)
 
@@ -107,13 +120,15 @@ class Api:
         return out
 
     def get_context(self, ctx: Ctx, query: str, max_tokens: int, task_id: str | None, limit: int,
-                    tags: list[str] | str | None) -> dict:
+                    tags: list[str] | str | None, all_projects: bool) -> dict:
         return self._say_degraded(self.eng.context(query, max_tokens=max_tokens, task_id=task_id, limit=limit,
-                                                   tags=tags, user_id=ctx.user_id, session_id=ctx.session_id))
+                                                   tags=tags, user_id=ctx.user_id, session_id=ctx.session_id,
+                                                   scope=scope_of(ctx, all_projects)))
 
     # -- tasks and continuity --------------------------------------------------
-    def create_task(self, ctx: Ctx, name: str, goal: str, metadata: dict | None) -> dict:
-        t = self.eng.create_task(name, goal, metadata, user_id=ctx.user_id, session_id=ctx.session_id)
+    def create_task(self, ctx: Ctx, name: str, goal: str, metadata: dict | None, scope: str) -> dict:
+        t = self.eng.create_task(name, goal, metadata, user_id=ctx.user_id, session_id=ctx.session_id,
+                                 project=owner(ctx, scope))
         return {"task_id": t.id, **t.to_dict()}
 
     def update_task(self, ctx: Ctx, task_id: str, status: str | None, goal: str | None,
@@ -125,8 +140,10 @@ class Api:
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
         return self.eng.task_view(task_id, limit, user_id=ctx.user_id)
 
-    def list_tasks(self, ctx: Ctx, status: str | None, limit: int) -> dict:
-        return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id)}
+    def list_tasks(self, ctx: Ctx, status: str | None, limit: int, all_projects: bool) -> dict:
+        return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id,
+                                                scope=scope_of(ctx, all_projects)),
+                "project": ctx.project}
 
     def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int) -> dict:
         return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id)
@@ -136,14 +153,18 @@ class Api:
         return {"session_id": s.id, "status": s.status, "reason": s.interruption, "task_id": s.task_id,
                 "ended_at": s.ended_at.isoformat() if s.ended_at else None}
 
-    def memory_prompt(self, ctx: Ctx) -> dict:
-        return {"prompt": self.eng.prompt_block(user_id=ctx.user_id)}
+    def memory_prompt(self, ctx: Ctx, all_projects: bool) -> dict:
+        return {"prompt": self.eng.prompt_block(user_id=ctx.user_id, scope=scope_of(ctx, all_projects))}
+
+    def list_projects(self, ctx: Ctx) -> dict:
+        """The projects the caller's memories and tasks belong to, and how many rows each holds."""
+        return {"projects": self.eng.projects(ctx.user_id), "current": ctx.project}
 
     def session_handoff(self, ctx: Ctx, summary: str, completed: list[str] | None,
                         in_progress: list[str] | None, blocked: list[str] | None,
                         next_steps: list[str] | None, task_id: str | None) -> dict:
         m = self.eng.handoff(summary, completed, in_progress, blocked, next_steps, task_id,
-                             user_id=ctx.user_id, session_id=ctx.session_id)
+                             user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored("new")
         return {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id,
                 "created_at": m.created_at.isoformat()}
@@ -151,14 +172,14 @@ class Api:
     def track_failure(self, ctx: Ctx, error: str, component: str, root_cause: str,
                       task_id: str | None, fix: str | None) -> dict:
         r = self.eng.track_failure(error, component, root_cause, task_id, fix,
-                                   user_id=ctx.user_id, session_id=ctx.session_id)
+                                   user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored(r.action)
         return r.to_dict()
 
     def track_progress(self, ctx: Ctx, feature: str, status: str, completion: float | None,
                        task_id: str | None, notes: str) -> dict:
         m = self.eng.track_progress(feature, status, completion, task_id, notes,
-                                    user_id=ctx.user_id, session_id=ctx.session_id)
+                                    user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored("new")
         return {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]}
 
@@ -192,10 +213,11 @@ class Api:
 
     # -- curation (issue 17: the web panel) ------------------------------------
     def list_memories(self, ctx: Ctx, memory_type: str | None, task_id: str | None, tag: str | None,
-                      as_of: str | None, status: str, offset: int, limit: int) -> dict:
+                      as_of: str | None, status: str, offset: int, limit: int,
+                      in_project: str | None) -> dict:
         """A page of memories, newest first, with filters; total counts every match."""
         return self.eng.list_memories(memory_type, task_id, [tag] if tag else None, parse_time(as_of),
-                                      status, offset, limit, user_id=ctx.user_id)
+                                      status, offset, limit, user_id=ctx.user_id, in_project=in_project)
 
     def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool) -> dict:
         m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)

@@ -297,7 +297,7 @@ def _render_recall(r: dict) -> str:
     for i, m in enumerate(r["memories"], 1):
         pin = " (latest handoff)" if m.get("pinned") else ""
         lines.append(f"{i:>2}. [{m['memory_type']}] {_indent(m['content'], '    ')}{pin}")
-        lines.append(f"    id {m['id']}  score {m['score']:.3f}  {_day(m.get('created_at'))}")
+        lines.append(f"    id {m['id']}  score {m['score']:.3f}  {_day(m.get('created_at'))}  {_where(m)}")
         if m.get("explain"):
             lines.append(f"    explain: {json.dumps(m['explain'])}")
     for f in r.get("related_failures") or []:
@@ -313,9 +313,14 @@ def _render_forget(r: dict) -> str:
         "".join(f"\n  {i}" for i in ids)
 
 
+def _where(row: dict) -> str:
+    """Which project a memory or task belongs to, as the CLI prints it."""
+    return f"project {row['project']}" if row.get("project") else "global"
+
+
 def _task_line(t: dict) -> str:
     goal = f" - {t['goal']}" if t.get("goal") else ""
-    return f"{t['id']}  [{t['status']}]  {t['name']}{goal}"
+    return f"{t['id']}  [{t['status']}]  {t['name']}{goal}  ({_where(t)})"
 
 
 def _render_task_view(r: dict) -> str:
@@ -341,6 +346,14 @@ def _render_tasks(r: dict) -> str:
             la = t["last_activity"]
             lines.append(f"    last: {_day(la['at'])} [{la['memory_type']}] {_indent(la['content'][:100], '      ')}")
     return "\n".join(lines) or "no tasks"
+
+
+def _render_projects(r: dict) -> str:
+    lines = [f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  {p['memories']} memories, {p['tasks']} tasks"
+             for p in r["projects"]]
+    if r.get("current") and all(p["id"] != r["current"] for p in r["projects"]):
+        lines.append(f"* {r['current']}  (this directory's; nothing stored yet)")
+    return "\n".join(lines) or "no project holds anything yet (every row is global)"
 
 
 def _plan_lines(plan: list[dict]) -> list[str]:
@@ -509,6 +522,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "update_task": _task_line,
     "get_task": _render_task_view,
     "list_tasks": _render_tasks,
+    "list_projects": _render_projects,
     "session_handoff": _render_handoff,
     "resume_task": lambda r: r["context"],
     "memory_prompt": lambda r: r["prompt"].rstrip("\n"),
@@ -552,31 +566,36 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
     if session is not None and not 1 <= len(session.strip()) <= 200:
         raise CliError("--session must be 1 to 200 characters")
     session_id = session.strip() if session else f"cli-{uuid.uuid4().hex}"
+    from .project import detect_project
+    project = detect_project()  # the working directory's (docs/projects.md); ENGRAM_PROJECT overrides
+    proj, branch = (project.id, project.branch) if project else (None, None)
     if api_factory is None:
         from .server.backend import daemon_command
         from .server.rpc import RpcClient, server_running
         if allow_model_change and not server_running(settings.socket_path):
             # `reindex --reembed` after changing ENGRAM_MODEL: a daemon refuses a store embedded
             # with another model, so this one command opens the store itself.
-            return _in_process(settings, user, session_id)
+            return _in_process(settings, user, session_id, proj, branch)
         # The daemon owns the file (DuckDB allows one writer) and keeps the model loaded between
         # commands: go through it, starting it when none runs, as the stdio server does.
         client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
-                           client="cli", user_id=user, store=settings.store, timeout=CLI_TIMEOUT)
+                           client="cli", user_id=user, store=settings.store, timeout=CLI_TIMEOUT,
+                           project=proj, branch=branch)
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
     api = api_factory(settings)  # the caller keeps ownership of it
-    ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
+    ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid(), project=proj, branch=branch)
     return _Conn(lambda op, args: api.call(op, args, ctx),
                  lambda: api.eng.end_session(session_id, clean=True, user_id=user))
 
 
-def _in_process(settings: Settings, user: str | None, session_id: str) -> _Conn:
+def _in_process(settings: Settings, user: str | None, session_id: str, project: str | None,
+                branch: str | None) -> _Conn:
     """An engine of this process's own, opened to re-embed a store made with another model."""
     from .api import Api
     from .engram import Engram
     eng = Engram(None, settings=settings, allow_model_change=True)  # database_url, else the file
     api = Api(eng)
-    ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid())
+    ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid(), project=project, branch=branch)
 
     def close() -> None:
         try:

@@ -14,7 +14,8 @@ import numpy as np
 
 from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
-from .types import TASK_STATUSES, EngramError, Hit, Memory, NotFound, Session, Task, check_tags
+from .project import check_project
+from .types import NO_PROJECT, TASK_STATUSES, EngramError, Hit, Memory, NotFound, Scope, Session, Task, check_tags
 
 from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 OPEN_TASK_STATUSES = ("open", "in_progress", "blocked")
@@ -254,7 +255,9 @@ class ContinuityMixin:
 
     # -- tasks ---------------------------------------------------------------
     def create_task(self, name: str, goal: str = "", metadata: dict | None = None,
-                    user_id: str | None = None, session_id: str | None = None) -> Task:
+                    user_id: str | None = None, session_id: str | None = None,
+                    project: str | None = None) -> Task:
+        """A new open task of `project` (None: of no project, listed in every project)."""
         name = self.redact(_short(name, "name", 500))
         goal = self.redact(_short(goal, "goal", 5000, required=False))
         if metadata is not None and not isinstance(metadata, dict):
@@ -262,7 +265,7 @@ class ContinuityMixin:
         now = self.clock.now()
         t = Task(id="t-" + uuid.uuid4().hex[:12], name=name, goal=goal, status="open",
                  metadata=self.redact.value(metadata or {}), user_id=self._user(user_id),
-                 created_at=now, updated_at=now)
+                 created_at=now, updated_at=now, project=check_project(project))
         with self._lock:
             self.store_db.insert_task(t)
             self._session_task(session_id, t.id)
@@ -300,18 +303,20 @@ class ContinuityMixin:
             self._session_task(session_id, task_id)
             return self.store_db.get_task(task_id)
 
-    def list_tasks(self, status: str | None = None, user_id: str | None = None) -> list[Task]:
+    def list_tasks(self, status: str | None = None, user_id: str | None = None,
+                   scope: Scope = NO_PROJECT) -> list[Task]:
+        """The user's tasks seen in `scope` (default: those of no project)."""
         if status is not None and status not in TASK_STATUSES:
             raise EngramError(f"status must be one of {', '.join(TASK_STATUSES)}")
-        return self.store_db.list_tasks(self._user(user_id), status)
+        return self.store_db.list_tasks(self._user(user_id), status, scope)
 
     def task_overview(self, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None) -> list[dict]:
-        """Tasks with their last activity: open ones (open, in_progress, blocked) first, then
-        each group by last activity, newest first."""
+                      user_id: str | None = None, scope: Scope = NO_PROJECT) -> list[dict]:
+        """Tasks seen in `scope` with their last activity: open ones (open, in_progress,
+        blocked) first, then each group by last activity, newest first."""
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
-        tasks = self.list_tasks(status, user_id)
+        tasks = self.list_tasks(status, user_id, scope)
         if not tasks:
             return []
         last = self.store_db.task_last_activity(tasks[0].user_id)
@@ -381,8 +386,10 @@ class ContinuityMixin:
 
     # -- sessions ------------------------------------------------------------
     def touch_session(self, session_id: str, user_id: str | None = None, client: str = "",
-                      pid: int | None = None) -> None:
-        """Register a session or refresh its heartbeat. Called on every request.
+                      pid: int | None = None, project: str | None = None,
+                      branch: str | None = None) -> None:
+        """Register a session or refresh its heartbeat. Called on every request. A new session
+        records the project and branch its client works in.
 
         A busy session's heartbeat is written at most every tenth of the heartbeat timeout:
         that keeps it far from stale and spares most requests a write.
@@ -401,7 +408,8 @@ class ContinuityMixin:
             if s is None:
                 s = Session(id=session_id, user_id=user, client=client or "", pid=pid,
                             status="active", started_at=now, last_heartbeat=now, ended_at=None,
-                            task_id=None, outcome=None, outcome_notes=None, reported=False)
+                            task_id=None, outcome=None, outcome_notes=None, reported=False,
+                            project=project, branch=branch)
                 self.store_db.upsert_session(s)
                 # A new session is written anyway: the moment to retire silent ones (not on reads).
                 self.expire_stale_sessions()
@@ -484,7 +492,8 @@ class ContinuityMixin:
             "last_progress": self._timeline_entry(prog) if prog else None,
         }
 
-    def take_interrupted(self, user_id: str | None = None, exclude: str | None = None) -> list[dict]:
+    def take_interrupted(self, user_id: str | None = None, exclude: str | None = None,
+                         scope: Scope = NO_PROJECT) -> list[dict]:
         """Interrupted sessions not reported yet, each with its task and last progress; reported once.
 
         A session silent for longer than the heartbeat timeout counts as interrupted without
@@ -492,7 +501,7 @@ class ContinuityMixin:
         """
         user = self._user(user_id)
         with self._lock:
-            rows = self.store_db.unreported_interruptions(user, self._stale_cutoff(), exclude)
+            rows = self.store_db.unreported_interruptions(user, self._stale_cutoff(), exclude, scope)
             out = [self._interrupted_entry(s) for s in rows]
             for s in rows:  # reported once: the one write a recall may make, only when there is news
                 self.store_db.update_session(s.id, reported=True)
@@ -515,6 +524,10 @@ class ContinuityMixin:
             self.outcomes = self.store_db.session_outcomes()
             return self.store_db.get_session(session_id)
 
+    def projects(self, user_id: str | None = None) -> list[dict]:
+        """The projects the user's live memories and tasks belong to: {id, memories, tasks}."""
+        return [{"id": p, "memories": m, "tasks": t} for p, m, t in self.store_db.projects(self._user(user_id))]
+
     def list_sessions(self, user_id: str | None = None) -> list[Session]:
         return self.store_db.user_sessions(self._user(user_id))
 
@@ -523,11 +536,19 @@ class ContinuityMixin:
         if task_id is not None:
             self.get_task_row(task_id, user_id)
 
+    def _record_project(self, task_id: str | None, user_id: str | None, project: str | None) -> str | None:
+        """The project a handoff, failure or progress record belongs to: its task's (so a task's
+        story stays together wherever it is written from), else the caller's. Checks the task."""
+        if task_id is None:
+            return project
+        return self.get_task_row(task_id, user_id).project
+
     def handoff(self, summary: str, completed: Sequence[str] | None = None,
                 in_progress: Sequence[str] | None = None, blocked: Sequence[str] | None = None,
                 next_steps: Sequence[str] | None = None, task_id: str | None = None,
                 user_id: str | None = None, session_id: str | None = None,
-                checkpoint: dict | None = None, tags: Sequence[str] | None = None) -> Memory:
+                checkpoint: dict | None = None, tags: Sequence[str] | None = None,
+                project: str | None = None) -> Memory:
         """A handoff; `checkpoint`: an automatic one's record (engram.lifecycle), kept beside the
         document, whose `step_statuses` give each next step the status the agent's todo list gave it."""
         doc = {"summary": self.redact(_short(summary, "summary", 10_000)),
@@ -539,16 +560,17 @@ class ContinuityMixin:
         if checkpoint is not None:
             metadata["checkpoint"] = self.redact.value(checkpoint)
         with self._lock:
-            self._check_task(task_id, user_id)
+            project = self._record_project(task_id, user_id, project)
             res = self.store(render_handoff(doc), memory_type="handoff", importance=0.8,
                              task_id=task_id, metadata=metadata, user_id=user_id, tags=tags,
-                             session_id=session_id, resolve_conflicts=False, chunk=False)
+                             session_id=session_id, resolve_conflicts=False, chunk=False, project=project)
             self._session_task(session_id, task_id)
             return res.memory
 
     def track_failure(self, error: str, component: str, root_cause: str = "",
                       task_id: str | None = None, fix: str | None = None,
-                      user_id: str | None = None, session_id: str | None = None):
+                      user_id: str | None = None, session_id: str | None = None,
+                      project: str | None = None):
         doc = {"error": _short(error, "error", 10_000), "component": _short(component, "component", 200),
                "root_cause": _short(root_cause, "root_cause", 10_000, required=False),
                "fix": _short(fix, "fix", 10_000, required=False)}
@@ -557,17 +579,17 @@ class ContinuityMixin:
             if value:  # a full stop between the parts, so they do not read as one run-on sentence
                 text = f"{text if text.endswith(SENTENCE_ENDS) else text + '.'} {label}: {value}"
         with self._lock:
-            self._check_task(task_id, user_id)
+            project = self._record_project(task_id, user_id, project)
             res = self.store(text, memory_type="failure", importance=0.6, task_id=task_id,
                              tags=[f"component:{doc['component'].lower()}"],
                              metadata={"failure": self.redact.value(doc)}, user_id=user_id,
-                             session_id=session_id, chunk=False)
+                             session_id=session_id, chunk=False, project=project)
             self._session_task(session_id, task_id)
             return res
 
     def track_progress(self, feature: str, status: str, completion: float | None = None,
                        task_id: str | None = None, notes: str = "", user_id: str | None = None,
-                       session_id: str | None = None) -> Memory:
+                       session_id: str | None = None, project: str | None = None) -> Memory:
         feature = _short(feature, "feature", 2000)
         if status not in PROGRESS_STATUSES:
             raise EngramError(f"status must be one of {', '.join(PROGRESS_STATUSES)}; got {status!r}")
@@ -581,10 +603,10 @@ class ContinuityMixin:
                "notes": self.redact(notes)}
         text = progress_text(doc)
         with self._lock:
-            self._check_task(task_id, user_id)
+            project = self._record_project(task_id, user_id, project)
             res = self.store(text, memory_type="progress", importance=0.5, task_id=task_id,
                              metadata={"progress": doc}, user_id=user_id, session_id=session_id,
-                             resolve_conflicts=False, chunk=False)
+                             resolve_conflicts=False, chunk=False, project=project)
             self._session_task(session_id, task_id)
             return res.memory
 
@@ -879,9 +901,9 @@ class ContinuityMixin:
             files.extend(f.rstrip(".") for f in _FILE.findall(text))
         return {"files": _unique(files), "components": _unique(components)}
 
-    def prompt_block(self, user_id: str | None = None, limit: int = 10) -> str:
-        """The memory rules for CLAUDE.md / AGENTS.md, followed by the open tasks' state."""
-        tasks = [t for t in self.task_overview(user_id=user_id, limit=1000)
+    def prompt_block(self, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
+        """The memory rules for CLAUDE.md / AGENTS.md, followed by the state of the open tasks seen in `scope`."""
+        tasks = [t for t in self.task_overview(user_id=user_id, limit=1000, scope=scope)
                  if t["status"] in OPEN_TASK_STATUSES][:limit]
         lines = [MEMORY_RULES.rstrip()]
         if tasks:
@@ -900,22 +922,22 @@ class ContinuityMixin:
                        task_id: str | None = None, tags: Sequence[str] | None = None,
                        as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                        user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0) -> dict:
+                       min_share: float = 0.0, scope: Scope = NO_PROJECT) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
         failures of components the hits concern, and sessions that were interrupted.
 
         The pinned handoff is held to the request like any hit: it has the type and one of the
         tags asked for, belongs to the task asked for (or, with no task, is relevant to the
-        query), and counts towards `limit`."""
+        query), and counts towards `limit`. Everything it reads is what `scope` sees."""
         user = self._user(user_id)
         tags = check_tags(tags) or None  # one string is one tag, not its characters
         with self._lock:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,
-                               min_share=min_share)
+                               min_share=min_share, scope=scope)
             handoff = None
             if memory_type in (None, "handoff") and as_of is None:
-                handoff = self._relevant_handoff(query, user, task_id, tags)
+                handoff = self._relevant_handoff(query, user, task_id, tags, scope)
             memories = [self.hit_dict(h) for h in hits]
             if handoff is not None:
                 memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
@@ -927,8 +949,9 @@ class ContinuityMixin:
                 "memories": memories,
                 "handoff": self.handoff_view(handoff) if handoff else None,
                 "related_failures": self._related_failures(
-                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else []),
-                "interrupted_sessions": self.take_interrupted(user, exclude=session_id),
+                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else [],
+                    scope=scope),
+                "interrupted_sessions": self.take_interrupted(user, exclude=session_id, scope=scope),
             }
 
     def hit_dict(self, h: Hit) -> dict:
@@ -940,14 +963,14 @@ class ContinuityMixin:
         return d
 
     def _relevant_handoff(self, query: str, user: str, task_id: str | None,
-                          tags: tuple[str, ...] | None) -> Memory | None:
+                          tags: tuple[str, ...] | None, scope: Scope) -> Memory | None:
         if task_id is not None:
             return self.latest_handoff(user, task_id, tags)
         open_tasks = {t.id for t in self.store_db.list_tasks(user)
                       if t.status not in ("done", "abandoned")}
         # recall's relevance floor applies: no handoff is pinned for a query it does not answer.
         cands = self.recall(query, limit=5, memory_type="handoff", tags=tags, user_id=user,
-                            reinforce=False)
+                            reinforce=False, scope=scope)
         cands = [h for h in cands if h.memory.task_id is None or h.memory.task_id in open_tasks]
         if not cands:
             return None
@@ -960,10 +983,11 @@ class ContinuityMixin:
         return chosen
 
     def _related_failures(self, hits: list[Hit], user: str, task_ids: Sequence[str] = (),
-                          limit: int = 5) -> list[dict]:
-        """Earlier failures of the components the hits concern, and of the tasks they belong to."""
+                          limit: int = 5, scope: Scope = NO_PROJECT) -> list[dict]:
+        """Earlier failures (seen in `scope`) of the components the hits concern, and of the
+        tasks they belong to (a task's own failures are its, whatever the scope)."""
         components: list[str] = []
-        known = self._known_components(user)
+        known = self._known_components(user, scope)
         for h in hits:
             m = h.memory
             comp = (document(m, "failure") or {}).get("component")
@@ -974,7 +998,7 @@ class ContinuityMixin:
         tasks = list(dict.fromkeys([*task_ids, *(h.memory.task_id for h in hits if h.memory.task_id)]))
         out: dict[str, dict] = {}
         for comp in dict.fromkeys(components):
-            for m in self.store_db.active_failures_tagged(user, f"component:{comp}"):
+            for m in self.store_db.active_failures_tagged(user, f"component:{comp}", scope):
                 out.setdefault(m.id, self._failure_entry(m))
         for t in tasks:
             for m in self.store_db.active_failures_of_task(user, t):
@@ -988,6 +1012,6 @@ class ContinuityMixin:
         return {"id": m.id, "content": m.content, "created_at": m.created_at.isoformat(),
                 "task_id": m.task_id, **doc, "component": doc["component"].lower()}
 
-    def _known_components(self, user: str) -> list[str]:
-        tags = self.store_db.active_failure_tags(user, "component:")
+    def _known_components(self, user: str, scope: Scope) -> list[str]:
+        tags = self.store_db.active_failure_tags(user, "component:", scope)
         return [t.split(":", 1)[1] for t in tags if len(t) > len("component:") + 2]

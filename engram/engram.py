@@ -32,7 +32,8 @@ from .redact import Redactor
 from .ops import refuse_unknown
 from .retrieve import REFERENCE_TEXTS, Weights, rank
 from .store import MemoryStore, open_store
-from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound,
+from .project import check_project
+from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound, NO_PROJECT, Scope,
                     StoreResult, check_tags)
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
@@ -429,7 +430,8 @@ class Engram(ContinuityMixin):
               metadata: dict | None = None, provenance: Sequence[str] = (),
               user_id: str | None = None, session_id: str | None = None, pinned: bool = False,
               created_at: datetime | None = None, resolve_conflicts: bool = True,
-              conversation: str | None = None, chunk: bool = True) -> StoreResult:
+              conversation: str | None = None, chunk: bool = True,
+              project: str | None = None) -> StoreResult:
         """Store one memory, resolving it against what is already known.
 
         Returns the action taken (new, reinforce, merge, replace) and the memory touched.
@@ -437,14 +439,16 @@ class Engram(ContinuityMixin):
         False (a handoff, failure or progress record is one memory however long). `conversation`
         marks the memory as a turn of that conversation (a chat import): turns of one
         conversation are searched with the turns just before them; a memory without one stands
-        alone.
+        alone. `project`: the project it belongs to (None: none, seen from every project); it is
+        resolved only against memories of the same project, so one project's convention never
+        replaces another's.
         """
         return self.store_many([dict(content=content, memory_type=memory_type, importance=importance,
                                      tags=tags, task_id=task_id, metadata=metadata,
                                      provenance=provenance, user_id=user_id, session_id=session_id,
                                      pinned=pinned, created_at=created_at,
                                      resolve_conflicts=resolve_conflicts,
-                                     conversation=conversation, chunk=chunk)])[0]
+                                     conversation=conversation, chunk=chunk, project=project)])[0]
 
     def _prepare(self, item: dict) -> dict:
         s = self.settings
@@ -475,6 +479,7 @@ class Engram(ContinuityMixin):
             resolve_conflicts=bool(item.get("resolve_conflicts", True)),
             conversation=check_conversation(item.get("conversation")),
             chunk=bool(item.get("chunk", True)),
+            project=check_project(item.get("project")),
         )
 
     def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
@@ -562,7 +567,8 @@ class Engram(ContinuityMixin):
         peers = same_type = np.zeros(0, dtype=np.int64)
         sims = None
         if user_code is not None and idx.n:
-            mine = idx.alive[: idx.n] & (idx.user[: idx.n] == user_code) & (idx.status[: idx.n] == 0)
+            mine = idx.alive[: idx.n] & (idx.user[: idx.n] == user_code) & (idx.status[: idx.n] == 0) \
+                & idx.in_project(p["project"], exact=True)
             same = mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"]))
             peers, same_type = np.flatnonzero(mine), np.flatnonzero(same)
             if self._batch is not None:
@@ -595,7 +601,8 @@ class Engram(ContinuityMixin):
                      last_recalled_at=None, user_id=p["user_id"], task_id=p["task_id"],
                      session_id=p["session_id"], tags=p["tags"], metadata=p["metadata"],
                      provenance=p["provenance"], status="active", valid_from=now,
-                     pinned=p["pinned"], updated_at=now, conversation=p["conversation"])
+                     pinned=p["pinned"], updated_at=now, conversation=p["conversation"],
+                     project=p["project"])
         edges = []
         if sims is not None and len(peers):
             edges = nearest_edges(mem.id, sims, self.index.ids, peers,
@@ -688,7 +695,7 @@ class Engram(ContinuityMixin):
     # -- read path -----------------------------------------------------------
     def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
                 tags: Sequence[str] | str | None = None, user_id: str | None = None,
-                session_id: str | None = None) -> dict:
+                session_id: str | None = None, scope: Scope = NO_PROJECT) -> dict:
         """One ready-to-read <memory> block within `max_tokens`: the latest handoff with its next
         steps' status, then the relevant memories, then pitfalls, each kept only if it still fits.
         `tags`: only memories (and a handoff) with at least one of them.
@@ -699,7 +706,7 @@ class Engram(ContinuityMixin):
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
         r = self.recall_context(query, limit=limit, task_id=task_id, tags=check_tags(tags) or None,
                                 user_id=user_id, session_id=session_id,
-                                min_share=self.settings.context_min_share)
+                                min_share=self.settings.context_min_share, scope=scope)
         text, ids = pack_context(r, max_tokens)
         return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
                 "interrupted_sessions": r["interrupted_sessions"]}
@@ -725,10 +732,13 @@ class Engram(ContinuityMixin):
                task_id: str | None = None, tags: Sequence[str] | None = None,
                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
-               exclude_types: Sequence[str] = (), min_share: float = 0.0) -> list[Hit]:
+               exclude_types: Sequence[str] = (), min_share: float = 0.0,
+               scope: Scope = NO_PROJECT) -> list[Hit]:
         """Hybrid search. Every memory returned is reinforced (unless reinforce=False); a query
         nothing stored is relevant to returns nothing (see retrieve's relevance floor).
-        min_share: return only hits scoring at least this share of the best hit's score."""
+        min_share: return only hits scoring at least this share of the best hit's score.
+        scope: the project whose memories (with those of no project) are searched; the default,
+        no project, searches only the memories of no project (engram.types.Scope)."""
         check_text(query, "query", 10_000)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -749,7 +759,7 @@ class Engram(ContinuityMixin):
             self.catch_up()
             now = self.clock.now()
             idx = self.index
-            mask = idx.mask(user, memory_type, task_id, tags, as_of)
+            mask = idx.mask(user, memory_type, task_id, tags, as_of, scope=scope)
             for t in exclude_types:
                 mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
             failures = {idx.sessions[s]: f for s, (_, f) in self.outcomes.items() if s in idx.sessions}
@@ -785,8 +795,9 @@ class Engram(ContinuityMixin):
 
     # -- forget --------------------------------------------------------------
     def forget(self, memory_id: str | None = None, query: str | None = None,
-               user_id: str | None = None, dry_run: bool = False) -> list[str]:
-        """Delete a memory by id, or every memory that contains all the words of `query`.
+               user_id: str | None = None, dry_run: bool = False, scope: Scope = NO_PROJECT) -> list[str]:
+        """Delete a memory by id (any project's), or every memory in `scope` that contains all
+        the words of `query`.
 
         Irreversible: the rows, their edges and history go, and so do the derived indexes' entries.
         """
@@ -799,19 +810,19 @@ class Engram(ContinuityMixin):
             else:
                 check_text(query, "query", 10_000)
                 self.catch_up(force=True)
-                ids = self._matching_all_terms(query, user)
+                ids = self._matching_all_terms(query, user, scope)
             if dry_run or not ids:
                 return ids
             self._delete(ids)
             return ids
 
-    def _matching_all_terms(self, query: str, user: str) -> list[str]:
+    def _matching_all_terms(self, query: str, user: str, scope: Scope) -> list[str]:
         from .lexical import tokenize
         terms = set(tokenize(query, query=True))
         if not terms:
             raise EngramError("query has no searchable words")
         idx = self.index
-        mask = idx.mask(user, statuses=("active", "superseded", "consolidated"))
+        mask = idx.mask(user, statuses=("active", "superseded", "consolidated"), scope=scope)
         rows = None
         for t in terms:
             p = idx.bm25.rows_with(t)
@@ -832,9 +843,10 @@ class Engram(ContinuityMixin):
     def list_memories(self, memory_type: str | None = None, task_id: str | None = None,
                       tags: Sequence[str] | None = None, as_of: datetime | None = None,
                       status: str = "active", offset: int = 0, limit: int = 50,
-                      user_id: str | None = None) -> dict:
+                      user_id: str | None = None, in_project: str | None = None) -> dict:
         """One page of the user's memories, newest first, filtered from the derived index (no scan
-        of the table, so a page costs the same at 100k memories), each with its strength now."""
+        of the table, so a page costs the same at 100k memories), each with its strength now.
+        in_project: None every project's; "" only those of no project; else only that project's."""
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= 10**9:
             raise EngramError(f"offset must be a whole number from 0 to 1000000000, got {offset!r}")
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 500:
@@ -849,8 +861,11 @@ class Engram(ContinuityMixin):
         with self._lock:
             self.catch_up()
             idx = self.index
-            rows = np.flatnonzero(idx.mask(user, memory_type, task_id, tags, as_of,
-                                           listable if status == "any" else (status,)))
+            eligible = idx.mask(user, memory_type, task_id, tags, as_of,
+                                listable if status == "any" else (status,))
+            if in_project is not None:
+                eligible &= idx.in_project(in_project or None, exact=True)
+            rows = np.flatnonzero(eligible)
             # Newest first; the row number breaks ties (rows are appended in creation order).
             order = np.lexsort((-rows, -idx.created[rows]))
             page = [idx.ids[r] for r in rows[order][offset:offset + limit]]
@@ -863,7 +878,7 @@ class Engram(ContinuityMixin):
         return {"id": m.id, "content": m.content, "memory_type": m.memory_type, "status": m.status,
                 "importance": m.importance, "tags": list(m.tags), "task_id": m.task_id,
                 "pinned": m.pinned, "created_at": m.created_at.isoformat(),
-                "recall_count": m.recall_count,
+                "recall_count": m.recall_count, "project": m.project,
                 "strength": round(memory_strength(m, now), 6)}
 
     def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:

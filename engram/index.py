@@ -24,7 +24,7 @@ import numpy as np
 
 from .decay import SECONDS_PER_DAY, memory_stability
 from .lexical import BM25Index
-from .types import MEMORY_TYPES, Memory
+from .types import MEMORY_TYPES, Memory, Scope
 
 STATUS_CODES = {"active": 0, "superseded": 1, "consolidated": 2}
 
@@ -96,7 +96,7 @@ class MemoryIndex:
         self.ids: list[str | None] = []
         self.texts: list[str | None] = []  # content per row, so write-time resolution needs no read
         self.row_of: dict[str, int] = {}
-        self.users, self.tasks, self.sessions = _Codes(), _Codes(), _Codes()
+        self.users, self.tasks, self.sessions, self.projects = _Codes(), _Codes(), _Codes(), _Codes()
         self.tag_rows: dict[str, set[int]] = {}
         self.row_tags: dict[int, tuple[str, ...]] = {}
         self.bm25 = BM25Index()
@@ -126,6 +126,7 @@ class MemoryIndex:
         grow("mtype", np.int8, -1)
         grow("task", np.int32, -1)
         grow("session", np.int32, -1)
+        grow("project", np.int32, -1)  # -1: no project
         grow("importance", np.float64, 0.0)
         grow("recall", np.float64, 0.0)
         grow("stability", np.float64, 1.0)  # days (decay.py)
@@ -193,6 +194,7 @@ class MemoryIndex:
         self.mtype[row] = MEMORY_TYPES.index(m.memory_type)
         self.task[row] = self.tasks.code(m.task_id)
         self.session[row] = self.sessions.code(m.session_id)
+        self.project[row] = self.projects.code(m.project)
         self.importance[row] = m.importance
         self.recall[row] = m.recall_count
         self.stability[row] = memory_stability(m)
@@ -378,7 +380,8 @@ class MemoryIndex:
 
     def mask(self, user_id: str, memory_type: str | None = None, task_id: str | None = None,
              tags: tuple[str, ...] | None = None, as_of: datetime | None = None,
-             statuses: tuple[str, ...] = ("active",)) -> np.ndarray:
+             statuses: tuple[str, ...] = ("active",), scope: Scope | None = None) -> np.ndarray:
+        """Rows eligible for a read; `scope` None: every project's (engram.types.Scope)."""
         n = self.n
         uc = self.users.get(user_id)
         if uc is None:
@@ -391,6 +394,8 @@ class MemoryIndex:
             m &= np.isin(self.status[:n], [STATUS_CODES[s] for s in statuses])
         if memory_type is not None:
             m &= self.mtype[:n] == MEMORY_TYPES.index(memory_type)
+        if scope is not None and not scope.everything:
+            m &= self.in_project(scope.project)
         if task_id is not None:
             tc = self.tasks.get(task_id)
             m &= self.task[:n] == (-2 if tc is None else tc)
@@ -403,6 +408,16 @@ class MemoryIndex:
                 tm[list(rows)] = True
             m &= tm
         return m
+
+    def in_project(self, project: str | None, exact: bool = False) -> np.ndarray:
+        """Rows of `project` and of no project (exact: of `project` only; None: of no project)."""
+        n = self.n
+        none = self.project[:n] == -1
+        if project is None:
+            return none
+        pc = self.projects.get(project)
+        own = self.project[:n] == (-2 if pc is None else pc)
+        return own if exact else own | none
 
     def cosine(self, q: np.ndarray) -> np.ndarray:
         """Dot product of q with every row's own vector (a full scan, for maintenance)."""

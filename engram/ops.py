@@ -138,6 +138,13 @@ TAGS = Param("tags", Items, "Short labels to filter by later, e.g. ['auth', 'db'
 METADATA = Param("metadata", dict[str, Any] | None, "Extra JSON kept with the memory.", None)
 TOKENS = {"ge": 50, "le": 100_000}
 TASK_ID = Param("task_id", str | None, "Id from create_task (t-...); links this to that task.", None, flag="--task")
+# Projects (docs/projects.md): a read sees the caller's project plus what belongs to no project;
+# all_projects widens it. A write belongs to the caller's project unless scope is "global".
+ALL_PROJECTS = Param("all_projects", bool, (
+    "Search every project's memories and tasks, not only this project's and the global ones."), False)
+SCOPE = Param("scope", Literal["project", "global"], (
+    "project (default): belongs to the project you work in; global: seen from every project "
+    "(e.g. a preference of the user's)."), "project")
 
 
 # ---------------------------------------------------------------- the operations
@@ -153,6 +160,7 @@ OPS_LIST = (
         Param("as_of", str | None, "ISO date/time: answer as the memory stood then (no reinforcement).", None),
         Param("mode", SearchModeT, "hybrid (default), bm25 (exact words) or vector.", "hybrid"),
         Param("explain", bool, "Include each hit's score breakdown.", False),
+        ALL_PROJECTS,
     ), mcp="read", title="Recall memories", description="""\
 Search long-term memory. Call at the start of every task and whenever you need a fact, decision,
 convention or past failure you may have learned before.
@@ -161,7 +169,9 @@ Returns {memories: [{id, content, memory_type, score, quality_score, created_at,
 handoff (the latest relevant session handoff with each next step checked against later work,
 or null), related_failures (known pitfalls of the components involved), interrupted_sessions
 (earlier sessions that ended without a clean exit, each reported once: resume their work)}.
-The latest relevant handoff is pinned first in memories. Recalled memories are reinforced.""",
+The latest relevant handoff is pinned first in memories. Recalled memories are reinforced.
+You see the memories of the project you work in and those of no project (all_projects: every
+project's).""",
        http=Http("POST", "/search", "Hybrid search with continuity context"),
        cli=(Cli(("recall",), "Search memories by meaning and keywords.", positional=("query",)),)),
 
@@ -179,6 +189,7 @@ The latest relevant handoff is pinned first in memories. Recalled memories are r
             "Only for turns of a conversation (e.g. importing a chat): the conversation's id. Turns "
             "of one conversation are searched with the turns just before them; leave it out for "
             "a self-contained memory."), None),
+        SCOPE,
     ), mcp="write_idempotent", title="Store a memory", description="""\
 Remember something worth knowing in a later session: a decision and its reason, a project
 convention, a user preference, a working command, a lesson learned. Write it so it makes sense
@@ -207,6 +218,8 @@ Returns {action: "update", memory_id, content, previous_id}.""",
         Param("memory_id", str | None, "Id of one memory to delete.", None),
         Param("query", str | None, "Delete every memory containing all these words.", None),
         Param("dry_run", bool, "Only list what would be deleted.", False),
+        Param("all_projects", bool, "With query: match every project's memories, not only this "
+              "project's and the global ones.", False),
     ), mcp="destructive", title="Forget memories", description="""\
 Permanently delete memories: give exactly one of memory_id or query. Use it when the user asks
 you to forget something or a memory holds data that must not be kept; use update_memory to
@@ -223,6 +236,7 @@ Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
         Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
         Param("tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None,
               flag="--tag"),
+        ALL_PROJECTS,
     ), mcp="read", title="Get context block", description="""\
 Like recall_memory, but returns one ready-to-read <memory> text block that fits a token budget:
 the latest handoff with next-step status, relevant memories, then pitfalls. Use it to prime
@@ -250,6 +264,7 @@ next step against work done since. Returns {handoff_id, memory_id, task_id, crea
         Param("name", str, "Short name of the piece of work."),
         Param("goal", str, "What done looks like.", ""),
         Param("metadata", dict[str, Any] | None, "Extra JSON (e.g. branch, issue).", None),
+        SCOPE,
     ), mcp="write", title="Create a task", description="""\
 Start tracking work that may span sessions (a feature, a bug, a migration). Pass the returned
 task_id to store_memory, track_progress, track_failure and session_handoff so get_task can show
@@ -289,14 +304,16 @@ For a compact continuation use resume_task.""",
         Param("status", TaskStatusT | None,
               "Only tasks with this status (open, in_progress, blocked, done, abandoned).", None),
         Param("limit", int, "Most tasks to return (1-1000).", 50, ge=1, le=1000),
+        ALL_PROJECTS,
     ), mcp="read", title="List tasks", description="""\
 The tasks you can resume, when you start fresh and do not know their ids: open ones
 (open, in_progress, blocked) first, each group by last activity, newest first.
 Returns {tasks: [{id, name, goal, status, last_activity_at, last_activity: {at,
-memory_type, content}, ...}]}. Then call resume_task(task_id).""",
+memory_type, content}, ...}]}: the project you work in and those of no project
+(all_projects: every project's). Then call resume_task(task_id).""",
        http=Http("GET", "/tasks", "List tasks, open first, with their last activity (?status=, ?limit=)",
-                 query=("status", "limit")),
-       cli=(Cli(("task", "list"), "List tasks, newest first.", params=("status",)),
+                 query=("status", "limit", "all_projects")),
+       cli=(Cli(("task", "list"), "List tasks, newest first.", params=("status", "all_projects")),
             Cli(("tasks",), "List tasks, open ones first, with their last activity."))),
 
     Op("resume_task", (
@@ -381,8 +398,11 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
     # Not MCP tools: the CLI, the HTTP API and the daemon's clients use them.
     Op("get_memory", (Param("memory_id", str, "Id of the memory."),),
        http=Http("GET", "/memories/{memory_id}", "One memory with its history")),
-    Op("memory_prompt", cli=(Cli(("prompt",), "Print the memory rules for CLAUDE.md / AGENTS.md with the "
-                                 "open tasks' state."),)),
+    Op("memory_prompt", (ALL_PROJECTS,),
+       cli=(Cli(("prompt",), "Print the memory rules for CLAUDE.md / AGENTS.md with the "
+                "open tasks' state."),)),
+    Op("list_projects", http=Http("GET", "/projects", "The projects the caller's memories and tasks belong to"),
+       cli=(Cli(("projects",), "List the projects memories and tasks belong to, with their counts."),)),
     Op("export_memories", (Param("path", str, "File to write."),),
        cli=(Cli(("export",), "Write the user's memories, tasks, sessions and edges to a JSON Lines file.",
                 positional=("path",)),)),
@@ -410,9 +430,11 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
               "active (default), superseded, consolidated or any.", "active"),
         Param("offset", int, "Matches to skip (paging).", 0, ge=0, le=1_000_000_000),
         Param("limit", int, "Memories per page (1-500).", 50, ge=1, le=500),
+        Param("in_project", str | None, "Only memories of this project (an id from GET /projects); "
+              "empty: only those of no project; left out: every project's.", None),
     ), http=Http("GET", "/memories", "A page of memories, newest first "
-                 "(?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=)",
-                 query=("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit"))),
+                 "(?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=, ?in_project=)",
+                 query=("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit", "in_project"))),
     Op("pin_memory", (
         Param("memory_id", str, "Id of the memory."),
         Param("pinned", bool, "false unpins.", True),

@@ -22,11 +22,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Project", "detect_project", "normalise_remote"]
+from .errors import EngramError
+
+__all__ = ["MAX_PROJECT_CHARS", "Project", "check_project", "detect_project", "normalise_remote"]
 
 # git answers in a few milliseconds; a hung git (a network filesystem, a credential prompt) must
 # not hold up a hook or a server start.
 _GIT_TIMEOUT = 3.0
+
+
+MAX_PROJECT_CHARS = 1000
+
+
+def check_project(value: object, name: str = "project") -> str | None:
+    """A project id as rows keep it: None (no project), or a non-empty string of at most
+    MAX_PROJECT_CHARS characters, kept as given (it is compared exactly)."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise EngramError(f"{name} must be a non-empty string (or left out for no project)")
+    if len(value) > MAX_PROJECT_CHARS:
+        raise EngramError(f"{name} is at most {MAX_PROJECT_CHARS} characters; got {len(value):,}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -82,16 +99,16 @@ def detect_project(cwd: str | os.PathLike | None = None, env: Mapping[str, str] 
     where = Path(cwd) if cwd is not None else Path.cwd()
     if not where.is_dir():
         return None
-    out = _git(where, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel",
-               "--abbrev-ref", "HEAD")
+    out = _git(where, "rev-parse", "--path-format=absolute", "--git-common-dir", "--show-toplevel")
     if out is None:
         return None
     lines = out.splitlines()
     if len(lines) < 2:  # a bare repository or .git itself: no work tree, no project
         return None
     common, top = Path(lines[0]).resolve(), lines[1]
-    branch = lines[2].strip() if len(lines) > 2 else ""
-    branch = None if branch in ("", "HEAD") else branch  # HEAD: detached
+    # symbolic-ref, not rev-parse HEAD: it answers in a repository with no commit yet too; it
+    # fails on a detached HEAD, which has no branch.
+    branch = (_git(where, "symbolic-ref", "--short", "-q", "HEAD") or "").strip() or None
     main = common.parent if common.name == ".git" else common
     remote = normalise_remote(_git(where, "config", "--get", "remote.origin.url") or "")
     if remote:

@@ -38,7 +38,9 @@ from .clock import utc
 from .config import is_database_url, store_identity
 from .decay import MAX_STABILITY
 from .errors import ExportIncomplete, ImportConflict, MigrationMismatch, ModelMismatch, TargetNotEmpty
-from .types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
+from .project import MAX_PROJECT_CHARS
+from .types import (EVERY_PROJECT, MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session,
+                    Task)
 
 if TYPE_CHECKING:
     from .engram import Engram
@@ -101,6 +103,7 @@ class MemoryLine(_Line):
     updated_at: datetime | None = None
     conversation: str | None = None
     stability: float | None = Field(None, gt=0.0, le=MAX_STABILITY)  # absent in older exports
+    project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)  # absent before projects: none
     embedding: str | None = None
     events: list[EventLine] = Field(default_factory=list)
 
@@ -115,6 +118,7 @@ class TaskLine(_Line):
     user_id: str
     created_at: datetime
     updated_at: datetime
+    project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)
 
 
 class SessionLine(_Line):
@@ -132,6 +136,8 @@ class SessionLine(_Line):
     outcome_notes: str | None = None
     reported: bool = False
     interruption: str | None = None
+    project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)
+    branch: str | None = None
     successes: int = 0
     failures: int = 0
 
@@ -537,7 +543,7 @@ def _memory(eng: Engram, m: MemoryLine, use_vector: bool) -> tuple[Memory, np.nd
         metadata=eng.redact.value(m.metadata), provenance=tuple(m.provenance), status=m.status,
         valid_from=_t(m.valid_from), valid_to=_t(m.valid_to), supersedes=m.supersedes,
         superseded_by=m.superseded_by, pinned=m.pinned, updated_at=_t(m.updated_at),
-        conversation=m.conversation, stability=m.stability)
+        conversation=m.conversation, stability=m.stability, project=m.project)
     return mem, vec
 
 
@@ -546,7 +552,7 @@ def _task(eng: Engram, t: TaskLine) -> Task:
         raise EngramError(f"task {t.id}: unknown status {t.status!r}")
     return Task(id=t.id, name=eng.redact(t.name), goal=eng.redact(t.goal), status=t.status,
                 metadata=eng.redact.value(t.metadata), user_id=t.user_id,
-                created_at=utc(t.created_at), updated_at=utc(t.updated_at))
+                created_at=utc(t.created_at), updated_at=utc(t.updated_at), project=t.project)
 
 
 def _session(eng: Engram, s: SessionLine) -> Session:
@@ -557,7 +563,7 @@ def _session(eng: Engram, s: SessionLine) -> Session:
                    started_at=utc(s.started_at), last_heartbeat=utc(s.last_heartbeat),
                    ended_at=ended, task_id=s.task_id, outcome=s.outcome,
                    outcome_notes=eng.redact(s.outcome_notes) if s.outcome_notes else s.outcome_notes,
-                   reported=s.reported, interruption=s.interruption)
+                   reported=s.reported, interruption=s.interruption, project=s.project, branch=s.branch)
 
 
 # -- migrate: a whole store into another database ------------------------------------------------------
@@ -667,7 +673,8 @@ def _same_recalls(here: Engram, there: Engram) -> dict:
     differ = []
     for m in sample:
         query = m.content[:2000]
-        ids = [[h.memory.id for h in e.recall(query, limit=SAMPLE_TOP, user_id=m.user_id, as_of=at)]
+        ids = [[h.memory.id for h in e.recall(query, limit=SAMPLE_TOP, user_id=m.user_id, as_of=at,
+                                                      scope=EVERY_PROJECT)]
                for e in (here, there)]
         if ids[0] != ids[1]:
             differ.append(f"{m.id}: {ids[0]} here, {ids[1]} there")

@@ -44,6 +44,27 @@ class Ctx:
     user_id: str | None = None
     client: str = ""
     pid: int | None = None
+    # The project the caller works in (engram.project.detect_project; None: no project) and its
+    # git branch, recorded on the session.
+    project: str | None = None
+    branch: str | None = None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which projects' rows a read sees: `project`'s plus those of no project (the global ones);
+    with `everything`, every project's. Scope() is what a caller outside any project sees."""
+
+    project: str | None = None
+    everything: bool = False
+
+    @classmethod
+    def of(cls, project: str | None, all_projects: bool = False) -> Scope:
+        return cls(project=project, everything=bool(all_projects))
+
+
+EVERY_PROJECT = Scope(everything=True)  # no filter: what maintenance, export and ids see
+NO_PROJECT = Scope()  # the rows of no project: what a caller outside any project sees
 
 
 @dataclass(frozen=True)
@@ -71,6 +92,7 @@ class Memory:
     # Turns of one conversation (a chat import) share context in search; None: an independent memory.
     conversation: str | None = None
     stability: float | None = None  # days (decay.py); None until the first recall: S₀ applies
+    project: str | None = None  # None: the memory belongs to no project (seen from every one)
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -103,6 +125,7 @@ class Hit:
             "task_id": m.task_id,
             "tags": list(m.tags),
             "status": m.status,
+            "project": m.project,
         }
         if self.parts is not None:
             d["explain"] = {k: round(v, 6) for k, v in self.parts.items()}
@@ -147,6 +170,7 @@ class Task:
     user_id: str
     created_at: datetime
     updated_at: datetime
+    project: str | None = None  # None: the task belongs to no project
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +182,7 @@ class Task:
             "user_id": self.user_id,
             "created_at": self.created_at.isoformat(),
             "updated_at": self.updated_at.isoformat(),
+            "project": self.project,
         }
 
 
@@ -176,6 +201,8 @@ class Session:
     outcome_notes: str | None
     reported: bool
     interruption: str | None = None  # the reason given to report_interruption
+    project: str | None = None  # where the client worked when the session started
+    branch: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

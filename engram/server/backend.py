@@ -59,8 +59,13 @@ def stdio_client(settings: Any) -> RpcClient:
     process imports the SDK and the host initialises, so the first tool call does not wait for
     both one after the other. Errors surface on that call instead.
     """
+    from engram.project import detect_project
+    # The host (Claude Code, Codex, Gemini CLI) starts this server in the directory it works in:
+    # that directory's project is this session's (docs/projects.md).
+    project = detect_project()
     client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
-                       client="stdio", user_id=settings.user_id, store=settings.store)
+                       client="stdio", user_id=settings.user_id, store=settings.store,
+                       project=project.id if project else None, branch=project.branch if project else None)
 
     def warm_up() -> None:
         try:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.api import Api, Ctx
+from engram.project import check_project
 from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
 from engram.errors import StoreMismatch
 from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
@@ -69,7 +70,8 @@ class Daemon:
             log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
             self.stop_requested.set()
             return {"stopping": True, "pid": os.getpid()}
-        return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid))
+        return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid,
+                                                 peer.project, peer.branch))
 
     def on_connect(self, peer: Peer) -> None:
         """Refuse a client that means another store: its calls would land in this one.
@@ -77,6 +79,7 @@ class Daemon:
         One daemon per ENGRAM_HOME, so `--database-url` (or ENGRAM_DATABASE_URL) given to a command
         while this daemon serves the file (or another URL) would otherwise reach this store.
         """
+        check_project(peer.project, "the hello's project")  # refused with the reason, before any call
         if peer.store is not None and peer.store != self.store:
             log.warning("refused %s (pid %s): it asked for %s, this daemon serves %s",
                         peer.client, peer.pid, peer.store, self.store)

@@ -38,6 +38,7 @@ from engram.panel import routes as panel_routes
 from engram import keys
 from engram.server.backend import KEY_USER, USER_HEADER, LocalBackend, derived_session_id, header_user
 from engram.ops import refuse_unknown
+from engram.project import check_project
 from engram.types import EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
@@ -45,6 +46,12 @@ __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
+# Every route takes ?project=: the project the request reads and writes in (docs/projects.md).
+PROJECT_PARAM = "project"
+_PROJECT_DOC = {"name": PROJECT_PARAM, "in": "query", "required": False,
+                "description": "The project this request works in (e.g. github.com/me/repo): reads see "
+                               "its rows and those of no project, writes belong to it. Left out: no project.",
+                "schema": {"type": "string"}}
 PUBLIC_PATHS = frozenset({"/healthz"})
 
 
@@ -319,20 +326,28 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
     token_hash = hashlib.blake2b((token or "").encode(), digest_size=8).hexdigest()
 
     def backend_for(request: Request) -> LocalBackend:
-        """The caller's session; an implicit one (no X-Engram-Session) ends after the request."""
+        """The caller's session; an implicit one (no X-Engram-Session) ends after the request.
+
+        Its project is the `project` query parameter (docs/projects.md): HTTP has no working
+        directory, so a caller names it; none given is no project."""
         h = request.headers
         user = request.scope.get(KEY_USER) or header_user(h, default_user)
+        try:
+            project = check_project(request.query_params.get(PROJECT_PARAM), "the project query parameter")
+        except EngramError as e:
+            raise BadRequest(422, str(e)) from None
         explicit = h.get("x-engram-session")
         if explicit is not None:
             explicit = explicit.strip()
             if not explicit or len(explicit) > 200:
                 raise BadRequest(400, "X-Engram-Session must be 1 to 200 characters")
-            return LocalBackend(api, Ctx(session_id=explicit, user_id=user, client="http"))
+            return LocalBackend(api, Ctx(session_id=explicit, user_id=user, client="http", project=project))
         client = request.client
         peer = f"{client.host}:{client.port}" if client else "?"
         # The user is part of the key: one connection may act for several users, each in its own session.
         session_id = derived_session_id("http", nonce, token_hash, peer, user or "")
-        return LocalBackend(api, Ctx(session_id=session_id, user_id=user, client="http"), end_after=True)
+        return LocalBackend(api, Ctx(session_id=session_id, user_id=user, client="http", project=project),
+                            end_after=True)
 
     def make_endpoint(spec: JsonRoute) -> Callable:
         async def endpoint(request: Request) -> Response:
@@ -345,14 +360,14 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
                 refuse_unknown(spec.op, data, spec.body_fields)
                 args.update(data)
             # A misspelt filter (`?type=fact` for memory_type) must not vanish into an unfiltered answer.
-            refuse_unknown(spec.op, request.query_params.keys(), spec.query)
+            refuse_unknown(spec.op, request.query_params.keys(), spec.query + (PROJECT_PARAM,))
             # Only one value is read per parameter: a second must not be dropped without a word.
             repeated = sorted({k for k, _ in request.query_params.multi_items()
                                if len(request.query_params.getlist(k)) > 1})
             if repeated:
                 raise BadRequest(422, f"{spec.op}: query parameter(s) given more than once: "
                                       f"{', '.join(repeated)}; give each once")
-            args.update(request.query_params.items())
+            args.update((k, v) for k, v in request.query_params.items() if k != PROJECT_PARAM)
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
             return JSON(result, status_code=spec.status)
@@ -432,8 +447,8 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
                     "schema": TypeAdapter(p.type).json_schema()}
                    for p in op.params if p.name in s.query]
         if params:
-            entry["parameters"] = params
             entry["responses"]["404"] = {"description": "unknown id", **err}
+        entry["parameters"] = params + [_PROJECT_DOC]
         if s.body is not None:
             entry["requestBody"] = {
                 "required": not s.empty_body_ok,

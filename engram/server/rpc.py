@@ -8,13 +8,15 @@ memories, only methods, params and sessions.
 
 Wire protocol: newline-delimited JSON, one connection per client session.
 
-    client -> {"hello": {"session_id", "pid", "client", "user_id", "store"}}
+    client -> {"hello": {"session_id", "pid", "client", "user_id", "store", "project", "branch"}}
     server -> {"ok": true, "server_pid": int, "session_id": str}
            | {"ok": false, "error": {"message": str, "kind": str}}   (on_connect refused it)
 
 "store" names the store the client means (engram.config.store_identity), so a daemon serving
 another one can refuse instead of acting on the wrong rows; a client that sends none (older
-ones, `engram stop`) is served whatever the daemon serves.
+ones, `engram stop`) is served whatever the daemon serves. "project" and "branch": where the
+client works (engram.project.detect_project, run in the client's own directory); the session
+reads and writes in that project. None (or left out): no project.
     client -> {"id": n, "method": str, "params": {...}}
     server -> {"id": n, "result": ...} | {"id": n, "error": {"message": str, "kind": str}}
     client -> {"bye": true}      (clean end of session; EOF without it means interrupted)
@@ -87,6 +89,8 @@ class Peer:
     user_id: str | None
     conn_id: int
     store: str | None = None  # the store the client expects (None: any, as older clients)
+    project: str | None = None  # the project the client works in (None: none)
+    branch: str | None = None
 
 
 # ---------------------------------------------------------------- encoding
@@ -419,6 +423,8 @@ class RpcServer:
             user_id=hello.get("user_id") if isinstance(hello.get("user_id"), str) else None,
             conn_id=conn_id,
             store=hello.get("store") if isinstance(hello.get("store"), str) else None,
+            project=hello.get("project") if isinstance(hello.get("project"), str) else None,
+            branch=hello.get("branch") if isinstance(hello.get("branch"), str) else None,
         )
         if self.on_connect is not None:
             try:
@@ -483,6 +489,8 @@ class RpcClient:
         client: str = "engram",
         user_id: str | None = None,
         store: str | None = None,
+        project: str | None = None,
+        branch: str | None = None,
         timeout: float = 30.0,
         spawn_timeout: float = SPAWN_TIMEOUT,
         log_path: Path | None = None,
@@ -494,6 +502,8 @@ class RpcClient:
         self.client = client
         self.user_id = user_id
         self.store = store
+        self.project = project
+        self.branch = branch
         self.timeout = timeout
         self.spawn_timeout = spawn_timeout
         self.log_path = Path(log_path) if log_path else self.socket_path.parent / "daemon.log"
@@ -615,6 +625,8 @@ class RpcClient:
                             "client": self.client,
                             "user_id": self.user_id,
                             "store": self.store,
+                            "project": self.project,
+                            "branch": self.branch,
                         }
                     }
                 ),

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from ..types import Memory, Session, Task
+from ..types import EVERY_PROJECT, Memory, Scope, Session, Task
 
 
 class MemoryStore(Protocol):
@@ -106,14 +106,14 @@ class MemoryStore(Protocol):
     def last_session_progress(self, session_id: str) -> Memory | None:
         """The newest progress note the session wrote (deleted ones aside)."""
 
-    def active_failures_tagged(self, user_id: str, tag: str) -> list[Memory]:
-        """The user's active failures carrying `tag`, newest first."""
+    def active_failures_tagged(self, user_id: str, tag: str, scope: Scope = EVERY_PROJECT) -> list[Memory]:
+        """The user's active failures carrying `tag` seen in `scope` (engram.types.Scope), newest first."""
 
     def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
         """The task's active failures, newest first."""
 
-    def active_failure_tags(self, user_id: str, prefix: str) -> list[str]:
-        """The distinct tags starting with `prefix` on the user's active failures."""
+    def active_failure_tags(self, user_id: str, prefix: str, scope: Scope = EVERY_PROJECT) -> list[str]:
+        """The distinct tags starting with `prefix` on the user's active failures seen in `scope`."""
 
     def task_last_activity(self, user_id: str) -> dict[str, tuple[datetime, str, str]]:
         """Per task of the user: when its newest memory was written, its type and its content."""
@@ -141,8 +141,8 @@ class MemoryStore(Protocol):
 
     def get_task(self, task_id: str) -> Task | None: ...
 
-    def list_tasks(self, user_id: str, status: str | None = None) -> list[Task]:
-        """The user's tasks (of that status), last updated first."""
+    def list_tasks(self, user_id: str, status: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Task]:
+        """The user's tasks (of that status) seen in `scope`, last updated first."""
 
     def task_sessions(self, task_id: str, status: str) -> list[Session]:
         """The task's sessions of that status, oldest first."""
@@ -165,9 +165,12 @@ class MemoryStore(Protocol):
         """Active sessions of any user whose last heartbeat is older than `before`."""
 
     def unreported_interruptions(self, user_id: str, stale_before: datetime,
-                                 exclude: str | None = None) -> list[Session]:
-        """The user's sessions not reported yet that are interrupted, or active with a last
-        heartbeat older than `stale_before`, but `exclude`; oldest first."""
+                                 exclude: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Session]:
+        """The user's sessions (seen in `scope`) not reported yet that are interrupted, or active
+        with a last heartbeat older than `stale_before`, but `exclude`; oldest first."""
+
+    def projects(self, user_id: str) -> list[tuple[str, int, int]]:
+        """(project, memories, tasks) of each project the user's live memories or tasks belong to."""
 
     def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
         """Count one "success" or "failure" of the session and keep it as its latest outcome."""

@@ -24,7 +24,7 @@ if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
 from ..errors import DatabaseLocked
-from ..types import EngramError, Memory, Session, Task
+from ..types import EVERY_PROJECT, EngramError, Memory, Scope, Session, Task
 from .extensions import LOADED_BY_STORE, load_extensions
 from .schema import migrate
 
@@ -32,18 +32,19 @@ MEMORY_COLUMNS = (
     "id", "content", "memory_type", "importance", "recall_count", "created_at",
     "last_recalled_at", "user_id", "task_id", "session_id", "tags", "metadata", "provenance",
     "status", "valid_from", "valid_to", "supersedes", "superseded_by", "pinned", "updated_at",
-    "conversation", "stability",
+    "conversation", "stability", "project",
 )
 _MEM_SELECT = ", ".join(MEMORY_COLUMNS)
 # Column types for bulk inserts (unnest of one list per column), embedding last.
 _MEM_TYPES = ("VARCHAR", "VARCHAR", "VARCHAR", "DOUBLE", "INTEGER", "TIMESTAMP", "TIMESTAMP",
               "VARCHAR", "VARCHAR", "VARCHAR", "VARCHAR[]", "VARCHAR", "VARCHAR[]", "VARCHAR",
               "TIMESTAMP", "TIMESTAMP", "VARCHAR", "VARCHAR", "BOOLEAN", "TIMESTAMP", "VARCHAR",
-              "DOUBLE", "BLOB")
-TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at")
+              "DOUBLE", "VARCHAR", "BLOB")
+TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at", "project")
 TABLES = ("memories", "tasks", "sessions", "edges", "memory_events", "meta", "api_keys")
 SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
-                   "ended_at", "task_id", "outcome", "outcome_notes", "reported", "interruption")
+                   "ended_at", "task_id", "outcome", "outcome_notes", "reported", "interruption",
+                   "project", "branch")
 
 
 # Recall counts are held and written together (see reinforce): with a write at least this many
@@ -95,6 +96,16 @@ def session_field_values(fields: dict[str, Any]) -> list[tuple[str, Any]]:
     return out
 
 
+def project_filter(scope: Scope, mark: str = "?") -> tuple[str, list[Any]]:
+    """The SQL condition (and its parameters) for the rows a Scope sees, both backends: `mark`
+    is the dialect's placeholder. A row of no project (NULL) is seen from every project."""
+    if scope.everything:
+        return "true", []
+    if scope.project is None:
+        return "project IS NULL", []
+    return f"(project IS NULL OR project = {mark})", [scope.project]
+
+
 def _aware(dt: datetime | None) -> datetime | None:
     return None if dt is None else dt.replace(tzinfo=timezone.utc)
 
@@ -107,7 +118,7 @@ def row_to_memory(r: Sequence[Any]) -> Memory:
         metadata=json.loads(r[11]) if r[11] else {}, provenance=tuple(r[12] or ()),
         status=r[13], valid_from=_aware(r[14]), valid_to=_aware(r[15]), supersedes=r[16],
         superseded_by=r[17], pinned=bool(r[18]), updated_at=_aware(r[19]),
-        conversation=r[20], stability=None if r[21] is None else float(r[21]),
+        conversation=r[20], stability=None if r[21] is None else float(r[21]), project=r[22],
     )
 
 
@@ -123,14 +134,14 @@ def row_to_key(r: Sequence[Any]) -> dict:
 def row_to_task(r: Sequence[Any]) -> Task:
     return Task(id=r[0], name=r[1], goal=r[2] or "", status=r[3],
                 metadata=json.loads(r[4]) if r[4] else {}, user_id=r[5],
-                created_at=_aware(r[6]), updated_at=_aware(r[7]))
+                created_at=_aware(r[6]), updated_at=_aware(r[7]), project=r[8])
 
 
 def row_to_session(r: Sequence[Any]) -> Session:
     return Session(id=r[0], user_id=r[1], client=r[2] or "", pid=r[3], status=r[4],
                    started_at=_aware(r[5]), last_heartbeat=_aware(r[6]), ended_at=_aware(r[7]),
                    task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]),
-                   interruption=r[12])
+                   interruption=r[12], project=r[13], branch=r[14])
 
 
 def _unnest(types: Sequence[str]) -> str:
@@ -320,7 +331,7 @@ class Store:
              _ts(m.last_recalled_at), m.user_id, m.task_id, m.session_id, list(m.tags),
              json.dumps(m.metadata) if m.metadata else None, list(m.provenance), m.status,
              _ts(m.valid_from), _ts(m.valid_to), m.supersedes, m.superseded_by, m.pinned,
-             _ts(m.updated_at), m.conversation, m.stability,
+             _ts(m.updated_at), m.conversation, m.stability, m.project,
              None if embedding is None else np.asarray(embedding, dtype=np.float32).tobytes()]))
 
     def _add(self, put: Any) -> None:
@@ -445,11 +456,12 @@ class Store:
             order="created_at DESC, id DESC", limit=1)
         return rows[0] if rows else None
 
-    def active_failures_tagged(self, user_id: str, tag: str) -> list[Memory]:
-        """The user's active failures carrying `tag`, newest first."""
+    def active_failures_tagged(self, user_id: str, tag: str, scope: Scope = EVERY_PROJECT) -> list[Memory]:
+        """The user's active failures carrying `tag` (in the scope), newest first."""
+        where, params = project_filter(scope)
         return self._memories_where(
-            "user_id = ? AND memory_type = 'failure' AND status = 'active' AND list_contains(tags, ?)",
-            [user_id, tag], order="created_at DESC")
+            "user_id = ? AND memory_type = 'failure' AND status = 'active' AND list_contains(tags, ?) "
+            f"AND {where}", [user_id, tag, *params], order="created_at DESC")
 
     def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
         """The task's active failures, newest first."""
@@ -457,12 +469,13 @@ class Store:
             "user_id = ? AND memory_type = 'failure' AND status = 'active' AND task_id = ?",
             [user_id, task_id], order="created_at DESC")
 
-    def active_failure_tags(self, user_id: str, prefix: str) -> list[str]:
-        """The distinct tags starting with `prefix` on the user's active failures."""
+    def active_failure_tags(self, user_id: str, prefix: str, scope: Scope = EVERY_PROJECT) -> list[str]:
+        """The distinct tags starting with `prefix` on the user's active failures (in the scope)."""
+        where, params = project_filter(scope)
         rows = self.execute(
             "SELECT DISTINCT t FROM (SELECT unnest(tags) AS t FROM memories WHERE user_id = ? "
-            "AND memory_type = 'failure' AND status = 'active') WHERE starts_with(t, ?)",
-            [user_id, prefix]).fetchall()
+            f"AND memory_type = 'failure' AND status = 'active' AND {where}) WHERE starts_with(t, ?)",
+            [user_id, *params, prefix]).fetchall()
         return [r[0] for r in rows]
 
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
@@ -552,9 +565,9 @@ class Store:
 
     # -- tasks ---------------------------------------------------------------
     def insert_task(self, t: Task) -> None:
-        self.execute("INSERT INTO tasks VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        self.execute(f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) VALUES ({', '.join('?' * len(TASK_COLUMNS))})",
                      [t.id, t.name, t.goal, t.status, json.dumps(t.metadata), t.user_id,
-                      _ts(t.created_at), _ts(t.updated_at)])
+                      _ts(t.created_at), _ts(t.updated_at), t.project])
 
     def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
         sets, params = ["updated_at = ?"], [_ts(now)]
@@ -569,8 +582,9 @@ class Store:
         r = self.execute(f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE id = ?", [task_id]).fetchone()
         return row_to_task(r) if r else None
 
-    def list_tasks(self, user_id: str, status: str | None = None) -> list[Task]:
-        where, params = "user_id = ?", [user_id]
+    def list_tasks(self, user_id: str, status: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Task]:
+        scoped, params = project_filter(scope)
+        where, params = f"user_id = ? AND {scoped}", [user_id, *params]
         if status:
             where += " AND status = ?"
             params.append(status)
@@ -605,7 +619,8 @@ class Store:
             f"INSERT OR REPLACE INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES "
             f"({', '.join('?' * len(SESSION_COLUMNS))})",
             [s.id, s.user_id, s.client, s.pid, s.status, _ts(s.started_at), _ts(s.last_heartbeat),
-             _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption])
+             _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption,
+             s.project, s.branch])
 
     def update_session(self, session_id: str, **fields: Any) -> None:
         values = session_field_values(fields)
@@ -633,12 +648,23 @@ class Store:
         return self._sessions_where("status = 'active' AND last_heartbeat < ?", [_ts(before)])
 
     def unreported_interruptions(self, user_id: str, stale_before: datetime,
-                                 exclude: str | None = None) -> list[Session]:
+                                 exclude: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Session]:
         """The user's sessions not reported yet that are interrupted, or active with a last
         heartbeat older than `stale_before` (silent: as good as interrupted), but `exclude`."""
+        where, params = project_filter(scope)
         return self._sessions_where(
             "NOT reported AND user_id = ? AND id <> ? AND (status = 'interrupted' OR "
-            "(status = 'active' AND last_heartbeat < ?))", [user_id, exclude or "", _ts(stale_before)])
+            f"(status = 'active' AND last_heartbeat < ?)) AND {where}",
+            [user_id, exclude or "", _ts(stale_before), *params])
+
+    def projects(self, user_id: str) -> list[tuple[str, int, int]]:
+        """(project, memories, tasks) of every project the user's live memories or tasks belong to."""
+        rows = self.execute(
+            "SELECT project, sum(m), sum(t) FROM (SELECT project, 1 AS m, 0 AS t FROM memories "
+            "WHERE user_id = ? AND project IS NOT NULL AND status <> 'deleted' UNION ALL "
+            "SELECT project, 0, 1 FROM tasks WHERE user_id = ? AND project IS NOT NULL) "
+            "GROUP BY project ORDER BY project", [user_id, user_id]).fetchall()
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
     def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
         """Count one success or failure of the session and keep it as its latest outcome."""

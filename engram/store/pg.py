@@ -23,10 +23,10 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from ..errors import DatabaseUnavailable
-from ..types import EngramError, Memory, Session, Task
+from ..types import EVERY_PROJECT, EngramError, Memory, Scope, Session, Task
 from .db import (ERASURE_PENDING, KEY_COLS, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, Rows,
-                 _aware, _ts, memory_field_values, row_to_key, row_to_memory, row_to_session, row_to_task,
-                 session_field_values)
+                 _aware, _ts, memory_field_values, project_filter, row_to_key, row_to_memory, row_to_session,
+                 row_to_task, session_field_values)
 from .schema import PG_MIGRATIONS
 
 try:
@@ -294,7 +294,7 @@ class PgStore:
              _ts(m.last_recalled_at), m.user_id, m.task_id, m.session_id, list(m.tags),
              json.dumps(m.metadata) if m.metadata else None, list(m.provenance), m.status,
              _ts(m.valid_from), _ts(m.valid_to), m.supersedes, m.superseded_by, m.pinned,
-             _ts(m.updated_at), m.conversation, m.stability, _vec(embedding)]))
+             _ts(m.updated_at), m.conversation, m.stability, m.project, _vec(embedding)]))
 
     def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
         values = memory_field_values(fields)
@@ -375,20 +375,23 @@ class PgStore:
             order="created_at DESC, id DESC", limit=1)
         return rows[0] if rows else None
 
-    def active_failures_tagged(self, user_id: str, tag: str) -> list[Memory]:
+    def active_failures_tagged(self, user_id: str, tag: str, scope: Scope = EVERY_PROJECT) -> list[Memory]:
+        where, params = project_filter(scope, "%s")
         return self._memories_where(
-            "user_id = %s AND memory_type = 'failure' AND status = 'active' AND %s = ANY(tags)",
-            [user_id, tag], order="created_at DESC")
+            f"user_id = %s AND memory_type = 'failure' AND status = 'active' AND %s = ANY(tags) AND {where}",
+            [user_id, tag, *params], order="created_at DESC")
 
     def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
         return self._memories_where(
             "user_id = %s AND memory_type = 'failure' AND status = 'active' AND task_id = %s",
             [user_id, task_id], order="created_at DESC")
 
-    def active_failure_tags(self, user_id: str, prefix: str) -> list[str]:
+    def active_failure_tags(self, user_id: str, prefix: str, scope: Scope = EVERY_PROJECT) -> list[str]:
+        where, params = project_filter(scope, "%s")
         rows = self._rows(
             "SELECT DISTINCT t FROM (SELECT unnest(tags) AS t FROM memories WHERE user_id = %s "
-            "AND memory_type = 'failure' AND status = 'active') s WHERE starts_with(t, %s)", [user_id, prefix])
+            f"AND memory_type = 'failure' AND status = 'active' AND {where}) s WHERE starts_with(t, %s)",
+            [user_id, *params, prefix])
         return [r[0] for r in rows]
 
     def _iter_rows(self, where: str, params: Sequence[Any], batch: int) -> Iterable[tuple[Memory, bytes | None]]:
@@ -470,9 +473,9 @@ class PgStore:
 
     # -- tasks ---------------------------------------------------------------
     def insert_task(self, t: Task) -> None:
-        self._run("INSERT INTO tasks VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
+        self._run(f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) VALUES ({', '.join(['%s'] * len(TASK_COLUMNS))})",
                   [t.id, t.name, t.goal, t.status, json.dumps(t.metadata), t.user_id,
-                   _ts(t.created_at), _ts(t.updated_at)])
+                   _ts(t.created_at), _ts(t.updated_at), t.project])
 
     def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
         sets, params = ["updated_at = %s"], [_ts(now)]
@@ -487,8 +490,9 @@ class PgStore:
         r = self._rows(f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks WHERE id = %s", [task_id])
         return row_to_task(r[0]) if r else None
 
-    def list_tasks(self, user_id: str, status: str | None = None) -> list[Task]:
-        where, params = "user_id = %s", [user_id]
+    def list_tasks(self, user_id: str, status: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Task]:
+        scoped, params = project_filter(scope, "%s")
+        where, params = f"user_id = %s AND {scoped}", [user_id, *params]
         if status:
             where += " AND status = %s"
             params.append(status)
@@ -515,7 +519,8 @@ class PgStore:
     def upsert_session(self, s: Session) -> None:
         self._run(_SESSION_UPSERT,
                   [s.id, s.user_id, s.client, s.pid, s.status, _ts(s.started_at), _ts(s.last_heartbeat),
-                   _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption])
+                   _ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption,
+                   s.project, s.branch])
 
     def update_session(self, session_id: str, **fields: Any) -> None:
         values = session_field_values(fields)
@@ -541,10 +546,20 @@ class PgStore:
         return self._sessions_where("status = 'active' AND last_heartbeat < %s", [_ts(before)])
 
     def unreported_interruptions(self, user_id: str, stale_before: datetime,
-                                 exclude: str | None = None) -> list[Session]:
+                                 exclude: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Session]:
+        where, params = project_filter(scope, "%s")
         return self._sessions_where(
             "NOT reported AND user_id = %s AND id <> %s AND (status = 'interrupted' OR "
-            "(status = 'active' AND last_heartbeat < %s))", [user_id, exclude or "", _ts(stale_before)])
+            f"(status = 'active' AND last_heartbeat < %s)) AND {where}",
+            [user_id, exclude or "", _ts(stale_before), *params])
+
+    def projects(self, user_id: str) -> list[tuple[str, int, int]]:
+        rows = self._rows(
+            "SELECT project, sum(m), sum(t) FROM (SELECT project, 1 AS m, 0 AS t FROM memories "
+            "WHERE user_id = %s AND project IS NOT NULL AND status <> 'deleted' UNION ALL "
+            "SELECT project, 0, 1 FROM tasks WHERE user_id = %s AND project IS NOT NULL) u "
+            "GROUP BY project ORDER BY project", [user_id, user_id])
+        return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
     def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
         col = {"success": "successes", "failure": "failures"}[outcome]

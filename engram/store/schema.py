@@ -106,6 +106,13 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at TIMESTAMP NOT NULL,
             revoked_at TIMESTAMP
         )"""]),
+    # Projects (engram/project.py, docs/projects.md): NULL is "no project", so every row stored
+    # before this version stays visible from inside and outside any project. One ALTER per
+    # table per migration (see above), hence four.
+    ("memory project", ["ALTER TABLE memories ADD COLUMN project VARCHAR"]),
+    ("task project", ["ALTER TABLE tasks ADD COLUMN project VARCHAR"]),
+    ("session project", ["ALTER TABLE sessions ADD COLUMN project VARCHAR"]),
+    ("session branch", ["ALTER TABLE sessions ADD COLUMN branch VARCHAR"]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -241,6 +248,10 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at timestamp NOT NULL,
             revoked_at timestamp
         )"""]),
+    ("memory project", ["ALTER TABLE memories ADD COLUMN project text"]),
+    ("task project", ["ALTER TABLE tasks ADD COLUMN project text"]),
+    ("session project", ["ALTER TABLE sessions ADD COLUMN project text"]),
+    ("session branch", ["ALTER TABLE sessions ADD COLUMN branch text"]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 

@@ -32,8 +32,11 @@ def api(eng):
 
 
 @pytest.fixture
-def cli(api, capsys):
-    """Run `engram <argv>` in-process against the test Engram; returns (exit code, stdout, stderr)."""
+def cli(api, capsys, tmp_path, monkeypatch):
+    """Run `engram <argv>` in-process against the test Engram; returns (exit code, stdout, stderr).
+    It runs outside any git repository (and ENGRAM_PROJECT), so its rows belong to no project."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("ENGRAM_PROJECT", raising=False)
 
     def run(*argv: str) -> tuple[int, str, str]:
         code = main(list(argv), api_factory=lambda settings: api)
@@ -327,7 +330,8 @@ def test_stop_asks_the_daemon_to_exit_and_waits(short_home, capsys):
 
 def run_engram(home: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=REPO,
+    # cwd: outside any git repository, so the rows belong to no project (docs/projects.md).
+    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=home,
                           timeout=300, check=False)
 
 

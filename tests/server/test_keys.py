@@ -95,7 +95,8 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
         "create_task": [({"name": "alice's task"}, False)],
         "update_task": [({"task_id": task, "status": "done"}, True), ({"task_id": task, "name": "mine"}, True)],
         "get_task": [({"task_id": task}, True)],
-        "list_tasks": [({}, False)],
+        "list_tasks": [({}, False), ({"all_projects": True}, False)],
+        "list_projects": [({}, False)],
         "resume_task": [({"task_id": task}, True)],
         "task_sessions": [({"task_id": task}, True)],
         "session_handoff": [({"summary": "alice's handoff", "task_id": task}, True)],
@@ -365,7 +366,7 @@ REPO = Path(__file__).resolve().parents[2]
 def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     return subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300, check=False)
+                          env=env, cwd=home, timeout=300, check=False)  # outside any project (docs/projects.md)
 
 
 @pytest.mark.model

@@ -101,8 +101,8 @@ async def test_lists_the_17_tools_with_annotations_and_schemas(client):
     assert {"content", "memory_type", "importance", "tags", "task_id"} <= set(store["properties"])
     assert "fact" in store["properties"]["memory_type"]["enum"]
     assert set(tools["recall_memory"].input_schema["properties"]) == {
-        "query", "limit", "memory_type", "task_id", "tags", "as_of", "mode", "explain"}
-    assert set(tools["forget_memory"].input_schema["properties"]) == {"memory_id", "query", "dry_run"}
+        "query", "limit", "memory_type", "task_id", "tags", "as_of", "mode", "explain", "all_projects"}
+    assert set(tools["forget_memory"].input_schema["properties"]) == {"memory_id", "query", "dry_run", "all_projects"}
     assert tools["get_task"].input_schema["required"] == ["task_id"]
     # The calling model never sees the injected MCP context as an argument.
     assert all("ctx" not in t.input_schema["properties"] for t in tools.values())

@@ -90,7 +90,8 @@ def test_http_routes_bodies_and_openapi_come_from_the_declaration():
         assert str(op.http.status) in entry["responses"]
         in_path = [p["name"] for p in entry.get("parameters", []) if p["in"] == "path"]
         in_query = [p["name"] for p in entry.get("parameters", []) if p["in"] == "query"]
-        assert in_path == list(ops.path_params(op.http.path)) and in_query == list(op.http.query)
+        # ?project= is every route's (the project the request works in, docs/projects.md).
+        assert in_path == list(ops.path_params(op.http.path)) and in_query == [*op.http.query, "project"]
         in_body: list[str] = []
         if "requestBody" in entry:
             name = entry["requestBody"]["content"]["application/json"]["schema"]["$ref"].rsplit("/", 1)[1]
@@ -105,7 +106,7 @@ def test_http_routes_bodies_and_openapi_come_from_the_declaration():
                 if not p.required:
                     assert prop["default"] == defaults.get(pname, p.default)
             assert entry["requestBody"]["required"] is not op.http.empty_body_ok
-        places = in_path + in_query + in_body
+        places = in_path + [q for q in in_query if q != "project"] + in_body
         assert len(places) == len(set(places)) and set(places) <= set(op.names), op.name
         if op.http.method != "DELETE":  # DELETE /memories/{id} forgets one id, not by query
             assert set(places) == set(op.names), op.name
@@ -153,7 +154,8 @@ def test_every_api_method_takes_exactly_the_declared_arguments():
 
 def test_check_fills_defaults_and_names_every_problem():
     assert ops.check("get_context", {"query": "deploys"}) == {
-        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None}
+        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None,
+        "all_projects": False}
     with pytest.raises(EngramError, match=r"^store_memory: unknown argument\(s\): colour; accepted: content,"):
         ops.check("store_memory", {"content": "x", "colour": "red"})
     with pytest.raises(EngramError, match=r"^get_task: invalid arguments: missing required argument task_id$"):

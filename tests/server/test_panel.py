@@ -301,6 +301,55 @@ def test_the_memory_list_pages_on_the_server(page, api):
     assert page.locator("main tbody tr").count() == 5
 
 
+@pytest.mark.model
+def test_the_project_filter_on_the_memory_list_search_and_task_board(page, api):
+    alpha, beta = "github.com/me/alpha", "github.com/me/beta"
+    for project, text in ((alpha, "Alpha's release notes live in docs/releases"),
+                          (beta, "Beta's release notes live in the wiki"),
+                          (None, "Release notes are written in plain English")):
+        ok(api.post("/memories", params={"project": project} if project else None,
+                    json={"content": text, "tags": ["projfilter"]}))
+    for project, name in ((alpha, "Alpha release 2.0"), (beta, "Beta release 1.4"), (None, "Release checklist")):
+        ok(api.post("/tasks", params={"project": project} if project else None, json={"name": name}))
+    listed = ok(api.get("/projects"))["projects"]
+    assert {p["id"] for p in listed} >= {alpha, beta}
+
+    def rows() -> set[str]:
+        return {t.split("\n")[0] for t in page.locator("main tbody td.content").all_inner_texts()}
+
+    base = page.url.split("#")[0]
+    page.goto(base + "#/memories?tag=projfilter")
+    page.wait_for_selector(".pager:has-text('1–3 of 3')")  # all projects by default
+    options = page.locator("select[name=project] option").all_inner_texts()
+    assert options[:2] == ["all projects", "no project (global)"] and any(o.startswith(alpha) for o in options)
+    page.select_option("select[name=project]", f"p:{alpha}")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_selector(".pager:has-text('1–1 of 1')")
+    assert rows() == {"Alpha's release notes live in docs/releases"}
+    assert "project=p%3Agithub.com%2Fme%2Falpha" in page.url or "project=p:github.com/me/alpha" in page.url
+    page.select_option("select[name=project]", "global")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_selector("main td.content:has-text('plain English')")
+    assert rows() == {"Release notes are written in plain English"}
+    # A search in one project reads as its agents do: its memories and the global ones.
+    page.select_option("select[name=project]", f"p:{beta}")
+    page.fill("#q", "where do the release notes live")
+    page.click("form.filters button[type=submit]")
+    page.wait_for_selector(".hit")
+    hits = " ".join(page.locator(".hit").all_inner_texts())
+    assert "the wiki" in hits and "docs/releases" not in hits
+    # The task board.
+    page.goto(base + "#/tasks")
+    page.wait_for_selector(".card:has-text('Alpha release 2.0')")  # every project's by default
+    page.select_option("select[name=project]", f"p:{beta}")
+    page.wait_for_selector(".card:has-text('Beta release 1.4')")
+    page.locator(".card:has-text('Alpha release 2.0')").wait_for(state="detached")
+    assert "Release checklist" in page.inner_text("main")
+    page.select_option("select[name=project]", "global")
+    page.locator(".card:has-text('Beta release 1.4')").wait_for(state="detached")
+    assert "Release checklist" in page.inner_text("main")
+
+
 # ---------------------------------------------------------------- upkeep
 
 
@@ -356,7 +405,10 @@ def test_without_a_token_configured_the_panel_opens_without_a_login(browser, eng
     pg.goto(base + "/ui/")
     pg.wait_for_selector(f"a.card[href='#/task/{task}']")
     assert pg.locator("form.login").count() == 0 and pg.locator("#logout").is_hidden()
-    # The keyboard alone: a page puts focus on its content, Tab reaches the first card, Enter opens it.
+    # The keyboard alone: a page puts focus on its content, Tab reaches the project filter, then
+    # the first card, Enter opens it.
+    pg.keyboard.press("Tab")
+    assert pg.evaluate("document.activeElement.getAttribute('name')") == "project"
     pg.keyboard.press("Tab")
     assert pg.evaluate("document.activeElement.getAttribute('href')") == f"#/task/{task}"
     pg.keyboard.press("Enter")

@@ -251,7 +251,7 @@ def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     env.pop("ENGRAM_DATABASE_URL", None)
     return subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300, check=False)
+                          env=env, cwd=home, timeout=300, check=False)  # outside any project (docs/projects.md)
 
 
 @pytest.mark.model

@@ -7,7 +7,7 @@ import { memoriesPage, memoryPage } from "./memories.js";
 import { upkeepPage } from "./upkeep.js";
 
 const ROUTES = [
-  [/^#\/tasks$/, "tasks", () => boardPage()],
+  [/^#\/tasks(?:\?(.*))?$/, "tasks", (q) => boardPage(new URLSearchParams(q || ""))],
   [/^#\/task\/(.+)$/, "tasks", (id) => taskPage(decodeURIComponent(id))],
   [/^#\/memories(?:\?(.*))?$/, "memories", (q) => memoriesPage(new URLSearchParams(q || ""))],
   [/^#\/memory\/(.+)$/, "memories", (id) => memoryPage(decodeURIComponent(id))],

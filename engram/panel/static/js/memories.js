@@ -4,6 +4,7 @@ import { call, get, query } from "./api.js";
 import { badge, h, link, num, short, when } from "./dom.js";
 import { go, say } from "./app.js";
 import { strengthChart } from "./chart.js";
+import { agentScope, exactFilter, projectChoice, projectList, projectSelect } from "./projects.js";
 
 const TYPES = ["fact", "strategy", "assumption", "failure", "handoff", "progress"];
 const PAGE = 50;
@@ -13,29 +14,35 @@ export function memoriesPage(params) {
     q: params.get("q") || "", type: params.get("type") || "", tag: params.get("tag") || "",
     task: params.get("task") || "", as_of: params.get("as_of") || "",
     offset: Math.max(0, parseInt(params.get("offset") || "0", 10) || 0),
+    project: projectChoice(params),
   };
   return {
     refresh: false, // a search reinforces what it finds: run it when asked, not on a timer
     load: async () => {
+      const projects = await projectList();
       if (f.q) {
         const body = { query: f.q, limit: 20, explain: true };
         if (f.type) body.memory_type = f.type;
         if (f.tag) body.tags = [f.tag];
         if (f.task) body.task_id = f.task;
         if (f.as_of) body.as_of = f.as_of;
-        return { search: await call("POST", "/search", body) };
+        const scope = agentScope(f.project);
+        if (scope.all_projects) body.all_projects = true;
+        return { projects, search: await call("POST", "/search" + query({ project: scope.project }), body) };
       }
-      return { list: await get("/memories" + query({ memory_type: f.type, tag: f.tag, task_id: f.task,
-        as_of: f.as_of, offset: f.offset, limit: PAGE })) };
+      const q = new URLSearchParams(query({ memory_type: f.type, tag: f.tag, task_id: f.task,
+        as_of: f.as_of, offset: f.offset, limit: PAGE }).slice(1));
+      exactFilter(f.project, q);
+      return { projects, list: await get(`/memories?${q}`) };
     },
     render: (data) => h("section", {},
       h("h1", {}, "Memories"),
-      filters(f),
-      data.search ? results(data.search) : page(data.list, f)),
+      filters(f, data.projects),
+      data.search ? results(data.search, f) : page(data.list, f)),
   };
 }
 
-function filters(f) {
+function filters(f, projects) {
   const field = (name, label, attrs = {}) => h("label", { class: attrs.grow ? "grow" : "" }, label,
     h("input", { name, value: f[name], ...attrs, grow: null }));
   const type = h("select", { name: "type" }, h("option", { value: "" }, "any"),
@@ -49,16 +56,19 @@ function filters(f) {
   } },
   field("q", "Search (empty: list newest first)", { type: "search", grow: true, id: "q", placeholder: "what to look for" }),
   h("label", {}, "Type", type),
+  projectSelect(projects, f.project),
   field("tag", "Tag", { size: 10 }),
   field("task", "Task id", { size: 14 }),
   field("as_of", "As of (ISO date)", { size: 12, placeholder: "2026-01-31" }),
   h("button", { type: "submit" }, "Search"));
 }
 
-function results(r) {
+function results(r, f) {
   const hits = r.memories;
   return h("div", {},
     r.degraded ? h("p", { class: "error" }, r.degraded) : null,
+    f.project.startsWith("p:") ? h("p", { class: "muted" },
+      `Searching as an agent in ${f.project.slice(2)} does: its memories and those of no project.`) : null,
     h("p", { class: "muted" }, `${hits.length} hit${hits.length === 1 ? "" : "s"} (search counts as a recall: it strengthens what it finds)`),
     hits.map((m) => h("article", { class: "hit" },
       h("div", { class: "row" }, badge(m.memory_type), m.pinned ? badge("pinned") : null,
@@ -75,7 +85,7 @@ function results(r) {
 function page(list, f) {
   const to = (offset) => {
     const q = new URLSearchParams();
-    for (const k of ["type", "tag", "task", "as_of"]) if (f[k]) q.set(k, f[k]);
+    for (const k of ["type", "tag", "task", "as_of", "project"]) if (f[k]) q.set(k, f[k]);
     if (offset) q.set("offset", offset);
     return `#/memories${q.toString() ? "?" + q : ""}`;
   };
@@ -89,7 +99,8 @@ function page(list, f) {
       h("thead", {}, h("tr", {}, h("th", {}, "Memory"), h("th", {}, "Type"), h("th", { class: "num" }, "Strength"), h("th", {}, "Created"))),
       h("tbody", {}, list.memories.map((m) => h("tr", {},
         h("td", { class: "content" }, link(`#/memory/${encodeURIComponent(m.id)}`, short(m.content, 200)),
-          m.tags.length ? h("div", { class: "muted" }, m.tags.map((t) => `#${t}`).join(" ")) : null),
+          m.tags.length ? h("div", { class: "muted" }, m.tags.map((t) => `#${t}`).join(" ")) : null,
+          h("div", { class: "muted project" }, m.project ? `project ${m.project}` : "no project")),
         h("td", {}, badge(m.memory_type), m.pinned ? [" ", badge("pinned")] : null, m.status !== "active" ? [" ", badge(m.status)] : null),
         h("td", { class: "num" }, num(m.strength)),
         h("td", {}, when(m.created_at)))))));

@@ -1,15 +1,26 @@
 // Task board (GET /tasks) and task page (GET /tasks/{id}, GET /tasks/{id}/sessions, PATCH /tasks/{id}).
-import { call, get } from "./api.js";
+import { call, get, query } from "./api.js";
 import { ago, badge, h, link, short, when } from "./dom.js";
-import { say } from "./app.js";
+import { go, say } from "./app.js";
+import { agentScope, projectChoice, projectList, projectSelect } from "./projects.js";
 
 const STATUSES = ["open", "in_progress", "blocked", "done", "abandoned"];
 
-export function boardPage() {
+export function boardPage(params) {
+  const choice = projectChoice(params);
   return {
-    load: () => get("/tasks?limit=1000"),
-    render: ({ tasks }) => h("section", {},
+    load: async () => {
+      const [projects, { tasks }] = await Promise.all([projectList(),
+        get("/tasks" + query({ limit: 1000, ...agentScope(choice) }))]);
+      return { projects, tasks };
+    },
+    render: ({ projects, tasks }) => h("section", {},
       h("h1", {}, "Tasks"),
+      h("form", { class: "filters", onchange: (ev) => {
+        const v = ev.target.value;
+        go(v ? `#/tasks?project=${encodeURIComponent(v)}` : "#/tasks");
+      } }, projectSelect(projects, choice),
+      choice.startsWith("p:") ? h("span", { class: "muted" }, "its tasks and those of no project, as its agents see them") : null),
       tasks.length ? null : h("p", { class: "muted" }, "No tasks yet: agents create them with create_task."),
       h("div", { class: "board" }, STATUSES.map((st) => {
         const mine = tasks.filter((t) => t.status === st);
