@@ -190,11 +190,11 @@ class Api:
     # -- the agent lifecycle hooks (engram.lifecycle) ------------------------------
     def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
         from .lifecycle import session_start
-        return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens)
+        return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens, ctx.project)
 
     def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
         from .lifecycle import prompt_memories
-        return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit)
+        return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
 
     def session_checkpoint(self, ctx: Ctx, summary: str, completed: list[str] | str | None,
                            in_progress: list[str] | str | None, blocked: list[str] | str | None,
@@ -209,7 +209,7 @@ class Api:
         return session_checkpoint(self.eng, ctx.user_id, ctx.session_id, summary, items(completed),
                                   items(in_progress), items(blocked), items(next_steps),
                                   list(step_statuses or []), list(failures or []), task_id, checkpoint,
-                                  bool(interrupted))
+                                  bool(interrupted), ctx.project)
 
     # -- curation (issue 17: the web panel) ------------------------------------
     def list_memories(self, ctx: Ctx, memory_type: str | None, task_id: str | None, tag: str | None,

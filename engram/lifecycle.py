@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from .continuity import OPEN_TASK_STATUSES, document, estimate_tokens, pack_sections, render_handoff
-from .types import EngramError, NotFound
+from .types import EngramError, NotFound, Scope
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
 
@@ -24,9 +24,10 @@ PROMPT_MEMORY_CHARS = 400
 MIN_RESUME_TOKENS = 50  # resume_task's least budget
 
 
-def _open_tasks(eng: Any, user: str | None) -> list[dict]:
-    """Open tasks (open, in_progress, blocked), most recently active first."""
-    return [t for t in eng.task_overview(limit=1000, user_id=user) if t["status"] in OPEN_TASK_STATUSES]
+def _open_tasks(eng: Any, user: str | None, project: str | None) -> list[dict]:
+    """Open tasks (open, in_progress, blocked) of the project (and of none), most recently active first."""
+    return [t for t in eng.task_overview(limit=1000, user_id=user, scope=Scope.of(project))
+            if t["status"] in OPEN_TASK_STATUSES]
 
 
 def _last_worked_task(eng: Any, user: str | None, open_ids: set[str], exclude: str | None) -> str | None:
@@ -46,10 +47,13 @@ def _task_line(t: dict) -> str:
     return line if len(line) <= TASK_LINE_CHARS else line[:TASK_LINE_CHARS - 1] + "…"
 
 
-def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None) -> str | None:
-    """The newest checkpoint that belongs to no task, when it is newer than every open task's activity."""
+def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None, project: str | None) -> str | None:
+    """The newest checkpoint that belongs to no task, when it is newer than every open task's activity
+    and is this project's (or of no project)."""
     h = eng.latest_handoff(eng.user_of(user), None, [UNASSIGNED_TAG])
     if h is None or (newer_than is not None and h.created_at.isoformat() <= newer_than):
+        return None
+    if getattr(h, "project", None) not in (None, project):
         return None
     doc = document(h, "handoff")
     text = render_handoff(doc) if doc else h.content
@@ -61,11 +65,12 @@ def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None) -
     return "\n".join(lines)
 
 
-def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens: int) -> dict:
+def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens: int,
+                  project: str | None = None) -> dict:
     """The block a new session starts with: the open tasks with their last activity, and the
     resume block of the task the last session worked on (else the most recently active one),
     within max_tokens; empty when there is nothing."""
-    tasks = _open_tasks(eng, user)
+    tasks = _open_tasks(eng, user, project)
     open_ids = {t["id"] for t in tasks}
     focus = _last_worked_task(eng, user, open_ids, session_id) or (tasks[0]["id"] if tasks else None)
     closing = "</engram>"
@@ -77,7 +82,7 @@ def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens
         head = pack_sections([(intro, [_task_line(t) for t in tasks[:TASKS_SHOWN]])], max(budget // 3, 60))
     parts = [p for p in [head] if p]
     used = estimate_tokens("<engram>\n" + head)
-    loose = _unassigned_checkpoint(eng, user, max((t["last_activity_at"] for t in tasks), default=None))
+    loose = _unassigned_checkpoint(eng, user, max((t["last_activity_at"] for t in tasks), default=None), project)
     if loose:
         cost = estimate_tokens(loose) + 1
         if used + cost <= budget - (MIN_RESUME_TOKENS if focus else 0):
@@ -95,7 +100,8 @@ def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens
             "resumed": resumed}
 
 
-def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int) -> dict:
+def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int,
+                    project: str | None = None) -> dict:
     """The memories clearly relevant to a prompt (recall's relevance floor, and get_context's share
     of the best hit), as a short block; empty when none is. Nothing is reinforced: a prompt is
     not a recall the agent asked for."""
@@ -103,7 +109,8 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     if not query:
         return {"context": "", "tokens": 0, "memory_ids": []}
     hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
-                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"))
+                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"),
+                      scope=Scope.of(project))
     lines = []
     for h in hits:
         text = " ".join(h.memory.content.split())
@@ -120,7 +127,7 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     return {"context": text, "tokens": estimate_tokens(text), "memory_ids": [h.memory.id for h in hits[:shown]]}
 
 
-def _checkpoint_task(eng: Any, user: str | None, given: str | None) -> tuple[str | None, str]:
+def _checkpoint_task(eng: Any, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:
     """Which task a checkpoint belongs to, and why: the one the transcript shows the session
     working on through engram's tools; else the most recently active open task; else none."""
     if given:
@@ -129,7 +136,7 @@ def _checkpoint_task(eng: Any, user: str | None, given: str | None) -> tuple[str
             return given, "transcript"
         except (NotFound, EngramError):
             pass  # another user's task, or since deleted: as if the transcript named none
-    tasks = _open_tasks(eng, user)
+    tasks = _open_tasks(eng, user, project)
     if tasks:
         return tasks[0]["id"], "most_recent_open_task"
     return None, "none"
@@ -138,7 +145,7 @@ def _checkpoint_task(eng: Any, user: str | None, given: str | None) -> tuple[str
 def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str, completed: list[str],
                        in_progress: list[str], blocked: list[str], next_steps: list[str],
                        step_statuses: list[str], failures: list[dict], task_id: str | None,
-                       checkpoint: dict, interrupted: bool) -> dict:
+                       checkpoint: dict, interrupted: bool, project: str | None = None) -> dict:
     """Store an automatic checkpoint as a handoff of the session's task (see _checkpoint_task),
     with its failed commands as failures; the same checkpoint again stores nothing. `interrupted`
     (auto-compaction) also ends the session as interrupted by context_overflow."""
@@ -147,7 +154,7 @@ def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str
     digest = checkpoint.get("digest")
     if not isinstance(digest, str) or not digest:
         raise EngramError("checkpoint.digest must be a non-empty string (what makes a checkpoint the same)")
-    task, why = _checkpoint_task(eng, user, task_id)
+    task, why = _checkpoint_task(eng, user, task_id, project)
     owner = eng.user_of(user)
     prev = eng.latest_handoff(owner, task, None if task else [UNASSIGNED_TAG])
     prev_cp = (prev.metadata.get("checkpoint") if prev is not None else None) or {}
@@ -163,12 +170,12 @@ def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str
             if not isinstance(f, dict) or not isinstance(f.get("error"), str) or f["error"] in seen:
                 continue
             eng.track_failure(f["error"][:10_000], str(f.get("component") or "shell")[:200], task_id=task,
-                              user_id=user, session_id=session_id)
+                              user_id=user, session_id=session_id, project=project)
             recorded.append(f["error"])
         meta = {**checkpoint, "step_statuses": list(step_statuses), "task_from": why,
                 "failures_recorded": sorted(seen | set(recorded))}
         m = eng.handoff(summary, completed, in_progress, blocked, next_steps, task, user_id=user,
-                        session_id=session_id, checkpoint=meta,
+                        session_id=session_id, checkpoint=meta, project=project,
                         tags=[AUTO_TAG] + ([] if task else [UNASSIGNED_TAG]))
         out.update(stored=True, handoff_id=m.id, failures_recorded=len(recorded))
     if interrupted:

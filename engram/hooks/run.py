@@ -88,14 +88,15 @@ def _log(home: Path, line: str) -> None:
 def _connect(settings: Any, client: str, session_id: str, project: Any, timeout: float):
     """The hook's session with the daemon, starting it when none runs.
 
-    The one place the hook tells engram who is calling; the project goes here too once sessions
-    carry one (the projects work).
+    The one place the hook tells engram who is calling, the project of the client's cwd included
+    (the session reads and writes in it, as the agent's MCP server does from the same directory).
     """
     from ..server.backend import daemon_command
     from ..server.rpc import RpcClient
     return RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                      client=client, user_id=settings.user_id, store=settings.store, timeout=timeout,
-                     spawn_timeout=timeout)
+                     spawn_timeout=timeout, project=getattr(project, "id", None),
+                     branch=getattr(project, "branch", None))
 
 
 def _start(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:

@@ -141,8 +141,6 @@ def test_session_b_starts_with_what_session_a_did(after_session_a):
     assert EDITED in first, "A's edited file is missing"
 
 
-# Strict: once project scoping (branch `projects`) is merged this passes, and the marker must go.
-@pytest.mark.xfail(strict=True, reason="tasks are not scoped by project before the projects branch lands")
 def test_a_session_in_another_repository_does_not_see_the_task(after_session_a):
     root, _, engram_home, client_home = after_session_a
     other = git_repo(root / "website", "https://github.com/acme/website.git")

@@ -24,10 +24,11 @@ ENGRAM = [sys.executable, "-m", "engram.cli"]
 
 
 def engram(home: Path, *argv: str, stdin: str | bytes = "", env: dict | None = None,
-           timeout: float = 120) -> subprocess.CompletedProcess:
+           timeout: float = 120, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    """The CLI in `cwd`: run it in the hooks' repository when what it stores must be that project's."""
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    return subprocess.run([*ENGRAM, *argv], input=data, capture_output=True, env=e, cwd=REPO,
+    return subprocess.run([*ENGRAM, *argv], input=data, capture_output=True, env=e, cwd=cwd,
                           timeout=timeout, check=False)
 
 
@@ -91,7 +92,7 @@ def test_a_session_checkpointed_at_its_end_is_what_the_next_one_starts_with(mode
     # An empty home: the first hook starts the daemon and has nothing to inject.
     out, line = hook(model_home, "SessionStart", payload("SessionStart", repo, source="startup"))
     assert out is None and " ok " in line and "nothing to inject" in line
-    r = engram(model_home, "--json", "task", "create", "HTTP client retry", "--goal", "retries with backoff")
+    r = engram(model_home, "--json", "task", "create", "HTTP client retry", "--goal", "retries with backoff", cwd=repo)
     task = json.loads(r.stdout)["task_id"]
     t = transcript_for(tmp_path, repo, task)
 
@@ -101,7 +102,7 @@ def test_a_session_checkpointed_at_its_end_is_what_the_next_one_starts_with(mode
     # The same transcript again (SessionEnd after PreCompact, a retried hook): nothing new.
     out, line = hook(model_home, "SessionEnd", payload("SessionEnd", repo, transcript_path=str(t), reason="other"))
     assert "stored nothing (unchanged since the last checkpoint)" in line
-    view = json.loads(engram(model_home, "--json", "task", "show", task).stdout)
+    view = json.loads(engram(model_home, "--json", "task", "show", task, cwd=repo).stdout)
     assert view["counts"]["handoffs"] == 1 and view["counts"]["failures"] == 1
     stored = json.dumps(view)
     assert "sk-ant-api03-AAAA" not in stored and "[REDACTED]" in stored  # the request's token
@@ -121,12 +122,12 @@ def test_a_session_checkpointed_at_its_end_is_what_the_next_one_starts_with(mode
 
 @pytest.mark.model
 def test_auto_compaction_checkpoints_and_reports_context_overflow(model_home, repo, tmp_path):
-    task = json.loads(engram(model_home, "--json", "task", "create", "Compaction work").stdout)["task_id"]
+    task = json.loads(engram(model_home, "--json", "task", "create", "Compaction work", cwd=repo).stdout)["task_id"]
     t = transcript_for(tmp_path, repo, task)
     out, line = hook(model_home, "PreCompact", payload("PreCompact", repo, transcript_path=str(t), trigger="auto",
                                                         custom_instructions=""))
     assert out is None and "reported context_overflow" in line
-    sessions = json.loads(engram(model_home, "--json", "resume", task).stdout)["interrupted_sessions"]
+    sessions = json.loads(engram(model_home, "--json", "resume", task, cwd=repo).stdout)["interrupted_sessions"]
     assert [(s["session_id"], s["reason"]) for s in sessions] == [("claude-code:s1", "context_overflow")]
     # A manual compaction checkpoints but is no interruption.
     out, line = hook(model_home, "PreCompact", payload("PreCompact", repo, session="s9", transcript_path=str(t),
@@ -136,8 +137,8 @@ def test_auto_compaction_checkpoints_and_reports_context_overflow(model_home, re
 
 @pytest.mark.model
 def test_the_prompt_hook_adds_only_clearly_relevant_memories(model_home, repo):
-    engram(model_home, "remember", "The HTTP client retries with exponential backoff capped at 30 seconds")
-    engram(model_home, "remember", "Deploys go to Fly.io from the main branch every Thursday")
+    engram(model_home, "remember", "The HTTP client retries with exponential backoff capped at 30 seconds", cwd=repo)
+    engram(model_home, "remember", "Deploys go to Fly.io from the main branch every Thursday", cwd=repo)
     out, line = hook(model_home, "UserPromptSubmit",
                      payload("UserPromptSubmit", repo, prompt="How should the HTTP client back off when it retries?"))
     text = context_of(out, "UserPromptSubmit")
@@ -153,7 +154,7 @@ def test_the_prompt_hook_adds_only_clearly_relevant_memories(model_home, repo):
 
 @pytest.mark.model
 def test_gemini_cli_events(model_home, repo, tmp_path):
-    task = json.loads(engram(model_home, "--json", "task", "create", "Date parser").stdout)["task_id"]
+    task = json.loads(engram(model_home, "--json", "task", "create", "Date parser", cwd=repo).stdout)["task_id"]
     t = tmp_path / "session-gem.jsonl"
     t.write_text((DATA / "gemini_session.jsonl").read_text().replace("t-aaaaaaaaaaaa", task)
                  .replace("/tmp/gem-repo", str(repo)))
@@ -166,7 +167,7 @@ def test_gemini_cli_events(model_home, repo, tmp_path):
     text = context_of(out, "SessionStart")
     assert "- [done] Reproduce the flaky test" in text and "- [in_progress] Fix dates.py" in text
     assert "day is out of range for month" in text and "dates.py" in text
-    engram(model_home, "remember", "Dates are parsed with dateutil, never strptime")
+    engram(model_home, "remember", "Dates are parsed with dateutil, never strptime", cwd=repo)
     out, line = hook(model_home, "BeforeAgent", {**base, "hook_event_name": "BeforeAgent",
                                                  "prompt": "which library parses dates here?"}, client="gemini")
     assert "dateutil" in context_of(out, "BeforeAgent")
