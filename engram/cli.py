@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("backup", help="the backup file (from `engram backup` or ENGRAM_HOME/backups)")
 
     _hook_arguments(cmd(sub, "hook", HOOK_HELP))
+    _add_hooks_commands(sub, common)
     cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
     cmd(sub, "version", "Print the engram version.")
     return p
@@ -131,6 +132,25 @@ def _run_hook(a: argparse.Namespace) -> int:
         os.environ["ENGRAM_HOME"] = str(Path(a.home).expanduser())
     from .hooks.run import main as hook_main
     return hook_main(a.event, a.client)
+
+
+def _add_hooks_commands(sub, common: argparse.ArgumentParser) -> None:
+    from .hooks.install import CLIENTS
+    text = ("Put engram's lifecycle hooks (session start, each prompt, compaction, session end) into an "
+            "agent client's settings, take them out, or show where they are.")
+    g = sub.add_parser("hooks", help=text, description=text)
+    actions = g.add_subparsers(dest="hooks_command", metavar="ACTION", title="actions", required=True)
+    for name, verb in (("install", "Add engram's hooks to"), ("uninstall", "Remove exactly engram's hooks from")):
+        t = (f"{verb} CLIENT's settings file (other settings and hooks stay as they are).")
+        c = actions.add_parser(name, help=t, description=t, parents=[common])
+        c.add_argument("client", choices=list(CLIENTS), help="the agent client")
+        c.add_argument("--scope", choices=("project", "user"), default="user",
+                       help="project: this repository's settings (.claude/, .codex/, .gemini/ at its top); "
+                            "user: your own, for every project (default: user)")
+        c.add_argument("--dry-run", dest="dry_run", action="store_true",
+                       help="print the change as a diff and write nothing")
+    t = "Show, for each client and scope, whether engram's hooks are installed and their command runs."
+    actions.add_parser("status", help=t, description=t, parents=[common])
 
 
 GROUPS = {"task": "Create, list, show and update tasks.",
@@ -704,6 +724,55 @@ def _stop(a: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
+def _hooks(a: argparse.Namespace) -> int:
+    """The settings files of the clients, edited here: no daemon, no store."""
+    from .hooks import install as hi
+    try:
+        if a.hooks_command == "status":
+            rows = hi.status()
+            if a.json:
+                print(json.dumps(rows, indent=2))
+                return 0
+            for r in rows:
+                if r.get("error"):
+                    state = f"unreadable: {r['error']}"
+                elif not r["installed"]:
+                    state = "not installed"
+                else:
+                    state = f"installed ({', '.join(r['events'])})"
+                    if r["missing_events"]:
+                        state += f"; missing {', '.join(r['missing_events'])}: run `engram hooks install " \
+                                 f"{r['client']} --scope {r['scope']}`"
+                    if r["runnable"] is False:
+                        state += f"; its command does not run any more: {r['commands'][0]}"
+                    if "feature_flag" in r and r["feature_flag"] is not True:  # Codex runs no hook without it
+                        state += "; [features] hooks is not true in config.toml: Codex runs none of them"
+                print(f"{hi.CLIENTS[r['client']].label:<12} {r['scope']:<8} {r['path']}\n  {state}")
+            return 0
+        fn = hi.install if a.hooks_command == "install" else hi.uninstall
+        changes = fn(a.client, a.scope, dry_run=a.dry_run)
+    except hi.InstallError as e:
+        raise CliError(str(e)) from None
+    label = hi.CLIENTS[a.client].label
+    if a.json:
+        print(json.dumps({"client": a.client, "scope": a.scope, "dry_run": a.dry_run,
+                          "changes": [{"path": str(c.path), "diff": c.diff()} for c in changes]}, indent=2))
+        return 0
+    for c in changes:
+        print(c.diff(), end="")
+    done = "installed" if a.hooks_command == "install" else "removed"
+    if not changes:
+        state = "already installed" if done == "installed" else "none installed"
+        print(f"engram's {label} hooks: nothing to change ({state})")
+    elif a.dry_run:
+        print("(dry run: nothing written)")
+    else:
+        print(f"engram's {label} hooks {done}: {', '.join(str(c.path) for c in changes)}")
+        if a.client == "codex" and done == "installed":
+            print("Codex runs a new hook once you trust it: open Codex and review them with /hooks.")
+    return 0
+
+
 # ---------------------------------------------------------------- entry point
 
 
@@ -747,6 +816,8 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
             return _stop(a, settings)
         if a.command == "restore":
             return _restore(a, settings)
+        if a.command == "hooks":
+            return _hooks(a)
         return _run_call(a, settings, api_factory)
     except (EngramError, RpcError, CliError, ValueError, OSError) as e:
         # EngramError covers NotFound, ModelUnavailable, DatabaseLocked; ValueError bad ENGRAM_* values.

@@ -59,6 +59,8 @@ def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None, p
     h = eng.get(page["memories"][0]["id"], user_id=user)
     if newer_than is not None and h.created_at.isoformat() <= newer_than:
         return None
+    if getattr(h, "project", None) not in (None, project):
+        return None
     doc = document(h, "handoff")
     text = render_handoff(doc) if doc else h.content
     plan = (h.metadata.get("checkpoint") or {}).get("plan") or []

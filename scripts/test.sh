@@ -22,6 +22,19 @@ if [ ! -x /usr/bin/chromium ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
 fi
 
+# The real agent clients the hook tests drive (Claude Code, Gemini CLI) and the TypeScript MCP SDK
+# client, pinned in tests/e2e/clients/package-lock.json, into .cache/npm (about 15 s; again only
+# when the lock changed). The tests fail, not skip, when they are missing (ENGRAM_E2E_REQUIRE).
+NPM_DIR="$ROOT/.cache/npm"
+if ! cmp -s "$ROOT/tests/e2e/clients/package-lock.json" "$NPM_DIR/package-lock.json" \
+    || [ ! -d "$NPM_DIR/node_modules" ]; then
+  echo "==> installing the agent clients from npm into .cache/npm"
+  mkdir -p "$NPM_DIR"
+  cp "$ROOT"/tests/e2e/clients/package.json "$ROOT"/tests/e2e/clients/package-lock.json "$NPM_DIR/"
+  npm ci --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error >/dev/null
+fi
+export ENGRAM_E2E_REQUIRE=1
+
 "$VENV/bin/ruff" check .  # under a second; pyproject.toml says which rules and why
 
 # One worker per core; a test file's tests stay on one worker (module-scoped daemons and servers).

@@ -13,14 +13,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks import claims_race
+from clients_support import NPM_BIN, NPM_INSTALL
 from engram.config import Settings
 from engram.server.daemon import stop_or_kill
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio, pytest.mark.duckdb_only]
 
 ROOT = Path(__file__).resolve().parents[2]
-TS_SDK = ROOT / ".cache" / "mcp-ts"  # made by the command in TS_INSTALL (scripts/test.sh runs it)
-TS_INSTALL = "npm install --prefix .cache/mcp-ts --no-audit --no-fund @modelcontextprotocol/sdk@1.32.2"
+TS_SDK = NPM_BIN.parents[1]  # .cache/npm: scripts/test.sh installs tests/e2e/clients/package-lock.json there
+TS_INSTALL = NPM_INSTALL
 
 
 @pytest.fixture(scope="module")

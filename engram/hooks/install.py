@@ -1,0 +1,427 @@
+"""`engram hooks install/uninstall/status`: engram's lifecycle hooks in each client's own settings file.
+
+Every entry engram writes runs `<this engram> hook EVENT --client CLIENT`, which is how uninstall and
+status recognise it: nothing else in the file is read for meaning, moved or rewritten. The schemas
+written here, from each client's documentation and source:
+
+- Claude Code: `.claude/settings.json` / `~/.claude/settings.json` (`$CLAUDE_CONFIG_DIR` if set),
+  `{"hooks": {EVENT: [{"matcher"?, "hooks": [{"type": "command", "command", "timeout" (seconds)}]}]}}`
+  (https://docs.claude.com/en/docs/claude-code/hooks, "Configuration" and "Structure").
+- Codex: `hooks.json` beside its config.toml (`.codex/` of the project, or `$CODEX_HOME`, default
+  `~/.codex`), `{"hooks": {EVENT: [{"matcher"?, "hooks": [{"type": "command", "command",
+  "timeout" (seconds), "statusMessage"?}]}]}}`, no other top-level key (openai/codex
+  codex-rs/config/src/hooks.rs `HooksFile`, `deny_unknown_fields`; discovery in
+  codex-rs/hooks/src/engine/discovery.rs `load_hooks_json`), and the `[features] hooks` flag in
+  config.toml (codex-rs/features/src/lib.rs, key "hooks"; stable and on by default in current
+  releases, off in the earlier ones, so install sets it explicitly).
+- Gemini CLI: `.gemini/settings.json` / `~/.gemini/settings.json` (`$GEMINI_CLI_HOME` replaces the
+  home), `{"hooks": {EVENT: [{"matcher"?, "hooks": [{"type": "command", "command", "name"?,
+  "description"?, "timeout" (milliseconds)}]}]}}` (google-gemini/gemini-cli docs/hooks/reference.md,
+  "Configuration schema"; settingsSchema `HookDefinitionArray`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+__all__ = ["CLIENTS", "Change", "InstallError", "hook_command", "install", "status", "uninstall"]
+
+Scope = Literal["project", "user"]
+
+
+class InstallError(Exception):
+    """A settings file engram will not touch (unreadable, not JSON, not the client's shape)."""
+
+
+@dataclass(frozen=True)
+class Event:
+    name: str  # the client's event name, which is also what `engram hook` is given
+    timeout_s: int  # the most the client waits; the hook itself answers well within it
+    matcher: str | None = None
+
+
+@dataclass(frozen=True)
+class Client:
+    name: str
+    label: str
+    events: tuple[Event, ...]
+    timeout_unit_ms: bool  # Gemini counts hook timeouts in milliseconds, the others in seconds
+    extra: tuple[tuple[str, str], ...] = ()  # fields other than type/command/timeout, per handler
+
+    def settings_path(self, scope: Scope, cwd: Path) -> Path:
+        if self.name == "claude-code":
+            if scope == "project":
+                return project_root(cwd) / ".claude" / "settings.json"
+            return Path(os.environ.get("CLAUDE_CONFIG_DIR") or Path.home() / ".claude") / "settings.json"
+        if self.name == "codex":
+            return codex_dir(scope, cwd) / "hooks.json"
+        if scope == "project":
+            return project_root(cwd) / ".gemini" / "settings.json"
+        return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini" / "settings.json"
+
+
+# Session start loads the task, each prompt recalls, compaction and the end checkpoint the session.
+# Codex has no session-end event: its Stop (the end of each turn) checkpoints instead; a second
+# checkpoint of the same transcript stores nothing new.
+CLIENTS: dict[str, Client] = {c.name: c for c in (
+    Client("claude-code", "Claude Code", (
+        Event("SessionStart", 30), Event("UserPromptSubmit", 10),
+        # SessionEnd's budget is 1.5 s unless a hook asks for more with its own timeout.
+        Event("PreCompact", 60), Event("SessionEnd", 60)), timeout_unit_ms=False),
+    Client("codex", "Codex", (
+        Event("SessionStart", 30), Event("UserPromptSubmit", 10),
+        Event("PreCompact", 60), Event("Stop", 60)), timeout_unit_ms=False),
+    # Not PreCompress: Gemini CLI 0.61 fires it before every model call, ahead of its own check of
+    # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
+    # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
+    Client("gemini", "Gemini CLI", (
+        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60)), timeout_unit_ms=True),
+)}
+
+CODEX_FEATURE_MARK = "# added by engram hooks install"
+
+
+def project_root(cwd: Path) -> Path:
+    """The repository's top folder (where the client looks for project settings), else cwd."""
+    import subprocess  # here and below: `engram hook`, run at every prompt, builds the parser that imports this
+    try:
+        out = subprocess.run(["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True,
+                             text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return cwd
+    return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else cwd
+
+
+def codex_dir(scope: Scope, cwd: Path) -> Path:
+    if scope == "project":
+        return project_root(cwd) / ".codex"
+    return Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
+
+
+# ---------------------------------------------------------------- the command written
+
+
+def engram_argv() -> list[str]:
+    """How to run this installation's engram from any directory, whatever the client's PATH."""
+    script = Path(sys.executable).parent / "engram"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    return [sys.executable, "-m", "engram.cli"]
+
+
+def hook_command(client: str, event: str, argv: list[str] | None = None) -> str:
+    return shlex.join([*(argv or engram_argv()), "hook", event, "--client", client])
+
+
+def is_engram_hook(command: Any, client: str | None = None) -> bool:
+    """Whether a handler's command is one install wrote (any engram path, any event)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if words[:1] and Path(words[0]).name == "engram":
+        rest = words[1:]  # <engram> hook EVENT --client CLIENT
+    elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
+        rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT
+    else:
+        return False
+    if len(rest) < 4 or rest[0] != "hook" or rest[2] != "--client":
+        return False
+    return client is None or rest[3] == client
+
+
+def _handler(client: Client, event: Event, argv: list[str] | None) -> dict[str, Any]:
+    h: dict[str, Any] = {"type": "command", "command": hook_command(client.name, event.name, argv)}
+    if client.name == "gemini":
+        h["name"] = f"engram-{event.name}"
+        h["description"] = "engram: task continuity and memory"
+    h["timeout"] = event.timeout_s * 1000 if client.timeout_unit_ms else event.timeout_s
+    if client.name == "codex" and event.name == "SessionStart":
+        h["statusMessage"] = "engram: loading the task"
+    return h
+
+
+def _group(client: Client, event: Event, argv: list[str] | None) -> dict[str, Any]:
+    g: dict[str, Any] = {} if event.matcher is None else {"matcher": event.matcher}
+    g["hooks"] = [_handler(client, event, argv)]
+    return g
+
+
+# ---------------------------------------------------------------- JSON files
+
+
+def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
+    """The file's text (None when absent) and its object; a file engram cannot read safely raises."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None, {}
+    except (OSError, UnicodeDecodeError) as e:
+        raise InstallError(f"cannot read {path}: {e}; nothing was changed") from None
+    if not text.strip():
+        return text, {}
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise InstallError(f"{path} is not valid JSON ({e}); fix it or move it away, nothing was changed") from None
+    if not isinstance(data, dict):
+        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed")
+    hooks = data.get("hooks", {})
+    if not isinstance(hooks, dict):
+        raise InstallError(f'{path}: "hooks" is a {type(hooks).__name__}, not an object; nothing was changed')
+    for event, groups in hooks.items():
+        if not isinstance(groups, list):
+            raise InstallError(f'{path}: "hooks.{event}" is not a list of matcher groups; nothing was changed')
+    return text, data
+
+
+def _indent_of(text: str | None) -> int | str:
+    """The indentation the file already uses (2 spaces for a new file)."""
+    for line in (text or "").splitlines()[1:]:
+        stripped = line.lstrip(" \t")
+        if stripped and len(stripped) < len(line):
+            lead = line[: len(line) - len(stripped)]
+            return "\t" if lead.startswith("\t") else len(lead)
+    return 2
+
+
+def _dump(data: dict[str, Any], like: str | None) -> str:
+    return json.dumps(data, indent=_indent_of(like), ensure_ascii=False) + "\n"
+
+
+def _strip_engram(hooks: dict[str, Any], client: str) -> bool:
+    """Remove engram's handlers of this client; drop the groups and events left empty by that."""
+    removed = False
+    for event in list(hooks):
+        groups = hooks[event]
+        kept = []
+        for g in groups:
+            inner = g.get("hooks") if isinstance(g, dict) else None
+            if not isinstance(inner, list):
+                kept.append(g)
+                continue
+            rest = [h for h in inner if not (isinstance(h, dict) and is_engram_hook(h.get("command"), client))]
+            if len(rest) == len(inner):
+                kept.append(g)
+                continue
+            removed = True
+            if rest:
+                kept.append({**g, "hooks": rest})
+        if len(kept) != len(groups):
+            removed = True
+        if kept:
+            hooks[event] = kept
+        elif groups:  # emptied by us (an event the user left empty stays)
+            del hooks[event]
+        else:
+            hooks[event] = kept
+    return removed
+
+
+def _engram_groups(hooks: dict[str, Any], client: str) -> dict[str, list[dict]]:
+    """Engram's handlers of this client per event, as they are in the file."""
+    found: dict[str, list[dict]] = {}
+    for event, groups in hooks.items():
+        for g in groups:
+            for h in (g.get("hooks") if isinstance(g, dict) and isinstance(g.get("hooks"), list) else []):
+                if isinstance(h, dict) and is_engram_hook(h.get("command"), client):
+                    found.setdefault(event, []).append(g)
+    return found
+
+
+def _installed(data: dict[str, Any], client: Client, argv: list[str] | None) -> dict[str, Any]:
+    """`data` with exactly engram's current entries for this client (the rest untouched)."""
+    hooks = data.get("hooks", {})
+    wanted = {e.name: _group(client, e, argv) for e in client.events}
+    have = _engram_groups(hooks, client.name)
+    if have.keys() == wanted.keys() and all(have[k] == [wanted[k]] for k in wanted):
+        return data  # already as install writes it: the file is not rewritten
+    hooks = json.loads(json.dumps(hooks))  # a copy: the caller's dict is what the file said
+    _strip_engram(hooks, client.name)
+    for name, group in wanted.items():
+        hooks.setdefault(name, []).append(group)
+    return {**data, "hooks": hooks}
+
+
+def _uninstalled(data: dict[str, Any], client: Client) -> dict[str, Any]:
+    if "hooks" not in data:
+        return data
+    hooks = json.loads(json.dumps(data["hooks"]))
+    if not _strip_engram(hooks, client.name):
+        return data
+    out = dict(data)
+    if hooks:
+        out["hooks"] = hooks
+    else:
+        del out["hooks"]
+    return out
+
+
+# ---------------------------------------------------------------- Codex's feature flag
+
+
+def _codex_feature(text: str | None, path: Path, enable: bool) -> str | None:
+    """config.toml with `[features] hooks = true` added (enable) or engram's line removed; None: as is.
+
+    Edited as text, so the user's comments and layout stay; only lines marked as engram's are removed.
+    """
+    import tomllib
+    text = text or ""
+    try:
+        config = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InstallError(f"{path} is not valid TOML ({e}); fix it or move it away, nothing was changed") from None
+    lines = text.splitlines(keepends=True)
+    if not enable:
+        kept = [ln for ln in lines if not ln.rstrip().endswith(CODEX_FEATURE_MARK)]
+        return "".join(kept) if len(kept) != len(lines) else None
+    features = config.get("features", {})
+    if not isinstance(features, dict):
+        raise InstallError(f'{path}: "features" is not a table; nothing was changed')
+    if features.get("hooks") is True:
+        return None
+    if "hooks" in features:
+        raise InstallError(f"{path} turns Codex hooks off ([features] hooks = {features['hooks']!r}); set it "
+                           "to true yourself to use engram's hooks (nothing was changed)")
+    header = re.compile(r"^\s*\[\s*features\s*\]\s*(#.*)?$")
+    for i, ln in enumerate(lines):
+        if header.match(ln):
+            lines.insert(i + 1, f"hooks = true  {CODEX_FEATURE_MARK}\n")
+            return "".join(lines)
+    if "features" in config:  # dotted keys or an inline table: no header to add a line under
+        raise InstallError(f"{path} defines features without a [features] table; add hooks = true to them "
+                           "yourself (nothing was changed)")
+    sep = "" if not text or text.endswith("\n") else "\n"  # no blank line: uninstall leaves no trace
+    return f"{text}{sep}[features]  {CODEX_FEATURE_MARK}\nhooks = true  {CODEX_FEATURE_MARK}\n"
+
+
+# ---------------------------------------------------------------- the commands
+
+
+@dataclass(frozen=True)
+class Change:
+    """One file a command changes: its path, text before (None: absent) and after (None: deleted)."""
+
+    path: Path
+    before: str | None
+    after: str | None
+
+    def diff(self) -> str:
+        import difflib
+        a = (self.before or "").splitlines(keepends=True)
+        b = (self.after or "").splitlines(keepends=True)
+        name = str(self.path)
+        return "".join(difflib.unified_diff(a, b, "/dev/null" if self.before is None else name,
+                                            "/dev/null" if self.after is None else name))
+
+    def write(self) -> None:
+        if self.after is None:
+            self.path.unlink(missing_ok=True)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(f".{self.path.name}.engram-tmp")
+        tmp.write_text(self.after, encoding="utf-8")
+        if self.path.exists():
+            os.chmod(tmp, self.path.stat().st_mode & 0o7777)
+        os.replace(tmp, self.path)  # whole or not at all: the client never reads half a file
+
+
+def _client(name: str) -> Client:
+    try:
+        return CLIENTS[name]
+    except KeyError:
+        raise InstallError(f"unknown client {name!r}; one of: {', '.join(CLIENTS)}") from None
+
+
+def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
+          argv: list[str] | None = None) -> list[Change]:
+    """Every file change install (enable) or uninstall makes, all checked before any is written."""
+    client = _client(client_name)
+    cwd = cwd or Path.cwd()
+    path = client.settings_path(scope, cwd)
+    before, data = _read_json(path)
+    after_data = _installed(data, client, argv) if enable else _uninstalled(data, client)
+    changes = []
+    if after_data is not data:
+        after = _dump(after_data, before) if after_data else None  # nothing left of ours: no file
+        changes.append(Change(path, before, after))
+    if client.name == "codex":
+        toml_path = codex_dir(scope, cwd) / "config.toml"
+        try:
+            toml_before = toml_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            toml_before = None
+        except (OSError, UnicodeDecodeError) as e:
+            raise InstallError(f"cannot read {toml_path}: {e}; nothing was changed") from None
+        toml_after = _codex_feature(toml_before, toml_path, enable)
+        if toml_after is not None:
+            changes.append(Change(toml_path, toml_before, toml_after or None))
+    return changes
+
+
+def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_run: bool = False,
+            argv: list[str] | None = None) -> list[Change]:
+    """Add engram's hooks for `client`; returns the changes (written unless dry_run)."""
+    changes = _plan(client, scope, cwd, True, argv)
+    if not dry_run:
+        for c in changes:
+            c.write()
+    return changes
+
+
+def uninstall(client: str, scope: Scope = "user", *, cwd: Path | None = None,
+              dry_run: bool = False) -> list[Change]:
+    """Remove exactly the entries install added for `client` (the rest of each file as it is)."""
+    changes = _plan(client, scope, cwd, False)
+    if not dry_run:
+        for c in changes:
+            c.write()
+    return changes
+
+
+def status(cwd: Path | None = None) -> list[dict[str, Any]]:
+    """For each client and scope: the file, which events run engram, and whether that command runs."""
+    cwd = cwd or Path.cwd()
+    rows = []
+    for client in CLIENTS.values():
+        for scope in ("project", "user"):
+            path = client.settings_path(scope, cwd)
+            row: dict[str, Any] = {"client": client.name, "scope": scope, "path": str(path)}
+            try:
+                _, data = _read_json(path)
+            except InstallError as e:
+                rows.append({**row, "installed": False, "error": str(e)})
+                continue
+            found = _engram_groups(data.get("hooks", {}), client.name)
+            commands = sorted({h["command"] for gs in found.values() for g in gs for h in g["hooks"]
+                               if isinstance(h, dict) and is_engram_hook(h.get("command"), client.name)})
+            missing = [e.name for e in client.events if e.name not in found]
+            row.update(installed=bool(found), events=sorted(found), missing_events=missing if found else [],
+                       commands=commands, runnable=all(_runnable(c) for c in commands) if commands else None)
+            if client.name == "codex" and found:
+                row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
+            rows.append(row)
+    return rows
+
+
+def _runnable(command: str) -> bool:
+    exe = shlex.split(command)[0]
+    return os.path.isfile(exe) and os.access(exe, os.X_OK)
+
+
+def _codex_flag(path: Path) -> bool | None:
+    import tomllib
+    try:
+        features = tomllib.loads(path.read_text(encoding="utf-8")).get("features", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return None
+    return features.get("hooks") if isinstance(features, dict) else None

@@ -1,0 +1,59 @@
+"""What the real-client tests share: the clients from npm, git repositories, an ENGRAM_HOME whose daemon stops."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from engram.config import Settings
+from engram.server.daemon import stop_or_kill
+
+ROOT = Path(__file__).resolve().parents[2]
+# `npm ci --prefix .cache/npm` with tests/e2e/clients/package*.json copied there (see scripts/test.sh).
+NPM_BIN = Path(os.environ.get("ENGRAM_E2E_NPM", ROOT / ".cache" / "npm")) / "node_modules" / ".bin"
+ENGRAM = Path(sys.executable).parent / "engram"
+NPM_INSTALL = ("mkdir -p .cache/npm && cp tests/e2e/clients/package*.json .cache/npm/ && "
+               "npm ci --prefix .cache/npm --no-audit --no-fund")
+
+
+def client_bin(name: str) -> Path:
+    path = NPM_BIN / name
+    if not path.exists():
+        # scripts/test.sh installs the clients and sets ENGRAM_E2E_REQUIRE: there a missing client
+        # is a failure, not a skip that would hide it.
+        message = f"{path} is missing: install the clients with `{NPM_INSTALL}`"
+        if os.environ.get("ENGRAM_E2E_REQUIRE"):
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def git_repo(path: Path, origin: str) -> Path:
+    """A repository with one commit and an origin, as a user's checkout would be."""
+    path.mkdir(parents=True)
+    run = lambda *a: subprocess.run(["git", *a], cwd=path, check=True, capture_output=True)  # noqa: E731
+    run("init", "-q", "-b", "main")
+    run("config", "user.email", "dev@example.com")
+    run("config", "user.name", "Dev")
+    run("remote", "add", "origin", origin)
+    (path / "README.md").write_text("# project\n")
+    run("add", "README.md")
+    run("commit", "-q", "-m", "start")
+    return path
+
+
+def engram_env(home: Path) -> dict[str, str]:
+    return {"ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", "ENGRAM_TORCH_THREADS": "1"}
+
+
+def stop_daemon(home: Path) -> None:
+    stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))  # no daemon outlives the test
+
+
+def engram_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ENGRAM), *args], cwd=cwd, env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=120)
