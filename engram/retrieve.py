@@ -44,6 +44,7 @@ sit closer than unrelated text; what is not returned is not reinforced.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -144,10 +145,15 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
 def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
          mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
          session_failures: dict[int, int] | None = None, use_graph: bool = True,
-         reference_cos: np.ndarray | None = None) -> list[tuple[int, float, dict[str, float]]]:
+         reference_cos: np.ndarray | None = None,
+         floor: bool = True) -> list[tuple[int, float, dict[str, float]]]:
     """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first; nothing
     when the query has no evidence of relevance (see the module docstring). `reference_cos`:
-    the query's cosines to REFERENCE_TEXTS (needed with a query vector)."""
+    the query's cosines to REFERENCE_TEXTS (needed with a query vector).
+
+    floor=False keeps the candidates the relevance floor would drop, each marked in its parts
+    (`floor` 1 when it passes the query's and its own floor, else 0), for a second stage that
+    reads them (rerank_hits); the order is the same either way."""
     if not mask.any() or limit <= 0:
         return []
     ref = np.zeros(0) if reference_cos is None else np.asarray(reference_cos, dtype=np.float64)
@@ -180,7 +186,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     best_cover = float(cover.max()) if n else 0.0
     words = mode != "vector" and (best_cover >= weights.relevance_coverage
                                   or float(held.max() if n else 0.0) >= weights.relevance_terms)
-    if not (meaning >= weights.relevance_cosine or words):
+    gate = meaning >= weights.relevance_cosine or words
+    if not gate and floor:
         return []
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
@@ -261,13 +268,53 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
                     info[int(r)] = (float(s), float(st), float(d))
     out = []
     for r, (s, st, d) in info.items():
-        if not evidence(r) and r not in bonus:  # a graph neighbour's evidence is its link
+        passed = gate and (evidence(r) or r in bonus)  # a graph neighbour's evidence is its link
+        if not passed and floor:
             continue
         b = bonus.get(r, (0.0, 0))[0]
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
                  "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s,
-                 "coverage": float(cover[r]), "background": bg}
+                 "coverage": float(cover[r]), "background": bg, "floor": float(passed),
+                 "meaning": float(meaning) if np.isfinite(meaning) else -1.0}
         parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
     return out[:limit]
+
+
+# The second stage. The cross-encoder's logit for (query, memory): ms-marco-MiniLM-L-12-v2 puts
+# an answer above 0 and unrelated text near -11. Calibrated on the tune half of the agent set
+# (benchmarks/RESULTS.md, issue 27): a hit at or above STRONG_LOGIT is `strong`, one below
+# PLAUSIBLE_LOGIT that the first stage's floor also dropped is not returned.
+STRONG_LOGIT = 0.0
+PLAUSIBLE_LOGIT = -6.0
+
+
+def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],
+                pairs: int) -> list[tuple[int, float, dict[str, float]]]:
+    """Reorder the first stage's best `pairs` candidates (rank with floor=False) by the
+    cross-encoder's score of each, `score(rows)` giving one logit per row.
+
+    Each read candidate's parts gain `first_rank` (its place in the first stage, from 0) and
+    `rerank` (the logit); the ones not read keep their order after them. A candidate stays when
+    the first stage's floor kept it or the cross-encoder finds it plausible (PLAUSIBLE_LOGIT);
+    the floor's own candidates beyond `pairs` stay too. Scores are left as the first stage gave
+    them (reinforcement reads their shares)."""
+    head, tail = ranked[:pairs], ranked[pairs:]
+    logits = score([r for r, _, _ in head]) if head else np.zeros(0)
+    read = []
+    for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
+        parts["first_rank"] = float(i)
+        parts["rerank"] = float(logit)
+        if parts["floor"] or logit >= PLAUSIBLE_LOGIT:
+            read.append((r, s, parts))
+    read.sort(key=lambda t: -t[2]["rerank"])
+    return read + [t for t in tail if t[2]["floor"]]
+
+
+def confidence(parts: dict[str, float]) -> str:
+    """`strong` or `weak` for a hit (see STRONG_LOGIT); without the second stage, a hit the
+    first stage's floor kept is strong (the floor is its evidence)."""
+    if "rerank" in parts:
+        return "strong" if parts["rerank"] >= STRONG_LOGIT else "weak"
+    return "strong" if parts.get("floor", 1.0) else "weak"

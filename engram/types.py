@@ -88,6 +88,9 @@ class Hit:
     score: float
     quality_score: float
     parts: dict[str, float] | None = None
+    # `strong` or `weak` (retrieve.confidence); None for a memory not ranked (a pinned handoff
+    # found by task).
+    confidence: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
@@ -104,6 +107,8 @@ class Hit:
             "tags": list(m.tags),
             "status": m.status,
         }
+        if self.confidence is not None:
+            d["confidence"] = self.confidence
         if self.parts is not None:
             d["explain"] = {k: round(v, 6) for k, v in self.parts.items()}
         return d
