@@ -164,6 +164,8 @@ class Settings:
     # issue 27, for what it costs and gives).
     rerank: bool = setting(False, "reorder the first candidates with the cross-encoder (1: on)")
     rerank_pairs: int = setting(12, "candidates the cross-encoder reads per query", ge=1, le=100)
+    rerank_weight: float = setting(0.5, "weight of the cross-encoder's sigmoid beside the first stage's "
+                                   "score over the best", ge=0.0)
     rerank_threads: int = setting(2, "CPU threads for the cross-encoder", ge=1)
     # get_context packs only hits scoring at least this share of the best hit's score: a block
     # for a prompt is no place for what merely came along (see Api.get_context).

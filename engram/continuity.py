@@ -896,7 +896,9 @@ class ContinuityMixin:
             if handoff is not None:
                 memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
                 pinned = self.hit_dict(Hit(handoff, max([h.score for h in hits], default=0.0),
-                                           self.quality(handoff), confidence="strong"))
+                                           self.quality(handoff), confidence="strong",
+                                           evidence="the latest handoff of the task asked for" if task_id
+                                           else "a strong hit among the open tasks' handoffs"))
                 pinned["pinned"] = True
                 memories.insert(0, pinned)
             return {

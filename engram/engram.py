@@ -768,16 +768,16 @@ class Engram(ContinuityMixin):
                           floor=ce is None)
             if ce is not None:
                 ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
-                                     pairs)[:limit]
+                                     pairs, self.settings.rerank_weight)[:limit]
             if strong_only:
-                ranked = [t for t in ranked if confidence(t[2]) == "strong"]
+                ranked = [t for t in ranked if confidence(t[2])[0] == "strong"]
             if min_share > 0 and ranked:
                 # Cut before reinforcing: what is not returned must not learn from the query.
                 top = ranked[0][1]
                 ranked = [t for t in ranked if t[1] >= min_share * top]
             ids = [idx.ids[r] for r, _, _ in ranked]
             # Only a strong hit learns from the query: a weak one was shown, not confirmed.
-            strong = [t for t in ranked if confidence(t[2]) == "strong"]
+            strong = [t for t in ranked if confidence(t[2])[0] == "strong"]
             mems: dict[str, Memory] = {}
             if reinforce and strong and as_of is None:
                 # Each hit grows by its share of the answer: score / best score (decay.py).
@@ -794,7 +794,7 @@ class Engram(ContinuityMixin):
                 m = mems[mid]
                 s, f = self.outcomes.get(m.session_id, (0, 0))
                 hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),
-                                parts if explain else None, confidence(parts)))
+                                parts if explain else None, *confidence(parts)))
             return hits
 
     def _cross_encoder(self):

@@ -282,39 +282,54 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     return out[:limit]
 
 
-# The second stage. The cross-encoder's logit for (query, memory): ms-marco-MiniLM-L-12-v2 puts
-# an answer above 0 and unrelated text near -11. Calibrated on the tune half of the agent set
-# (benchmarks/RESULTS.md, issue 27): a hit at or above STRONG_LOGIT is `strong`, one below
-# PLAUSIBLE_LOGIT that the first stage's floor also dropped is not returned.
-STRONG_LOGIT = 0.0
+# The second stage may let in a candidate the first stage's floor dropped when the cross-encoder
+# finds it plausible: ms-marco-MiniLM-L-12-v2 puts an answer above 0 and unrelated text near -11.
 PLAUSIBLE_LOGIT = -6.0
 
 
 def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],
-                pairs: int) -> list[tuple[int, float, dict[str, float]]]:
-    """Reorder the first stage's best `pairs` candidates (rank with floor=False) by the
-    cross-encoder's score of each, `score(rows)` giving one logit per row.
+                pairs: int, weight: float, admit: bool = False) -> list[tuple[int, float, dict[str, float]]]:
+    """Reorder the first stage's best `pairs` candidates (rank with floor=False) by their score
+    over the best one's plus `weight` × sigmoid(logit / 2), `score(rows)` giving the
+    cross-encoder's logit for each row.
 
     Each read candidate's parts gain `first_rank` (its place in the first stage, from 0) and
-    `rerank` (the logit); the ones not read keep their order after them. A candidate stays when
-    the first stage's floor kept it or the cross-encoder finds it plausible (PLAUSIBLE_LOGIT);
-    the floor's own candidates beyond `pairs` stay too. Scores are left as the first stage gave
-    them (reinforcement reads their shares)."""
+    `rerank` (the logit); the ones not read keep their order after them. Only candidates the
+    first stage's floor kept are returned, unless `admit`: then also those the cross-encoder
+    finds plausible (PLAUSIBLE_LOGIT). Scores are left as the first stage gave them
+    (reinforcement reads their shares)."""
     head, tail = ranked[:pairs], ranked[pairs:]
     logits = score([r for r, _, _ in head]) if head else np.zeros(0)
+    top = max([s for _, s, _ in head], default=0.0)
     read = []
     for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
         parts["first_rank"] = float(i)
         parts["rerank"] = float(logit)
-        if parts["floor"] or logit >= PLAUSIBLE_LOGIT:
-            read.append((r, s, parts))
-    read.sort(key=lambda t: -t[2]["rerank"])
-    return read + [t for t in tail if t[2]["floor"]]
+        if parts["floor"] or (admit and logit >= PLAUSIBLE_LOGIT):
+            fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0))
+            read.append((fused, i, (r, s, parts)))
+    read.sort(key=lambda t: (-t[0], t[1]))
+    return [t for _, _, t in read] + [t for t in tail if t[2]["floor"]]
 
 
-def confidence(parts: dict[str, float]) -> str:
-    """`strong` or `weak` for a hit (see STRONG_LOGIT); without the second stage, a hit the
-    first stage's floor kept is strong (the floor is its evidence)."""
-    if "rerank" in parts:
-        return "strong" if parts["rerank"] >= STRONG_LOGIT else "weak"
-    return "strong" if parts.get("floor", 1.0) else "weak"
+# The confidence rule, calibrated on the tune half of the agent set (benchmarks/RESULTS.md,
+# issue 27): a hit the floor kept is strong when it holds half the query's IDF mass, or when the
+# query's evidence by meaning clears the floor by a margin (STRONG_MEANING against
+# relevance_cosine's 0.24) and the hit's own calibrated cosine is at least STRONG_COSINE.
+STRONG_COVERAGE = 0.5
+STRONG_MEANING = 0.4
+STRONG_COSINE = 0.2
+
+
+def confidence(parts: dict[str, float]) -> tuple[str, str]:
+    """(`strong` or `weak`, the evidence that decided it) for a hit's parts."""
+    if not parts.get("floor", 1.0):
+        return "weak", "below the relevance floor; kept by the reranker"
+    if parts["coverage"] >= STRONG_COVERAGE:
+        return "strong", f"holds {parts['coverage']:.0%} of the query's words (by IDF)"
+    cal = parts["cosine"] - parts["background"]
+    if parts["meaning"] >= STRONG_MEANING and cal >= STRONG_COSINE:
+        return "strong", f"close in meaning (cosine {cal:.2f} above the background)"
+    if parts["meaning"] < STRONG_MEANING:
+        return "weak", "the best match is only a little closer than unrelated text"
+    return "weak", f"only {parts['coverage']:.0%} of the query's words and cosine {cal:.2f} above the background"

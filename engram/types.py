@@ -88,9 +88,10 @@ class Hit:
     score: float
     quality_score: float
     parts: dict[str, float] | None = None
-    # `strong` or `weak` (retrieve.confidence); None for a memory not ranked (a pinned handoff
-    # found by task).
+    # `strong` or `weak` and the evidence that decided it (retrieve.confidence); None for a
+    # memory not ranked.
     confidence: str | None = None
+    evidence: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
@@ -109,6 +110,7 @@ class Hit:
         }
         if self.confidence is not None:
             d["confidence"] = self.confidence
+            d["evidence"] = self.evidence
         if self.parts is not None:
             d["explain"] = {k: round(v, 6) for k, v in self.parts.items()}
         return d

@@ -1,8 +1,8 @@
-"""Strong and weak hits over a store: recall marks them, only strong ones are reinforced, and what
-is pushed into a context unasked (get_context, the pinned handoff) takes only strong ones.
-
-The cross-encoder is replaced by a scorer that reads the words (the real one is tested in
-tests/e2e/test_reranker_model.py); the first stage and the store are the engine's own."""
+"""Strong and weak hits over a store: recall marks them with the evidence that decided, only
+strong ones are reinforced, and what is pushed into a context unasked (get_context, the pinned
+handoff) takes only strong ones. The second stage (rerank) reorders within its cap and leaves
+the first stage's order in `explain`; its cross-encoder is replaced here by a scorer that reads
+the words (the real one: tests/e2e/test_reranker_model.py)."""
 
 from __future__ import annotations
 
@@ -12,74 +12,91 @@ import numpy as np
 import pytest
 
 from engram import Engram
-from engram.retrieve import STRONG_LOGIT
 
 from conftest import memory_path
 
+FACTS = ["The staging database is refreshed from production every Sunday night",
+         "Lunch is at noon in the cafeteria", "Deploys go out on Tuesdays after review",
+         "The office plants are watered by Anna", "Invoices are sent monthly by accounting",
+         "The printer on floor two jams often"]
+CLEAR = "staging database refreshed Sunday night"
+# Shares one or two words with several facts and answers none: plausible hits, none strong.
+VAGUE = "what about the staging printer invoices plants lunch"
+
+
+def store(e: Engram) -> list[str]:
+    return [e.store(t).memory.id for t in FACTS]
+
+
+def counts(e: Engram, ids) -> list[int]:
+    return [e.get(i).recall_count for i in ids]
+
+
+def test_recall_marks_each_hit_and_reinforces_only_strong_ones(eng):
+    ids = store(eng)
+    clear = eng.recall(CLEAR)
+    assert clear[0].memory.id == ids[0]
+    assert clear[0].confidence == "strong" and "words" in clear[0].evidence
+    assert clear[0].to_dict()["confidence"] == "strong"
+    vague = eng.recall(VAGUE)
+    assert len(vague) >= 3 and {h.confidence for h in vague} == {"weak"}
+    assert all(h.evidence for h in vague)
+    # The clear query reinforced its strong hits; the vague one reinforced nothing.
+    strong = {h.memory.id for h in clear if h.confidence == "strong"}
+    assert counts(eng, ids) == [int(i in strong) for i in ids]
+
+
+def test_get_context_and_strong_only_recall_leave_weak_hits_out(eng):
+    ids = store(eng)
+    assert eng.recall(VAGUE, strong_only=True) == []
+    assert eng.context(VAGUE)["memory_ids"] == []
+    packed = eng.context(CLEAR)["memory_ids"]
+    assert ids[0] in packed
+    strong = {h.memory.id for h in eng.recall(CLEAR, reinforce=False) if h.confidence == "strong"}
+    assert set(packed) <= strong
+    assert {i for i, c in zip(ids, counts(eng, ids)) if c} <= strong
+
+
+def test_a_handoff_is_pinned_only_for_a_strong_hit(eng):
+    store(eng)
+    eng.handoff(summary="Moved the staging database refresh to Sunday night", next_steps=["check the cron"])
+    assert eng.recall_context(VAGUE)["handoff"] is None
+    got = eng.recall_context("staging database refresh Sunday night")
+    assert got["handoff"] is not None and got["memories"][0]["confidence"] == "strong"
+
 
 class WordScorer:
-    """A logit per text: strong when the text holds `strong_word`, plausible but weak otherwise."""
+    """The cross-encoder's place: a high logit for a text holding `word`, a low one otherwise."""
 
     name = "word scorer"
 
-    def __init__(self, strong_word: str):
-        self.strong_word = strong_word
+    def __init__(self, word: str):
+        self.word = word
         self.calls: list[int] = []
 
     def score(self, query, texts):
         self.calls.append(len(texts))
-        return np.array([STRONG_LOGIT + 5 if self.strong_word in t else STRONG_LOGIT - 1 for t in texts])
+        return np.array([8.0 if self.word in t else -11.0 for t in texts])
 
 
 @pytest.fixture
 def reng(settings, fake, clock):
-    e = Engram(memory_path(settings), settings=replace(settings, rerank=True, rerank_pairs=5),
-               embedder=fake, clock=clock)
+    e = Engram(memory_path(settings), settings=replace(settings, rerank=True, rerank_pairs=3,
+                                                      rerank_weight=5.0), embedder=fake, clock=clock)
     yield e
     e.close()
 
 
-def recall_counts(e: Engram, ids) -> dict[str, int]:
-    return {i: e.get(i).recall_count for i in ids}
-
-
-def test_recall_marks_hits_and_reinforces_only_strong_ones(reng):
-    a = reng.store("The staging database is refreshed from production every Sunday night").memory.id
-    b = reng.store("The staging cluster runs on three nodes in Frankfurt").memory.id
-    reng._ce = WordScorer("Sunday")
-    hits = reng.recall("staging database refresh", explain=True)
-    by_id = {h.memory.id: h for h in hits}
-    assert by_id[a].confidence == "strong" and by_id[b].confidence == "weak"
-    assert hits[0].memory.id == a
-    assert by_id[a].to_dict()["confidence"] == "strong"
-    assert "first_rank" in by_id[a].parts and "rerank" in by_id[a].parts
-    assert recall_counts(reng, [a, b]) == {a: 1, b: 0}
-    assert reng._ce.calls and max(reng._ce.calls) <= 5  # capped at rerank_pairs
-
-
-def test_strong_only_recall_and_get_context_leave_weak_hits_out(reng):
-    a = reng.store("The staging database is refreshed from production every Sunday night").memory.id
-    b = reng.store("The staging cluster runs on three nodes in Frankfurt").memory.id
-    reng._ce = WordScorer("Sunday")
-    assert [h.memory.id for h in reng.recall("staging", strong_only=True, reinforce=False)] == [a]
-    ctx = reng.context("staging")
-    assert ctx["memory_ids"] == [a]
-    assert b not in ctx["memory_ids"]
-    reng._ce = WordScorer("nothing-holds-this")
-    assert reng.context("staging")["memory_ids"] == []
-    assert recall_counts(reng, [a, b]) == {a: 1, b: 0}  # the first context only
-
-
-def test_a_handoff_is_pinned_only_when_strong(reng):
-    reng.handoff(summary="Moved the staging refresh job to Sunday night", next_steps=["check the cron"])
-    reng._ce = WordScorer("nothing-holds-this")
-    assert reng.recall_context("staging refresh job")["handoff"] is None
-    reng._ce = WordScorer("Sunday")
-    got = reng.recall_context("staging refresh job")
-    assert got["handoff"] is not None and got["memories"][0]["confidence"] == "strong"
-
-
-def test_without_the_second_stage_every_hit_is_strong_by_the_floor(eng):
-    a = eng.store("The staging database is refreshed from production every Sunday night").memory.id
-    hits = eng.recall("staging database refreshed from production")
-    assert [h.memory.id for h in hits] == [a] and hits[0].confidence == "strong"
+def test_the_second_stage_reorders_within_its_cap_and_explain_keeps_the_first_order(reng):
+    store(reng)
+    reng._ce = WordScorer("no text holds this")  # equal logits: the first stage's order
+    first = reng.recall(VAGUE, reinforce=False, explain=True)
+    assert [h.parts["first_rank"] for h in first[:3]] == [0.0, 1.0, 2.0]
+    first = [h.memory.id for h in first]
+    word = reng.get(first[2]).content.split()[1]  # in the third of the first stage's order
+    reng._ce = WordScorer(word)
+    hits = reng.recall(VAGUE, reinforce=False, explain=True)
+    assert word in hits[0].memory.content
+    assert hits[0].parts["first_rank"] == 2.0 and "rerank" in hits[0].parts
+    assert max(reng._ce.calls) <= 3
+    assert sorted(h.memory.id for h in hits) == sorted(first)  # reordered, not refiltered

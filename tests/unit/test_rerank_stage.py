@@ -7,11 +7,17 @@ import pytest
 
 from engram.errors import ModelUnavailable
 from engram.rerank import reranker_files
-from engram.retrieve import PLAUSIBLE_LOGIT, STRONG_LOGIT, confidence, rerank_hits
+from engram.retrieve import (PLAUSIBLE_LOGIT, STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence,
+                             rerank_hits)
 
 
 def hit(row: int, score: float, floor: bool) -> tuple[int, float, dict[str, float]]:
     return row, score, {"floor": float(floor)}
+
+
+def parts(floor=True, coverage=0.0, cosine=0.0, background=0.1, meaning=0.0) -> dict[str, float]:
+    return {"floor": float(floor), "coverage": coverage, "cosine": cosine, "background": background,
+            "meaning": meaning}
 
 
 def test_files_missing_from_a_folder_are_named(tmp_path):
@@ -23,7 +29,7 @@ def test_files_missing_from_a_folder_are_named(tmp_path):
 def test_rerank_orders_the_read_candidates_by_logit_and_keeps_the_rest_after():
     ranked = [hit(0, 0.9, True), hit(1, 0.8, True), hit(2, 0.7, True), hit(3, 0.6, True)]
     logits = {0: -1.0, 1: 3.0, 2: 1.0}
-    out = rerank_hits(ranked, lambda rows: np.array([logits[r] for r in rows]), pairs=3)
+    out = rerank_hits(ranked, lambda rows: np.array([logits[r] for r in rows]), pairs=3, weight=10.0)
     assert [r for r, _, _ in out] == [1, 2, 0, 3]
     # The first stage's order and the logit stay readable (explain), the scores are untouched.
     assert [p["first_rank"] for _, _, p in out[:3]] == [1.0, 2.0, 0.0]
@@ -32,12 +38,23 @@ def test_rerank_orders_the_read_candidates_by_logit_and_keeps_the_rest_after():
     assert "rerank" not in out[3][2]
 
 
-def test_rerank_drops_what_neither_the_floor_nor_the_cross_encoder_finds_plausible():
-    ranked = [hit(0, 0.9, False), hit(1, 0.8, False), hit(2, 0.7, False), hit(3, 0.6, False)]
+def test_a_small_weight_only_breaks_near_ties_of_the_first_stage():
+    ranked = [hit(0, 1.0, True), hit(1, 0.99, True), hit(2, 0.5, True)]
+    logits = {0: -10.0, 1: 5.0, 2: 9.0}
+    out = rerank_hits(ranked, lambda rows: np.array([logits[r] for r in rows]), pairs=3, weight=0.1)
+    assert [r for r, _, _ in out] == [1, 0, 2]
+
+
+def test_rerank_admits_what_the_floor_dropped_only_when_asked_and_plausible():
+    ranked = [hit(0, 0.9, False), hit(1, 0.8, False), hit(2, 0.7, True), hit(3, 0.6, False)]
     logits = {0: PLAUSIBLE_LOGIT - 0.5, 1: PLAUSIBLE_LOGIT, 2: PLAUSIBLE_LOGIT - 3}
-    out = rerank_hits(ranked, lambda rows: np.array([logits[r] for r in rows]), pairs=3)
+
+    def score(rows):
+        return np.array([logits[r] for r in rows])
+
+    assert [r for r, _, _ in rerank_hits(ranked, score, pairs=3, weight=0.5)] == [2]
     # Row 3 was not read and the floor dropped it: it is not returned either.
-    assert [r for r, _, _ in out] == [1]
+    assert [r for r, _, _ in rerank_hits(ranked, score, pairs=3, weight=0.5, admit=True)] == [1, 2]
 
 
 def test_rerank_reads_only_the_first_pairs():
@@ -47,12 +64,19 @@ def test_rerank_reads_only_the_first_pairs():
         seen.extend(rows)
         return np.zeros(len(rows))
 
-    rerank_hits([hit(i, 1.0 - i / 100, True) for i in range(30)], score, pairs=12)
+    rerank_hits([hit(i, 1.0 - i / 100, True) for i in range(30)], score, pairs=12, weight=0.5)
     assert seen == list(range(12))
 
 
-def test_confidence_by_logit_with_the_second_stage_and_by_floor_without():
-    assert confidence({"floor": 0.0, "rerank": STRONG_LOGIT}) == "strong"
-    assert confidence({"floor": 1.0, "rerank": STRONG_LOGIT - 0.01}) == "weak"
-    assert confidence({"floor": 1.0}) == "strong"
-    assert confidence({"floor": 0.0}) == "weak"
+def test_confidence_strong_by_words_or_by_a_clear_meaning_margin():
+    assert confidence(parts(coverage=STRONG_COVERAGE))[0] == "strong"
+    assert confidence(parts(coverage=STRONG_COVERAGE - 0.01))[0] == "weak"
+    by_meaning = parts(cosine=0.1 + STRONG_COSINE, meaning=STRONG_MEANING)
+    label, why = confidence(by_meaning)
+    assert label == "strong" and "meaning" in why
+    # A near-topic query: close to one memory, but not by a margin over unrelated text.
+    assert confidence(parts(cosine=0.9, meaning=STRONG_MEANING - 0.01))[0] == "weak"
+    # The query is clear, this hit is not (another memory is the answer).
+    assert confidence(parts(cosine=0.1 + STRONG_COSINE - 0.01, meaning=0.9))[0] == "weak"
+    # Below the floor (a candidate the reranker let in) is never strong.
+    assert confidence(parts(floor=False, coverage=1.0))[0] == "weak"
