@@ -22,7 +22,7 @@ def parts(floor=True, coverage=0.0, cosine=0.0, background=0.1, meaning=0.0) -> 
 
 def test_files_missing_from_a_folder_are_named(tmp_path):
     (tmp_path / "model.onnx").write_bytes(b"x")
-    with pytest.raises(ModelUnavailable, match="tokenizer.json is missing"):
+    with pytest.raises(ModelUnavailable, match=r"tokenizer\.json is missing"):
         reranker_files(tmp_path)
 
 
