@@ -162,7 +162,7 @@ class Settings:
     # The second stage (retrieve.rerank_hits): a cross-encoder reads the query with each of the
     # first stage's best rerank_pairs candidates and orders them by its score (benchmarks/RESULTS.md,
     # issue 27, for what it costs and gives).
-    rerank: bool = setting(False, "reorder the first candidates with the cross-encoder (1: on)")
+    rerank: bool = setting(False, "reorder hybrid recall's first candidates with the cross-encoder (1: on)")
     rerank_pairs: int = setting(12, "candidates the cross-encoder reads per query", ge=1, le=100)
     rerank_weight: float = setting(0.5, "weight of the cross-encoder's sigmoid beside the first stage's "
                                    "score over the best", ge=0.0)

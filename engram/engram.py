@@ -728,13 +728,14 @@ class Engram(ContinuityMixin):
                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
                exclude_types: Sequence[str] = (), min_share: float = 0.0,
-               strong_only: bool = False) -> list[Hit]:
+               strong_only: bool = False, rerank: bool | None = None) -> list[Hit]:
         """Hybrid search, then (with the `rerank` setting) the cross-encoder's order of the first
         candidates. Each hit is `strong` or `weak` (retrieve.confidence); only strong hits are
         reinforced (unless reinforce=False); a query nothing stored is relevant to returns
         nothing (see retrieve's relevance floor).
         min_share: return only hits scoring at least this share of the best hit's score.
-        strong_only: return only strong hits (what is pushed into a context unasked)."""
+        strong_only: return only strong hits (what is pushed into a context unasked).
+        rerank: False keeps the first stage's order even with the setting on (to compare)."""
         check_text(query, "query", 10_000)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -759,7 +760,9 @@ class Engram(ContinuityMixin):
             for t in exclude_types:
                 mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
             failures = {idx.sessions[s]: f for s, (_, f) in self.outcomes.items() if s in idx.sessions}
-            ce = self._cross_encoder()
+            # The second stage reads the fused candidates: hybrid only (bm25 and vector are the
+            # single searches, kept as they are to compare with).
+            ce = self._cross_encoder() if mode == "hybrid" and rerank is not False else None
             pairs = self.settings.rerank_pairs
             ranked = rank(idx, self.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
                           weights=self.weights, limit=max(limit, pairs) if ce else limit,
