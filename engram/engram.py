@@ -767,8 +767,7 @@ class Engram(ContinuityMixin):
             ranked = rank(idx, self.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
                           weights=self.weights, limit=max(limit, pairs) if ce else limit,
                           session_failures=failures, use_graph=graph,
-                          reference_cos=None if qvec is None else self._reference @ qvec,
-                          floor=ce is None)
+                          reference_cos=None if qvec is None else self._reference @ qvec)
             if ce is not None:
                 ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
                                      pairs, self.settings.rerank_weight)[:limit]

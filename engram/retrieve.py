@@ -152,8 +152,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     the query's cosines to REFERENCE_TEXTS (needed with a query vector).
 
     floor=False keeps the candidates the relevance floor would drop, each marked in its parts
-    (`floor` 1 when it passes the query's and its own floor, else 0), for a second stage that
-    reads them (rerank_hits); the order is the same either way."""
+    (`floor` 1 when it passes the query's and its own floor, else 0), for an offline replay of
+    other floors (benchmarks/RESULTS.md); the order is the same either way."""
     if not mask.any() or limit <= 0:
         return []
     ref = np.zeros(0) if reference_cos is None else np.asarray(reference_cos, dtype=np.float64)
@@ -282,22 +282,16 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     return out[:limit]
 
 
-# The second stage may let in a candidate the first stage's floor dropped when the cross-encoder
-# finds it plausible: ms-marco-MiniLM-L-12-v2 puts an answer above 0 and unrelated text near -11.
-PLAUSIBLE_LOGIT = -6.0
-
-
 def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],
-                pairs: int, weight: float, admit: bool = False) -> list[tuple[int, float, dict[str, float]]]:
-    """Reorder the first stage's best `pairs` candidates (rank with floor=False) by their score
-    over the best one's plus `weight` × sigmoid(logit / 2), `score(rows)` giving the
-    cross-encoder's logit for each row.
+                pairs: int, weight: float) -> list[tuple[int, float, dict[str, float]]]:
+    """Reorder the first stage's best `pairs` hits by their score over the best one's plus
+    `weight` × sigmoid(logit / 2), `score(rows)` giving the cross-encoder's logit for each row.
 
-    Each read candidate's parts gain `first_rank` (its place in the first stage, from 0) and
-    `rerank` (the logit); the ones not read keep their order after them. Only candidates the
-    first stage's floor kept are returned, unless `admit`: then also those the cross-encoder
-    finds plausible (PLAUSIBLE_LOGIT). Scores are left as the first stage gave them
-    (reinforcement reads their shares)."""
+    Each hit read gains `first_rank` (its place in the first stage, from 0) and `rerank` (the
+    logit) in its parts; the ones not read keep their order after them. Nothing is added or
+    dropped: the relevance floor has already chosen (letting the cross-encoder bring back what
+    it dropped made more nothing-relevant questions return something on the agent set). Scores
+    are left as the first stage gave them (reinforcement reads their shares)."""
     head, tail = ranked[:pairs], ranked[pairs:]
     logits = score([r for r, _, _ in head]) if head else np.zeros(0)
     top = max([s for _, s, _ in head], default=0.0)
@@ -305,11 +299,10 @@ def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callab
     for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
         parts["first_rank"] = float(i)
         parts["rerank"] = float(logit)
-        if parts["floor"] or (admit and logit >= PLAUSIBLE_LOGIT):
-            fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0))
-            read.append((fused, i, (r, s, parts)))
+        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0))
+        read.append((fused, i, (r, s, parts)))
     read.sort(key=lambda t: (-t[0], t[1]))
-    return [t for _, _, t in read] + [t for t in tail if t[2]["floor"]]
+    return [t for _, _, t in read] + tail
 
 
 # The confidence rule, calibrated on the tune half of the agent set (benchmarks/RESULTS.md,
@@ -324,7 +317,7 @@ STRONG_COSINE = 0.2
 def confidence(parts: dict[str, float]) -> tuple[str, str]:
     """(`strong` or `weak`, the evidence that decided it) for a hit's parts."""
     if not parts.get("floor", 1.0):
-        return "weak", "below the relevance floor; kept by the reranker"
+        return "weak", "below the relevance floor"
     if parts["coverage"] >= STRONG_COVERAGE:
         return "strong", f"holds {parts['coverage']:.0%} of the query's words (by IDF)"
     cal = parts["cosine"] - parts["background"]

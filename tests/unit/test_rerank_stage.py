@@ -7,7 +7,7 @@ import pytest
 
 from engram.errors import ModelUnavailable
 from engram.rerank import reranker_files
-from engram.retrieve import (PLAUSIBLE_LOGIT, STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence,
+from engram.retrieve import (STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence,
                              rerank_hits)
 
 
@@ -43,18 +43,6 @@ def test_a_small_weight_only_breaks_near_ties_of_the_first_stage():
     logits = {0: -10.0, 1: 5.0, 2: 9.0}
     out = rerank_hits(ranked, lambda rows: np.array([logits[r] for r in rows]), pairs=3, weight=0.1)
     assert [r for r, _, _ in out] == [1, 0, 2]
-
-
-def test_rerank_admits_what_the_floor_dropped_only_when_asked_and_plausible():
-    ranked = [hit(0, 0.9, False), hit(1, 0.8, False), hit(2, 0.7, True), hit(3, 0.6, False)]
-    logits = {0: PLAUSIBLE_LOGIT - 0.5, 1: PLAUSIBLE_LOGIT, 2: PLAUSIBLE_LOGIT - 3}
-
-    def score(rows):
-        return np.array([logits[r] for r in rows])
-
-    assert [r for r, _, _ in rerank_hits(ranked, score, pairs=3, weight=0.5)] == [2]
-    # Row 3 was not read and the floor dropped it: it is not returned either.
-    assert [r for r, _, _ in rerank_hits(ranked, score, pairs=3, weight=0.5, admit=True)] == [1, 2]
 
 
 def test_rerank_reads_only_the_first_pairs():
