@@ -12,7 +12,7 @@ every surviving server, and the killed server's MCP session must have been repor
 interrupted by the others.
 
     python -m benchmarks.multiserver                        # 3 servers x 6 clients x 500 ops
-    python -m benchmarks.multiserver --clients 6 --ops 20   # the size tests/test_multiserver.py runs
+    python -m benchmarks.multiserver --clients 6 --ops 20   # the size tests/e2e/test_multiserver.py runs
 
 Prints a JSON summary (errors, lost, lag p50/p95/max, throughput, interrupted sessions) and,
 with --markdown, the section for benchmarks/RESULTS.md.

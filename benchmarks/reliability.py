@@ -10,7 +10,7 @@ crash and soak run the daemon with the deterministic fake embedder (the model's 
 about durability or leaks); concurrent uses the real model unless --fake; startup writes a
 100k-memory file (rows, history, edges, 384-dim vectors) straight through Store and times
 opening it with the embedder already loaded, so model load is excluded.
-The tests in tests/test_crash.py and tests/test_concurrent_agents.py drive the same code, smaller.
+The tests in tests/e2e/test_crash.py and tests/e2e/test_concurrent_agents.py drive the same code, smaller.
 """
 
 from __future__ import annotations

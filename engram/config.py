@@ -3,7 +3,7 @@
 Each setting is declared once, as a field of `Settings` made with `setting(...)`: its type (the
 annotation), default, bounds and description. The variable's name derives from the field
 (ENGRAM_<FIELD>; four names published earlier are declared as they are), and
-`Settings.from_env`, `Settings.validate` and the README check (tests/test_docs.py) all read the
+`Settings.from_env`, `Settings.validate` and the README check (tests/unit/test_docs.py) all read the
 declarations in `SETTINGS`.
 """
 

@@ -7,7 +7,7 @@ tool schemas (server/mcp.py), the HTTP body models and the OpenAPI document (ser
 the argparse arguments (cli.py), and `check`, the one argument check every call goes through
 (Api.call). Adding a parameter is one `Param` here plus its use in the Api method; adding an
 operation is one `Op` here plus an Api method of the same name that takes every declared
-parameter, without defaults (the declaration holds them; tests/test_ops.py checks both agree).
+parameter, without defaults (the declaration holds them; tests/server/test_ops.py checks both agree).
 
 Plain frozen dataclasses, no pydantic at import: the CLI builds its parser from this module
 and should not pay for pydantic; the pydantic models are built on first use.

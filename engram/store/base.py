@@ -6,7 +6,7 @@ methods in its own dialect without reading a string from outside store/. Rows go
 out as the domain values of engram.types (Memory, Task, Session); times are aware UTC
 datetimes; embeddings go in as float32 vectors and come out as their bytes.
 
-tests/test_architecture.py checks that the engine calls nothing on its store that is not
+tests/unit/test_architecture.py checks that the engine calls nothing on its store that is not
 declared here, and that Store implements all of it.
 """
 

@@ -2,7 +2,7 @@
 
 Two lists, one per backend, side by side: MIGRATIONS (DuckDB) and PG_MIGRATIONS (PostgreSQL,
 applied by pg.py). Version N means the same tables and columns on both, so a new DuckDB
-migration needs its Postgres twin at the same position (tests/test_schema.py fails while the
+migration needs its Postgres twin at the same position (tests/store/test_schema.py fails while the
 lists' lengths or the columns they produce differ).
 """
 

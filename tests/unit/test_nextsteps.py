@@ -22,7 +22,7 @@ from engram.nextsteps import (
 )
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
-CASES = Path(__file__).parent / "data" / "nextstep_cases.json"
+CASES = Path(__file__).parents[1] / "data" / "nextstep_cases.json"
 STEP = "Add retry with backoff to the payment webhook client"
 
 

@@ -8,7 +8,7 @@ import sys
 
 import anyio
 import pytest
-from test_mcp_stdio import TIMEOUT, engram_env, ok, stdio, stop_engram_daemon
+from tests.stdio_support import TIMEOUT, engram_env, ok, stdio, stop_engram_daemon
 
 pytestmark = pytest.mark.model
 

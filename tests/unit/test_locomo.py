@@ -24,7 +24,7 @@ from benchmarks.locomo.data import (
 )
 from benchmarks.locomo.run import default_data_path, render_markdown, run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DATA = REPO.parent / "shared" / "locomo" / "locomo10.json"
 needs_data = pytest.mark.skipif(
     not DATA.exists(), reason=f"LoCoMo data (CC BY-NC, kept outside the repo) not found at {DATA}"

@@ -14,7 +14,7 @@ from engram.cli import main
 from engram.importers import parse_markdown, parse_mcp_memory, parse_mem0
 from engram.types import EngramError
 
-DATA = Path(__file__).parent / "data" / "import"
+DATA = Path(__file__).parents[1] / "data" / "import"
 CTX = Ctx("import-test")
 
 

@@ -21,6 +21,8 @@ from engram.store.schema import PG_MIGRATIONS
 from engram.types import Memory
 from tests.conftest import START
 
+REPO = Path(__file__).resolve().parents[2]
+
 psycopg = pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg")
 
 
@@ -89,7 +91,7 @@ def test_servers_starting_at_once_migrate_once(pg_server):
             "print(json.dumps([s.migrated, s.schema_version()])); s.close()")
     try:
         procs = [subprocess.Popen([sys.executable, "-c", code, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, cwd=os.path.dirname(os.path.dirname(__file__))) for _ in range(4)]
+                                  text=True, cwd=REPO) for _ in range(4)]
         for p in procs:  # all imported and waiting: release them together
             p.stdin.write("go\n")
             p.stdin.flush()

@@ -5,28 +5,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import sys
 import uuid
-from pathlib import Path
 
 import anyio
 import pytest
-from mcp.client import Client
-from mcp.client.stdio import StdioServerParameters
 
-from engram.config import Settings
-from engram.server.daemon import stop_or_kill
 from engram.server.mcp import TOOL_NAMES
+from tests.stdio_support import DATABASES, child_pids, ok, stdio, stop_engram_daemon
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio]
-
-# The first call may wait for the daemon to start and load the embedding model.
-TIMEOUT = 180
-
-
-# The database of a module's home under --backend postgres: its one daemon serves one store, and a
-# client naming another (each test's own ENGRAM_DATABASE_URL) would be refused (StoreMismatch).
-DATABASES: dict[Path, str] = {}
 
 
 @pytest.fixture(scope="module")
@@ -40,40 +27,6 @@ def home(tmp_path_factory, request, backend):
     stop_engram_daemon(home)
     if pg is not None:
         pg.drop(DATABASES.pop(home))
-
-
-def stop_engram_daemon(home: Path) -> None:
-    stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))  # no daemon may outlive the tests
-
-
-def engram_env(home: Path, user: str) -> dict[str, str]:
-    db = {"ENGRAM_DATABASE_URL": DATABASES[home]} if home in DATABASES else {}
-    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1",
-            "ENGRAM_TORCH_THREADS": "1", **db}
-
-
-def stdio(home: Path, user: str) -> Client:
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, user))
-    return Client(params, read_timeout_seconds=TIMEOUT)
-
-
-async def ok(client: Client, tool: str, args: dict | None = None) -> dict:
-    r = await client.call_tool(tool, args or {})
-    assert not r.is_error, f"{tool} failed: {r.content[0].text}"
-    return r.structured_content
-
-
-def child_pids() -> set[int]:
-    """Direct children of this process (Linux /proc), to find the stdio server the SDK spawned."""
-    me, out = os.getpid(), set()
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[1]) == me:
-            out.add(int(stat.parent.name))
-    return out
 
 
 async def test_stdio_server_lists_and_runs_every_tool(home):

@@ -360,7 +360,7 @@ def _resumable(eng, clock):
     eng.track_failure("UnicodeEncodeError writing CSV", "exporter", "file opened without utf-8",
                       task_id=t.id, fix="open engram/transfer.py output with encoding='utf-8'")
     eng.track_progress("csv exporter tests", "in_progress", 0.4, task_id=t.id, session_id="S",
-                       notes="tests/test_transfer.py has the first two cases")
+                       notes="tests/store/test_transfer.py has the first two cases")
     eng.track_progress("tsv output", "blocked", 0.1, task_id=t.id, notes="waiting on a decision")
     eng.report_interruption("S", "rate_limit", task_id=t.id)
     return t
@@ -378,14 +378,14 @@ def test_resume_task_gives_the_continuation(eng, clock):
     (pit,) = r["pitfalls"]
     assert (pit["component"], pit["root_cause"]) == ("exporter", "file opened without utf-8")
     assert [m["content"] for m in r["keep"]] == ["CSV columns follow the export JSON field order."]
-    assert r["working_set"] == {"files": ["engram/transfer.py", "tests/test_transfer.py"],
+    assert r["working_set"] == {"files": ["engram/transfer.py", "tests/store/test_transfer.py"],
                                 "components": ["exporter"]}
     (s,) = r["interrupted_sessions"]
     assert s["session_id"] == "S" and s["reason"] == "rate_limit"
     text = r["context"]
     assert text.startswith("<resume>\nTask " + t.id) and text.endswith("</resume>")
     for needle in ("Next step: write csv exporter tests", "[in_progress] write csv exporter tests",
-                   "root cause: file opened without utf-8", "rate_limit", "tests/test_transfer.py"):
+                   "root cause: file opened without utf-8", "rate_limit", "tests/store/test_transfer.py"):
         assert needle in text
     assert r["tokens"] <= 2000
     # Read-only: the interruption is still news for the next recall.
@@ -422,7 +422,7 @@ def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
     from pathlib import Path
 
     from engram.continuity import MEMORY_RULES
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "```markdown\n" + MEMORY_RULES + "```" in readme
 
 

@@ -18,7 +18,7 @@ from engram.config import Settings, store_identity
 from engram.server.rpc import RpcClient, RpcError
 from engram.store import open_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PASSWORD = "s3cret-pw"  # the private server trusts its socket, so any password connects
 
 

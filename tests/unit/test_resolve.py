@@ -9,7 +9,7 @@ import pytest
 
 from engram.resolve import Resolution, compare, compare_detail, decide, is_contradiction, merge_contents
 
-CASES_PATH = Path(__file__).parent / "data" / "resolution_cases.json"
+CASES_PATH = Path(__file__).parents[1] / "data" / "resolution_cases.json"
 
 
 # --- compare -------------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -292,7 +293,14 @@ def test_a_key_acts_as_its_user_exactly_and_its_sessions_end(api, server, mode):
 
     mid = anyio.run(main)
     assert api.eng.get(mid, user).user_id == user
-    sessions = api.eng.store_db.user_sessions(user)
+    # The server ends the session when it handles the client's closing request, which the client
+    # does not wait for: on a loaded machine that can land a moment after the client is gone.
+    deadline = time.monotonic() + 15
+    while True:
+        sessions = api.eng.store_db.user_sessions(user)
+        if (sessions and all(s.status == "ended" for s in sessions)) or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
     assert sessions and all(s.status == "ended" for s in sessions)
     assert api.eng.take_interrupted(user) == []
 
@@ -351,7 +359,7 @@ def test_keys_are_random_and_stored_only_as_their_hash(api):
 
 # ---------------------------------------------------------------- as commands
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:

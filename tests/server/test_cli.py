@@ -22,7 +22,7 @@ from engram.cli import main
 from engram.embedding import FakeEmbedder
 from engram.server.rpc import RpcServer, _lock_is_free
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 ENGRAM = [sys.executable, "-m", "engram.cli"]
 
 

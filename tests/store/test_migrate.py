@@ -244,7 +244,7 @@ def test_export_and_import_between_the_backends_both_ways(source, tmp_path, pg_u
 
 # ---------------------------------------------------------------- as a command
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:

@@ -1,4 +1,5 @@
-"""Documentation checks: every command and option has help, and the README covers commands, settings, routes."""
+"""Documentation checks: every command and option has help, docs/ covers commands, settings, routes and tools,
+and every link in the README and docs/ leads somewhere."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from engram import cli, setup
 from engram.config import SETTINGS
 from engram.server.http import OPS
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 
 
 def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -47,25 +50,21 @@ def test_walk_sees_nested_commands():
     assert ("task", "create") in found and ("remember",) in found and ("task",) not in found
 
 
-def section(title_pattern: str) -> str | None:
-    """The README section whose '## ' heading matches, up to the next '## ' heading; None if absent."""
-    if not README.exists():
-        return None
-    text = README.read_text(encoding="utf-8")
-    m = re.search(rf"^## +(?:{title_pattern})[^\n]*\n(.*?)(?=^## |\Z)", text, re.MULTILINE | re.DOTALL | re.IGNORECASE)
-    return m.group(1) if m else None
+def doc(name: str) -> str:
+    """The text of docs/NAME; a missing page fails the test that needs it."""
+    path = DOCS / name
+    assert path.is_file(), f"docs/{name} is missing"
+    return path.read_text(encoding="utf-8")
 
 
-def test_readme_documents_every_command():
-    body = section("CLI")
-    if body is None:
-        pytest.skip("README.md has no '## CLI' section yet (the lead writes it)")
+def test_cli_doc_documents_every_command():
+    body = doc("cli.md")
     missing = [" ".join(p) for p in commands(cli.build_parser()) if f"engram {' '.join(p)}" not in body]
-    assert not missing, f"README '## CLI' does not mention: {', '.join('engram ' + m for m in missing)}"
+    assert not missing, f"docs/cli.md does not mention: {', '.join('engram ' + m for m in missing)}"
 
 
 def settings_table(body: str) -> dict[str, str]:
-    """{variable: default} from the README settings table; a row may pair names and defaults ("A / B")."""
+    """{variable: default} from the settings table in docs/settings.md; a row may pair names and defaults ("A / B")."""
     table = {}
     for row in re.findall(r"^\|(.+)\|$", body, re.MULTILINE):
         cells = [c.strip() for c in row.split("|")]
@@ -85,40 +84,34 @@ def same_default(shown: str, declared: str) -> bool:
         return shown == declared
 
 
-def test_readme_documents_every_setting():
-    body = section("Settings|Configuration")
-    if body is None:
-        pytest.skip("README.md has no '## Settings' or '## Configuration' section yet")
+def test_settings_doc_documents_every_setting():
+    body = doc("settings.md")
     table = settings_table(body)
     assert "ENGRAM_HOME" in table
     missing = [s.env for s in SETTINGS if s.env not in table]
-    assert not missing, f"README settings section does not mention: {', '.join(missing)}"
-    wrong = [f"{s.env}: README says {table[s.env]!r}, engram/config.py {s.shown_default()!r}"
+    assert not missing, f"docs/settings.md does not mention: {', '.join(missing)}"
+    wrong = [f"{s.env}: docs say {table[s.env]!r}, engram/config.py {s.shown_default()!r}"
              for s in SETTINGS if not same_default(table[s.env], s.shown_default())]
-    assert not wrong, f"README settings table gives other defaults: {'; '.join(wrong)}"
+    assert not wrong, f"docs/settings.md gives other defaults: {'; '.join(wrong)}"
     unknown = sorted(set(table) - {s.env for s in SETTINGS})
-    assert not unknown, f"README settings table names variables engram does not read: {', '.join(unknown)}"
+    assert not unknown, f"docs/settings.md names variables engram does not read: {', '.join(unknown)}"
 
 
-def test_readme_documents_every_http_route():
-    body = section("HTTP")
-    if body is None:
-        pytest.skip("README.md has no '## HTTP' section yet")
+def test_http_doc_documents_every_route():
+    body = doc("http.md")
     routes = [f"{s.method} {s.path}" for s in OPS] + ["GET /metrics", "GET /healthz", "GET /openapi.json"]
     missing = [r for r in routes if r not in body]
-    assert not missing, f"README HTTP section does not mention: {', '.join(missing)}"
+    assert not missing, f"docs/http.md does not mention: {', '.join(missing)}"
 
 
-def test_readme_documents_every_mcp_tool():
+def test_mcp_doc_documents_every_tool():
     from engram.api import TOOLS
     from engram.server.mcp import TOOL_NAMES
 
     assert sorted(TOOLS) == sorted(TOOL_NAMES)
-    body = section("Use it from an agent")
-    if body is None:
-        pytest.skip("README.md has no '## Use it from an agent' section yet")
+    body = doc("mcp.md")
     missing = [t for t in TOOL_NAMES if f"`{t}(" not in body]
-    assert not missing, f"README tools table does not mention: {', '.join(missing)}"
+    assert not missing, f"docs/mcp.md tools table does not mention: {', '.join(missing)}"
 
 
 def test_the_quick_start_leaves_the_clone_clean():
@@ -129,3 +122,36 @@ def test_the_quick_start_leaves_the_clone_clean():
     home = re.search(r'ENGRAM_HOME="\$\{ENGRAM_HOME:-\$ROOT/([^}"]+)\}"', demo).group(1)
     ignored = [line.strip() for line in (root / ".gitignore").read_text().splitlines()]
     assert f"{home.rstrip('/')}/" in ignored
+
+
+def test_the_readme_is_short_and_its_links_and_the_docs_links_resolve():
+    """The README is what a newcomer reads in five minutes; the rest is in docs/, and no link of
+    either points at a file or a heading that is not there."""
+    assert len(README.read_text(encoding="utf-8").splitlines()) < 250
+    pages = [README, *sorted(DOCS.glob("*.md"))]
+    assert len(pages) > 5
+    broken = []
+    for page in pages:
+        text = page.read_text(encoding="utf-8")
+        for target in re.findall(r"\]\(([^)\s]+)\)", text):
+            if re.match(r"[a-z]+://", target):
+                continue
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            if not dest.exists():
+                broken.append(f"{page.name}: {target}")
+            elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text(encoding="utf-8")):
+                broken.append(f"{page.name}: {target} (no such heading)")
+    assert not broken, f"broken links: {broken}"
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors for a page's headings: lower case, punctuation dropped, spaces to hyphens."""
+    out, fence = set(), False
+    for line in markdown.splitlines():
+        if line.startswith("```"):
+            fence = not fence
+        elif not fence and (m := re.match(r"#{1,6} +(.*)", line)):
+            out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return out
+

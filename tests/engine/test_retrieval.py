@@ -7,7 +7,7 @@ import pytest
 
 from engram import Engram
 
-DATA = json.loads((Path(__file__).parent / "data" / "retrieval_set.json").read_text())
+DATA = json.loads((Path(__file__).parents[1] / "data" / "retrieval_set.json").read_text())
 
 CAUSES = ["the cache directory is read-only", "the disk is full", "the token expired", "DNS failed",
           "the schema is outdated", "the queue is full", "the certificate expired", "the port is taken"]

@@ -18,7 +18,7 @@ from engram import Engram
 
 pytestmark = pytest.mark.model
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ from engram.server.rpc import RpcServer
 from engram.setup import find_model, mcp_config, run, self_check, self_check_daemon
 from engram.store import Store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def run_setup(home: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
@@ -120,7 +120,7 @@ def test_self_check_through_the_daemon(daemon_home):
 
 
 @pytest.mark.model
-@pytest.mark.duckdb_only  # the file it creates; tests/test_pg.py runs setup with --database-url
+@pytest.mark.duckdb_only  # the file it creates; tests/store/test_pg.py runs setup with --database-url
 def test_full_setup_with_the_packaged_model(tmp_path):
     r = run_setup(tmp_path, "--json")
     assert r.returncode == 0, r.stderr

@@ -23,7 +23,7 @@ from engram.server.mcp import TOOL_NAMES
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # the wheel is installed without the postgres extra
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 DIST = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["name"]
 
 

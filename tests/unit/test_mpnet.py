@@ -22,7 +22,7 @@ import pytest
 from engram import embedding
 from engram.embedding import ModelUnavailable, SplitPackage, resolve_model_path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 FILES = {
     "modules.json": b'[{"idx": 0, "name": "0", "path": "", "type": "x"}]',
     "config.json": b'{"hidden_size": 8}',
