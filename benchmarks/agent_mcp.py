@@ -177,13 +177,19 @@ async def run_mode(home: Path, mode: str, data: dict, context: bool) -> dict:
 
 async def ask(client: Client, q: dict, mode: str, keys_of: dict[str, list[str]]) -> dict:
     r = await call(client, "recall_memory", {"query": q["query"], "mode": mode, "limit": LIMIT})
-    top = [["+".join(keys_of.get(m["id"], ["?"])), round(m["score"], 4)] for m in r["memories"]]
+    top = [["+".join(keys_of.get(m["id"], ["?"])), round(m["score"], 4), m.get("confidence")]
+           for m in r["memories"]]
     return {"kind": q["kind"], "query": q["query"], "expect": q["expect"], "top": top}
 
 
 def relevant(answer: dict) -> list[bool]:
     """One flag per returned memory: does it hold (alone or merged) an expected key?"""
-    return [bool(set(key.split("+")) & set(answer["expect"])) for key, _ in answer["top"]]
+    return [bool(set(t[0].split("+")) & set(answer["expect"])) for t in answer["top"]]
+
+
+def strong_hit(answer: dict, k: int) -> bool:
+    """A memory marked strong among the first k that holds an expected key."""
+    return any(rel and t[2] == "strong" for rel, t in zip(relevant(answer)[:k], answer["top"]))
 
 
 def hit(answer: dict, k: int) -> bool:
@@ -205,14 +211,18 @@ def summarise(answers: list[dict]) -> dict:
     for kind in ANSWERED:
         mine = [a for a in answers if a["kind"] == kind]
         kinds[kind] = {"n": len(mine), "hit1": share(hit(a, 1) for a in mine),
-                       "hit3": share(hit(a, 3) for a in mine)}
+                       "hit3": share(hit(a, 3) for a in mine),
+                       "strong3": share(strong_hit(a, 3) for a in mine)}
         p = precision((a["kind"], relevant(a)) for a in mine)
         kinds[kind].update(precision=round(p["precision"], 3), unrelated=round(p["unrelated"], 2))
     p = precision((a["kind"], relevant(a)) for a in answers)
     nones = [a for a in answers if a["kind"] == "none"]
     none = {"n": len(nones), "empty": share(not a["top"] for a in nones),
-            "mean_returned": mean(len(a["top"]) for a in nones)}
-    answered = {"n": p["n"], "precision": round(p["precision"], 3), "unrelated": round(p["unrelated"], 2)}
+            "mean_returned": mean(len(a["top"]) for a in nones),
+            "no_strong": share(not any(t[2] == "strong" for t in a["top"]) for a in nones)}
+    asked = [a for a in answers if a["kind"] != "none"]
+    answered = {"n": p["n"], "precision": round(p["precision"], 3), "unrelated": round(p["unrelated"], 2),
+                "hit3": share(hit(a, 3) for a in asked), "strong3": share(strong_hit(a, 3) for a in asked)}
     return {"kinds": kinds, "answered": answered, "none": none}
 
 
@@ -240,22 +250,24 @@ def stop_engram_daemon(home: Path) -> None:
 
 def markdown(report: dict) -> str:
     modes = list(report["modes"])
-    head = "| kind | n | " + " | ".join(f"{m} H@1 / H@3 / prec / unrel" for m in modes) + " |"
+    head = "| kind | n | " + " | ".join(f"{m} H@1 / H@3 / prec / unrel / strong@3" for m in modes) + " |"
     lines = [head, "|" + "---|" * (2 + len(modes))]
     for kind in ANSWERED:
         n = report["modes"][modes[0]]["kinds"][kind]["n"]
-        cells = " | ".join("{hit1:.2f} / {hit3:.2f} / {precision:.2f} / {unrelated:.2f}".format(
+        cells = " | ".join("{hit1:.2f} / {hit3:.2f} / {precision:.2f} / {unrelated:.2f} / {strong3:.2f}".format(
             **report["modes"][m]["kinds"][kind]) for m in modes)
         lines.append(f"| {kind} | {n} | {cells} |")
     n = report["modes"][modes[0]]["answered"]["n"]
     lines.append(f"| answered, all kinds | {n} | " + " | ".join(
-        "prec {precision:.2f} / unrel {unrelated:.2f}".format(**report["modes"][m]["answered"])
+        "H@3 {hit3:.2f} / prec {precision:.2f} / unrel {unrelated:.2f} / strong@3 {strong3:.2f}".format(
+            **report["modes"][m]["answered"])
         for m in modes) + " |")
     n = report["modes"][modes[0]]["none"]["n"]
     lines.append("")
     lines.append("| none queries (nothing stored answers them) | n | " + " | ".join(modes) + " |")
     lines.append("|" + "---|" * (2 + len(modes)))
-    for label, field in (("returned no memory (share)", "empty"), ("memories returned (mean)", "mean_returned"),
+    for label, field in (("returned no memory (share)", "empty"), ("returned no strong memory (share)", "no_strong"),
+                         ("memories returned (mean)", "mean_returned"),
                          ("memories reinforced by them", "reinforced_memories")):
         lines.append(f"| {label} | {n} | " + " | ".join(str(report["modes"][m]["none"][field]) for m in modes) + " |")
     c = report.get("context_none")

@@ -28,7 +28,11 @@ from typing import Any
 
 from .precision import precision
 
-MODES = ("bm25", "vector", "hybrid")
+MODES = ("bm25", "vector", "hybrid", "hybrid_first")
+# How each column maps onto recall: hybrid_first is hybrid without the second stage (the same as
+# hybrid when ENGRAM_RERANK is off).
+MODE_KWARGS = {"bm25": {"mode": "bm25"}, "vector": {"mode": "vector"}, "hybrid": {"mode": "hybrid"},
+               "hybrid_first": {"mode": "hybrid", "rerank": False}}
 KINDS = ("paraphrase", "distractor", "exact", "typo", "chinese", "none")
 HALVES = ("tune", "report", "all")
 SESSION = "agent-session-1"
@@ -88,13 +92,14 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
             want = {ids[k] for k in q["expect"]}
             row = {"kind": q["kind"], "half": q["half"], "query": q["query"], "modes": {}}
             for mode in MODES:
-                hits = eng.recall(q["query"], limit=LIMIT, mode=mode, reinforce=False)
+                hits = eng.recall(q["query"], limit=LIMIT, reinforce=False, **MODE_KWARGS[mode])
                 got = [h.memory.id for h in hits]
                 row["modes"][mode] = {
                     "n": len(got),
                     "hit@1": float(bool(want & set(got[:1]))),
                     "hit@3": float(bool(want & set(got[:3]))),
                     "relevant": [g in want for g in got],
+                    "strong": [h.confidence == "strong" for h in hits],
                 }
             rows.append(row)
         # The none queries once more, as an agent asks them (reinforcement on).
@@ -128,11 +133,13 @@ def score_rows(rows: list[dict]) -> dict:
                 p = precision((r["kind"], r["modes"][mode]["relevant"]) for r in sel)
                 if kind == "none":
                     v = p["none_empty"]
-                    cell[mode] = {"hit@1": v, "hit@3": v, "returned": p["none_returned"]}
+                    cell[mode] = {"hit@1": v, "hit@3": v, "returned": p["none_returned"],
+                                  "no_strong": sum(not any(r["modes"][mode]["strong"]) for r in sel) / len(sel)}
                 else:
                     cell[mode] = {k: sum(r["modes"][mode][k] for r in sel) / len(sel)
                                   for k in ("hit@1", "hit@3")}
-                    cell[mode].update(precision=p["precision"], unrelated=p["unrelated"])
+                    cell[mode].update(precision=p["precision"], unrelated=p["unrelated"],
+                                      strong3=strong3(sel, mode))
             out[half][kind] = cell
         # Every answered kind together: the precision an agent meets over its ordinary questions.
         sel = [r for r in rows if r["kind"] != "none" and (half == "all" or r["half"] == half)]
@@ -142,26 +149,35 @@ def score_rows(rows: list[dict]) -> dict:
                 p = precision((r["kind"], r["modes"][mode]["relevant"]) for r in sel)
                 cell[mode] = {"hit@1": sum(r["modes"][mode]["hit@1"] for r in sel) / len(sel),
                               "hit@3": sum(r["modes"][mode]["hit@3"] for r in sel) / len(sel),
-                              "precision": p["precision"], "unrelated": p["unrelated"]}
+                              "precision": p["precision"], "unrelated": p["unrelated"],
+                              "strong3": strong3(sel, mode)}
             out[half]["answered"] = cell
     return out
+
+
+def strong3(rows: list[dict], mode: str) -> float:
+    """The share of answered queries with a memory marked strong and labelled relevant in the top 3."""
+    return sum(any(rel and st for rel, st in zip(r["modes"][mode]["relevant"][:3], r["modes"][mode]["strong"][:3]))
+               for r in rows) / len(rows)
 
 
 def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> str:
     lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
     lines.append(f"Agent set: {agent['memories']} memories stored in one session "
                  f"(actions {json.dumps(agent['actions'], sort_keys=True)}), limit {LIMIT}. Per kind "
-                 "Hit@1 / Hit@3 / precision / unrelated memories returned per query; for `none`, "
-                 "the fraction of queries that returned no memory / memories returned per query.")
+                 "Hit@1 / Hit@3 / precision / unrelated memories returned per query / share with a "
+                 "strong right answer in the top 3; for `none`, the fraction of queries that returned "
+                 "no memory / memories returned per query / fraction with no strong memory.")
     for half in HALVES:
         lines += ["", f"**{half} half**" if half != "all" else "**both halves**", "",
-                  "| kind | n | bm25 | vector | hybrid |", "|---|---:|---|---|---|"]
+                  "| kind | n | " + " | ".join(MODES) + " |", "|---|---:|" + "---|" * len(MODES)]
         for kind, cell in agent["table"][half].items():
             vals = []
             for mode in MODES:
                 c = cell[mode]
-                vals.append(f"{c['hit@1']:.3f} / {c['returned']:.2f}" if kind == "none" else
-                            f"{c['hit@1']:.3f} / {c['hit@3']:.3f} / {c['precision']:.2f} / {c['unrelated']:.2f}")
+                vals.append(f"{c['hit@1']:.3f} / {c['returned']:.2f} / {c['no_strong']:.3f}" if kind == "none"
+                            else f"{c['hit@1']:.3f} / {c['hit@3']:.3f} / {c['precision']:.2f} / "
+                                 f"{c['unrelated']:.2f} / {c['strong3']:.3f}")
             lines.append(f"| {kind} | {cell['n']} | " + " | ".join(vals) + " |")
     lines += ["", f"`none` queries asked again with reinforcement on (limit {LIMIT}): "
                   f"{agent['none_recall_returned']} memories returned, "
@@ -176,7 +192,8 @@ def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> 
                          ("hit@1", "hit@5", "hit@10", "recall_acc@5", "recall_acc@10", "mrr")) + " |")
         t = locomo["timing"]
         lines += ["", f"LoCoMo ingest {t['ingest_memories_per_s']:.0f} memories/s; hybrid recall "
-                      f"p50 {t['recall_ms']['hybrid']['p50']:.1f} ms (encoding excluded)."]
+                      f"p50 {t['recall_ms']['hybrid']['p50']:.1f} ms, p95 {t['recall_ms']['hybrid']['p95']:.1f} ms "
+                      f"(encoding excluded); bm25 p50 {t['recall_ms']['bm25']['p50']:.1f} ms."]
     return "\n".join(lines) + "\n"
 
 

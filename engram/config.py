@@ -160,6 +160,14 @@ class Settings:
                                       " for any hit by meaning", ge=-1.0, le=1.0)
     relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds",
                                         ge=0.0, le=1.0)
+    # The second stage (retrieve.rerank_hits): a cross-encoder reads the query with each of the
+    # first stage's best rerank_pairs candidates and orders them by its score (benchmarks/RESULTS.md,
+    # issue 27, for what it costs and gives).
+    rerank: bool = setting(False, "reorder hybrid recall's first candidates with the cross-encoder (1: on)")
+    rerank_pairs: int = setting(12, "candidates the cross-encoder reads per query", ge=1, le=100)
+    rerank_weight: float = setting(0.5, "weight of the cross-encoder's sigmoid beside the first stage's "
+                                   "score over the best", ge=0.0)
+    rerank_threads: int = setting(2, "CPU threads for the cross-encoder", ge=1)
     # get_context packs only hits scoring at least this share of the best hit's score: a block
     # for a prompt is no place for what merely came along (see Api.get_context).
     context_min_share: float = setting(0.5, "least share of the best hit's score get_context packs",

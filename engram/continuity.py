@@ -997,19 +997,21 @@ class ContinuityMixin:
                        task_id: str | None = None, tags: Sequence[str] | None = None,
                        as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                        user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0, scope: Scope = NO_PROJECT) -> dict:
+                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
         failures of components the hits concern, and sessions that were interrupted.
 
         The pinned handoff is held to the request like any hit: it has the type and one of the
         tags asked for, belongs to the task asked for (or, with no task, is relevant to the
-        query), and counts towards `limit`. Everything it reads is what `scope` sees."""
+        query), and counts towards `limit`. Everything it reads is what `scope` sees. strong_only:
+        only strong hits (get_context's block, which the agent did not ask for); the pinned handoff
+        is always a strong one."""
         user = self._user(user_id)
         tags = check_tags(tags) or None  # one string is one tag, not its characters
         with self._lock:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,
-                               min_share=min_share, scope=scope)
+                               min_share=min_share, scope=scope, strong_only=strong_only)
             handoff = None
             if memory_type in (None, "handoff") and as_of is None:
                 handoff = self._relevant_handoff(query, user, task_id, tags, scope)
@@ -1017,7 +1019,9 @@ class ContinuityMixin:
             if handoff is not None:
                 memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
                 pinned = self.hit_dict(Hit(handoff, max([h.score for h in hits], default=0.0),
-                                           self.quality(handoff)))
+                                           self.quality(handoff), confidence="strong",
+                                           evidence="the latest handoff of the task asked for" if task_id
+                                           else "a strong hit among the open tasks' handoffs"))
                 pinned["pinned"] = True
                 memories.insert(0, pinned)
             return {
@@ -1043,9 +1047,10 @@ class ContinuityMixin:
             return self.latest_handoff(user, task_id, tags)
         open_tasks = {t.id for t in self.store_db.list_tasks(user)
                       if t.status not in ("done", "abandoned")}
-        # recall's relevance floor applies: no handoff is pinned for a query it does not answer.
+        # recall's relevance floor applies, and only a strong hit is pinned unasked: no handoff
+        # is pinned for a query it does not answer.
         cands = self.recall(query, limit=5, memory_type="handoff", tags=tags, user_id=user,
-                            reinforce=False, scope=scope)
+                            reinforce=False, scope=scope, strong_only=True)
         cands = [h for h in cands if h.memory.task_id is None or h.memory.task_id in open_tasks]
         if not cands:
             return None

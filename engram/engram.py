@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import logging
 import math
 import threading
 import time
@@ -30,12 +31,15 @@ from .ids import new_id
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
 from .redact import Redactor
 from .ops import refuse_unknown
-from .retrieve import REFERENCE_TEXTS, Weights, rank
+from .rerank import CrossEncoder
+from .retrieve import REFERENCE_TEXTS, Weights, confidence, rank, rerank_hits
 from .store import MemoryStore, open_store
 from .project import check_project
 from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound, NO_PROJECT, Scope,
                     StoreResult, check_tags)
 
+
+log = logging.getLogger(__name__)
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
@@ -205,6 +209,8 @@ class Engram(ContinuityMixin):
         self.redact = Redactor(self.settings.redact_patterns)
         self.weights = Weights.from_settings(self.settings)
         self._reference: np.ndarray | None = None  # embeddings of retrieve.REFERENCE_TEXTS
+        self._ce: CrossEncoder | None = None  # the reranker, loaded at the first recall needing it
+        self._ce_failed = False
         try:
             self.model_changed = self._check_model(allow_model_change)
         except BaseException:
@@ -720,7 +726,7 @@ class Engram(ContinuityMixin):
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
         r = self.recall_context(query, limit=limit, task_id=task_id, tags=check_tags(tags) or None,
                                 user_id=user_id, session_id=session_id,
-                                min_share=self.settings.context_min_share, scope=scope)
+                                min_share=self.settings.context_min_share, scope=scope, strong_only=True)
         text, ids = pack_context(r, max_tokens)
         return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
                 "interrupted_sessions": r["interrupted_sessions"]}
@@ -747,12 +753,16 @@ class Engram(ContinuityMixin):
                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
                exclude_types: Sequence[str] = (), min_share: float = 0.0,
-               scope: Scope = NO_PROJECT) -> list[Hit]:
-        """Hybrid search. Every memory returned is reinforced (unless reinforce=False); a query
-        nothing stored is relevant to returns nothing (see retrieve's relevance floor).
+               scope: Scope = NO_PROJECT, strong_only: bool = False, rerank: bool | None = None) -> list[Hit]:
+        """Hybrid search, then (with the `rerank` setting) the cross-encoder's order of the first
+        candidates. Each hit is `strong` or `weak` (retrieve.confidence); only strong hits are
+        reinforced (unless reinforce=False); a query nothing stored is relevant to returns
+        nothing (see retrieve's relevance floor).
         min_share: return only hits scoring at least this share of the best hit's score.
         scope: the project whose memories (with those of no project) are searched; the default,
-        no project, searches only the memories of no project (engram.types.Scope)."""
+        no project, searches only the memories of no project (engram.types.Scope).
+        strong_only: return only strong hits (what is pushed into a context unasked).
+        rerank: False keeps the first stage's order even with the setting on (to compare)."""
         check_text(query, "query", 10_000)
         if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
             raise EngramError(f"limit must be a whole number from 1 to 1000, got {limit!r}")
@@ -777,31 +787,58 @@ class Engram(ContinuityMixin):
             for t in exclude_types:
                 mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
             failures = {idx.sessions[s]: f for s, (_, f) in self.outcomes.items() if s in idx.sessions}
+            # The second stage reads the fused candidates: hybrid only (bm25 and vector are the
+            # single searches, kept as they are to compare with).
+            ce = self._cross_encoder() if mode == "hybrid" and rerank is not False else None
+            pairs = self.settings.rerank_pairs
             ranked = rank(idx, self.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
-                          weights=self.weights, limit=limit, session_failures=failures,
-                          use_graph=graph,
+                          weights=self.weights, limit=max(limit, pairs) if ce else limit,
+                          session_failures=failures, use_graph=graph,
                           reference_cos=None if qvec is None else self._reference @ qvec)
+            if ce is not None:
+                ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
+                                     pairs, self.settings.rerank_weight)[:limit]
+            if strong_only:
+                ranked = [t for t in ranked if confidence(t[2])[0] == "strong"]
             if min_share > 0 and ranked:
                 # Cut before reinforcing: what is not returned must not learn from the query.
                 top = ranked[0][1]
                 ranked = [t for t in ranked if t[1] >= min_share * top]
             ids = [idx.ids[r] for r, _, _ in ranked]
-            if reinforce and ids and as_of is None:
+            # Only a strong hit learns from the query: a weak one was shown, not confirmed.
+            strong = [t for t in ranked if confidence(t[2])[0] == "strong"]
+            mems: dict[str, Memory] = {}
+            if reinforce and strong and as_of is None:
                 # Each hit grows by its share of the answer: score / best score (decay.py).
-                best = max(score for _, score, _ in ranked)
-                share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in ranked}
+                best = max(score for _, score, _ in strong)
+                share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in strong}
                 mems = self.store_db.reinforce(
-                    ids, now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0)))
+                    list(share), now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0)))
                 idx.touch(mems.values())
-            else:
-                mems = self.store_db.get_memories(ids)
+            rest = [i for i in ids if i not in mems]
+            if rest:
+                mems.update(self.store_db.get_memories(rest))
             hits = []
             for (_, score, parts), mid in zip(ranked, ids):
                 m = mems[mid]
                 s, f = self.outcomes.get(m.session_id, (0, 0))
                 hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),
-                                parts if explain else None))
+                                parts if explain else None, *confidence(parts)))
             return hits
+
+    def _cross_encoder(self):
+        """The reranker when the `rerank` setting is on and it loads, else None (a failure to
+        load is logged once; recall then keeps the first stage's order and floor)."""
+        if not self.settings.rerank or self._ce_failed:
+            return None
+        if self._ce is None:
+            try:
+                self._ce = CrossEncoder(threads=self.settings.rerank_threads)
+            except (ModelUnavailable, OSError, RuntimeError) as e:
+                self._ce_failed = True
+                log.warning("reranker unavailable, recall keeps the first stage's order: %s", e)
+                return None
+        return self._ce
 
     def quality(self, m: Memory) -> float:
         s, f = self.outcomes.get(m.session_id, (0, 0))

@@ -108,15 +108,15 @@ def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens
 
 def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int,
                     project: str | None = None) -> dict:
-    """The memories clearly relevant to a prompt (recall's relevance floor, and get_context's share
-    of the best hit), as a short block; empty when none is. Nothing is reinforced: a prompt is
-    not a recall the agent asked for."""
+    """The memories clearly relevant to a prompt (strong hits only, as everything pushed into a
+    context unasked; and get_context's share of the best hit), as a short block; empty when none
+    is. Nothing is reinforced: a prompt is not a recall the agent asked for."""
     query = prompt.strip()[:2000]
     if not query:
         return {"context": "", "tokens": 0, "memory_ids": []}
     hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
                       min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"),
-                      scope=Scope.of(project))
+                      scope=Scope.of(project), strong_only=True)
     lines = []
     for h in hits:
         text = " ".join(h.memory.content.split())

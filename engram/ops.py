@@ -168,13 +168,16 @@ OPS_LIST = (
 Search long-term memory. Call at the start of every task and whenever you need a fact, decision,
 convention or past failure you may have learned before.
 
-Returns {memories: [{id, content, memory_type, score, quality_score, created_at, tags, ...}],
-handoff (the latest relevant session handoff with each next step checked against later work,
-or null), related_failures (known pitfalls of the components involved), interrupted_sessions
-(earlier sessions that ended without a clean exit, each reported once: resume their work)}.
-The latest relevant handoff is pinned first in memories. Recalled memories are reinforced.
-You see the memories of the project you work in and those of no project (all_projects: every
-project's).""",
+Returns {memories: [{id, content, memory_type, score, quality_score, created_at, tags,
+confidence, evidence, ...}], handoff (the latest relevant session handoff with each next step
+checked against later work, or null), related_failures (known pitfalls of the components
+involved), interrupted_sessions (earlier sessions that ended without a clean exit, each reported
+once: resume their work)}. Each memory's confidence is "strong" (it clearly matches the query by
+its words or meaning; rely on it) or "weak" (only plausibly related: check it before relying on
+it, and treat a result of only weak memories as "nothing known about this"); evidence says why.
+An empty list means nothing stored is related. The latest relevant handoff is pinned first in
+memories. Strong memories are reinforced; weak ones are not. You see the memories of the
+project you work in and those of no project (all_projects: every project's).""",
        http=Http("POST", "/search", "Hybrid search with continuity context"),
        cli=(Cli(("recall",), "Search memories by meaning and keywords.", positional=("query",)),)),
 
@@ -243,7 +246,9 @@ Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
     ), mcp="read", title="Get context block", description="""\
 Like recall_memory, but returns one ready-to-read <memory> text block that fits a token budget:
 the latest handoff with next-step status, relevant memories, then pitfalls. Use it to prime
-yourself at the start of a session. Returns {context, tokens, memory_ids, interrupted_sessions}.""",
+yourself at the start of a session. Only strong matches go in (recall_memory also shows the weak
+ones), so an empty block means nothing stored clearly concerns the query. Returns {context,
+tokens, memory_ids, interrupted_sessions}.""",
        http=Http("POST", "/context", "A token-budgeted memory block for a prompt"),
        cli=(Cli(("context",), "Print a token-budgeted memory block to paste into a prompt.",
                 positional=("query",)),)),

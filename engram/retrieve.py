@@ -44,6 +44,7 @@ sit closer than unrelated text; what is not returned is not reinforced.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 
 import numpy as np
@@ -144,10 +145,15 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
 def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
          mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
          session_failures: dict[int, int] | None = None, use_graph: bool = True,
-         reference_cos: np.ndarray | None = None) -> list[tuple[int, float, dict[str, float]]]:
+         reference_cos: np.ndarray | None = None,
+         floor: bool = True) -> list[tuple[int, float, dict[str, float]]]:
     """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first; nothing
     when the query has no evidence of relevance (see the module docstring). `reference_cos`:
-    the query's cosines to REFERENCE_TEXTS (needed with a query vector)."""
+    the query's cosines to REFERENCE_TEXTS (needed with a query vector).
+
+    floor=False keeps the candidates the relevance floor would drop, each marked in its parts
+    (`floor` 1 when it passes the query's and its own floor, else 0), for an offline replay of
+    other floors (benchmarks/RESULTS.md); the order is the same either way."""
     if not mask.any() or limit <= 0:
         return []
     ref = np.zeros(0) if reference_cos is None else np.asarray(reference_cos, dtype=np.float64)
@@ -180,7 +186,8 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     best_cover = float(cover.max()) if n else 0.0
     words = mode != "vector" and (best_cover >= weights.relevance_coverage
                                   or float(held.max() if n else 0.0) >= weights.relevance_terms)
-    if not (meaning >= weights.relevance_cosine or words):
+    gate = meaning >= weights.relevance_cosine or words
+    if not gate and floor:
         return []
     lex_rows = np.flatnonzero(bm25 > 0)
     if len(lex_rows) > pool:
@@ -261,13 +268,61 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
                     info[int(r)] = (float(s), float(st), float(d))
     out = []
     for r, (s, st, d) in info.items():
-        if not evidence(r) and r not in bonus:  # a graph neighbour's evidence is its link
+        passed = gate and (evidence(r) or r in bonus)  # a graph neighbour's evidence is its link
+        if not passed and floor:
             continue
         b = bonus.get(r, (0.0, 0))[0]
         parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
                  "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s,
-                 "coverage": float(cover[r]), "background": bg}
+                 "coverage": float(cover[r]), "background": bg, "floor": float(passed),
+                 "meaning": float(meaning) if np.isfinite(meaning) else -1.0}
         parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
     return out[:limit]
+
+
+def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],
+                pairs: int, weight: float) -> list[tuple[int, float, dict[str, float]]]:
+    """Reorder the first stage's best `pairs` hits by their score over the best one's plus
+    `weight` × sigmoid(logit / 2), `score(rows)` giving the cross-encoder's logit for each row.
+
+    Each hit read gains `first_rank` (its place in the first stage, from 0) and `rerank` (the
+    logit) in its parts; the ones not read keep their order after them. Nothing is added or
+    dropped: the relevance floor has already chosen (letting the cross-encoder bring back what
+    it dropped made more nothing-relevant questions return something on the agent set). Scores
+    are left as the first stage gave them (reinforcement reads their shares)."""
+    head, tail = ranked[:pairs], ranked[pairs:]
+    logits = score([r for r, _, _ in head]) if head else np.zeros(0)
+    top = max([s for _, s, _ in head], default=0.0)
+    read = []
+    for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
+        parts["first_rank"] = float(i)
+        parts["rerank"] = float(logit)
+        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0))
+        read.append((fused, i, (r, s, parts)))
+    read.sort(key=lambda t: (-t[0], t[1]))
+    return [t for _, _, t in read] + tail
+
+
+# The confidence rule, calibrated on the tune half of the agent set (benchmarks/RESULTS.md,
+# issue 27): a hit the floor kept is strong when it holds half the query's IDF mass, or when the
+# query's evidence by meaning clears the floor by a margin (STRONG_MEANING against
+# relevance_cosine's 0.24) and the hit's own calibrated cosine is at least STRONG_COSINE.
+STRONG_COVERAGE = 0.5
+STRONG_MEANING = 0.4
+STRONG_COSINE = 0.2
+
+
+def confidence(parts: dict[str, float]) -> tuple[str, str]:
+    """(`strong` or `weak`, the evidence that decided it) for a hit's parts."""
+    if not parts.get("floor", 1.0):
+        return "weak", "below the relevance floor"
+    if parts["coverage"] >= STRONG_COVERAGE:
+        return "strong", f"holds {parts['coverage']:.0%} of the query's words (by IDF)"
+    cal = parts["cosine"] - parts["background"]
+    if parts["meaning"] >= STRONG_MEANING and cal >= STRONG_COSINE:
+        return "strong", f"close in meaning (cosine {cal:.2f} above the background)"
+    if parts["meaning"] < STRONG_MEANING:
+        return "weak", "the best match is only a little closer than unrelated text"
+    return "weak", f"only {parts['coverage']:.0%} of the query's words and cosine {cal:.2f} above the background"

@@ -111,6 +111,10 @@ class Hit:
     score: float
     quality_score: float
     parts: dict[str, float] | None = None
+    # `strong` or `weak` and the evidence that decided it (retrieve.confidence); None for a
+    # memory not ranked.
+    confidence: str | None = None
+    evidence: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         m = self.memory
@@ -128,6 +132,9 @@ class Hit:
             "status": m.status,
             "project": m.project,
         }
+        if self.confidence is not None:
+            d["confidence"] = self.confidence
+            d["evidence"] = self.evidence
         if self.parts is not None:
             d["explain"] = {k: round(v, 6) for k, v in self.parts.items()}
         return d

@@ -30,11 +30,13 @@ MODE_KWARGS: dict[str, dict[str, Any]] = {
     "vector": {"mode": "vector"},
     "hybrid": {"mode": "hybrid"},
     "hybrid_nograph": {"mode": "hybrid", "graph": False},
+    # The first stage alone: what hybrid gives with ENGRAM_RERANK off (the same with it off).
+    "hybrid_first": {"mode": "hybrid", "rerank": False},
 }
 ENGINE_SETTINGS = ("reinforce_threshold", "dedup_threshold", "w_bm25", "w_vector", "graph_depth",
                    "graph_bonus", "decay_floor", "context_window", "context_weight",
                    "context_terms", "bm25_k1", "bm25_b", "date_bonus", "speaker_bonus",
-                   "when_bonus", "edge_threshold", "max_edges")
+                   "when_bonus", "edge_threshold", "max_edges", "rerank", "rerank_pairs", "rerank_weight")
 
 
 def repo_root() -> Path:

@@ -203,8 +203,11 @@ def test_storing_a_known_fact_again_is_a_spaced_use(eng, clock):
 
 def test_a_hit_grows_by_its_share_of_the_answer(eng, clock):
     answer = eng.store("Alpha bravo charlie: the deploy checklist lives in the wiki.").memory
-    # Shares most of the query (enough to pass the relevance floor), but not all of it.
+    # Shares most of the query (enough to pass the relevance floor and be a strong hit: over half
+    # its IDF mass, which needs a store of more than two memories), but not all of it.
     along = eng.store("Alpha bravo team lunch is on Thursdays; bring the checklist.").memory
+    for topic in ("printer", "parking", "coffee", "badges", "plants", "invoices", "backups", "laptops"):
+        eng.store(f"The {topic} policy is on the intranet.")
     clock.advance(days=10)
     hits = eng.recall("alpha bravo charlie checklist", limit=2, mode="bm25")
     assert [h.memory.id for h in hits] == [answer.id, along.id]
