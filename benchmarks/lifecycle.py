@@ -94,7 +94,7 @@ def noise_note(rng: random.Random, day: int) -> str:
     return f"Reviewed PR #{rng.randrange(1000, 5000)} touching {rng.choice(THINGS)}; left two small comments."
 
 
-def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:
+def run(days: int = 120, seed: int = 7, limit: int | None = None) -> dict:  # noqa: C901 - a benchmark scenario read top to bottom
     """limit: the organic get_context calls' limit (None: get_context's default)."""
     rng = random.Random(seed)
     home = Path(tempfile.mkdtemp(prefix="engram-lifecycle-"))

@@ -257,10 +257,10 @@ def locomo_like_texts(data: Path, n: int, seed: int) -> list[str]:
 
 
 def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -> dict:
+    from benchmarks.pg_scale import DIM
     from engram import Engram, Settings
     from engram.embedding import FakeEmbedder
     from engram.store.pg import PgStore
-    from benchmarks.pg_scale import DIM
     emb = FakeEmbedder(DIM, "fake-hash-384")
     ids, texts, vecs = with_vectors(locomo_like_texts(data, n, seed))
     rng = random.Random(seed + 1)

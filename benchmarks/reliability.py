@@ -59,11 +59,11 @@ def salad(rng: random.Random, token: str, n: int = 6) -> str:
 
 def serve(home: Path, fake: bool, port: int | None) -> int:
     """engram's daemon (the same Daemon class `engram` runs), optionally on the fake embedder."""
+    import faulthandler
+
     from engram.config import Settings
     from engram.server.daemon import Daemon
     from engram.server.rpc import acquire_daemon_lock
-
-    import faulthandler
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack to the log
     settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(home)})
     lock = acquire_daemon_lock(settings.socket_path)

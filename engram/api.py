@@ -13,8 +13,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from .clock import utc
 from . import ops
+from .clock import utc
 from .engram import Engram
 from .metrics import Metrics
 from .types import Ctx, EngramError, Scope
@@ -259,7 +259,7 @@ class Api:
     # -- maintenance -----------------------------------------------------------
     def _user(self, ctx: Ctx) -> str:
         """The caller's user, ENGRAM_USER when the transport named none."""
-        return self.eng._user(ctx.user_id)
+        return self.eng.user_of(ctx.user_id)
 
     def consolidate_memory(self, ctx: Ctx, apply: bool) -> dict:
         from .maintenance import run_maintenance

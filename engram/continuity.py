@@ -16,11 +16,24 @@ from .claims import Claims, describe_claim
 from .index import to_days
 from .nextsteps import Activity, StepCheck, TextVectors, same_step, stronger, validate_steps
 from .project import check_project
-from .types import (NO_PROJECT, TASK_STATUSES, Claim, EngramError, Hit, Memory, NotFound, Scope, Session, Task,
-                    check_tags)
-
-from .types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
+from .types import (
+    INTERRUPTION_REASONS,
+    NO_PROJECT,
+    OUTCOMES,
+    PROGRESS_STATUSES,
+    TASK_STATUSES,
+    Claim,
+    EngramError,
+    Hit,
+    Memory,
+    NotFound,
+    Scope,
+    Session,
+    Task,
+    check_tags,
+)
 from .types import OPEN_TASK_STATUSES as OPEN_TASK_STATUSES
+
 SENTENCE_ENDS = (".", "!", "?", "。", "！", "？")
 VALIDATIONS_KEPT = 512  # handoffs whose step checks stay cached (a few hundred bytes each)
 
@@ -277,7 +290,7 @@ class ContinuityMixin:
             raise EngramError("metadata must be an object")
         now = self.clock.now()
         t = Task(id="t-" + uuid.uuid4().hex[:12], name=name, goal=goal, status="open",
-                 metadata=self.redact.value(metadata or {}), user_id=self._user(user_id),
+                 metadata=self.redact.value(metadata or {}), user_id=self.user_of(user_id),
                  created_at=now, updated_at=now, project=check_project(project))
         with self._lock:
             self.store_db.insert_task(t)
@@ -288,7 +301,7 @@ class ContinuityMixin:
         if not isinstance(task_id, str) or not task_id:
             raise EngramError("task_id must be a non-empty string")
         t = self.store_db.get_task(task_id)
-        if t is None or t.user_id != self._user(user_id):
+        if t is None or t.user_id != self.user_of(user_id):
             raise NotFound(f"no task with id {task_id!r}")
         return t
 
@@ -323,7 +336,7 @@ class ContinuityMixin:
         """The user's tasks seen in `scope` (default: those of no project)."""
         if status is not None and status not in TASK_STATUSES:
             raise EngramError(f"status must be one of {', '.join(TASK_STATUSES)}")
-        return self.store_db.list_tasks(self._user(user_id), status, scope)
+        return self.store_db.list_tasks(self.user_of(user_id), status, scope)
 
     def task_overview(self, status: str | None = None, limit: int = 50,
                       user_id: str | None = None, scope: Scope = NO_PROJECT,
@@ -416,7 +429,7 @@ class ContinuityMixin:
         that keeps it far from stale and spares most requests a write.
         """
         now = self.clock.now()
-        user = self._user(user_id)
+        user = self.user_of(user_id)
         with self._lock:
             beat = self._beats.get(session_id)
             if (beat is not None and beat[0] == user
@@ -458,7 +471,7 @@ class ContinuityMixin:
         Only the user's own session (user_id None: ENGRAM_USER's): a client that named another
         user's session was refused every call and must not end it on its way out either.
         """
-        # Not self._user(): a malformed user id owns no session, and a disconnect must not raise.
+        # Not self.user_of(): a malformed user id owns no session, and a disconnect must not raise.
         user = self.settings.user_id if user_id is None else user_id
         with self._lock:
             s = self.store_db.get_session(session_id)
@@ -496,7 +509,7 @@ class ContinuityMixin:
         with self._lock:
             self._check_task(task_id, user_id)
             s = self.store_db.get_session(session_id)
-            if s is None or s.user_id != self._user(user_id):
+            if s is None or s.user_id != self.user_of(user_id):
                 raise NotFound(f"no session with id {session_id!r}")
             fields: dict[str, Any] = {"status": "interrupted", "ended_at": self.clock.now(),
                                       "interruption": reason, "reported": False}
@@ -525,7 +538,7 @@ class ContinuityMixin:
         A session silent for longer than the heartbeat timeout counts as interrupted without
         waiting for expire_stale_sessions to mark it: reading does not retire sessions.
         """
-        user = self._user(user_id)
+        user = self.user_of(user_id)
         with self._lock:
             rows = self.store_db.unreported_interruptions(user, self._stale_cutoff(), exclude, scope)
             out = [self._interrupted_entry(s) for s in rows]
@@ -544,7 +557,7 @@ class ContinuityMixin:
         notes = self.redact(_short(notes, "notes", 5000, required=False))
         with self._lock:
             s = self.store_db.get_session(session_id)
-            if s is None or s.user_id != self._user(user_id):
+            if s is None or s.user_id != self.user_of(user_id):
                 raise NotFound(f"no session with id {session_id!r}")
             self.store_db.add_session_outcome(session_id, outcome, notes)
             self.outcomes = self.store_db.session_outcomes()
@@ -552,10 +565,10 @@ class ContinuityMixin:
 
     def projects(self, user_id: str | None = None) -> list[dict]:
         """The projects the user's live memories and tasks belong to: {id, memories, tasks}."""
-        return [{"id": p, "memories": m, "tasks": t} for p, m, t in self.store_db.projects(self._user(user_id))]
+        return [{"id": p, "memories": m, "tasks": t} for p, m, t in self.store_db.projects(self.user_of(user_id))]
 
     def list_sessions(self, user_id: str | None = None) -> list[Session]:
-        return self.store_db.user_sessions(self._user(user_id))
+        return self.store_db.user_sessions(self.user_of(user_id))
 
     # -- handoffs, failures, progress ----------------------------------------
     def _check_task(self, task_id: str | None, user_id: str | None) -> None:
@@ -1006,7 +1019,7 @@ class ContinuityMixin:
         query), and counts towards `limit`. Everything it reads is what `scope` sees. strong_only:
         only strong hits (get_context's block, which the agent did not ask for); the pinned handoff
         is always a strong one."""
-        user = self._user(user_id)
+        user = self.user_of(user_id)
         tags = check_tags(tags) or None  # one string is one tag, not its characters
         with self._lock:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,

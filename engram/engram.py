@@ -22,22 +22,38 @@ from .chunking import chunk_spans, split_chunks
 from .clock import Clock, SystemClock, utc
 from .config import Settings
 from .continuity import RECORD_TOOLS, ContinuityMixin, estimate_tokens, record_document
-from .decay import (days_until_prune, initial_stability, memory_stability, memory_strength, quality_score,
-                    recalled_stability, strength_points)
+from .decay import (
+    days_until_prune,
+    initial_stability,
+    memory_stability,
+    memory_strength,
+    quality_score,
+    recalled_stability,
+    strength_points,
+)
 from .embedding import Embedder, UnavailableEmbedder, load_embedder
 from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
 from .ids import new_id
 from .index import MemoryIndex, one_blas_thread, to_days, top_rows
-from .redact import Redactor
 from .ops import refuse_unknown
+from .project import check_project
+from .redact import Redactor
 from .rerank import CrossEncoder
 from .retrieve import REFERENCE_TEXTS, Weights, confidence, rank, rerank_hits
 from .store import MemoryStore, open_store
-from .project import check_project
-from .types import (MEMORY_TYPES, SEARCH_MODES, EngramError, Hit, Memory, NotFound, NO_PROJECT, Scope,
-                    StoreResult, check_tags)
-
+from .types import (
+    MEMORY_TYPES,
+    NO_PROJECT,
+    SEARCH_MODES,
+    EngramError,
+    Hit,
+    Memory,
+    NotFound,
+    Scope,
+    StoreResult,
+    check_tags,
+)
 
 log = logging.getLogger(__name__)
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
@@ -86,7 +102,7 @@ def check_conversation(v: Any) -> str | None:
     return v
 
 
-def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:
+def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:  # noqa: C901 - one budgeted pass over the sections in priority order
     """A recall_context result as a <memory> text block within `max_tokens`, and the ids it holds.
 
     The handoff goes first, whole or not at all; then interrupted sessions, memories and pitfalls
@@ -433,11 +449,14 @@ class Engram(ContinuityMixin):
     def __exit__(self, *exc) -> None:
         self.close()
 
+    @property
+    def lock(self) -> threading.RLock:
+        """The engine's lock (reentrant): a caller that reads and writes in several steps
+        (maintenance, export, import) holds it across them."""
+        return self._lock
+
     def user_of(self, user_id: str | None) -> str:
         """The user a call acts for: user_id checked, ENGRAM_USER's when None."""
-        return self._user(user_id)
-
-    def _user(self, user_id: str | None) -> str:
         if user_id is None:
             return self.settings.user_id
         if not isinstance(user_id, str) or not user_id.strip() or len(user_id) > 200:
@@ -492,7 +511,7 @@ class Engram(ContinuityMixin):
             task_id=task_id,
             metadata=self.redact.value(metadata),
             provenance=tuple(str(p) for p in prov),
-            user_id=self._user(item.get("user_id")),
+            user_id=self.user_of(item.get("user_id")),
             session_id=item.get("session_id"),
             pinned=bool(item.get("pinned", False)),
             created_at=utc(created) if created is not None else None,
@@ -735,7 +754,7 @@ class Engram(ContinuityMixin):
         if not isinstance(memory_id, str) or not memory_id:
             raise EngramError("memory_id must be a non-empty string")
         m = self.store_db.get_memory(memory_id)
-        if m is None or m.user_id != self._user(user_id) or m.status == "deleted":
+        if m is None or m.user_id != self.user_of(user_id) or m.status == "deleted":
             raise NotFound(f"no memory with id {memory_id!r}")
         return m
 
@@ -773,7 +792,7 @@ class Engram(ContinuityMixin):
         tags = check_tags(tags) or None
         if as_of is not None:
             as_of = utc(as_of)
-        user = self._user(user_id)
+        user = self.user_of(user_id)
         if self.degraded:
             mode = "bm25"  # keyword recall only until the model is back (the result says so)
         qvec = self.embedder.embed_query(query) if mode != "bm25" else None
@@ -854,7 +873,7 @@ class Engram(ContinuityMixin):
         """
         if (memory_id is None) == (query is None):
             raise EngramError("give exactly one of memory_id or query")
-        user = self._user(user_id)
+        user = self.user_of(user_id)
         with self._lock:
             if memory_id is not None:
                 ids = [self.get(memory_id, user).id]
@@ -864,7 +883,7 @@ class Engram(ContinuityMixin):
                 ids = self._matching_all_terms(query, user, scope)
             if dry_run or not ids:
                 return ids
-            self._delete(ids)
+            self.remove_memories(ids)
             return ids
 
     def _matching_all_terms(self, query: str, user: str, scope: Scope) -> list[str]:
@@ -882,7 +901,8 @@ class Engram(ContinuityMixin):
         own = idx.bm25.own_terms
         return [idx.ids[r] for r in sorted(rows or ()) if mask[r] and terms <= own.get(r, {}).keys()]
 
-    def _delete(self, ids: Sequence[str]) -> None:
+    def remove_memories(self, ids: Sequence[str]) -> None:
+        """Delete memories for good: their rows, index entries and graph nodes (their edges go too)."""
         with self.store_db.transaction():
             self.store_db.delete_memories(ids)
         for i in ids:
@@ -908,7 +928,7 @@ class Engram(ContinuityMixin):
         if memory_type is not None:
             check_type(memory_type)
         tags = check_tags(tags) or None
-        user = self._user(user_id)
+        user = self.user_of(user_id)
         with self._lock:
             self.catch_up()
             idx = self.index

@@ -158,7 +158,7 @@ def parse_markdown(path: Path) -> list[Item]:
     return items
 
 
-def _markdown_items(text: str, path_tags: tuple[str, ...], rel: str) -> list[Item]:
+def _markdown_items(text: str, path_tags: tuple[str, ...], rel: str) -> list[Item]:  # noqa: C901 - one pass over markdown lines, a branch per construct
     lines = text.splitlines()
     title = ""
     if lines and lines[0].strip() == "---":  # YAML front matter (basic-memory, many note tools)
@@ -280,7 +280,7 @@ def import_from(eng: Engram, source: str, path: str | Path, *, dry_run: bool = F
     if not path.exists():
         raise EngramError(f"cannot read {path}: No such file or directory")
     items = parse(path)
-    user = eng._user(user_id)
+    user = eng.user_of(user_id)
     db = eng.store_db
     todo: list[tuple[Item, str]] = []
     seen: set[str] = set()
@@ -293,7 +293,7 @@ def import_from(eng: Engram, source: str, path: str | Path, *, dry_run: bool = F
         seen.add(key)
         todo.append((it, key))
     results = []
-    with eng._lock:
+    with eng.lock:
         try:
             with db.transaction():
                 results = eng.store_many([

@@ -59,7 +59,7 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
     user_id narrows the plan (and so the report) to that user's memories; None covers every user.
     """
     t0 = time.perf_counter()
-    with eng._lock:
+    with eng.lock:
         eng.catch_up(force=True)  # plan over every server's writes
         started = eng.clock.now()
         mine = user_rows(eng.index, user_id)
@@ -79,7 +79,7 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
         }
         if apply:
             if prune["ids"]:
-                eng._delete(prune["ids"])  # their edges go with them
+                eng.remove_memories(prune["ids"])  # their edges go with them
             new_ids, retired = _apply_clusters(eng, clusters, started)
             for entry, new_id in zip(report["clusters"], new_ids):
                 entry["into"] = new_id
@@ -340,7 +340,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
     user_id None covers every user of the database; a user_id narrows everything to that user.
     """
     s, db = eng.settings, eng.store_db
-    with eng._lock:
+    with eng.lock:
         eng.catch_up()
         now = eng.clock.now()
         by_type: dict[str, int] = {}

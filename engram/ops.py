@@ -24,9 +24,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from .types import (INTERRUPTION_REASONS, MEMORY_TYPES, OUTCOMES, PROGRESS_STATUSES, SEARCH_MODES,
-                    TASK_STATUSES, EngramError)
 from .errors import InvalidArguments
+from .types import (
+    INTERRUPTION_REASONS,
+    MEMORY_TYPES,
+    OUTCOMES,
+    PROGRESS_STATUSES,
+    SEARCH_MODES,
+    TASK_STATUSES,
+    EngramError,
+)
 
 __all__ = ["OPS", "OPS_LIST", "REQUIRED", "TOOLS", "Cli", "Http", "InvalidArguments", "Op", "Param",
            "arguments_model", "body_model", "body_params", "check", "check_values", "describe", "dumps",

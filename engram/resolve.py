@@ -532,7 +532,7 @@ def _set_valued(a: _Parsed, prefix_stems: Sequence[str]) -> bool:
     return bool(near & _SET_VALUED)
 
 
-def compare_detail(old: str, new: str) -> Comparison:
+def compare_detail(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decision table, read as a whole in one place
     """Classify how `new` relates to `old`, with the evidence (see Comparison.basis)."""
     a, b = _parse(old), _parse(new)
     regions, shared = _regions(a, b)

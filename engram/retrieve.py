@@ -142,7 +142,7 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
     return bonuses
 
 
-def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,
+def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,  # noqa: C901 - debt: the ranking pipeline, to split with issue 24's facade work
          mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
          session_failures: dict[int, int] | None = None, use_graph: bool = True,
          reference_cos: np.ndarray | None = None,

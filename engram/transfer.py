@@ -39,8 +39,7 @@ from .config import is_database_url, store_identity
 from .decay import MAX_STABILITY
 from .errors import ExportIncomplete, ImportConflict, MigrationMismatch, ModelMismatch, TargetNotEmpty
 from .project import MAX_PROJECT_CHARS
-from .types import (EVERY_PROJECT, MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session,
-                    Task)
+from .types import EVERY_PROJECT, MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
 
 if TYPE_CHECKING:
     from .engram import Engram
@@ -175,7 +174,7 @@ def export_jsonl(eng: Engram, path_or_file: str | Path | IO[str], user_id: str |
     """
     from . import __version__
     db = eng.store_db
-    with eng._lock:
+    with eng.lock:
         expected = db.table_counts(user_id)
         header = {"kind": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
                   "engram_version": __version__,
@@ -285,7 +284,7 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
                 f"engram uses {eng.embedder.name} ({eng.embedder.dim} dims); import with reembed=True "
                 f"(`--reembed`) to embed every memory again with {eng.embedder.name}")
         db = eng.store_db
-        with eng._lock:
+        with eng.lock:
             clash = {t: _existing_ids(db, t, scan.ids[t]) for t in ("memories", "tasks", "sessions")}
             n_clash = sum(len(v) for v in clash.values())
             if n_clash and on_conflict == "error":
@@ -612,7 +611,7 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
     # counts (an update, a supersession, a task's status, an outcome), which the copy would then
     # silently lack. Clients of this daemon wait instead; other servers on a shared PostgreSQL are
     # not stopped by it (the README says to stop them first).
-    with eng._lock:
+    with eng.lock:
         dst = Engram(target, settings=eng.settings, embedder=eng.embedder, clock=eng.clock)
         try:
             before = _all_counts(dst)

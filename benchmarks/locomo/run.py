@@ -134,7 +134,7 @@ class CachedEmbedder:
         tmp.replace(self.path)
 
 
-def run(
+def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in order
     data_path: str | Path | None = None,
     conversations: Sequence[int] | None = None,
     limit: int | None = None,

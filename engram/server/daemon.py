@@ -23,9 +23,9 @@ from typing import Any
 
 from engram import __version__
 from engram.api import Api, Ctx
-from engram.project import check_project
 from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
 from engram.errors import StoreMismatch
+from engram.project import check_project
 from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
 from engram.types import EngramError
 

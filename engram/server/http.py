@@ -30,15 +30,14 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from engram import __version__, ops
+from engram import __version__, keys, ops
 from engram.api import Ctx
 from engram.errors import BindRefused, DatabaseUnavailable, DiskFull, ModelUnavailable, TaskClaimed
+from engram.ops import refuse_unknown
 from engram.panel import is_panel_path
 from engram.panel import routes as panel_routes
-from engram import keys
-from engram.server.backend import KEY_USER, USER_HEADER, LocalBackend, derived_session_id, header_user
-from engram.ops import refuse_unknown
 from engram.project import check_project
+from engram.server.backend import KEY_USER, USER_HEADER, LocalBackend, derived_session_id, header_user
 from engram.types import EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
@@ -318,7 +317,7 @@ class _EndingSessions:
         await self.app(scope, receive, capture)
 
 
-def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,
+def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,  # noqa: C901 - the route table and its handlers
               settings: Any = None, end_mcp_session: Callable[[dict[str, str], str | None], None] | None = None
               ) -> Starlette:
     """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp;

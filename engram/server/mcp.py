@@ -12,18 +12,18 @@ from collections.abc import Callable
 from typing import Any
 
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
 from mcp.server.lowlevel.helper_types import ReadResourceContents
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
 from engram import __version__
+from engram.errors import NotFound
 from engram.ops import OPS, TOOLS, describe, dumps, refuse_unknown
 from engram.server.backend import Backend, RemoteBackend, daemon_command, stdio_client
 from engram.server.rpc import RpcClient, RpcError
-from engram.errors import NotFound
 from engram.types import OPEN_TASK_STATUSES, EngramError
 
 __all__ = ["TASKS_URI", "TASK_RESUME_URI", "TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "keep_alive",

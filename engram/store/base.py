@@ -12,10 +12,9 @@ declared here, and that Store implements all of it.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from contextlib import AbstractContextManager
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np

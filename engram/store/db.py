@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import sys
 import threading
 import time
 from contextlib import contextmanager, suppress
@@ -10,9 +12,6 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Sequence
-
-import importlib.util
-import sys
 
 import duckdb
 import numpy as np
@@ -25,8 +24,8 @@ if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
 
 from ..errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
 from ..types import EVERY_PROJECT, Claim, EngramError, Memory, Scope, Session, Task
-from .extensions import LOADED_BY_STORE, load_extensions
 from . import schema as _schema
+from .extensions import LOADED_BY_STORE, load_extensions
 from .schema import SCHEMA_VERSION, migrate
 
 MEMORY_COLUMNS = (

@@ -24,9 +24,25 @@ import numpy as np
 
 from ..errors import DatabaseUnavailable
 from ..types import EVERY_PROJECT, EngramError, Memory, Scope, Session, Task
-from .db import (ERASURE_PENDING, KEY_COLS, MEMORY_COLUMNS, SESSION_COLUMNS, TABLES, TASK_COLUMNS, ClaimRows, Rows,
-                 _aware, _ts, memory_field_values, project_filter, row_to_key, row_to_memory, row_to_session,
-                 row_to_task, session_field_values)
+from .db import (
+    ERASURE_PENDING,
+    KEY_COLS,
+    MEMORY_COLUMNS,
+    SESSION_COLUMNS,
+    TABLES,
+    TASK_COLUMNS,
+    ClaimRows,
+    Rows,
+    _aware,
+    _ts,
+    memory_field_values,
+    project_filter,
+    row_to_key,
+    row_to_memory,
+    row_to_session,
+    row_to_task,
+    session_field_values,
+)
 from .schema import PG_MIGRATIONS, schema_too_new
 
 try:

@@ -8,6 +8,7 @@ import sys
 
 import anyio
 import pytest
+
 from tests.stdio_support import TIMEOUT, engram_env, ok, stdio, stop_engram_daemon
 
 pytestmark = pytest.mark.model

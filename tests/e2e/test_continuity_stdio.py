@@ -9,6 +9,7 @@ import signal
 
 import anyio
 import pytest
+
 from tests.stdio_support import child_pids, ok, stdio, stop_engram_daemon
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio]

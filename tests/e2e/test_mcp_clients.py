@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from clients_support import NPM_BIN, NPM_INSTALL
 
 from benchmarks import claims_race
-from clients_support import NPM_BIN, NPM_INSTALL
 from engram.config import Settings
 from engram.server.daemon import stop_or_kill
 

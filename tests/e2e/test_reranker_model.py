@@ -11,7 +11,6 @@ import pytest
 
 from engram import Engram
 from engram.rerank import CrossEncoder, reranker_files
-
 from tests.conftest import memory_path
 
 pytestmark = pytest.mark.model

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 
 from engram import Engram
-
 from tests.conftest import memory_path
 
 FACTS = ["The staging database is refreshed from production every Sunday night",

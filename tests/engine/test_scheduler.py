@@ -69,7 +69,7 @@ def test_a_run_in_progress_is_never_overlapped(eng, clock):
 
     def hold_engram():
         # A run needs the engram's lock; hold it so the first run stays in progress.
-        with eng._lock:
+        with eng.lock:
             entered.set()
             release.wait(10)
 

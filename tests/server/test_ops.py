@@ -22,7 +22,8 @@ from engram.api import Api, Ctx
 from engram.cli import build_parser, main
 from engram.server import rpc
 from engram.server.backend import LocalBackend
-from engram.server.http import JSON, OPS as ROUTES, build_app, openapi_document
+from engram.server.http import JSON, build_app, openapi_document
+from engram.server.http import OPS as ROUTES
 from engram.server.mcp import build_mcp
 from engram.types import EngramError, NotFound
 

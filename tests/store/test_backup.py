@@ -17,8 +17,7 @@ import duckdb
 import pytest
 
 from engram import Engram, __version__
-from engram.backup import (BackupInvalid, check_backup, daily, latest_backup, list_backups, restore, rotate,
-                           take_backup)
+from engram.backup import BackupInvalid, check_backup, daily, latest_backup, list_backups, restore, rotate, take_backup
 from engram.config import Settings
 from engram.errors import DatabaseDamaged, SchemaTooNew
 from engram.maintenance import run_maintenance

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+
 import pytest
 
 from engram.claims import Claims

@@ -14,11 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram.errors import SchemaTooNew
-
 from engram import Engram, Settings
 from engram.embedding import FakeEmbedder
-from engram.errors import DatabaseUnavailable
+from engram.errors import DatabaseUnavailable, SchemaTooNew
 from engram.store.schema import PG_MIGRATIONS
 from engram.types import Memory
 from tests.conftest import START

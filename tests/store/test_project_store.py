@@ -7,6 +7,7 @@ from dataclasses import replace
 from datetime import timedelta
 
 import duckdb
+
 from engram import Engram
 from engram.embedding import FakeEmbedder
 from engram.store.schema import SCHEMA_VERSION, migrate

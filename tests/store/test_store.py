@@ -3,10 +3,9 @@
 import duckdb
 import pytest
 
-from engram.errors import SchemaTooNew
-
 from engram import Engram
 from engram.embedding import FakeEmbedder
+from engram.errors import SchemaTooNew
 from engram.lexical import BM25Index
 from engram.redact import REDACTED, Redactor
 from engram.store import extensions

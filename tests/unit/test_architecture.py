@@ -85,6 +85,21 @@ def store_calls(source: str) -> set[str]:
     return out
 
 
+def private_reaches(source: str) -> list[str]:
+    """Uses of another object's private member (`eng._lock`): an attribute starting with one
+    underscore, on anything but self or cls, that this module does not define itself (a module
+    may use its own classes' privates). `os._exit` is the standard library's documented exit."""
+    tree = ast.parse(source)
+    own = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)}
+    own |= {t.attr for n in ast.walk(tree) if isinstance(n, ast.Assign | ast.AnnAssign | ast.AugAssign)
+            for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Attribute)}
+    own |= {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return [f"line {n.lineno}: {ast.unparse(n)}" for n in ast.walk(tree)
+            if isinstance(n, ast.Attribute) and n.attr.startswith("_") and not n.attr.startswith("__")
+            and not (isinstance(n.value, ast.Name) and n.value.id in ("self", "cls"))
+            and n.attr not in own and ast.unparse(n) != "os._exit"]
+
+
 def interface() -> set[str]:
     return {n for n in dir(MemoryStore) if not n.startswith("_")} | set(MemoryStore.__annotations__)
 
@@ -118,6 +133,11 @@ def test_adapters_reach_nothing_through_the_facade():
     bad = [f"engram/{path} {hit}" for path, src in modules() if is_adapter(path)
            for hit in attributes(src, REACH_THROUGH)]
     assert not bad, "adapters call the facade, not its parts:\n" + "\n".join(bad)
+
+
+def test_no_module_reaches_into_another_modules_private_members():
+    bad = [f"engram/{path} {hit}" for path, src in modules() for hit in private_reaches(src)]
+    assert not bad, "what another module needs is public (a method or property of its own):\n" + "\n".join(bad)
 
 
 def test_the_engine_calls_only_the_store_interface():
@@ -155,3 +175,5 @@ def test_the_checks_catch_violations():
     assert store_calls("db = eng.store_db\ndb.drop_everything()\neng.store_db.get_meta('k')") \
         == {"drop_everything", "get_meta"}
     assert "drop_everything" not in interface()
+    assert private_reaches("with eng._lock:\n    eng._delete(ids)") == ["line 1: eng._lock", "line 2: eng._delete"]
+    assert private_reaches("class A:\n    def _f(self): ...\n\ndef g(a):\n    return a._f() + self._x") == []

@@ -7,8 +7,7 @@ import pytest
 
 from engram.errors import ModelUnavailable
 from engram.rerank import reranker_files
-from engram.retrieve import (STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence,
-                             rerank_hits)
+from engram.retrieve import STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence, rerank_hits
 
 
 def hit(row: int, score: float, floor: bool) -> tuple[int, float, dict[str, float]]:
