@@ -30,11 +30,12 @@ from pathlib import Path
 ENGRAM = [sys.executable, "-m", "engram.cli"]
 
 
-def run(home: Path, *argv: str, stdin: str = "") -> tuple[float, subprocess.CompletedProcess]:
+def run(home: Path, *argv: str, stdin: str = "", cwd: Path | None = None) -> tuple[float, subprocess.CompletedProcess]:
+    """The command in `cwd`: what it stores belongs to that directory's project (docs/projects.md)."""
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     t = time.perf_counter()
     r = subprocess.run([*ENGRAM, *argv], input=stdin, capture_output=True, text=True, env=env, check=False,
-                       timeout=600)
+                       timeout=600, cwd=cwd)
     return time.perf_counter() - t, r
 
 
@@ -102,7 +103,7 @@ def main() -> None:
         (repo / "src" / "a.py").write_text("b\n")
 
         # The first daemon of a new home: it checks the ONNX graph (in a child process).
-        t, r = run(home, "--json", "task", "create", "Client refactor", "--goal", "keep tests green")
+        t, r = run(home, "--json", "task", "create", "Client refactor", "--goal", "keep tests green", cwd=repo)
         assert r.returncode == 0, r.stderr
         task = json.loads(r.stdout)["task_id"]
         pid = int((home / "engram.lock").read_text().split()[0])
@@ -110,7 +111,7 @@ def main() -> None:
         for text in ["The HTTP client retries with exponential backoff capped at 30 seconds",
                      "Deploys go to Fly.io from the main branch every Thursday",
                      "Tests run with pytest -q; the integration ones need DATABASE_URL"]:
-            run(home, "remember", text)
+            run(home, "remember", text, cwd=repo)
         small = work / "small.jsonl"
         big_transcript(small, repo, task, 200_000)
         start = json.dumps({"session_id": "b0", "cwd": str(repo), "hook_event_name": "SessionStart",
