@@ -189,9 +189,13 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
     from ..server.rpc import RpcError
+    # A checkpoint waits for a daemon that is still starting as long as its whole budget allows
+    # (the clients give these events 60 s): it is the only record of the session, and the first
+    # daemon of a new home can take longer than hook_timeout_s to start on a loaded machine.
+    wait = budget if kind == "checkpoint" else settings.hook_timeout_s
     try:
         def connect():
-            return _connect(settings, client, session_id, project, settings.hook_timeout_s)
+            return _connect(settings, client, session_id, project, wait)
         if kind == "checkpoint":
             # Gemini CLI does not wait for SessionEnd hooks, and a closing terminal hangs up on
             # its children: the checkpoint (a few seconds at most) finishes anyway.
