@@ -228,11 +228,18 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
             if c.server_version is not None:
                 raise RuntimeError(f"the daemon of {rev[:12]} announced version {c.server_version}: "
                                    "it runs this checkout's code, not the old one")
-        old = _writer(home, old_code, ops, "old", None)
+        # The old session writes until the new writer is done (its hold file), however fast it
+        # is: so it is still writing when the new daemon replaces the old one, on any machine.
+        hold = tmp / "old-holds"
+        hold.touch()
+        old = _writer(home, old_code, ops, "old", None, hold=hold)
         time.sleep(1.0)  # the old session is writing
         t0 = time.time()
         new = _writer(home, REPO, ops // 2, "new", __version__)
-        new_rows, old_rows = _results(new), _results(old)
+        new_rows = _results(new)
+        time.sleep(0.5)  # a few more of the old session's writes, on the new daemon
+        hold.unlink()
+        old_rows = _results(old)
         new_pid = _start(home, REPO)  # whoever serves now (does not replace: same version)
         with RpcClient(_settings(home).socket_path, client="probe", version=__version__) as c:
             c.call("health")
@@ -251,6 +258,7 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
             "refused_but_stored": sum(1 for r in failed if any(r["token"] in c for c in stored.values())),
             "old_session_pids": sorted({r["pid"] for r in old_rows if r["ok"]}),
             "old_session_completed": sum(1 for r in old_rows if r["ok"]),
+            "old_session_writes": len(old_rows), "new_session_writes": len(new_rows),
             "new_first_ack_s": round(first_new["at"] - t0, 3) if first_new else None,
             "user_saw": dict(Counter(f"{r['kind']}: {r['message']}" for r in failed)),
         }
