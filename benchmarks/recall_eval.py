@@ -218,8 +218,10 @@ def summary(agent: dict, heldout: dict | None, locomo: dict | None, reranked: bo
                 f"| agent {half}, {kind} ({cell['n']}) | Hit@1 / Hit@3 / strong@3 | "
                 f"{f['hit@1']:.3f} / {f['hit@3']:.3f} / {f['strong3']:.3f} | "
                 f"{r['hit@1']:.3f} / {r['hit@3']:.3f} / {r['strong3']:.3f} |")
-        n = t["none"]
-        row(f"agent {half}, none ({n['n']})", "no strong hit", n["hybrid_first"]["no_strong"], n["hybrid"]["no_strong"])
+        if "none" in t:
+            n = t["none"]
+            row(f"agent {half}, none ({n['n']})", "no strong hit", n["hybrid_first"]["no_strong"],
+                n["hybrid"]["no_strong"])
     if heldout:
         f, r = heldout["first"]["modes"]["hybrid"], heldout["reranked"]["modes"]["hybrid"]
         for kind in f["kinds"]:
