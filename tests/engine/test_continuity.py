@@ -323,7 +323,7 @@ def test_recall_reports_a_silent_session_without_retiring_it(eng, clock, setting
     eng.touch_session("silent")
     eng.touch_session("reader")
     clock.advance(seconds=settings.heartbeat_timeout_s + 1)
-    eng._beats.clear()
+    eng.sessions.beats.clear()
     got = eng.take_interrupted(exclude="reader")
     assert [s["session_id"] for s in got] == ["silent"]
     assert eng.store_db.get_session("silent").status == "active"  # reading wrote no expiry
@@ -408,7 +408,7 @@ def test_resume_task_fits_the_budget_most_needed_first(eng, clock):
 
 
 def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
-    from engram.continuity import MEMORY_RULES
+    from engram.render import MEMORY_RULES
     t = _three_step_task(eng, clock)
     closed = eng.create_task("Closed one")
     eng.update_task(closed.id, status="done")
@@ -421,7 +421,7 @@ def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
 def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
     from pathlib import Path
 
-    from engram.continuity import MEMORY_RULES
+    from engram.render import MEMORY_RULES
     readme = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "```markdown\n" + MEMORY_RULES + "```" in readme
 

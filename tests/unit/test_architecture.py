@@ -17,8 +17,8 @@ from engram.store.pg import PgStore  # importable without psycopg: it fails only
 
 PACKAGE = Path(engram.__file__).parent
 # Modules of the engine: they hold the store (Engram.store_db) and call its named methods.
-ENGINE = {"engram.py", "continuity.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py",
-          "keys.py"}
+ENGINE = {"engram.py", "parts.py", "indexes.py", "writes.py", "recall.py", "curation.py", "sessions.py",
+          "handoffs.py", "tasks.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py", "keys.py"}
 # Entry points: they parse, call the facade, render. No store, no index, no graph.
 ADAPTERS = {"api.py", "cli.py", "setup.py", "server"}
 
