@@ -15,9 +15,7 @@ engram.parts) and the modules that work on them, each by concern; its public met
 
 from __future__ import annotations
 
-import importlib
 import threading
-import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
@@ -38,8 +36,6 @@ from .store import open_store
 from .tasks import Tasks
 from .types import NO_PROJECT, Hit, Memory, Scope, Session, StoreResult, Task
 from .writes import Writes
-
-MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 
 
 def _shared(name: str, doc: str) -> property:
@@ -81,8 +77,6 @@ class Engram:
         one_blas_thread()
         # A PostgreSQL URL (path, or settings.database_url when no path is given) or a DuckDB file.
         path = str(path if path is not None else settings.database_url or settings.db_path)
-        self._allow_model_change = allow_model_change
-        self._model_retry_at = time.monotonic() + MODEL_RETRY_S
         # The store first: a damaged, locked or too new one is refused at once, not after the
         # seconds the model takes to load.
         store_db = open_store(path, clock.now())
@@ -101,7 +95,7 @@ class Engram:
             embedder = UnavailableEmbedder(settings.model, int(store_db.get_meta("model_dim") or 0), degraded)
         # store_db.path: a URL without its password, as shown in health and errors.
         self.parts = p = Parts(settings, clock, store_db, embedder, degraded, store_db.path)
-        self.indexes = Indexes(p)
+        self.indexes = Indexes(p, allow_model_change)
         self.writes = Writes(p, self.indexes)
         self.sessions = Sessions(p)
         self.handoffs = Handoffs(p, self.indexes, self.writes, self.sessions)
@@ -109,7 +103,7 @@ class Engram:
         self.recaller = Recall(p, self.indexes, self.sessions, self.handoffs)
         self.curation = Curation(p, self.indexes)
         try:
-            p.model_changed = self.indexes.check_model(allow_model_change)
+            p.model_changed = self.indexes.check_model()
             self.indexes.rebuild()  # reads every memory: a damaged block is found here (DatabaseDamaged)
         except BaseException:
             store_db.close()  # refused (another model, a damaged file): no connection may outlive it
@@ -119,22 +113,7 @@ class Engram:
     def retry_model(self, force: bool = False) -> bool:
         """While degraded, try to load the model again (at most every MODEL_RETRY_S unless
         force); on success embed the rows stored without a vector. True when it came back."""
-        p = self.parts
-        if not p.degraded or (not force and time.monotonic() < self._model_retry_at):
-            return False
-        self._model_retry_at = time.monotonic() + MODEL_RETRY_S
-        importlib.invalidate_caches()  # a model package installed since the last try
-        try:
-            emb = _load_model(p.settings)
-        except ModelUnavailable as e:
-            p.degraded = str(e)
-            p.embedder.reason = p.degraded
-            return False
-        with p.lock:
-            p.embedder, p.degraded = emb, None
-            p.model_changed = self.indexes.check_model(self._allow_model_change)
-            self.indexes.rebuild()  # re-embeds every row stored while the model was away
-        return True
+        return self.indexes.retry_model(lambda: _load_model(self.parts.settings), force)
 
     def backup(self, dest: Path) -> int:
         """A consistent copy of the store's file at dest (engram.backup.take_backup checks it)."""
@@ -159,7 +138,20 @@ class Engram:
         (maintenance, export, import) holds it across them."""
         return self.parts.lock
 
-    # -- the rest delegates, by concern --------------------------------------
+    # -- the user a call acts for, a memory, a task (engram.parts) ---------
+    def user_of(self, user_id: str | None) -> str:
+        return self.parts.user_of(user_id)
+
+    def get(self, memory_id: str, user_id: str | None = None) -> Memory:
+        return self.parts.memory(memory_id, user_id)
+
+    def quality(self, m: Memory) -> float:
+        return self.parts.quality(m)
+
+    def get_task_row(self, task_id: str, user_id: str | None = None) -> Task:
+        return self.parts.task(task_id, user_id)
+
+    # -- the derived indexes (engram.indexes) ------------------------------
     def rebuild_indexes(self) -> None:
         return self.indexes.rebuild()
 
@@ -178,9 +170,7 @@ class Engram:
     def index_counts(self) -> dict[tuple[str, str], int]:
         return self.indexes.counts()
 
-    def user_of(self, user_id: str | None) -> str:
-        return self.parts.user_of(user_id)
-
+    # -- writes (engram.writes) --------------------------------------------
     def store(self, content: str, memory_type: str = "fact", importance: float = 0.5,
               tags: Sequence[str] | None = None, task_id: str | None = None,
               metadata: dict | None = None, provenance: Sequence[str] = (),
@@ -197,19 +187,21 @@ class Engram:
     def update(self, memory_id: str, content: str, user_id: str | None = None) -> StoreResult:
         return self.writes.update(memory_id, content, user_id)
 
+    def forget(self, memory_id: str | None = None, query: str | None = None,
+               user_id: str | None = None, dry_run: bool = False, scope: Scope = NO_PROJECT) -> list[str]:
+        return self.writes.forget(memory_id, query, user_id, dry_run, scope)
+
+    def remove_memories(self, ids: Sequence[str]) -> None:
+        return self.writes.remove_memories(ids)
+
+    def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:
+        return self.writes.set_pinned(memory_id, pinned, user_id)
+
+    # -- recall (engram.recall) --------------------------------------------
     def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
                 tags: Sequence[str] | str | None = None, user_id: str | None = None,
                 session_id: str | None = None, scope: Scope = NO_PROJECT) -> dict:
         return self.recaller.context(query, max_tokens, task_id, limit, tags, user_id, session_id, scope)
-
-    def get(self, memory_id: str, user_id: str | None = None) -> Memory:
-        return self.parts.memory(memory_id, user_id)
-
-    def memory_view(self, memory_id: str, user_id: str | None = None) -> dict:
-        return self.curation.memory_view(memory_id, user_id)
-
-    def history(self, memory_id: str, user_id: str | None = None) -> list[dict]:
-        return self.curation.history(memory_id, user_id)
 
     def recall(self, query: str, limit: int = 10, memory_type: str | None = None,
                task_id: str | None = None, tags: Sequence[str] | None = None,
@@ -220,15 +212,23 @@ class Engram:
         return self.recaller.recall(query, limit, memory_type, task_id, tags, as_of, mode, explain, user_id, graph,
                                     reinforce, exclude_types, min_share, scope, strong_only, rerank)
 
-    def quality(self, m: Memory) -> float:
-        return self.parts.quality(m)
+    def recall_context(self, query: str, limit: int = 10, memory_type: str | None = None,
+                       task_id: str | None = None, tags: Sequence[str] | None = None,
+                       as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
+                       user_id: str | None = None, session_id: str | None = None,
+                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False) -> dict:
+        return self.recaller.recall_context(query, limit, memory_type, task_id, tags, as_of, mode, explain, user_id,
+                                            session_id, min_share, scope, strong_only)
 
-    def forget(self, memory_id: str | None = None, query: str | None = None,
-               user_id: str | None = None, dry_run: bool = False, scope: Scope = NO_PROJECT) -> list[str]:
-        return self.writes.forget(memory_id, query, user_id, dry_run, scope)
+    def hit_dict(self, h: Hit) -> dict:
+        return self.recaller.hit_dict(h)
 
-    def remove_memories(self, ids: Sequence[str]) -> None:
-        return self.writes.remove_memories(ids)
+    # -- curation (engram.curation) ----------------------------------------
+    def memory_view(self, memory_id: str, user_id: str | None = None) -> dict:
+        return self.curation.memory_view(memory_id, user_id)
+
+    def history(self, memory_id: str, user_id: str | None = None) -> list[dict]:
+        return self.curation.history(memory_id, user_id)
 
     def list_memories(self, memory_type: str | None = None, task_id: str | None = None,
                       tags: Sequence[str] | None = None, as_of: datetime | None = None,
@@ -240,44 +240,13 @@ class Engram:
     def memory_summary(self, m: Memory, now: datetime) -> dict:
         return self.curation.memory_summary(m, now)
 
-    def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:
-        return self.writes.set_pinned(memory_id, pinned, user_id)
-
     def strength_curve(self, memory_id: str, days: int = 90, user_id: str | None = None) -> dict:
         return self.curation.strength_curve(memory_id, days, user_id)
 
     def versions(self, memory_id: str, user_id: str | None = None) -> dict:
         return self.curation.versions(memory_id, user_id)
 
-    def create_task(self, name: str, goal: str = "", metadata: dict | None = None,
-                    user_id: str | None = None, session_id: str | None = None,
-                    project: str | None = None) -> Task:
-        return self.tasks.create_task(name, goal, metadata, user_id, session_id, project)
-
-    def get_task_row(self, task_id: str, user_id: str | None = None) -> Task:
-        return self.parts.task(task_id, user_id)
-
-    def update_task(self, task_id: str, status: str | None = None, goal: str | None = None,
-                    metadata: dict | None = None, name: str | None = None,
-                    user_id: str | None = None, session_id: str | None = None) -> Task:
-        return self.tasks.update_task(task_id, status, goal, metadata, name, user_id, session_id)
-
-    def list_tasks(self, status: str | None = None, user_id: str | None = None,
-                   scope: Scope = NO_PROJECT) -> list[Task]:
-        return self.tasks.list_tasks(status, user_id, scope)
-
-    def task_overview(self, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None, scope: Scope = NO_PROJECT,
-                      reader: str | None = None) -> list[dict]:
-        return self.tasks.task_overview(status, limit, user_id, scope, reader)
-
-    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None,
-                  reader: str | None = None) -> dict:
-        return self.tasks.task_view(task_id, limit, user_id, reader)
-
-    def task_sessions(self, task_id: str, user_id: str | None = None) -> list[dict]:
-        return self.tasks.task_sessions(task_id, user_id)
-
+    # -- sessions (engram.sessions) ----------------------------------------
     def touch_session(self, session_id: str, user_id: str | None = None, client: str = "",
                       pid: int | None = None, project: str | None = None,
                       branch: str | None = None) -> None:
@@ -307,6 +276,7 @@ class Engram:
     def list_sessions(self, user_id: str | None = None) -> list[Session]:
         return self.sessions.list_sessions(user_id)
 
+    # -- handoffs and plans (engram.handoffs) ------------------------------
     def handoff(self, summary: str, completed: Sequence[str] | None = None,
                 in_progress: Sequence[str] | None = None, blocked: Sequence[str] | None = None,
                 next_steps: Sequence[str] | None = None, task_id: str | None = None,
@@ -348,6 +318,33 @@ class Engram:
     def task_plan_of(self, user: str, task_id: str) -> list[dict]:
         return self.handoffs.plan_of(user, task_id)
 
+    # -- tasks and claims (engram.tasks) -----------------------------------
+    def create_task(self, name: str, goal: str = "", metadata: dict | None = None,
+                    user_id: str | None = None, session_id: str | None = None,
+                    project: str | None = None) -> Task:
+        return self.tasks.create_task(name, goal, metadata, user_id, session_id, project)
+
+    def update_task(self, task_id: str, status: str | None = None, goal: str | None = None,
+                    metadata: dict | None = None, name: str | None = None,
+                    user_id: str | None = None, session_id: str | None = None) -> Task:
+        return self.tasks.update_task(task_id, status, goal, metadata, name, user_id, session_id)
+
+    def list_tasks(self, status: str | None = None, user_id: str | None = None,
+                   scope: Scope = NO_PROJECT) -> list[Task]:
+        return self.tasks.list_tasks(status, user_id, scope)
+
+    def task_overview(self, status: str | None = None, limit: int = 50,
+                      user_id: str | None = None, scope: Scope = NO_PROJECT,
+                      reader: str | None = None) -> list[dict]:
+        return self.tasks.task_overview(status, limit, user_id, scope, reader)
+
+    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None,
+                  reader: str | None = None) -> dict:
+        return self.tasks.task_view(task_id, limit, user_id, reader)
+
+    def task_sessions(self, task_id: str, user_id: str | None = None) -> list[dict]:
+        return self.tasks.task_sessions(task_id, user_id)
+
     def resume_task(self, task_id: str, max_tokens: int = 2000, user_id: str | None = None,
                     session_id: str | None = None, client: str = "", take_over: bool = False,
                     reader: str | None = None) -> dict:
@@ -369,17 +366,6 @@ class Engram:
 
     def prompt_block(self, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
         return self.tasks.prompt_block(user_id, limit, scope)
-
-    def recall_context(self, query: str, limit: int = 10, memory_type: str | None = None,
-                       task_id: str | None = None, tags: Sequence[str] | None = None,
-                       as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-                       user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False) -> dict:
-        return self.recaller.recall_context(query, limit, memory_type, task_id, tags, as_of, mode, explain, user_id,
-                                            session_id, min_share, scope, strong_only)
-
-    def hit_dict(self, h: Hit) -> dict:
-        return self.recaller.hit_dict(h)
 
 
 def _load_model(settings: Settings) -> Embedder:

@@ -4,12 +4,14 @@ The model of record (the store's model_name and model_dim) is checked here too."
 
 from __future__ import annotations
 
+import importlib
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .errors import ModelMismatch
+from .embedding import Embedder
+from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex
 from .parts import Parts
@@ -22,17 +24,20 @@ FEED_POLL_S = 0.2
 # only recent changes (about an hour in Postgres).
 FEED_MAX_GAP_S = 1800.0
 OUTCOMES_POLL_S = 5.0  # session outcomes (not in the feed) are re-read at most this often
+MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
 
 
 class Indexes:
-    def __init__(self, p: Parts):
+    def __init__(self, p: Parts, allow_model_change: bool = False):
         self.p = p
+        self.allow_model_change = allow_model_change
+        self.model_retry_at = time.monotonic() + MODEL_RETRY_S  # the next try while degraded
         self.feed_mark = 0  # the change number the derived indexes are up to (catch_up)
         self.feed_checked = self.outcomes_read = time.monotonic()  # when the feed, the outcomes were read
 
-    def check_model(self, allow_change: bool) -> bool:
-        """Whether the store was embedded with another model (allowed: True; else ModelMismatch).
-        A new store records this model as its model of record."""
+    def check_model(self) -> bool:
+        """Whether the store was embedded with another model (allow_model_change: True; else
+        ModelMismatch). A new store records this model as its model of record."""
         p = self.p
         if p.degraded:
             return False  # checked when the model is back (retry_model)
@@ -43,7 +48,7 @@ class Indexes:
             p.store_db.set_meta("model_dim", mine[1])
             return False
         if (name, dim) != mine:
-            if allow_change:
+            if self.allow_model_change:
                 return True
             raise ModelMismatch(
                 f"{p.path} was embedded with {name} ({dim} dims) but this engram uses "
@@ -52,6 +57,26 @@ class Indexes:
                 f"or set ENGRAM_MODEL={name}."
             )
         return False
+
+    def retry_model(self, load: Callable[[], Embedder], force: bool = False) -> bool:
+        """While degraded, try to load the model again with `load` (at most every MODEL_RETRY_S
+        unless force); on success embed the rows stored without a vector. True when it came back."""
+        p = self.p
+        if not p.degraded or (not force and time.monotonic() < self.model_retry_at):
+            return False
+        self.model_retry_at = time.monotonic() + MODEL_RETRY_S
+        importlib.invalidate_caches()  # a model package installed since the last try
+        try:
+            emb = load()
+        except ModelUnavailable as e:
+            p.degraded = str(e)
+            p.embedder.reason = p.degraded
+            return False
+        with p.lock:
+            p.embedder, p.degraded = emb, None
+            p.model_changed = self.check_model()
+            self.rebuild()  # re-embeds every row stored while the model was away
+        return True
 
     def rebuild(self) -> None:
         """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
