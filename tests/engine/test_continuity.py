@@ -492,3 +492,30 @@ def test_get_context_text_tells_of_an_interrupted_session(eng):
     assert "last progress: Progress on token bucket middleware: in_progress (50%)" in line
     assert out["tokens"] <= 1500
     assert "interrupted session" not in eng.context("rate limiter", task_id=t.id, session_id="B")["context"]
+
+
+def test_recall_context_ranks_once_and_pins_the_handoff_from_those_hits(eng, monkeypatch):
+    import engram.recall
+    from engram import retrieve
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("limit"))
+        return retrieve.rank(*args, **kwargs)
+    monkeypatch.setattr(engram.recall, "rank", counted)
+    task = eng.create_task("Billing export")
+    h = eng.handoff("Billing export writes the invoice CSV; the totals row is missing",
+                    next_steps=["Add the totals row to the invoice CSV"], task_id=task.id)
+    eng.store("The invoice CSV uses semicolons as separators")
+    eng.store("Deploys go to Fly.io from the main branch")
+    r = eng.recall_context("invoice CSV totals row")
+    assert len(calls) == 1  # the hits and the pinned handoff come from one ranking
+    assert r["memories"][0]["id"] == h.id and r["memories"][0]["pinned"] and r["handoff"]["id"] == h.id
+    # A later handoff of the same task is what is pinned (fetched by its task, not ranked again).
+    later = eng.handoff("Totals row added", next_steps=["Ship the billing export"], task_id=task.id)
+    calls.clear()
+    r = eng.recall_context("invoice CSV totals row")
+    assert len(calls) == 1 and r["handoff"]["id"] == later.id
+    # Nothing relevant: no handoff is pinned.
+    calls.clear()
+    assert eng.recall_context("kubernetes ingress certificates")["handoff"] is None and len(calls) == 1
