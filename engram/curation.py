@@ -16,6 +16,8 @@ from .types import EngramError, Memory, check_tags
 
 
 class Curation:
+    """Memories read for a person looking at them (the panel, the CLI)."""
+
     def __init__(self, p: Parts, indexes: Indexes):
         self.p = p
         self.indexes = indexes

@@ -38,6 +38,8 @@ class _Validation:
 
 
 class Handoffs:
+    """Handoff, failure and progress records (stored through Writes), step checks and plans."""
+
     def __init__(self, p: Parts, indexes: Indexes, writes: Writes, sessions: Sessions):
         self.p = p
         self.indexes = indexes

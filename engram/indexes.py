@@ -28,6 +28,8 @@ MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries t
 
 
 class Indexes:
+    """The derived indexes over the parts' store, and the model they are embedded with."""
+
     def __init__(self, p: Parts, allow_model_change: bool = False):
         self.p = p
         self.allow_model_change = allow_model_change

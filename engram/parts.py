@@ -23,6 +23,8 @@ from .types import EngramError, Memory, NotFound, Task
 
 
 class Parts:
+    """The state every module of the engine shares (see the module docstring)."""
+
     def __init__(self, settings: Settings, clock: Clock, store_db: MemoryStore, embedder: Embedder,
                  degraded: str | None, path: str):
         self.settings = settings

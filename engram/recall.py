@@ -29,6 +29,8 @@ log = logging.getLogger(__name__)
 
 
 class Recall:
+    """Recall over the derived indexes; recall_context and get_context over one recall."""
+
     def __init__(self, p: Parts, indexes: Indexes, sessions: Sessions, handoffs: Handoffs):
         self.p = p
         self.indexes = indexes

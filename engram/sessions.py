@@ -13,6 +13,8 @@ from .types import INTERRUPTION_REASONS, NO_PROJECT, OUTCOMES, EngramError, NotF
 
 
 class Sessions:
+    """Sessions and their heartbeats (the last one written of each, to spare writes)."""
+
     def __init__(self, p: Parts):
         self.p = p
         self.beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
@@ -146,6 +148,7 @@ class Sessions:
             return out
 
     def set_task(self, session_id: str | None, task_id: str | None) -> None:
+        """Record that a (registered) session is working on the task."""
         if session_id and task_id and self.p.store_db.get_session(session_id) is not None:
             self.p.store_db.update_session(session_id, task_id=task_id)
 

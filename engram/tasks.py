@@ -20,6 +20,8 @@ _TASK_LISTS = {"handoff": "handoffs", "failure": "failures", "progress": "progre
 
 
 class Tasks:
+    """Tasks, their claims, their views and the resume block."""
+
     def __init__(self, p: Parts, handoffs: Handoffs, sessions: Sessions):
         self.p = p
         self.handoffs = handoffs

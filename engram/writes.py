@@ -53,6 +53,8 @@ class _BatchSims:
 
 
 class Writes:
+    """Every write of a memory: rows and derived indexes together, under the lock."""
+
     def __init__(self, p: Parts, indexes: Indexes):
         self.p = p
         self.indexes = indexes
