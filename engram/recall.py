@@ -168,16 +168,14 @@ class Recall:
             hits = self.recall(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,
                                min_share=min_share, scope=scope, strong_only=strong_only)
-            handoff = None
+            handoff, why = None, ""
             if memory_type in (None, "handoff") and as_of is None:
-                handoff = self._pinned_handoff(hits, user, task_id, tags)
+                handoff, why = self._pinned_handoff(hits, user, task_id, tags)
             memories = [self.hit_dict(h) for h in hits]
             if handoff is not None:
                 memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
                 pinned = self.hit_dict(Hit(handoff, max([h.score for h in hits], default=0.0),
-                                           self.p.quality(handoff), confidence="strong",
-                                           evidence="the latest handoff of the task asked for" if task_id
-                                           else "a strong hit among the open tasks' handoffs"))
+                                           self.p.quality(handoff), confidence="strong", evidence=why))
                 pinned["pinned"] = True
                 memories.insert(0, pinned)
             return {
@@ -193,26 +191,33 @@ class Recall:
         return with_documents(h.to_dict(), h.memory)
 
     def _pinned_handoff(self, hits: list[Hit], user: str, task_id: str | None,
-                        tags: tuple[str, ...] | None) -> Memory | None:
-        """The handoff recall_context pins: the task's latest (fetched by task), or with no task
-        the best strong handoff among the hits just ranked, of an open task or of none. Taken from
-        that one ranking: recall's relevance floor applies, and only a strong hit is pinned unasked,
-        so no handoff is pinned for a query it does not answer."""
+                        tags: tuple[str, ...] | None) -> tuple[Memory | None, str]:
+        """The handoff recall_context pins, and why: the task's latest (fetched by task), or with no task
+        the best strong handoff among the hits just ranked, of an open task or of none; failing
+        that, the latest handoff of the open task the best strong hit belongs to (fetched by that
+        task: a query about a task's work is about where its last session stopped). All from that
+        one ranking: recall's relevance floor applies, and only a strong hit leads to a pin, so no
+        handoff is pinned for a query it does not answer."""
         if task_id is not None:
-            return self.handoffs.latest_handoff(user, task_id, tags)
-        cands = [h for h in hits if h.memory.memory_type == "handoff" and h.confidence == "strong"]
-        if any(h.memory.task_id for h in cands):
+            return self.handoffs.latest_handoff(user, task_id, tags), "the latest handoff of the task asked for"
+        strong = [h for h in hits if h.confidence == "strong"]
+        if not any(h.memory.task_id for h in strong):
+            open_tasks: set[str] = set()
+        else:
             open_tasks = {t.id for t in self.p.store_db.list_tasks(user) if t.status not in ("done", "abandoned")}
-            cands = [h for h in cands if h.memory.task_id is None or h.memory.task_id in open_tasks]
+        cands = [h for h in strong if h.memory.memory_type == "handoff"
+                 and (h.memory.task_id is None or h.memory.task_id in open_tasks)]
         if not cands:
-            return None
+            task = next((h.memory.task_id for h in strong if h.memory.task_id in open_tasks), None)
+            found = self.handoffs.latest_handoff(user, task, tags) if task else None
+            return found, "the latest handoff of the open task a strong hit belongs to"
         best = cands[0].score
         # Among the handoffs about as relevant as the best one, the newest wins.
         close = [h.memory for h in cands if h.score >= 0.6 * best]
         chosen = max(close, key=lambda m: m.created_at)
         if chosen.task_id:  # a later handoff of the same task supersedes it
-            return self.handoffs.latest_handoff(user, chosen.task_id, tags) or chosen
-        return chosen
+            chosen = self.handoffs.latest_handoff(user, chosen.task_id, tags) or chosen
+        return chosen, "a strong hit among the open tasks' handoffs"
 
     def related_failures(self, hits: list[Hit], user: str, task_ids: Sequence[str] = (),
                           limit: int = 5, scope: Scope = NO_PROJECT) -> list[dict]:

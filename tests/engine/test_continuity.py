@@ -519,3 +519,17 @@ def test_recall_context_ranks_once_and_pins_the_handoff_from_those_hits(eng, mon
     # Nothing relevant: no handoff is pinned.
     calls.clear()
     assert eng.recall_context("kubernetes ingress certificates")["handoff"] is None and len(calls) == 1
+
+
+def test_a_hit_of_an_open_task_pins_that_tasks_latest_handoff(eng):
+    """The handoff itself need not rank: a strong hit of an open task's own work leads to where
+    that task's last session stopped (fetched by the task); a done task's does not."""
+    task = eng.create_task("Search tuning")
+    h = eng.handoff("Stopped halfway through the session", next_steps=["Measure again"], task_id=task.id)
+    eng.track_failure("The reindex job ran out of memory on the 2 GB runner", component="reindex",
+                      task_id=task.id)
+    r = eng.recall_context("reindex job out of memory runner")
+    assert r["handoff"] is not None and r["handoff"]["id"] == h.id
+    assert r["memories"][0]["pinned"] and "open task" in r["memories"][0]["evidence"]
+    eng.update_task(task.id, status="done")
+    assert eng.recall_context("reindex job out of memory runner")["handoff"] is None
