@@ -26,9 +26,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings, VirtualClock
 from engram.api import Api, Ctx
-from engram.continuity import estimate_tokens
 from engram.embedding import load_embedder
 from engram.maintenance import memory_stats
+from engram.render import estimate_tokens
 from engram.scheduler import MaintenanceScheduler
 
 # (fact, key that must appear in a hit, questions asked while working, question asked at the end)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from .continuity import OPEN_TASK_STATUSES, document, estimate_tokens, pack_sections, render_handoff
-from .types import EngramError, NotFound, Scope
+from .records import document
+from .render import estimate_tokens, pack_sections, render_handoff
+from .types import OPEN_TASK_STATUSES, EngramError, NotFound, Scope
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
 

@@ -88,14 +88,14 @@ def reng(settings, fake, clock):
 
 def test_the_second_stage_reorders_within_its_cap_and_explain_keeps_the_first_order(reng):
     store(reng)
-    reng._ce = WordScorer("no text holds this")  # equal logits: the first stage's order
+    reng.recaller.ce = WordScorer("no text holds this")  # equal logits: the first stage's order
     first = reng.recall(VAGUE, reinforce=False, explain=True)
     assert [h.parts["first_rank"] for h in first[:3]] == [0.0, 1.0, 2.0]
     first = [h.memory.id for h in first]
     word = reng.get(first[2]).content.split()[1]  # in the third of the first stage's order
-    reng._ce = WordScorer(word)
+    reng.recaller.ce = WordScorer(word)
     hits = reng.recall(VAGUE, reinforce=False, explain=True)
     assert word in hits[0].memory.content
     assert hits[0].parts["first_rank"] == 2.0 and "rerank" in hits[0].parts
-    assert max(reng._ce.calls) <= 3
+    assert max(reng.recaller.ce.calls) <= 3
     assert sorted(h.memory.id for h in hits) == sorted(first)  # reordered, not refiltered

@@ -323,7 +323,7 @@ def test_recall_reports_a_silent_session_without_retiring_it(eng, clock, setting
     eng.touch_session("silent")
     eng.touch_session("reader")
     clock.advance(seconds=settings.heartbeat_timeout_s + 1)
-    eng._beats.clear()
+    eng.sessions.beats.clear()
     got = eng.take_interrupted(exclude="reader")
     assert [s["session_id"] for s in got] == ["silent"]
     assert eng.store_db.get_session("silent").status == "active"  # reading wrote no expiry
@@ -408,7 +408,7 @@ def test_resume_task_fits_the_budget_most_needed_first(eng, clock):
 
 
 def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
-    from engram.continuity import MEMORY_RULES
+    from engram.render import MEMORY_RULES
     t = _three_step_task(eng, clock)
     closed = eng.create_task("Closed one")
     eng.update_task(closed.id, status="done")
@@ -421,7 +421,7 @@ def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
 def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
     from pathlib import Path
 
-    from engram.continuity import MEMORY_RULES
+    from engram.render import MEMORY_RULES
     readme = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "```markdown\n" + MEMORY_RULES + "```" in readme
 
@@ -492,3 +492,44 @@ def test_get_context_text_tells_of_an_interrupted_session(eng):
     assert "last progress: Progress on token bucket middleware: in_progress (50%)" in line
     assert out["tokens"] <= 1500
     assert "interrupted session" not in eng.context("rate limiter", task_id=t.id, session_id="B")["context"]
+
+
+def test_recall_context_ranks_once_and_pins_the_handoff_from_those_hits(eng, monkeypatch):
+    import engram.recall
+    from engram import retrieve
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(kwargs.get("limit"))
+        return retrieve.rank(*args, **kwargs)
+    monkeypatch.setattr(engram.recall, "rank", counted)
+    task = eng.create_task("Billing export")
+    h = eng.handoff("Billing export writes the invoice CSV; the totals row is missing",
+                    next_steps=["Add the totals row to the invoice CSV"], task_id=task.id)
+    eng.store("The invoice CSV uses semicolons as separators")
+    eng.store("Deploys go to Fly.io from the main branch")
+    r = eng.recall_context("invoice CSV totals row")
+    assert len(calls) == 1  # the hits and the pinned handoff come from one ranking
+    assert r["memories"][0]["id"] == h.id and r["memories"][0]["pinned"] and r["handoff"]["id"] == h.id
+    # A later handoff of the same task is what is pinned (fetched by its task, not ranked again).
+    later = eng.handoff("Totals row added", next_steps=["Ship the billing export"], task_id=task.id)
+    calls.clear()
+    r = eng.recall_context("invoice CSV totals row")
+    assert len(calls) == 1 and r["handoff"]["id"] == later.id
+    # Nothing relevant: no handoff is pinned.
+    calls.clear()
+    assert eng.recall_context("kubernetes ingress certificates")["handoff"] is None and len(calls) == 1
+
+
+def test_a_hit_of_an_open_task_pins_that_tasks_latest_handoff(eng):
+    """The handoff itself need not rank: a strong hit of an open task's own work leads to where
+    that task's last session stopped (fetched by the task); a done task's does not."""
+    task = eng.create_task("Search tuning")
+    h = eng.handoff("Stopped halfway through the session", next_steps=["Measure again"], task_id=task.id)
+    eng.track_failure("The reindex job ran out of memory on the 2 GB runner", component="reindex",
+                      task_id=task.id)
+    r = eng.recall_context("reindex job out of memory runner")
+    assert r["handoff"] is not None and r["handoff"]["id"] == h.id
+    assert r["memories"][0]["pinned"] and "open task" in r["memories"][0]["evidence"]
+    eng.update_task(task.id, status="done")
+    assert eng.recall_context("reindex job out of memory runner")["handoff"] is None

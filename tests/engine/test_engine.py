@@ -365,8 +365,8 @@ def test_opening_builds_the_same_index_as_writing_one_by_one(settings, fake, clo
 
 
 def test_a_large_batch_is_stored_in_waves_in_order(eng, monkeypatch):
-    import engram.engram as engine_module
-    monkeypatch.setattr(engine_module, "STORE_WAVE", 16)  # several waves, embedded ahead
+    import engram.writes as writes_module
+    monkeypatch.setattr(writes_module, "STORE_WAVE", 16)  # several waves, embedded ahead
     items = [{"content": f"Service number {i} runs the {w} job nightly.", "resolve_conflicts": False}
              for i, w in enumerate(["billing", "search", "mail", "backup"] * 10)]
     items.append({"content": items[3]["content"]})  # in a later wave: the same text as the fourth

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engram.api import Api
-from engram.continuity import estimate_tokens
+from engram.render import estimate_tokens
 from engram.types import Ctx
 
 

@@ -70,7 +70,7 @@ def test_degraded_serves_keyword_recall_keeps_stores_and_recovers(broken, settin
 
         # The model is fixed: the next call after the retry interval loads it and embeds the rows.
         broken.setattr(engram_mod, "load_embedder", lambda *a, **k: fake)
-        eng._model_retry_at = 0.0
+        eng.indexes.model_retry_at = 0.0
         health = api.call("health", {}, CTX)
         assert health["status"] == "ok" and "model_error" not in health and eng.degraded is None
         assert not [m.id for m, blob in eng.store_db.iter_index_rows() if blob is None]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-import engram.engram as engram_mod
+import engram.indexes as indexes_mod
 from engram import Engram
 
 
@@ -83,7 +83,7 @@ def pair(settings, fake, clock):
 @pytest.fixture
 def always(monkeypatch):
     """Every read asks the feed (no throttle), so a test need not wait FEED_POLL_S."""
-    monkeypatch.setattr(engram_mod, "FEED_POLL_S", 0.0)
+    monkeypatch.setattr(indexes_mod, "FEED_POLL_S", 0.0)
 
 
 def ranking(e: Engram, query: str) -> list[tuple[str, float]]:
@@ -100,18 +100,18 @@ def test_a_write_on_one_server_is_recalled_on_the_other(pair, always):
 
 def test_reads_ask_the_feed_at_most_every_poll_interval(pair, monkeypatch):
     a, b = pair
-    monkeypatch.setattr(engram_mod, "FEED_POLL_S", 3600.0)
+    monkeypatch.setattr(indexes_mod, "FEED_POLL_S", 3600.0)
     b.recall("anything at all")  # b looked just now
     a.store("The build cache lives on the second disk")
     assert b.recall("build cache second disk") == []  # within the interval: not asked again
-    b._feed_checked -= 3601.0  # the interval has passed
+    b.indexes.feed_checked -= 3601.0  # the interval has passed
     assert [h.memory.content for h in b.recall("build cache second disk")] == \
         ["The build cache lives on the second disk"]
 
 
 def test_a_write_resolves_against_a_memory_another_server_stored_a_moment_ago(pair, monkeypatch):
     a, b = pair
-    monkeypatch.setattr(engram_mod, "FEED_POLL_S", 3600.0)  # only the write's own check may find it
+    monkeypatch.setattr(indexes_mod, "FEED_POLL_S", 3600.0)  # only the write's own check may find it
     b.recall("warm up")
     first = a.store("The API rate limit is 100 requests per minute").memory
     again = b.store("The API rate limit is 100 requests per minute")
@@ -158,7 +158,7 @@ def test_every_server_ranks_as_one_built_from_the_rows(pair, always, settings, f
 
 def test_meeting_its_own_writes_in_the_feed_changes_nothing(pair, monkeypatch):
     a, _ = pair
-    monkeypatch.setattr(engram_mod, "FEED_POLL_S", 3600.0)
+    monkeypatch.setattr(indexes_mod, "FEED_POLL_S", 3600.0)
     a.catch_up(force=True)
     a.store_many([{"content": t} for t in ("Grafana dashboards live in the ops folder",
                                            "Grafana alerts page the on-call",

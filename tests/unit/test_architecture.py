@@ -11,14 +11,15 @@ from pathlib import Path
 import pytest
 
 import engram
+import engram.errors
 from engram.store.base import MemoryStore
 from engram.store.db import Store
 from engram.store.pg import PgStore  # importable without psycopg: it fails only when opened
 
 PACKAGE = Path(engram.__file__).parent
 # Modules of the engine: they hold the store (Engram.store_db) and call its named methods.
-ENGINE = {"engram.py", "continuity.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py",
-          "keys.py"}
+ENGINE = {"engram.py", "parts.py", "indexes.py", "writes.py", "recall.py", "curation.py", "sessions.py",
+          "handoffs.py", "tasks.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py", "keys.py"}
 # Entry points: they parse, call the facade, render. No store, no index, no graph.
 ADAPTERS = {"api.py", "cli.py", "setup.py", "server"}
 
@@ -36,6 +37,13 @@ SQL = [re.compile(p) for p in (
     r"\blist_contains\(",
 )]
 REACH_THROUGH = {"store_db", "index", "graph"}  # Engram attributes an adapter must not touch
+# The modules Engram (engram.py) opens and delegates to: they reach each other through the
+# references Engram hands them (the shared engram.parts.Parts and each other), never through
+# the facade.
+FACADE_PARTS = {"parts.py", "indexes.py", "writes.py", "recall.py", "curation.py", "sessions.py",
+                "handoffs.py", "tasks.py"}
+FACADE_MAX_LINES = 400
+DELEGATE_MAX_STATEMENTS = 2  # a public method of Engram: its docstring, then at most this many statements
 
 
 def modules() -> list[tuple[str, str]]:
@@ -156,6 +164,86 @@ def test_store_implements_the_interface(name, backend):
         [(p.name, p.kind, p.default) for p in want.parameters.values()], name
 
 
+def engram_bases(source: str, classes: set[str]) -> list[str]:
+    """Classes that inherit from a class defined in engram/ (by the base's name), other than an
+    error (engram.errors) or a record model of the export (pydantic, in transfer.py): the rule
+    "no mixin": the engine shares code through references to its parts, not through a base
+    class whose methods call back into the subclass."""
+    tree = ast.parse(source)
+    allowed = {"EngramError", "_Line"} | {n for n in dir(engram.errors) if n[:1].isupper()}
+    return [f"line {n.lineno}: class {n.name}({ast.unparse(b)})" for n in ast.walk(tree)
+            if isinstance(n, ast.ClassDef) for b in n.bases
+            if ast.unparse(b).split(".")[-1] in classes - allowed]
+
+
+def engram_classes() -> set[str]:
+    return {n.name for _, src in modules() for n in ast.walk(ast.parse(src)) if isinstance(n, ast.ClassDef)}
+
+
+ENGRAM_CLASSES = engram_classes()
+
+
+def self_chain(node: ast.expr) -> bool:
+    """node is an attribute of self, or of one of its attributes (self.part, self.parts.store_db)."""
+    return isinstance(node, ast.Attribute) and (
+        (isinstance(node.value, ast.Name) and node.value.id == "self") or self_chain(node.value))
+
+
+def long_methods(source: str, cls: str, most: int) -> list[str]:
+    """Public methods of class `cls` (__init__ aside) whose body, its docstring aside, has more
+    than `most` statements, or that call no method of one of self's attributes (self.part.f())."""
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.ClassDef) and n.name == cls)
+    out = []
+    for fn in node.body:
+        if not isinstance(fn, ast.FunctionDef) or fn.name == "__init__" or \
+                (fn.name.startswith("_") and not fn.name.startswith("__")):
+            continue
+        body = fn.body[1:] if ast.get_docstring(fn) is not None else fn.body
+        delegates = any(isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute) and self_chain(c.func.value)
+                        for c in ast.walk(fn))
+        if len(body) > most or not (delegates or fn.name in ("__enter__", "__exit__", "lock")):
+            out.append(f"{fn.name} ({len(body)} statements{'' if delegates else ', delegates nothing'})")
+    return out
+
+
+def facade_imports(source: str) -> list[str]:
+    """Imports of the facade (engram.engram, or the package's Engram)."""
+    out = []
+    for n in ast.walk(ast.parse(source)):
+        if isinstance(n, ast.Import):
+            hit = any(a.name == "engram.engram" for a in n.names)
+        elif isinstance(n, ast.ImportFrom):
+            mod = ("engram." * (n.level > 0) + (n.module or "")).rstrip(".") if n.level <= 1 else "?"
+            hit = mod == "engram.engram" or (mod == "engram" and any(a.name in ("engram", "Engram") for a in n.names))
+        else:
+            continue
+        if hit:
+            out.append(f"line {n.lineno}: {ast.unparse(n)}")
+    return out
+
+
+def test_no_class_is_a_mixin():
+    bad = [f"engram/{path} {hit}" for path, src in modules() if path in ENGINE
+           for hit in engram_bases(src, ENGRAM_CLASSES)]
+    bad += [f"engram/{path}: class {n.name}" for path, src in modules() for n in ast.walk(ast.parse(src))
+            if isinstance(n, ast.ClassDef) and n.name.lower().endswith("mixin")]
+    assert not bad, "no mixin: hand the class what it needs (engram.parts), do not inherit it:\n" + "\n".join(bad)
+
+
+def test_the_facade_is_small_and_its_public_methods_delegate():
+    src = (PACKAGE / "engram.py").read_text()
+    assert len(src.splitlines()) <= FACADE_MAX_LINES, "engram.py is the facade: put the logic in a module by concern"
+    bad = long_methods(src, "Engram", DELEGATE_MAX_STATEMENTS)
+    assert not bad, "Engram's public methods delegate to its parts:\n" + "\n".join(bad)
+
+
+def test_the_facade_parts_never_call_back_into_the_facade():
+    bad = [f"engram/{path} {hit}" for path, src in modules() if path in FACADE_PARTS for hit in facade_imports(src)]
+    assert not bad, "a part of the facade gets what it needs from Engram's constructor:\n" + "\n".join(bad)
+    assert {path for path, _ in modules()} >= FACADE_PARTS, "FACADE_PARTS names a module that is gone"
+    assert FACADE_PARTS <= ENGINE
+
+
 def test_the_checks_catch_violations():
     # A check that cannot fail guards nothing: each one flags a line written to break it.
     assert sql_in('rows = db.query("status = \'active\' AND last_heartbeat < ?")')
@@ -177,3 +265,13 @@ def test_the_checks_catch_violations():
     assert "drop_everything" not in interface()
     assert private_reaches("with eng._lock:\n    eng._delete(ids)") == ["line 1: eng._lock", "line 2: eng._delete"]
     assert private_reaches("class A:\n    def _f(self): ...\n\ndef g(a):\n    return a._f() + self._x") == []
+    mixins = {"ContinuityMixin", "ClaimRows", "EngramError"}
+    assert engram_bases("class Engram(ContinuityMixin):\n    pass", mixins) == ["line 1: class Engram(ContinuityMixin)"]
+    assert engram_bases("class Gone(db.ClaimRows): ...", mixins) == ["line 1: class Gone(db.ClaimRows)"]
+    assert engram_bases("class Wrong(EngramError): ...\nclass Fine(Exception): ...", mixins) == []
+    facade = "class Engram:\n    def a(self):\n        return self.p.a()\n    def b(self):\n        x = 1\n" \
+             "        y = x\n        return self.p.b(y)\n    def c(self):\n        return 3\n"
+    assert long_methods(facade, "Engram", 2) == ["b (3 statements)", "c (1 statements, delegates nothing)"]
+    assert facade_imports("from .engram import Engram\nfrom . import engram\nimport engram.engram") == \
+        ["line 1: from .engram import Engram", "line 2: from . import engram", "line 3: import engram.engram"]
+    assert facade_imports("from . import resolve\nfrom .types import Hit\nimport engram.types") == []

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from engram.continuity import progress_text
 from engram.embedding import FakeEmbedder
 from engram.nextsteps import (
     Activity,
@@ -20,6 +19,7 @@ from engram.nextsteps import (
     stronger,
     validate_steps,
 )
+from engram.render import progress_text
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 CASES = Path(__file__).parents[1] / "data" / "nextstep_cases.json"

@@ -1,0 +1,154 @@
+"""The engine's records (a handoff, a progress snapshot, a failure): their documents, read from a
+memory's metadata, and the entries the task views build from them. Pure functions of memories."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Sequence
+
+from .nextsteps import StepCheck
+from .types import Memory
+
+# File names in progress notes, failures and handoffs: a name with a letter and a known extension,
+# optionally with its folders. Versions (5.0) and abbreviations (e.g.) have no such extension.
+_FILE = re.compile(
+    r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]*[A-Za-z][\w-]*\.(?:py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|rb|php|"
+    r"c|h|cc|cpp|hpp|cs|swift|scala|sql|sh|md|rst|txt|json|jsonl|ya?ml|toml|ini|cfg|conf|lock|html|"
+    r"css|scss|vue|svelte|proto|tf|dockerfile|csv)\b")
+
+# The engine's own document of a handoff, progress or failure memory, by metadata key: each
+# field, the types it may hold and its value when missing (None: required). A memory stored
+# through store_memory with one of these types has no such document, or one someone else
+# wrote; every reader goes through document().
+_DOCUMENTS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
+    "handoff": {"summary": ((str,), None), "completed": ((list,), []), "in_progress": ((list,), []),
+                "blocked": ((list,), []), "next_steps": ((list,), [])},
+    "progress": {"feature": ((str,), None), "status": ((str,), None),
+                 "completion": ((int, float), None), "notes": ((str,), "")},
+    "failure": {"error": ((str,), None), "component": ((str,), None), "root_cause": ((str,), ""),
+                "fix": ((str, type(None)), "")},
+}
+
+
+# The tool that writes each of those records (and so the one to call for a new one).
+RECORD_TOOLS = {"handoff": "session_handoff", "failure": "track_failure", "progress": "track_progress"}
+
+
+def record_document(m: Memory) -> dict | None:
+    """The document of a memory written by its record tool (a handoff by session_handoff, ...):
+    its text is rendered from it. None for every other memory, of these types stored as text too."""
+    return document(m, m.memory_type) if m.memory_type in _DOCUMENTS else None
+
+
+def document(m: Memory, key: str) -> dict | None:
+    """m's engine document under `key` ("handoff", "progress", "failure") with missing optional
+    fields filled in, or None when there is none or it is malformed (a field of the wrong type,
+    a list holding something other than strings)."""
+    doc = m.metadata.get(key)
+    if not isinstance(doc, dict):
+        return None
+    out = dict(doc)
+    for name, (types, default) in _DOCUMENTS[key].items():
+        if name not in doc:
+            if default is None:
+                return None
+            out[name] = list(default) if isinstance(default, list) else default
+            continue
+        v = doc[name]
+        if not isinstance(v, types) or isinstance(v, bool) or \
+                (isinstance(v, list) and not all(isinstance(x, str) for x in v)):
+            return None
+    return out
+
+
+def with_documents(d: dict, m: Memory) -> dict:
+    """d with m's engine documents (handoff, failure, progress) added under their keys."""
+    for key in ("handoff", "failure", "progress"):
+        doc = document(m, key)
+        if doc is not None:
+            d[key] = doc
+    return d
+
+
+def stated_checks(h: Memory, steps: Sequence[str]) -> list[StepCheck]:
+    """Each next step of handoff `h` as its own record states it: not_started, except the steps
+    of an automatic checkpoint, whose todo list said done or in_progress (the evidence is the
+    checkpoint itself). Later activity can only make a step's evidence stronger."""
+    cp = h.metadata.get("checkpoint")
+    statuses = cp.get("step_statuses") if isinstance(cp, dict) else None
+    if not isinstance(statuses, list) or len(statuses) != len(steps):
+        return [StepCheck(s, "not_started", None) for s in steps]
+    out = []
+    for step, status in zip(steps, statuses):
+        if status in ("done", "in_progress"):
+            out.append(StepCheck(step, status, {
+                "id": h.id, "kind": "todo_list", "text": f"{status} in the agent's todo list",
+                "created_at": h.created_at.isoformat(), "similarity": 1.0}))
+        else:
+            out.append(StepCheck(step, "not_started", None))
+    return out
+
+
+def unique(items: Sequence[str]) -> list[str]:
+    """Items once each (case-insensitive), in first-seen order."""
+    seen: dict[str, str] = {}
+    for x in items:
+        seen.setdefault(x.strip().lower(), x.strip())
+    return [x for k, x in seen.items() if k]
+
+
+def timeline_entry(m: Memory, quality: float) -> dict:
+    """A memory as a task's timeline lists it, with its quality score."""
+    return with_documents({"id": m.id, "memory_type": m.memory_type, "content": m.content,
+                           "created_at": m.created_at.isoformat(), "status": m.status,
+                           "session_id": m.session_id, "quality_score": round(quality, 6)}, m)
+
+
+def failure_entry(m: Memory) -> dict:
+    doc = document(m, "failure") or {"error": m.content, "component": "", "root_cause": "",
+                                     "fix": None}
+    return {"id": m.id, "content": m.content, "created_at": m.created_at.isoformat(),
+            "task_id": m.task_id, **doc, "component": doc["component"].lower()}
+
+
+def progress_by_feature(mems: Sequence[Memory]) -> dict[str, tuple[Memory, dict]]:
+    """The latest progress snapshot of each feature (named as first written), oldest first."""
+    latest: dict[str, tuple[str, Memory, dict]] = {}
+    for m in mems:
+        p = document(m, "progress") if m.memory_type == "progress" else None
+        if p:
+            key = p["feature"].strip().lower()
+            name = latest[key][0] if key in latest else p["feature"]
+            latest.pop(key, None)
+            latest[key] = (name, m, p)
+    return {name: (m, p) for name, m, p in latest.values()}
+
+
+def to_keep(mems: Sequence[Memory], limit: int = 12) -> list[Memory]:
+    """The task's decisions and conventions: its facts, strategies and assumptions, the
+    pinned and most important first."""
+    kept = [m for m in mems if m.status == "active"
+            and m.memory_type in ("fact", "strategy", "assumption")]
+    kept.sort(key=lambda m: (m.pinned, m.importance, m.created_at), reverse=True)
+    return kept[:limit]
+
+
+def working_set(mems: Sequence[Memory]) -> dict[str, list[str]]:
+    """Files and components named in the task's progress, failures and handoffs."""
+    files: list[str] = []
+    components: list[str] = []
+    for m in mems:
+        if m.memory_type not in ("progress", "failure", "handoff"):
+            continue
+        if m.memory_type == "failure":
+            comp = (document(m, "failure") or {}).get("component")
+            if comp:
+                components.append(comp)
+        text = m.content
+        if m.memory_type == "handoff":
+            doc = document(m, "handoff") or {}
+            text = " ".join([doc.get("summary", "")] + [x for k in ("completed", "in_progress",
+                                                                    "blocked", "next_steps")
+                                                        for x in doc.get(k, [])])
+        files.extend(f.rstrip(".") for f in _FILE.findall(text))
+    return {"files": unique(files), "components": unique(components)}
