@@ -25,10 +25,11 @@ if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
 from ..errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
 from ..types import EngramError, Memory
 from . import schema as _schema
+from .dialect import DUCKDB, Pending, Rows
 from .extensions import LOADED_BY_STORE, load_extensions
 from .rows import MEM_SELECT, MEMORY_FIELDS, aware, memory_values, row_to_memory, ts
 from .schema import SCHEMA_VERSION, SQL_TYPES, migrate
-from .sql import DUCKDB, ERASURE_PENDING, Pending, Rows, SqlStore
+from .sql import ERASURE_PENDING, SqlStore
 
 # Column types for bulk inserts (unnest of one list per column), embedding last.
 _MEM_TYPES = tuple(SQL_TYPES["duckdb"][c.kind] for c in MEMORY_FIELDS) + ("BLOB",)
@@ -154,7 +155,7 @@ def inspect_file(path: Path) -> dict[str, Any]:
                                 + ("; upgrade engram to restore it" if version else ""))
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         counts = {}
-        for table in _schema.TABLES:  # every table, the ledger too (db.TABLES: the exported ones)
+        for table in _schema.TABLES:  # every table, the ledger too (rows.TABLES: the countable ones)
             if table not in present and version < SCHEMA_VERSION:
                 continue  # an older schema without this table: migrating it on open adds it
             try:

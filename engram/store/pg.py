@@ -23,9 +23,10 @@ import numpy as np
 
 from ..errors import DatabaseUnavailable
 from ..types import EngramError, Memory
+from .dialect import POSTGRES, Pending, Rows
 from .rows import MEM_SELECT, MEMORY_COLUMNS, aware, memory_values, row_to_memory, ts
 from .schema import PG_MIGRATIONS, schema_too_new
-from .sql import ERASURE_PENDING, POSTGRES, Pending, Rows, SqlStore
+from .sql import ERASURE_PENDING, SqlStore
 
 try:
     import psycopg

@@ -1,122 +1,45 @@
 """The SQL both backends run alike, written once: SqlStore, the base of Store (db.py, DuckDB) and
 PgStore (pg.py, PostgreSQL).
 
-Every statement here is written with `?` placeholders and runs through the backend's
-`_sql(sql, params)`, which flushes held rows first (each backend holds inserts its own way) and
-returns the rows. What the two dialects spell differently is in one Dialect per backend. What a
-backend does its own way stays in its file: connecting and its errors, transactions, bulk inserts,
-reading memories (DuckDB holds recall counts, PostgreSQL locks rows), the change feed and leases,
-backup and compaction.
+Every statement here (and in tasks.py, the tasks, sessions and claims) is written with `?`
+placeholders and runs through the backend's `_sql(sql, params)`, which writes held rows first and
+returns the rows. What the two dialects spell differently is in one Dialect per backend
+(dialect.py). What a backend does its own way stays in its file: connecting and its errors, the
+steps of a transaction (begin, commit, roll back), bulk inserts, reading memories (DuckDB holds
+recall counts, PostgreSQL locks rows), the change feed and leases, backup and compaction.
 """
 
 from __future__ import annotations
 
 import json
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..types import EVERY_PROJECT, Claim, Memory, Scope, Session, Task
+from ..types import EVERY_PROJECT, Memory, Scope
+from .dialect import Dialect, Pending, of_user, project_filter
 from .rows import (
     KEY_COLUMNS,
     MEM_SELECT,
-    SESSION_COLUMNS,
     TABLES,
-    TASK_COLUMNS,
     aware,
     event_dict,
     memory_field_values,
-    row_to_claim,
     row_to_key,
     row_to_memory,
-    row_to_session,
-    row_to_task,
-    session_field_values,
-    session_values,
-    task_values,
     ts,
 )
+from .tasks import TaskRows
 
 ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the file was last rewritten
-_SESSION_SELECT = f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions"
-_TASK_SELECT = f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks"
-# The claim with its holder's heartbeat and status (a LEFT JOIN: a session row may be gone).
-_CLAIM_SELECT = ("SELECT c.task_id, c.user_id, c.session_id, c.client, c.claimed_at, s.last_heartbeat, "
-                 "s.status FROM claims c LEFT JOIN sessions s ON s.id = c.session_id")
 
 
-@dataclass(frozen=True)
-class Dialect:
-    """What the shared SQL spells differently per backend (`{col}` names the column)."""
-
-    one_of: str  # the column's value is in the list bound to ?
-    holds: str  # the array column holds the value bound to ?
-    collate: str  # after a text sort key: byte order (DuckDB's own), whatever the locale
-
-    def key_in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        """`column` is one of `values`: the condition and its parameters."""
-        return self.one_of.format(col=column), [list(values)]
-
-
-class _DuckDialect(Dialect):
-    def key_in(self, column: str, values: Sequence[Any]) -> tuple[str, list[Any]]:
-        # `id IN (?, ?, ...)`: unlike list_contains it can use the primary-key index.
-        return f"{column} IN ({', '.join('?' * len(values))})", list(values)
-
-
-DUCKDB = _DuckDialect(one_of="list_contains(?, {col})", holds="list_contains({col}, ?)", collate="")
-POSTGRES = Dialect(one_of="{col} = ANY(?)", holds="? = ANY({col})", collate=' COLLATE "C"')
-
-
-def project_filter(scope: Scope) -> tuple[str, list[Any]]:
-    """The SQL condition (and its parameters) for the rows a Scope sees. A row of no project
-    (NULL) is seen from every project."""
-    if scope.everything:
-        return "true", []
-    if scope.project is None:
-        return "project IS NULL", []
-    return "(project IS NULL OR project = ?)", [scope.project]
-
-
-def _of_user(user_id: str | None, column: str = "user_id") -> tuple[str, list[Any]]:
-    """The rows of the user, or every row when None."""
-    return (f"{column} = ?", [user_id]) if user_id is not None else ("true", [])
-
-
-class Rows:
-    """A query's rows, already fetched (what the backends' execute() returns)."""
-
-    __slots__ = ("rows",)
-
-    def __init__(self, rows: list[tuple]):
-        self.rows = rows
-
-    def fetchall(self) -> list[tuple]:
-        return self.rows
-
-    def fetchone(self) -> tuple | None:
-        return self.rows[0] if self.rows else None
-
-
-class Pending:
-    """Inserts held back by buffered(), sent together by the backend's _flush."""
-
-    def __init__(self) -> None:
-        self.memories: list[list[Any]] = []
-        self.events: list[list[Any]] = []
-        self.edges: dict[tuple[str, str], list[Any]] = {}
-        self.new_edges: dict[tuple[str, str], list[Any]] = {}  # from new memories: no pair exists yet
-
-    def __bool__(self) -> bool:
-        return bool(self.memories or self.events or self.edges or self.new_edges)
-
-
-class SqlStore:
-    """The MemoryStore methods both backends share. A backend provides `dialect`, `_lock`,
-    `_pending`, `_sql`, `_flush`, `_vector` and the methods it does its own way."""
+class SqlStore(TaskRows):
+    """The MemoryStore methods both backends share (those of tasks, sessions and claims in
+    TaskRows). A backend provides `dialect`, `_lock`, `_pending`, `_depth`, `_sql`, `_flush`,
+    `_vector`, the transaction steps and the methods it does its own way."""
 
     dialect: Dialect
     _pending: Pending | None
@@ -232,7 +155,7 @@ class SqlStore:
 
     def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000
                          ) -> Iterable[tuple[Memory, bytes | None]]:
-        where, params = _of_user(user_id)
+        where, params = of_user(user_id)
         return self._iter_rows(where, params, batch)
 
     def get_memory(self, memory_id: str) -> Memory | None:
@@ -345,117 +268,6 @@ class SqlStore:
     def all_edges(self) -> list[tuple[str, str, float, str]]:
         return self._sql("SELECT src, dst, weight, user_id FROM edges")
 
-    # -- tasks ---------------------------------------------------------------
-    def insert_task(self, t: Task) -> None:
-        self._sql(f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) VALUES ({', '.join('?' * len(TASK_COLUMNS))})",
-                  task_values(t))
-
-    def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
-        sets, params = ["updated_at = ?"], [ts(now)]
-        for k, v in fields.items():
-            if k not in ("name", "goal", "status", "metadata"):
-                raise KeyError(k)
-            sets.append(f"{k} = ?")
-            params.append(json.dumps(v) if k == "metadata" else v)
-        self._sql(f"UPDATE tasks SET {', '.join(sets)} WHERE id = ?", params + [task_id])
-
-    def get_task(self, task_id: str) -> Task | None:
-        r = self._sql(f"{_TASK_SELECT} WHERE id = ?", [task_id])
-        return row_to_task(r[0]) if r else None
-
-    def list_tasks(self, user_id: str, status: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Task]:
-        scoped, params = project_filter(scope)
-        where, params = f"user_id = ? AND {scoped}", [user_id, *params]
-        if status:
-            where += " AND status = ?"
-            params.append(status)
-        return [row_to_task(r) for r in self._sql(f"{_TASK_SELECT} WHERE {where} ORDER BY updated_at DESC", params)]
-
-    def task_last_activity(self, user_id: str) -> dict[str, tuple[datetime, str, str]]:
-        # Ties on the time (a batch, a virtual clock) go to the later id: ids sort in write order.
-        rows = self._sql(
-            "SELECT task_id, created_at, memory_type, content FROM ("
-            "SELECT task_id, created_at, memory_type, content, row_number() OVER "
-            "(PARTITION BY task_id ORDER BY created_at DESC, id DESC) AS k FROM memories "
-            "WHERE user_id = ? AND task_id IS NOT NULL AND status <> 'deleted') ranked WHERE k = 1",
-            [user_id])
-        return {r[0]: (aware(r[1]), r[2], r[3]) for r in rows}
-
-    def task_sessions(self, task_id: str, status: str) -> list[Session]:
-        return self._sessions_where("task_id = ? AND status = ?", [task_id, status], "started_at, id")
-
-    def open_task_ids(self) -> set[str]:
-        return {r[0] for r in self._sql("SELECT id FROM tasks WHERE status NOT IN ('done', 'abandoned')")}
-
-    def all_tasks(self, user_id: str | None = None) -> list[Task]:
-        where, params = _of_user(user_id)
-        return [row_to_task(r) for r in self._sql(f"{_TASK_SELECT} WHERE {where} ORDER BY created_at, id", params)]
-
-    # -- sessions ------------------------------------------------------------
-    def get_session(self, session_id: str) -> Session | None:
-        r = self._sql(f"{_SESSION_SELECT} WHERE id = ?", [session_id])
-        return row_to_session(r[0]) if r else None
-
-    def upsert_session(self, s: Session) -> None:
-        self._sql(f"INSERT INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES "
-                  f"({', '.join('?' * len(SESSION_COLUMNS))}) ON CONFLICT (id) DO UPDATE SET "
-                  + ", ".join(f"{c} = excluded.{c}" for c in SESSION_COLUMNS[1:]), session_values(s))
-
-    def update_session(self, session_id: str, **fields: Any) -> None:
-        values = session_field_values(fields)
-        if values:
-            self._sql(f"UPDATE sessions SET {', '.join(f'{k} = ?' for k, _ in values)} WHERE id = ?",
-                      [v for _, v in values] + [session_id])
-
-    def _sessions_where(self, where: str, params: Sequence[Any] = (), order: str = "started_at") -> list[Session]:
-        return [row_to_session(r) for r in self._sql(f"{_SESSION_SELECT} WHERE {where} ORDER BY {order}", params)]
-
-    def user_sessions(self, user_id: str) -> list[Session]:
-        return self._sessions_where("user_id = ?", [user_id])
-
-    def sessions_of_task(self, user_id: str, task_id: str) -> list[Session]:
-        return self._sessions_where(
-            "user_id = ? AND (task_id = ? OR id IN (SELECT DISTINCT session_id FROM memories "
-            "WHERE task_id = ? AND user_id = ? AND session_id IS NOT NULL))",
-            [user_id, task_id, task_id, user_id])
-
-    def stale_sessions(self, before: datetime) -> list[Session]:
-        return self._sessions_where("status = 'active' AND last_heartbeat < ?", [ts(before)])
-
-    def unreported_interruptions(self, user_id: str, stale_before: datetime,
-                                 exclude: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Session]:
-        """Interrupted sessions, and active ones silent since `stale_before` (as good as
-        interrupted), not reported yet, but `exclude`."""
-        where, params = project_filter(scope)
-        return self._sessions_where(
-            "NOT reported AND user_id = ? AND id <> ? AND (status = 'interrupted' OR "
-            f"(status = 'active' AND last_heartbeat < ?)) AND {where}",
-            [user_id, exclude or "", ts(stale_before), *params])
-
-    def projects(self, user_id: str) -> list[tuple[str, int, int]]:
-        rows = self._sql(
-            "SELECT project, sum(m), sum(t) FROM (SELECT project, 1 AS m, 0 AS t FROM memories "
-            "WHERE user_id = ? AND project IS NOT NULL AND status <> 'deleted' UNION ALL "
-            "SELECT project, 0, 1 FROM tasks WHERE user_id = ? AND project IS NOT NULL) u "
-            "GROUP BY project ORDER BY project", [user_id, user_id])
-        return [(r[0], int(r[1]), int(r[2])) for r in rows]
-
-    def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
-        col = {"success": "successes", "failure": "failures"}[outcome]
-        self._sql(f"UPDATE sessions SET {col} = coalesce({col}, 0) + 1, outcome = ?, "
-                  "outcome_notes = ? WHERE id = ?", [outcome, notes, session_id])
-
-    def session_outcomes(self) -> dict[str, tuple[int, int]]:
-        rows = self._sql("SELECT id, coalesce(successes, 0), coalesce(failures, 0) FROM sessions "
-                         "WHERE coalesce(successes, 0) + coalesce(failures, 0) > 0")
-        return {r[0]: (int(r[1]), int(r[2])) for r in rows}
-
-    def sessions_with_counts(self, user_id: str | None = None) -> list[tuple[Session, int, int]]:
-        where, params = _of_user(user_id)
-        rows = self._sql(f"SELECT {', '.join(SESSION_COLUMNS)}, coalesce(successes, 0), "
-                         f"coalesce(failures, 0) FROM sessions WHERE {where} ORDER BY started_at, id", params)
-        return [(row_to_session(r[:-2]), int(r[-2]), int(r[-1])) for r in rows]
-
     # -- maintenance and stats -------------------------------------------------
     def latest_handoff_ids(self) -> set[str]:
         rows = self._sql(
@@ -476,7 +288,7 @@ class SqlStore:
                                         [list(ids)])}
 
     def memory_counts(self, user_id: str | None = None) -> list[tuple[str, str, str, int]]:
-        where, params = _of_user(user_id)
+        where, params = of_user(user_id)
         c = self.dialect.collate
         return [(r[0], r[1], r[2], int(r[3])) for r in self._sql(
             f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
@@ -485,7 +297,7 @@ class SqlStore:
     def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
         if table not in ("tasks", "sessions"):
             raise KeyError(table)
-        where, params = _of_user(user_id)
+        where, params = of_user(user_id)
         return {r[0]: int(r[1]) for r in self._sql(
             f"SELECT status, count(*) FROM {table} WHERE {where} GROUP BY status", params)}
 
@@ -496,16 +308,16 @@ class SqlStore:
     # -- export and import -----------------------------------------------------
     def table_counts(self, user_id: str | None = None) -> dict[str, int]:
         """Rows per exported table (memory_events counted through their memory's user)."""
-        where, params = _of_user(user_id)
+        where, params = of_user(user_id)
         out = {t: self.count_where(t, where, params) for t in ("memories", "tasks", "sessions", "edges")}
-        where, params = _of_user(user_id, "m.user_id")
+        where, params = of_user(user_id, "m.user_id")
         out["memory_events"] = int(self._sql(
             f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {where}",
             params)[0][0])
         return out
 
     def events_by_memory(self, user_id: str | None = None) -> dict[str, list[dict]]:
-        where, params = _of_user(user_id, "m.user_id")
+        where, params = of_user(user_id, "m.user_id")
         rows = self._sql(
             "SELECT e.memory_id, e.happened_at, e.action, e.detail FROM memory_events e "
             f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
@@ -516,7 +328,7 @@ class SqlStore:
         return out
 
     def user_edges(self, user_id: str | None = None) -> list[tuple[str, str, float, str]]:
-        where, params = _of_user(user_id)
+        where, params = of_user(user_id)
         c = self.dialect.collate
         return self._sql(f"SELECT src, dst, weight, user_id FROM edges WHERE {where} ORDER BY src{c}, dst{c}",
                          params)
@@ -530,7 +342,7 @@ class SqlStore:
         return r[0][0] if r else None
 
     def list_keys(self, user_id: str | None) -> list[dict]:
-        where, params = _of_user(user_id)
+        where, params = of_user(user_id)
         rows = self._sql(f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys WHERE {where} ORDER BY created_at, id",
                          params)
         return [row_to_key(r) for r in rows]
@@ -541,47 +353,3 @@ class SqlStore:
 
     def keys_in_use(self) -> bool:
         return bool(self._sql("SELECT EXISTS (SELECT 1 FROM api_keys)")[0][0])
-
-    # -- task claims (engram/claims.py) ------------------------------------------
-    # Exactly one session holds a task: the primary key on task_id refuses a second insert, and
-    # a take-over is an update conditional on the holder the caller read, so of two sessions
-    # racing for one task one wins and the other finds no row changed (Claims retries it).
-    def get_claim(self, task_id: str) -> Claim | None:
-        rows = self._sql(f"{_CLAIM_SELECT} WHERE c.task_id = ?", [task_id])
-        return row_to_claim(rows[0]) if rows else None
-
-    def task_claims(self, user_id: str) -> dict[str, Claim]:
-        return {r[0]: row_to_claim(r) for r in self._sql(f"{_CLAIM_SELECT} WHERE c.user_id = ?", [user_id])}
-
-    def insert_claim(self, task_id: str, user_id: str, session_id: str, client: str, now: datetime) -> bool:
-        return bool(self._sql(
-            "INSERT INTO claims VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING RETURNING task_id",
-            [task_id, user_id, session_id, client, ts(now)]))
-
-    def swap_claim(self, task_id: str, holder: str, session_id: str, client: str, now: datetime) -> bool:
-        return bool(self._sql(
-            "UPDATE claims SET session_id = ?, client = ?, claimed_at = ? WHERE task_id = ? AND session_id = ? "
-            "RETURNING task_id", [session_id, client, ts(now), task_id, holder]))
-
-    def delete_claim(self, task_id: str, session_id: str | None = None) -> bool:
-        if session_id is None:
-            return bool(self._sql("DELETE FROM claims WHERE task_id = ? RETURNING task_id", [task_id]))
-        return bool(self._sql("DELETE FROM claims WHERE task_id = ? AND session_id = ? RETURNING task_id",
-                              [task_id, session_id]))
-
-    def delete_session_claims(self, session_id: str) -> list[str]:
-        return [r[0] for r in self._sql("DELETE FROM claims WHERE session_id = ? RETURNING task_id", [session_id])]
-
-    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str,
-                         now: datetime) -> None:
-        self._sql("INSERT INTO claim_notices VALUES (?, ?, ?, ?, ?)",
-                  [session_id, task_id, by_session, by_client, ts(now)])
-
-    def take_claim_notices(self, session_id: str) -> list[dict]:
-        # Read first: every call asks, and a DELETE that finds nothing still costs a write.
-        if not self._sql("SELECT 1 FROM claim_notices WHERE session_id = ? LIMIT 1", [session_id]):
-            return []
-        rows = self._sql("DELETE FROM claim_notices WHERE session_id = ? "
-                         "RETURNING task_id, by_session, by_client, happened_at", [session_id])
-        return sorted(({"task_id": r[0], "by_session": r[1], "by_client": r[2] or "", "at": aware(r[3])}
-                       for r in rows), key=lambda n: n["at"])
