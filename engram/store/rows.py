@@ -11,6 +11,7 @@ version's migration entry in schema.py.
 from __future__ import annotations
 
 import json
+import operator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
@@ -101,19 +102,27 @@ _TO_ROW: dict[str, Callable[[Any], Any] | None] = {
     "key": None, "text": None, "float": None, "int": None, "bool": None, "time": ts,
     "list": list, "json": lambda v: json.dumps(v) if v else None,
 }
-_MEMORY_FROM = tuple(_FROM_ROW[c.kind] for c in MEMORY_FIELDS)
-_MEMORY_TO = tuple(_TO_ROW[c.kind] for c in MEMORY_FIELDS)
+# (position, converter) of the columns whose stored value is not the field's as it comes.
+_MEMORY_FROM = tuple((i, f) for i, c in enumerate(MEMORY_FIELDS) if (f := _FROM_ROW[c.kind]) is not None)
+_MEMORY_TO = tuple((i, f) for i, c in enumerate(MEMORY_FIELDS) if (f := _TO_ROW[c.kind]) is not None)
+_MEMORY_GET = operator.attrgetter(*MEMORY_COLUMNS)
 _MEMORY_KIND = {c.name: c.kind for c in MEMORY_FIELDS}
 
 
 def row_to_memory(r: Sequence[Any]) -> Memory:
     """A row of MEMORY_COLUMNS as a Memory."""
-    return Memory(*[v if f is None else f(v) for f, v in zip(_MEMORY_FROM, r)])
+    v = list(r)
+    for i, f in _MEMORY_FROM:
+        v[i] = f(v[i])
+    return Memory(*v)
 
 
 def memory_values(m: Memory) -> list[Any]:
     """The stored values of MEMORY_COLUMNS for m (the embedding aside)."""
-    return [v if f is None else f(v) for f, v in zip(_MEMORY_TO, (getattr(m, c) for c in MEMORY_COLUMNS))]
+    v = list(_MEMORY_GET(m))
+    for i, f in _MEMORY_TO:
+        v[i] = f(v[i])
+    return v
 
 
 def memory_field_values(fields: dict[str, Any]) -> list[tuple[str, Any]]:
