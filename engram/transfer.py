@@ -1,7 +1,8 @@
 """Export and import as JSON Lines: every memory (any status, with history and embedding), task,
 session and edge, between a header line and an end line that carries the counts.
 
-Format (format_version 1), one JSON object per line, `kind` first:
+Format (format_version 1; its line models are in engram/exchange.py), one JSON object per line,
+`kind` first:
 
     {"kind": "header", "format": "engram-jsonl", "format_version": 1, "engram_version": ...,
      "model": {"name": ..., "dim": ...}, "schema_version": ..., "exported_at": ..., "user_id": ...}
@@ -22,148 +23,39 @@ from __future__ import annotations
 import base64
 import json
 import os
-import shutil
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any, Literal
-
-import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from typing import IO, TYPE_CHECKING, Any
 
 from .clock import utc
 from .config import is_database_url, store_identity
-from .decay import MAX_STABILITY
 from .errors import ExportIncomplete, ImportConflict, MigrationMismatch, ModelMismatch, TargetNotEmpty
-from .project import MAX_PROJECT_CHARS
-from .types import EVERY_PROJECT, MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
+from .exchange import (
+    FORMAT,
+    FORMAT_VERSION,
+    EdgeLine,
+    HeaderLine,
+    MemoryLine,
+    memory_of,
+    open_file,
+    read_lines,
+    rereadable,
+    session_of,
+    task_of,
+)
+from .types import EVERY_PROJECT, EngramError
 
 if TYPE_CHECKING:
     from .engram import Engram
 
-FORMAT = "engram-jsonl"
-FORMAT_VERSION = 1
 TABLES = ("memories", "tasks", "sessions", "edges", "memory_events")
 IMPORT_BATCH = 2000  # memories an import sends per batch of statements
 _KIND_TABLE = {"memory": "memories", "task": "tasks", "session": "sessions", "edge": "edges"}
 
 
-# -- line models (the file is a boundary: validated with pydantic) ------------------------------------
-class _Line(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-
-
-class ModelInfo(_Line):
-    name: str
-    dim: int
-
-
-class HeaderLine(_Line):
-    kind: Literal["header"]
-    format: Literal["engram-jsonl"]
-    format_version: int
-    engram_version: str
-    model: ModelInfo
-    schema_version: int
-    exported_at: datetime
-    user_id: str | None = None
-
-
-class EventLine(_Line):
-    at: datetime
-    action: str
-    detail: dict[str, Any] = Field(default_factory=dict)
-
-
-class MemoryLine(_Line):
-    kind: Literal["memory"]
-    id: str = Field(min_length=1)
-    content: str
-    memory_type: str
-    importance: float = Field(ge=0.0, le=1.0)
-    recall_count: int = Field(ge=0)
-    created_at: datetime
-    last_recalled_at: datetime | None = None
-    user_id: str = Field(min_length=1)
-    task_id: str | None = None
-    session_id: str | None = None
-    tags: list[str] = Field(default_factory=list)
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    provenance: list[str] = Field(default_factory=list)
-    status: str
-    valid_from: datetime | None = None
-    valid_to: datetime | None = None
-    supersedes: str | None = None
-    superseded_by: str | None = None
-    pinned: bool = False
-    updated_at: datetime | None = None
-    conversation: str | None = None
-    stability: float | None = Field(None, gt=0.0, le=MAX_STABILITY)  # absent in older exports
-    project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)  # absent before projects: none
-    embedding: str | None = None
-    events: list[EventLine] = Field(default_factory=list)
-
-
-class TaskLine(_Line):
-    kind: Literal["task"]
-    id: str = Field(min_length=1)
-    name: str
-    goal: str = ""
-    status: str
-    metadata: dict[str, Any] = Field(default_factory=dict)
-    user_id: str
-    created_at: datetime
-    updated_at: datetime
-    project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)
-
-
-class SessionLine(_Line):
-    kind: Literal["session"]
-    id: str = Field(min_length=1)
-    user_id: str
-    client: str = ""
-    pid: int | None = None
-    status: str
-    started_at: datetime
-    last_heartbeat: datetime
-    ended_at: datetime | None = None
-    task_id: str | None = None
-    outcome: str | None = None
-    outcome_notes: str | None = None
-    reported: bool = False
-    interruption: str | None = None
-    project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)
-    branch: str | None = None
-    successes: int = 0
-    failures: int = 0
-
-
-class EdgeLine(_Line):
-    kind: Literal["edge"]
-    src: str
-    dst: str
-    weight: float
-    user_id: str
-
-
-class EndLine(_Line):
-    kind: Literal["end"]
-    counts: dict[str, int]
-
-
-_MODELS: dict[str, type[_Line]] = {"memory": MemoryLine, "task": TaskLine, "session": SessionLine,
-                                   "edge": EdgeLine, "end": EndLine, "header": HeaderLine}
-
-
 def _b64(blob: bytes | None) -> str | None:
     return None if blob is None else base64.b64encode(blob).decode("ascii")
-
-
-def _t(dt: datetime | None) -> datetime | None:
-    return None if dt is None else utc(dt)
 
 
 # -- export ---------------------------------------------------------------------------------------------
@@ -269,7 +161,7 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
     """
     if on_conflict not in ("error", "skip"):
         raise EngramError(f"on_conflict must be 'error' or 'skip'; got {on_conflict!r}")
-    with _rereadable(path) as f:
+    with rereadable(path) as f:
         scan = _scan(f)
         header = scan.header
         if header.format_version > FORMAT_VERSION:
@@ -301,7 +193,7 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
             writer = _Writer(eng, clash, known=(scan.ids["memories"] - clash["memories"]) | kept_clash,
                              use_vector=same_model, new_source=not kept_clash)
             with db.transaction():
-                for kind, line in _lines(f):
+                for kind, line in read_lines(f):
                     writer.add(kind, line)
                 writer.flush()
             eng.rebuild_indexes()
@@ -321,13 +213,13 @@ class _Scan:
 
 
 def _scan(f: IO[str]) -> _Scan:
-    """Validate every line (as _lines does) and the end line's counts; keep ids only."""
+    """Validate every line (as read_lines does) and the end line's counts; keep ids only."""
     header, end = None, None
     ids: dict[str, set[str]] = {"memories": set(), "tasks": set(), "sessions": set()}
     have = dict.fromkeys(TABLES, 0)
     task_refs: set[str] = set()
     users: dict[str, int] = {}
-    for kind, line in _lines(f):
+    for kind, line in read_lines(f):
         if kind == "header":
             header = line
             continue
@@ -370,10 +262,10 @@ class _Writer:
 
     def add(self, kind: str, line: Any) -> None:
         if kind == "task" and line.id not in self.clash["tasks"]:
-            self.db.insert_task(_task(self.eng, line))
+            self.db.insert_task(task_of(line, self.eng.redact))
             self.counts["tasks"] += 1
         elif kind == "session" and line.id not in self.clash["sessions"]:
-            self.db.upsert_session(_session(self.eng, line))
+            self.db.upsert_session(session_of(line, self.eng.redact))
             self.db.update_session(line.id, successes=line.successes, failures=line.failures)
             self.counts["sessions"] += 1
         elif kind == "memory" and line.id not in self.clash["memories"]:
@@ -393,7 +285,8 @@ class _Writer:
         self._put_edges()
 
     def _put_memories(self) -> None:
-        prepared = [[*_memory(self.eng, m, self.use_vector), m.events] for m in self.memories]
+        dim = self.eng.embedder.dim
+        prepared = [[*memory_of(m, self.eng.redact, dim, self.use_vector), m.events] for m in self.memories]
         to_embed = [k for k, p in enumerate(prepared) if p[1] is None]
         for i in range(0, len(to_embed), 256):
             batch = to_embed[i:i + 256]
@@ -452,117 +345,6 @@ def _check_task_links(db: Any, refs: set[str], user_id: str) -> None:
     if taken:
         raise ImportConflict(f"{len(taken)} task id(s) the file links to already exist here for "
                              f"another user (e.g. {', '.join(taken[:3])}); nothing was imported")
-
-
-@contextmanager
-def _rereadable(path: str | Path | IO[str]) -> Iterator[IO[str]]:
-    """The file, open so that it can be read twice: a path is opened, a seekable stream read from
-    where it stands, any other stream copied to a temporary file first."""
-    if isinstance(path, str | Path):
-        with open_file(path) as f:
-            yield f
-        return
-    if path.seekable():
-        yield _Rewinding(path, path.tell())
-        return
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        shutil.copyfileobj(path, spool)
-        spool.seek(0)
-        yield spool
-
-
-class _Rewinding:
-    """A stream that _lines rewinds to where the import found it (not to byte 0)."""
-
-    def __init__(self, f: IO[str], start: int):
-        self.f, self.start = f, start
-
-    def seek(self, _offset: int) -> None:
-        self.f.seek(self.start)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.f)
-
-
-def _lines(f: Any) -> Iterator[tuple[str, Any]]:
-    """Every line of the file from its start, validated: (kind, line model)."""
-    f.seek(0)
-    ended = False
-    for no, raw in enumerate(f, 1):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except json.JSONDecodeError as e:
-            raise EngramError(f"line {no}: not JSON ({e.msg})") from None
-        kind = obj.get("kind") if isinstance(obj, dict) else None
-        model = _MODELS.get(kind)
-        if model is None:
-            raise EngramError(f"line {no}: unknown kind {kind!r}")
-        if (no == 1) != (kind == "header"):
-            raise EngramError(f"line {no}: the header must be the first line, and only it")
-        if ended:
-            raise EngramError(f"line {no}: data after the end line")
-        try:
-            line = model.model_validate(obj)
-        except ValidationError as e:
-            err = e.errors()[0]
-            where = ".".join(str(x) for x in err["loc"])
-            raise EngramError(f"line {no} ({kind}): {where}: {err['msg']}") from None
-        ended = kind == "end"
-        yield kind, line
-
-
-def open_file(path: str | Path, mode: str = "r") -> IO[str]:
-    """open() whose failure is a user's error (missing file, no permission), named as such: the
-    same words whether the file is opened in the CLI's process or in the daemon."""
-    try:
-        return open(path, mode, encoding="utf-8")  # the caller closes it
-    except OSError as e:
-        verb = "read" if mode == "r" else "write"
-        raise EngramError(f"cannot {verb} {path}: {e.strerror or type(e).__name__}") from None
-
-
-def _memory(eng: Engram, m: MemoryLine, use_vector: bool) -> tuple[Memory, np.ndarray | None]:
-    if m.memory_type not in MEMORY_TYPES:
-        raise EngramError(f"memory {m.id}: unknown memory_type {m.memory_type!r}")
-    if m.status not in MEMORY_STATUSES:
-        raise EngramError(f"memory {m.id}: unknown status {m.status!r}")
-    content = eng.redact(m.content)
-    vec = None
-    if use_vector and m.embedding is not None and content == m.content:
-        vec = np.frombuffer(base64.b64decode(m.embedding), dtype=np.float32)
-        if vec.shape[0] != eng.embedder.dim:
-            vec = None
-    mem = Memory(
-        id=m.id, content=content, memory_type=m.memory_type, importance=m.importance,
-        recall_count=m.recall_count, created_at=utc(m.created_at),
-        last_recalled_at=_t(m.last_recalled_at), user_id=m.user_id, task_id=m.task_id,
-        session_id=m.session_id, tags=tuple(eng.redact(t) for t in m.tags),
-        metadata=eng.redact.value(m.metadata), provenance=tuple(m.provenance), status=m.status,
-        valid_from=_t(m.valid_from), valid_to=_t(m.valid_to), supersedes=m.supersedes,
-        superseded_by=m.superseded_by, pinned=m.pinned, updated_at=_t(m.updated_at),
-        conversation=m.conversation, stability=m.stability, project=m.project)
-    return mem, vec
-
-
-def _task(eng: Engram, t: TaskLine) -> Task:
-    if t.status not in TASK_STATUSES:
-        raise EngramError(f"task {t.id}: unknown status {t.status!r}")
-    return Task(id=t.id, name=eng.redact(t.name), goal=eng.redact(t.goal), status=t.status,
-                metadata=eng.redact.value(t.metadata), user_id=t.user_id,
-                created_at=utc(t.created_at), updated_at=utc(t.updated_at), project=t.project)
-
-
-def _session(eng: Engram, s: SessionLine) -> Session:
-    status, ended = s.status, _t(s.ended_at)
-    if status == "active":  # its process is not here: it ended when it was last heard from
-        status, ended = "ended", utc(s.last_heartbeat)
-    return Session(id=s.id, user_id=s.user_id, client=s.client, pid=s.pid, status=status,
-                   started_at=utc(s.started_at), last_heartbeat=utc(s.last_heartbeat),
-                   ended_at=ended, task_id=s.task_id, outcome=s.outcome,
-                   outcome_notes=eng.redact(s.outcome_notes) if s.outcome_notes else s.outcome_notes,
-                   reported=s.reported, interruption=s.interruption, project=s.project, branch=s.branch)
 
 
 # -- migrate: a whole store into another database ------------------------------------------------------

@@ -1,5 +1,7 @@
-"""The only package that speaks SQL: the interface the engine needs (base.py), its DuckDB
-implementation (db.py, the default) and its PostgreSQL one (pg.py), picked by open_store."""
+"""The only package that speaks SQL: the interface the engine needs (base.py), the SQL both
+backends share (sql.py, over rows.py: the memories table declared once and the row mapping), its
+DuckDB implementation (db.py, the default) and its PostgreSQL one (pg.py), picked by open_store;
+the migrations of both in schema.py."""
 
 from __future__ import annotations
 

@@ -4,6 +4,12 @@ Two lists, one per backend, side by side: MIGRATIONS (DuckDB) and PG_MIGRATIONS 
 applied by pg.py). Version N means the same tables and columns on both, so a new DuckDB
 migration needs its Postgres twin at the same position (tests/store/test_schema.py fails while the
 lists' lengths or the columns they produce differ).
+
+The memories table's statements come from its declaration (rows.MEMORY_TABLE, memory_ddl): the
+CREATE of version 1 and each later ADD COLUMN, in each backend's types (SQL_TYPES). They are the
+statements the shipped versions ran, word for word; a new memory column is a Column there with
+`since` = its new version, and that version's entry here calls memory_ddl. The other tables'
+statements stay literal, as shipped.
 """
 
 from __future__ import annotations
@@ -15,31 +21,54 @@ import duckdb
 from engram import __version__
 from engram.errors import SchemaTooNew
 
+from .rows import MEMORY_TABLE, Column
+
+# The SQL type of each column kind (rows.KINDS) per backend. Postgres: naive UTC timestamps (as
+# on DuckDB), pgvector's vector without a fixed dimension (the model decides it, meta.model_dim
+# records it), and ids COLLATE "C" (sorted by bytes, as DuckDB sorts them).
+SQL_TYPES: dict[str, dict[str, str]] = {
+    "duckdb": {"key": "VARCHAR", "text": "VARCHAR", "float": "DOUBLE", "int": "INTEGER", "bool": "BOOLEAN",
+               "time": "TIMESTAMP", "list": "VARCHAR[]", "json": "VARCHAR", "vector": "BLOB"},
+    "postgres": {"key": 'text COLLATE "C"', "text": "text", "float": "double precision", "int": "integer",
+                 "bool": "boolean", "time": "timestamp", "list": "text[]", "json": "text", "vector": "vector"},
+}
+
+
+def column_sql(c: Column, backend: str) -> str:
+    """The column's definition in a CREATE TABLE or ADD COLUMN."""
+    words = [c.name, SQL_TYPES[backend][c.kind]]
+    if c.kind == "key":
+        words.append("PRIMARY KEY")
+    elif c.required:
+        words.append("NOT NULL")
+    if c.default is not None:
+        words.append(f"DEFAULT {c.default}")
+    return " ".join(words)
+
+
+def memory_ddl(backend: str, version: int) -> list[str]:
+    """What schema version `version` does to the memories table, from its declaration: the
+    CREATE at version 1, an ADD COLUMN for a column added later (DuckDB 1.5 cannot commit two
+    ALTERs of one table holding rows in one transaction: one column a version)."""
+    columns = [c for c in MEMORY_TABLE if c.since == version]
+    if version == 1:
+        body = ",\n            ".join(column_sql(c, backend) for c in columns)
+        return [f"CREATE TABLE memories (\n            {body}\n        )"]
+    if len(columns) > 1:
+        raise ValueError(f"schema v{version} adds {len(columns)} memory columns; one a version")
+    return [f"ALTER TABLE memories ADD COLUMN {column_sql(c, backend)}" for c in columns]
+
+# Version 7 on both backends: a memory recalled before spaced stability keeps the benefit it had.
+STABILITY_BACKFILL = """UPDATE memories SET stability = (1 + 0.2 * recall_count) / ((CASE memory_type
+    WHEN 'strategy' THEN 0.10 WHEN 'assumption' THEN 0.20 WHEN 'failure' THEN 0.35
+    WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
+    WHERE recall_count > 0"""
+
 # Never edit a shipped migration: add a new one at the end.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     ("initial schema", [
         """CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
-        """CREATE TABLE memories (
-            id VARCHAR PRIMARY KEY,
-            content VARCHAR NOT NULL,
-            memory_type VARCHAR NOT NULL,
-            importance DOUBLE NOT NULL,
-            recall_count INTEGER NOT NULL DEFAULT 0,
-            created_at TIMESTAMP NOT NULL,
-            last_recalled_at TIMESTAMP,
-            user_id VARCHAR NOT NULL,
-            task_id VARCHAR,
-            session_id VARCHAR,
-            tags VARCHAR[],
-            metadata VARCHAR,
-            provenance VARCHAR[],
-            status VARCHAR NOT NULL,
-            valid_from TIMESTAMP,
-            valid_to TIMESTAMP,
-            supersedes VARCHAR,
-            superseded_by VARCHAR,
-            embedding BLOB
-        )""",
+        *memory_ddl("duckdb", 1),
         """CREATE TABLE tasks (
             id VARCHAR PRIMARY KEY,
             name VARCHAR NOT NULL,
@@ -74,8 +103,8 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ]),
     # DuckDB 1.5 cannot commit two ALTERs of one table (holding rows) in a single
     # transaction, so each migration alters a table at most once.
-    ("pinned memories", ["ALTER TABLE memories ADD COLUMN pinned BOOLEAN DEFAULT false"]),
-    ("memory update time", ["ALTER TABLE memories ADD COLUMN updated_at TIMESTAMP"]),
+    ("pinned memories", memory_ddl("duckdb", 2)),
+    ("memory update time", memory_ddl("duckdb", 3)),
     ("session successes, memory history", [
         "ALTER TABLE sessions ADD COLUMN successes INTEGER DEFAULT 0",
         """CREATE TABLE memory_events (
@@ -87,16 +116,13 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ]),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
     # Only memories of one conversation share neighbour context (see index.py).
-    ("memory conversation", ["ALTER TABLE memories ADD COLUMN conversation VARCHAR"]),
+    ("memory conversation", memory_ddl("duckdb", 6)),
     # Spaced stability replaces the flat recall-count multiplier (decay.py). NULL means "never
     # recalled: the initial stability applies". A memory recalled before this version keeps the
     # benefit it had: S₀ × (1 + 0.2 × recall_count), with S₀ from the rates of that time.
     ("memory stability", [
-        "ALTER TABLE memories ADD COLUMN stability DOUBLE",
-        """UPDATE memories SET stability = (1 + 0.2 * recall_count) / ((CASE memory_type
-            WHEN 'strategy' THEN 0.10 WHEN 'assumption' THEN 0.20 WHEN 'failure' THEN 0.35
-            WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
-            WHERE recall_count > 0""",
+        *memory_ddl("duckdb", 7),
+        STABILITY_BACKFILL,
     ]),
     # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
@@ -112,7 +138,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # Projects (engram/project.py, docs/projects.md): NULL is "no project", so every row stored
     # before this version stays visible from inside and outside any project. One ALTER per
     # table per migration (see above), hence four.
-    ("memory project", ["ALTER TABLE memories ADD COLUMN project VARCHAR"]),
+    ("memory project", memory_ddl("duckdb", 10)),
     ("task project", ["ALTER TABLE tasks ADD COLUMN project VARCHAR"]),
     ("session project", ["ALTER TABLE sessions ADD COLUMN project VARCHAR"]),
     ("session branch", ["ALTER TABLE sessions ADD COLUMN branch VARCHAR"]),
@@ -142,36 +168,14 @@ SCHEMA_VERSION = len(MIGRATIONS)
 # Every table MIGRATIONS makes (plus the ledger): what a backup's integrity check reads in full.
 TABLES = ("schema_version", "meta", "memories", "tasks", "sessions", "edges", "memory_events", "api_keys")
 
-# The Postgres twins, position for position. Types: text, double precision, integer, boolean,
-# timestamp (naive UTC, as on DuckDB), text[] and pgvector's vector (no fixed dimension: the
-# model decides it, and meta.model_dim records it). Ids sort COLLATE "C" (bytes, as DuckDB
-# sorts them) whatever the database's locale: ids sort in write order. Version 1 also creates what only Postgres
+# The Postgres twins, position for position, in SQL_TYPES' types. Ids sort COLLATE "C" (bytes, as
+# DuckDB sorts them) whatever the database's locale: ids sort in write order. Version 1 also creates what only Postgres
 # has: the change feed (changes, filled by triggers in the writing transaction) and leases,
 # which let several servers share one database (see pg.py).
 PG_MIGRATIONS: list[tuple[str, list[str]]] = [
     ("initial schema", [
         """CREATE TABLE meta (key text PRIMARY KEY, value text)""",
-        """CREATE TABLE memories (
-            id text COLLATE "C" PRIMARY KEY,
-            content text NOT NULL,
-            memory_type text NOT NULL,
-            importance double precision NOT NULL,
-            recall_count integer NOT NULL DEFAULT 0,
-            created_at timestamp NOT NULL,
-            last_recalled_at timestamp,
-            user_id text NOT NULL,
-            task_id text,
-            session_id text,
-            tags text[],
-            metadata text,
-            provenance text[],
-            status text NOT NULL,
-            valid_from timestamp,
-            valid_to timestamp,
-            supersedes text,
-            superseded_by text,
-            embedding vector
-        )""",
+        *memory_ddl("postgres", 1),
         "CREATE INDEX memories_user_task ON memories (user_id, task_id)",
         # iter_index_rows / iter_memory_rows read in (created_at, id) order, a batch at a time.
         "CREATE INDEX memories_created ON memories (created_at, id)",
@@ -243,8 +247,8 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
         """CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, until timestamp NOT NULL)""",
     ]),
-    ("pinned memories", ["ALTER TABLE memories ADD COLUMN pinned boolean DEFAULT false"]),
-    ("memory update time", ["ALTER TABLE memories ADD COLUMN updated_at timestamp"]),
+    ("pinned memories", memory_ddl("postgres", 2)),
+    ("memory update time", memory_ddl("postgres", 3)),
     ("session successes, memory history", [
         "ALTER TABLE sessions ADD COLUMN successes integer DEFAULT 0",
         """CREATE TABLE memory_events (
@@ -256,13 +260,10 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
         "CREATE INDEX memory_events_memory ON memory_events (memory_id)",
     ]),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures integer DEFAULT 0"]),
-    ("memory conversation", ["ALTER TABLE memories ADD COLUMN conversation text"]),
+    ("memory conversation", memory_ddl("postgres", 6)),
     ("memory stability", [
-        "ALTER TABLE memories ADD COLUMN stability double precision",
-        """UPDATE memories SET stability = (1 + 0.2 * recall_count) / ((CASE memory_type
-            WHEN 'strategy' THEN 0.10 WHEN 'assumption' THEN 0.20 WHEN 'failure' THEN 0.35
-            WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
-            WHERE recall_count > 0""",
+        *memory_ddl("postgres", 7),
+        STABILITY_BACKFILL,
     ]),
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption text"]),
     ("api keys", ["""CREATE TABLE api_keys (
@@ -273,7 +274,7 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at timestamp NOT NULL,
             revoked_at timestamp
         )"""]),
-    ("memory project", ["ALTER TABLE memories ADD COLUMN project text"]),
+    ("memory project", memory_ddl("postgres", 10)),
     ("task project", ["ALTER TABLE tasks ADD COLUMN project text"]),
     ("session project", ["ALTER TABLE sessions ADD COLUMN project text"]),
     ("session branch", ["ALTER TABLE sessions ADD COLUMN branch text"]),

@@ -55,3 +55,27 @@ def test_postgres_only_tables_exist(pg_url, table):
     import psycopg
     with psycopg.connect(pg_url) as con:
         assert con.execute("SELECT to_regclass(%s)", [table]).fetchone()[0] == table
+
+
+def test_a_new_store_has_the_declared_memory_columns_in_order(pg_server):
+    # The memories table is what engram.store.rows.MEMORY_TABLE declares, on both backends.
+    from engram.store.pg import connect
+    from engram.store.pg import migrate as pg_migrate
+    from engram.store.rows import MEMORY_TABLE
+    want = [c.name for c in MEMORY_TABLE]
+    con = duckdb.connect(":memory:")
+    migrate(con, START)
+    got = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
+                                     "WHERE table_name = 'memories' ORDER BY ordinal_position").fetchall()]
+    con.close()
+    assert got == want
+    url = pg_server.new_database(migrated=False)
+    try:
+        con = connect(url)
+        pg_migrate(con, START)
+        got = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                         "table_name = 'memories' ORDER BY ordinal_position").fetchall()]
+        con.close()
+        assert got == want
+    finally:
+        pg_server.drop(url)

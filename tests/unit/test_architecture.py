@@ -15,6 +15,7 @@ import engram.errors
 from engram.store.base import MemoryStore
 from engram.store.db import Store
 from engram.store.pg import PgStore  # importable without psycopg: it fails only when opened
+from tests.conftest import START
 
 PACKAGE = Path(engram.__file__).parent
 # Modules of the engine: they hold the store (Engram.store_db) and call its named methods.
@@ -275,3 +276,36 @@ def test_the_checks_catch_violations():
     assert facade_imports("from .engram import Engram\nfrom . import engram\nimport engram.engram") == \
         ["line 1: from .engram import Engram", "line 2: from . import engram", "line 3: import engram.engram"]
     assert facade_imports("from . import resolve\nfrom .types import Hit\nimport engram.types") == []
+
+
+def test_the_memory_columns_are_declared_once():
+    # engram.store.rows.MEMORY_TABLE is the memory's shape: the domain value, the row mapping,
+    # the migrations and the export format all follow it, so a column added there (with its
+    # migration) is read, written, created and exported without another list to edit.
+    from dataclasses import fields
+
+    from engram.exchange import MemoryLine
+    from engram.store.rows import MEMORY_COLUMNS, MEMORY_TABLE, memory_values, row_to_memory
+    from engram.store.schema import MIGRATIONS, PG_MIGRATIONS, column_sql
+    from engram.types import Memory
+
+    assert tuple(f.name for f in fields(Memory)) == MEMORY_COLUMNS
+    assert list(MemoryLine.model_fields) == ["kind", *MEMORY_COLUMNS, "embedding", "events"]
+    m = Memory(id="m", content="c", memory_type="fact", importance=0.5, recall_count=0,
+               created_at=START, last_recalled_at=None, user_id="u", tags=("a",), metadata={"k": 1})
+    assert len(memory_values(m)) == len(MEMORY_COLUMNS) and row_to_memory(memory_values(m)) == m
+    for backend, migrations in (("duckdb", MIGRATIONS), ("postgres", PG_MIGRATIONS)):
+        for c in MEMORY_TABLE:
+            statements = " ".join(migrations[c.since - 1][1])
+            assert column_sql(c, backend) in statements, (backend, c.name, c.since)
+
+
+def test_a_version_adds_at_most_one_memory_column(monkeypatch):
+    # DuckDB cannot commit two ALTERs of one table holding rows in one transaction.
+    from engram.store import rows, schema
+
+    assert schema.memory_ddl("duckdb", 2) == ["ALTER TABLE memories ADD COLUMN pinned BOOLEAN DEFAULT false"]
+    monkeypatch.setattr(schema, "MEMORY_TABLE", schema.MEMORY_TABLE + (
+        rows.Column("a", "text", since=99), rows.Column("b", "text", since=99)))
+    with pytest.raises(ValueError, match="one a version"):
+        schema.memory_ddl("duckdb", 99)
