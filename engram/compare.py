@@ -8,10 +8,12 @@ from difflib import SequenceMatcher
 
 from .statement import (
     _ANTONYMS,
+    _BE_HAVE,
     _CALENDAR,
     _NEG_PREFIXES,
     _NEGATING_MARKERS,
     _SET_VALUED,
+    LIGHT_VERBS,
     _parse,
     _Parsed,
     _stem,
@@ -133,8 +135,32 @@ def _set_valued(a: _Parsed, prefix_stems: Sequence[str]) -> bool:
     return bool(near & _SET_VALUED)
 
 
-def compare_detail(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decision table, read as a whole in one place
-    """Classify how `new` relates to `old`, with the evidence (see Comparison.basis)."""
+def compare_detail(old: str, new: str) -> Comparison:
+    """Classify how `new` relates to `old`, with the evidence (see Comparison.basis).
+
+    The word-order diff (_diff) reads one statement against another slot by slot; a restatement
+    that moves, abbreviates or re-voices the same words defeats it, so two readings of the
+    whole sentence come first and last: the same words with two arguments exchanged are another
+    fact (roles-swapped), and a text that only says again what the old one says is the same
+    (restated), whatever the slot-by-slot diff made of it.
+    """
+    a, b = _parse(old), _parse(new)
+    c = _diff(old, new)
+    if c.basis == "disjoint":
+        return c
+    if _swapped(a, b) and {t.stem for t in _bag(a)} == {t.stem for t in _bag(b)}:
+        return Comparison("unrelated", "the same words with two parts exchanged", "roles-swapped",
+                          c.overlap, c.new_values)
+    if c.relation == "same":
+        return c
+    why = _restates(a, b)
+    if why:
+        return Comparison("same", why, "restated", c.overlap, c.new_values)
+    return c
+
+
+def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decision table, read as a whole in one place
+    """The slot-by-slot reading: what `new` changes in `old`, region by region of the word diff."""
     a, b = _parse(old), _parse(new)
     regions, shared = _regions(a, b)
     n_old, n_new = len(a.content()), len(b.content())
@@ -306,6 +332,108 @@ def compare(old: str, new: str) -> tuple[str, str]:
 def is_contradiction(old: str, new: str) -> bool:
     """True when `new` changes a value, negates or explicitly updates what `old` says."""
     return compare_detail(old, new).relation == "contradiction"
+
+
+# --- restatements ---------------------------------------------------------------------------------
+
+
+def _bag(p: _Parsed) -> list[_Token]:
+    """Content words without the light verbs ("happens", "gets") and "take place"."""
+    out = []
+    content = p.content()
+    for k, (_, t) in enumerate(content):
+        if t.stem in LIGHT_VERBS:
+            continue
+        nxt = content[k + 1][1].stem if k + 1 < len(content) else ""
+        prev = content[k - 1][1].stem if k else ""
+        if (t.stem == "take" and nxt == "place") or (t.stem == "place" and prev == "take"):
+            continue
+        out.append(t)
+    return out
+
+
+def _same_stem(x: str, y: str) -> bool:
+    """One word, or one word in two derived forms the stemmer leaves apart (allergic / allergy)."""
+    if x == y:
+        return True
+    short, long = sorted((x, y), key=len)
+    return len(short) >= 5 and long.startswith(short) and len(long) - len(short) <= 2
+
+
+def _verb_and_head(p: _Parsed) -> tuple[int, int]:
+    """The main verb and predicate head, but a light verb later on is the verb: in "Staging
+    deploys happen on merge" the word that looks like a verb ("deploys") is in the subject."""
+    light = next((i for i, t in p.content() if i > p.verb and t.stem in LIGHT_VERBS), None)
+    return (light, light) if light is not None else (p.verb, p.head)
+
+
+def _sides(p: _Parsed) -> tuple[set[str], set[str]]:
+    """Content stems before the main verb (the subject side) and after it."""
+    verb, head = _verb_and_head(p)
+    before = {t.stem for i, t in p.content() if i < verb}
+    after = {t.stem for i, t in p.content() if i > verb and i != head}
+    return before, after
+
+
+def _swapped(a: _Parsed, b: _Parsed) -> bool:
+    """The same predicate with an argument moved to each other's side: "Alice reviews Bob's PRs" /
+    "Bob reviews Alice's PRs". A passive ("... by Alice") or a copula ("X is Y") moves its
+    arguments without changing the fact, so neither counts."""
+    (_, head_a), (_, head_b) = _verb_and_head(a), _verb_and_head(b)
+    if head_a >= len(a.tokens) or head_b >= len(b.tokens):
+        return False
+    ha, hb = a.tokens[head_a], b.tokens[head_b]
+    if not _same_stem(ha.stem, hb.stem) or ha.low in _BE_HAVE or hb.low in _BE_HAVE:
+        return False
+    if ("by" in {t.low for t in a.tokens}) != ("by" in {t.low for t in b.tokens}):
+        return False
+    sa, oa = _sides(a)
+    sb, ob = _sides(b)
+    return bool((sa & ob) - sb) and bool((oa & sb) - sa)
+
+
+def _neighbours(bag: Sequence[_Token], stem: str) -> set[str]:
+    return {bag[k + d].stem for k, t in enumerate(bag) if t.stem == stem
+            for d in (-1, 1) if 0 <= k + d < len(bag)}
+
+
+def _restates(a: _Parsed, b: _Parsed) -> str | None:
+    """Why `b` says again what `a` says and nothing more, or None.
+
+    Every content word of b is one of a's (short forms read long, light verbs aside); no change
+    or additive marker a lacks; the same polarity; each value next to a word it is next to in a
+    (so "timeout 30 s, retries 5" is not restated by "timeout 5 s"); no word of a's subject
+    after a possessive dropped ("the user's sister" is not "the user"); no arguments exchanged.
+    """
+    old, new = _bag(a), _bag(b)
+    old_stems = {t.stem for t in old}
+    # A change the old text states in another voice ("migrated X to Y" / "X was migrated to Y")
+    # is not a new change; one that ends a state ("no longer") always is.
+    for marker in set(b.change_markers) - set(a.change_markers):
+        if marker in _NEGATING_MARKERS or _stem(marker.split()[0]) not in old_stems:
+            return None
+    if b.additive_markers or a.negations % 2 != b.negations % 2:
+        return None
+    if not new:
+        return None
+    if any(not any(_same_stem(t.stem, u.stem) for u in old) for t in new):
+        return None
+    old_values = {t.stem for t in old if t.value}
+    for t in new:
+        if t.value:
+            if t.stem not in old_values:
+                return None
+            near_b, near_a = _neighbours(new, t.stem), _neighbours(old, t.stem)
+            if near_a and near_b and not near_a & near_b:
+                return None
+    new_stems = {t.stem for t in new}
+    for i, t in enumerate(a.tokens[: a.verb]):
+        if i and a.tokens[i - 1].low == "'s" and t.content and t.stem not in new_stems:
+            return None
+    if _swapped(a, b):
+        return None
+    dropped = [t for t in old if not any(_same_stem(t.stem, u.stem) for u in new)]
+    return "says it again" + (f", without {_words(dropped)}" if dropped else "")
 
 
 def covers(old: str, new: str) -> bool:

@@ -683,7 +683,7 @@ class Engram(ContinuityMixin):
                                      stability=recalled_stability(old, now))
         with self.store_db.transaction():
             self.store_db.update_memory(old.id, **fields)
-            self.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason})
+            self.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason, "added": p["content"]})
         self.index.upsert(mem, None)
         return StoreResult("reinforce", mem, old, decision.similarity, decision.reason)
 

@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 CONSOLIDATABLE = ("fact", "strategy", "assumption", "failure")
 # Text evidence that two similar memories are not the same statement: keep both.
-_VETO_BASES = frozenset({"subject-swap", "subject-qualifier", "other-fact", "disjoint", "old-value"})
+_VETO_BASES = frozenset({"subject-swap", "roles-swapped", "subject-qualifier", "other-fact", "disjoint",
+                         "old-value"})
 META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 

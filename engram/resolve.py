@@ -6,11 +6,11 @@ evidence against embedding similarity and chooses the action.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .compare import Comparison, compare, compare_detail, covers, is_contradiction
+from .statement import sentences
 
 __all__ = [
     "ACTIONS",
@@ -46,27 +46,10 @@ class Resolution:
 
 _PRIORITY = {"reinforce": 3, "replace": 2, "merge": 1, "new": 0}
 
-# A sentence ends at . ! or ? before a capital, a digit or an opening quote; a title or an
-# initial ("Dr. Lee", "J. Smith") does not end one.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
-_ABBREVIATIONS = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt no fig approx".split())
-
-
 def sentence_count(text: str) -> int:
     """How many sentences `text` holds (at least 1). A line break ends one too: a merge joins
     its two texts with one, and the result holds two statements however they were punctuated."""
-    return sum(_line_sentences(line) for line in text.splitlines() if line.strip()) or 1
-
-
-def _line_sentences(text: str) -> int:
-    pieces = [p for p in _SENTENCE_END.split(text.strip()) if p.strip()]
-    n = 1
-    for prev in pieces[:-1]:
-        last = prev.rstrip(".!?\"')] ").rsplit(None, 1)[-1].lower() if prev.strip() else ""
-        if last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha()):
-            continue
-        n += 1
-    return n
+    return len(sentences(text)) or 1
 
 
 def _compound_action(c: Comparison, sim: float, reinforce_threshold: float) -> str:
@@ -81,6 +64,19 @@ def _compound_action(c: Comparison, sim: float, reinforce_threshold: float) -> s
     return "new"
 
 
+def restated_sentence(content: str, new: str) -> Comparison | None:
+    """The comparison of `new` with the sentence of `content` it says again, or None."""
+    for sentence in sentences(content):
+        c = compare_detail(sentence, new)
+        if c.basis in RESTATED:
+            return c
+    return None
+
+
+# Bases of a text that says again what the old one says, adding nothing.
+RESTATED = frozenset({"identical", "subset", "restated"})
+
+
 def _action(c: Comparison, sim: float, reinforce_threshold: float, dedup_threshold: float) -> str:
     """One candidate: the action the text evidence supports at this similarity."""
     high = sim >= reinforce_threshold
@@ -89,7 +85,7 @@ def _action(c: Comparison, sim: float, reinforce_threshold: float, dedup_thresho
     # Below the floor only a near-identical frame (most words shared) counts as the same subject.
     close_text = c.overlap >= 0.6
 
-    if c.basis in ("subject-swap", "disjoint", "old-value"):
+    if c.basis in ("subject-swap", "roles-swapped", "disjoint", "old-value"):
         # Nothing in common (disjoint) or old news (old-value): storing beside is the only
         # action that keeps both texts findable as they were written.
         return "new"
@@ -102,7 +98,7 @@ def _action(c: Comparison, sim: float, reinforce_threshold: float, dedup_thresho
         return "replace" if (high or mid or low or close_text) else "new"
     if c.relation == "addition":
         return "merge" if (high or mid or low or close_text) else "new"
-    if c.basis in ("identical", "subset", "reworded"):
+    if c.basis in ("identical", "subset", "reworded", "restated"):
         return "reinforce" if (high or mid or (c.basis == "identical" and (low or close_text))) else "new"
     # loose: similarity alone decides, as the base policy says.
     if high:
@@ -134,6 +130,12 @@ def decide(
             # Below the reinforce threshold the answer is NEW whatever the text says: skip parsing.
             c = compare_detail(content, new) if sim >= reinforce_threshold else None
             action = _compound_action(c, sim, reinforce_threshold) if c is not None else "new"
+            if action == "new" and not new_compound and sim >= dedup_threshold:
+                # A merged memory holds its texts one per line: a new text that says again
+                # what one of them says is that memory again, not a third line.
+                again = restated_sentence(content, new)
+                if again is not None:
+                    action, c = "reinforce", again
             if action == "new":
                 c = Comparison("unrelated", "several sentences, not near-identical", "compound",
                                c.overlap if c is not None else 0.0)

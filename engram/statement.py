@@ -195,6 +195,50 @@ _ADDITIVE_MARKERS = [
     ]
 ]
 
+# Short forms a note writer uses for the long ones ("the staging DB", "prod", "k8s", "a PR"): read
+# as the words they stand for, so a restatement in short forms shares the long forms' stems.
+_SHORT_FORMS = {
+    short: tuple(long.split())
+    for short, long in (
+        pair.split("=")
+        for pair in """db=database dbs=databases prod=production dev=development env=environment
+        envs=environments config=configuration configs=configurations repo=repository
+        repos=repositories docs=documentation auth=authentication app=application
+        apps=applications k8s=kubernetes pr=pull_request prs=pull_requests var=variable
+        vars=variables deps=dependencies dep=dependency info=information admin=administrator
+        admins=administrators msg=message msgs=messages pkg=package pkgs=packages dir=directory
+        dirs=directories infra=infrastructure perf=performance impl=implementation vm=virtual_machine
+        vms=virtual_machines secs=seconds mins=minutes hrs=hours tz=time_zone""".split()
+    )
+}
+_SHORT_FORMS = {k: tuple(w for part in v for w in part.split("_")) for k, v in _SHORT_FORMS.items()}
+
+# Verbs that carry no fact of their own in a restatement ("the refresh happens on Sundays",
+# "the DB gets refreshed", "deployments go through deploy.sh"): compared without them, as is
+# "takes place".
+LIGHT_VERBS = frozenset(_stem(w) for w in "happen happens occur occurs get gets got go goes went".split())
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of `text`, in order. A line break ends one too (a merge joins its texts with
+    one); a title or an initial ("Dr. Lee", "J. Smith") does not."""
+    out: list[str] = []
+    for line in text.splitlines():
+        pieces = [p for p in _SENTENCE_END.split(line.strip()) if p.strip()]
+        for k, piece in enumerate(pieces):
+            prev = pieces[k - 1] if k else ""
+            last = prev.rstrip(".!?\"')] ").rsplit(None, 1)[-1].lower() if prev.strip() else ""
+            if k and (last in _TITLES or (len(last) == 1 and last.isalpha())):
+                out[-1] = f"{out[-1]} {piece}"
+            else:
+                out.append(piece)
+    return out
+
+
+# A sentence ends at . ! or ? before a capital, a digit or an opening quote.
+_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+_TITLES = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt no fig approx".split())
+
 # --- tokenising ----------------------------------------------------------------------------------
 
 _CONTRACTIONS = [
@@ -310,6 +354,9 @@ def _parse(text: str) -> _Parsed:
         low = raw.lower()
         if low == "'s":
             tokens.append(_Token(raw, "'s", "'s", "func"))
+            continue
+        if low in _SHORT_FORMS:
+            tokens.extend(_Token(w, w, _stem(w), "word") for w in _SHORT_FORMS[low])
             continue
         kind, stem = _classify(raw, low, sentence_start)
         if low == "off" or (low == "on" and _PARTICLE_END.match(text, m.end())):
