@@ -54,8 +54,11 @@ def _kept_texts(eng, memory_id: str, user: str, seen: set[str] | None = None) ->
     return texts
 
 
-def run_cases(eng, clock, cases: list[dict]) -> list[dict[str, Any]]:
-    """Store every case (one user each), run maintenance once, score each case."""
+def run_cases(eng, clock, cases: list[dict], resolve_conflicts: bool = True) -> list[dict[str, Any]]:
+    """Store every case (one user each), run maintenance once, score each case.
+
+    resolve_conflicts=False stores every text as new (as a store that skipped resolution, or
+    data from before it): then the consolidation run alone has to make each restatement one."""
     from engram.maintenance import run_maintenance
 
     stored = []
@@ -65,7 +68,7 @@ def run_cases(eng, clock, cases: list[dict]) -> list[dict[str, Any]]:
         actions = []
         for text in texts:
             clock.advance(minutes=1)
-            actions.append(eng.store(text, user_id=user).action)
+            actions.append(eng.store(text, user_id=user, resolve_conflicts=resolve_conflicts).action)
         stored.append((user, texts, actions))
     maintenance = run_maintenance(eng, apply=True)
     rows = []
@@ -82,7 +85,7 @@ def run_cases(eng, clock, cases: list[dict]) -> list[dict[str, Any]]:
         elif kind == "detail":
             row["ok"] = any(case["new"] in c for c in contents.values())
         else:
-            folded = actions[1] in ("reinforce", "merge")
+            folded = actions[1] in ("reinforce", "merge")  # at write time
             together = any(case["new"] in c and case["old"] in c for c in contents.values())
             row["merged"] = folded or together or not any(case["new"] in c for c in contents.values())
             row["ok"] = not row["merged"]
@@ -118,6 +121,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.restatements", description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=str(CASES_PATH))
     ap.add_argument("--json", help="write every case's outcome here")
+    ap.add_argument("--no-write-resolution", action="store_true",
+                    help="store every text as new: the consolidation run alone")
     args = ap.parse_args(argv)
     settings = Settings.from_env()
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
@@ -126,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     clock = VirtualClock(datetime(2026, 1, 5, 9, 0, tzinfo=timezone.utc))
     eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
     try:
-        rows = run_cases(eng, clock, load_cases(Path(args.cases)))
+        rows = run_cases(eng, clock, load_cases(Path(args.cases)), not args.no_write_resolution)
     finally:
         eng.close()
     result = summary(rows)

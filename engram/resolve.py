@@ -23,6 +23,7 @@ __all__ = [
     "is_contradiction",
     "covers",
     "merge_contents",
+    "restated_sentence",
 ]
 
 ACTIONS: tuple[str, ...] = ("new", "reinforce", "merge", "replace")
