@@ -151,8 +151,9 @@ def compare_detail(old: str, new: str) -> Comparison:
     if _swapped(a, b) and {t.stem for t in _bag(a)} == {t.stem for t in _bag(b)}:
         return Comparison("unrelated", "the same words with two parts exchanged", "roles-swapped",
                           c.overlap, c.new_values)
-    if c.relation == "same":
+    if c.relation == "same" and c.basis != "reworded":
         return c
+    # "reworded" allows one new word; a line of a merged memory needs the stricter reading.
     why = _restates(a, b)
     if why:
         return Comparison("same", why, "restated", c.overlap, c.new_values)
