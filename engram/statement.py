@@ -198,7 +198,7 @@ _ADDITIVE_MARKERS = [
 # Short forms a note writer uses for the long ones ("the staging DB", "prod", "k8s", "a PR"): read
 # as the words they stand for, so a restatement in short forms shares the long forms' stems.
 _SHORT_FORMS = {
-    short: tuple(long.split())
+    short: tuple(long.split("_"))  # pr=pull_request: two words
     for short, long in (
         pair.split("=")
         for pair in """db=database dbs=databases prod=production dev=development env=environment
@@ -211,7 +211,6 @@ _SHORT_FORMS = {
         vms=virtual_machines secs=seconds mins=minutes hrs=hours tz=time_zone""".split()
     )
 }
-_SHORT_FORMS = {k: tuple(w for part in v for w in part.split("_")) for k, v in _SHORT_FORMS.items()}
 
 # Verbs that carry no fact of their own in a restatement ("the refresh happens on Sundays",
 # "the DB gets refreshed", "deployments go through deploy.sh"): compared without them, as is
