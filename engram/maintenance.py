@@ -48,7 +48,8 @@ log = logging.getLogger(__name__)
 
 CONSOLIDATABLE = ("fact", "strategy", "assumption", "failure")
 # Text evidence that two similar memories are not the same statement: keep both.
-_VETO_BASES = frozenset({"subject-swap", "subject-qualifier", "other-fact", "disjoint", "old-value"})
+_VETO_BASES = frozenset({"subject-swap", "roles-swapped", "subject-qualifier", "other-fact", "disjoint",
+                         "old-value"})
 META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 
@@ -199,8 +200,13 @@ def _texts_compatible(old: str, new: str) -> bool:
     c = resolve.compare_detail(old, new)
     if resolve.sentence_count(old) > 1 or resolve.sentence_count(new) > 1:
         # As at write time: text of several sentences (a merge among them) is the same memory
-        # only when near-identical; otherwise each run would append another note to it.
-        return c.basis in ("identical", "subset")
+        # only when near-identical or when one says again a sentence of the other (a merge and a
+        # further restatement of one of its lines); otherwise each run would append another note.
+        if c.basis in ("identical", "subset"):
+            return True
+        if resolve.sentence_count(old) > 1 and resolve.sentence_count(new) > 1:
+            return False
+        return resolve.restated_sentence(old, new) is not None or resolve.restated_sentence(new, old) is not None
     return c.relation != "contradiction" and c.basis not in _VETO_BASES
 
 
@@ -254,14 +260,15 @@ def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dic
 def _merged_text(sources: list[Memory], limit: int) -> tuple[str, list[Memory]]:
     """The most informative (longest) text first, then each other source's text as written.
 
-    A source whose words are all in the text already is taken in without adding its text (as a
-    repeated store reinforces); one whose addition would outgrow `limit` characters is left
-    out (it stays active).
+    A source whose words are all in the text already, or that says again one of its sentences,
+    is taken in without adding its text (as a repeated store reinforces; the source keeps it); one
+    whose addition would outgrow `limit` characters is left out (it stays active).
     """
     ordered = sorted(sources, key=lambda m: (-len(m.content), m.created_at, m.id))
     text, kept = ordered[0].content, [ordered[0]]
     for m in ordered[1:]:
-        merged = text if resolve.covers(text, m.content) else resolve.merge_contents(text, m.content)
+        says_again = resolve.covers(text, m.content) or resolve.restated_sentence(text, m.content) is not None
+        merged = text if says_again else resolve.merge_contents(text, m.content)
         if len(merged) <= limit:
             text = merged
             kept.append(m)

@@ -279,7 +279,7 @@ class Writes:
                                      stability=recalled_stability(old, now))
         with self.p.store_db.transaction():
             self.p.store_db.update_memory(old.id, **fields)
-            self.p.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason})
+            self.p.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason, "added": p["content"]})
         self.p.index.upsert(mem, None)
         return StoreResult("reinforce", mem, old, decision.similarity, decision.reason)
 

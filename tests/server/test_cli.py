@@ -483,3 +483,28 @@ def test_a_handoff_prints_indented_under_its_entry(cli):
     view = cli_json(cli, "task", "show", task)
     assert view["handoffs"][0]["content"] == ("Handoff: Writer works\nCompleted: CSV writer\n"
                                               "Next steps: Add a --csv flag")
+
+
+def test_three_restatements_end_as_one_memory_as_commands(model_home):
+    """Issue 27: the same fact remembered three ways, then `engram consolidate`: one memory."""
+    texts = ["The staging database is refreshed from production every Sunday night.",
+             "Every Sunday night the staging DB gets refreshed from prod.",
+             "Staging database refresh from production happens on Sunday nights."]
+    results = []
+    for text in texts:
+        r = run_engram(model_home, "--json", "remember", text)
+        assert r.returncode == 0, r.stderr
+        results.append(json.loads(r.stdout))
+    assert [x["action"] for x in results] == ["new", "reinforce", "reinforce"]
+    assert {x["memory_id"] for x in results} == {results[0]["memory_id"]}
+    preview = run_engram(model_home, "--json", "consolidate")
+    assert preview.returncode == 0, preview.stderr
+    assert json.loads(preview.stdout)["clusters"] == []
+    r = run_engram(model_home, "--json", "consolidate", "--apply")
+    assert r.returncode == 0, r.stderr
+    stats = run_engram(model_home, "--json", "stats")
+    assert stats.returncode == 0, stats.stderr
+    assert json.loads(stats.stdout)["by_status"] == {"active": 1}
+    hits = json.loads(run_engram(model_home, "--json", "recall", "when is staging refreshed").stdout)["memories"]
+    assert [(h["id"], h["content"]) for h in hits] == [(results[0]["memory_id"], texts[0])]
+    assert run_engram(model_home, "stop").returncode == 0

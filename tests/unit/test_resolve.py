@@ -307,3 +307,69 @@ def test_decide_reinforces_a_repeated_message():
     text = "Deploys go to Fly.io from main. Tests run in CI before every deploy."
     r = decide(text, [("m1", text, 0.99)])
     assert (r.action, r.target_id) == ("reinforce", "m1")
+
+
+# --- restatements (issue 27) -------------------------------------------------------------------
+
+RESTATEMENTS_PATH = Path(__file__).parents[1] / "data" / "restatement_cases.json"
+
+
+def test_restatement_file_is_well_formed():
+    cases = json.loads(RESTATEMENTS_PATH.read_text())
+    assert len(cases) >= 40
+    for c in cases:
+        assert {"old", "new", "expected", "note", "kind", "split"} <= set(c) <= {*c, "more"}
+        assert c["expected"] in ("new", "reinforce", "merge", "replace") and c["split"] in ("tune", "report")
+    kinds = {c["kind"] for c in cases}
+    assert {"paraphrase", "reorder", "abbreviation", "tense", "voice", "detail"} <= kinds
+    assert {"counter-day", "counter-number", "counter-host", "counter-negation", "counter-subject"} <= kinds
+    for half in ("tune", "report"):
+        assert {c["kind"] for c in cases if c["split"] == half} == kinds
+
+
+@pytest.mark.parametrize("old, new", [
+    ("The staging database is refreshed from production every Sunday night.",
+     "Every Sunday night the staging DB gets refreshed from prod."),
+    ("The staging database is refreshed from production every Sunday night.",
+     "Staging database refresh from production happens on Sunday nights."),
+    ("Every pull request needs a passing CI build before merge.", "Every PR needs a passing CI build before merge."),
+    ("The team migrated the search service to OpenSearch.",
+     "The search service has been migrated to OpenSearch by the team."),
+])
+def test_a_restatement_is_the_same_statement(old, new):
+    c = compare_detail(old, new)
+    assert c.relation == "same", c
+    assert decide(new, [("m1", old, 0.80)]).action == "reinforce"
+
+
+# sim: all-MiniLM-L6-v2's similarity of the pair (the first, second and last measured by
+# benchmarks/restatements.py; the third, with short forms, assumed as high as the rest).
+@pytest.mark.parametrize("old, new, relation, sim", [
+    ("The staging database is refreshed from production every Sunday night.",
+     "The production database is refreshed from staging every Sunday night.", "unrelated", 0.984),
+    ("Alice reviews Bob's pull requests.", "Bob reviews Alice's pull requests.", "unrelated", 0.996),
+    ("The staging database is refreshed from production every Sunday night.",
+     "The staging DB is refreshed from prod every Saturday night.", "contradiction", 0.95),
+    ("The CI pipeline caches pip downloads.", "The CI pipeline never caches pip downloads.", "contradiction", 0.822),
+    ("The user's sister lives in Lisbon.", "The user lives in Lisbon.", "unrelated", 0.837),
+])
+def test_same_words_another_fact_is_not_a_restatement(old, new, relation, sim):
+    c = compare_detail(old, new)
+    assert c.relation == relation, c
+    assert decide(new, [("m1", old, sim)]).action in ("new", "replace")
+
+
+def test_a_value_beside_other_words_is_not_restated():
+    from engram.compare import _restates
+    from engram.statement import _parse
+    old = "The API timeout is 30 seconds and the retry limit is 5."
+    assert _restates(_parse(old), _parse("The retry limit is 5.")) is not None
+    assert _restates(_parse(old), _parse("The API timeout is 5 seconds.")) is None
+
+
+def test_a_restatement_of_one_line_of_a_merge_reinforces_it():
+    merged = "Auth tokens expire after 15 minutes.\nRefresh tokens last 30 days."
+    r = decide("Authentication tokens expire after fifteen minutes.", [("m1", merged, 0.78)])
+    assert (r.action, r.target_id) == ("reinforce", "m1")
+    r = decide("Auth tokens expire after 30 minutes.", [("m1", merged, 0.78)])
+    assert r.action == "new"
