@@ -11,8 +11,9 @@ memories it returns, and so would reinforce (benchmarks/precision.py, the same d
 benchmarks.agent_mcp). For the `none` kind nothing stored answers the query: the figure is the
 fraction of those queries that return no memory, and the run also asks them once more with
 reinforcement on and reports how many recall counts grew (it should be 0). Figures are given for the tune
-half, the report half and both. LoCoMo (all ten conversations) then runs through
-benchmarks.locomo with the same settings.
+half, the report half and both. The long-session set (tests/data/long_sessions.json: assistant
+turns of several hundred words, benchmarks.long_sessions) follows, then LoCoMo (all ten
+conversations) through benchmarks.locomo, all with the same settings.
 """
 
 from __future__ import annotations
@@ -161,7 +162,7 @@ def strong3(rows: list[dict], mode: str) -> float:
                for r in rows) / len(rows)
 
 
-def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> str:
+def markdown(agent: dict, locomo: dict | None, command: str, seconds: float, long: dict | None = None) -> str:
     lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
     lines.append(f"Agent set: {agent['memories']} memories stored in one session "
                  f"(actions {json.dumps(agent['actions'], sort_keys=True)}), limit {LIMIT}. Per kind "
@@ -182,6 +183,9 @@ def markdown(agent: dict, locomo: dict | None, command: str, seconds: float) -> 
     lines += ["", f"`none` queries asked again with reinforcement on (limit {LIMIT}): "
                   f"{agent['none_recall_returned']} memories returned, "
                   f"{agent['none_recall_reinforced']} recall counts grew."]
+    if long is not None:
+        from .long_sessions import markdown as long_markdown
+        lines += ["", long_markdown(long).rstrip("\n")]
     if locomo is not None:
         lines += ["", "LoCoMo, all ten conversations, categories 1-4:", "",
                   "| mode | hit@1 | hit@5 | hit@10 | recall_acc@5 | recall_acc@10 | mrr |",
@@ -201,7 +205,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.recall_eval", description=__doc__.split("\n")[0])
     ap.add_argument("--agent-set", default=str(default_set_path()), help="labelled agent-memory set")
     ap.add_argument("--locomo-data", default=None, help="locomo10.json (default ../shared/locomo)")
-    ap.add_argument("--no-locomo", action="store_true", help="only the agent set (for tuning)")
+    ap.add_argument("--long-set", default=None, help="long-session set (default tests/data/long_sessions.json)")
+    ap.add_argument("--no-locomo", action="store_true", help="only the agent and long-session sets (for tuning)")
     ap.add_argument("--embed-cache", default=None,
                     help="LoCoMo content-hash embedding cache (faster reruns; not for reported runs)")
     ap.add_argument("--model", default=None, help="embedding model (default ENGRAM_MODEL)")
@@ -216,18 +221,22 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env(model=args.model) if args.model else Settings.from_env()
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     agent = run_agent_set(load_set(Path(args.agent_set)), settings, embedder)
+    from . import long_sessions
+    long = long_sessions.run_long_sessions(
+        long_sessions.load_set(Path(args.long_set) if args.long_set else long_sessions.default_set_path()),
+        settings, embedder)
     locomo = None
     if not args.no_locomo:
         from .locomo.run import run as run_locomo
         locomo = run_locomo(args.locomo_data, modes=MODES, settings=settings, embedder=embedder,
                             progress=False, embed_cache=args.embed_cache)
     command = "python -m benchmarks.recall_eval " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started)
+    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, long)
     print(md)
     if args.out:
         Path(args.out).write_text(md, encoding="utf-8")
     if args.json:
-        Path(args.json).write_text(json.dumps({"agent": agent, "locomo": locomo}, indent=1,
+        Path(args.json).write_text(json.dumps({"agent": agent, "long_sessions": long, "locomo": locomo}, indent=1,
                                               ensure_ascii=False, default=str), encoding="utf-8")
     return 0
 
