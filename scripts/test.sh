@@ -8,6 +8,21 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 START=$SECONDS
+NPM_PID=""
+cd "$ROOT"
+# The real agent clients the hook tests drive (Claude Code, Gemini CLI) and the TypeScript MCP SDK
+# client, pinned in tests/e2e/clients/package-lock.json, into .cache/npm (about 15 s, beside
+# pip; again only when the lock changed). The tests fail, not skip, when they are missing (ENGRAM_E2E_REQUIRE).
+NPM_DIR="$ROOT/.cache/npm"
+if ! cmp -s "$ROOT/tests/e2e/clients/package-lock.json" "$NPM_DIR/package-lock.json" \
+    || [ ! -d "$NPM_DIR/node_modules" ]; then
+  echo "==> installing the agent clients from npm into .cache/npm"
+  mkdir -p "$NPM_DIR"
+  cp "$ROOT"/tests/e2e/clients/package.json "$ROOT"/tests/e2e/clients/package-lock.json "$NPM_DIR/"
+  # In the background, while pip installs the Python side: the two do not touch each other.
+  npm ci --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error >"$ROOT/.cache/npm-ci.log" 2>&1 &
+  NPM_PID=$!
+fi
 source "$ROOT/scripts/bootstrap.sh"
 cd "$ROOT"
 $VENV/bin/python -m pip install -q -r "$ROOT/requirements-dev.lock"
@@ -22,16 +37,10 @@ if [ ! -x /usr/bin/chromium ]; then
   $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null
 fi
 
-# The real agent clients the hook tests drive (Claude Code, Gemini CLI) and the TypeScript MCP SDK
-# client, pinned in tests/e2e/clients/package-lock.json, into .cache/npm (about 15 s; again only
-# when the lock changed). The tests fail, not skip, when they are missing (ENGRAM_E2E_REQUIRE).
-NPM_DIR="$ROOT/.cache/npm"
-if ! cmp -s "$ROOT/tests/e2e/clients/package-lock.json" "$NPM_DIR/package-lock.json" \
-    || [ ! -d "$NPM_DIR/node_modules" ]; then
-  echo "==> installing the agent clients from npm into .cache/npm"
-  mkdir -p "$NPM_DIR"
-  cp "$ROOT"/tests/e2e/clients/package.json "$ROOT"/tests/e2e/clients/package-lock.json "$NPM_DIR/"
-  npm ci --prefix "$NPM_DIR" --no-audit --no-fund --loglevel=error >/dev/null
+if [ -n "$NPM_PID" ] && ! wait "$NPM_PID"; then
+  cat "$ROOT/.cache/npm-ci.log" >&2
+  echo "npm ci of tests/e2e/clients failed (log above)" >&2
+  exit 1
 fi
 export ENGRAM_E2E_REQUIRE=1
 

@@ -264,7 +264,10 @@ def test_commands_go_through_a_running_daemon(short_home, api, eng, capsys):
         ended[peer.session_id] = clean
         done.set()
 
-    server = RpcServer(settings.socket_path, handler, on_disconnect=on_disconnect)
+    # It announces this version, as the real daemon does: a server that announces none is an older
+    # daemon, which the CLI asks to exit (and that first session would end unclean).
+    from engram import __version__
+    server = RpcServer(settings.socket_path, handler, on_disconnect=on_disconnect, hello={"version": __version__})
     server.start()
     try:
         code = main(["--home", str(short_home), "--json", "remember", "Served through the daemon socket"])

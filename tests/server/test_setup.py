@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engram import Settings
+from engram import Settings, __version__
 from engram.api import Api, Ctx
 from engram.embedding import ModelUnavailable
 from engram.server.rpc import RpcServer
@@ -100,7 +100,8 @@ def daemon_home(eng):
     server = RpcServer(settings.socket_path,
                        lambda method, params, peer: api.call(
                            method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid)),
-                       on_disconnect=lambda peer, clean: eng.end_session(peer.session_id, clean))
+                       on_disconnect=lambda peer, clean: eng.end_session(peer.session_id, clean),
+                       hello={"version": __version__})  # this version's, as the real daemon: not replaced
     server.start()
     yield settings
     server.shutdown()
