@@ -95,8 +95,9 @@ def slice_set(data: dict, memories: int, per_kind: int) -> dict:
     return {"memories": mems, "queries": queries}
 
 
-def engram_env(home: Path, user: str) -> dict[str, str]:
-    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1"}
+def engram_env(home: Path, user: str, extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The server's environment: ours, the home and user, and `extra` (settings such as ENGRAM_RERANK)."""
+    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1", **(extra or {})}
 
 
 async def call(client: Client, tool: str, args: dict) -> dict:
@@ -144,10 +145,10 @@ def grew(before: dict[str, int], after: dict[str, int]) -> int:
     return sum(after[i] > n for i, n in before.items())
 
 
-async def run_mode(home: Path, mode: str, data: dict, context: bool) -> dict:
+async def run_mode(home: Path, mode: str, data: dict, context: bool, env: dict[str, str] | None = None) -> dict:
     """One stdio session as user heldout-<mode>: store everything, ask everything in `mode`."""
     user = f"heldout-{mode}"
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, user))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, user, env))
     async with Client(params, read_timeout_seconds=TIMEOUT) as client:
         key_id, stores = await store_all(client, data["memories"])
         keys_of: dict[str, list[str]] = {}
@@ -226,13 +227,14 @@ def summarise(answers: list[dict]) -> dict:
     return {"kinds": kinds, "answered": answered, "none": none}
 
 
-async def run_set(data: dict, home: Path, modes: tuple[str, ...] = MODES) -> dict:
-    """The report for `data` (a loaded set) in each mode, against the daemon of ENGRAM_HOME `home`."""
+async def run_set(data: dict, home: Path, modes: tuple[str, ...] = MODES, env: dict[str, str] | None = None) -> dict:
+    """The report for `data` (a loaded set) in each mode, against the daemon of ENGRAM_HOME `home`
+    (started with `env` added to ours: a home's daemon reads its settings once)."""
     start = time.perf_counter()
     report: dict[str, Any] = {"memories": len(data["memories"]), "queries": len(data["queries"]),
                               "limit": LIMIT, "modes": {}, "details": {}}
     for mode in modes:
-        out = await run_mode(home, mode, data, context=mode == "hybrid")
+        out = await run_mode(home, mode, data, context=mode == "hybrid", env=env)
         summary = summarise(out["answers"])
         summary["none"]["reinforced_memories"] = out["none_reinforced"]
         summary["stores"] = out["stores"]

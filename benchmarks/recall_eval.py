@@ -1,6 +1,9 @@
 """Recall quality on both kinds of memory in one run: engram's agent-memory set and LoCoMo.
 
-    python -m benchmarks.recall_eval [--out table.md] [--json result.json] [--no-locomo]
+    python -m benchmarks.recall_eval [--out table.md] [--json result.json] [--no-locomo] [--no-heldout]
+
+Run with ENGRAM_RERANK=1 for issue 27's table: `hybrid` is then reranked and `hybrid_first` the
+first stage alone, asked one after the other, with each recall's time at limit 10.
 
 The agent set (benchmarks/agent/agent_set.json) is stored in order, in one session, one memory
 at a time, as an agent writes them; then every query is asked in each mode (bm25, vector,
@@ -11,9 +14,11 @@ memories it returns, and so would reinforce (benchmarks/precision.py, the same d
 benchmarks.agent_mcp). For the `none` kind nothing stored answers the query: the figure is the
 fraction of those queries that return no memory, and the run also asks them once more with
 reinforcement on and reports how many recall counts grew (it should be 0). Figures are given for the tune
-half, the report half and both. The long-session set (tests/data/long_sessions.json: assistant
-turns of several hundred words, benchmarks.long_sessions) follows, then LoCoMo (all ten
-conversations) through benchmarks.locomo, all with the same settings.
+half, the report half and both. The held-out set (tests/data/agent_heldout.json) is then asked
+through a real MCP server (benchmarks.agent_mcp) with the reranker off and on, the long-session
+set (tests/data/long_sessions.json: assistant turns of several hundred words,
+benchmarks.long_sessions) is stored and asked, and LoCoMo (all ten conversations) runs through
+benchmarks.locomo, all with the same settings.
 """
 
 from __future__ import annotations
@@ -88,15 +93,20 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
     try:
         ids, actions = store_set(eng, clock, doc)
+        # Load what the first recall would (the reranker's model, the reference texts) before timing.
+        eng.recall(doc["queries"][0]["query"], limit=LIMIT, reinforce=False)
         rows = []
         for q in doc["queries"]:
             want = {ids[k] for k in q["expect"]}
             row = {"kind": q["kind"], "half": q["half"], "query": q["query"], "modes": {}}
+            embedder.embed_query(q["query"])  # encoded once before timing (the query cache), as in LoCoMo
             for mode in MODES:
+                t0 = time.perf_counter()
                 hits = eng.recall(q["query"], limit=LIMIT, reinforce=False, **MODE_KWARGS[mode])
+                ms = (time.perf_counter() - t0) * 1000
                 got = [h.memory.id for h in hits]
                 row["modes"][mode] = {
-                    "n": len(got),
+                    "n": len(got), "ms": ms,
                     "hit@1": float(bool(want & set(got[:1]))),
                     "hit@3": float(bool(want & set(got[:3]))),
                     "relevant": [g in want for g in got],
@@ -112,7 +122,15 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
         eng.close()
     return {"rows": rows, "actions": dict(actions), "memories": len(doc["memories"]),
             "none_recall_returned": returned, "none_recall_reinforced": reinforced,
-            "table": score_rows(rows)}
+            "table": score_rows(rows), "recall_ms": latency(rows)}
+
+
+def latency(rows: list[dict]) -> dict[str, dict[str, float | None]]:
+    """Recall's p50 / p95 in ms per mode over every query (encoding excluded)."""
+    from .locomo.metrics import percentile
+
+    return {m: {"p50": percentile([r["modes"][m]["ms"] for r in rows], 50),
+                "p95": percentile([r["modes"][m]["ms"] for r in rows], 95)} for m in MODES}
 
 
 def _recall_total(eng) -> int:
@@ -162,8 +180,81 @@ def strong3(rows: list[dict], mode: str) -> float:
                for r in rows) / len(rows)
 
 
-def markdown(agent: dict, locomo: dict | None, command: str, seconds: float, long: dict | None = None) -> str:
+def run_heldout(path: str | Path) -> dict[str, dict]:
+    """The held-out set through a real stdio MCP server (benchmarks.agent_mcp), once with the
+    reranker off (every mode) and once on (hybrid, the only mode it reorders), each in its own
+    ENGRAM_HOME: a daemon reads its settings when it starts."""
+    import tempfile
+
+    import anyio
+
+    from . import agent_mcp
+
+    data = agent_mcp.load_set(path)
+    out = {}
+    for label, env, modes in (("first", {"ENGRAM_RERANK": "0"}, agent_mcp.MODES),
+                              ("reranked", {"ENGRAM_RERANK": "1"}, ("hybrid",))):
+        with tempfile.TemporaryDirectory(prefix="engram-recall-eval-") as tmp:
+            try:
+                out[label] = anyio.run(agent_mcp.run_set, data, Path(tmp), modes, env)
+            finally:
+                agent_mcp.stop_engram_daemon(Path(tmp))
+    return out
+
+
+def summary(agent: dict, heldout: dict | None, locomo: dict | None, reranked: bool) -> list[str]:
+    """Issue 27's table: each set with the first stage alone and with the reranker, side by side."""
+    on = "reranked" if reranked else "reranked (ENGRAM_RERANK off: the first stage)"
+    lines = ["| set | figure | first stage | " + on + " |", "|---|---|---:|---:|"]
+
+    def row(label: str, figure: str, a: float, b: float, fmt: str = "{:.3f}") -> None:
+        lines.append(f"| {label} | {figure} | {fmt.format(a)} | {fmt.format(b)} |")
+
+    for half in ("tune", "report"):
+        t = agent["table"][half]
+        for kind, cell in t.items():
+            if kind == "none":
+                continue
+            f, r = cell["hybrid_first"], cell["hybrid"]
+            lines.append(
+                f"| agent {half}, {kind} ({cell['n']}) | Hit@1 / Hit@3 / strong@3 | "
+                f"{f['hit@1']:.3f} / {f['hit@3']:.3f} / {f['strong3']:.3f} | "
+                f"{r['hit@1']:.3f} / {r['hit@3']:.3f} / {r['strong3']:.3f} |")
+        if "none" in t:
+            n = t["none"]
+            row(f"agent {half}, none ({n['n']})", "no strong hit", n["hybrid_first"]["no_strong"],
+                n["hybrid"]["no_strong"])
+    if heldout:
+        f, r = heldout["first"]["modes"]["hybrid"], heldout["reranked"]["modes"]["hybrid"]
+        for kind in f["kinds"]:
+            a, b = f["kinds"][kind], r["kinds"][kind]
+            lines.append(f"| held-out (MCP), {kind} ({a['n']}) | Hit@1 / Hit@3 / strong@3 | "
+                         f"{a['hit1']:.2f} / {a['hit3']:.2f} / {a['strong3']:.2f} | "
+                         f"{b['hit1']:.2f} / {b['hit3']:.2f} / {b['strong3']:.2f} |")
+        lines.append(f"| held-out (MCP), answered ({f['answered']['n']}) | Hit@3 / strong@3 | "
+                     f"{f['answered']['hit3']:.2f} / {f['answered']['strong3']:.2f} | "
+                     f"{r['answered']['hit3']:.2f} / {r['answered']['strong3']:.2f} |")
+        row(f"held-out (MCP), none ({f['none']['n']})", "no strong hit", f["none"]["no_strong"],
+            r["none"]["no_strong"], "{:.2f}")
+    ms = agent["recall_ms"]
+    lines.append(f"| agent set, recall at limit {LIMIT} | p50 / p95 ms | {ms['hybrid_first']['p50']:.1f} / "
+                 f"{ms['hybrid_first']['p95']:.1f} | {ms['hybrid']['p50']:.1f} / {ms['hybrid']['p95']:.1f} |")
+    if locomo is not None:
+        f, r = locomo["by_mode"]["hybrid_first"]["overall_1_4"], locomo["by_mode"]["hybrid"]["overall_1_4"]
+        for k in ("hit@1", "hit@5", "recall_acc@10", "mrr"):
+            row("LoCoMo, all ten conversations", k, f[k], r[k])
+        t = locomo["timing"]["recall_ms"]
+        lines.append(f"| LoCoMo, recall at limit 10 | p50 / p95 ms | {t['hybrid_first']['p50']:.1f} / "
+                     f"{t['hybrid_first']['p95']:.1f} | {t['hybrid']['p50']:.1f} / {t['hybrid']['p95']:.1f} |")
+    return lines
+
+
+def markdown(agent: dict, locomo: dict | None, command: str, seconds: float,
+             heldout: dict | None = None, reranked: bool = False, long: dict | None = None) -> str:
     lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
+    lines += ["Hybrid recall with the first stage alone and with the reranker (Hit@k, strong@3: a "
+              "right answer marked strong in the top 3; latency without encoding the query):", ""]
+    lines += summary(agent, heldout, locomo, reranked) + [""]
     lines.append(f"Agent set: {agent['memories']} memories stored in one session "
                  f"(actions {json.dumps(agent['actions'], sort_keys=True)}), limit {LIMIT}. Per kind "
                  "Hit@1 / Hit@3 / precision / unrelated memories returned per query / share with a "
@@ -198,6 +289,10 @@ def markdown(agent: dict, locomo: dict | None, command: str, seconds: float, lon
         lines += ["", f"LoCoMo ingest {t['ingest_memories_per_s']:.0f} memories/s; hybrid recall "
                       f"p50 {t['recall_ms']['hybrid']['p50']:.1f} ms, p95 {t['recall_ms']['hybrid']['p95']:.1f} ms "
                       f"(encoding excluded); bm25 p50 {t['recall_ms']['bm25']['p50']:.1f} ms."]
+    if heldout:
+        from .agent_mcp import markdown as heldout_markdown
+        for label, title in (("first", "reranker off"), ("reranked", "reranker on")):
+            lines += ["", f"Held-out set through MCP, {title} (limit 5):", "", heldout_markdown(heldout[label])]
     return "\n".join(lines) + "\n"
 
 
@@ -205,8 +300,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.recall_eval", description=__doc__.split("\n")[0])
     ap.add_argument("--agent-set", default=str(default_set_path()), help="labelled agent-memory set")
     ap.add_argument("--locomo-data", default=None, help="locomo10.json (default ../shared/locomo)")
+    ap.add_argument("--no-locomo", action="store_true", help="only the agent set (for tuning)")
+    ap.add_argument("--heldout", default=str(Path(__file__).resolve().parent.parent / "tests" / "data"
+                                             / "agent_heldout.json"),
+                    help="held-out set asked through MCP with the reranker off and on")
+    ap.add_argument("--no-heldout", action="store_true", help="skip the held-out set")
     ap.add_argument("--long-set", default=None, help="long-session set (default tests/data/long_sessions.json)")
-    ap.add_argument("--no-locomo", action="store_true", help="only the agent and long-session sets (for tuning)")
     ap.add_argument("--embed-cache", default=None,
                     help="LoCoMo content-hash embedding cache (faster reruns; not for reported runs)")
     ap.add_argument("--model", default=None, help="embedding model (default ENGRAM_MODEL)")
@@ -221,6 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env(model=args.model) if args.model else Settings.from_env()
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     agent = run_agent_set(load_set(Path(args.agent_set)), settings, embedder)
+    heldout = None if args.no_heldout else run_heldout(args.heldout)
     from . import long_sessions
     long = long_sessions.run_long_sessions(
         long_sessions.load_set(Path(args.long_set) if args.long_set else long_sessions.default_set_path()),
@@ -231,13 +331,14 @@ def main(argv: list[str] | None = None) -> int:
         locomo = run_locomo(args.locomo_data, modes=MODES, settings=settings, embedder=embedder,
                             progress=False, embed_cache=args.embed_cache)
     command = "python -m benchmarks.recall_eval " + " ".join(argv if argv is not None else sys.argv[1:])
-    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, long)
+    if args.json:  # first: a long run's figures outlive a failure in the table below
+        Path(args.json).write_text(json.dumps({"agent": agent, "heldout": heldout, "long_sessions": long,
+                                               "locomo": locomo, "rerank": settings.rerank}, indent=1,
+                                              ensure_ascii=False, default=str), encoding="utf-8")
+    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, heldout, settings.rerank, long)
     print(md)
     if args.out:
         Path(args.out).write_text(md, encoding="utf-8")
-    if args.json:
-        Path(args.json).write_text(json.dumps({"agent": agent, "long_sessions": long, "locomo": locomo}, indent=1,
-                                              ensure_ascii=False, default=str), encoding="utf-8")
     return 0
 
 

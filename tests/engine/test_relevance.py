@@ -207,6 +207,19 @@ def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, sett
     assert out["table"]["tune"]["exact"]["bm25"]["hit@1"] == 0.5
     assert out["table"]["tune"]["none"]["bm25"]["hit@1"] == 1.0
     assert out["none_recall_reinforced"] == out["none_recall_returned"]
+    # Issue 27's table: the first stage beside the reranked column, the held-out set's answers
+    # scored as agent_mcp scores them, and recall's latency at limit 10.
+    from benchmarks.agent_mcp import summarise
+    from benchmarks.recall_eval import summary
+    answers = [{"kind": "exact", "expect": ["a"], "top": [["a", 1.0, "strong"]]},
+               {"kind": "none", "expect": [], "top": [["b", 0.5, "weak"]]}]
+    held = {"modes": {"hybrid": summarise(answers)}}
+    lines = "\n".join(summary(out, {"first": held, "reranked": held}, None, reranked=False))
+    assert "| agent tune, exact (2) | Hit@1 / Hit@3 / strong@3 | 0.500 / 0.500 / " in lines
+    assert "| held-out (MCP), exact (1) | Hit@1 / Hit@3 / strong@3 | 1.00 / 1.00 / 1.00 |" in lines
+    assert "| held-out (MCP), none (1) | no strong hit | 1.00 | 1.00 |" in lines
+    assert "| agent set, recall at limit 10 | p50 / p95 ms |" in lines
+    assert all(v["p50"] > 0 for v in out["recall_ms"].values())
     bad = dict(small, queries=[{"kind": "none", "query": "x", "expect": ["a"], "half": "tune"}])
     path.write_text(json.dumps(bad))
     with pytest.raises(ValueError, match="only `none`"):

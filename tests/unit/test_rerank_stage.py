@@ -67,3 +67,12 @@ def test_confidence_strong_by_words_or_by_a_clear_meaning_margin():
     assert confidence(parts(cosine=0.1 + STRONG_COSINE - 0.01, meaning=0.9))[0] == "weak"
     # Below the floor (a candidate the reranker let in) is never strong.
     assert confidence(parts(floor=False, coverage=1.0))[0] == "weak"
+
+
+def test_the_calibrated_thresholds_are_the_ones_docs_ranking_states():
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "ranking.md").read_text(encoding="utf-8")
+    for name, value in (("STRONG_COVERAGE", STRONG_COVERAGE), ("STRONG_MEANING", STRONG_MEANING),
+                        ("STRONG_COSINE", STRONG_COSINE)):
+        assert f"`{name}` ({value:g}" in doc, f"docs/ranking.md does not give {name} = {value:g}"
