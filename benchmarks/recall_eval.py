@@ -15,8 +15,10 @@ benchmarks.agent_mcp). For the `none` kind nothing stored answers the query: the
 fraction of those queries that return no memory, and the run also asks them once more with
 reinforcement on and reports how many recall counts grew (it should be 0). Figures are given for the tune
 half, the report half and both. The held-out set (tests/data/agent_heldout.json) is then asked
-through a real MCP server (benchmarks.agent_mcp) with the reranker off and on, and LoCoMo (all
-ten conversations) runs through benchmarks.locomo with the same settings.
+through a real MCP server (benchmarks.agent_mcp) with the reranker off and on, the long-session
+set (tests/data/long_sessions.json: assistant turns of several hundred words,
+benchmarks.long_sessions) is stored and asked, and LoCoMo (all ten conversations) runs through
+benchmarks.locomo, all with the same settings.
 """
 
 from __future__ import annotations
@@ -248,7 +250,7 @@ def summary(agent: dict, heldout: dict | None, locomo: dict | None, reranked: bo
 
 
 def markdown(agent: dict, locomo: dict | None, command: str, seconds: float,
-             heldout: dict | None = None, reranked: bool = False) -> str:
+             heldout: dict | None = None, reranked: bool = False, long: dict | None = None) -> str:
     lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
     lines += ["Hybrid recall with the first stage alone and with the reranker (Hit@k, strong@3: a "
               "right answer marked strong in the top 3; latency without encoding the query):", ""]
@@ -272,6 +274,9 @@ def markdown(agent: dict, locomo: dict | None, command: str, seconds: float,
     lines += ["", f"`none` queries asked again with reinforcement on (limit {LIMIT}): "
                   f"{agent['none_recall_returned']} memories returned, "
                   f"{agent['none_recall_reinforced']} recall counts grew."]
+    if long is not None:
+        from .long_sessions import markdown as long_markdown
+        lines += ["", long_markdown(long).rstrip("\n")]
     if locomo is not None:
         lines += ["", "LoCoMo, all ten conversations, categories 1-4:", "",
                   "| mode | hit@1 | hit@5 | hit@10 | recall_acc@5 | recall_acc@10 | mrr |",
@@ -300,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
                                              / "agent_heldout.json"),
                     help="held-out set asked through MCP with the reranker off and on")
     ap.add_argument("--no-heldout", action="store_true", help="skip the held-out set")
+    ap.add_argument("--long-set", default=None, help="long-session set (default tests/data/long_sessions.json)")
     ap.add_argument("--embed-cache", default=None,
                     help="LoCoMo content-hash embedding cache (faster reruns; not for reported runs)")
     ap.add_argument("--model", default=None, help="embedding model (default ENGRAM_MODEL)")
@@ -315,6 +321,10 @@ def main(argv: list[str] | None = None) -> int:
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     agent = run_agent_set(load_set(Path(args.agent_set)), settings, embedder)
     heldout = None if args.no_heldout else run_heldout(args.heldout)
+    from . import long_sessions
+    long = long_sessions.run_long_sessions(
+        long_sessions.load_set(Path(args.long_set) if args.long_set else long_sessions.default_set_path()),
+        settings, embedder)
     locomo = None
     if not args.no_locomo:
         from .locomo.run import run as run_locomo
@@ -322,10 +332,10 @@ def main(argv: list[str] | None = None) -> int:
                             progress=False, embed_cache=args.embed_cache)
     command = "python -m benchmarks.recall_eval " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.json:  # first: a long run's figures outlive a failure in the table below
-        Path(args.json).write_text(json.dumps({"agent": agent, "heldout": heldout, "locomo": locomo,
-                                               "rerank": settings.rerank}, indent=1,
+        Path(args.json).write_text(json.dumps({"agent": agent, "heldout": heldout, "long_sessions": long,
+                                               "locomo": locomo, "rerank": settings.rerank}, indent=1,
                                               ensure_ascii=False, default=str), encoding="utf-8")
-    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, heldout, settings.rerank)
+    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, heldout, settings.rerank, long)
     print(md)
     if args.out:
         Path(args.out).write_text(md, encoding="utf-8")

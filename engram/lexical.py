@@ -20,6 +20,33 @@ those to was we were what when where which who whom why will with would you your
 """.split())
 
 
+# English irregular verbs: past forms -> the base form. The stemmer joins "painted" and "paint"
+# but not "bought" and "buy", and questions ask with the base form after "did" ("When did she
+# buy the figurines?", "Where did we go?") about a text that says "I bought them", "we went".
+# Forms that are as often another word are left out ("left", "rose", "ground", "bore", "lay").
+_IRREGULAR = {past: base for base, forms in {
+    "arise": "arose arisen", "become": "became", "begin": "began begun",
+    "bite": "bitten", "blow": "blew blown", "break": "broke broken", "bring": "brought",
+    "build": "built", "burn": "burnt", "buy": "bought", "catch": "caught", "choose": "chose chosen",
+    "come": "came", "creep": "crept", "deal": "dealt", "dig": "dug",
+    "draw": "drew drawn", "dream": "dreamt", "drink": "drank drunk", "drive": "drove driven",
+    "eat": "ate eaten", "fall": "fallen", "feed": "fed", "feel": "felt", "fight": "fought",
+    "find": "found", "flee": "fled", "fly": "flew flown", "forbid": "forbade forbidden",
+    "forget": "forgot forgotten", "forgive": "forgave forgiven", "freeze": "froze frozen",
+    "get": "got gotten", "give": "gave given", "go": "went gone", "grow": "grew grown",
+    "hang": "hung", "hear": "heard", "hide": "hid hidden", "hold": "held", "keep": "kept",
+    "know": "knew known", "lead": "led", "lend": "lent", "lose": "lost", "make": "made",
+    "mean": "meant", "meet": "met", "pay": "paid", "ride": "rode ridden", "ring": "rang rung",
+    "rise": "risen", "run": "ran", "say": "said", "see": "saw seen", "seek": "sought",
+    "sell": "sold", "send": "sent", "shake": "shook shaken", "shine": "shone", "shoot": "shot",
+    "sing": "sang sung", "sink": "sank sunk", "sit": "sat", "sleep": "slept", "slide": "slid",
+    "speak": "spoke spoken", "spend": "spent", "stand": "stood", "steal": "stole stolen",
+    "stick": "stuck", "sting": "stung", "strike": "struck", "swim": "swam swum",
+    "swing": "swung", "take": "took taken", "teach": "taught", "tear": "torn", "tell": "told",
+    "think": "thought", "throw": "threw thrown", "understand": "understood", "wake": "woke woken",
+    "wear": "wore worn", "win": "won", "write": "wrote written",
+}.items() for past in forms.split()}
+
 # Chinese, Japanese and Korean script: hiragana, katakana, CJK ideographs, hangul. These
 # languages do not put spaces between words (Korean puts them between phrases with particles
 # attached), so their text is split into overlapping character bigrams ("部署环境" -> 部署 署环
@@ -67,8 +94,9 @@ def _cjk_terms(run: str, query: bool) -> list[str]:
 
 
 def tokenize(text: str, query: bool = False) -> list[str]:
-    """Lower-cased, stemmed word tokens without stopwords (Porter-style, as DuckDB FTS does);
-    CJK text as character bigrams (see _cjk_terms). `query`: tokens of a query, not a text."""
+    """Lower-cased, stemmed word tokens without stopwords (Porter-style, as DuckDB FTS does), an
+    irregular verb's past form as its base form; CJK text as character bigrams (see _cjk_terms).
+    `query`: tokens of a query, not a text."""
     out = []
     for w in _TOKEN.findall(text.lower()):
         if _CJK.search(w):
@@ -84,7 +112,7 @@ def tokenize(text: str, query: bool = False) -> list[str]:
             w = w[:-2]
         if w in STOPWORDS or not w:
             continue
-        out.append(_stem(w))
+        out.append(_stem(_IRREGULAR.get(w, w)))
     return out
 
 

@@ -29,8 +29,10 @@ Relevance floor. A query gets hits only with evidence by meaning or by words:
   a few memories on other topics the k-th is far below anything and says nothing);
 - by words (bm25 and hybrid): some memory holds relevance_coverage of the query's IDF mass, or
   relevance_terms distinct query words (a word borrowed from a turn's context counting at the
-  context weight): BM25's own evidence, which does not need a vector, so bm25 mode (also the
-  daemon's degraded mode) keeps long questions that spread their words over a turn.
+  context weight), or a turn of a conversation holds turn_terms of them carrying turn_coverage
+  of the mass: BM25's own evidence, which does not need a vector, so bm25 mode (also the
+  daemon's degraded mode) keeps long questions that spread their words over a turn, and a
+  question about a chat that names who said it and one thing they said.
 Then each hit must carry evidence of its own, measured against the query's best (the per-hit
 floor): by meaning, its calibrated cosine (cosine − background) is at least hit_share of the
 best calibrated cosine in the store and at least hit_cosine; or by words (bm25 and hybrid), its
@@ -94,6 +96,8 @@ class Weights:
     relevance_gap: float = 1.0
     relevance_k: int = 5
     relevance_terms: float = 3.0
+    turn_terms: float = 2.0
+    turn_coverage: float = 0.36
     hit_share: float = 0.4
     hit_cosine: float = 0.0
     hit_coverage: float = 0.1
@@ -104,8 +108,8 @@ class Weights:
     def from_settings(cls, settings: Settings) -> Weights:
         """Each weight that `settings` declares, taken by name, so no reordering can swap two.
 
-        The others (relevance_gap, relevance_k, relevance_terms, hit_share, hit_cosine, hit_coverage,
-        adapt_low, adapt_high) are not settings and keep their defaults here.
+        The others (relevance_gap, relevance_k, relevance_terms, turn_terms, turn_coverage, hit_share,
+        hit_cosine, hit_coverage, adapt_low, adapt_high) are not settings and keep their defaults here.
         """
         declared = {f.name for f in fields(settings)}
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls) if f.name in declared})
@@ -184,8 +188,14 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
             kth = max(float(top_cos[min(weights.relevance_k, len(top_cos)) - 1]), bg)
             meaning = float(top_cos[0]) - bg + weights.relevance_gap * (float(top_cos[0]) - kth)
     best_cover = float(cover.max()) if n else 0.0
+    # A turn of a conversation may pass with two of the query's words (a question about a chat
+    # names who said it and one thing they said, "When did Melanie buy the figurines?") when they
+    # carry turn_coverage of its IDF mass; an independent memory, and a turn holding only common
+    # words of the query, need the general rule.
+    turn_words = (held >= weights.turn_terms - 1e-9) & (cover >= weights.turn_coverage) & index.turn[:n]
     words = mode != "vector" and (best_cover >= weights.relevance_coverage
-                                  or float(held.max() if n else 0.0) >= weights.relevance_terms)
+                                  or float(held.max() if n else 0.0) >= weights.relevance_terms
+                                  or bool(turn_words.any()))
     gate = meaning >= weights.relevance_cosine or words
     if not gate and floor:
         return []

@@ -77,6 +77,36 @@ def test_bm25_takes_three_words_of_a_long_question_as_evidence(eng):
                       reinforce=False) == []
 
 
+CHAT = ["Melanie: My knee injury was a real setback for my running this autumn.",
+        "Caroline: Oh no, I hope it heals quickly.", "Melanie: Thanks, I am resting it for now.",
+        "Caroline: I went to a pottery class with friends.", "Melanie: That sounds lovely!",
+        "Caroline: We made bowls and a little vase.", "Melanie: You should show me some time."]
+
+
+@pytest.mark.parametrize("conversation", ["chat-1", None])
+def test_two_words_of_a_question_are_evidence_in_a_turn_of_a_conversation(settings, fake, clock, conversation):
+    """A question about a chat names who said it and one thing they said: two of its words in
+    one turn, carrying enough of its IDF mass, let it through in bm25 mode. The same texts as
+    independent memories need the general rule (half the mass or three words). Without context
+    (context_window 0) each turn holds only its own words, so the shares below are plain."""
+    eng = Engram(":memory:", settings=replace(settings, context_window=0), embedder=fake, clock=clock)
+    try:
+        ids = [r.memory.id for r in eng.store_many([{"content": t, "conversation": conversation,
+                                                     "resolve_conflicts": False} for t in CHAT])]
+        question = "What setback did Melanie have with bowls or friends?"  # two of its four words
+        hits = eng.recall(question, mode="bm25", reinforce=False, explain=True)
+        if conversation is None:
+            assert hits == []
+            return
+        assert [h.memory.id for h in hits] == [ids[0]]
+        assert 0.36 <= hits[0].parts["coverage"] < 0.55  # not half the mass, nor three words
+        # Two words that carry little of the mass are still no evidence.
+        assert eng.recall("What setback did Melanie have at the dentist, the bakery or the gym?",
+                          mode="bm25", reinforce=False) == []
+    finally:
+        eng.close()
+
+
 def test_the_floor_can_be_lowered(settings, fake, clock):
     loose = Engram(":memory:", settings=replace(settings, relevance_coverage=0.0), embedder=fake,
                    clock=clock)

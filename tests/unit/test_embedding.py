@@ -184,9 +184,9 @@ def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_pat
     trusted = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert trusted.checked == "trusted" and not trusted.onnx_exported
 
-    from engram import embedding
-    versions = embedding._versions()
-    monkeypatch.setattr(embedding, "_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
+    from engram import onnx_backend
+    versions = onnx_backend._versions()
+    monkeypatch.setattr(onnx_backend, "_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
     again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert again.checked == "checked" and again.onnx_exported and again.onnx_file != trusted.onnx_file
     names = sorted(p.name for p in (cache / "onnx").iterdir())  # the old key's graph and manifest went

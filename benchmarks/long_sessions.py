@@ -1,0 +1,148 @@
+"""Recall over long chat sessions (issue 27): assistant turns of several hundred words, each
+question answered by one sentence of one of them (tests/data/long_sessions.json).
+
+Each session is stored as a chat importer stores it: one memory per turn through store_many,
+with the session as `conversation`, the session's date (a minute per turn) and the turn's id as
+provenance. A turn over ENGRAM_CHUNK_SIZE characters is split into chunks, and each chunk
+carries the turn's provenance, so a hit on any chunk is a hit on its turn. Every question is
+asked in each mode with reinforce=False at recall's default limit (10); Hit@k counts a question
+when its evidence turn is among the top k hits, and Hit@k (session) when a turn of its session is.
+A question with no evidence is one no turn answers (near-topic): it counts when it returns nothing.
+Run alone: python -m benchmarks.long_sessions [--set PATH]; benchmarks.recall_eval reports it
+with the other sets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+MODES = ("bm25", "vector", "hybrid")
+HALVES = ("tune", "report", "all")
+KS = (1, 5, 10)
+LIMIT = 10
+USER = "long-sessions"
+
+
+def default_set_path() -> Path:
+    return Path(__file__).resolve().parents[1] / "tests" / "data" / "long_sessions.json"
+
+
+def load_set(path: Path) -> dict:
+    """The set, checked: every question names a turn of the set and its sentence is in it."""
+    doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    turns = {t["id"]: t["content"] for s in doc["sessions"] for t in s["turns"]}
+    for q in doc["questions"]:
+        if not q["evidence"]:
+            if q.get("sentence") is not None:
+                raise ValueError(f"{q['question']!r}: a question without evidence has no sentence")
+            continue
+        for e in q["evidence"]:
+            if e not in turns:
+                raise ValueError(f"{q['question']!r} names unknown turn {e!r}")
+        if not any(q["sentence"] in turns[e] for e in q["evidence"]):
+            raise ValueError(f"{q['question']!r}: its sentence is in none of its evidence turns")
+        if q["half"] not in ("tune", "report"):
+            raise ValueError(f"{q['question']!r}: half must be tune or report")
+    return doc
+
+
+def store_sessions(eng, doc: dict) -> int:
+    """Store every session, one memory per turn; returns the number of memories (chunks count)."""
+    stored = 0
+    for s in doc["sessions"]:
+        start = datetime.fromisoformat(s["date"])
+        results = eng.store_many([
+            {"content": t["content"], "provenance": (t["id"],), "user_id": USER,
+             "created_at": start + timedelta(minutes=i), "conversation": s["id"],
+             "metadata": {"role": t["role"]}}
+            for i, t in enumerate(s["turns"])])
+        stored += sum(len(r.chunks) or 1 for r in results)
+    return stored
+
+
+def run_long_sessions(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
+    from engram import Engram, Settings, VirtualClock
+    from engram.embedding import load_embedder
+
+    settings = settings or Settings.from_env()
+    embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
+                                         threads=settings.torch_threads)
+    last = max(datetime.fromisoformat(s["date"]) for s in doc["sessions"])
+    clock = VirtualClock(last + timedelta(days=1))
+    eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
+    try:
+        memories = store_sessions(eng, doc)
+        rows = []
+        for q in doc["questions"]:
+            want = set(q["evidence"])
+            sessions = {e.split(":")[0] for e in want}
+            row = {"question": q["question"], "half": q["half"], "none": not want, "modes": {}}
+            for mode in MODES:
+                hits = eng.recall(q["question"], limit=LIMIT, user_id=USER, reinforce=False, mode=mode)
+                turns = [set(h.memory.provenance) for h in hits]
+                first = next((i for i, t in enumerate(turns) if t & want), None)
+                first_s = next((i for i, t in enumerate(turns) if {x.split(":")[0] for x in t} & sessions), None)
+                row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(hits)}
+            rows.append(row)
+    finally:
+        eng.close()
+    return {"memories": memories, "turns": sum(len(s["turns"]) for s in doc["sessions"]),
+            "sessions": len(doc["sessions"]), "rows": rows, "table": score(rows)}
+
+
+def score(rows: list[dict]) -> dict:
+    """{half: {"n": n, "n_none": n, mode: {"hit@k": share, "session_hit@5": share, "none_empty":
+    share of the no-evidence questions that returned nothing}}}."""
+    out: dict = {}
+    for half in HALVES:
+        inhalf = [r for r in rows if half == "all" or r["half"] == half]
+        sel = [r for r in inhalf if not r["none"]]
+        none = [r for r in inhalf if r["none"]]
+        cell: dict[str, Any] = {"n": len(sel), "n_none": len(none)}
+        for mode in MODES:
+            ranks = [r["modes"][mode]["rank"] for r in sel]
+            c = {f"hit@{k}": sum(x is not None and x < k for x in ranks) / max(len(sel), 1) for k in KS}
+            c["session_hit@5"] = sum(r["modes"][mode]["session_rank"] is not None
+                                     and r["modes"][mode]["session_rank"] < 5 for r in sel) / max(len(sel), 1)
+            c["none_empty"] = sum(r["modes"][mode]["n"] == 0 for r in none) / max(len(none), 1)
+            cell[mode] = c
+        out[half] = cell
+    return out
+
+
+def markdown(result: dict) -> str:
+    lines = [f"Long sessions: {result['sessions']} sessions, {result['turns']} turns stored as "
+             f"{result['memories']} memories (chunks counted), limit {LIMIT}. Turn level Hit@1 / Hit@5 / "
+             "Hit@10, then session Hit@5; for the questions no turn answers, the share that returned nothing.", "",
+             "| half | n | " + " | ".join(MODES) + " |", "|---|---:|" + "---|" * len(MODES)]
+    none_rows = []
+    for half in HALVES:
+        cell = result["table"][half]
+        vals = [" / ".join(f"{cell[m][f'hit@{k}']:.3f}" for k in KS) + f" ({cell[m]['session_hit@5']:.3f})"
+                for m in MODES]
+        lines.append(f"| {half} | {cell['n']} | " + " | ".join(vals) + " |")
+        none_rows.append(f"| {half}, none | {cell['n_none']} | "
+                         + " | ".join(f"{cell[m]['none_empty']:.3f}" for m in MODES) + " |")
+    lines += none_rows
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.long_sessions", description=__doc__.split("\n")[0])
+    ap.add_argument("--set", default=str(default_set_path()), help="the long-session set")
+    ap.add_argument("--json", default=None, help="write the full result (per question) here")
+    args = ap.parse_args(argv)
+    result = run_long_sessions(load_set(Path(args.set)))
+    print(markdown(result))
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
