@@ -231,6 +231,22 @@ def test_no_class_is_a_mixin():
     assert not bad, "no mixin: hand the class what it needs (engram.parts), do not inherit it:\n" + "\n".join(bad)
 
 
+# The entry points' long tables: the operations' declarations (ops.py), the CLI's commands
+# (cli.py) and the daemon protocol (server/rpc.py). Every other module, the engine and the
+# stores among them, stays at most MODULE_MAX_LINES long: a longer one holds two concerns.
+LONG_ADAPTERS = {"ops.py", "cli.py", "server/rpc.py"}
+MODULE_MAX_LINES = 500
+
+
+def long_modules(sources: list[tuple[str, str]], limit: int = MODULE_MAX_LINES) -> list[str]:
+    return [f"{name}: {len(src.splitlines())} lines" for name, src in sources
+            if name not in LONG_ADAPTERS and len(src.splitlines()) > limit]
+
+
+def test_no_engine_module_is_over_500_lines():
+    assert long_modules(modules()) == []
+
+
 def test_the_facade_is_small_and_its_public_methods_delegate():
     src = (PACKAGE / "engram.py").read_text()
     assert len(src.splitlines()) <= FACADE_MAX_LINES, "engram.py is the facade: put the logic in a module by concern"
@@ -276,6 +292,8 @@ def test_the_checks_catch_violations():
     assert facade_imports("from .engram import Engram\nfrom . import engram\nimport engram.engram") == \
         ["line 1: from .engram import Engram", "line 2: from . import engram", "line 3: import engram.engram"]
     assert facade_imports("from . import resolve\nfrom .types import Hit\nimport engram.types") == []
+    assert long_modules([("writes.py", "x\n" * 501), ("cli.py", "x\n" * 900), ("ok.py", "x\n" * 500)]) == \
+        ["writes.py: 501 lines"]
 
 
 def test_the_memory_columns_are_declared_once():
