@@ -2,6 +2,8 @@
 
     python -m benchmarks.engine_bench [--sizes 1000,10000,100000] [--samples 200] [--out FILE]
     python -m benchmarks.engine_bench --from-db big.duckdb   # measure on a copy of an existing store
+    python -m benchmarks.engine_bench --from-db big.duckdb --sizes 100000 --handoffs 100
+        # also recall_context (what recall_memory and get_context run) with 100 handoffs stored
 
 Uses the real embedding model and a DuckDB file in a temporary folder, end to end
 (the query's embedding included). Prints a markdown table.
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", default=None)
     ap.add_argument("--from-db", default=None,
                     help="start from a copy of this store (e.g. 100k memories built by benchmarks.reliability)")
+    ap.add_argument("--handoffs", type=int, default=0,
+                    help="after the last size, store this many handoffs and time recall_context too")
     args = ap.parse_args(argv)
     from engram import Engram, Settings
     from engram.embedding import load_embedder
@@ -101,6 +105,20 @@ def main(argv: list[str] | None = None) -> dict:
                "db_mb": sum(p.stat().st_size for p in tmp.glob("bench.duckdb*")) / 1e6}
         rows.append(row)
         print(json.dumps(row), flush=True)
+    if args.handoffs and rows:
+        # recall_context pins a relevant handoff: with handoffs stored, the path that ranked twice
+        # (hits, then the handoffs alone) before issue 24 and ranks once since.
+        for _ in range(args.handoffs):
+            eng.handoff(sentence(rng), next_steps=[sentence(rng)])
+        context_t = []
+        for _ in range(args.samples):
+            q = sentence(rng).rstrip(".").split(" ", 2)[2]
+            t = time.perf_counter()
+            eng.recall_context(q, limit=10)
+            context_t.append(time.perf_counter() - t)
+        rows[-1].update(handoffs=args.handoffs, recall_context_p50_ms=pct(context_t, 50),
+                        recall_context_p95_ms=pct(context_t, 95))
+        print(json.dumps(rows[-1]), flush=True)
     eng.close()
     print("\n| memories | store p50 | store p95 | recall p50 | recall p95 | bulk ingest |")
     print("|---:|---:|---:|---:|---:|---:|")

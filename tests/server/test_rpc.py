@@ -536,13 +536,18 @@ def test_a_newer_client_replaces_an_older_server(sock_dir):
     def handler(method, params, peer):
         calls.append((method, params))
         if method == "__shutdown__":
-            threading.Thread(target=server.shutdown).start()
+            threading.Thread(target=stop).start()
         return {"ok": True}
+
+    def stop():
+        # As the real daemon: it lets go of the lock when it has stopped listening (at its exit),
+        # not before, so the client that waits for the lock cannot reach the old server again.
+        server.shutdown()
+        lock.close()
 
     server = RpcServer(sock_dir / "s.sock", handler, hello={"version": "0.0.1", "schema": 1})
     lock = acquire_daemon_lock(sock_dir / "s.sock")
     server.start()
-    threading.Thread(target=lambda: (server._stopping.wait(WAIT), lock.close())).start()
     spawn = [sys.executable, "-c", textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(REPO)!r})
         from engram.server.rpc import RpcServer, acquire_daemon_lock
@@ -557,6 +562,9 @@ def test_a_newer_client_replaces_an_older_server(sock_dir):
         assert calls[0] == ("__shutdown__", {"reason": "upgrade", "version": "0.2.0"})
         assert client.replaced[0]["version"] == "0.0.1"
     finally:
-        with contextlib.suppress(Exception):
-            os.kill(client.server_pid, signal.SIGTERM)
+        if client.server_pid != os.getpid():  # the old server is this process: never signal it
+            with contextlib.suppress(Exception):
+                os.kill(client.server_pid, signal.SIGTERM)
         client.close()
+        server.shutdown()
+        lock.close()
