@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import os
 import socket
+import subprocess
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -31,6 +32,25 @@ from engram import Engram, Settings, VirtualClock
 from engram.embedding import FakeEmbedder
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
+
+
+def git(cwd: Path, *args: str) -> str:
+    """Run git in `cwd` with a fixed identity and HOME (no user config leaks in); its stdout."""
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.org", "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def make_repo(path: Path, origin: str | None = None) -> Path:
+    """A new repository at `path` on branch main with one commit, and `origin` as its remote."""
+    path.mkdir(parents=True)
+    git(path, "init", "-q", "-b", "main")
+    (path / "README").write_text("x\n")
+    git(path, "add", "README")
+    git(path, "commit", "-qm", "first")
+    if origin:
+        git(path, "remote", "add", "origin", origin)
+    return path
 
 
 def pytest_addoption(parser):

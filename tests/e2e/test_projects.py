@@ -15,29 +15,11 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from engram.project import detect_project
+from tests.conftest import git, make_repo
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]
 
 TIMEOUT = 180
-GIT_ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org", "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
-
-
-def git(cwd: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, env={**GIT_ENV, "HOME": str(cwd)})
-
-
-def make_repo(path: Path, origin: str | None) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    (path / "README").write_text("x\n")
-    git(path, "add", "README")
-    git(path, "commit", "-qm", "first")
-    if origin:
-        git(path, "remote", "add", "origin", origin)
-    return path
-
-
 @pytest.fixture
 def places(tmp_path):
     """Repository A (no origin: its path is the project), repository B (an origin), a worktree of

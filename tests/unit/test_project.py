@@ -3,32 +3,14 @@
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from engram.errors import EngramError
 from engram.project import check_project, detect_project, normalise_remote
+from tests.conftest import git, make_repo
 
 NO_ENV: dict[str, str] = {}
-
-
-def git(cwd: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True,
-                          env={"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org",
-                               "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.org",
-                               "HOME": str(cwd), "PATH": "/usr/bin:/bin"}).stdout
-
-
-def repo(path: Path, origin: str | None = None) -> Path:
-    path.mkdir(parents=True)
-    git(path, "init", "-q", "-b", "main")
-    (path / "README").write_text("x\n")
-    git(path, "add", "README")
-    git(path, "commit", "-qm", "first")
-    if origin:
-        git(path, "remote", "add", "origin", origin)
-    return path
 
 
 @pytest.mark.parametrize("url", ["git@github.com:Me/Repo.git", "https://github.com/Me/Repo",
@@ -46,7 +28,7 @@ def test_a_local_remote_is_its_resolved_path(tmp_path):
 
 
 def test_origin_decides_and_a_clone_is_the_same_project(tmp_path):
-    a = repo(tmp_path / "a", "git@github.com:me/app.git")
+    a = make_repo(tmp_path / "a", "git@github.com:me/app.git")
     sub = a / "src" / "deep"
     sub.mkdir(parents=True)
     p = detect_project(sub, NO_ENV)
@@ -59,7 +41,7 @@ def test_origin_decides_and_a_clone_is_the_same_project(tmp_path):
 
 
 def test_without_origin_every_worktree_is_the_main_repository(tmp_path):
-    a = repo(tmp_path / "a")
+    a = make_repo(tmp_path / "a")
     wt = tmp_path / "wt"
     git(a, "worktree", "add", "-q", "-b", "feature", str(wt))
     main, other = detect_project(a, NO_ENV), detect_project(wt, NO_ENV)
@@ -69,20 +51,20 @@ def test_without_origin_every_worktree_is_the_main_repository(tmp_path):
 
 
 def test_a_worktree_of_a_repository_with_origin_has_its_origin(tmp_path):
-    a = repo(tmp_path / "a", "https://example.org/team/tool.git")
+    a = make_repo(tmp_path / "a", "https://example.org/team/tool.git")
     wt = tmp_path / "wt"
     git(a, "worktree", "add", "-q", "-b", "x", str(wt))
     assert detect_project(wt, NO_ENV).id == "example.org/team/tool"
 
 
 def test_a_clone_without_origin_is_its_own_project(tmp_path):
-    a = repo(tmp_path / "a")
-    b = repo(tmp_path / "b")
+    a = make_repo(tmp_path / "a")
+    b = make_repo(tmp_path / "b")
     assert detect_project(a, NO_ENV).id != detect_project(b, NO_ENV).id
 
 
 def test_a_detached_head_has_no_branch(tmp_path):
-    a = repo(tmp_path / "a")
+    a = make_repo(tmp_path / "a")
     git(a, "checkout", "-q", "--detach")
     assert detect_project(a, NO_ENV).branch is None
 
@@ -101,7 +83,7 @@ def test_no_repository_no_project(tmp_path):
 
 
 def test_engram_project_overrides_everything(tmp_path):
-    a = repo(tmp_path / "a", "git@github.com:me/app.git")
+    a = make_repo(tmp_path / "a", "git@github.com:me/app.git")
     p = detect_project(a, {"ENGRAM_PROJECT": "acme/billing"})
     assert p.id == "acme/billing" and p.name == "billing" and p.source == "env" and p.root is None
     assert detect_project(tmp_path, {"ENGRAM_PROJECT": "solo"}).id == "solo"
