@@ -125,6 +125,11 @@ class Settings:
     database_url: str = setting("", "a PostgreSQL URL (postgresql://...) to use instead of the DuckDB file "
                                 "in ENGRAM_HOME", shown="none")
     model: str = setting(DEFAULT_MODEL, "embedding model: a packaged name, a local folder or a Hub id")
+    # Each home otherwise exports and checks the model's ONNX graph at its first start (about 15 s
+    # here, torch loaded in a child process); homes that share this folder do it once.
+    model_cache_dir: str = setting("", "folder for downloaded models and the checked ONNX graph, shareable "
+                                   "by several homes", env_name="ENGRAM_MODEL_CACHE",
+                                   shown="ENGRAM_HOME/model_cache")
     reinforce_threshold: float = setting(0.85, "similarity at which a new memory reinforces an existing one",
                                          ge=0.0, le=1.0)
     dedup_threshold: float = setting(0.65, "similarity from which merge or replace is considered",
@@ -233,7 +238,7 @@ class Settings:
 
     @property
     def model_cache(self) -> Path:
-        return self.home / "model_cache"
+        return Path(self.model_cache_dir).expanduser() if self.model_cache_dir else self.home / "model_cache"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> Settings:

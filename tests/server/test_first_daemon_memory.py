@@ -26,7 +26,8 @@ def rss_kb(pid: int) -> int:
 def test_a_first_daemon_does_not_keep_torch_resident():
     home = Path(tempfile.mkdtemp(prefix="egf", dir="/tmp"))  # no model cache: the graph is checked now
     try:
-        env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
+        env = {k: v for k, v in os.environ.items() if k != "ENGRAM_MODEL_CACHE"}  # not the shared one
+        env.update(ENGRAM_HOME=str(home), HF_HUB_OFFLINE="1")
         r = subprocess.run([sys.executable, "-m", "engram.cli", "stats"], env=env, cwd=REPO, capture_output=True,
                            text=True, timeout=600, check=False)
         assert r.returncode == 0, r.stderr

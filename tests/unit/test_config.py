@@ -37,6 +37,7 @@ PUBLISHED = {
     "hook_start": "ENGRAM_HOOK_START", "hook_start_tokens": "ENGRAM_HOOK_START_TOKENS",
     "hook_prompt": "ENGRAM_HOOK_PROMPT", "hook_prompt_tokens": "ENGRAM_HOOK_PROMPT_TOKENS",
     "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT", "hook_timeout_s": "ENGRAM_HOOK_TIMEOUT",
+    "model_cache_dir": "ENGRAM_MODEL_CACHE",
 }
 # The defaults as published (README): a declaration may not change one by accident.
 DEFAULTS = {
@@ -52,7 +53,7 @@ DEFAULTS = {
     "chunk_size": 1000, "chunk_overlap": 100, "max_content_chars": 100_000, "torch_threads": 1,
     "onnx": True, "user_id": "default",
     "hook_start": True, "hook_start_tokens": 1500, "hook_prompt": True, "hook_prompt_tokens": 300,
-    "hook_checkpoint": True, "hook_timeout_s": 8.0,
+    "hook_checkpoint": True, "hook_timeout_s": 8.0, "model_cache_dir": "",
 }
 
 
@@ -144,3 +145,10 @@ def test_the_engine_ranks_with_the_weights_of_its_settings(settings, fake, clock
         assert (eng.weights.w_bm25, eng.weights.w_vector, eng.weights.bm25_b) == (0.3, 0.7, 0.75)
     finally:
         eng.close()
+
+
+def test_the_model_cache_is_in_the_home_unless_engram_model_cache_names_one(tmp_path):
+    home = tmp_path / "home"
+    assert Settings.from_env({"ENGRAM_HOME": str(home)}).model_cache == home / "model_cache"
+    shared = Settings.from_env({"ENGRAM_HOME": str(home), "ENGRAM_MODEL_CACHE": "~/shared-cache"})
+    assert shared.model_cache == Path("~/shared-cache").expanduser() and shared.home == home
