@@ -101,6 +101,13 @@ def connect(url: str) -> Any:
     return con
 
 
+def _lost(con: Any, e: Exception) -> bool:
+    """Whether an OperationalError means the connection is gone. The server's own word for it
+    (class 57P: shutting down, crashed, cannot connect now; class 08: connection failure) can
+    arrive before the client has seen the socket close, while the connection still looks open."""
+    return con.broken or (getattr(e, "sqlstate", None) or "").startswith(("57P", "08"))
+
+
 def current_version(con: Any) -> int:
     if con.execute("SELECT to_regclass('schema_version')").fetchone()[0] is None:
         return 0
@@ -174,7 +181,11 @@ class PgStore(SqlStore):
             self.con.execute("COMMIT")
 
     def _rollback(self) -> None:
-        if not self.con.broken:  # a lost connection rolled back with it
+        if self.con.broken:  # a lost connection rolled back with it
+            return
+        # The server going away mid-transaction fails the ROLLBACK too: the error that ended the
+        # transaction is the one to report, and the next call finds the connection lost.
+        with suppress(psycopg.OperationalError):
             self.con.execute("ROLLBACK")
 
     def _flush(self) -> None:
@@ -210,7 +221,7 @@ class PgStore(SqlStore):
         try:
             yield
         except psycopg.OperationalError as e:
-            if not self.con.broken:
+            if not _lost(self.con, e):
                 raise
             self.con = connect(self.url)
             raise DatabaseUnavailable(

@@ -295,6 +295,31 @@ def test_a_lost_connection_fails_one_call_and_the_next_works(pg_url):
     s.close()
 
 
+def test_a_connection_lost_inside_a_transaction_commits_nothing_and_the_next_call_works(pg_url):
+    s = _store(pg_url)
+    s.insert_memory(_memory("m"), None)
+    pid = s._rows("SELECT pg_backend_pid()")[0][0]
+    with pytest.raises(DatabaseUnavailable, match="the connection was lost"), s.transaction():
+        s.update_memory("m", content="first half")
+        with psycopg.connect(pg_url, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        s.update_memory("m", importance=0.9)
+    m = s.get_memory("m")
+    assert m.content != "first half" and m.importance != 0.9  # the transaction went with the connection
+    s.close()
+
+
+def test_the_servers_word_for_a_lost_connection_counts_before_the_socket_closes(pg_url):
+    """A shutdown's FATAL (57P01) can be read while the connection still looks open: that is a
+    lost connection too; a cancelled statement (57014) on a live connection is not."""
+    from engram.store.pg import _lost
+    with psycopg.connect(pg_url, autocommit=True) as con:
+        assert not con.broken
+        assert _lost(con, psycopg.errors.AdminShutdown()) and _lost(con, psycopg.errors.CannotConnectNow())
+        assert _lost(con, psycopg.errors.ConnectionFailure())
+        assert not _lost(con, psycopg.errors.QueryCanceled())
+
+
 def test_missing_pgvector_that_cannot_be_created_is_named(pg_server):
     """A role that may not create extensions, on a database without pgvector."""
     url = pg_server.new_database(migrated=False)
