@@ -261,26 +261,26 @@ def serve_module():
 
 
 @pytest.fixture(scope="session")
-def checked_model_cache():
+def checked_model_cache(real_embedder):
     """The shared model cache (ENGRAM_MODEL_CACHE), holding the real model's checked ONNX graph
-    and its manifest, so a daemon started on a new home loads in about a second."""
-    from engram.embedding import SentenceTransformerEmbedder
-    emb = SentenceTransformerEmbedder(Settings().model, SHARED_MODEL_CACHE)
-    assert emb.checked in ("checked", "trusted") and emb.onnx_file.with_suffix(".json").exists()
+    and its manifest, so a daemon started on a new home loads in about a second. Every process
+    a test starts with os.environ in its environment uses it."""
+    graph = real_embedder.onnx_file
+    assert real_embedder.checked in ("checked", "trusted") and graph.with_suffix(".json").exists()
+    assert graph.parent.parent == SHARED_MODEL_CACHE, graph
     return SHARED_MODEL_CACHE
 
 
 @pytest.fixture
 def model_home(checked_model_cache):
-    """A short ENGRAM_HOME (Unix socket paths are limited) with the checked graph in its cache;
-    any daemon started in it is stopped afterwards."""
+    """A short ENGRAM_HOME (Unix socket paths are limited) whose daemons load the checked graph
+    from the shared cache; any daemon started in it is stopped afterwards."""
     import shutil
     import tempfile
     from pathlib import Path
 
     from engram.server.daemon import stop_daemon
     home = Path(tempfile.mkdtemp(prefix="egm", dir="/tmp"))
-    shutil.copytree(checked_model_cache, home / "model_cache")
     yield home
     stop_daemon(Settings.from_env({"ENGRAM_HOME": str(home)}))
     shutil.rmtree(home, ignore_errors=True)

@@ -33,8 +33,8 @@ SECRET = "The vault combination is 31-41-59"  # stored, then looked for in every
 @pytest.fixture(scope="module")
 def server(checked_model_cache):
     """`engram serve --http` with a token on a fresh home; yields (base URL, env of that home)."""
-    home = Path(tempfile.mkdtemp(prefix="egp", dir="/tmp"))  # short: the daemon's socket lives here
-    shutil.copytree(checked_model_cache, home / "model_cache")
+    # Short: the daemon's socket lives here. The model loads from the shared cache (checked_model_cache).
+    home = Path(tempfile.mkdtemp(prefix="egp", dir="/tmp"))
     try:
         with serving(home, TOKEN) as running:
             yield running
