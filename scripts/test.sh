@@ -51,7 +51,9 @@ export ENGRAM_E2E_REQUIRE=1
 # they start (daemons, MCP servers, real clients), and two workers kept 2 cores 60% busy. The
 # PostgreSQL pass is mostly the engine's own work: one worker per core.
 CORES="$(nproc)"
-PYTEST=("$VENV/bin/python" -m pytest -q -p no:cacheprovider --dist loadfile)
+# --no-loadscope-reorder: the files go out longest first (LONG_FILES in tests/conftest.py), not
+# in xdist's default order of most tests first, which left the long single tests for the end.
+PYTEST=("$VENV/bin/python" -m pytest -q -p no:cacheprovider --dist loadfile --no-loadscope-reorder)
 echo "==> DuckDB: the whole suite"
 "${PYTEST[@]}" -n "${ENGRAM_TEST_JOBS:-$((CORES + 1))}" "$@"
 echo "==> PostgreSQL: the store-dependent tests"

@@ -70,12 +70,18 @@ def pytest_addoption(parser):
 BACKEND_DIRS = ("store", "engine")
 
 
-# The longest files (--durations on this machine), handed to the workers first: with --dist
-# loadfile a file runs whole on one worker, and one of these drawn last kept the other worker
-# idle for a minute and more at the end of the run.
-LONG_FILES = ("e2e/test_wheel.py", "engine/test_scheduler.py", "e2e/test_faults.py", "unit/test_mpnet.py",
-              "e2e/test_concurrency.py", "e2e/test_gemini_cli.py", "e2e/test_multiserver.py",
-              "e2e/test_claims.py", "unit/test_resolve.py", "e2e/test_claude_code.py")
+# The files that take longest, longest first (the sum of each file's test times, `--durations=0`
+# on this machine, 2026-12-02): with --dist loadfile a file runs whole on one worker, so a long
+# one drawn last keeps the other workers idle while it runs. scripts/test.sh passes
+# --no-loadscope-reorder, without which xdist reorders the files by their number of tests and
+# the single long tests (the wheel, the concurrency runs) come last.
+LONG_FILES = ("e2e/test_wheel.py", "server/test_hostile.py", "e2e/test_faults.py", "server/test_panel.py",
+              "unit/test_mpnet.py", "e2e/test_claims.py", "unit/test_embedding.py", "e2e/test_gemini_cli.py",
+              "e2e/test_concurrency.py", "server/test_keys.py", "e2e/test_claude_code.py",
+              "e2e/test_multiserver.py", "server/test_mcp_stdio.py", "unit/test_resolve.py", "engine/test_scheduler.py",
+              "server/test_cli.py", "e2e/test_projects.py", "server/test_hook_command.py", "store/test_migrate.py",
+              "server/test_http.py", "unit/test_locomo.py", "server/test_first_daemon_memory.py",
+              "server/test_store_mismatch.py", "e2e/test_readme_example.py")
 
 
 def _long_first(items) -> None:
