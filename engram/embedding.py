@@ -25,7 +25,7 @@ from .model_files import (  # noqa: F401 - re-exported
     SplitPackage,
     resolve_model_path,
 )
-from .onnx_backend import OnnxBackend, onnx_unsupported
+from .onnx_backend import OnnxBackend, export_lock, onnx_unsupported
 
 log = logging.getLogger(__name__)
 
@@ -111,10 +111,15 @@ class SentenceTransformerEmbedder(OnnxBackend):
             return
         # Checking (or exporting) the graph loads torch: some 600 MB a process never gives back.
         # A child process does it and exits, and this one opens the graph it vouched for.
-        if onnx and source != "hub" and check_in_child and self._onnx_path(cache_dir) is not None \
-                and self._check_in_child(cache_dir) and self._open_trusted(cache_dir):
-            log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
-            return
+        target = self._onnx_path(cache_dir) if onnx and source != "hub" and check_in_child else None
+        if target is not None:
+            with export_lock(target):
+                if self._open_trusted(cache_dir):  # another process checked it while this one waited
+                    log.info("embedding with ONNX Runtime: graph %s checked by another process", self.onnx_file)
+                    return
+                if self._check_in_child(cache_dir) and self._open_trusted(cache_dir):
+                    log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
+                    return
         if source == "hub" and not allow_download:
             # Without this the library would try the network and hang or fail obscurely.
             os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -13,6 +13,8 @@ import os
 import re
 import threading
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
 
@@ -360,6 +362,25 @@ def _ort_session(model: str | bytes, threads: int):
     # Idle threads sleep instead of spinning: spinning stalled 2 threads on a busy shared core.
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
+
+
+@contextmanager
+def export_lock(target: Path) -> Iterator[None]:
+    """One check of a graph at a time across the processes that share a model cache (several
+    homes on one ENGRAM_MODEL_CACHE, daemons starting together): the others wait here, then find
+    the graph checked and open it instead of loading torch to do the same work. Where locking
+    files is not possible, each checks on its own, as before."""
+    try:
+        import fcntl
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fh = open(target.with_name(f".{target.stem}.lock"), "a")  # noqa: SIM115 - held to the end of the block
+    except (ImportError, OSError):
+        yield
+        return
+    with fh:
+        with suppress(OSError):  # a file system without locks: each checks on its own
+            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed, or the process ends
+        yield
 
 
 def _write_atomic(target: Path, data: bytes) -> None:
