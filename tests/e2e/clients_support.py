@@ -47,7 +47,11 @@ def git_repo(path: Path, origin: str) -> Path:
 
 
 def engram_env(home: Path) -> dict[str, str]:
-    return {"ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", "ENGRAM_TORCH_THREADS": "1"}
+    """What engram needs in the client's environment; the clients pass on only what they are
+    given. The suite's shared model cache too: otherwise the first hook of each test's home
+    checks the model's graph again (torch, about 30 s of CPU)."""
+    return {"ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", "ENGRAM_TORCH_THREADS": "1",
+            "ENGRAM_MODEL_CACHE": os.environ["ENGRAM_MODEL_CACHE"]}
 
 
 def stop_daemon(home: Path) -> None:

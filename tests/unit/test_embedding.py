@@ -177,33 +177,6 @@ def test_a_later_start_trusts_the_checked_graph_and_loads_no_torch(onnx_emb, onn
     assert np.abs(np.array(out["vectors"]) - onnx_emb.embed_batch(TEXTS)).max() < 1e-6
 
 
-DAEMON_START = """
-import logging, sys
-from pathlib import Path
-logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(message)s")
-from engram.embedding import SentenceTransformerEmbedder
-emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", Path(sys.argv[1]), check_in_child=True)
-print(emb.backend, emb.checked)
-"""
-
-
-@pytest.mark.model
-def test_two_processes_starting_on_a_new_shared_cache_check_the_graph_once(tmp_path):
-    """Two daemons (two homes on one ENGRAM_MODEL_CACHE) starting at once: one checks the graph
-    in a child process, the other waits for it and opens the graph it checked."""
-    cache = tmp_path / "shared_cache"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    procs = [subprocess.Popen([sys.executable, "-c", DAEMON_START, str(cache)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
-    outs = [p.communicate(timeout=600) for p in procs]
-    assert all(p.returncode == 0 for p in procs), [err[-2000:] for _, err in outs]
-    assert [out.split() for out, _ in outs] == [["onnx", "trusted"]] * 2
-    logs = [err for _, err in outs]
-    assert sum("checked in a child process" in err for err in logs) == 1, logs
-    assert sum("checked by another process" in err for err in logs) == 1, logs
-    assert len(list((cache / "onnx").glob("*.onnx"))) == 1
-
-
 @pytest.mark.model
 def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_path, monkeypatch):
     cache = tmp_path / "model_cache"
