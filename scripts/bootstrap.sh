@@ -11,9 +11,7 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 PIP="$VENV/bin/python -m pip"
 $PIP install -q --upgrade pip >/dev/null
-# --no-compile: Python compiles each module when it is first imported; compiling every file of
-# torch and transformers up front doubled torch's install time (41 s against 18 s here).
-INSTALL="$PIP install -q --no-compile"
+INSTALL="$PIP install -q"
 # torch first and pinned: an unpinned torch pulls a multi-GB CUDA build.
 if ! "$VENV/bin/python" -c "import torch, sys; sys.exit(0 if torch.__version__.startswith('2.13.0') else 1)" 2>/dev/null; then
   echo "==> installing torch 2.13.0 (CPU)"
