@@ -162,8 +162,9 @@ class PgStore(SqlStore):
 
     def close(self) -> None:
         with self._lock:
-            with suppress(psycopg.Error):
-                self._flush()
+            if not self.con.broken:  # a lost connection: nothing to send, and no reconnecting to close
+                with suppress(psycopg.Error):
+                    self._send_pending()
             self.con.close()
 
     # -- transactions (SqlStore.transaction) ---------------------------------------
@@ -189,6 +190,12 @@ class PgStore(SqlStore):
             self.con.execute("ROLLBACK")
 
     def _flush(self) -> None:
+        # Also called where no other statement guards it (the end of a buffered block: a memory
+        # stored outside a transaction), so a lost connection here is named as one.
+        with self._connection():
+            self._send_pending()
+
+    def _send_pending(self) -> None:
         p = self._pending
         if not p:
             return
@@ -221,11 +228,22 @@ class PgStore(SqlStore):
         try:
             yield
         except psycopg.OperationalError as e:
-            if not _lost(self.con, e):
+            if not (_lost(self.con, e) or (e.sqlstate is None and not self._answers())):
                 raise
             self.con = connect(self.url)
             raise DatabaseUnavailable(
                 f"{self.path}: the connection was lost ({str(e).strip()}); reconnected, try again") from None
+
+    def _answers(self) -> bool:
+        """Whether the connection still serves a statement. A failure libpq reports itself (no
+        SQLSTATE: sending or reading failed) can come while the connection still looks open."""
+        try:
+            self.con.execute("SELECT 1")
+        except psycopg.OperationalError:
+            return False
+        except psycopg.Error:
+            return True  # it answered, with an error of its own (an aborted transaction)
+        return True
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Rows:
         """Run SQL with ? placeholders, as Store.execute takes it: for tests and benchmarks that

@@ -295,6 +295,22 @@ def test_a_lost_connection_fails_one_call_and_the_next_works(pg_url):
     s.close()
 
 
+def test_a_connection_lost_under_a_held_insert_fails_it_clearly_and_the_next_works(pg_url):
+    """A memory stored outside a transaction is held and sent when its block ends; a lost
+    connection there is DatabaseUnavailable too (it was an OperationalError: an internal error
+    to the user, seen in the three-server restart test)."""
+    s = _store(pg_url)
+    s.insert_memory(_memory("m"), None)
+    pid = s._rows("SELECT pg_backend_pid()")[0][0]
+    with psycopg.connect(pg_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    with pytest.raises(DatabaseUnavailable, match="the connection was lost"):
+        s.insert_memory(_memory("n"), None)
+    s.insert_memory(_memory("o"), None)  # reconnected
+    assert s.get_memory("m").id == "m" and s.get_memory("o").id == "o"
+    s.close()
+
+
 def test_a_connection_lost_inside_a_transaction_commits_nothing_and_the_next_call_works(pg_url):
     s = _store(pg_url)
     s.insert_memory(_memory("m"), None)
