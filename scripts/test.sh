@@ -25,7 +25,7 @@ if ! cmp -s "$ROOT/tests/e2e/clients/package-lock.json" "$NPM_DIR/package-lock.j
 fi
 source "$ROOT/scripts/bootstrap.sh"
 cd "$ROOT"
-$INSTALL -r "$ROOT/requirements-dev.lock"
+$VENV/bin/python -m pip install -q -r "$ROOT/requirements-dev.lock"
 
 # The web panel's tests (tests/server/test_panel.py) drive Debian's Chromium through Playwright:
 # Playwright's own browser download does not work offline.

@@ -101,11 +101,11 @@ def connect(url: str) -> Any:
     return con
 
 
-def _lost(con: Any, e: Exception) -> bool:
+def _lost(con: Any, e: psycopg.Error) -> bool:
     """Whether an OperationalError means the connection is gone. The server's own word for it
     (class 57P: shutting down, crashed, cannot connect now; class 08: connection failure) can
     arrive before the client has seen the socket close, while the connection still looks open."""
-    return con.broken or (getattr(e, "sqlstate", None) or "").startswith(("57P", "08"))
+    return con.broken or (e.sqlstate or "").startswith(("57P", "08"))
 
 
 def current_version(con: Any) -> int:
@@ -242,7 +242,7 @@ class PgStore(SqlStore):
         except psycopg.OperationalError:
             return False
         except psycopg.Error:
-            return True  # it answered, with an error of its own (an aborted transaction)
+            pass  # it answered, with an error of its own (an aborted transaction)
         return True
 
     def execute(self, sql: str, params: Sequence[Any] | None = None) -> Rows:

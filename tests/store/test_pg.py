@@ -280,12 +280,18 @@ def test_engram_setup_checks_and_migrates_a_database(pg_server, model_home):
         pg_server.drop(url)
 
 
+def _drop_connection(s, url: str) -> None:
+    """The server ends the store's connection (pg_terminate_backend from another session), as a
+    restart or a dropped network would."""
+    pid = s._rows("SELECT pg_backend_pid()")[0][0]
+    with psycopg.connect(url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
 def test_a_lost_connection_fails_one_call_and_the_next_works(pg_url):
     s = _store(pg_url)
     s.insert_memory(_memory("m"), None)
-    pid = s._rows("SELECT pg_backend_pid()")[0][0]
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    _drop_connection(s, pg_url)
     with pytest.raises(DatabaseUnavailable, match="the connection was lost"):
         s.get_memory("m")
     assert s.get_memory("m").id == "m"  # reconnected
@@ -301,9 +307,7 @@ def test_a_connection_lost_under_a_held_insert_fails_it_clearly_and_the_next_wor
     to the user, seen in the three-server restart test)."""
     s = _store(pg_url)
     s.insert_memory(_memory("m"), None)
-    pid = s._rows("SELECT pg_backend_pid()")[0][0]
-    with psycopg.connect(pg_url, autocommit=True) as admin:
-        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    _drop_connection(s, pg_url)
     with pytest.raises(DatabaseUnavailable, match="the connection was lost"):
         s.insert_memory(_memory("n"), None)
     s.insert_memory(_memory("o"), None)  # reconnected
@@ -314,11 +318,9 @@ def test_a_connection_lost_under_a_held_insert_fails_it_clearly_and_the_next_wor
 def test_a_connection_lost_inside_a_transaction_commits_nothing_and_the_next_call_works(pg_url):
     s = _store(pg_url)
     s.insert_memory(_memory("m"), None)
-    pid = s._rows("SELECT pg_backend_pid()")[0][0]
     with pytest.raises(DatabaseUnavailable, match="the connection was lost"), s.transaction():
         s.update_memory("m", content="first half")
-        with psycopg.connect(pg_url, autocommit=True) as admin:
-            admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+        _drop_connection(s, pg_url)
         s.update_memory("m", importance=0.9)
     m = s.get_memory("m")
     assert m.content != "first half" and m.importance != 0.9  # the transaction went with the connection
