@@ -294,11 +294,7 @@ class Store(SqlStore):
         self._flush()
         self._flush_recalls()
 
-    def _flush(self) -> None:
-        p = self._pending
-        if not p:
-            return
-        self._pending = Pending()
+    def _send(self, p: Pending) -> None:
         if len(p.memories) == 1:  # one row binds faster as VALUES (about 1 ms)
             self.con.execute(f"{_MEM_INSERT} VALUES ({', '.join('?' * len(_MEM_TYPES))})", p.memories[0])
         elif p.memories:

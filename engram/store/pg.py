@@ -164,7 +164,7 @@ class PgStore(SqlStore):
         with self._lock:
             if not self.con.broken:  # a lost connection: nothing to send, and no reconnecting to close
                 with suppress(psycopg.Error):
-                    self._send_pending()
+                    super()._flush()  # not through _connection: no reconnecting to close
             self.con.close()
 
     # -- transactions (SqlStore.transaction) ---------------------------------------
@@ -193,13 +193,9 @@ class PgStore(SqlStore):
         # Also called where no other statement guards it (the end of a buffered block: a memory
         # stored outside a transaction), so a lost connection here is named as one.
         with self._connection():
-            self._send_pending()
+            super()._flush()
 
-    def _send_pending(self) -> None:
-        p = self._pending
-        if not p:
-            return
-        self._pending = Pending()
+    def _send(self, p: Pending) -> None:
         with self.con.cursor() as cur:
             if p.memories:
                 cur.executemany(_MEM_INSERT, p.memories)

@@ -38,7 +38,7 @@ ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the fil
 
 class SqlStore(TaskRows):
     """The MemoryStore methods both backends share (those of tasks, sessions and claims in
-    TaskRows). A backend provides `dialect`, `_lock`, `_pending`, `_depth`, `_sql`, `_flush`,
+    TaskRows). A backend provides `dialect`, `_lock`, `_pending`, `_depth`, `_sql`, `_send`,
     `_vector`, the transaction steps and the methods it does its own way."""
 
     dialect: Dialect
@@ -50,6 +50,15 @@ class SqlStore(TaskRows):
         raise NotImplementedError
 
     def _flush(self) -> None:
+        """Write the held rows, if any; an open buffer stays open, empty."""
+        p = self._pending
+        if not p:
+            return
+        self._pending = Pending()
+        self._send(p)
+
+    def _send(self, p: Pending) -> None:
+        """Insert the held rows, each table's in as few statements as the backend can."""
         raise NotImplementedError
 
     def _vector(self, embedding: np.ndarray) -> Any:
