@@ -171,8 +171,12 @@ class Indexes:
 
     def new_index(self, capacity: int = 1024) -> MemoryIndex:
         s = self.p.settings
-        return MemoryIndex(self.p.embedder.dim, capacity, context_window=s.context_window,
-                           context_weight=s.context_weight, context_terms=s.context_terms)
+        idx = MemoryIndex(self.p.embedder.dim, capacity, context_window=s.context_window,
+                          context_weight=s.context_weight, context_terms=s.context_terms)
+        # A query word the model knows is a real word, never corrected as a typo (lexical.py).
+        words = getattr(self.p.embedder, "whole_words", None)
+        idx.bm25.known_words = words() if words is not None else frozenset()
+        return idx
 
     def reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:
         p = self.p

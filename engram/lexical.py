@@ -93,6 +93,11 @@ def _cjk_terms(run: str, query: bool) -> list[str]:
     return terms
 
 
+def _term(word: str) -> str:
+    """The term of one lower-cased word of letters (as tokenize makes it)."""
+    return _stem(_IRREGULAR.get(word, word))
+
+
 def tokenize(text: str, query: bool = False) -> list[str]:
     """Lower-cased, stemmed word tokens without stopwords (Porter-style, as DuckDB FTS does), an
     irregular verb's past form as its base form; CJK text as character bigrams (see _cjk_terms).
@@ -112,7 +117,31 @@ def tokenize(text: str, query: bool = False) -> list[str]:
             w = w[:-2]
         if w in STOPWORDS or not w:
             continue
-        out.append(_stem(_IRREGULAR.get(w, w)))
+        out.append(_term(w))
+    return out
+
+
+# Spelling correction of a query's words against the store's own words (BM25Index.correct): a
+# word is corrected only when it is at least this long, holds letters only, and neither it nor
+# anything of its stem is stored, to a stored word one edit away (a letter deleted, inserted or
+# replaced, or two neighbours swapped). Shorter words have too many neighbours one edit away
+# ("cat": car, bat, cut), and a number one digit off is another number, not a typo.
+SPELL_MIN_LEN = 4
+SPELL_ALTERNATIVES = 3
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
+_WORD = re.compile(r"[^\W\d_]+")
+
+
+def _edits1(w: str) -> set[str]:
+    """Every string one edit away from `w` (Norvig's spelling corrector): a letter deleted, two
+    neighbours swapped, a letter replaced or inserted (a-z and the word's own letters)."""
+    letters = _LETTERS | set(w)
+    splits = [(w[:i], w[i:]) for i in range(len(w) + 1)]
+    out = {a + b[1:] for a, b in splits if b}
+    out |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    out |= {a + c + b[1:] for a, b in splits if b for c in letters}
+    out |= {a + c + b for a, b in splits for c in letters}
+    out.discard(w)
     return out
 
 
@@ -169,6 +198,13 @@ class BM25Index:
         self.own_terms: dict[int, Counter] = {}
         self.doc_len = np.zeros(1024, dtype=np.float32)
         self.total_len = 0.0
+        # The stored texts' words as written (lower-cased), each with its term: what a misspelt
+        # query word is corrected to. Kept when a row goes; a word whose term no row holds any
+        # more is not offered.
+        self.surface: dict[str, str] = {}
+        # Words the embedding model's vocabulary holds whole (set by the engine): such a word is
+        # a real word, not a typo, even when nothing stored has it ("hiking" is not "biking").
+        self.known_words: frozenset[str] = frozenset()
 
     def __len__(self) -> int:
         return len(self.doc_terms)
@@ -180,6 +216,10 @@ class BM25Index:
     def add_many(self, items: list[tuple[int, str, tuple[int, ...]]], context_weight: float = 0.0) -> None:
         """add() for many rows (row, text, context rows), postings appended per term at once."""
         self._index([(row, Counter(tokenize(text)), context) for row, text, context in items], context_weight)
+        for _, text, _ in items:
+            for w in _WORD.findall(text.lower()):
+                if len(w) >= SPELL_MIN_LEN and w not in self.surface and not _CJK.search(w):
+                    self.surface[w] = _term(w)
 
     def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
         """Re-index a row with another context (one of its context rows was removed)."""
@@ -244,10 +284,41 @@ class BM25Index:
         p = self.postings.get(term)
         return _idf(len(self.doc_terms), p.live if p is not None else 0)
 
+    def corrections(self, query: str) -> dict[str, tuple[str, ...]]:
+        """The query's misspelt words, each with the stored words it may stand for: a word of
+        letters only, at least SPELL_MIN_LEN long, whose term no row holds, which the model's
+        vocabulary does not hold whole, and which is one edit away from a stored word. Up to
+        SPELL_ALTERNATIVES such words, those whose terms most rows hold first ("clen" may be
+        "clean" or "chen": the rest of the query decides which row it finds)."""
+        out: dict[str, tuple[str, ...]] = {}
+        for w in _WORD.findall(query.lower()):
+            if (len(w) < SPELL_MIN_LEN or w in out or w in STOPWORDS or w in self.known_words
+                    or _CJK.search(w) or _term(w) in self.postings):
+                continue
+            found: dict[str, tuple[int, str]] = {}  # term -> (rows holding it, a word with it)
+            for c in _edits1(w):
+                t = self.surface.get(c)
+                p = self.postings.get(t) if t is not None else None
+                if p is not None and p.live and (t not in found or c < found[t][1]):
+                    found[t] = (p.live, c)
+            if found:
+                # Ties go to the word first in order, so the choice does not depend on set order.
+                best = sorted(found.values(), key=lambda x: (-x[0], x[1]))[:SPELL_ALTERNATIVES]
+                out[w] = tuple(c for _, c in best)
+        return out
+
+    def query_terms(self, query: str) -> list[tuple[tuple[str, ...], int]]:
+        """The query's distinct terms (tokenize(query=True)), each as (the terms it is read as,
+        how often the query has it): itself, or for a misspelt word the terms of the stored words
+        it may stand for (see corrections)."""
+        fixed = {_term(w): tuple(dict.fromkeys(_term(c) for c in cs))
+                 for w, cs in self.corrections(query).items()}
+        return [(fixed.get(t, (t,)), qtf) for t, qtf in Counter(tokenize(query, query=True)).items()]
+
     def ideal_score(self, query: str) -> float:
         """The score of an average-length document holding each query term once: a per-query
         scale that, unlike the best hit's score, does not inflate a weak match to 1."""
-        return sum(self.idf(t) * qtf for t, qtf in Counter(tokenize(query, query=True)).items())
+        return sum(max(self.idf(t) for t in alts) * qtf for alts, qtf in self.query_terms(query))
 
     def scores(self, query: str, size: int, allowed: np.ndarray | None = None,
                k1: float | None = None, b: float | None = None) -> np.ndarray:
@@ -274,21 +345,20 @@ class BM25Index:
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
         mass = 0.0
-        for t, qtf in Counter(tokenize(query, query=True)).items():
-            p = self.postings.get(t)
-            idf = _idf(n, p.live if p is not None else 0)
-            # About half the bigrams of a CJK question straddle two words and are in no text:
-            # one no row has counts half, so a full match of its words still covers most of it.
-            mass += idf * qtf * (0.5 if p is None and _CJK.match(t) else 1.0)
-            if p is None:
+        for alts, qtf in self.query_terms(query):
+            found = [(t, p) for t in alts if (p := self.postings.get(t)) is not None]
+            if not found:
+                # About half the bigrams of a CJK question straddle two words and are in no text:
+                # one no row has counts half, so a full match of its words still covers most of it.
+                mass += _idf(n, 0) * qtf * (0.5 if _CJK.match(alts[0]) else 1.0)
                 continue
-            rows, tf = p.rows[: p.n], p.tfs[: p.n]
-            inside = rows < size
-            rows, tf = rows[inside], tf[inside]
-            s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
-            out += np.bincount(rows, weights=s, minlength=size)
-            cover += np.bincount(rows, weights=idf * qtf * np.minimum(tf, 1.0), minlength=size)
-            held += np.bincount(rows, weights=np.minimum(tf, 1.0), minlength=size)
+            # A misspelt word read as several stored words counts once per row: the best of them.
+            slot = [self._term_match(p, _idf(n, p.live), qtf, size, k1, b, avgdl) for _, p in found]
+            s, c, h = slot[0] if len(slot) == 1 else (np.maximum.reduce(x) for x in zip(*slot))
+            mass += max(_idf(n, p.live) for _, p in found) * qtf
+            out += s
+            cover += c
+            held += h
         if mass > 0:
             cover /= mass
         if allowed is not None:
@@ -296,6 +366,17 @@ class BM25Index:
             cover[~allowed[:size]] = 0.0
             held[~allowed[:size]] = 0.0
         return out, cover, held
+
+    def _term_match(self, p: _Postings, idf: float, qtf: int, size: int, k1: float, b: float,
+                    avgdl: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One query term's (BM25 score, IDF held, held) per row below `size` (see match)."""
+        rows, tf = p.rows[: p.n], p.tfs[: p.n]
+        inside = rows < size
+        rows, tf = rows[inside], tf[inside]
+        s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
+        return (np.bincount(rows, weights=s, minlength=size),
+                np.bincount(rows, weights=idf * qtf * np.minimum(tf, 1.0), minlength=size),
+                np.bincount(rows, weights=np.minimum(tf, 1.0), minlength=size))
 
     def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
         """BM25 score per row for rows that share a term with the query."""

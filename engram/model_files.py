@@ -157,6 +157,19 @@ def _tokenizer_file(root: Path) -> Path:
     raise FileNotFoundError(f"no tokenizer.json in {root}")
 
 
+def whole_words(root: Path) -> frozenset[str]:
+    """The words of letters the model's tokenizer holds whole (a WordPiece vocabulary's entries
+    without "##"; none for a tokenizer without such a vocabulary): words of the language, which
+    a query may use although nothing stored has them (lexical.BM25Index.corrections)."""
+    try:
+        vocab = json.loads(_tokenizer_file(Path(root)).read_text(encoding="utf-8"))["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    if not isinstance(vocab, dict):
+        return frozenset()
+    return frozenset(w for w in vocab if isinstance(w, str) and w.isalpha() and w.islower())
+
+
 def _modules(root: Path) -> list[dict]:
     try:
         mods = json.loads((root / "modules.json").read_text(encoding="utf-8"))
