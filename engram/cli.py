@@ -298,6 +298,8 @@ def _render_recall(r: dict) -> str:
         task = (s.get("task") or {}).get("name") or "no task"
         lines.append(f"! interrupted session {s['session_id']} ({s.get('client') or '?'}, {task}), "
                      f"last seen {_day(s.get('last_heartbeat'))}")
+    if r.get("read_as"):
+        lines.append("searched " + ", ".join(f"{w!r} as {' or '.join(cs)}" for w, cs in r["read_as"].items()))
     if not r["memories"]:
         lines.append("no memories found")
     for i, m in enumerate(r["memories"], 1):

@@ -24,7 +24,6 @@ from .model_files import (  # noqa: F401 - re-exported
     SPLIT_PACKAGED_MODELS,
     SplitPackage,
     resolve_model_path,
-    whole_words,
 )
 from .onnx_backend import OnnxBackend, export_lock, onnx_unsupported
 
@@ -102,7 +101,6 @@ class SentenceTransformerEmbedder(OnnxBackend):
         self._fast = None  # a tokenizers.Tokenizer that gives the model's own tokens (checked)
         self._lower = False
         self.onnx_file: Path | None = None  # the cached graph in use, if any
-        self._whole_words: frozenset[str] | None = None
         self.onnx_exported = False  # whether this instance exported the graph (vs. read the cache)
         # How the ONNX graph in use was vouched for: "trusted" (a manifest of an earlier check),
         # "checked" (against torch in this process), None (torch backend).
@@ -184,12 +182,6 @@ class SentenceTransformerEmbedder(OnnxBackend):
             idx = order[start:start + BATCH_SIZE]
             out[idx] = self._forward(self._tokenize([texts[i] for i in idx]), large)
         return out
-
-    def whole_words(self) -> frozenset[str]:
-        """The words the model's tokenizer holds whole (model_files.whole_words), read once."""
-        if self._whole_words is None:
-            self._whole_words = whole_words(Path(self.path))
-        return self._whole_words
 
     def embed_query(self, text: str) -> np.ndarray:
         v = self._cache.get(text)

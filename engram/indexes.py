@@ -14,6 +14,7 @@ from .embedding import Embedder
 from .errors import ModelMismatch, ModelUnavailable
 from .graph import MemoryGraph, nearest_edges
 from .index import MemoryIndex
+from .model_files import model_words
 from .parts import Parts
 from .types import Memory
 
@@ -174,8 +175,8 @@ class Indexes:
         idx = MemoryIndex(self.p.embedder.dim, capacity, context_window=s.context_window,
                           context_weight=s.context_weight, context_terms=s.context_terms)
         # A query word the model knows is a real word, never corrected as a typo (lexical.py).
-        words = getattr(self.p.embedder, "whole_words", None)
-        idx.bm25.known_words = words() if words is not None else frozenset()
+        # Read from the model's files, so keyword recall keeps it while the model cannot load.
+        idx.bm25.known_words = model_words(s.model, s.model_cache)
         return idx
 
     def reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:

@@ -98,26 +98,30 @@ def _term(word: str) -> str:
     return _stem(_IRREGULAR.get(word, word))
 
 
-def tokenize(text: str, query: bool = False) -> list[str]:
+def tokenize(text: str, query: bool = False, seen: dict[str, str] | None = None) -> list[str]:
     """Lower-cased, stemmed word tokens without stopwords (Porter-style, as DuckDB FTS does), an
     irregular verb's past form as its base form; CJK text as character bigrams (see _cjk_terms).
-    `query`: tokens of a query, not a text."""
+    `query`: tokens of a query, not a text. `seen`: each word of letters at least SPELL_MIN_LEN
+    long is recorded there with its term (the words spelling correction may offer)."""
     out = []
     for w in _TOKEN.findall(text.lower()):
         if _CJK.search(w):
             pos = 0
             for m in _CJK.finditer(w):
-                out.extend(tokenize(w[pos:m.start()], query))
+                out.extend(tokenize(w[pos:m.start()], query, seen))
                 out.extend(_cjk_terms(m.group(), query))
                 pos = m.end()
-            out.extend(tokenize(w[pos:], query))
+            out.extend(tokenize(w[pos:], query, seen))
             continue
         w = w.replace("’", "'")
         if w.endswith("'s"):
             w = w[:-2]
         if w in STOPWORDS or not w:
             continue
-        out.append(_term(w))
+        t = _term(w)
+        out.append(t)
+        if seen is not None and w not in seen and len(w) >= SPELL_MIN_LEN and w.isalpha():
+            seen[w] = t
     return out
 
 
@@ -215,11 +219,8 @@ class BM25Index:
 
     def add_many(self, items: list[tuple[int, str, tuple[int, ...]]], context_weight: float = 0.0) -> None:
         """add() for many rows (row, text, context rows), postings appended per term at once."""
-        self._index([(row, Counter(tokenize(text)), context) for row, text, context in items], context_weight)
-        for _, text, _ in items:
-            for w in _WORD.findall(text.lower()):
-                if len(w) >= SPELL_MIN_LEN and w not in self.surface and not _CJK.search(w):
-                    self.surface[w] = _term(w)
+        self._index([(row, Counter(tokenize(text, seen=self.surface)), context) for row, text, context in items],
+                    context_weight)
 
     def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
         """Re-index a row with another context (one of its context rows was removed)."""
@@ -284,12 +285,13 @@ class BM25Index:
         p = self.postings.get(term)
         return _idf(len(self.doc_terms), p.live if p is not None else 0)
 
-    def corrections(self, query: str) -> dict[str, tuple[str, ...]]:
+    def corrections(self, query: str, allowed: np.ndarray | None = None) -> dict[str, tuple[str, ...]]:
         """The query's misspelt words, each with the stored words it may stand for: a word of
         letters only, at least SPELL_MIN_LEN long, whose term no row holds, which the model's
-        vocabulary does not hold whole, and which is one edit away from a stored word. Up to
-        SPELL_ALTERNATIVES such words, those whose terms most rows hold first ("clen" may be
-        "clean" or "chen": the rest of the query decides which row it finds)."""
+        vocabulary does not hold whole, and which is one edit away from a word of a row in
+        `allowed` (all rows when None: another user's words are neither offered nor shown). Up to
+        SPELL_ALTERNATIVES such words, those whose terms most of those rows hold first ("clen" may
+        be "clean" or "chen": the rest of the query decides which row it finds)."""
         out: dict[str, tuple[str, ...]] = {}
         for w in _WORD.findall(query.lower()):
             if (len(w) < SPELL_MIN_LEN or w in out or w in STOPWORDS or w in self.known_words
@@ -299,26 +301,32 @@ class BM25Index:
             for c in _edits1(w):
                 t = self.surface.get(c)
                 p = self.postings.get(t) if t is not None else None
-                if p is not None and p.live and (t not in found or c < found[t][1]):
-                    found[t] = (p.live, c)
+                if p is None or (t in found and c >= found[t][1]):
+                    continue
+                rows = p.rows[: p.n][p.tfs[: p.n] > 0]
+                if allowed is not None:
+                    rows = rows[rows < len(allowed)]
+                    rows = rows[allowed[rows]]
+                if len(rows):
+                    found[t] = (len(rows), c)
             if found:
                 # Ties go to the word first in order, so the choice does not depend on set order.
                 best = sorted(found.values(), key=lambda x: (-x[0], x[1]))[:SPELL_ALTERNATIVES]
                 out[w] = tuple(c for _, c in best)
         return out
 
-    def query_terms(self, query: str) -> list[tuple[tuple[str, ...], int]]:
+    def query_terms(self, query: str, allowed: np.ndarray | None = None) -> list[tuple[tuple[str, ...], int]]:
         """The query's distinct terms (tokenize(query=True)), each as (the terms it is read as,
         how often the query has it): itself, or for a misspelt word the terms of the stored words
         it may stand for (see corrections)."""
         fixed = {_term(w): tuple(dict.fromkeys(_term(c) for c in cs))
-                 for w, cs in self.corrections(query).items()}
+                 for w, cs in self.corrections(query, allowed).items()}
         return [(fixed.get(t, (t,)), qtf) for t, qtf in Counter(tokenize(query, query=True)).items()]
 
-    def ideal_score(self, query: str) -> float:
+    def ideal_score(self, query: str, allowed: np.ndarray | None = None) -> float:
         """The score of an average-length document holding each query term once: a per-query
         scale that, unlike the best hit's score, does not inflate a weak match to 1."""
-        return sum(max(self.idf(t) for t in alts) * qtf for alts, qtf in self.query_terms(query))
+        return sum(max(self.idf(t) for t in alts) * qtf for alts, qtf in self.query_terms(query, allowed))
 
     def scores(self, query: str, size: int, allowed: np.ndarray | None = None,
                k1: float | None = None, b: float | None = None) -> np.ndarray:
@@ -345,7 +353,7 @@ class BM25Index:
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
         mass = 0.0
-        for alts, qtf in self.query_terms(query):
+        for alts, qtf in self.query_terms(query, allowed):
             found = [(t, p) for t in alts if (p := self.postings.get(t)) is not None]
             if not found:
                 # About half the bigrams of a CJK question straddle two words and are in no text:

@@ -12,6 +12,7 @@ import threading
 import zipfile
 import zlib
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from .errors import ModelUnavailable
@@ -168,6 +169,17 @@ def whole_words(root: Path) -> frozenset[str]:
     if not isinstance(vocab, dict):
         return frozenset()
     return frozenset(w for w in vocab if isinstance(w, str) and w.isalpha() and w.islower())
+
+
+@lru_cache(maxsize=8)
+def model_words(name: str, cache_dir: Path | None = None) -> frozenset[str]:
+    """whole_words of the model `name` where its files are on this machine (none for a model
+    only the Hub has, or one that cannot be found)."""
+    try:
+        path, source = resolve_model_path(name, cache_dir)
+    except (ModelUnavailable, OSError, ValueError):
+        return frozenset()
+    return whole_words(Path(path)) if source != "hub" else frozenset()
 
 
 def _modules(root: Path) -> list[dict]:

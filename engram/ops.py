@@ -179,7 +179,8 @@ Returns {memories: [{id, content, memory_type, score, quality_score, created_at,
 confidence, evidence, ...}], handoff (the latest relevant session handoff with each next step
 checked against later work, or null), related_failures (known pitfalls of the components
 involved), interrupted_sessions (earlier sessions that ended without a clean exit, each reported
-once: resume their work)}. Each memory's confidence is "strong" (it clearly matches the query by
+once: resume their work), and read_as when a word of the query looked misspelt ({word: [the stored
+words it was searched as]})}. Each memory's confidence is "strong" (it clearly matches the query by
 its words or meaning; rely on it) or "weak" (only plausibly related: check it before relying on
 it, and treat a result of only weak memories as "nothing known about this"); evidence says why.
 An empty list means nothing stored is related. The latest relevant handoff is pinned first in

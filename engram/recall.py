@@ -172,13 +172,18 @@ class Recall:
             if memory_type in (None, "handoff") and as_of is None:
                 handoff, why = self._pinned_handoff(hits, user, task_id, tags)
             memories = [self.hit_dict(h) for h in hits]
+            idx = self.p.index
+            # The query's misspelt words and the stored words they were read as (lexical.py),
+            # so the agent sees what was searched for; among this caller's memories only.
+            read_as = {} if mode == "vector" else idx.bm25.corrections(
+                query, idx.mask(user, memory_type, task_id, tags, as_of, scope=scope))
             if handoff is not None:
                 memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
                 pinned = self.hit_dict(Hit(handoff, max([h.score for h in hits], default=0.0),
                                            self.p.quality(handoff), confidence="strong", evidence=why))
                 pinned["pinned"] = True
                 memories.insert(0, pinned)
-            return {
+            out = {
                 "memories": memories,
                 "handoff": self.handoffs.view(handoff) if handoff else None,
                 "related_failures": self.related_failures(
@@ -186,6 +191,9 @@ class Recall:
                     scope=scope),
                 "interrupted_sessions": self.sessions.take_interrupted(user, exclude=session_id, scope=scope),
             }
+            if read_as:
+                out["read_as"] = {w: list(cs) for w, cs in read_as.items()}
+            return out
 
     def hit_dict(self, h: Hit) -> dict:
         return with_documents(h.to_dict(), h.memory)

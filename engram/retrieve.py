@@ -173,7 +173,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         if top > 0:
             # Divided, not capped: a cap at 1 tied every row that scored above the ideal (each
             # chunk of a long text repeating a query word) with the one holding all the words.
-            bm25 = raw / max(index.bm25.ideal_score(query), top)
+            bm25 = raw / max(index.bm25.ideal_score(query, mask), top)
     use_vec = mode in ("hybrid", "vector") and qvec is not None
     cos = np.zeros(n, dtype=np.float32)  # filled in for the candidates only
     vec_rows = np.zeros(0, dtype=np.int64)

@@ -403,3 +403,17 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
         needle = secret.split("\n")[0][:16].encode()
         assert needle not in out.read_bytes()
         assert needle not in Path(path).read_bytes()
+
+
+def test_a_misspelt_query_is_read_only_as_words_of_the_callers_own_memories(api):
+    """Spelling correction (lexical.BM25Index.corrections) offers only words of memories the
+    caller may see: another user's word is neither searched for nor shown in read_as."""
+    api.call("store_memory", {"content": "The staging database is refreshed from Porto every Sunday."}, BOB)
+    api.call("store_memory", {"content": "Alice keeps her notes in a paper notebook."}, ALICE)
+    mine = api.call("recall_memory", {"query": "refreshd from Prto"}, BOB)
+    assert mine["read_as"] == {"refreshd": ["refreshed"], "prto": ["porto"]}
+    assert "Porto" in mine["memories"][0]["content"] and mine["memories"][0]["confidence"] == "strong"
+    theirs = api.call("recall_memory", {"query": "refreshd from Prto"}, ALICE)
+    assert "read_as" not in theirs and theirs["memories"] == []
+    # A word spelt right is searched as it is, and nothing is said about it.
+    assert "read_as" not in api.call("recall_memory", {"query": "paper notebook"}, ALICE)

@@ -65,6 +65,14 @@ def test_remember_then_recall(cli):
     assert "The release branch is cut every second Tuesday" in out and stored["memory_id"] in out
 
 
+def test_recall_says_how_it_read_a_misspelt_word(cli):
+    cli_json(cli, "remember", "The release branch is cut every second Tuesday")
+    code, out, _ = cli("recall", "relase brnach")
+    assert code == 0
+    assert out.splitlines()[0] == "searched 'relase' as release, 'brnach' as branch"
+    assert "The release branch is cut every second Tuesday" in out
+
+
 def test_json_flag_works_before_the_command_too(cli):
     code, out, _ = cli("--json", "remember", "Logs ship to Loki")
     assert code == 0 and json.loads(out)["action"] == "new"

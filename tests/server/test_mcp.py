@@ -127,6 +127,9 @@ async def test_every_tool_works_through_mcp(client):
     assert rec["memories"][0]["id"] == mid
     assert "explain" in rec["memories"][0]
     assert set(rec) >= {"memories", "handoff", "related_failures", "interrupted_sessions"}
+    typed = await ok(client, "recall_memory", {"query": "stirpe webhoks retries"})
+    assert typed["memories"][0]["id"] == mid
+    assert typed["read_as"] == {"stirpe": ["stripe"], "webhoks": ["webhooks"]}
 
     upd = await ok(client, "update_memory", {
         "memory_id": mid, "content": "Billing webhooks must be idempotent: Stripe retries for 3 days."})
