@@ -130,10 +130,12 @@ class OnnxBackend:
         except OSError as e:
             return f"exported, but not cached ({target}: {e})"
         self.onnx_file = target
-        stem = target.name.rsplit("-", 1)[0]
-        for old in target.parent.glob(f"{stem}-*"):
-            # The same model exported under another key (other weights or versions): stale.
-            if old.stem != target.stem and re.fullmatch(re.escape(stem) + r"-[0-9a-f]{16}\.(onnx|json)", old.name):
+        stem, key = target.stem.rsplit("-", 1)
+        for old in target.parent.glob(f"*{stem}-*"):
+            # The same model exported under another key (other weights or versions): its graph,
+            # manifest and lock file (.name.lock, see export_lock) are stale.
+            m = re.fullmatch(r"(\.?)" + re.escape(stem) + r"-([0-9a-f]{16})\.(onnx|json|lock)", old.name)
+            if m and m.group(2) != key and (m.group(1) == ".") == (m.group(3) == "lock"):
                 old.unlink(missing_ok=True)
         return f"exported to {target}"
 

@@ -131,6 +131,8 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
     shutil.copy2(src, cache / "onnx" / src.name)
     stale = cache / "onnx" / "all_MiniLM_L6_v2-0123456789abcdef.onnx"
     stale.write_bytes(b"from another version")
+    stale_lock = cache / "onnx" / ".all_MiniLM_L6_v2-0123456789abcdef.lock"  # its export_lock's file
+    stale_lock.touch()
     target = cache / "onnx" / src.name
     mtime = target.stat().st_mtime_ns
 
@@ -139,7 +141,7 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
     assert again.backend == "onnx" and not again.onnx_exported and again.onnx_file == target
     assert again.checked == "checked" and target.with_suffix(".json").exists()  # checked: trusted next time
     assert target.stat().st_mtime_ns == mtime
-    assert "cached graph" in caplog.text and stale.exists()
+    assert "cached graph" in caplog.text and stale.exists() and stale_lock.exists()
 
     target.write_bytes(target.read_bytes()[:1000])  # cut short, as by a crash without os.replace
     caplog.clear()
@@ -149,7 +151,7 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
     assert "cannot be used" in caplog.text and "unreadable" in caplog.text
     assert target.stat().st_size > 1_000_000
     names = sorted(p.name for p in (cache / "onnx").iterdir())
-    assert names == [target.with_suffix(".json").name, target.name]  # stale one removed
+    assert names == [target.with_suffix(".json").name, target.name]  # the stale graph and its lock removed
     assert np.abs(fixed._embed_one(TEXTS[3]) - onnx_emb._embed_one(TEXTS[3])).max() < 1e-6
 
 
