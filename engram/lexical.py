@@ -125,11 +125,11 @@ def tokenize(text: str, query: bool = False, seen: dict[str, str] | None = None)
     return out
 
 
-# Spelling correction of a query's words against the store's own words (BM25Index.correct): a
-# word is corrected only when it is at least this long, holds letters only, and neither it nor
-# anything of its stem is stored, to a stored word one edit away (a letter deleted, inserted or
-# replaced, or two neighbours swapped). Shorter words have too many neighbours one edit away
-# ("cat": car, bat, cut), and a number one digit off is another number, not a typo.
+# Spelling correction of a query's words against the store's own words (BM25Index.corrections):
+# a word is corrected only when it is at least this long, holds letters only, and no row holds
+# its term, to stored words one edit away (a letter deleted, inserted or replaced, or two
+# neighbours swapped), at most SPELL_ALTERNATIVES of them. Shorter words have too many neighbours
+# one edit away ("cat": car, bat, cut), and a number one digit off is another number, not a typo.
 SPELL_MIN_LEN = 4
 SPELL_ALTERNATIVES = 3
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
