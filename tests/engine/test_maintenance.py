@@ -272,3 +272,21 @@ def test_report_shape(eng, apply):
                 "edges_refreshed", "started_at", "finished_at", "duration_s"):
         assert key in r
     assert r["applied"] is apply
+
+
+def test_a_run_that_changes_nothing_keeps_the_indexes_and_one_after_a_forget_rebuilds_them(eng, clock):
+    keep = put(eng, PG)
+    gone = put(eng, "The office coffee machine is broken again")
+    clock.advance(days=1)
+    first = run_maintenance(eng)  # a fresh store: nothing to prune or merge
+    assert (first["pruned"], first["consolidated"], first["reindexed"]) == (0, 0, False)
+    built = eng.index
+    assert run_maintenance(eng)["reindexed"] is False and eng.index is built
+    assert [h.memory.id for h in eng.recall("staging database port", reinforce=False)] == [keep.id]
+
+    eng.forget(memory_id=gone.id)  # leaves an empty slot in the index: the next run reclaims it
+    assert len(eng.index) < eng.index.n
+    report = run_maintenance(eng)
+    assert report["reindexed"] is True and eng.index is not built
+    assert len(eng.index) == eng.index.n == 1
+    assert [h.memory.id for h in eng.recall("staging database port", reinforce=False)] == [keep.id]
