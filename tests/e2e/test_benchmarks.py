@@ -53,3 +53,10 @@ def test_open_close_bench_times_this_tree_and_another(tmp_path):
     out = open_close.main(["--samples", "2", "--rounds", "2", "--compare", str(tmp_path)])
     assert out[str(here)]["n"] == out[str(tmp_path)]["n"] == 4
     assert out[str(here)]["median_ms"] > 0 and out[str(tmp_path)]["ratio_to_this_tree"] > 0
+
+
+def test_maintenance_quiet_bench_times_runs_that_find_nothing_to_do():
+    from benchmarks import maintenance_quiet
+    out = maintenance_quiet.run(memories=300, runs=2)
+    assert out["memories"] == 300 and len(out["quiet_run_s"]) == 2
+    assert (out["pruned"], out["consolidated"], out["reindexed"]) == (0, 0, False)
