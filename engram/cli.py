@@ -771,8 +771,18 @@ def _hooks(a: argparse.Namespace) -> int:
     else:
         print(f"engram's {label} hooks {done}: {', '.join(str(c.path) for c in changes)}")
         if a.client == "codex" and done == "installed":
-            print("Codex runs a new hook once you trust it: open Codex and review them with /hooks.")
+            print(codex_trust_note(a.scope))
     return 0
+
+
+def codex_trust_note(scope: str) -> str:
+    """What Codex asks before it runs the hooks install wrote (tests/e2e/test_codex_cli.py)."""
+    note = ("Codex runs a hook only once you trust it, and skips an untrusted one without a word (codex "
+            "exec too): open Codex, type /hooks and trust engram's (again after a reinstall changes them).")
+    if scope == "project":
+        note += ("\nCodex reads a project's .codex/ only once you trust the project itself (its prompt "
+                 "when you first open Codex there, or codex exec --trust).")
+    return note
 
 
 # ---------------------------------------------------------------- entry point

@@ -10,8 +10,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 START=$SECONDS
 NPM_PID=""
 cd "$ROOT"
-# The real agent clients the hook tests drive (Claude Code, Gemini CLI) and the TypeScript MCP SDK
-# client, pinned in tests/e2e/clients/package-lock.json, into .cache/npm (about 15 s, beside
+# The real agent clients the hook tests drive (Claude Code, Gemini CLI, Codex) and the TypeScript MCP
+# SDK client, pinned in tests/e2e/clients/package-lock.json, into .cache/npm (about 20 s, beside
 # pip; again only when the lock changed). The tests fail, not skip, when they are missing (ENGRAM_E2E_REQUIRE).
 NPM_DIR="$ROOT/.cache/npm"
 if ! cmp -s "$ROOT/tests/e2e/clients/package-lock.json" "$NPM_DIR/package-lock.json" \

@@ -10,10 +10,14 @@ written here, from each client's documentation and source:
 - Codex: `hooks.json` beside its config.toml (`.codex/` of the project, or `$CODEX_HOME`, default
   `~/.codex`), `{"hooks": {EVENT: [{"matcher"?, "hooks": [{"type": "command", "command",
   "timeout" (seconds), "statusMessage"?}]}]}}`, no other top-level key (openai/codex
-  codex-rs/config/src/hooks.rs `HooksFile`, `deny_unknown_fields`; discovery in
-  codex-rs/hooks/src/engine/discovery.rs `load_hooks_json`), and the `[features] hooks` flag in
-  config.toml (codex-rs/features/src/lib.rs, key "hooks"; stable and on by default in current
-  releases, off in the earlier ones, so install sets it explicitly).
+  codex-rs/config/src/hook_config.rs `HooksFile`, `HookEventsToml`, whose unknown event keys an
+  older release ignores; discovery in codex-rs/hooks/src/engine/discovery.rs `load_hooks_json`), and
+  the `[features] hooks` flag in config.toml (codex-rs/features/src/lib.rs, key "hooks"; stable and on
+  by default in current releases, off in the earlier ones, so install sets it explicitly). Codex
+  runs a user's hook only once it is trusted: `[hooks.state."<hooks.json>:<event>:0:0"] trusted_hash`
+  in config.toml, the hash of the entry as written, which its /hooks review stores
+  (discovery.rs `hook_trust_status`; tests/e2e/test_codex_cli.py trusts them the same way). Checked
+  against the real Codex 0.171.0 (tests/e2e/test_codex_cli.py).
 - Gemini CLI: `.gemini/settings.json` / `~/.gemini/settings.json` (`$GEMINI_CLI_HOME` replaces the
   home), `{"hooks": {EVENT: [{"matcher"?, "hooks": [{"type": "command", "command", "name"?,
   "description"?, "timeout" (milliseconds)}]}]}}` (google-gemini/gemini-cli docs/hooks/reference.md,
@@ -68,8 +72,10 @@ class Client:
 
 
 # Session start loads the task, each prompt recalls, compaction and the end checkpoint the session.
-# Codex has no session-end event: its Stop (the end of each turn) checkpoints instead; a second
-# checkpoint of the same transcript stores nothing new.
+# Codex checkpoints at Stop (the end of each turn) and at SessionEnd (0.171; an older release ignores
+# the key), which it clamps to 3 s and kills after: the turn's Stop has stored the session by then,
+# and SessionEnd adds a turn that was interrupted before its Stop. A second checkpoint of the same
+# transcript stores nothing new.
 CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude-code", "Claude Code", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
@@ -77,7 +83,7 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
         Event("PreCompact", 60), Event("SessionEnd", 60)), timeout_unit_ms=False),
     Client("codex", "Codex", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
-        Event("PreCompact", 60), Event("Stop", 60)), timeout_unit_ms=False),
+        Event("PreCompact", 60), Event("Stop", 60), Event("SessionEnd", 3)), timeout_unit_ms=False),
     # Not PreCompress: Gemini CLI 0.61 fires it before every model call, ahead of its own check of
     # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
     # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.

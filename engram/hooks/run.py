@@ -33,9 +33,9 @@ EVENTS: dict[str, dict[str, str]] = {
                     "SessionEnd": "checkpoint", "Stop": "none"},
     "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "PreCompress": "checkpoint",
                "SessionEnd": "checkpoint"},
-    # Codex has no session-end event: its Stop (the end of each turn) checkpoints.
+    # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171).
     "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-              "Stop": "checkpoint"},
+              "Stop": "checkpoint", "SessionEnd": "checkpoint"},
 }
 
 

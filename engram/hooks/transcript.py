@@ -9,7 +9,10 @@ Three formats, each from its client's source and real files:
   replacing the first, `{"$rewindTo": id}` dropping that message and every later one, and
   `{"$set": ...}` metadata; older versions wrote one JSON document with a `messages` list.
 - Codex CLI: rollout JSON Lines (`type` response_item / event_msg / ..., with a `payload`):
-  `function_call` / `custom_tool_call` items and their `*_output`, `user_message` events.
+  `function_call` / `custom_tool_call` items (an MCP tool's call carries its server as `namespace`
+  in 0.171) and their `*_output` (0.171: a "Wall time: ..." header, then "Output:"), the user's
+  prompt as a `user_message` event (older releases) or an `item_completed` event of a
+  `UserMessage` item (0.171, which writes no `user_message`).
 
 Whatever the format, the session becomes a list of events (a user request, a tool call with its
 outcome) fed in order to one `Session` accumulator, so what counts as a todo list, an edited
@@ -427,12 +430,26 @@ def _codex_args(raw: Any) -> dict:
     return {}
 
 
+# Codex 0.171 puts a header before each tool's output: "Chunk ID: 38b664", "Wall time: 0.0000 seconds",
+# "Process exited with code 1" (a command) or "Exit code: 0" (apply_patch), "Original token count: 31",
+# then "Output:" and the output itself.
+CODEX_OUTPUT_HEADER = re.compile(r"\A((?:[A-Z][^\n]{0,200}\n){1,8}?)Output:\n")
+CODEX_HEADER_EXIT = re.compile(r"(?m)^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$")
+
+
 def _codex_output(raw: Any) -> tuple[str, bool]:
     """A function_call_output's text and whether it says the call failed."""
     if isinstance(raw, dict):
         text = _text(raw.get("content", raw.get("output", "")))
         return text, raw.get("success") is False
     text = _text(raw)
+    head = CODEX_OUTPUT_HEADER.match(text)
+    if head:
+        code = CODEX_HEADER_EXIT.search(head.group(1))
+        out = text[head.end():]
+        if code and code.group(1) != "0":
+            return f"{out.rstrip()}\nexit code: {code.group(1)}", True
+        return out, False
     try:
         v = json.loads(text) if text.lstrip().startswith("{") else None
     except ValueError:
@@ -445,17 +462,32 @@ def _codex_output(raw: Any) -> tuple[str, bool]:
 
 
 def _codex(path: Path, s: Session) -> None:
+    last_request = None  # a prompt written both ways (user_message, item_completed) counts once
     for e in _lines(path, s):
         p = e.get("payload")
         if not isinstance(p, dict):
             continue
         kind, ptype = e.get("type"), p.get("type")
+        request = None
         if kind == "event_msg" and ptype == "user_message" and isinstance(p.get("message"), str):
-            s.request(p["message"])
-        elif kind != "response_item":
+            request = p["message"]
+        elif kind == "event_msg" and ptype == "item_completed" and isinstance(p.get("item"), dict) \
+                and p["item"].get("type") == "UserMessage":
+            request = _text(p["item"].get("content"))
+        if request is not None:
+            if request != last_request:
+                s.request(request)
+            last_request = request
             continue
-        elif ptype in ("function_call", "custom_tool_call") and isinstance(p.get("name"), str):
-            s.tool_call(str(p.get("call_id")), p["name"], _codex_args(p.get("arguments", p.get("input"))))
+        if kind != "response_item":
+            continue
+        if ptype != "message":
+            last_request = None
+        if ptype in ("function_call", "custom_tool_call") and isinstance(p.get("name"), str):
+            name, namespace = p["name"], p.get("namespace")
+            if isinstance(namespace, str) and namespace and not name.startswith(namespace):
+                name = f"{namespace}__{name}"  # mcp__engram + create_task: mcp__engram__create_task
+            s.tool_call(str(p.get("call_id")), name, _codex_args(p.get("arguments", p.get("input"))))
         elif ptype == "local_shell_call":
             action = p.get("action") if isinstance(p.get("action"), dict) else {}
             s.tool_call(str(p.get("call_id")), "local_shell", {"command": action.get("command")})

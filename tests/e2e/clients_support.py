@@ -50,8 +50,11 @@ def engram_env(home: Path) -> dict[str, str]:
     """What engram needs in the client's environment; the clients pass on only what they are
     given. The suite's shared model cache too: otherwise the first hook of each test's home
     checks the model's graph again (torch, about 30 s of CPU)."""
+    # PYTHONPATH too when the tests run with one (a checkout whose engram is not the venv's install):
+    # the hooks and MCP servers the clients start must run the engram under test.
+    path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
     return {"ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", "ENGRAM_TORCH_THREADS": "1",
-            "ENGRAM_MODEL_CACHE": os.environ["ENGRAM_MODEL_CACHE"]}
+            "ENGRAM_MODEL_CACHE": os.environ["ENGRAM_MODEL_CACHE"], **path}
 
 
 def stop_daemon(home: Path) -> None:

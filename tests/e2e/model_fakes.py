@@ -2,10 +2,12 @@
 
 `FakeAnthropic` speaks the Messages API as Claude Code calls it (`POST /v1/messages`, streamed as
 server-sent events, tool_use blocks included); `FakeGemini` speaks the Gemini API as Gemini CLI calls
-it (`:streamGenerateContent?alt=sse` and `:generateContent`, functionCall parts included). Each plays a
-script: one reply per request of the agent's own loop (a request that offers tools), each reply a list
-of blocks or a function of the request body that returns one (to use an id a tool returned). Any
-other request is one of the client's side calls (titles, summaries, checks) and gets a short text.
+it (`:streamGenerateContent?alt=sse` and `:generateContent`, functionCall parts included); `FakeOpenAI`
+speaks the Responses API as Codex calls it (`POST /v1/responses`, streamed as server-sent events,
+function and custom tool calls included). Each plays a script: one reply per request of the agent's
+own loop (a request that offers tools), each reply a list of blocks or a function of the request body
+that returns one (to use an id a tool returned, or to wait for a tool to be offered). Any other
+request is one of the client's side calls (titles, summaries, checks) and gets a short text.
 Every request body is kept in `requests` for the test's assertions.
 """
 
@@ -18,7 +20,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-__all__ = ["FakeAnthropic", "FakeGemini", "text", "tool"]
+__all__ = ["FakeAnthropic", "FakeGemini", "FakeOpenAI", "custom_tool", "text", "tool"]
 
 Block = dict[str, Any]
 Step = list[Block] | Callable[[dict[str, Any]], list[Block]]
@@ -30,6 +32,11 @@ def text(t: str) -> Block:
 
 def tool(name: str, /, **args: Any) -> Block:
     return {"type": "tool_use", "name": name, "input": args}
+
+
+def custom_tool(name: str, text: str, /) -> Block:
+    """A call of a freeform tool, whose input is text (Codex's apply_patch)."""
+    return {"type": "custom_tool", "name": name, "input": text}
 
 
 class _Server:
@@ -242,3 +249,58 @@ def least_value(schema: dict[str, Any]) -> Any:
 def gemini_text(body: dict[str, Any]) -> str:
     return json.dumps({"system": body.get("systemInstruction"), "contents": body.get("contents")},
                       ensure_ascii=False)
+
+
+class FakeOpenAI(_Server):
+    """A custom model provider's `base_url = fake.url + "/v1"` in Codex's config.toml: the Responses API.
+
+    Codex streams every turn (`POST /v1/responses`, `stream: true`) and reads the events
+    openai/codex codex-rs/codex-api/src/sse/responses.rs `process_sse` handles: `response.created`,
+    one `response.output_item.done` per item (a `message`, a `function_call` with its arguments as
+    a JSON string and, for an MCP server's tool, the server's `namespace`, or a `custom_tool_call`
+    with text `input`), then `response.completed` with the response id and usage; a stream that
+    ends without it is an error. A tool_use block named "NAMESPACE/TOOL" is a call of TOOL in
+    NAMESPACE (Codex names an MCP server's namespace `mcp__SERVER`).
+    """
+
+    model = "gpt-5.5"
+
+    def on_get(self, path: str) -> dict[str, Any]:
+        if "/models" in path:
+            return {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "fake"}]}
+        return {}
+
+    def on_post(self, h: BaseHTTPRequestHandler, path: str, body: dict[str, Any]) -> None:
+        loop = path.rstrip("/").endswith("/responses") and bool(body.get("tools"))
+        self.requests.append({"path": path, "body": body, "loop": loop})
+        items = []
+        for b in self.next_step(body) if loop else [text("Scripted session")]:
+            call_id = f"call_{uuid.uuid4().hex[:20]}"
+            if b["type"] == "tool_use":
+                namespace, _, name = b["name"].rpartition("/")
+                item = {"type": "function_call", "name": name, "arguments": json.dumps(b["input"]),
+                        "call_id": call_id}
+                items.append({**item, "namespace": namespace} if namespace else item)
+            elif b["type"] == "custom_tool":
+                items.append({"type": "custom_tool_call", "name": b["name"], "input": b["input"],
+                              "call_id": call_id})
+            else:
+                items.append({"type": "message", "role": "assistant", "status": "completed",
+                              "content": [{"type": "output_text", "text": b["text"], "annotations": []}]})
+        response_id = f"resp_{uuid.uuid4().hex[:20]}"
+        events: list[tuple[str | None, Any]] = [("response.created", {
+            "type": "response.created", "response": {"id": response_id, "status": "in_progress"}})]
+        for i, item in enumerate(items):
+            item = {"id": f"item_{uuid.uuid4().hex[:20]}", **item}
+            events.append(("response.output_item.done",
+                           {"type": "response.output_item.done", "output_index": i, "item": item}))
+        usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
+                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
+        events.append(("response.completed", {"type": "response.completed", "response": {
+            "id": response_id, "status": "completed", "usage": usage}}))
+        self._sse(h, events)
+
+
+def openai_text(body: dict[str, Any]) -> str:
+    """All the text a Responses request carries (instructions and input items), for asserts."""
+    return json.dumps({"instructions": body.get("instructions"), "input": body.get("input")}, ensure_ascii=False)

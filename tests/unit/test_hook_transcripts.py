@@ -152,6 +152,38 @@ def test_codex_rollout_plan_patch_commands_and_task():
     assert s.task_id == "t-bbbbbbbbbbbb"
 
 
+def test_codex_0_171_requests_namespaced_mcp_calls_and_output_headers(tmp_path):
+    def item(payload: dict) -> dict:
+        return {"timestamp": "2026-12-04T11:00:00Z", "type": "response_item", "payload": payload}
+
+    def user(text: str) -> list[dict]:  # 0.171 writes no user_message, but older files and both kinds may come
+        return [item({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}),
+                {"type": "event_msg", "payload": {"type": "user_message", "message": text}},
+                {"type": "event_msg", "payload": {"type": "item_completed", "item": {
+                    "type": "UserMessage", "id": "u1", "content": [{"type": "text", "text": text,
+                                                                     "text_elements": []}]}}}]
+    p = write_jsonl(tmp_path / "rollout.jsonl", [
+        *user("Add a rate limiter"),
+        item({"type": "function_call", "name": "create_task", "namespace": "mcp__engram",
+              "arguments": '{"name": "limiter"}', "call_id": "c1"}),
+        item({"type": "function_call_output", "call_id": "c1",
+              "output": 'Wall time: 0.02 seconds\nOutput:\n{"task_id":"t-cccccccccccc","status":"open"}'}),
+        item({"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "make lint"}', "call_id": "c2"}),
+        item({"type": "function_call_output", "call_id": "c2", "output": (
+            "Chunk ID: 1f\nWall time: 0.2 seconds\nProcess exited with code 2\nOriginal token count: 9\n"
+            "Output:\nlint.py:3: E501 line too long\n")}),
+        item({"type": "function_call", "name": "exec_command", "arguments": '{"cmd": "sleep 600"}', "call_id": "c3"}),
+        item({"type": "function_call_output", "call_id": "c3", "output": (
+            "Chunk ID: 2a\nWall time: 10.0 seconds\nProcess running with session ID 7\nOutput:\n")}),
+        *user("Add a rate limiter"),  # the same prompt again, after work: a request of its own
+    ])
+    s = read_transcript(p, "codex")
+    assert s.requests == ["Add a rate limiter", "Add a rate limiter"]
+    assert s.task_id == "t-cccccccccccc"
+    assert [(c.command, c.failed) for c in s.commands] == [("make lint", True), ("sleep 600", False)]
+    assert s.commands[0].error == "lint.py:3: E501 line too long\nexit code: 2"  # not Codex's header
+
+
 # ---------------------------------------------------------------- hostile transcripts
 
 
@@ -269,6 +301,21 @@ def test_a_real_claude_code_2_1_transcript():
     assert c.failed and c.command == "python3 -c 'import ledger_csv_dialects'"
     assert "ModuleNotFoundError: No module named 'ledger_csv_dialects'" in c.error
     assert s.requests == ["Add CSV import"]
+
+
+def test_a_real_codex_0_171_rollout():
+    # Written by Codex 0.171.0 (`codex exec`, model gpt-5.5) against a scripted model, engram's MCP
+    # server added with `codex mcp add`; only long built-in texts trimmed. The prompt is in an
+    # item_completed event (no user_message), engram's tool is create_task in namespace mcp__engram,
+    # and each tool output starts with Codex's "Wall time: ..." header.
+    s = read_transcript(DATA / "codex_real_0_171.jsonl", "codex")
+    assert s.skipped == 0 and s.entries == 37
+    assert s.requests == ["Add a rate limiter to the public API"]  # not the environment context
+    assert s.task_id == "t-502905b767f1"
+    assert s.files == ["limiter.py"]
+    assert [(c.command, c.failed) for c in s.commands] == [("python3 -c 'import ratelimit_backend_redis'", True),
+                                                            ("sleep 3", False)]
+    assert s.commands[0].error.startswith("Traceback") and "exit code: 1" in s.commands[0].error
 
 
 def test_a_real_gemini_cli_0_61_session():

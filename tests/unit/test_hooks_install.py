@@ -23,11 +23,13 @@ ENGRAM = [str(Path(sys.executable).parent / "engram")]
 CLAUDE_EVENTS = {"PreToolUse", "PostToolUse", "PostToolUseFailure", "Notification", "UserPromptSubmit", "Stop",
                  "SubagentStart", "SubagentStop", "PreCompact", "PostCompact", "SessionStart", "SessionEnd",
                  "PermissionRequest"}
-# Codex: openai/codex codex-rs/config/src/hooks.rs: HooksFile {hooks} with deny_unknown_fields,
-# HookEventsToml's renamed fields, MatcherGroup {matcher?, hooks}, HookHandlerConfig::Command
-# {command, commandWindows?, timeout? (u64 seconds), async?, statusMessage?} tagged by "type".
+# Codex: openai/codex codex-rs/config/src/hook_config.rs: HooksFile {hooks}, HookEventsToml's renamed
+# fields, MatcherGroup {matcher?, hooks}, HookHandlerConfig::Command {command, commandWindows?,
+# timeout? (u64 seconds), async?, statusMessage?} tagged by "type". The events are those of 0.171.0
+# (`codex app-server generate-json-schema`, HookEventName); it clamps a SessionEnd hook's timeout to
+# 3 s, with a warning at every start for a longer one (tests/e2e/test_codex_cli.py: none).
 CODEX_EVENTS = {"PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart",
-                "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop"}
+                "SessionEnd", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop"}
 # Gemini CLI: google-gemini/gemini-cli docs/hooks/reference.md ("Configuration schema") and the
 # settings schema's HookDefinitionArray: {matcher?, sequential?, hooks: [{type, command, name?,
 # description?, timeout? (milliseconds)}]}.
@@ -57,6 +59,7 @@ def check_codex(doc: dict, config_toml: str) -> None:
                 assert h["type"] == "command" and isinstance(h["command"], str)
                 assert set(h) <= {"type", "command", "commandWindows", "timeout", "async", "statusMessage"}, h
                 assert isinstance(h.get("timeout", 1), int) and h.get("timeout", 1) > 0
+                assert event != "SessionEnd" or h.get("timeout", 600) <= 3, h
     assert tomllib.loads(config_toml)["features"]["hooks"] is True
 
 
