@@ -132,6 +132,9 @@ def tokenize(text: str, query: bool = False, seen: dict[str, str] | None = None)
 # one edit away ("cat": car, bat, cut), and a number one digit off is another number, not a typo.
 SPELL_MIN_LEN = 4
 SPELL_ALTERNATIVES = 3
+# Words tried per query: a typed question has a few misspellings; a prompt of 10,000 characters of
+# identifiers (a hook's query) would otherwise cost about 0.2 s here.
+SPELL_MAX_WORDS = 8
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyz")
 _WORD = re.compile(r"[^\W\d_]+")
 
@@ -291,12 +294,17 @@ class BM25Index:
         vocabulary does not hold whole, and which is one edit away from a word of a row in
         `allowed` (all rows when None: another user's words are neither offered nor shown). Up to
         SPELL_ALTERNATIVES such words, those whose terms most of those rows hold first ("clen" may
-        be "clean" or "chen": the rest of the query decides which row it finds)."""
+        be "clean" or "chen": the rest of the query decides which row it finds). The first
+        SPELL_MAX_WORDS words that might be misspelt are tried."""
         out: dict[str, tuple[str, ...]] = {}
+        tried: set[str] = set()
         for w in _WORD.findall(query.lower()):
-            if (len(w) < SPELL_MIN_LEN or w in out or w in STOPWORDS or w in self.known_words
+            if (len(w) < SPELL_MIN_LEN or w in tried or w in STOPWORDS or w in self.known_words
                     or _CJK.search(w) or _term(w) in self.postings):
                 continue
+            if len(tried) == SPELL_MAX_WORDS:
+                break  # a pasted log or listing: its first words are tried, not every one
+            tried.add(w)
             found: dict[str, tuple[int, str]] = {}  # term -> (rows holding it, a word with it)
             for c in _edits1(w):
                 t = self.surface.get(c)

@@ -77,3 +77,12 @@ def test_a_removed_row_no_longer_lends_its_words_to_corrections():
     assert idx.corrections("stagng") == {"stagng": ("staging",)}
     idx.remove(0)
     assert idx.corrections("stagng") == {}
+
+
+def test_a_long_query_tries_only_its_first_words_that_might_be_misspelt():
+    from engram.lexical import SPELL_MAX_WORDS
+    idx = _store("The staging server listens on port 8443.")
+    noise = " ".join(f"zzq{chr(97 + i // 26)}{chr(97 + i % 26)}x" for i in range(40))  # 40 unknown words
+    assert idx.corrections(f"stagng {noise}") == {"stagng": ("staging",)}
+    assert idx.corrections(f"{noise} stagng") == {}  # past the first SPELL_MAX_WORDS unknown words
+    assert SPELL_MAX_WORDS < 40
