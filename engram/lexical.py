@@ -331,10 +331,14 @@ class BM25Index:
                  for w, cs in self.corrections(query, allowed).items()}
         return [(fixed.get(t, (t,)), qtf) for t, qtf in Counter(tokenize(query, query=True)).items()]
 
-    def ideal_score(self, query: str, allowed: np.ndarray | None = None) -> float:
+    def ideal_score(self, query: str, allowed: np.ndarray | None = None,
+                    terms: list[tuple[tuple[str, ...], int]] | None = None) -> float:
         """The score of an average-length document holding each query term once: a per-query
-        scale that, unlike the best hit's score, does not inflate a weak match to 1."""
-        return sum(max(self.idf(t) for t in alts) * qtf for alts, qtf in self.query_terms(query, allowed))
+        scale that, unlike the best hit's score, does not inflate a weak match to 1. `terms`:
+        query_terms(query, allowed), when the caller has them already."""
+        if terms is None:
+            terms = self.query_terms(query, allowed)
+        return sum(max(self.idf(t) for t in alts) * qtf for alts, qtf in terms)
 
     def scores(self, query: str, size: int, allowed: np.ndarray | None = None,
                k1: float | None = None, b: float | None = None) -> np.ndarray:
@@ -343,14 +347,16 @@ class BM25Index:
         return self.match(query, size, allowed, k1, b)[0]
 
     def match(self, query: str, size: int, allowed: np.ndarray | None = None,
-              k1: float | None = None, b: float | None = None
+              k1: float | None = None, b: float | None = None,
+              terms: list[tuple[tuple[str, ...], int]] | None = None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(BM25 score, coverage, words held) of every row below `size`. Coverage is the share
         of the query's IDF mass that the row holds: 1.0 when it has every query term, and a term
         it only borrows from its context counts at the context weight. A term no row has counts
         with the highest IDF, so a query about something never stored covers little of anything.
         Words held: how many distinct query terms the row has, a borrowed one counting at the
-        context weight (BM25's own evidence for the relevance floor in bm25 mode)."""
+        context weight (BM25's own evidence for the relevance floor in bm25 mode). `terms`:
+        query_terms(query, allowed), when the caller has them already."""
         out = np.zeros(size)
         cover = np.zeros(size)
         held = np.zeros(size)
@@ -361,7 +367,7 @@ class BM25Index:
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
         mass = 0.0
-        for alts, qtf in self.query_terms(query, allowed):
+        for alts, qtf in (self.query_terms(query, allowed) if terms is None else terms):
             found = [(t, p) for t in alts if (p := self.postings.get(t)) is not None]
             if not found:
                 # About half the bigrams of a CJK question straddle two words and are in no text:

@@ -168,12 +168,14 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     cover = np.zeros(n)
     held = np.zeros(n)
     if mode in ("hybrid", "bm25"):
-        raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b)
+        terms = index.bm25.query_terms(query, mask)  # misspelt words read once (lexical.py)
+        raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b,
+                                            terms=terms)
         top = float(raw.max()) if n else 0.0
         if top > 0:
             # Divided, not capped: a cap at 1 tied every row that scored above the ideal (each
             # chunk of a long text repeating a query word) with the one holding all the words.
-            bm25 = raw / max(index.bm25.ideal_score(query, mask), top)
+            bm25 = raw / max(index.bm25.ideal_score(query, mask, terms), top)
     use_vec = mode in ("hybrid", "vector") and qvec is not None
     cos = np.zeros(n, dtype=np.float32)  # filled in for the candidates only
     vec_rows = np.zeros(0, dtype=np.int64)
