@@ -41,6 +41,11 @@ def test_store_then_search_finds_it(http):
     hits = r.json()["memories"]
     assert [h["id"] for h in hits] == [stored["memory_id"]]
     assert hits[0]["tags"] == ["ops"]
+    # A misspelt word is searched as the stored word, and the answer says so.
+    r = http.post("/search", json={"query": "fly.io deplyos", "limit": 5})
+    assert r.status_code == 200
+    assert r.json()["read_as"] == {"deplyos": ["deploys"]}
+    assert [h["id"] for h in r.json()["memories"]] == [stored["memory_id"]]
 
 
 def test_one_tag_given_as_a_string_filters_as_that_tag(http):
