@@ -261,6 +261,10 @@ def test_search_shows_each_hits_score_breakdown(page, api):
                     map(float, hit.locator("table.explain td").all_inner_texts())))
     assert {"bm25", "cosine", "decay"} <= rows.keys()
     assert 0 < rows["cosine"] <= 1 and rows["bm25"] > 0
+    # A misspelt word is searched as the stored one, and the page says how it was read.
+    search(page, "stagign database resett")
+    assert page.locator("p.read-as").inner_text() == "Searched “stagign” as staging, “resett” as reset."
+    assert "staging database is reset every Sunday" in page.locator(".hit").first.inner_text()
     # A filter narrows the search on the server: no strategy says this.
     page.select_option("select[name=type]", "strategy")
     page.click("form.filters button[type=submit]")

@@ -67,6 +67,8 @@ function results(r, f) {
   const hits = r.memories;
   return h("div", {},
     r.degraded ? h("p", { class: "error" }, r.degraded) : null,
+    r.read_as ? h("p", { class: "read-as" }, "Searched " + Object.entries(r.read_as).map(([w, as]) =>
+      `“${w}” as ${as.join(" or ")}`).join(", ") + ".") : null,
     f.project.startsWith("p:") ? h("p", { class: "muted" },
       `Searching as an agent in ${f.project.slice(2)} does: its memories and those of no project.`) : null,
     h("p", { class: "muted" }, `${hits.length} hit${hits.length === 1 ? "" : "s"} (search counts as a recall: it strengthens what it finds)`),
