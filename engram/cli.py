@@ -306,6 +306,8 @@ def _render_recall(r: dict) -> str:
         pin = " (latest handoff)" if m.get("pinned") else ""
         lines.append(f"{i:>2}. [{m['memory_type']}] {_indent(m['content'], '    ')}{pin}")
         lines.append(f"    id {m['id']}  score {m['score']:.3f}  {_day(m.get('created_at'))}  {_where(m)}")
+        if m.get("confidence"):  # strong: rely on it; weak: only plausibly related (docs/ranking.md)
+            lines.append(f"    {m['confidence']}: {m.get('evidence') or ''}".rstrip(": "))
         if m.get("explain"):
             lines.append(f"    explain: {json.dumps(m['explain'])}")
     for f in r.get("related_failures") or []:

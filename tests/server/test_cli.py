@@ -69,8 +69,11 @@ def test_recall_says_how_it_read_a_misspelt_word(cli):
     cli_json(cli, "remember", "The release branch is cut every second Tuesday")
     code, out, _ = cli("recall", "relase brnach")
     assert code == 0
-    assert out.splitlines()[0] == "searched 'relase' as release, 'brnach' as branch"
-    assert "The release branch is cut every second Tuesday" in out
+    lines = out.splitlines()
+    assert lines[0] == "searched 'relase' as release, 'brnach' as branch"
+    assert "The release branch is cut every second Tuesday" in lines[1]
+    # Each memory says how sure the match is, and why.
+    assert lines[3] == "    strong: holds 100% of the query's words (by IDF)"
 
 
 def test_json_flag_works_before_the_command_too(cli):
