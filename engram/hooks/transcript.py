@@ -44,6 +44,9 @@ TODO_STATUSES = {"pending": "pending", "not_started": "pending", "planned": "pen
                  "in_progress": "in_progress", "completed": "done", "done": "done",
                  "cancelled": "cancelled", "canceled": "cancelled", "deleted": "cancelled",
                  "blocked": "blocked"}
+# A Codex goal's status: it is worked on (active) until complete; paused or blocked, still open.
+GOAL_STATUSES = {"active": "in_progress", "complete": "done", "completed": "done", "paused": "pending",
+                 "blocked": "blocked"}
 
 
 class TranscriptError(Exception):
@@ -122,6 +125,9 @@ class Session:
         elif name in ("TodoWrite", "write_todos", "update_plan"):
             if not failed:
                 self._todo_list(args.get("todos") if "todos" in args else args.get("plan"))
+        elif name in ("create_goal", "update_goal", "get_goal"):
+            if not failed:
+                self._goal(output)
         elif name == "TaskCreate":
             if not failed:
                 self._task_created(args, output, extra)
@@ -177,6 +183,24 @@ class Session:
                 self.changed_todos.add(key)
             new[key] = TodoItem(text.strip(), status)
         self.todos = new  # the whole list each time: what it no longer holds is gone
+
+    def _goal(self, output: str) -> None:
+        """Codex's goal (0.171 offers create_goal, update_goal, get_goal, not update_plan, to
+        `codex exec`): one objective with a status, read from the goal the tool returns, so a
+        refused call changes nothing."""
+        try:
+            goal = json.loads(output).get("goal")
+        except (ValueError, AttributeError):
+            return
+        text = goal.get("objective") if isinstance(goal, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            return
+        status = GOAL_STATUSES.get(str(goal.get("status", "")).lower(), "in_progress")
+        key = f"goal:{text.strip().lower()}"
+        old = self.todos.get(key)
+        if old is None or old.status != status:
+            self.changed_todos.add(key)
+        self.todos[key] = TodoItem(text.strip(), status)
 
     def _task_created(self, args: dict, output: str, extra: Any) -> None:
         text = args.get("subject") or args.get("content") or args.get("description")

@@ -28,6 +28,7 @@ EDITED = "limiter.py"
 REQUEST = "Add a rate limiter to the public API"
 EVENTS = {"SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd"}
 KEY_VAR = "ENGRAM_TEST_OPENAI_KEY"
+OBJECTIVE = "Ship the limiter behind a feature flag"
 
 
 def codex_env(client_home: Path, engram_home: Path) -> dict[str, str]:
@@ -167,6 +168,7 @@ def sessions(tmp_path_factory):
                 [custom_tool("apply_patch", f"*** Begin Patch\n*** Add File: {EDITED}\n+class Limiter:\n"
                                             "+    pass\n*** End Patch\n")],
                 when_offered(fake, "mcp__engram", [tool("mcp__engram/create_task", name=TASK, goal=GOAL)]),
+                [tool("create_goal", objective=OBJECTIVE)],  # 0.171's plan tool for codex exec
                 [text("The redis backend module is missing; stopping.")],
             ]
             ok(codex(repo, REQUEST, fake, client_home, engram_home))
@@ -208,6 +210,9 @@ def test_session_b_starts_with_what_session_a_did(sessions):
         "A's failed command is not given as a pitfall"
     assert EDITED in first, "A's patched file is missing"
     assert REQUEST in first, "A's request is missing"
+    # A's goal (Codex's plan in codex exec) is the plan's open item: "[in_progress] objective".
+    m = re.search(r"\[(\w+)\] " + re.escape(OBJECTIVE), first)
+    assert m and m.group(1).lower() not in ("done", "completed"), f"A's open goal is missing: {first[-3000:]}"
 
 
 def test_the_checkpoint_is_stored_against_the_task_the_session_created(sessions):

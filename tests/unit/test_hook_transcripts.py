@@ -184,6 +184,31 @@ def test_codex_0_171_requests_namespaced_mcp_calls_and_output_headers(tmp_path):
     assert s.commands[0].error == "lint.py:3: E501 line too long\nexit code: 2"  # not Codex's header
 
 
+def test_codex_0_171_goal_is_the_plan(tmp_path):
+    """codex exec 0.171 offers create_goal / update_goal / get_goal, not update_plan: the goal the
+    tool returns is the plan's one item, with its status; a refused call changes nothing."""
+    def item(payload: dict) -> dict:
+        return {"timestamp": "2026-12-04T11:00:00Z", "type": "response_item", "payload": payload}
+
+    def goal(call_id: str, name: str, args: str, status: str | None) -> list[dict]:
+        out = ('{"goal":{"threadId":"th1","objective":"Limit each API key to 100 requests a minute",'
+               f'"status":"{status}","tokensUsed":0}},"remainingTokens":null}}' if status
+               else "cannot create a goal: an unfinished goal exists")
+        return [item({"type": "function_call", "name": name, "arguments": args, "call_id": call_id}),
+                item({"type": "function_call_output", "call_id": call_id, "output": out}),
+                # What Codex adds on its own: no call of the model's answers it.
+                item({"type": "function_call_output", "call_id": call_id + "x", "name": "goal_objective",
+                      "namespace": "agent", "output": "Limit each API key to 100 requests a minute"})]
+    objective = '{"objective": "Limit each API key to 100 requests a minute"}'
+    p = write_jsonl(tmp_path / "rollout.jsonl", goal("g1", "create_goal", objective, "active"))
+    assert statuses(read_transcript(p, "codex")) == [("Limit each API key to 100 requests a minute", "in_progress")]
+    p = write_jsonl(tmp_path / "rollout.jsonl", [
+        *goal("g1", "create_goal", objective, "active"),
+        *goal("g2", "create_goal", '{"objective": "Something else"}', None),  # refused: changes nothing
+        *goal("g3", "update_goal", '{"status": "complete"}', "complete")])
+    assert statuses(read_transcript(p, "codex")) == [("Limit each API key to 100 requests a minute", "done")]
+
+
 # ---------------------------------------------------------------- hostile transcripts
 
 
