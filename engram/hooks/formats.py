@@ -25,6 +25,8 @@ from typing import Any
 
 from .transcript import HOOK_CONTEXT, MAX_JSON_DOCUMENT_BYTES, Session, TranscriptError, _lines, _text
 
+# ---------------------------------------------------------------- Claude Code
+
 
 def _claude(path: Path, s: Session) -> None:
     for e in _lines(path, s):

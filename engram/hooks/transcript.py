@@ -178,9 +178,7 @@ class Session:
                 continue
             status = TODO_STATUSES.get(str(t.get("status", "pending")).lower(), "pending")
             key = text.strip().lower()
-            old = self.todos.get(key)
-            if old is None or old.status != status:
-                self.changed_todos.add(key)
+            self._note_change(key, status)
             new[key] = TodoItem(text.strip(), status)
         self.todos = new  # the whole list each time: what it no longer holds is gone
 
@@ -197,10 +195,14 @@ class Session:
             return
         status = GOAL_STATUSES.get(str(goal.get("status", "")).lower(), "in_progress")
         key = f"goal:{text.strip().lower()}"
+        self._note_change(key, status)
+        self.todos[key] = TodoItem(text.strip(), status)
+
+    def _note_change(self, key: str, status: str) -> None:
+        """An item new to the list, or whose status moved, counts as changed since the handoff."""
         old = self.todos.get(key)
         if old is None or old.status != status:
             self.changed_todos.add(key)
-        self.todos[key] = TodoItem(text.strip(), status)
 
     def _task_created(self, args: dict, output: str, extra: Any) -> None:
         text = args.get("subject") or args.get("content") or args.get("description")
@@ -307,7 +309,6 @@ def _lines(path: Path, session: Session) -> Iterator[dict]:
             yield obj
 
 
-# ---------------------------------------------------------------- Claude Code
 
 def read_transcript(path: str | os.PathLike, client: str) -> Session:
     """What the session in the transcript at `path` did; raises TranscriptError when it cannot be read."""
