@@ -123,13 +123,21 @@ def _hook_arguments(c: argparse.ArgumentParser) -> argparse.ArgumentParser:
                    "SessionEnd (Gemini CLI)")
     c.add_argument("--client", choices=("claude-code", "codex", "gemini"), default="claude-code",
                    help="which agent runs the hook (default: claude-code)")
+    # Written by `hooks install` when the store is not the default one. Own dests: a subcommand's
+    # default would otherwise overwrite the global --home / --user.
+    c.add_argument("--home", dest="hook_home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
+    c.add_argument("--user", dest="hook_user", help="user whose memories to use (default: ENGRAM_USER)")
     return c
 
 
 def _run_hook(a: argparse.Namespace) -> int:
     # Before the settings are read: a hook reports a bad one itself, and exits 0.
-    if getattr(a, "home", None):
-        os.environ["ENGRAM_HOME"] = str(Path(a.home).expanduser())
+    home = getattr(a, "hook_home", None) or getattr(a, "home", None)
+    if home:
+        os.environ["ENGRAM_HOME"] = str(Path(home).expanduser())
+    user = getattr(a, "hook_user", None) or getattr(a, "user", None)
+    if user:
+        os.environ["ENGRAM_USER"] = user
     from .hooks.run import main as hook_main
     return hook_main(a.event, a.client)
 
@@ -731,30 +739,16 @@ def _stop(a: argparse.Namespace, settings: Settings) -> int:
 def _hooks(a: argparse.Namespace) -> int:
     """The settings files of the clients, edited here: no daemon, no store."""
     from .hooks import install as hi
+    if a.hooks_command == "status":
+        return _hooks_status(a)
     try:
-        if a.hooks_command == "status":
-            rows = hi.status()
-            if a.json:
-                print(json.dumps(rows, indent=2))
-                return 0
-            for r in rows:
-                if r.get("error"):
-                    state = f"unreadable: {r['error']}"
-                elif not r["installed"]:
-                    state = "not installed"
-                else:
-                    state = f"installed ({', '.join(r['events'])})"
-                    if r["missing_events"]:
-                        state += f"; missing {', '.join(r['missing_events'])}: run `engram hooks install " \
-                                 f"{r['client']} --scope {r['scope']}`"
-                    if r["runnable"] is False:
-                        state += f"; its command does not run any more: {r['commands'][0]}"
-                    if "feature_flag" in r and r["feature_flag"] is not True:  # Codex runs no hook without it
-                        state += "; [features] hooks is not true in config.toml: Codex runs none of them"
-                print(f"{hi.CLIENTS[r['client']].label:<12} {r['scope']:<8} {r['path']}\n  {state}")
-            return 0
-        fn = hi.install if a.hooks_command == "install" else hi.uninstall
-        changes = fn(a.client, a.scope, dry_run=a.dry_run)
+        settings = Settings.from_env(**({"home": Path(a.home).expanduser()} if a.home else {}))
+        user = a.user or settings.user_id
+        if a.hooks_command == "install":
+            changes = hi.install(a.client, a.scope, dry_run=a.dry_run,
+                                 options=hi.store_options(settings.home, user))
+        else:
+            changes = hi.uninstall(a.client, a.scope, dry_run=a.dry_run)
     except hi.InstallError as e:
         raise CliError(str(e)) from None
     label = hi.CLIENTS[a.client].label
@@ -772,8 +766,43 @@ def _hooks(a: argparse.Namespace) -> int:
         print("(dry run: nothing written)")
     else:
         print(f"engram's {label} hooks {done}: {', '.join(str(c.path) for c in changes)}")
-        if a.client == "codex" and done == "installed":
+    if done == "installed" and changes:
+        # The client runs hooks with its own environment: say which store they will use.
+        print(f"They act on the store in {settings.home}" + (f", as user {user}" if user != "default" else "")
+              + ": give the MCP server the same ENGRAM_HOME (engram-setup prints its entry).")
+        if settings.database_url:
+            print("ENGRAM_DATABASE_URL is not written into the client's settings (it may hold a password): "
+                  "the hooks reach PostgreSQL only where the client runs with it set.")
+        if a.client == "codex" and not a.dry_run:
             print(codex_trust_note(a.scope))
+    return 0
+
+
+def _hooks_status(a: argparse.Namespace) -> int:
+    from .hooks import install as hi
+    rows = hi.status()
+    if a.json:
+        print(json.dumps(rows, indent=2))
+        return 0
+    for r in rows:
+        if r.get("error"):
+            state = f"unreadable: {r['error']}"
+        elif not r["installed"]:
+            state = "not installed"
+        else:
+            state = f"installed ({', '.join(r['events'])})"
+            if r["missing_events"]:
+                state += f"; missing {', '.join(r['missing_events'])}: run `engram hooks install " \
+                         f"{r['client']} --scope {r['scope']}`"
+            if r["runnable"] is False:
+                state += f"; its command does not run any more: {r['commands'][0]}"
+            if "feature_flag" in r and r["feature_flag"] is not True:  # Codex runs no hook without it
+                state += "; [features] hooks is not true in config.toml: Codex runs none of them"
+            store = r["store"] or {}
+            state += f"\n  store: {store.get('home') or 'ENGRAM_HOME where the client runs, else ~/.engram'}"
+            if store.get("user"):
+                state += f", user {store['user']}"
+        print(f"{hi.CLIENTS[r['client']].label:<12} {r['scope']:<8} {r['path']}\n  {state}")
     return 0
 
 

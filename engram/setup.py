@@ -155,10 +155,13 @@ def mcp_config(settings: Settings) -> dict:
         env["ENGRAM_DATABASE_URL"] = settings.database_url
     flags = "".join(f" -e {shlex.quote(f'{k}={v}')}" for k, v in env.items())
     server = {"command": command, "args": [], **({"env": env} if env else {})}
+    # The hooks carry the same store on their command line (hooks.install.store_options).
+    home = f" --home {shlex.quote(env['ENGRAM_HOME'])}" if "ENGRAM_HOME" in env else ""
     return {
         "command": command,
         "env": env,
         "claude_code": f"claude mcp add engram --scope user{flags} -- {shlex.quote(command)}",
+        "hooks": f"{shlex.quote(command)}{home} hooks install CLIENT",
         "json": {"mcpServers": {"engram": server}},
     }
 
@@ -199,6 +202,10 @@ def _describe(report: dict) -> str:
         "",
         "Claude Code:",
         f"  {cfg['claude_code']}",
+        "",
+        "Hooks, so the task survives compaction, /clear and a closed terminal without the agent asking",
+        "(CLIENT: claude-code, codex or gemini; docs/hooks.md):",
+        f"  {cfg['hooks']}",
         "",
         "Cursor (~/.cursor/mcp.json) or Claude Desktop (claude_desktop_config.json):",
         "\n".join("  " + ln for ln in json.dumps(cfg["json"], indent=2).splitlines()),

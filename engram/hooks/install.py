@@ -31,6 +31,7 @@ import os
 import re
 import shlex
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -122,8 +123,24 @@ def engram_argv() -> list[str]:
     return [sys.executable, "-m", "engram.cli"]
 
 
-def hook_command(client: str, event: str, argv: list[str] | None = None) -> str:
-    return shlex.join([*(argv or engram_argv()), "hook", event, "--client", client])
+def hook_command(client: str, event: str, argv: list[str] | None = None, options: Sequence[str] = ()) -> str:
+    """The handler's command line; `options` (store_options) name the store the hook acts on."""
+    return shlex.join([*(argv or engram_argv()), "hook", event, "--client", client, *options])
+
+
+def store_options(home: Path | None, user: str | None) -> list[str]:
+    """What a hook needs on its command line to reach the store the installing user meant: the
+    client runs hooks with its own environment, which may lack the ENGRAM_HOME or ENGRAM_USER the
+    MCP server was configured with (engram-setup prints them into the server's entry only). The
+    defaults are left out, so a default install reads the same as before."""
+    from ..config import Settings
+    default = Settings()
+    out: list[str] = []
+    if home is not None and Path(home).expanduser() != default.home:
+        out += ["--home", str(Path(home).expanduser())]
+    if user and user != default.user_id:
+        out += ["--user", user]
+    return out
 
 
 def is_engram_hook(command: Any, client: str | None = None) -> bool:
@@ -145,8 +162,8 @@ def is_engram_hook(command: Any, client: str | None = None) -> bool:
     return client is None or rest[3] == client
 
 
-def _handler(client: Client, event: Event, argv: list[str] | None) -> dict[str, Any]:
-    h: dict[str, Any] = {"type": "command", "command": hook_command(client.name, event.name, argv)}
+def _handler(client: Client, event: Event, argv: list[str] | None, options: Sequence[str]) -> dict[str, Any]:
+    h: dict[str, Any] = {"type": "command", "command": hook_command(client.name, event.name, argv, options)}
     if client.name == "gemini":
         h["name"] = f"engram-{event.name}"
         h["description"] = "engram: task continuity and memory"
@@ -156,9 +173,9 @@ def _handler(client: Client, event: Event, argv: list[str] | None) -> dict[str, 
     return h
 
 
-def _group(client: Client, event: Event, argv: list[str] | None) -> dict[str, Any]:
+def _group(client: Client, event: Event, argv: list[str] | None, options: Sequence[str]) -> dict[str, Any]:
     g: dict[str, Any] = {} if event.matcher is None else {"matcher": event.matcher}
-    g["hooks"] = [_handler(client, event, argv)]
+    g["hooks"] = [_handler(client, event, argv, options)]
     return g
 
 
@@ -244,10 +261,11 @@ def _engram_groups(hooks: dict[str, Any], client: str) -> dict[str, list[dict]]:
     return found
 
 
-def _installed(data: dict[str, Any], client: Client, argv: list[str] | None) -> dict[str, Any]:
+def _installed(data: dict[str, Any], client: Client, argv: list[str] | None,
+               options: Sequence[str]) -> dict[str, Any]:
     """`data` with exactly engram's current entries for this client (the rest untouched)."""
     hooks = data.get("hooks", {})
-    wanted = {e.name: _group(client, e, argv) for e in client.events}
+    wanted = {e.name: _group(client, e, argv, options) for e in client.events}
     have = _engram_groups(hooks, client.name)
     if have.keys() == wanted.keys() and all(have[k] == [wanted[k]] for k in wanted):
         return data  # already as install writes it: the file is not rewritten
@@ -349,13 +367,13 @@ def _client(name: str) -> Client:
 
 
 def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
-          argv: list[str] | None = None) -> list[Change]:
+          argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
     """Every file change install (enable) or uninstall makes, all checked before any is written."""
     client = _client(client_name)
     cwd = cwd or Path.cwd()
     path = client.settings_path(scope, cwd)
     before, data = _read_json(path)
-    after_data = _installed(data, client, argv) if enable else _uninstalled(data, client)
+    after_data = _installed(data, client, argv, options) if enable else _uninstalled(data, client)
     changes = []
     if after_data is not data:
         after = _dump(after_data, before) if after_data else None  # nothing left of ours: no file
@@ -375,9 +393,10 @@ def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
 
 
 def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_run: bool = False,
-            argv: list[str] | None = None) -> list[Change]:
-    """Add engram's hooks for `client`; returns the changes (written unless dry_run)."""
-    changes = _plan(client, scope, cwd, True, argv)
+            argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
+    """Add engram's hooks for `client`; returns the changes (written unless dry_run). `options`:
+    store_options, written after each command."""
+    changes = _plan(client, scope, cwd, True, argv, options)
     if not dry_run:
         for c in changes:
             c.write()
@@ -412,11 +431,22 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
                                if isinstance(h, dict) and is_engram_hook(h.get("command"), client.name)})
             missing = [e.name for e in client.events if e.name not in found]
             row.update(installed=bool(found), events=sorted(found), missing_events=missing if found else [],
-                       commands=commands, runnable=all(_runnable(c) for c in commands) if commands else None)
+                       commands=commands, runnable=all(_runnable(c) for c in commands) if commands else None,
+                       store=_store_of(commands[0]) if commands else None)
             if client.name == "codex" and found:
                 row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
             rows.append(row)
     return rows
+
+
+def _store_of(command: str) -> dict[str, str | None]:
+    """The --home and --user a hook command carries (None: the client's environment decides)."""
+    words = shlex.split(command)
+    out: dict[str, str | None] = {"home": None, "user": None}
+    for flag, key in (("--home", "home"), ("--user", "user")):
+        if flag in words[:-1]:
+            out[key] = words[words.index(flag) + 1]
+    return out
 
 
 def _runnable(command: str) -> bool:

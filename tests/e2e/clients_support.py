@@ -57,6 +57,12 @@ def engram_env(home: Path) -> dict[str, str]:
             "ENGRAM_MODEL_CACHE": os.environ["ENGRAM_MODEL_CACHE"], **path}
 
 
+def client_env(home: Path) -> dict[str, str]:
+    """engram_env for the client itself: without ENGRAM_HOME, as after engram-setup, which puts it
+    in the MCP server's entry only. The hooks reach the store through the --home install wrote."""
+    return {k: v for k, v in engram_env(home).items() if k != "ENGRAM_HOME"}
+
+
 def stop_daemon(home: Path) -> None:
     stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))  # no daemon outlives the test
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from clients_support import client_bin, engram_cli, engram_env, git_repo, stop_daemon
+from clients_support import client_bin, client_env, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeAnthropic, anthropic_text, text, tool, tool_results
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
@@ -38,7 +39,7 @@ def claude(repo: Path, prompt: str, fake: FakeAnthropic, client_home: Path, engr
     """One unattended `claude -p` session in `repo`, as a user with hooks installed would run it."""
     env = {"PATH": os.environ["PATH"], "HOME": str(client_home), "ANTHROPIC_BASE_URL": fake.url,
            "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **engram_env(engram_home)}
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **client_env(engram_home)}
     argv = [str(client_bin("claude")), "-p", prompt, "--output-format", "json", "--allowedTools", ALLOWED]
     if mcp:
         config = {"mcpServers": {"engram": {"type": "stdio", "command": sys.executable, "args": ["-m", "engram"],
@@ -57,6 +58,8 @@ def install_hooks(repo: Path, engram_home: Path) -> None:
     assert r.returncode == 0, r.stderr
     hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
+    assert all(shlex.split(h["command"])[-2:] == ["--home", str(engram_home)]
+               for gs in hooks.values() for g in gs for h in g["hooks"])
 
 
 def status_of(dumped: str, item: str) -> str:
@@ -153,10 +156,10 @@ def test_a_session_in_another_repository_does_not_see_the_task(after_session_a):
 
 def test_a_failing_hook_leaves_the_session_running(tmp_path, engram_home, client_home):
     repo = git_repo(tmp_path / "ledger", "https://github.com/acme/ledger.git")
-    install_hooks(repo, engram_home)
     blocker = tmp_path / "not-a-dir"
     blocker.write_text("a file where ENGRAM_HOME's parent should be\n")
     broken_home = blocker / "home"  # nothing can be created under a file: every hook fails
+    install_hooks(repo, broken_home)
     script = [[tool("TaskCreate", subject="Tidy the README", description="typos", activeForm="Tidying")],
               [tool("Bash", command="echo tidy", description="tidy")],
               [text("Tidied.")]]

@@ -16,7 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from clients_support import ENGRAM, client_bin, engram_cli, engram_env, git_repo, stop_daemon
+from clients_support import ENGRAM, client_bin, client_env, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeOpenAI, custom_tool, openai_text, text, tool
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
@@ -34,7 +34,7 @@ OBJECTIVE = "Ship the limiter behind a feature flag"
 def codex_env(client_home: Path, engram_home: Path) -> dict[str, str]:
     """Codex's environment: its home (config.toml, hooks.json, sessions) under the test's folder."""
     return {"PATH": os.environ["PATH"], "HOME": str(client_home), "CODEX_HOME": str(client_home / ".codex"),
-            KEY_VAR: "sk-fake", **engram_env(engram_home)}
+            KEY_VAR: "sk-fake", **client_env(engram_home)}
 
 
 def codex(repo: Path, prompt: str, fake: FakeOpenAI, client_home: Path, engram_home: Path,
@@ -119,7 +119,7 @@ def trust_hooks(repo: Path, env: dict[str, str]) -> list[dict]:
 def set_up(repo: Path, client_home: Path, engram_home: Path, mcp: bool = True) -> None:
     """What a user does: install the hooks, add the MCP server, trust the hooks."""
     env = codex_env(client_home, engram_home)
-    r = engram_cli("hooks", "install", "codex", cwd=repo, env=env)
+    r = engram_cli("--home", str(engram_home), "hooks", "install", "codex", cwd=repo, env=env)  # as engram-setup says
     assert r.returncode == 0, r.stderr
     assert "/hooks" in r.stdout  # it tells the user that Codex runs them only once trusted
     hooks = json.loads((client_home / ".codex" / "hooks.json").read_text())["hooks"]

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients_support import client_bin, engram_cli, engram_env, git_repo, stop_daemon
+from clients_support import client_bin, client_env, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeGemini, gemini_text, text, tool
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
@@ -33,7 +33,7 @@ def gemini(repo: Path, prompt: str, fake: FakeGemini, client_home: Path, engram_
         settings.parent.mkdir(parents=True)
         settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
     env = {"PATH": os.environ["PATH"], "HOME": str(client_home), "GOOGLE_GEMINI_BASE_URL": fake.url,
-           "GEMINI_API_KEY": "fake-key", "GEMINI_CLI_TRUST_WORKSPACE": "true", **engram_env(engram_home)}
+           "GEMINI_API_KEY": "fake-key", "GEMINI_CLI_TRUST_WORKSPACE": "true", **client_env(engram_home)}
     argv = [str(client_bin("gemini")), "-p", prompt, "--yolo", "--output-format", "json"]
     return subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
 

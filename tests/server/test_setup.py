@@ -87,8 +87,11 @@ def test_mcp_config_names_non_default_settings(tmp_path):
     assert cfg["claude_code"].startswith("claude mcp add engram ")
     assert f"-e 'ENGRAM_HOME={tmp_path / 'my home'}'" in cfg["claude_code"]  # quoted: the path has a space
     assert cfg["claude_code"].endswith(f" -- {cfg['command']}")
+    # The hooks are installed for the same store (their commands carry --home).
+    assert cfg["hooks"] == f"{cfg['command']} --home '{tmp_path / 'my home'}' hooks install CLIENT"
     default = mcp_config(Settings.from_env({}))
     assert "env" not in default["json"]["mcpServers"]["engram"] and " -e " not in default["claude_code"]
+    assert default["hooks"] == f"{default['command']} hooks install CLIENT"
 
 
 @pytest.fixture

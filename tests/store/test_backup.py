@@ -208,7 +208,7 @@ def test_setup_reports_the_latest_backup(store_with_rows):
     assert "pg_dump" in pg["advice"]
     report = {"model": {"name": "m", "source": "s"}, "extensions": [], "selfcheck": None, "backups": status,
               "database": {"path": eng.path, "created": False, "schema_version": SCHEMA_VERSION},
-              "mcp": {"claude_code": "x", "json": {}}}
+              "mcp": {"claude_code": "x", "hooks": "y", "json": {}}}
     assert f"backups     latest {path}" in _describe(report)
 
 

@@ -321,3 +321,42 @@ def test_the_commands(env):
     assert r.returncode == 0 and "unreadable" in r.stdout
     r = run_cli("hooks", "install", "cursor", cwd=repo, home=home)
     assert r.returncode == 2 and "invalid choice" in r.stderr
+
+
+def test_a_store_other_than_the_default_is_written_into_each_command(env, tmp_path):
+    home, repo = env
+    path = paths("claude-code", "user", home, repo)
+    store = tmp_path / "my store"
+    hi.install("claude-code", "user", options=hi.store_options(store, "bob"))
+    commands = [c for cs in engram_entries(json.loads(path.read_text()), "claude-code").values() for c in cs]
+    assert len(commands) == 4
+    for c in commands:
+        words = shlex.split(c)
+        assert words[words.index("--home") + 1] == str(store) and words[words.index("--user") + 1] == "bob"
+    row = next(r for r in hi.status() if r["client"] == "claude-code" and r["scope"] == "user")
+    assert row["store"] == {"home": str(store), "user": "bob"}
+    # Installed again for the default store: the same four entries, without the options.
+    hi.install("claude-code", "user", options=hi.store_options(Path("~/.engram"), "default"))
+    commands = [c for cs in engram_entries(json.loads(path.read_text()), "claude-code").values() for c in cs]
+    assert len(commands) == 4 and not any("--home" in c or "--user" in c for c in commands)
+    assert hi.store_options(None, None) == []
+
+
+def test_the_install_command_writes_the_home_it_was_given_and_the_hook_uses_it(env, tmp_path):
+    home, repo = env
+    store = tmp_path / "store"
+    r = run_cli("--home", str(store), "hooks", "install", "claude-code", cwd=repo, home=home)
+    assert r.returncode == 0 and f"They act on the store in {store}" in r.stdout, r.stderr
+    doc = json.loads(paths("claude-code", "user", home, repo).read_text())
+    start = engram_entries(doc, "claude-code")["SessionStart"][0]
+    assert shlex.split(start)[-2:] == ["--home", str(store)]
+    r = run_cli("hooks", "status", cwd=repo, home=home)
+    assert f"store: {store}" in r.stdout
+    # The command as the client runs it, with a payload it cannot read: the hook still exits 0,
+    # and its log line goes to the store named on its command line, not to ENGRAM_HOME's.
+    env_home = tmp_path / "env home"
+    p = subprocess.run(shlex.split(start), input="not json", capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "HOME": str(home), "ENGRAM_HOME": str(env_home)})
+    assert p.returncode == 0
+    assert "claude-code SessionStart" in (store / "hooks.log").read_text()
+    assert not (env_home / "hooks.log").exists()
