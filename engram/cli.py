@@ -768,8 +768,12 @@ def _hooks(a: argparse.Namespace) -> int:
         print(f"engram's {label} hooks {done}: {', '.join(str(c.path) for c in changes)}")
     if done == "installed" and changes:
         # The client runs hooks with its own environment: say which store they will use.
-        print(f"They act on the store in {settings.home}" + (f", as user {user}" if user != "default" else "")
-              + ": give the MCP server the same ENGRAM_HOME (engram-setup prints its entry).")
+        if hi.store_options(settings.home, user):
+            print(f"They act on the store in {settings.home}" + (f", as user {user}" if user != "default" else "")
+                  + ": give the MCP server the same ENGRAM_HOME (engram-setup prints its entry).")
+        else:
+            print(f"They act on the default store ({settings.home}), or on the one ENGRAM_HOME names "
+                  "where the client runs.")
         if settings.database_url:
             print("ENGRAM_DATABASE_URL is not written into the client's settings (it may hold a password): "
                   "the hooks reach PostgreSQL only where the client runs with it set.")
