@@ -383,8 +383,10 @@ def _render_tasks(r: dict) -> str:
 
 
 def _render_projects(r: dict) -> str:
-    lines = [f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  {p['memories']} memories, {p['tasks']} tasks"
-             for p in r["projects"]]
+    def count(n: int, word: str) -> str:
+        return f"{n} {word}" if n == 1 else f"{n} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
+    lines = [f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  {count(p['memories'], 'memory')}, "
+             f"{count(p['tasks'], 'task')}" for p in r["projects"]]
     if r.get("current") and all(p["id"] != r["current"] for p in r["projects"]):
         lines.append(f"* {r['current']}  (this directory's; nothing stored yet)")
     return "\n".join(lines) or "no project holds anything yet (every row is global)"

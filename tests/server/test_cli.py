@@ -519,3 +519,10 @@ def test_three_restatements_end_as_one_memory_as_commands(model_home):
     hits = json.loads(run_engram(model_home, "--json", "recall", "when is staging refreshed").stdout)["memories"]
     assert [(h["id"], h["content"]) for h in hits] == [(results[0]["memory_id"], texts[0])]
     assert run_engram(model_home, "stop").returncode == 0
+
+
+def test_projects_text_counts_in_the_singular_and_plural():
+    from engram.cli import _render_projects
+    out = _render_projects({"current": "/r/a", "projects": [{"id": "/r/a", "memories": 1, "tasks": 1},
+                                                            {"id": "/r/b", "memories": 3, "tasks": 0}]})
+    assert out.splitlines() == ["* /r/a  1 memory, 1 task", "  /r/b  3 memories, 0 tasks"]
