@@ -189,6 +189,11 @@ def _add_param(c: argparse.ArgumentParser, p: Param, command: tuple[str, ...], p
     kw: dict[str, Any] = {"help": text, "default": argparse.SUPPRESS}
     if choices:
         kw["choices"] = choices
+    if base is bool and p.default is True and not positional:
+        # On unless said otherwise: the option is the way to turn it off (`--no-claim`).
+        kw.update(action="store_false", help=text.removeprefix("false: ").replace(" (default: True)", ""))
+        c.add_argument("--no-" + p.option.removeprefix("--"), dest=p.name, **kw)
+        return
     if base is bool:
         kw["action"] = "store_true"
     elif repeatable:

@@ -436,6 +436,11 @@ def test_continuity_commands(cli, eng, clock):
     assert {e["step"]: e["status"] for e in r["plan"]} == {"add csv flag": "done", "write csv tests": "not_started"}
     code, out, _ = cli("resume", tid, "--max-tokens", "500")
     assert code == 0 and out.startswith("<resume>") and "[done] add csv flag" in out
+    assert r["held_by"]["this_session"] and "claim" in r  # resume claims by default; --no-claim only reads
+    code, out, _ = cli("resume", tid, "--no-claim")
+    r = cli_json(cli, "resume", tid, "--no-claim")
+    assert code == 0 and "[done] add csv flag" in out and "Held by" not in out
+    assert "claim" not in r and r["held_by"] is None
     code, out, _ = cli("task", "show", tid)
     assert "plan:" in out and "[not_started] write csv tests" in out
     code, out, _ = cli("tasks")
