@@ -134,10 +134,13 @@ def test_cli_arguments_come_from_the_declaration():
             a = actions[p.name]
             if p.name in spec.positional:
                 assert a.option_strings == [], (spec.command, p.name)
+            elif p.type is bool and p.default is True:  # on by default: the option turns it off
+                assert a.option_strings == ["--no-" + p.option.removeprefix("--")], (spec.command, p.name)
+                assert isinstance(a, argparse._StoreFalseAction), (spec.command, p.name)
             else:
                 assert a.option_strings == [p.option] and a.required == p.required, (spec.command, p.name)
             assert a.default is argparse.SUPPRESS  # not given: the declared default applies
-            assert p.description.rstrip(".") in a.help
+            assert p.description.rstrip(".").removeprefix("false: ") in a.help
             if choices(p.type):
                 assert tuple(a.choices) == choices(p.type), (spec.command, p.name)
 
