@@ -180,19 +180,22 @@ def _shape(t: Any) -> tuple[Any, tuple | None, bool]:
 
 def _add_param(c: argparse.ArgumentParser, p: Param, command: tuple[str, ...], positional: bool) -> None:
     base, choices, repeatable = _shape(p.type)
+    # On unless said otherwise: the option is the way to turn it off (`--no-claim`), and its help
+    # is what turning it off does.
+    negated = base is bool and p.default is True and not positional
     text = p.description.rstrip(".") + EXTRA_HELP.get((command, p.name), "")
+    if negated:
+        text = text.removeprefix("false: ")
     if repeatable:
         text += "; repeatable"
-    if not p.required and p.default not in (None, "", False):
+    if not p.required and not negated and p.default not in (None, "", False):
         text += f" (default: {p.default})"
     # SUPPRESS: an option not given is left out, so the declared default applies.
     kw: dict[str, Any] = {"help": text, "default": argparse.SUPPRESS}
     if choices:
         kw["choices"] = choices
-    if base is bool and p.default is True and not positional:
-        # On unless said otherwise: the option is the way to turn it off (`--no-claim`).
-        kw.update(action="store_false", help=text.removeprefix("false: ").replace(" (default: True)", ""))
-        c.add_argument("--no-" + p.option.removeprefix("--"), dest=p.name, **kw)
+    if negated:
+        c.add_argument("--no-" + p.option.removeprefix("--"), dest=p.name, action="store_false", **kw)
         return
     if base is bool:
         kw["action"] = "store_true"
@@ -388,10 +391,9 @@ def _render_tasks(r: dict) -> str:
 
 
 def _render_projects(r: dict) -> str:
-    def count(n: int, word: str) -> str:
-        return f"{n} {word}" if n == 1 else f"{n} {word[:-1] + 'ies' if word.endswith('y') else word + 's'}"
-    lines = [f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  {count(p['memories'], 'memory')}, "
-             f"{count(p['tasks'], 'task')}" for p in r["projects"]]
+    lines = [f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  "
+             f"{p['memories']} memor{'y' if p['memories'] == 1 else 'ies'}, "
+             f"{p['tasks']} task{'' if p['tasks'] == 1 else 's'}" for p in r["projects"]]
     if r.get("current") and all(p["id"] != r["current"] for p in r["projects"]):
         lines.append(f"* {r['current']}  (this directory's; nothing stored yet)")
     return "\n".join(lines) or "no project holds anything yet (every row is global)"
@@ -751,9 +753,9 @@ def _hooks(a: argparse.Namespace) -> int:
     try:
         settings = Settings.from_env(**({"home": Path(a.home).expanduser()} if a.home else {}))
         user = a.user or settings.user_id
+        options = hi.store_options(settings.home, user)  # what the commands carry beside the event
         if a.hooks_command == "install":
-            changes = hi.install(a.client, a.scope, dry_run=a.dry_run,
-                                 options=hi.store_options(settings.home, user))
+            changes = hi.install(a.client, a.scope, dry_run=a.dry_run, options=options)
         else:
             changes = hi.uninstall(a.client, a.scope, dry_run=a.dry_run)
     except hi.InstallError as e:
@@ -775,7 +777,7 @@ def _hooks(a: argparse.Namespace) -> int:
         print(f"engram's {label} hooks {done}: {', '.join(str(c.path) for c in changes)}")
     if done == "installed" and changes:
         # The client runs hooks with its own environment: say which store they will use.
-        if hi.store_options(settings.home, user):
+        if options:
             print(f"They act on the store in {settings.home}" + (f", as user {user}" if user != "default" else "")
                   + ": give the MCP server the same ENGRAM_HOME (engram-setup prints its entry).")
         else:
