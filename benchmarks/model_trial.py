@@ -129,32 +129,30 @@ def convert(pack: Path, out: Path, center: bool) -> None:
     (out / "1_Pooling" / "config.json").write_text(json.dumps({
         "word_embedding_dimension": h, "pooling_mode_cls_token": head["meta"]["pooling"] == "cls",
         "pooling_mode_mean_tokens": head["meta"]["pooling"] == "mean"}))
-    modules = [("", "Transformer"), ("1_Pooling", "Pooling")]
+    plain = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
+    _write_modules(out, plain)
     if center:
         from sentence_transformers import SentenceTransformer
-        (out / "modules.json").write_text(json.dumps(_modules(modules + [("2_Normalize", "Normalize")])))
-        (out / "2_Normalize").mkdir(exist_ok=True)
-        plain = SentenceTransformer(str(out), device="cpu", local_files_only=True)
-        mu = plain.encode(docstring_sentences(2000), normalize_embeddings=True).mean(0).astype(np.float32)
+        model = SentenceTransformer(str(out), device="cpu", local_files_only=True)  # the plain folder
+        mu = model.encode(docstring_sentences(2000), normalize_embeddings=True).mean(0).astype(np.float32)
         (out / "2_Dense").mkdir(exist_ok=True)
         (out / "2_Dense" / "config.json").write_text(json.dumps({
             "in_features": h, "out_features": h, "bias": True,
             "activation_function": "torch.nn.modules.linear.Identity"}))
         save_file({"linear.weight": torch.eye(h), "linear.bias": torch.from_numpy(-mu)},
                   str(out / "2_Dense" / "model.safetensors"))
-        (out / "2_Normalize").rmdir()
-        modules += [("2_Dense", "Dense"), ("3_Normalize", "Normalize")]
-    else:
-        modules += [("2_Normalize", "Normalize")]
-    for path, _ in modules[2:]:
-        (out / path).mkdir(exist_ok=True)
-    (out / "modules.json").write_text(json.dumps(_modules(modules)))
+        (out / "2_Normalize").rename(out / "3_Normalize")
+        _write_modules(out, plain[:2] + [("2_Dense", "Dense"), ("3_Normalize", "Normalize")])
     print(f"{out}: {head['meta']['model']} ({head['quantization']} pack, dequantized){' centred' if center else ''}")
 
 
-def _modules(mods: list[tuple[str, str]]) -> list[dict]:
-    return [{"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{kind}"}
-            for i, (p, kind) in enumerate(mods)]
+def _write_modules(out: Path, mods: list[tuple[str, str]]) -> None:
+    """modules.json for sentence-transformers, each module's folder made."""
+    for path, _ in mods[1:]:
+        (out / path).mkdir(exist_ok=True)
+    (out / "modules.json").write_text(json.dumps(
+        [{"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{kind}"}
+         for i, (p, kind) in enumerate(mods)]))
 
 
 def _embedder(model: str):
@@ -209,8 +207,8 @@ def scale(model: str, scales: list[float]) -> list[dict]:
     try:
         for s in scales:
             retrieve.STRONG_MEANING, retrieve.STRONG_COSINE = old[0] * s, old[1] * s
-            retrieve.Weights.from_settings = classmethod(lambda cls, st, s=s: dataclasses.replace(
-                base(cls, st), relevance_cosine=base(cls, st).relevance_cosine * s))
+            retrieve.Weights.from_settings = _weights_with(
+                base, lambda w, s=s: dataclasses.replace(w, relevance_cosine=w.relevance_cosine * s))
             row: dict = {"scale": s}
             for doc, halves in ((agent, ("tune", "report")), (held, ("held-out",))):
                 rows = recall_eval.run_agent_set(doc, embedder=emb)["rows"]
@@ -234,10 +232,15 @@ def locomo_without_floors(argv: list[str]) -> int:
 
     from .locomo.run import main as locomo_main
 
-    base = retrieve.Weights.from_settings.__func__
-    retrieve.Weights.from_settings = classmethod(lambda cls, st: dataclasses.replace(
-        base(cls, st), hit_share=0.0, hit_cosine=-2.0, relevance_cosine=-2.0))
+    retrieve.Weights.from_settings = _weights_with(
+        retrieve.Weights.from_settings.__func__,
+        lambda w: dataclasses.replace(w, hit_share=0.0, hit_cosine=-2.0, relevance_cosine=-2.0))
     return locomo_main(argv)
+
+
+def _weights_with(base, change) -> classmethod:
+    """Weights.from_settings as `base` (the engine's own function) gives it, then `change`d."""
+    return classmethod(lambda cls, settings: change(base(cls, settings)))
 
 
 # Names that may hold a text model: rerankers, known model families, and the words packagers use.
