@@ -36,7 +36,7 @@ from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
 from benchmarks.precision import precision
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_or_kill
 from engram.server.rpc import RpcClient
 

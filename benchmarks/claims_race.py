@@ -34,7 +34,7 @@ import anyio
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_or_kill
 
 TIMEOUT = 180  # the first call may wait for the daemon to load the embedding model

@@ -146,7 +146,7 @@ def _code(home: Path, src: Path | None) -> str:
 
 def _prepare(home: Path, src: Path | None) -> float:
     """engram-setup as after an install (makes and checks the ONNX graph); returns its wall time."""
-    cmd = [sys.executable, "-m", "engram.setup"] if src else [str(BIN / "engram-setup")]
+    cmd = [sys.executable, "-m", "engram.setup_command"] if src else [str(BIN / "engram-setup")]
     t0 = time.perf_counter()
     r = subprocess.run(cmd + ["--json"], env=_env(home, src), cwd=_cwd(home, src), capture_output=True,
                        text=True, timeout=900)

@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> dict:
                     help="after the last size, store this many handoffs and time recall_context too")
     args = ap.parse_args(argv)
     from engram import Engram, Settings
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     rng = random.Random(7)
     tmp = Path(tempfile.mkdtemp(prefix="engram-bench-"))

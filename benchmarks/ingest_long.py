@@ -8,7 +8,7 @@ alternating, each round times
 - store: Engram.store_many of the N texts into a new in-memory engine (chunking, embedding,
   write-time resolution, index and rows), and
 - encode: the embedder's embed_batch over exactly the chunks store_many embeds
-  (engram.chunking.split_chunks with the engine's chunk settings), in one call;
+  (engram.text.chunking.split_chunks with the engine's chunk settings), in one call;
 and reports the medians and their ratio, store / encode. A ratio is the figure to read on a
 shared machine: both halves of it run under the same load, which is printed beside it.
 """
@@ -41,8 +41,8 @@ def long_texts(n: int) -> list[str]:
 
 def measure(n: int, rounds: int) -> dict:
     from engram import Engram, Settings
-    from engram.chunking import split_chunks
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
+    from engram.text.chunking import split_chunks
 
     settings = Settings.from_env()
     emb = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)

@@ -26,9 +26,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import httpx
 import uvicorn
 
-from engram import Engram, Settings, keys
+from engram import Engram, Settings
+from engram.admin import keys
 from engram.api import Api, Ctx
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
 from engram.server.daemon import build_http_app
 
 TOKEN = "bench-token-0123456789abcdef0123"

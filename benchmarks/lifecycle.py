@@ -25,11 +25,11 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings, VirtualClock
+from engram.admin.maintenance import memory_stats
+from engram.admin.scheduler import MaintenanceScheduler
 from engram.api import Api, Ctx
-from engram.embedding import load_embedder
-from engram.maintenance import memory_stats
-from engram.render import estimate_tokens
-from engram.scheduler import MaintenanceScheduler
+from engram.continuity.rendering import estimate_tokens
+from engram.models.embedding import load_embedder
 
 # (fact, key that must appear in a hit, questions asked while working, question asked at the end)
 DURABLE = [

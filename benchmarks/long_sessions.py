@@ -67,7 +67,7 @@ def store_sessions(eng, doc: dict) -> int:
 
 def run_long_sessions(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     settings = settings or Settings.from_env()
     embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,

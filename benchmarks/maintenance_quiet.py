@@ -18,8 +18,8 @@ import time
 
 def run(memories: int, runs: int) -> dict:
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import FakeEmbedder
-    from engram.maintenance import run_maintenance
+    from engram.admin.maintenance import run_maintenance
+    from engram.models.embedding import FakeEmbedder
 
     rng = random.Random(0)
     words = [f"w{i}" for i in range(3000)]

@@ -25,8 +25,8 @@ if not os.environ.get("XDG_RUNTIME_DIR"):  # pgserver's platformdirs warns witho
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="engram-xdg-")
 
 from engram import Engram, Settings
-from engram.embedding import FakeEmbedder
-from engram.transfer import migrate_store
+from engram.admin.export_import import migrate_store
+from engram.models.embedding import FakeEmbedder
 
 from .engine_bench import sentence
 

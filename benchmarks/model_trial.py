@@ -156,8 +156,8 @@ def _write_modules(out: Path, mods: list[tuple[str, str]]) -> None:
 
 
 def _embedder(model: str):
-    from engram.config import Settings
-    from engram.embedding import load_embedder
+    from engram.core.settings import Settings
+    from engram.models.embedding import load_embedder
 
     settings = Settings.from_env(model=model)
     return load_embedder(model, cache_dir=settings.model_cache, threads=2)
@@ -192,7 +192,7 @@ def raw(model: str, locomo_data: str | None) -> dict:
 
 
 def scale(model: str, scales: list[float]) -> list[dict]:
-    import engram.retrieve as retrieve
+    import engram.search.ranking as retrieve
 
     from . import recall_eval
 
@@ -228,7 +228,7 @@ def scale(model: str, scales: list[float]) -> list[dict]:
 
 
 def locomo_without_floors(argv: list[str]) -> int:
-    import engram.retrieve as retrieve
+    import engram.search.ranking as retrieve
 
     from .locomo.run import main as locomo_main
 

@@ -26,8 +26,8 @@ CHILD = """
 import json, sys, time
 import engram
 from engram import Engram
-from engram.config import Settings
-from engram.embedding import FakeEmbedder
+from engram.core.settings import Settings
+from engram.models.embedding import FakeEmbedder
 settings, fake = Settings.from_env(), FakeEmbedder()
 Engram(":memory:", settings=settings, embedder=fake).close()  # imports and first-use costs
 out = []

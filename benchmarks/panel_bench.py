@@ -22,7 +22,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings
 from engram.api import Api, Ctx
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
 
 from .engine_bench import sentence
 

@@ -259,7 +259,7 @@ def locomo_like_texts(data: Path, n: int, seed: int) -> list[str]:
 def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -> dict:
     from benchmarks.pg_scale import DIM
     from engram import Engram, Settings
-    from engram.embedding import FakeEmbedder
+    from engram.models.embedding import FakeEmbedder
     from engram.store.pg import PgStore
     emb = FakeEmbedder(DIM, "fake-hash-384")
     ids, texts, vecs = with_vectors(locomo_like_texts(data, n, seed))
@@ -330,7 +330,7 @@ def main(argv: list[str] | None = None) -> int:
     embedder = None
     if "locomo" in parts or "agent" in parts:
         from engram import Settings
-        from engram.embedding import load_embedder
+        from engram.models.embedding import load_embedder
         s = Settings.from_env()
         embedder = load_embedder(s.model, cache_dir=s.model_cache, threads=s.torch_threads)
     results: dict = {"date": datetime.now(UTC).isoformat(timespec="seconds")}

@@ -84,7 +84,7 @@ def store_set(eng, clock, doc: dict) -> tuple[dict[str, str], dict[str, int]]:
 def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     """Store the set in order in one session, ask every query in every mode, score."""
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     settings = settings or Settings.from_env()
     embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
@@ -314,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     from engram import Settings
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     started = time.perf_counter()
     settings = Settings.from_env(model=args.model) if args.model else Settings.from_env()

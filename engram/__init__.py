@@ -4,25 +4,25 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+from engram.core.version import VERSION as __version__
 
 # Imported on first use, so a process that only forwards calls to the daemon
 # (the stdio MCP entry point) does not pay for DuckDB, numpy and torch.
 _EXPORTS = {
     "Engram": "engram.engram",
-    "ModelMismatch": "engram.errors",
-    "Settings": "engram.config",
-    "SystemClock": "engram.clock",
-    "VirtualClock": "engram.clock",
-    "EngramError": "engram.errors",
-    "Hit": "engram.types",
-    "Memory": "engram.types",
-    "NotFound": "engram.errors",
-    "Scope": "engram.types",
-    "detect_project": "engram.project",
-    "Session": "engram.types",
-    "StoreResult": "engram.types",
-    "Task": "engram.types",
+    "ModelMismatch": "engram.core.errors",
+    "Settings": "engram.core.settings",
+    "SystemClock": "engram.core.clock",
+    "VirtualClock": "engram.core.clock",
+    "EngramError": "engram.core.errors",
+    "Hit": "engram.core.types",
+    "Memory": "engram.core.types",
+    "NotFound": "engram.core.errors",
+    "Scope": "engram.core.types",
+    "detect_project": "engram.core.project",
+    "Session": "engram.core.types",
+    "StoreResult": "engram.core.types",
+    "Task": "engram.core.types",
 }
 
 __all__ = [*_EXPORTS, "__version__"]

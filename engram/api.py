@@ -13,15 +13,15 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from . import ops
-from .clock import utc
-from .engram import Engram
-from .metrics import Metrics
-from .types import Ctx, EngramError, Scope
+from engram import ops
+from engram.core.clock import utc
+from engram.core.metrics import Metrics
+from engram.core.types import Ctx, EngramError, Scope
+from engram.engram import Engram
 
 # The MCP tools, in the order the calling model sees them (declared in engram.ops).
 TOOLS = ops.TOOLS
-# Parts of a maintenance report that name or quote memories; memory_stats shows a run without them.
+# EngineState of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
 
@@ -70,8 +70,8 @@ class Api:
         ok = False
         try:
             if name != "health":
-                self.eng.touch_session(ctx.session_id, ctx.user_id, ctx.client, ctx.pid,
-                                       ctx.project, ctx.branch)
+                self.eng.touch_session(ctx.session_id, user_id=ctx.user_id, client=ctx.client, pid=ctx.pid,
+                                       project=ctx.project, branch=ctx.branch)
             result = fn(ctx, **args)
             if name != "health" and isinstance(result, dict):
                 notices = self.eng.claim_notices(ctx.session_id)
@@ -105,7 +105,7 @@ class Api:
                 "count": len(ids), "dry_run": bool(dry_run)}
 
     def get_memory(self, ctx: Ctx, memory_id: str) -> dict:
-        return self.eng.memory_view(memory_id, ctx.user_id)
+        return self.eng.memory_view(memory_id, user_id=ctx.user_id)
 
     def recall_memory(self, ctx: Ctx, query: str, limit: int, memory_type: str | None,
                       task_id: str | None, tags: list[str] | None, as_of: str | None,
@@ -142,20 +142,21 @@ class Api:
         return {"task_id": t.id, **t.to_dict()}
 
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
-        return self.eng.task_view(task_id, limit, user_id=ctx.user_id, reader=ctx.session_id)
+        return self.eng.task_view(task_id, limit=limit, user_id=ctx.user_id, reader=ctx.session_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int, all_projects: bool) -> dict:
-        return {"tasks": self.eng.task_overview(status, limit, user_id=ctx.user_id,
+        return {"tasks": self.eng.task_overview(status=status, limit=limit, user_id=ctx.user_id,
                                                 scope=scope_of(ctx, all_projects), reader=ctx.session_id),
                 "project": ctx.project}
 
     def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int, take_over: bool, claim: bool) -> dict:
-        return self.eng.resume_task(task_id, max_tokens, user_id=ctx.user_id,
+        return self.eng.resume_task(task_id, max_tokens=max_tokens, user_id=ctx.user_id,
                                     session_id=ctx.session_id if claim else None,
                                     client=ctx.client, take_over=bool(take_over), reader=ctx.session_id)
 
     def claim_task(self, ctx: Ctx, task_id: str, take_over: bool) -> dict:
-        return self.eng.claim_task(task_id, ctx.session_id, ctx.client, bool(take_over), user_id=ctx.user_id)
+        return self.eng.claim_task(task_id, ctx.session_id, client=ctx.client, take_over=bool(take_over),
+                                   user_id=ctx.user_id)
 
     def release_task(self, ctx: Ctx, task_id: str) -> dict:
         return self.eng.release_task(task_id, ctx.session_id, user_id=ctx.user_id)
@@ -164,13 +165,13 @@ class Api:
         """A write for a task claims it for the caller when nobody holds it; when another
         session does, the write is kept and `claim` says who holds the task."""
         if out.get("task_id"):
-            claim = self.eng.work_on(out["task_id"], ctx.session_id, ctx.client, user_id=ctx.user_id)
+            claim = self.eng.work_on(out["task_id"], ctx.session_id, client=ctx.client, user_id=ctx.user_id)
             if claim is not None:
                 out["claim"] = claim
         return out
 
     def report_interruption(self, ctx: Ctx, reason: str, task_id: str | None) -> dict:
-        s = self.eng.report_interruption(ctx.session_id, reason, task_id, user_id=ctx.user_id)
+        s = self.eng.report_interruption(ctx.session_id, reason, task_id=task_id, user_id=ctx.user_id)
         return {"session_id": s.id, "status": s.status, "reason": s.interruption, "task_id": s.task_id,
                 "ended_at": s.ended_at.isoformat() if s.ended_at else None}
 
@@ -184,7 +185,8 @@ class Api:
     def session_handoff(self, ctx: Ctx, summary: str, completed: list[str] | None,
                         in_progress: list[str] | None, blocked: list[str] | None,
                         next_steps: list[str] | None, task_id: str | None) -> dict:
-        m = self.eng.handoff(summary, completed, in_progress, blocked, next_steps, task_id,
+        m = self.eng.handoff(summary, completed=completed, in_progress=in_progress, blocked=blocked,
+                             next_steps=next_steps, task_id=task_id,
                              user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored("new")
         return self._working(ctx, {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id,
@@ -192,14 +194,14 @@ class Api:
 
     def track_failure(self, ctx: Ctx, error: str, component: str, root_cause: str,
                       task_id: str | None, fix: str | None) -> dict:
-        r = self.eng.track_failure(error, component, root_cause, task_id, fix,
+        r = self.eng.track_failure(error, component, root_cause, task_id=task_id, fix=fix,
                                    user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored(r.action)
         return r.to_dict()
 
     def track_progress(self, ctx: Ctx, feature: str, status: str, completion: float | None,
                        task_id: str | None, notes: str) -> dict:
-        m = self.eng.track_progress(feature, status, completion, task_id, notes,
+        m = self.eng.track_progress(feature, status, completion, task_id=task_id, notes=notes,
                                     user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
         self.metrics.stored("new")
         return self._working(ctx, {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]})
@@ -208,13 +210,13 @@ class Api:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
-    # -- the agent lifecycle hooks (engram.lifecycle) ------------------------------
+    # -- the agent lifecycle hooks (engram.continuity.lifecycle) ------------------------------
     def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
-        from .lifecycle import session_start
+        from engram.continuity.lifecycle import session_start
         return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens, ctx.project)
 
     def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
-        from .lifecycle import prompt_memories
+        from engram.continuity.lifecycle import prompt_memories
         return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
 
     def session_checkpoint(self, ctx: Ctx, summary: str, completed: list[str] | str | None,
@@ -222,7 +224,7 @@ class Api:
                            next_steps: list[str] | str | None, step_statuses: list[str] | None,
                            failures: list[dict] | None, task_id: str | None, checkpoint: dict,
                            interrupted: bool) -> dict:
-        from .lifecycle import session_checkpoint
+        from engram.continuity.lifecycle import session_checkpoint
 
         def items(v: list[str] | str | None) -> list[str]:
             return [v] if isinstance(v, str) else list(v or [])
@@ -237,8 +239,9 @@ class Api:
                       as_of: str | None, status: str, offset: int, limit: int,
                       in_project: str | None) -> dict:
         """A page of memories, newest first, with filters; total counts every match."""
-        return self.eng.list_memories(memory_type, task_id, [tag] if tag else None, parse_time(as_of),
-                                      status, offset, limit, user_id=ctx.user_id, in_project=in_project)
+        return self.eng.list_memories(memory_type=memory_type, task_id=task_id, tags=[tag] if tag else None,
+                                      as_of=parse_time(as_of), status=status, offset=offset, limit=limit,
+                                      user_id=ctx.user_id, in_project=in_project)
 
     def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool) -> dict:
         m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
@@ -246,7 +249,7 @@ class Api:
 
     def memory_strength(self, ctx: Ctx, memory_id: str, days: int) -> dict:
         """Strength since the last recall and projected `days` ahead, with when it would be pruned."""
-        return self.eng.strength_curve(memory_id, days, user_id=ctx.user_id)
+        return self.eng.strength_curve(memory_id, days=days, user_id=ctx.user_id)
 
     def memory_versions(self, ctx: Ctx, memory_id: str) -> dict:
         """The supersession chain through a memory and what a consolidation merged into it."""
@@ -262,7 +265,7 @@ class Api:
         return self.eng.user_of(ctx.user_id)
 
     def consolidate_memory(self, ctx: Ctx, apply: bool) -> dict:
-        from .maintenance import run_maintenance
+        from engram.admin.maintenance import run_maintenance
         # Only the caller's memories: a report names memories and quotes them, and apply deletes.
         # The scheduled job (MaintenanceScheduler) covers every user.
         report = run_maintenance(self.eng, apply=bool(apply), user_id=self._user(ctx))
@@ -276,7 +279,7 @@ class Api:
         return self.consolidate_memory(ctx, apply=True)
 
     def memory_stats(self, ctx: Ctx) -> dict:
-        from .maintenance import memory_stats
+        from engram.admin.maintenance import memory_stats
         user = self._user(ctx)
         stats = memory_stats(self.eng, user_id=user)
         if self.scheduler is not None:
@@ -290,27 +293,27 @@ class Api:
         return stats
 
     def export_memories(self, ctx: Ctx, path: str) -> dict:
-        from .transfer import export_jsonl
+        from engram.admin.export_import import export_jsonl
         return export_jsonl(self.eng, path, user_id=self._user(ctx))
 
     def import_memories(self, ctx: Ctx, path: str, on_conflict: str, reembed: bool) -> dict:
-        from .transfer import import_jsonl
+        from engram.admin.export_import import import_jsonl
         return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed),
                             user_id=self._user(ctx))
 
     def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool) -> dict:
-        """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.importers."""
-        from .importers import import_from
+        """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.admin.importers."""
+        from engram.admin.importers import import_from
         return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
 
     def migrate_store(self, ctx: Ctx, target: str, force: bool) -> dict:
         """The whole store, every user's rows, into another database (a local admin command)."""
-        from .transfer import migrate_store
+        from engram.admin.export_import import migrate_store
         return migrate_store(self.eng, target, force=bool(force))
 
     def backup_store(self, ctx: Ctx, dest: str | None) -> dict:
         """A checked copy of the whole DuckDB file, taken in the daemon that owns it (local admin)."""
-        from .backup import take_backup
+        from engram.store.backup import take_backup
         return take_backup(self.eng, dest)
 
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
@@ -323,15 +326,15 @@ class Api:
 
     # -- per-user keys (local administration: no HTTP route or MCP tool) -------
     def create_key(self, ctx: Ctx, user_id: str, label: str | None) -> dict:
-        from . import keys
+        from engram.admin import keys
         return keys.create_key(self.eng, user_id, label)
 
     def list_keys(self, ctx: Ctx, user_id: str | None) -> dict:
-        from . import keys
+        from engram.admin import keys
         return {"keys": keys.list_keys(self.eng, user_id)}
 
     def revoke_key(self, ctx: Ctx, key_id: str) -> dict:
-        from . import keys
+        from engram.admin import keys
         return keys.revoke_key(self.eng, key_id)
 
     def health(self, ctx: Ctx) -> dict:

@@ -18,14 +18,14 @@ from pathlib import Path
 from types import UnionType
 from typing import Any, Literal, Union, get_args, get_origin
 
-from . import __version__
-from .config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
-from .ops import OPS, OPS_LIST, Param, dumps
-from .types import Ctx, EngramError
+from engram import __version__
+from engram.core.settings import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings
+from engram.core.types import Ctx, EngramError
+from engram.ops import OPS, OPS_LIST, Param, dumps
 
 __all__ = ["build_parser", "main"]
 
-IMPORT_SOURCES = ("engram", "mcp-memory", "mem0", "markdown")  # engram.importers.SOURCES, plus our own
+IMPORT_SOURCES = ("engram", "mcp-memory", "mem0", "markdown")  # engram.admin.importers.SOURCES, plus our own
 
 
 class CliError(Exception):
@@ -138,12 +138,12 @@ def _run_hook(a: argparse.Namespace) -> int:
     user = getattr(a, "hook_user", None) or getattr(a, "user", None)
     if user:
         os.environ["ENGRAM_USER"] = user
-    from .hooks.run import main as hook_main
+    from engram.hooks.run import main as hook_main
     return hook_main(a.event, a.client)
 
 
 def _add_hooks_commands(sub, common: argparse.ArgumentParser) -> None:
-    from .hooks.install import CLIENTS
+    from engram.hooks.install import CLIENTS
     text = ("Put engram's lifecycle hooks (session start, each prompt, compaction, session end) into an "
             "agent client's settings, take them out, or show where they are.")
     g = sub.add_parser("hooks", help=text, description=text)
@@ -365,14 +365,14 @@ def _render_task_view(r: dict) -> str:
 
 
 def _held_line(t: dict) -> list[str]:
-    from .claims import describe_claim
+    from engram.continuity.claims import describe_claim
     held = t.get("held_by")
     return [f"    held by {describe_claim(held)}" + (" (this session)" if held.get("this_session") else "")] \
         if held else []
 
 
 def _render_claim(r: dict) -> str:
-    from .claims import describe_claim
+    from engram.continuity.claims import describe_claim
     line = f"claimed {r['claim']['task_id']} for {describe_claim(r['claim'])}"
     if r.get("taken_over"):
         line += f"\n  taken over from {describe_claim(r['taken_over'])} (it is told on its next call)"
@@ -605,7 +605,7 @@ def _render(op: str, result: Any, as_json: bool) -> str:
         return dumps(result, indent=2, ensure_ascii=False)
     fn = RENDER.get(op)
     text = fn(result) if fn else "\n".join(_plain(result))
-    if isinstance(result, dict):  # what claims tell the caller, whatever the command (engram.claims)
+    if isinstance(result, dict):  # what claims tell the caller, whatever the command (engram.continuity.claims)
         said = [n["message"] for n in result.get("claim_notices") or []]
         claim = result.get("claim")
         if isinstance(claim, dict) and claim.get("claimed") is False:
@@ -634,12 +634,12 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
     if session is not None and not 1 <= len(session.strip()) <= 200:
         raise CliError("--session must be 1 to 200 characters")
     session_id = session.strip() if session else f"cli-{uuid.uuid4().hex}"
-    from .project import detect_project
+    from engram.core.project import detect_project
     project = detect_project()  # the working directory's (docs/projects.md); ENGRAM_PROJECT overrides
     proj, branch = (project.id, project.branch) if project else (None, None)
     if api_factory is None:
-        from .server.backend import daemon_command
-        from .server.rpc import RpcClient, server_running
+        from engram.server.backend import daemon_command
+        from engram.server.rpc import RpcClient, server_running
         if allow_model_change and not server_running(settings.socket_path):
             # `reindex --reembed` after changing ENGRAM_MODEL: a daemon refuses a store embedded
             # with another model, so this one command opens the store itself.
@@ -659,8 +659,8 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
 def _in_process(settings: Settings, user: str | None, session_id: str, project: str | None,
                 branch: str | None) -> _Conn:
     """An engine of this process's own, opened to re-embed a store made with another model."""
-    from .api import Api
-    from .engram import Engram
+    from engram.api import Api
+    from engram.engram import Engram
     eng = Engram(None, settings=settings, allow_model_change=True)  # database_url, else the file
     api = Api(eng)
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid(), project=project, branch=branch)
@@ -707,10 +707,10 @@ def _restore(a: argparse.Namespace, settings: Settings) -> int:
     checked before the daemon is stopped, so a bad one costs nothing; the next command starts a
     daemon on the restored store.
     """
-    from .backup import check_backup, restore
-    from .clock import SystemClock
-    from .server.daemon import stop_daemon
-    from .server.rpc import acquire_daemon_lock
+    from engram.core.clock import SystemClock
+    from engram.server.daemon import stop_daemon
+    from engram.server.rpc import acquire_daemon_lock
+    from engram.store.backup import check_backup, restore
 
     if settings.database_url:
         raise CliError("engram restore puts back a DuckDB file; restore a PostgreSQL database with its "
@@ -735,7 +735,7 @@ def _restore(a: argparse.Namespace, settings: Settings) -> int:
 
 
 def _stop(a: argparse.Namespace, settings: Settings) -> int:
-    from .server.daemon import stop_daemon
+    from engram.server.daemon import stop_daemon
     # Returns once the daemon released its lock, so a command run next can open the database.
     stopped = stop_daemon(settings)
     if a.json:
@@ -747,7 +747,7 @@ def _stop(a: argparse.Namespace, settings: Settings) -> int:
 
 def _hooks(a: argparse.Namespace) -> int:
     """The settings files of the clients, edited here: no daemon, no store."""
-    from .hooks import install as hi
+    from engram.hooks import install as hi
     if a.hooks_command == "status":
         return _hooks_status(a)
     try:
@@ -792,7 +792,7 @@ def _hooks(a: argparse.Namespace) -> int:
 
 
 def _hooks_status(a: argparse.Namespace) -> int:
-    from .hooks import install as hi
+    from engram.hooks import install as hi
     rows = hi.status()
     if a.json:
         print(json.dumps(rows, indent=2))
@@ -846,7 +846,7 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
     a = build_parser().parse_args(argv)
     if a.command == "hook":
         return _run_hook(a)
-    from .server.rpc import RpcError
+    from engram.server.rpc import RpcError
     try:
         overrides: dict[str, Any] = {"home": Path(a.home).expanduser()} if a.home else {}
         if a.database_url:
@@ -855,16 +855,16 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
             os.environ["ENGRAM_DATABASE_URL"] = a.database_url
         settings = Settings.from_env(**overrides)
         if a.command is None:
-            from .server.backend import stdio_client
+            from engram.server.backend import stdio_client
             client = stdio_client(settings)  # reaches for the daemon while the MCP SDK imports
-            from .server.mcp import run_stdio
+            from engram.server.mcp import run_stdio
             run_stdio(settings, client)
             return 0
         if a.command == "version":
             print(json.dumps({"version": __version__}) if a.json else f"engram {__version__}")
             return 0
         if a.command == "serve":
-            from .server.daemon import run_daemon
+            from engram.server.daemon import run_daemon
             # Started by hand in the foreground: it stays until stopped, idle or not.
             code = run_daemon(settings, http=a.http, host=a.host, port=a.port, idle_exit=False)
             return code if isinstance(code, int) else 0

@@ -1,46 +1,59 @@
 """The facade: every entry point (library, MCP, HTTP, CLI) talks to an Engram.
 
-It opens the parts (the store, the model, the derived indexes, the clock, the lock, the settings:
-engram.parts) and the modules that work on them, each by concern; its public methods delegate.
+It opens the state the engine shares (the store, the model, the derived indexes, the clock, the
+lock, the settings: engine/state.py) and the parts that work on it, each by concern; its public
+methods are delegations, each made by `_delegate` from the part's own method, so a parameter is
+declared once, in the part (a parameter with a default is keyword-only there):
 
-    indexes.py   the derived indexes: rebuild, catch_up, re-embed, edges
-    writes.py    store, update, forget, pin
-    recall.py    recall and recall_context (one ranking per call), get_context
-    curation.py  a memory, a page of memories, strength, versions
-    sessions.py  sessions: heartbeat, interruptions, outcomes
-    handoffs.py  handoff, failure and progress records, step checks, a task's plan
-    tasks.py     tasks, claims, resume_task, the prompt block
-    render.py    the texts (pure): the <memory> block, the handoff and resume texts, the prompt
+    engine/index_upkeep.py        the derived indexes: rebuild, catch_up, re-embed, edges
+    engine/writes.py              store, update, forget, pin
+    engine/recall.py              recall: one ranking per call
+    engine/curation.py            a memory, a page of memories, strength, versions
+    continuity/sessions.py        sessions: heartbeat, interruptions, outcomes
+    continuity/handoffs.py        handoff, failure and progress records, step checks, a task's plan
+    continuity/tasks.py           tasks, claims, resume_task, the prompt block
+    continuity/recall_context.py  recall_context and get_context, over one recall
 """
 
 from __future__ import annotations
 
+import functools
 import threading
-from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Callable
 
-from .clock import Clock, SystemClock
-from .config import Settings
-from .curation import Curation
-from .embedding import Embedder, UnavailableEmbedder, load_embedder
-from .errors import ModelUnavailable
-from .handoffs import Handoffs
-from .index import one_blas_thread
-from .indexes import Indexes
-from .nextsteps import StepCheck
-from .parts import Parts
-from .recall import Recall
-from .sessions import Sessions
-from .store import open_store
-from .tasks import Tasks
-from .types import NO_PROJECT, Hit, Memory, Scope, Session, StoreResult, Task
-from .writes import Writes
+from engram.continuity.claims import Claims
+from engram.continuity.handoffs import Handoffs
+from engram.continuity.recall_context import RecallContext
+from engram.continuity.sessions import Sessions
+from engram.continuity.tasks import Tasks
+from engram.core.clock import Clock, SystemClock
+from engram.core.errors import ModelUnavailable
+from engram.core.settings import Settings
+from engram.engine.curation import Curation
+from engram.engine.index_upkeep import Indexes
+from engram.engine.recall import Recall
+from engram.engine.state import EngineState
+from engram.engine.writes import Writes
+from engram.models.embedding import Embedder, UnavailableEmbedder, load_embedder
+from engram.search.memory_index import one_blas_thread
+from engram.store import open_store
+
+
+def _delegate(part: str, method: Callable) -> Callable:
+    """A facade method calling `method` on the part Engram holds as `part`, with that method's own
+    signature and docstring (help() and inspect show them): the parameters are the part's."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self, *args, **kwargs):
+        return getattr(getattr(self, part), name)(*args, **kwargs)
+    return call
 
 
 def _shared(name: str, doc: str) -> property:
     """An attribute of the parts, read (and set, as a test swaps the store) through the facade."""
-    return property(lambda self: getattr(self.parts, name), lambda self, v: setattr(self.parts, name, v), doc=doc)
+    return property(lambda self: getattr(self.state, name), lambda self, v: setattr(self.state, name, v), doc=doc)
 
 
 class Engram:
@@ -64,7 +77,6 @@ class Engram:
     graph = _shared("graph", "The memory graph (edges between related memories).")
     outcomes = _shared("outcomes", "Session outcomes: session id -> (successes, failures).")
     index_built_at = _shared("index_built_at", "When the derived indexes were last rebuilt.")
-    claims = _shared("claims", "Who holds which task (engram.claims).")
     activity_epoch = _shared("activity_epoch", "Bumped when a memory's text changes or memories go.")
 
     def __init__(self, path: str | Path | None = None, *, settings: Settings | None = None,
@@ -94,13 +106,14 @@ class Engram:
         if degraded:
             embedder = UnavailableEmbedder(settings.model, int(store_db.get_meta("model_dim") or 0), degraded)
         # store_db.path: a URL without its password, as shown in health and errors.
-        self.parts = p = Parts(settings, clock, store_db, embedder, degraded, store_db.path)
+        self.state = p = EngineState(settings, clock, store_db, embedder, degraded, store_db.path)
         self.indexes = Indexes(p, allow_model_change)
         self.writes = Writes(p, self.indexes)
         self.sessions = Sessions(p)
         self.handoffs = Handoffs(p, self.indexes, self.writes, self.sessions)
         self.tasks = Tasks(p, self.handoffs, self.sessions)
-        self.recaller = Recall(p, self.indexes, self.sessions, self.handoffs)
+        self.recaller = Recall(p, self.indexes)
+        self.context_recall = RecallContext(p, self.recaller, self.sessions, self.handoffs)
         self.curation = Curation(p, self.indexes)
         try:
             p.model_changed = self.indexes.check_model()
@@ -113,18 +126,18 @@ class Engram:
     def retry_model(self, force: bool = False) -> bool:
         """While degraded, try to load the model again (at most every MODEL_RETRY_S unless
         force); on success embed the rows stored without a vector. True when it came back."""
-        return self.indexes.retry_model(lambda: _load_model(self.parts.settings), force)
+        return self.indexes.retry_model(lambda: _load_model(self.state.settings), force=force)
 
     def backup(self, dest: Path) -> int:
-        """A consistent copy of the store's file at dest (engram.backup.take_backup checks it)."""
-        return self.parts.store_db.backup(dest)
+        """A consistent copy of the store's file at dest (engram.store.backup.take_backup checks it)."""
+        return self.state.store_db.backup(dest)
 
     def schema_version(self) -> int:
-        return self.parts.store_db.schema_version()
+        return self.state.store_db.schema_version()
 
     def close(self) -> None:
-        with self.parts.lock:
-            self.parts.store_db.close()
+        with self.state.lock:
+            self.state.store_db.close()
 
     def __enter__(self) -> Engram:
         return self
@@ -136,236 +149,85 @@ class Engram:
     def lock(self) -> threading.RLock:
         """The engine's lock (reentrant): a caller that reads and writes in several steps
         (maintenance, export, import) holds it across them."""
-        return self.parts.lock
+        return self.state.lock
 
-    # -- the user a call acts for, a memory, a task (engram.parts) ---------
-    def user_of(self, user_id: str | None) -> str:
-        return self.parts.user_of(user_id)
+    @property
+    def claims(self) -> Claims:
+        """Who holds which task (continuity/claims.py)."""
+        return self.tasks.claims
 
-    def get(self, memory_id: str, user_id: str | None = None) -> Memory:
-        return self.parts.memory(memory_id, user_id)
+    # -- the user a call acts for, a memory, a task (engine/state.py) --------
+    user_of = _delegate("state", EngineState.user_of)
+    get = _delegate("state", EngineState.memory)
+    quality = _delegate("state", EngineState.quality)
+    get_task_row = _delegate("state", EngineState.task)
 
-    def quality(self, m: Memory) -> float:
-        return self.parts.quality(m)
+    # -- the derived indexes (engine/index_upkeep.py) -----------------------
+    rebuild_indexes = _delegate("indexes", Indexes.rebuild)
+    catch_up = _delegate("indexes", Indexes.catch_up)
+    reembed_all = _delegate("indexes", Indexes.reembed_all)
+    rebuild_edges = _delegate("indexes", Indexes.rebuild_edges)
+    index_status = _delegate("indexes", Indexes.status)
+    index_counts = _delegate("indexes", Indexes.counts)
 
-    def get_task_row(self, task_id: str, user_id: str | None = None) -> Task:
-        return self.parts.task(task_id, user_id)
+    # -- writes (engine/writes.py) -------------------------------------------
+    store = _delegate("writes", Writes.store)
+    store_many = _delegate("writes", Writes.store_many)
+    update = _delegate("writes", Writes.update)
+    forget = _delegate("writes", Writes.forget)
+    remove_memories = _delegate("writes", Writes.remove_memories)
+    set_pinned = _delegate("writes", Writes.set_pinned)
 
-    # -- the derived indexes (engram.indexes) ------------------------------
-    def rebuild_indexes(self) -> None:
-        return self.indexes.rebuild()
+    # -- recall (engine/recall.py, continuity/recall_context.py) -------------
+    recall = _delegate("recaller", Recall.recall)
+    context = _delegate("context_recall", RecallContext.context)
+    recall_context = _delegate("context_recall", RecallContext.recall_context)
+    hit_dict = _delegate("context_recall", RecallContext.hit_dict)
 
-    def catch_up(self, force: bool = False) -> int:
-        return self.indexes.catch_up(force)
+    # -- curation (engine/curation.py) ---------------------------------------
+    memory_view = _delegate("curation", Curation.memory_view)
+    history = _delegate("curation", Curation.history)
+    list_memories = _delegate("curation", Curation.list_memories)
+    memory_summary = _delegate("curation", Curation.memory_summary)
+    strength_curve = _delegate("curation", Curation.strength_curve)
+    versions = _delegate("curation", Curation.versions)
 
-    def reembed_all(self) -> int:
-        return self.indexes.reembed_all()
+    # -- sessions (continuity/sessions.py) -----------------------------------
+    touch_session = _delegate("sessions", Sessions.touch_session)
+    end_session = _delegate("sessions", Sessions.end_session)
+    expire_stale_sessions = _delegate("sessions", Sessions.expire_stale_sessions)
+    report_interruption = _delegate("sessions", Sessions.report_interruption)
+    take_interrupted = _delegate("sessions", Sessions.take_interrupted)
+    session_outcome = _delegate("sessions", Sessions.session_outcome)
+    projects = _delegate("sessions", Sessions.projects)
+    list_sessions = _delegate("sessions", Sessions.list_sessions)
 
-    def rebuild_edges(self, ids: Sequence[str] | None = None) -> int:
-        return self.indexes.rebuild_edges(ids)
+    # -- handoffs and plans (continuity/handoffs.py) -------------------------
+    handoff = _delegate("handoffs", Handoffs.handoff)
+    track_failure = _delegate("handoffs", Handoffs.track_failure)
+    track_progress = _delegate("handoffs", Handoffs.track_progress)
+    latest_handoff = _delegate("handoffs", Handoffs.latest_handoff)
+    step_checks = _delegate("handoffs", Handoffs.step_checks)
+    validate_handoff = _delegate("handoffs", Handoffs.validate_handoff)
+    # A handoff memory stored without the engine's document (store_memory with type handoff) is
+    # shown as a handoff whose summary is its text.
+    handoff_view = _delegate("handoffs", Handoffs.view)
+    task_plan = _delegate("handoffs", Handoffs.plan)
+    task_plan_of = _delegate("handoffs", Handoffs.plan_of)
 
-    def index_status(self) -> dict[str, Any]:
-        return self.indexes.status()
-
-    def index_counts(self) -> dict[tuple[str, str], int]:
-        return self.indexes.counts()
-
-    # -- writes (engram.writes) --------------------------------------------
-    def store(self, content: str, memory_type: str = "fact", importance: float = 0.5,
-              tags: Sequence[str] | None = None, task_id: str | None = None,
-              metadata: dict | None = None, provenance: Sequence[str] = (),
-              user_id: str | None = None, session_id: str | None = None, pinned: bool = False,
-              created_at: datetime | None = None, resolve_conflicts: bool = True,
-              conversation: str | None = None, chunk: bool = True,
-              project: str | None = None) -> StoreResult:
-        return self.writes.store(content, memory_type, importance, tags, task_id, metadata, provenance, user_id,
-                                 session_id, pinned, created_at, resolve_conflicts, conversation, chunk, project)
-
-    def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
-        return self.writes.store_many(items)
-
-    def update(self, memory_id: str, content: str, user_id: str | None = None) -> StoreResult:
-        return self.writes.update(memory_id, content, user_id)
-
-    def forget(self, memory_id: str | None = None, query: str | None = None,
-               user_id: str | None = None, dry_run: bool = False, scope: Scope = NO_PROJECT) -> list[str]:
-        return self.writes.forget(memory_id, query, user_id, dry_run, scope)
-
-    def remove_memories(self, ids: Sequence[str]) -> None:
-        return self.writes.remove_memories(ids)
-
-    def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:
-        return self.writes.set_pinned(memory_id, pinned, user_id)
-
-    # -- recall (engram.recall) --------------------------------------------
-    def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
-                tags: Sequence[str] | str | None = None, user_id: str | None = None,
-                session_id: str | None = None, scope: Scope = NO_PROJECT) -> dict:
-        return self.recaller.context(query, max_tokens, task_id, limit, tags, user_id, session_id, scope)
-
-    def recall(self, query: str, limit: int = 10, memory_type: str | None = None,
-               task_id: str | None = None, tags: Sequence[str] | None = None,
-               as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-               user_id: str | None = None, graph: bool = True, reinforce: bool = True,
-               exclude_types: Sequence[str] = (), min_share: float = 0.0,
-               scope: Scope = NO_PROJECT, strong_only: bool = False, rerank: bool | None = None) -> list[Hit]:
-        return self.recaller.recall(query, limit, memory_type, task_id, tags, as_of, mode, explain, user_id, graph,
-                                    reinforce, exclude_types, min_share, scope, strong_only, rerank)
-
-    def recall_context(self, query: str, limit: int = 10, memory_type: str | None = None,
-                       task_id: str | None = None, tags: Sequence[str] | None = None,
-                       as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-                       user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False) -> dict:
-        return self.recaller.recall_context(query, limit, memory_type, task_id, tags, as_of, mode, explain, user_id,
-                                            session_id, min_share, scope, strong_only)
-
-    def hit_dict(self, h: Hit) -> dict:
-        return self.recaller.hit_dict(h)
-
-    # -- curation (engram.curation) ----------------------------------------
-    def memory_view(self, memory_id: str, user_id: str | None = None) -> dict:
-        return self.curation.memory_view(memory_id, user_id)
-
-    def history(self, memory_id: str, user_id: str | None = None) -> list[dict]:
-        return self.curation.history(memory_id, user_id)
-
-    def list_memories(self, memory_type: str | None = None, task_id: str | None = None,
-                      tags: Sequence[str] | None = None, as_of: datetime | None = None,
-                      status: str = "active", offset: int = 0, limit: int = 50,
-                      user_id: str | None = None, in_project: str | None = None) -> dict:
-        return self.curation.list_memories(memory_type, task_id, tags, as_of, status, offset, limit, user_id,
-                                           in_project)
-
-    def memory_summary(self, m: Memory, now: datetime) -> dict:
-        return self.curation.memory_summary(m, now)
-
-    def strength_curve(self, memory_id: str, days: int = 90, user_id: str | None = None) -> dict:
-        return self.curation.strength_curve(memory_id, days, user_id)
-
-    def versions(self, memory_id: str, user_id: str | None = None) -> dict:
-        return self.curation.versions(memory_id, user_id)
-
-    # -- sessions (engram.sessions) ----------------------------------------
-    def touch_session(self, session_id: str, user_id: str | None = None, client: str = "",
-                      pid: int | None = None, project: str | None = None,
-                      branch: str | None = None) -> None:
-        return self.sessions.touch_session(session_id, user_id, client, pid, project, branch)
-
-    def end_session(self, session_id: str, clean: bool = True, user_id: str | None = None) -> None:
-        return self.sessions.end_session(session_id, clean, user_id)
-
-    def expire_stale_sessions(self) -> int:
-        return self.sessions.expire_stale_sessions()
-
-    def report_interruption(self, session_id: str, reason: str, task_id: str | None = None,
-                            user_id: str | None = None) -> Session:
-        return self.sessions.report_interruption(session_id, reason, task_id, user_id)
-
-    def take_interrupted(self, user_id: str | None = None, exclude: str | None = None,
-                         scope: Scope = NO_PROJECT) -> list[dict]:
-        return self.sessions.take_interrupted(user_id, exclude, scope)
-
-    def session_outcome(self, session_id: str, outcome: str, notes: str = "",
-                        user_id: str | None = None) -> Session:
-        return self.sessions.session_outcome(session_id, outcome, notes, user_id)
-
-    def projects(self, user_id: str | None = None) -> list[dict]:
-        return self.sessions.projects(user_id)
-
-    def list_sessions(self, user_id: str | None = None) -> list[Session]:
-        return self.sessions.list_sessions(user_id)
-
-    # -- handoffs and plans (engram.handoffs) ------------------------------
-    def handoff(self, summary: str, completed: Sequence[str] | None = None,
-                in_progress: Sequence[str] | None = None, blocked: Sequence[str] | None = None,
-                next_steps: Sequence[str] | None = None, task_id: str | None = None,
-                user_id: str | None = None, session_id: str | None = None,
-                checkpoint: dict | None = None, tags: Sequence[str] | None = None,
-                project: str | None = None) -> Memory:
-        return self.handoffs.handoff(summary, completed, in_progress, blocked, next_steps, task_id, user_id,
-                                     session_id, checkpoint, tags, project)
-
-    def track_failure(self, error: str, component: str, root_cause: str = "",
-                      task_id: str | None = None, fix: str | None = None,
-                      user_id: str | None = None, session_id: str | None = None,
-                      project: str | None = None):
-        return self.handoffs.track_failure(error, component, root_cause, task_id, fix, user_id, session_id, project)
-
-    def track_progress(self, feature: str, status: str, completion: float | None = None,
-                       task_id: str | None = None, notes: str = "", user_id: str | None = None,
-                       session_id: str | None = None, project: str | None = None) -> Memory:
-        return self.handoffs.track_progress(feature, status, completion, task_id, notes, user_id, session_id, project)
-
-    def latest_handoff(self, user_id: str, task_id: str | None = None,
-                       tags: Sequence[str] | None = None) -> Memory | None:
-        return self.handoffs.latest_handoff(user_id, task_id, tags)
-
-    def step_checks(self, h: Memory, read: dict[str, Memory] | None = None) -> list[StepCheck]:
-        return self.handoffs.step_checks(h, read)
-
-    def validate_handoff(self, h: Memory) -> list[dict]:
-        return self.handoffs.validate_handoff(h)
-
-    def handoff_view(self, h: Memory) -> dict:
-        # A handoff memory stored without the engine's document (store_memory with type
-        # handoff) is shown as a handoff whose summary is its text.
-        return self.handoffs.view(h)
-
-    def task_plan(self, task_id: str, user_id: str | None = None) -> list[dict]:
-        return self.handoffs.plan(task_id, user_id)
-
-    def task_plan_of(self, user: str, task_id: str) -> list[dict]:
-        return self.handoffs.plan_of(user, task_id)
-
-    # -- tasks and claims (engram.tasks) -----------------------------------
-    def create_task(self, name: str, goal: str = "", metadata: dict | None = None,
-                    user_id: str | None = None, session_id: str | None = None,
-                    project: str | None = None) -> Task:
-        return self.tasks.create_task(name, goal, metadata, user_id, session_id, project)
-
-    def update_task(self, task_id: str, status: str | None = None, goal: str | None = None,
-                    metadata: dict | None = None, name: str | None = None,
-                    user_id: str | None = None, session_id: str | None = None) -> Task:
-        return self.tasks.update_task(task_id, status, goal, metadata, name, user_id, session_id)
-
-    def list_tasks(self, status: str | None = None, user_id: str | None = None,
-                   scope: Scope = NO_PROJECT) -> list[Task]:
-        return self.tasks.list_tasks(status, user_id, scope)
-
-    def task_overview(self, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None, scope: Scope = NO_PROJECT,
-                      reader: str | None = None) -> list[dict]:
-        return self.tasks.task_overview(status, limit, user_id, scope, reader)
-
-    def task_view(self, task_id: str, limit: int = 50, user_id: str | None = None,
-                  reader: str | None = None) -> dict:
-        return self.tasks.task_view(task_id, limit, user_id, reader)
-
-    def task_sessions(self, task_id: str, user_id: str | None = None) -> list[dict]:
-        return self.tasks.task_sessions(task_id, user_id)
-
-    def resume_task(self, task_id: str, max_tokens: int = 2000, user_id: str | None = None,
-                    session_id: str | None = None, client: str = "", take_over: bool = False,
-                    reader: str | None = None) -> dict:
-        return self.tasks.resume_task(task_id, max_tokens, user_id, session_id, client, take_over, reader)
-
-    def claim_task(self, task_id: str, session_id: str, client: str = "", take_over: bool = False,
-                   user_id: str | None = None) -> dict:
-        return self.tasks.claim_task(task_id, session_id, client, take_over, user_id)
-
-    def work_on(self, t: Task | str, session_id: str | None, client: str = "", take_over: bool = False,
-                user_id: str | None = None) -> dict | None:
-        return self.tasks.work_on(t, session_id, client, take_over, user_id)
-
-    def release_task(self, task_id: str, session_id: str, user_id: str | None = None) -> dict:
-        return self.tasks.release_task(task_id, session_id, user_id)
-
-    def claim_notices(self, session_id: str) -> list[dict]:
-        return self.tasks.claim_notices(session_id)
-
-    def prompt_block(self, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
-        return self.tasks.prompt_block(user_id, limit, scope)
+    # -- tasks and claims (continuity/tasks.py) ------------------------------
+    create_task = _delegate("tasks", Tasks.create_task)
+    update_task = _delegate("tasks", Tasks.update_task)
+    list_tasks = _delegate("tasks", Tasks.list_tasks)
+    task_overview = _delegate("tasks", Tasks.task_overview)
+    task_view = _delegate("tasks", Tasks.task_view)
+    task_sessions = _delegate("tasks", Tasks.task_sessions)
+    resume_task = _delegate("tasks", Tasks.resume_task)
+    claim_task = _delegate("tasks", Tasks.claim_task)
+    work_on = _delegate("tasks", Tasks.work_on)
+    release_task = _delegate("tasks", Tasks.release_task)
+    claim_notices = _delegate("tasks", Tasks.claim_notices)
+    prompt_block = _delegate("tasks", Tasks.prompt_block)
 
 
 def _load_model(settings: Settings) -> Embedder:

@@ -24,8 +24,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import InvalidArguments
-from .types import (
+from engram.core.errors import InvalidArguments
+from engram.core.types import (
     INTERRUPTION_REASONS,
     MEMORY_TYPES,
     OUTCOMES,
@@ -34,6 +34,7 @@ from .types import (
     TASK_STATUSES,
     EngramError,
 )
+from engram.core.validation import refuse_unknown
 
 __all__ = ["OPS", "OPS_LIST", "REQUIRED", "TOOLS", "Cli", "Http", "InvalidArguments", "Op", "Param",
            "arguments_model", "body_model", "body_params", "check", "check_values", "describe", "dumps",
@@ -538,7 +539,7 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
               "backups folder beside the database, ENGRAM_HOME/backups).", None),
     ), cli=(Cli(("backup",), "Write a consistent copy of the DuckDB store while the daemon serves, "
                 "check it, and print where it is.", positional=("dest",)),)),
-    # Per-user keys (engram.keys): local administration only, never an HTTP route or MCP tool,
+    # Per-user keys (engram.admin.keys): local administration only, never an HTTP route or MCP tool,
     # so a key holder cannot make, list or revoke keys.
     Op("create_key", (
         Param("user_id", str, "The user the key acts as.", flag="--user"),
@@ -560,14 +561,6 @@ TOOLS: tuple[str, ...] = tuple(op.name for op in OPS_LIST if op.mcp is not None)
 
 
 MAX_ARG_DEPTH = 32  # JSON nesting allowed in arguments (metadata objects); generous for real use
-
-
-def refuse_unknown(where: str, given: Any, accepted: tuple[str, ...]) -> None:
-    """Refuse keys that are not accepted: a misspelt argument must not vanish silently."""
-    unknown = sorted(str(k) for k in given if k not in accepted)
-    if unknown:
-        raise InvalidArguments(f"{where}: unknown argument(s): {', '.join(unknown)}; "
-                               f"accepted: {', '.join(accepted) or '(none)'}")
 
 
 def check(name: str, args: Any) -> dict[str, Any]:

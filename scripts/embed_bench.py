@@ -62,7 +62,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     import onnxruntime as ort
 
-    from engram.embedding import SentenceTransformerEmbedder
+    from engram.models.embedding import SentenceTransformerEmbedder
 
     rng = random.Random(3)
     queries = [text(rng, 3, 12) for _ in range(a.queries)]

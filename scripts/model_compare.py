@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args(argv)
 
-    from engram.config import Settings
-    from engram.embedding import SentenceTransformerEmbedder
+    from engram.core.settings import Settings
+    from engram.models.embedding import SentenceTransformerEmbedder
 
     settings = Settings.from_env()
     rng = random.Random(3)

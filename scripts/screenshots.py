@@ -38,7 +38,7 @@ def free_port() -> int:
 def serving(home: Path, token: str, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, dict]]:
     """`engram serve --http` with `token` on `home`; yields (base URL, the environment of that home).
     Stops it, and any daemon left for the home, on the way out."""
-    from engram.config import Settings
+    from engram.core.settings import Settings
     from engram.server.daemon import stop_or_kill
 
     port = free_port()

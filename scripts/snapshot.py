@@ -67,7 +67,7 @@ def cli_surface() -> dict:
 
 
 def settings_surface() -> list[dict]:
-    from engram.config import SETTINGS
+    from engram.core.settings import SETTINGS
 
     # The home's default is the running user's: shown as documented, not as resolved here.
     return [{"name": x.name, "env": x.env, "type": str(x.type), "default": x.shown_default(), "help": x.help,

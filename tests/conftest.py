@@ -34,7 +34,7 @@ if not os.environ.get("XDG_RUNTIME_DIR"):
 os.environ["ENGRAM_MODEL_CACHE"] = str(Path(__file__).resolve().parents[1] / ".cache" / "model_cache")
 
 from engram import Engram, Settings, VirtualClock
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
 
 START = datetime(2025, 3, 1, 9, 0, tzinfo=timezone.utc)
 SHARED_MODEL_CACHE = Path(os.environ["ENGRAM_MODEL_CACHE"])
@@ -227,7 +227,7 @@ def eng(settings, fake, clock):
 
 @pytest.fixture(scope="session")
 def real_embedder():
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
     return load_embedder("all-MiniLM-L6-v2", cache_dir=SHARED_MODEL_CACHE)
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_or_kill
 
 # The first call may wait for the daemon to start and load the embedding model.

@@ -73,7 +73,7 @@ def _ingest(eng, clock, conv: Conversation, bar) -> Counter:
         # clock that write-time resolution reads.
         clock.set(session.when)
         # Each session's turns are one conversation, as a chat importer would store them:
-        # a turn is searched with the turns just before it (see engram/index.py).
+        # a turn is searched with the turns just before it (see engram/search/memory_index.py).
         conversation = f"{conv.sample_id}/session-{session.number}"
         results = eng.store_many([
             {"content": t.content, "provenance": (t.dia_id,), "user_id": user, "created_at": t.when,
@@ -150,7 +150,7 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
     """Run the benchmark and return the result document (see the package docstring).
     database_url: store in this (empty) PostgreSQL database instead of DuckDB in memory."""
     from engram import Engram, Settings, VirtualClock
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     started = time.perf_counter()
     modes = tuple(modes)

@@ -17,7 +17,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from .transcript import Session, TodoItem
+from engram.hooks.transcript import Session, TodoItem
 
 __all__ = ["build_checkpoint", "git_state"]
 

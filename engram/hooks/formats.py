@@ -23,7 +23,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from .transcript import HOOK_CONTEXT, MAX_JSON_DOCUMENT_BYTES, Session, TranscriptError, _lines, _text
+from engram.hooks.transcript import HOOK_CONTEXT, MAX_JSON_DOCUMENT_BYTES, Session, TranscriptError, _lines, _text
 
 # ---------------------------------------------------------------- Claude Code
 

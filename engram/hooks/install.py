@@ -133,7 +133,7 @@ def store_options(home: Path | None, user: str | None) -> list[str]:
     client runs hooks with its own environment, which may lack the ENGRAM_HOME or ENGRAM_USER the
     MCP server was configured with (engram-setup prints them into the server's entry only). The
     defaults are left out, so a default install reads the same as before."""
-    from ..config import Settings
+    from engram.core.settings import Settings
     default = Settings()
     out: list[str] = []
     if home is not None and Path(home).expanduser() != default.home:

@@ -89,8 +89,8 @@ def _connect(settings: Any, client: str, session_id: str, project: Any, timeout:
     """The hook's session with the daemon, starting it when none runs: the one place the hook
     tells engram who is calling, and in which project (that of the client's cwd, as the stdio
     server and the CLI detect theirs)."""
-    from ..server.backend import daemon_command
-    from ..server.rpc import RpcClient
+    from engram.server.backend import daemon_command
+    from engram.server.rpc import RpcClient
     return RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                      client=client, user_id=settings.user_id, store=settings.store, timeout=timeout,
                      spawn_timeout=timeout, project=project.id if project else None,
@@ -123,8 +123,8 @@ def _prompt(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
 
 def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_id: str,
                 project: Any, connect) -> HookOutcome:
-    from .checkpoint import build_checkpoint, git_state
-    from .transcript import TranscriptError, read_transcript
+    from engram.hooks.checkpoint import build_checkpoint, git_state
+    from engram.hooks.transcript import TranscriptError, read_transcript
     if not settings.hook_checkpoint:
         return HookOutcome(status="skipped", message="ENGRAM_HOOK_CHECKPOINT is off")
     path = payload.get("transcript_path")
@@ -158,8 +158,8 @@ def _on_alarm(signum, frame):
 
 def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) -> HookOutcome:
     """Handle one hook event; never raises (everything ends as an outcome)."""
-    from ..config import Settings
-    from ..project import detect_project
+    from engram.core.project import detect_project
+    from engram.core.settings import Settings
     try:
         settings = settings or Settings.from_env()
     except ValueError as e:
@@ -188,7 +188,7 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
-    from ..server.rpc import RpcError
+    from engram.server.rpc import RpcError
     # A checkpoint waits for a daemon that is still starting as long as its whole budget allows
     # (the clients give these events 60 s): it is the only record of the session, and the first
     # daemon of a new home can take longer than hook_timeout_s to start on a loaded machine.
@@ -219,7 +219,7 @@ def main(event: str, client: str, stdin: IO[bytes] | None = None, stdout: IO[str
     start = time.monotonic()
     home = _home()
     try:
-        from ..config import Settings
+        from engram.core.settings import Settings
         settings = Settings.from_env()
         home = settings.home
     except Exception:  # noqa: BLE001 - run_hook reports the bad setting

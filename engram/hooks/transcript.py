@@ -312,7 +312,7 @@ def _lines(path: Path, session: Session) -> Iterator[dict]:
 
 def read_transcript(path: str | os.PathLike, client: str) -> Session:
     """What the session in the transcript at `path` did; raises TranscriptError when it cannot be read."""
-    from .formats import READERS  # the readers build on this module's Session and line reader
+    from engram.hooks.formats import READERS  # the readers build on this module's Session and line reader
 
     if client not in READERS:
         raise ValueError(f"client must be one of {', '.join(CLIENT_NAMES)}; got {client!r}")

@@ -13,8 +13,12 @@ from collections.abc import Mapping
 from typing import Any, Protocol
 
 from engram import __version__
+from engram.core.types import Ctx
 from engram.server.rpc import RpcClient, RpcError
-from engram.types import Ctx
+
+# The RPC method a stdio server sends as its "still here" while its agent works (mcp.keep_alive);
+# the daemon answers it without calling the Api.
+HEARTBEAT = "__heartbeat__"
 
 log = logging.getLogger(__name__)
 
@@ -60,7 +64,7 @@ def stdio_client(settings: Any) -> RpcClient:
     process imports the SDK and the host initialises, so the first tool call does not wait for
     both one after the other. Errors surface on that call instead.
     """
-    from engram.project import detect_project
+    from engram.core.project import detect_project
     # The host (Claude Code, Codex, Gemini CLI) starts this server in the directory it works in:
     # that directory's project is this session's (docs/projects.md).
     project = detect_project()

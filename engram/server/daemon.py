@@ -23,18 +23,18 @@ from typing import Any
 
 from engram import __version__
 from engram.api import Api, Ctx
-from engram.config import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
-from engram.errors import StoreMismatch
-from engram.project import check_project
+from engram.core.errors import StoreMismatch
+from engram.core.project import check_project
+from engram.core.settings import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
+from engram.core.types import EngramError
+from engram.server.backend import HEARTBEAT
 from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
-from engram.types import EngramError
 
-__all__ = ["HEARTBEAT", "SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
+__all__ = ["SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
 
 log = logging.getLogger(__name__)
 
 SHUTDOWN = "__shutdown__"  # the RPC method that stops the daemon (not an Api operation)
-HEARTBEAT = "__heartbeat__"  # a stdio server's "still here" while its agent works (see mcp.keep_alive)
 # How often an idle daemon applies other servers' writes (Engram.catch_up), so the first read
 # after a quiet spell finds its indexes current. On a DuckDB file there are none: nothing is read.
 FRESH_EVERY_S = 0.5
@@ -82,7 +82,8 @@ class Daemon:
             self.stop_requested.set()
             return {"stopping": True, "pid": os.getpid()}
         if method == HEARTBEAT:
-            self.eng.touch_session(peer.session_id, peer.user_id, peer.client, peer.pid, peer.project, peer.branch)
+            self.eng.touch_session(peer.session_id, user_id=peer.user_id, client=peer.client, pid=peer.pid,
+                                   project=peer.project, branch=peer.branch)
             # The claim timeout that counts is this daemon's: the client beats at its pace.
             return {"next_in_s": self.settings.claim_timeout_s / 5}
         return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid,
@@ -109,7 +110,7 @@ class Daemon:
         if self._stopping:
             # We are closing the connection, not the client: its session is not over.
             return
-        self.eng.end_session(peer.session_id, clean, peer.user_id)
+        self.eng.end_session(peer.session_id, clean, user_id=peer.user_id)
         if not clean:
             log.info("session %s (%s, pid %s) interrupted", peer.session_id, peer.client, peer.pid)
 
@@ -192,9 +193,9 @@ class Daemon:
 
 def _start_scheduler(eng: Any, settings: Settings, api: Api) -> Any:
     try:
-        from engram.scheduler import MaintenanceScheduler
+        from engram.admin.scheduler import MaintenanceScheduler
     except ModuleNotFoundError as e:
-        if e.name != "engram.scheduler":
+        if e.name != "engram.admin.scheduler":
             raise
         return None
     scheduler = MaintenanceScheduler(eng, settings, api_metrics=api.metrics)

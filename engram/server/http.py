@@ -4,7 +4,7 @@ Sessions: a request that sends `X-Engram-Session: <id>` acts in that session, wh
 open (and, like an MCP session whose client vanished, counts as interrupted once idle for
 ENGRAM_HEARTBEAT_TIMEOUT). Without the header the session is the client's connection (its
 token and address), ended cleanly after each request because HTTP has no disconnect signal.
-The user is `X-Engram-User`, else ENGRAM_USER; with a per-user key (engram.keys), the key's
+The user is `X-Engram-User`, else ENGRAM_USER; with a per-user key (engram.admin.keys), the key's
 user and no other (see _Auth).
 """
 
@@ -30,15 +30,16 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from engram import __version__, keys, ops
+from engram import __version__, ops
+from engram.admin import keys
 from engram.api import Ctx
-from engram.errors import BindRefused, DatabaseUnavailable, DiskFull, ModelUnavailable, TaskClaimed
-from engram.ops import refuse_unknown
+from engram.core.errors import BindRefused, DatabaseUnavailable, DiskFull, ModelUnavailable, TaskClaimed
+from engram.core.project import check_project
+from engram.core.types import EngramError, NotFound
+from engram.core.validation import refuse_unknown
 from engram.panel import is_panel_path
 from engram.panel import routes as panel_routes
-from engram.project import check_project
 from engram.server.backend import KEY_USER, USER_HEADER, LocalBackend, derived_session_id, header_user
-from engram.types import EngramError, NotFound
 
 __all__ = ["MAX_BODY_BYTES", "BindRefused", "build_app", "check_bind"]
 

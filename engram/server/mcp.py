@@ -20,11 +20,12 @@ from mcp.types import ToolAnnotations
 from pydantic import ValidationError
 
 from engram import __version__
-from engram.errors import NotFound
-from engram.ops import OPS, TOOLS, describe, dumps, refuse_unknown
-from engram.server.backend import Backend, RemoteBackend, daemon_command, stdio_client
+from engram.core.errors import NotFound
+from engram.core.types import OPEN_TASK_STATUSES, EngramError
+from engram.core.validation import refuse_unknown
+from engram.ops import OPS, TOOLS, describe, dumps
+from engram.server.backend import HEARTBEAT, Backend, RemoteBackend, daemon_command, stdio_client
 from engram.server.rpc import RpcClient, RpcError
-from engram.types import OPEN_TASK_STATUSES, EngramError
 
 __all__ = ["TASKS_URI", "TASK_RESUME_URI", "TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "keep_alive",
            "main", "run_stdio"]
@@ -198,7 +199,7 @@ def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
     next recall.
     """
     if settings is None:
-        from engram.config import Settings
+        from engram.core.settings import Settings
         settings = Settings.from_env()
     if client is None:
         client = stdio_client(settings)
@@ -217,11 +218,10 @@ def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
 
 def keep_alive(client: RpcClient, every_s: float) -> threading.Thread:
     """Heartbeats while this process lives, so an agent working for an hour between tool calls
-    keeps its session and its task claims (engram.claims); a killed or frozen process stops
+    keeps its session and its task claims (engram.continuity.claims); a killed or frozen process stops
     them, and its claims lapse. Only over a connection already open (RpcClient.beat). The
     daemon's answer sets the pace (a fifth of its claim timeout, which may differ from this
     process's setting); until it answers, every second or every_s, whichever is sooner."""
-    from engram.server.daemon import HEARTBEAT
 
     def run() -> None:
         wait = min(every_s, 1.0)

@@ -12,10 +12,10 @@ Wire protocol: newline-delimited JSON, one connection per client session.
     server -> {"ok": true, "server_pid": int, "session_id": str, "version": str, "schema": int}
            | {"ok": false, "error": {"message": str, "kind": str}}   (on_connect refused it)
 
-"store" names the store the client means (engram.config.store_identity), so a daemon serving
+"store" names the store the client means (engram.core.settings.store_identity), so a daemon serving
 another one can refuse instead of acting on the wrong rows; a client that sends none (older
 ones, `engram stop`) is served whatever the daemon serves. "project" and "branch": where the
-client works (engram.project.detect_project, run in the client's own directory); the session
+client works (engram.core.project.detect_project, run in the client's own directory); the session
 reads and writes in that project. None (or left out): no project. "version" is the package version of
 each side and "schema" the store's schema version: a client that finds an older daemon (or one
 that sends no version: it predates the field) asks it to finish and exit ("__shutdown__" with
@@ -46,8 +46,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, Self
 
+from engram.core.types import EngramError
 from engram.ops import json_default
-from engram.types import EngramError
 
 __all__ = [
     "MAX_REQUEST_BYTES",
@@ -491,7 +491,7 @@ class RpcClient:
 
     One connection is one session; `session_id` survives reconnects, so a
     respawned daemon sees the same session. Thread-safe: calls are serialised.
-    `store`: the store this client means (engram.config.store_identity); a daemon serving
+    `store`: the store this client means (engram.core.settings.store_identity); a daemon serving
     another refuses the session (kind "StoreMismatch") rather than act on the wrong rows.
     """
 

@@ -8,15 +8,15 @@ from __future__ import annotations
 from datetime import datetime
 from pathlib import Path
 
-from ..config import is_database_url
-from .base import MemoryStore
-from .db import Store
+from engram.core.settings import is_database_url
+from engram.store.base import MemoryStore
+from engram.store.db import Store
 
 
 def open_store(path_or_url: str | Path, now: datetime) -> MemoryStore:
     """The store at a PostgreSQL URL (PgStore) or a DuckDB file / ":memory:" (Store)."""
     if is_database_url(path_or_url):
-        from .pg import PgStore  # psycopg is an optional extra: imported only when asked for
+        from engram.store.pg import PgStore  # psycopg is an optional extra: imported only when asked for
         return PgStore(str(path_or_url), now)
     return Store(path_or_url, now)
 

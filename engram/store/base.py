@@ -3,7 +3,7 @@
 Store (db.py, DuckDB) is the first implementation. Each method is named for what the engine
 needs, never for a query: no SQL text crosses this line, so a second backend implements these
 methods in its own dialect without reading a string from outside store/. Rows go in and come
-out as the domain values of engram.types (Memory, Task, Session); times are aware UTC
+out as the domain values of engram.core.types (Memory, Task, Session); times are aware UTC
 datetimes; embeddings go in as float32 vectors and come out as their bytes.
 
 tests/unit/test_architecture.py checks that the engine calls nothing on its store that is not
@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence
 
 import numpy as np
 
-from ..types import EVERY_PROJECT, Claim, Memory, Scope, Session, Task
+from engram.core.types import EVERY_PROJECT, Claim, Memory, Scope, Session, Task
 
 
 class MemoryStore(Protocol):
@@ -39,7 +39,7 @@ class MemoryStore(Protocol):
         inside still sees them."""
 
     # -- several servers on one database ----------------------------------------
-    # Each server keeps derived indexes (engram/index.py, graph.py) built from the rows; when
+    # Each server keeps derived indexes (engram/search/memory_index.py, graph.py) built from the rows; when
     # other processes write to the same database it catches up from this feed of changes.
     def change_mark(self) -> int:
         """The newest change number now: a later changes_since(mark) returns only newer writes."""
@@ -108,7 +108,7 @@ class MemoryStore(Protocol):
         """The newest progress note the session wrote (deleted ones aside)."""
 
     def active_failures_tagged(self, user_id: str, tag: str, scope: Scope = EVERY_PROJECT) -> list[Memory]:
-        """The user's active failures carrying `tag` seen in `scope` (engram.types.Scope), newest first."""
+        """The user's active failures carrying `tag` seen in `scope` (engram.core.types.Scope), newest first."""
 
     def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
         """The task's active failures, newest first."""
@@ -179,7 +179,7 @@ class MemoryStore(Protocol):
     def session_outcomes(self) -> dict[str, tuple[int, int]]:
         """(successes, failures) of every session that reported any."""
 
-    # -- task claims (engram/claims.py) ------------------------------------------
+    # -- task claims (engram/continuity/claims.py) ------------------------------------------
     def get_claim(self, task_id: str) -> Claim | None:
         """The task's claim with its holder's last heartbeat and status, or None."""
 
@@ -260,7 +260,7 @@ class MemoryStore(Protocol):
     def user_edges(self, user_id: str | None = None) -> list[tuple[str, str, float, str]]:
         """(src, dst, weight, user_id) of the user's edges (every user's when None), sorted."""
 
-    # -- per-user keys (engram/keys.py) ------------------------------------------
+    # -- per-user keys (engram/admin/keys.py) ------------------------------------------
     def insert_key(self, key_id: str, user_id: str, key_hash: str, label: str | None, now: datetime) -> None:
         """Keep a new key's hash (never the key) for the user."""
 
@@ -269,7 +269,7 @@ class MemoryStore(Protocol):
 
     def list_keys(self, user_id: str | None) -> list[dict]:
         """Keys (of the user; every user's when None), oldest first: {id, user_id, key_hash,
-        label, created_at, revoked_at}. engram.keys shows them without the hash."""
+        label, created_at, revoked_at}. engram.admin.keys shows them without the hash."""
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
         """Mark the key revoked from `now`; False when no unrevoked key has that id."""

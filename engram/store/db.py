@@ -22,14 +22,15 @@ import numpy as np
 if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
-from ..errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
-from ..types import EngramError, Memory
-from . import schema as _schema
-from .dialect import DUCKDB, Pending, Rows
-from .extensions import LOADED_BY_STORE, load_extensions
-from .rows import MEM_SELECT, MEMORY_FIELDS, aware, memory_values, row_to_memory, ts
-from .schema import SCHEMA_VERSION, SQL_TYPES, migrate
-from .sql import ERASURE_PENDING, SqlStore
+from engram.core.errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
+from engram.core.types import EngramError, Memory
+from engram.store import schema as _schema
+from engram.store.backup_files import copy_file, latest_backup
+from engram.store.dialect import DUCKDB, Pending, Rows
+from engram.store.extensions import LOADED_BY_STORE, load_extensions
+from engram.store.rows import MEM_SELECT, MEMORY_FIELDS, aware, memory_values, row_to_memory, ts
+from engram.store.schema import SCHEMA_VERSION, SQL_TYPES, migrate
+from engram.store.sql import ERASURE_PENDING, SqlStore
 
 # Column types for bulk inserts (unnest of one list per column), embedding last.
 _MEM_TYPES = tuple(SQL_TYPES["duckdb"][c.kind] for c in MEMORY_FIELDS) + ("BLOB",)
@@ -218,7 +219,6 @@ class Store(SqlStore):
         if is_disk_full(e):
             return DiskFull(f"cannot open {self.path}: the disk holding it is full ({_first_line(e)}); "
                             "free some space and try again. Nothing was changed")
-        from ..backup import latest_backup
         newest = latest_backup(self.path)
         advice = (f"the newest backup is {newest}: `engram restore {newest}` puts it in place (the "
                   "damaged file is kept aside)" if newest else
@@ -438,8 +438,6 @@ class Store(SqlStore):
         takes milliseconds per 10 MB where COPY FROM DATABASE rewrites every row (35 times
         slower, benchmarks/faults.py); writes wait for the copy.
         """
-        from ..backup import copy_file
-
         if self.path == ":memory:":
             raise EngramError("an in-memory database has no file to back up")
         with self._lock:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ..types import Scope
+from engram.core.types import Scope
 
 
 @dataclass(frozen=True)

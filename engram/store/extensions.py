@@ -13,7 +13,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..errors import ExtensionError
+from engram.core.errors import ExtensionError
 
 EXTENSIONS = ("vss", "fts")  # vss first: a table with an HNSW index needs it before any write
 LOADED_BY_STORE: tuple[str, ...] = ()  # what Store() loads when it opens a database

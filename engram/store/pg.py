@@ -21,12 +21,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from ..errors import DatabaseUnavailable
-from ..types import EngramError, Memory
-from .dialect import POSTGRES, Pending, Rows
-from .rows import MEM_SELECT, MEMORY_COLUMNS, aware, memory_values, row_to_memory, ts
-from .schema import PG_MIGRATIONS, schema_too_new
-from .sql import ERASURE_PENDING, SqlStore
+from engram.core.errors import DatabaseUnavailable
+from engram.core.types import EngramError, Memory
+from engram.store.dialect import POSTGRES, Pending, Rows
+from engram.store.rows import MEM_SELECT, MEMORY_COLUMNS, aware, memory_values, row_to_memory, ts
+from engram.store.schema import PG_MIGRATIONS, schema_too_new
+from engram.store.sql import ERASURE_PENDING, SqlStore
 
 try:
     import psycopg

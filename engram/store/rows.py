@@ -2,8 +2,8 @@
 
 MEMORY_TABLE is the one place a memory's columns are written: the row mapping here
 (row_to_memory, memory_values), the migrations that create and extend the table
-(schema.memory_ddl) and the export format (engram/exchange.py's MemoryLine) derive from it, and
-tests/unit/test_architecture.py checks that engram.types.Memory has the same fields in the same
+(schema.memory_ddl) and the export format (engram/admin/export_format.py's MemoryLine) derive from it, and
+tests/unit/test_architecture.py checks that engram.core.types.Memory has the same fields in the same
 order. A new column is one Column here (with the schema version that adds it) and that
 version's migration entry in schema.py.
 """
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-from ..types import Claim, Memory, Session, Task
+from engram.core.types import Claim, Memory, Session, Task
 
 # What a column holds; each dialect names its SQL type (schema.SQL_TYPES) and the row mapping
 # converts by it. "key": the text primary key; "list": an array of text; "json": a JSON object

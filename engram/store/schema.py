@@ -18,10 +18,9 @@ from datetime import datetime
 
 import duckdb
 
-from engram import __version__
-from engram.errors import SchemaTooNew
-
-from .rows import MEMORY_TABLE, Column
+from engram.core.errors import SchemaTooNew
+from engram.core.version import VERSION
+from engram.store.rows import MEMORY_TABLE, Column
 
 # The SQL type of each column kind (rows.KINDS) per backend. Postgres: naive UTC timestamps (as
 # on DuckDB), pgvector's vector without a fixed dimension (the model decides it, meta.model_dim
@@ -126,7 +125,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     ]),
     # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
-    # Per-user keys for a team (engram/keys.py): only each key's hash is kept, never the key.
+    # Per-user keys for a team (engram/admin/keys.py): only each key's hash is kept, never the key.
     ("api keys", ["""CREATE TABLE api_keys (
             id VARCHAR PRIMARY KEY,
             user_id VARCHAR NOT NULL,
@@ -135,14 +134,14 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at TIMESTAMP NOT NULL,
             revoked_at TIMESTAMP
         )"""]),
-    # Projects (engram/project.py, docs/projects.md): NULL is "no project", so every row stored
+    # Projects (engram/core/project.py, docs/projects.md): NULL is "no project", so every row stored
     # before this version stays visible from inside and outside any project. One ALTER per
     # table per migration (see above), hence four.
     ("memory project", memory_ddl("duckdb", 10)),
     ("task project", ["ALTER TABLE tasks ADD COLUMN project VARCHAR"]),
     ("session project", ["ALTER TABLE sessions ADD COLUMN project VARCHAR"]),
     ("session branch", ["ALTER TABLE sessions ADD COLUMN branch VARCHAR"]),
-    # Task claims (engram/claims.py): the primary key lets one session at a time hold a task;
+    # Task claims (engram/continuity/claims.py): the primary key lets one session at a time hold a task;
     # a claim is taken by an insert that finds no row, or by an update conditional on the holder
     # read before it, so two racing sessions cannot both win. claim_notices tells a session,
     # on its next call, that another took its task over.
@@ -303,7 +302,7 @@ PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATI
 def schema_too_new(have: int, latest: int) -> SchemaTooNew:
     """The refusal of a store a newer engram migrated (both backends)."""
     return SchemaTooNew(
-        f"the database is at schema v{have}, newer than this engram {__version__} reads (schema "
+        f"the database is at schema v{have}, newer than this engram {VERSION} reads (schema "
         f"v{latest}): a newer engram migrated it. Nothing was changed. Upgrade engram (pip install -U "
         "engram-recall) and run it again, or restore a backup taken before the upgrade (engram restore)")
 

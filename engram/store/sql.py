@@ -12,15 +12,16 @@ recall counts, PostgreSQL locks rows), the change feed and leases, backup and co
 from __future__ import annotations
 
 import json
+import threading
 from contextlib import contextmanager
 from datetime import datetime
 from typing import Any, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from ..types import EVERY_PROJECT, Memory, Scope
-from .dialect import Dialect, Pending, of_user, project_filter
-from .rows import (
+from engram.core.types import EVERY_PROJECT, Memory, Scope
+from engram.store.dialect import Dialect, Pending, of_user, project_filter
+from engram.store.rows import (
     KEY_COLUMNS,
     MEM_SELECT,
     TABLES,
@@ -31,7 +32,7 @@ from .rows import (
     row_to_memory,
     ts,
 )
-from .tasks import TaskRows
+from engram.store.sql_tasks import TaskRows
 
 ERASURE_PENDING = "erasure_pending"  # meta key: rows were deleted since the file was last rewritten
 
@@ -42,6 +43,7 @@ class SqlStore(TaskRows):
     `_vector`, the transaction steps and the methods it does its own way."""
 
     dialect: Dialect
+    _lock: threading.RLock  # one statement or transaction of this store at a time
     _pending: Pending | None
     _depth: int  # open transaction blocks: 0 outside any
 
@@ -59,6 +61,10 @@ class SqlStore(TaskRows):
 
     def _send(self, p: Pending) -> None:
         """Insert the held rows, each table's in as few statements as the backend can."""
+        raise NotImplementedError
+
+    def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories with these ids, by id (each backend reads a list of ids its own way)."""
         raise NotImplementedError
 
     def _vector(self, embedding: np.ndarray) -> Any:

@@ -5,7 +5,7 @@ import pytest
 from benchmarks import engine_bench, statement_profile, vector_search_bench
 from benchmarks.engine_bench import sentence
 from engram import Engram
-from engram import index as index_mod
+from engram.search import memory_index as index_mod
 
 
 def test_engine_bench_reports_each_size(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import anyio
 import pytest
 
 from benchmarks import claims_race
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_or_kill
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio, pytest.mark.duckdb_only]

@@ -49,7 +49,7 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
                                       "importance": 0.9, "task_id": tid})
         await ok(s1, "track_failure", {"error": "UnicodeEncodeError writing CSV", "component": "exporter",
                                        "root_cause": "file opened without utf-8",
-                                       "fix": "open the file with encoding='utf-8' in engram/transfer.py",
+                                       "fix": "open the file with encoding='utf-8' in engram/admin/export_import.py",
                                        "task_id": tid})
         h1 = await ok(s1, "session_handoff", {"summary": "CSV writer core works for ASCII",
                                               "next_steps": [FLAG, TESTS, DOCS, TSV, STREAM], "task_id": tid})
@@ -132,7 +132,7 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
     assert killed_again["last_progress"]["id"] == escape_started["memory_id"]
     (pitfall,) = resume["pitfalls"]
     assert pitfall["component"] == "exporter" and pitfall["root_cause"] == "file opened without utf-8"
-    assert "engram/transfer.py" in resume["working_set"]["files"]
+    assert "engram/admin/export_import.py" in resume["working_set"]["files"]
     assert [m["content"] for m in resume["keep"]] == ["CSV columns follow the export JSON field order."]
     text = resume["context"]
     for needle in (f"[done] {FLAG}", f"[dropped] {TSV}", f"[in_progress] {ESCAPE}", "context_overflow",

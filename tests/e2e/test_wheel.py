@@ -17,7 +17,7 @@ import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
 
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_daemon
 from engram.server.mcp import TOOL_NAMES
 

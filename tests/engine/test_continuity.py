@@ -4,7 +4,7 @@ import pytest
 
 from engram import Engram, EngramError, NotFound
 from engram.api import Api, Ctx
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
 
 
 def test_task_lifecycle(eng):
@@ -358,7 +358,7 @@ def _resumable(eng, clock):
     eng.touch_session("S")
     eng.store("CSV columns follow the export JSON field order.", importance=0.9, task_id=t.id)
     eng.track_failure("UnicodeEncodeError writing CSV", "exporter", "file opened without utf-8",
-                      task_id=t.id, fix="open engram/transfer.py output with encoding='utf-8'")
+                      task_id=t.id, fix="open engram/admin/export_import.py output with encoding='utf-8'")
     eng.track_progress("csv exporter tests", "in_progress", 0.4, task_id=t.id, session_id="S",
                        notes="tests/store/test_transfer.py has the first two cases")
     eng.track_progress("tsv output", "blocked", 0.1, task_id=t.id, notes="waiting on a decision")
@@ -378,7 +378,7 @@ def test_resume_task_gives_the_continuation(eng, clock):
     (pit,) = r["pitfalls"]
     assert (pit["component"], pit["root_cause"]) == ("exporter", "file opened without utf-8")
     assert [m["content"] for m in r["keep"]] == ["CSV columns follow the export JSON field order."]
-    assert r["working_set"] == {"files": ["engram/transfer.py", "tests/store/test_transfer.py"],
+    assert r["working_set"] == {"files": ["engram/admin/export_import.py", "tests/store/test_transfer.py"],
                                 "components": ["exporter"]}
     (s,) = r["interrupted_sessions"]
     assert s["session_id"] == "S" and s["reason"] == "rate_limit"
@@ -408,7 +408,7 @@ def test_resume_task_fits_the_budget_most_needed_first(eng, clock):
 
 
 def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
-    from engram.render import MEMORY_RULES
+    from engram.continuity.rendering import MEMORY_RULES
     t = _three_step_task(eng, clock)
     closed = eng.create_task("Closed one")
     eng.update_task(closed.id, status="done")
@@ -421,7 +421,7 @@ def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
 def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
     from pathlib import Path
 
-    from engram.render import MEMORY_RULES
+    from engram.continuity.rendering import MEMORY_RULES
     readme = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "```markdown\n" + MEMORY_RULES + "```" in readme
 
@@ -495,14 +495,14 @@ def test_get_context_text_tells_of_an_interrupted_session(eng):
 
 
 def test_recall_context_ranks_once_and_pins_the_handoff_from_those_hits(eng, monkeypatch):
-    import engram.recall
-    from engram import retrieve
+    import engram.engine.recall
+    from engram.search import ranking as retrieve
     calls = []
 
     def counted(*args, **kwargs):
         calls.append(kwargs.get("limit"))
         return retrieve.rank(*args, **kwargs)
-    monkeypatch.setattr(engram.recall, "rank", counted)
+    monkeypatch.setattr(engram.engine.recall, "rank", counted)
     task = eng.create_task("Billing export")
     h = eng.handoff("Billing export writes the invoice CSV; the totals row is missing",
                     next_steps=["Add the totals row to the invoice CSV"], task_id=task.id)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from engram import Engram
-from engram.dates import asks_when, match, mentions_time, query_dates
-from engram.index import to_days
+from engram.search.memory_index import to_days
+from engram.text.dates import asks_when, match, mentions_time, query_dates
 
 
 def day(y, m, d):

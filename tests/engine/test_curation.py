@@ -7,10 +7,10 @@ from datetime import datetime
 
 import pytest
 
+from engram.admin.maintenance import memory_stats, run_maintenance
 from engram.api import Api, Ctx
-from engram.decay import days_until, initial_stability, strength
-from engram.maintenance import memory_stats, run_maintenance
-from engram.types import EngramError, NotFound
+from engram.core.types import EngramError, NotFound
+from engram.search.decay import days_until, initial_stability, strength
 
 CTX = Ctx(session_id="panel-test")
 

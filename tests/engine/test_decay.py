@@ -6,8 +6,8 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from engram import decay
-from engram.maintenance import run_maintenance
+from engram.admin.maintenance import run_maintenance
+from engram.search import decay
 from tests.conftest import START
 
 
@@ -80,7 +80,7 @@ def test_quality_score_formula():
 
 
 def test_retrieval_weight_demotes_but_never_buries():
-    from engram.decay import retrieval_weight, retrieval_weight_array, strength
+    from engram.search.decay import retrieval_weight, retrieval_weight_array, strength
 
     assert retrieval_weight(0.0, 0.5) == 0.5  # a fully faded memory keeps the floor
     assert retrieval_weight(1.3, 0.5) == 1.0  # capped

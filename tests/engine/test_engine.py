@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from engram import Engram, EngramError, NotFound
-from engram.decay import memory_stability, retrieval_weight, strength
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
+from engram.search.decay import memory_stability, retrieval_weight, strength
 
 
 def test_store_returns_action_and_memory(eng):
@@ -365,7 +365,7 @@ def test_opening_builds_the_same_index_as_writing_one_by_one(settings, fake, clo
 
 
 def test_a_large_batch_is_stored_in_waves_in_order(eng, monkeypatch):
-    import engram.writes as writes_module
+    import engram.engine.writes as writes_module
     monkeypatch.setattr(writes_module, "STORE_WAVE", 16)  # several waves, embedded ahead
     items = [{"content": f"Service number {i} runs the {w} job nightly.", "resolve_conflicts": False}
              for i, w in enumerate(["billing", "search", "mail", "backup"] * 10)]
@@ -411,7 +411,7 @@ def test_conversation_must_be_a_string(eng):
 
 
 def test_index_status_and_counts_are_read_from_the_index(eng):
-    from engram.types import MEMORY_TYPES
+    from engram.core.types import MEMORY_TYPES
     eng.store("Deploys go to Fly.io from the main branch.")
     eng.store("Run the migrations before restarting the web workers.", memory_type="strategy")
     st = eng.index_status()

@@ -16,8 +16,8 @@ import pytest
 
 from benchmarks.reliability import salad
 from engram import Engram
-from engram.maintenance import run_maintenance
-from engram.transfer import export_jsonl
+from engram.admin.export_import import export_jsonl
+from engram.admin.maintenance import run_maintenance
 
 MARK = b"zqxj"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from engram.admin.importers import parse_markdown, parse_mcp_memory, parse_mem0
 from engram.api import Api, Ctx
 from engram.cli import main
-from engram.importers import parse_markdown, parse_mcp_memory, parse_mem0
-from engram.types import EngramError
+from engram.core.types import EngramError
 
 DATA = Path(__file__).parents[1] / "data" / "import"
 CTX = Ctx("import-test")

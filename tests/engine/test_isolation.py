@@ -13,14 +13,14 @@ import httpx
 import pytest
 
 from engram import Engram
+from engram.admin.export_import import ImportConflict, export_jsonl, import_jsonl
+from engram.admin.scheduler import MaintenanceScheduler
 from engram.api import Api, Ctx
-from engram.scheduler import MaintenanceScheduler
+from engram.core.types import NotFound
 from engram.server.backend import SessionBackends
 from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
 from engram.server.rpc import Peer, RpcClient, RpcError
-from engram.transfer import ImportConflict, export_jsonl, import_jsonl
-from engram.types import NotFound
 
 TOKEN = "isolation-token-0123456789abcdef"
 ALICE, BOB = Ctx("s-alice", "alice", "test"), Ctx("s-bob", "bob", "test")

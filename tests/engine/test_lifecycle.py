@@ -1,12 +1,13 @@
-"""engram.lifecycle over an engine: the session-start block, checkpoints as handoffs and the task each belongs to."""
+"""engram.continuity.lifecycle over an engine: the session-start block, checkpoints as handoffs and
+the task each belongs to."""
 
 from __future__ import annotations
 
 import pytest
 
 from engram.api import Api
-from engram.render import estimate_tokens
-from engram.types import Ctx
+from engram.continuity.rendering import estimate_tokens
+from engram.core.types import Ctx
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 
 from engram import Engram, Settings
-from engram.decay import recalled_stability
-from engram.maintenance import memory_stats, run_maintenance
+from engram.admin.maintenance import memory_stats, run_maintenance
+from engram.search.decay import recalled_stability
 
 PG = "The staging database runs PostgreSQL 16 on port 5433"
 PG_MORE = "The staging database runs PostgreSQL 16 on port 5433 with daily backups"
@@ -245,7 +245,7 @@ def test_stats(eng, clock):
 def test_fading_soon_and_prune_follow_stability_on_a_virtual_clock(eng, clock):
     import math
 
-    from engram.decay import initial_stability, memory_stability
+    from engram.search.decay import initial_stability, memory_stability
 
     used = put(eng, "The release train leaves every second Tuesday", importance=0.5)
     idle = put(eng, "The office plant needs water on Fridays", importance=0.5)

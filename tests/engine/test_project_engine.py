@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engram.api import Api
-from engram.types import EVERY_PROJECT, NO_PROJECT, Ctx, EngramError, Scope
+from engram.core.types import EVERY_PROJECT, NO_PROJECT, Ctx, EngramError, Scope
 
 A, B = "github.com/me/alpha", "github.com/me/beta"
 

@@ -11,7 +11,7 @@ import pytest
 
 from engram import Engram
 from engram.api import Api, Ctx
-from engram.lexical import tokenize
+from engram.text.tokens import tokenize
 
 
 def test_cjk_text_is_split_into_bigrams():

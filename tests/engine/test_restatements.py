@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.restatements import load_cases, run_cases, summary
 from engram import Engram
-from engram.maintenance import run_maintenance
+from engram.admin.maintenance import run_maintenance
 from tests.conftest import memory_path
 
 STAGING = (

@@ -6,8 +6,8 @@ import itertools
 import threading
 from datetime import timedelta
 
+from engram.admin.scheduler import MaintenanceScheduler
 from engram.api import Api, Ctx
-from engram.scheduler import MaintenanceScheduler
 
 
 def test_a_year_of_virtual_time_fires_every_twelve_hours(eng, clock):

@@ -19,7 +19,7 @@ import pytest
 from engram import Engram
 from engram.api import Api, Ctx
 from engram.cli import main
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
 from engram.server.rpc import RpcServer, _lock_is_free
 
 REPO = Path(__file__).resolve().parents[2]

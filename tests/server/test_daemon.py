@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engram import Engram
-from engram.scheduler import CATCH_UP_DELAY, META_NEXT_DUE, MaintenanceScheduler
+from engram.admin.scheduler import CATCH_UP_DELAY, META_NEXT_DUE, MaintenanceScheduler
 from engram.server.daemon import Daemon
 from engram.server.rpc import RpcClient
 
@@ -53,7 +53,7 @@ def test_the_daemon_exits_when_idle_and_not_while_a_client_is_connected(short_se
 
 
 def test_idle_exit_0_means_never(settings):
-    from engram.config import Settings
+    from engram.core.settings import Settings
     assert Settings.from_env({}).idle_exit_s == 900.0
     assert Settings.from_env({"ENGRAM_IDLE_EXIT": "0"}).idle_exit_s == 0.0
     with pytest.raises(ValueError, match="ENGRAM_IDLE_EXIT"):

@@ -14,8 +14,8 @@ import pytest
 from engram import Engram
 from engram import engram as engram_mod
 from engram.api import Api, Ctx
-from engram.embedding import ModelUnavailable
-from engram.types import EngramError
+from engram.core.types import EngramError
+from engram.models.embedding import ModelUnavailable
 
 CTX = Ctx("degraded-test")
 

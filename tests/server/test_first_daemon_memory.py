@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.config import Settings
+from engram.core.settings import Settings
 from engram.server.daemon import stop_daemon
 
 REPO = Path(__file__).resolve().parents[2]

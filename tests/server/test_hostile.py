@@ -24,11 +24,11 @@ from mcp.client import Client
 
 from engram import Engram, Settings
 from engram.api import Api, Ctx
-from engram.embedding import FakeEmbedder
+from engram.core.types import EngramError
+from engram.models.embedding import FakeEmbedder
 from engram.server.daemon import build_http_app
 from engram.server.http import OPS
 from engram.server.mcp import TOOL_NAMES, build_mcp
-from engram.types import EngramError
 
 FAST, FULL = 100, 1000
 # Real HTTP on the test VM costs ~45 ms a request whatever the app does (a bare Starlette route

@@ -14,8 +14,8 @@ from engram.api import Api
 from engram.server.http import OPS, BindRefused, build_app, check_bind
 
 TOKEN = "s3cret-token-for-tests"
-HAS_MAINTENANCE = importlib.util.find_spec("engram.maintenance") is not None
-needs_maintenance = pytest.mark.skipif(not HAS_MAINTENANCE, reason="engram/maintenance.py has not landed yet")
+HAS_MAINTENANCE = importlib.util.find_spec("engram.admin.maintenance") is not None
+needs_maintenance = pytest.mark.skipif(not HAS_MAINTENANCE, reason="engram/admin/maintenance.py has not landed yet")
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""Per-user keys (engram.keys): a key acts as its user only, over REST and MCP over HTTP, for every
+"""Per-user keys (engram.admin.keys): a key acts as its user only, over REST and MCP over HTTP, for every
 route and tool; a revoked key is refused on the next request; ENGRAM_TOKEN stays the owner's;
 the `engram keys` commands as commands.
 """
@@ -16,7 +16,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from engram import keys, ops
+from engram import ops
+from engram.admin import keys
 from engram.api import Api, Ctx
 from engram.server.daemon import build_http_app
 
@@ -30,7 +31,7 @@ REMOTE = sorted(op.name for op in ops.OPS_LIST if op.http is not None or op.mcp 
 @pytest.fixture
 def api(eng, clock):
     """The Api with its maintenance schedule, as the daemon has it (memory_stats shows its runs)."""
-    from engram.scheduler import MaintenanceScheduler
+    from engram.admin.scheduler import MaintenanceScheduler
     api = Api(eng)
     api.scheduler = MaintenanceScheduler(eng, eng.settings, api_metrics=api.metrics, clock=clock)
     api.scheduler.start()

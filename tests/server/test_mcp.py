@@ -40,7 +40,7 @@ async def client(server):
 def shared_api(tmp_path_factory):
     # Opening an engine costs about a second; the refusal tests share one (they barely write).
     from engram import Engram, Settings
-    from engram.embedding import FakeEmbedder
+    from engram.models.embedding import FakeEmbedder
 
     settings = Settings.from_env({"ENGRAM_HOME": str(tmp_path_factory.mktemp("home"))})
     eng = Engram(":memory:", settings=settings, embedder=FakeEmbedder())
@@ -75,7 +75,7 @@ async def refused(client: Client, tool: str, args: dict) -> str:
 # ---------------------------------------------------------------- listing
 
 
-# resume_task claims the task it resumes (engram.claims): a write, if an idempotent one.
+# resume_task claims the task it resumes (engram.continuity.claims): a write, if an idempotent one.
 READ_ONLY_TOOLS = ("recall_memory", "get_task", "get_context", "memory_stats", "list_tasks")
 
 

@@ -114,7 +114,7 @@ async def test_killed_client_is_reported_interrupted_once(home):
 
 def _salads(rng, n: int) -> list[str]:
     """n texts of a unique token plus seven random words; no word (or stem) repeats across them."""
-    from engram.statement import _stem
+    from engram.text.statements import _stem
 
     seen: set[str] = set()
 

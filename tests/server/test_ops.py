@@ -20,12 +20,12 @@ from mcp.client import Client
 from engram import ops
 from engram.api import Api, Ctx
 from engram.cli import build_parser, main
+from engram.core.types import EngramError, NotFound
 from engram.server import rpc
 from engram.server.backend import LocalBackend
 from engram.server.http import JSON, build_app, openapi_document
 from engram.server.http import OPS as ROUTES
 from engram.server.mcp import build_mcp
-from engram.types import EngramError, NotFound
 
 
 @pytest.fixture

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from engram.core.types import EngramError, NotFound
 from engram.server import rpc
 from engram.server.rpc import (
     Peer,
@@ -31,7 +32,6 @@ from engram.server.rpc import (
     dumps,
     server_running,
 )
-from engram.types import EngramError, NotFound
 
 # Subprocesses import the same engram package as this test process.
 REPO = Path(rpc.__file__).parents[2]

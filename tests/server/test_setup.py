@@ -14,9 +14,9 @@ import pytest
 
 from engram import Settings, __version__
 from engram.api import Api, Ctx
-from engram.embedding import ModelUnavailable
+from engram.models.embedding import ModelUnavailable
 from engram.server.rpc import RpcServer
-from engram.setup import find_model, mcp_config, run, self_check, self_check_daemon
+from engram.setup_command import find_model, mcp_config, run, self_check, self_check_daemon
 from engram.store import Store
 
 REPO = Path(__file__).resolve().parents[2]
@@ -24,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_setup(home: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **env}
-    return subprocess.run([sys.executable, "-m", "engram.setup", *argv], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "engram.setup_command", *argv], capture_output=True, text=True,
                           env=e, cwd=REPO, timeout=600, check=False)
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.config import Settings, store_identity
+from engram.core.settings import Settings, store_identity
 from engram.server.rpc import RpcClient, RpcError
 from engram.store import open_store
 
@@ -141,7 +141,7 @@ def test_a_daemon_on_a_database_refuses_the_file_and_other_databases(model_home,
         assert r.returncode == 0, r.stderr
         # engram-setup's self-check through the daemon is refused as well (it writes a probe).
         env = {k: v for k, v in os.environ.items() if k != "ENGRAM_DATABASE_URL"}
-        s = subprocess.run([sys.executable, "-m", "engram.setup", "--home", str(model_home), "--json"],
+        s = subprocess.run([sys.executable, "-m", "engram.setup_command", "--home", str(model_home), "--json"],
                            capture_output=True, text=True, env={**env, "HF_HUB_OFFLINE": "1"}, cwd=REPO,
                            timeout=300, check=False)
         assert s.returncode == 1, s.stdout + s.stderr
@@ -175,7 +175,7 @@ def test_rpc_error_kind_is_store_mismatch(tmp_path):
     import tempfile
 
     from engram import Engram
-    from engram.embedding import FakeEmbedder
+    from engram.models.embedding import FakeEmbedder
     from engram.server.daemon import Daemon
 
     home = Path(tempfile.mkdtemp(prefix="egx", dir="/tmp"))  # socket paths are short

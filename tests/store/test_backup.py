@@ -17,10 +17,19 @@ import duckdb
 import pytest
 
 from engram import Engram, __version__
-from engram.backup import BackupInvalid, check_backup, daily, latest_backup, list_backups, restore, rotate, take_backup
-from engram.config import Settings
-from engram.errors import DatabaseDamaged, SchemaTooNew
-from engram.maintenance import run_maintenance
+from engram.admin.maintenance import run_maintenance
+from engram.core.errors import DatabaseDamaged, SchemaTooNew
+from engram.core.settings import Settings
+from engram.store.backup import (
+    BackupInvalid,
+    check_backup,
+    daily,
+    latest_backup,
+    list_backups,
+    restore,
+    rotate,
+    take_backup,
+)
 from engram.store.schema import SCHEMA_VERSION
 
 pytestmark = pytest.mark.duckdb_only
@@ -196,7 +205,7 @@ def test_cli_backup_and_restore(tmp_path):
 
 
 def test_setup_reports_the_latest_backup(store_with_rows):
-    from engram.setup import _describe, backup_status
+    from engram.setup_command import _describe, backup_status
     eng, home, _ = store_with_rows
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     assert backup_status(settings)["latest"] is None
@@ -218,7 +227,7 @@ def test_a_checkpoint_that_finds_the_disk_full_reopens_the_store(tmp_path):
     reopens the file, so reads go on and writes resume once there is space."""
     import shutil
 
-    from engram.errors import DiskFull
+    from engram.core.errors import DiskFull
     from engram.store.db import Store
     mnt = tmp_path / "fs"
     mnt.mkdir()

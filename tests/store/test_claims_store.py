@@ -6,10 +6,10 @@ import threading
 
 import pytest
 
-from engram.claims import Claims
-from engram.errors import TaskClaimed
+from engram.continuity.claims import Claims
+from engram.core.errors import TaskClaimed
+from engram.core.types import Session, Task
 from engram.store import open_store
-from engram.types import Session, Task
 from tests.conftest import START, memory_path
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-import engram.indexes as indexes_mod
+import engram.engine.index_upkeep as indexes_mod
 from engram import Engram
 
 

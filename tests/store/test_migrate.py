@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from engram import Engram
+from engram.admin.export_import import NOT_COPIED_META, export_jsonl, import_jsonl, migrate_store
 from engram.api import Api, Ctx
-from engram.errors import EngramError, MigrationMismatch, TargetNotEmpty
-from engram.transfer import NOT_COPIED_META, export_jsonl, import_jsonl, migrate_store
+from engram.core.errors import EngramError, MigrationMismatch, TargetNotEmpty
 
 ADMIN = Ctx("s-admin", client="cli")
 
@@ -141,7 +141,7 @@ def migrate_and_compare(source: Api, target: str) -> dict:
             q = "when are invoices generated"
             assert [h.memory.id for h in copy.recall(q, user_id=user, reinforce=False)] == \
                 [h.memory.id for h in source.eng.recall(q, user_id=user, reinforce=False)]
-        from engram import keys
+        from engram.admin import keys
         assert keys.keys_in_use(copy)
     finally:
         copy.close()
@@ -182,7 +182,7 @@ def test_the_source_itself_is_refused(source):
 
 def test_a_copy_that_differs_is_reported(source, tmp_path, monkeypatch):
     """The check can fail: a copy that lost a row is refused by name."""
-    from engram import transfer
+    from engram.admin import export_import as transfer
     real = transfer.import_jsonl
 
     def lossy(eng, path, **kw):

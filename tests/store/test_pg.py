@@ -15,10 +15,10 @@ import numpy as np
 import pytest
 
 from engram import Engram, Settings
-from engram.embedding import FakeEmbedder
-from engram.errors import DatabaseUnavailable, SchemaTooNew
+from engram.core.errors import DatabaseUnavailable, SchemaTooNew
+from engram.core.types import Memory
+from engram.models.embedding import FakeEmbedder
 from engram.store.schema import PG_MIGRATIONS
-from engram.types import Memory
 from tests.conftest import START
 
 REPO = Path(__file__).resolve().parents[2]
@@ -258,7 +258,7 @@ def test_engram_setup_checks_and_migrates_a_database(pg_server, model_home):
     env = {**os.environ, "ENGRAM_HOME": str(model_home), "HF_HUB_OFFLINE": "1"}
     env.pop("ENGRAM_DATABASE_URL", None)
     try:
-        run = subprocess.run([sys.executable, "-m", "engram.setup", "--database-url", url, "--json"],
+        run = subprocess.run([sys.executable, "-m", "engram.setup_command", "--database-url", url, "--json"],
                              capture_output=True, text=True, env=env, timeout=300)
         assert run.returncode == 0, run.stderr
         report = json.loads(run.stdout)
@@ -267,11 +267,12 @@ def test_engram_setup_checks_and_migrates_a_database(pg_server, model_home):
         assert pg["pgvector"] and pg["server_version"].startswith("18")
         assert report["database"]["via"] == "postgres" and report["selfcheck"]["ok"]
         assert report["mcp"]["env"]["ENGRAM_DATABASE_URL"] == url
-        again = subprocess.run([sys.executable, "-m", "engram.setup", "--database-url", url, "--skip-selfcheck"],
+        again = subprocess.run([sys.executable, "-m", "engram.setup_command", "--database-url", url,
+                                "--skip-selfcheck"],
                                capture_output=True, text=True, env=env, timeout=300)
         assert again.returncode == 0, again.stderr
         assert f"schema v{len(PG_MIGRATIONS)}" in again.stdout and "migrated" not in again.stdout
-        bad = subprocess.run([sys.executable, "-m", "engram.setup", "--database-url",
+        bad = subprocess.run([sys.executable, "-m", "engram.setup_command", "--database-url",
                               "postgresql://bob:s3cret@127.0.0.1:1/x?connect_timeout=2"],
                              capture_output=True, text=True, env=env, timeout=120)
         assert bad.returncode == 1 and "cannot connect to postgresql://bob@127.0.0.1:1/x" in bad.stderr

@@ -9,9 +9,9 @@ from datetime import timedelta
 import duckdb
 
 from engram import Engram
-from engram.embedding import FakeEmbedder
+from engram.core.types import EVERY_PROJECT, NO_PROJECT, Scope, Session, Task
+from engram.models.embedding import FakeEmbedder
 from engram.store.schema import SCHEMA_VERSION, migrate
-from engram.types import EVERY_PROJECT, NO_PROJECT, Scope, Session, Task
 from tests.conftest import START
 
 # The schema before projects: the four project migrations are the last ones.

@@ -4,10 +4,10 @@ import duckdb
 import pytest
 
 from engram import Engram
-from engram.embedding import FakeEmbedder
-from engram.errors import SchemaTooNew
-from engram.lexical import BM25Index
-from engram.redact import REDACTED, Redactor
+from engram.core.errors import SchemaTooNew
+from engram.core.redaction import REDACTED, Redactor
+from engram.models.embedding import FakeEmbedder
+from engram.search.bm25 import BM25Index
 from engram.store import extensions
 from engram.store.schema import SCHEMA_VERSION, current_version, migrate
 from tests.conftest import START, memory_path
@@ -43,7 +43,7 @@ def test_migrate_from_each_older_schema_keeps_data(tmp_path, settings, clock, st
 
 @pytest.mark.duckdb_only
 def test_stability_migration_keeps_what_recalls_earned(tmp_path, settings, clock):
-    from engram.decay import initial_stability
+    from engram.search.decay import initial_stability
     from engram.store.schema import MIGRATIONS
 
     before = [d for d, _ in MIGRATIONS].index("memory stability")  # versions are 1-based

@@ -9,10 +9,10 @@ from dataclasses import replace
 import pytest
 
 from engram import Engram, ModelMismatch
-from engram.embedding import FakeEmbedder
-from engram.maintenance import run_maintenance
-from engram.transfer import ImportConflict, export_jsonl, import_jsonl
-from engram.types import EngramError
+from engram.admin.export_import import ImportConflict, export_jsonl, import_jsonl
+from engram.admin.maintenance import run_maintenance
+from engram.core.types import EngramError
+from engram.models.embedding import FakeEmbedder
 
 QUERIES = ["staging database port", "deploy target", "billing export", "rate limit",
            "user preferences editor", "handoff billing"]
@@ -175,10 +175,10 @@ def test_import_holds_a_batch_of_rows_not_the_file(target, fake, clock, settings
     """Memories of 20 KB each, 25 a batch: the Python objects the import keeps alive at its peak
     stay far below the file's size (they were the whole file when it was parsed at once). The
     rebuild of the derived index after the rows are in is left out: the index holds every text by
-    design (engram/index.py), whatever the import does."""
+    design (engram/search/memory_index.py), whatever the import does."""
     import tracemalloc
 
-    from engram import transfer
+    from engram.admin import export_import as transfer
     from tests.conftest import memory_path
     whole = replace(settings, chunk_size=30_000)  # each memory one row, not chunks
     src = Engram(memory_path(settings), settings=whole, embedder=fake, clock=clock)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from engram import Engram
-from engram.config import SETTINGS, Settings
-from engram.retrieve import Weights
+from engram.core.settings import SETTINGS, Settings
+from engram.search.ranking import Weights
 
 # The variables as published before the settings were declared once: none may change name.
 PUBLISHED = {

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from engram import cli, setup
-from engram.config import SETTINGS
+from engram import cli
+from engram import setup_command as setup
+from engram.core.settings import SETTINGS
 from engram.server.http import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -90,7 +91,7 @@ def test_settings_doc_documents_every_setting():
     assert "ENGRAM_HOME" in table
     missing = [s.env for s in SETTINGS if s.env not in table]
     assert not missing, f"docs/settings.md does not mention: {', '.join(missing)}"
-    wrong = [f"{s.env}: docs say {table[s.env]!r}, engram/config.py {s.shown_default()!r}"
+    wrong = [f"{s.env}: docs say {table[s.env]!r}, engram/core/settings.py {s.shown_default()!r}"
              for s in SETTINGS if not same_default(table[s.env], s.shown_default())]
     assert not wrong, f"docs/settings.md gives other defaults: {'; '.join(wrong)}"
     unknown = sorted(set(table) - {s.env for s in SETTINGS})

@@ -10,8 +10,8 @@ import threading
 import numpy as np
 import pytest
 
-from engram.config import Settings, onnx_from_env
-from engram.embedding import SentenceTransformerEmbedder, load_embedder, onnx_unsupported
+from engram.core.settings import Settings, onnx_from_env
+from engram.models.embedding import SentenceTransformerEmbedder, load_embedder, onnx_unsupported
 
 LONG = " ".join(f"step {i}: the deploy of service number {i} to the staging cluster went fine." for i in range(60))
 TEXTS = [
@@ -136,7 +136,7 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
     target = cache / "onnx" / src.name
     mtime = target.stat().st_mtime_ns
 
-    caplog.set_level(logging.INFO, logger="engram.embedding")
+    caplog.set_level(logging.INFO, logger="engram.models.embedding")
     again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert again.backend == "onnx" and not again.onnx_exported and again.onnx_file == target
     assert again.checked == "checked" and target.with_suffix(".json").exists()  # checked: trusted next time
@@ -158,7 +158,7 @@ def test_the_graph_is_cached_reused_and_replaced_when_corrupt(onnx_emb, tmp_path
 TRUSTED_START = """
 import json, sys
 from pathlib import Path
-from engram.embedding import SentenceTransformerEmbedder
+from engram.models.embedding import SentenceTransformerEmbedder
 emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", Path(sys.argv[1]))
 texts = json.load(sys.stdin)
 print(json.dumps({"backend": emb.backend, "checked": emb.checked, "vectors": emb.embed_batch(texts).tolist(),
@@ -186,7 +186,7 @@ def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_pat
     trusted = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert trusted.checked == "trusted" and not trusted.onnx_exported
 
-    from engram import onnx_backend
+    from engram.models import onnx_runtime as onnx_backend
     versions = onnx_backend._versions()
     monkeypatch.setattr(onnx_backend, "_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
     again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
@@ -205,12 +205,12 @@ def test_a_pipeline_the_graph_does_not_reproduce_stays_on_torch(torch_emb, monke
     assert "pooling is cls" in onnx_unsupported([modules[0], cls])
     assert "modules are" in onnx_unsupported([modules[0]])
 
-    from engram import embedding
+    from engram.models import embedding
     monkeypatch.setattr(embedding, "onnx_unsupported", lambda model: "its pooling is cls, not mean")
-    caplog.set_level(logging.INFO, logger="engram.embedding")
+    caplog.set_level(logging.INFO, logger="engram.models.embedding")
     emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
     assert emb.backend == "torch"
-    lines = [r for r in caplog.records if r.name == "engram.embedding"]
+    lines = [r for r in caplog.records if r.name == "engram.models.embedding"]
     assert len(lines) == 1 and "its pooling is cls" in lines[0].getMessage()
 
 
@@ -219,7 +219,7 @@ def test_a_pipeline_the_graph_does_not_reproduce_stays_on_torch(torch_emb, monke
 def test_when_onnx_cannot_be_used_torch_serves_and_the_log_says_why(failure, tmp_path, monkeypatch, caplog):
     import sys
 
-    from engram import embedding
+    from engram.models import embedding
     if failure == "no onnxruntime":
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         expected = "onnxruntime is not installed"
@@ -231,10 +231,10 @@ def test_when_onnx_cannot_be_used_torch_serves_and_the_log_says_why(failure, tmp
     else:
         monkeypatch.setattr(embedding.SentenceTransformerEmbedder, "_onnx_error", lambda self, s: 0.01)
         expected = "differ from torch's by 0.01"
-    caplog.set_level(logging.INFO, logger="engram.embedding")
+    caplog.set_level(logging.INFO, logger="engram.models.embedding")
     emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", tmp_path)
     assert emb.backend == "torch" and emb._onnx is None
-    lines = [r for r in caplog.records if r.name == "engram.embedding"]
+    lines = [r for r in caplog.records if r.name == "engram.models.embedding"]
     assert len(lines) == 1 and lines[0].levelno == logging.WARNING and expected in lines[0].getMessage()
     assert not (tmp_path / "onnx").exists() or not list((tmp_path / "onnx").iterdir())
     assert emb.embed_batch(TEXTS[:3]).shape == (3, 384)

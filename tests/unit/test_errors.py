@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import engram
-from engram.errors import EngramError
+from engram.core.errors import EngramError
 
 
 def test_every_engram_error_is_declared_in_engram_errors():
@@ -21,13 +21,13 @@ def test_every_engram_error_is_declared_in_engram_errors():
         for _, cls in inspect.getmembers(module, inspect.isclass):
             if issubclass(cls, EngramError):
                 seen.add(cls)
-                assert cls.__module__ == "engram.errors", f"{cls.__qualname__} is declared in {cls.__module__}"
+                assert cls.__module__ == "engram.core.errors", f"{cls.__qualname__} is declared in {cls.__module__}"
     assert {c.__name__ for c in seen} >= {"NotFound", "ModelMismatch", "ModelUnavailable", "DatabaseLocked",
                                            "ExtensionError", "ImportConflict", "BindRefused"}
 
 
 def test_the_light_modules_import_no_engine():
-    code = ("import sys, engram.errors, engram.ids, engram.types, engram.config, engram.cli; "
+    code = ("import sys, engram.core.errors, engram.core.ids, engram.core.types, engram.core.settings, engram.cli; "
             "print(sorted(m for m in ('numpy', 'duckdb', 'torch', 'engram.engram', 'engram.api') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
@@ -35,7 +35,7 @@ def test_the_light_modules_import_no_engine():
 
 
 def test_new_id_sorts_in_creation_order():
-    from engram.ids import new_id
+    from engram.core.ids import new_id
 
     ids = [new_id() for _ in range(1000)]
     assert ids == sorted(ids) and len(set(ids)) == 1000 and all(len(i) == 16 for i in ids)

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from engram import Engram
-from engram import index as index_mod
-from engram.index import MemoryIndex
-from engram.types import Memory
+from engram.core.types import Memory
+from engram.search import memory_index as index_mod
+from engram.search.memory_index import MemoryIndex
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

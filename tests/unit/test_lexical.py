@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engram.lexical import BM25Index, tokenize
+from engram.search.bm25 import BM25Index
+from engram.text.tokens import tokenize
 
 
 def test_a_question_in_the_base_form_finds_the_text_in_the_past():
@@ -80,7 +81,7 @@ def test_a_removed_row_no_longer_lends_its_words_to_corrections():
 
 
 def test_a_long_query_tries_only_its_first_words_that_might_be_misspelt():
-    from engram.lexical import SPELL_MAX_WORDS
+    from engram.search.bm25 import SPELL_MAX_WORDS
     idx = _store("The staging server listens on port 8443.")
     noise = " ".join(f"zzq{chr(97 + i // 26)}{chr(97 + i % 26)}x" for i in range(40))  # 40 unknown words
     assert idx.corrections(f"stagng {noise}") == {"stagng": ("staging",)}

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from benchmarks import long_sessions
-from engram.chunking import split_chunks
-from engram.config import Settings
+from engram.core.settings import Settings
+from engram.text.chunking import split_chunks
 
 DATA = long_sessions.load_set(long_sessions.default_set_path())
 TURNS = {t["id"]: t for s in DATA["sessions"] for t in s["turns"]}
@@ -54,7 +54,7 @@ def test_a_bad_label_is_refused_by_name(tmp_path):
 
 def test_a_hit_on_any_chunk_counts_for_its_turn():
     from engram import Engram
-    from engram.embedding import FakeEmbedder
+    from engram.models.embedding import FakeEmbedder
 
     doc = {"sessions": [DATA["sessions"][0]], "questions": []}
     eng = Engram(":memory:", embedder=FakeEmbedder())

@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from engram import embedding
-from engram.embedding import ModelUnavailable, SplitPackage, resolve_model_path
+from engram.models import embedding
+from engram.models.embedding import ModelUnavailable, SplitPackage, resolve_model_path
 
 REPO = Path(__file__).resolve().parents[2]
 FILES = {

@@ -8,18 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from engram.embedding import FakeEmbedder
-from engram.nextsteps import (
+from engram.continuity.next_steps import (
     Activity,
     StepCheck,
-    TextVectors,
     content_words,
     match_score,
     same_step,
     stronger,
     validate_steps,
 )
-from engram.render import progress_text
+from engram.continuity.rendering import progress_text
+from engram.models.embedding import FakeEmbedder, TextVectors
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 CASES = Path(__file__).parents[1] / "data" / "nextstep_cases.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from engram.embedding import FakeEmbedder
+from engram.models.embedding import FakeEmbedder
 
 psycopg = pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg")
 

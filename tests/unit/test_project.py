@@ -6,8 +6,8 @@ import subprocess
 
 import pytest
 
-from engram.errors import EngramError
-from engram.project import check_project, detect_project, normalise_remote
+from engram.core.errors import EngramError
+from engram.core.project import check_project, detect_project, normalise_remote
 from tests.conftest import git, make_repo
 
 NO_ENV: dict[str, str] = {}

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engram.errors import ModelUnavailable
-from engram.rerank import reranker_files
-from engram.retrieve import STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence, rerank_hits
+from engram.core.errors import ModelUnavailable
+from engram.models.reranker import reranker_files
+from engram.search.ranking import STRONG_COSINE, STRONG_COVERAGE, STRONG_MEANING, confidence, rerank_hits
 
 
 def hit(row: int, score: float, floor: bool) -> tuple[int, float, dict[str, float]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engram.resolve import Resolution, compare, compare_detail, decide, is_contradiction, merge_contents
+from engram.engine.resolution import Resolution, compare, compare_detail, decide, is_contradiction, merge_contents
 
 CASES_PATH = Path(__file__).parents[1] / "data" / "resolution_cases.json"
 
@@ -253,7 +253,7 @@ def test_cases_file_is_well_formed():
 
 @pytest.mark.model
 def test_labelled_cases_with_minilm():
-    from engram.embedding import load_embedder
+    from engram.models.embedding import load_embedder
 
     cases = json.loads(CASES_PATH.read_text())
     embedder = load_embedder("all-MiniLM-L6-v2")
@@ -280,7 +280,7 @@ def test_labelled_cases_with_minilm():
 
 
 def test_sentence_count():
-    from engram.resolve import sentence_count
+    from engram.engine.resolution import sentence_count
 
     assert sentence_count("The user likes tea.") == 1
     assert sentence_count("Version 1.2 is out.") == 1
@@ -360,8 +360,8 @@ def test_same_words_another_fact_is_not_a_restatement(old, new, relation, sim):
 
 
 def test_a_value_beside_other_words_is_not_restated():
-    from engram.compare import _restates
-    from engram.statement import _parse
+    from engram.text.statement_diff import _restates
+    from engram.text.statements import _parse
     old = "The API timeout is 30 seconds and the retry limit is 5."
     assert _restates(_parse(old), _parse("The retry limit is 5.")) is not None
     assert _restates(_parse(old), _parse("The API timeout is 5 seconds.")) is None

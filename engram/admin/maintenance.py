@@ -1,0 +1,417 @@
+"""Maintenance as plain functions: prune what faded, consolidate near-duplicates, rebuild, report.
+
+One run (run_maintenance) does, under the engram's lock:
+
+1. prune  -- hard-delete active memories whose decay strength fell below ENGRAM_PRUNE_THRESHOLD,
+   except protected ones (pinned; linked to a task that is not done/abandoned; the latest
+   handoff of a task, or the latest task-less handoff of a user). Retired rows go too:
+   a consolidated source once its consolidation is older than ENGRAM_CONSOLIDATED_RETENTION_DAYS;
+   a superseded memory once it is older than the retention *and* the memory that replaced it
+   is gone (history is kept as long as the fact it explains exists).
+2. consolidate -- clusters of active memories of one user, one type (fact, strategy, assumption,
+   failure), one task, whose vectors are all pairwise within ENGRAM_CONSOLIDATE_THRESHOLD
+   (complete linkage, so chains cannot snowball) and whose texts do not contradict or name
+   different subjects, become one new memory. Sources become status "consolidated"
+   (valid_to = now, superseded_by = the new id): out of recall, still visible to as_of.
+3. rebuild -- graph edges of what changed, then the file is checkpointed and, when rows were
+   deleted, compacted so the deleted text leaves the disk; the derived indexes are rebuilt when
+   the run changed something or rows were removed since they were built.
+
+Prune runs first so nothing about to be deleted gets merged into something that lasts.
+
+A run covers one user's memories (run_maintenance(user_id=...): what a caller of the API asks
+for) or, with user_id None, every user's (the scheduled job). Rebuilding and compaction are
+about the file and always cover everything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from datetime import datetime, timedelta
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from engram.core.ids import new_id
+from engram.core.types import MEMORY_TYPES, Memory
+from engram.engine import resolution
+from engram.search.decay import days_until_prune, memory_stability, memory_strength, strength_array
+from engram.search.memory_index import to_days
+
+if TYPE_CHECKING:
+    from engram.engram import Engram
+
+log = logging.getLogger(__name__)
+
+CONSOLIDATABLE = ("fact", "strategy", "assumption", "failure")
+# Text evidence that two similar memories are not the same statement: keep both.
+_VETO_BASES = frozenset({"subject-swap", "roles-swapped", "subject-qualifier", "other-fact", "disjoint",
+                         "old-value"})
+META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
+STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
+
+
+def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None) -> dict[str, Any]:
+    """Prune, consolidate and reindex once. apply=False reports what would change, changing nothing.
+
+    user_id narrows the plan (and so the report) to that user's memories; None covers every user.
+    """
+    t0 = time.perf_counter()
+    with eng.lock:
+        eng.catch_up(force=True)  # plan over every server's writes
+        started = eng.clock.now()
+        mine = user_rows(eng.index, user_id)
+        prune = _plan_prune(eng, started, mine)
+        clusters = _plan_clusters(eng, mine, exclude=set(prune["ids"]))
+        report: dict[str, Any] = {
+            "applied": bool(apply),
+            "user_id": user_id,
+            "consolidated": sum(len(c["sources"]) for c in clusters),
+            "clusters": [{"into": None, "sources": c["sources"], "preview": c["content"]} for c in clusters],
+            "pruned": len(prune["ids"]),
+            "pruned_ids": prune["ids"],
+            "pruned_by_reason": prune["by_reason"],
+            "protected": prune["protected"],
+            "edges_refreshed": 0,
+            "compacted": False,
+            "reindexed": False,
+        }
+        if apply:
+            if prune["ids"]:
+                eng.remove_memories(prune["ids"])  # their edges go with them
+            new_ids, retired = _apply_clusters(eng, clusters, started)
+            for entry, new_id in zip(report["clusters"], new_ids):
+                entry["into"] = new_id
+            if retired:  # the graph is about the present: retired memories leave it
+                with eng.store_db.transaction():
+                    eng.store_db.delete_edges_of(retired)
+                eng.graph.remove_nodes(retired)
+            # A merged memory links to its nearest active peers (and so takes over its sources'
+            # place in the graph); neighbours of deleted memories keep their remaining edges.
+            report["edges_refreshed"] = eng.rebuild_edges(new_ids) if new_ids else 0
+            totals = maintenance_totals(eng)
+            totals.update(consolidated=totals["consolidated"] + report["consolidated"],
+                          pruned=totals["pruned"] + report["pruned"], runs=totals["runs"] + 1,
+                          last_run=started.isoformat())
+            eng.store_db.set_meta(META_TOTALS, json.dumps(totals))
+            # Forgotten rows count too: their text must leave the file (Store.erasure_pending).
+            report["compacted"] = _flush(eng, deleted=bool(prune["ids"]) or eng.store_db.erasure_pending())
+            # A run that changed nothing keeps the indexes it has: a rebuild reads every row
+            # under the lock (seconds at 100k memories, with recall waiting) to build the same
+            # ones. Rows removed since the last build (forget, replace) leave slots it reclaims.
+            idx = eng.index
+            report["reindexed"] = bool(prune["ids"] or new_ids or retired or report["compacted"]
+                                       or len(idx) < idx.n)
+            if report["reindexed"]:
+                eng.rebuild_indexes()
+            if user_id is None:
+                report["backup"] = _daily_backup(eng)
+        finished = eng.clock.now()
+    report["started_at"] = started.isoformat()
+    report["finished_at"] = finished.isoformat()
+    report["duration_s"] = round(time.perf_counter() - t0, 4)
+    return report
+
+
+def _daily_backup(eng: Engram) -> dict[str, Any] | None:
+    """The day's backup (engram.store.backup.daily); a failure is reported and logged, not raised:
+    the rest of the run is done and the next run tries again."""
+    from engram.store.backup import daily
+    try:
+        return daily(eng, eng.settings.backup_keep)
+    except Exception as e:  # noqa: BLE001 - a full disk must not stop pruning and consolidation
+        log.warning("daily backup failed: %s", e)
+        return {"error": str(e)}
+
+
+def user_rows(idx: Any, user_id: str | None) -> np.ndarray:
+    """Boolean mask over the index's live rows: that user's rows (every row for None)."""
+    n = idx.n
+    mask = idx.alive[:n].copy()
+    if user_id is not None:
+        code = idx.users.get(user_id)
+        mask &= idx.user[:n] == (-2 if code is None else code)  # -2: a user with no rows
+    return mask
+
+
+# -- prune -------------------------------------------------------------------------------------------
+def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
+    s, idx, db = eng.settings, eng.index, eng.store_db
+    n = idx.n
+    active = mine & (idx.status[:n] == 0)
+    st = strength_array(idx.importance[:n], idx.stability[:n], to_days(now) - idx.touched[:n])
+    weak = np.flatnonzero(active & (st < s.prune_threshold))
+    open_tasks = db.open_task_ids()
+    task_codes = {code for t, code in idx.tasks.items() if t in open_tasks}
+    latest_handoffs = db.latest_handoff_ids()
+    doomed: list[str] = []
+    reasons = {"weak": 0, "consolidated_expired": 0, "superseded_expired": 0}
+    protected = 0
+    for r in weak:
+        mid = idx.ids[r]
+        if idx.pinned[r] or int(idx.task[r]) in task_codes or mid in latest_handoffs:
+            protected += 1
+            continue
+        doomed.append(mid)
+        reasons["weak"] += 1
+
+    cutoff = now - timedelta(days=s.consolidated_retention_days)
+    # Retired rows stay in the index (status 1-2), so the user's mask covers them too.
+    retired = [r for r in db.retired_memories(("consolidated", "superseded"))
+               if r[0] in idx.row_of and mine[idx.row_of[r[0]]]]
+    gone = set(doomed)
+    for mid, status, _, valid_to in retired:
+        if status == "consolidated" and valid_to is not None and valid_to < cutoff:
+            gone.add(mid)
+            doomed.append(mid)
+            reasons["consolidated_expired"] += 1
+    present = set(idx.row_of)
+    # Superseded history goes only once what replaced it is gone; chains unwind in one run.
+    changed = True
+    while changed:
+        changed = False
+        for mid, status, by, valid_to in retired:
+            if status != "superseded" or mid in gone or valid_to is None or valid_to >= cutoff:
+                continue
+            if by is None or by not in present or by in gone:
+                gone.add(mid)
+                doomed.append(mid)
+                reasons["superseded_expired"] += 1
+                changed = True
+    return {"ids": doomed, "by_reason": reasons, "protected": protected}
+
+
+# -- consolidate ----------------------------------------------------------------------------------
+def _neighbor_sets(vectors: np.ndarray, threshold: float, block: int = 1024) -> list[set[int]]:
+    """For each row, the rows (local indices) with cosine >= threshold; blockwise to bound memory."""
+    out: list[set[int]] = [set() for _ in range(len(vectors))]
+    for a in range(0, len(vectors), block):
+        sims = vectors[a:a + block] @ vectors.T
+        for i, j in zip(*np.nonzero(sims >= threshold)):
+            if a + i != j:
+                out[a + i].add(int(j))
+    return out
+
+
+def _compatible(a: Memory, b: Memory) -> bool:
+    """Text veto: different subjects or a contradiction are not duplicates, however close the vectors."""
+    old, new = (a, b) if (a.created_at, a.id) <= (b.created_at, b.id) else (b, a)
+    return _texts_compatible(old.content, new.content)
+
+
+@lru_cache(maxsize=65536)
+def _texts_compatible(old: str, new: str) -> bool:
+    # Cached: a vetoed pair stays similar and is looked at again by every later run.
+    c = resolution.compare_detail(old, new)
+    if resolution.sentence_count(old) > 1 or resolution.sentence_count(new) > 1:
+        # As at write time: text of several sentences (a merge among them) is the same memory
+        # only when near-identical or when one says again a sentence of the other (a merge and a
+        # further restatement of one of its lines); otherwise each run would append another note.
+        if c.basis in ("identical", "subset"):
+            return True
+        if resolution.sentence_count(old) > 1 and resolution.sentence_count(new) > 1:
+            return False
+        return resolution.restated_sentence(old, new) is not None or resolution.restated_sentence(new, old) is not None
+    return c.relation != "contradiction" and c.basis not in _VETO_BASES
+
+
+def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dict[str, Any]]:
+    s, idx = eng.settings, eng.index
+    n = idx.n
+    types = [MEMORY_TYPES.index(t) for t in CONSOLIDATABLE]
+    ok = mine & (idx.status[:n] == 0) & np.isin(idx.mtype[:n], types) & ~idx.pinned[:n]
+    rows = [r for r in np.flatnonzero(ok) if idx.ids[r] not in exclude]
+    groups: dict[tuple[int, int, int], list[int]] = {}
+    for r in rows:
+        groups.setdefault((int(idx.user[r]), int(idx.mtype[r]), int(idx.task[r])), []).append(int(r))
+    clusters = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        rows_arr = np.array(members)
+        near = _neighbor_sets(idx.vectors[rows_arr], s.consolidate_threshold)
+        linked = [i for i in range(len(members)) if near[i]]
+        if not linked:
+            continue
+        mems = eng.store_db.get_memories([idx.ids[members[i]] for i in linked])
+        # Chunks of one long text are parts, not duplicates.
+        usable = {i for i in linked if idx.ids[members[i]] in mems
+                  and "chunk_group" not in mems[idx.ids[members[i]]].metadata}
+        # Seeds: the strongest memory first, so it anchors its cluster.
+        order = sorted(usable, key=lambda i: (-idx.importance[members[i]], -idx.recall[members[i]],
+                                              idx.created[members[i]], idx.ids[members[i]]))
+        taken: set[int] = set()
+        vecs = idx.vectors[rows_arr]
+        for seed in order:
+            if seed in taken:
+                continue
+            cluster = [seed]
+            for j in sorted(near[seed] & usable - taken, key=lambda j: -float(vecs[seed] @ vecs[j])):
+                if not all(j in near[k] for k in cluster):
+                    continue  # complete linkage: close to every member, not just to the seed
+                mj = mems[idx.ids[members[j]]]
+                if all(_compatible(mj, mems[idx.ids[members[k]]]) for k in cluster):
+                    cluster.append(j)
+            if len(cluster) < 2:
+                continue
+            content, kept = _merged_text([mems[idx.ids[members[k]]] for k in cluster], s.chunk_size)
+            if len(kept) < 2:
+                continue
+            taken.update(k for k in cluster if idx.ids[members[k]] in {m.id for m in kept})
+            clusters.append({"sources": [m.id for m in kept], "memories": kept, "content": content})
+    return clusters
+
+
+def _merged_text(sources: list[Memory], limit: int) -> tuple[str, list[Memory]]:
+    """The most informative (longest) text first, then each other source's text as written.
+
+    A source whose words are all in the text already, or that says again one of its sentences,
+    is taken in without adding its text (as a repeated store reinforces; the source keeps it); one
+    whose addition would outgrow `limit` characters is left out (it stays active).
+    """
+    ordered = sorted(sources, key=lambda m: (-len(m.content), m.created_at, m.id))
+    text, kept = ordered[0].content, [ordered[0]]
+    for m in ordered[1:]:
+        says_again = resolution.covers(text, m.content) or resolution.restated_sentence(text, m.content) is not None
+        merged = text if says_again else resolution.merge_contents(text, m.content)
+        if len(merged) <= limit:
+            text = merged
+            kept.append(m)
+    return text, kept
+
+
+def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[list[str], list[str]]:
+    if not clusters:
+        return [], []
+    vecs = eng.embedder.embed_batch([c["content"] for c in clusters])
+    new_ids, retired = [], []
+    created: list[tuple[Memory, np.ndarray]] = []
+    with eng.store_db.transaction():
+        for c, vec in zip(clusters, vecs):
+            src: list[Memory] = c["memories"]
+            seed = src[0]
+            touched = max(m.last_recalled_at or m.created_at for m in src)
+            ids = [m.id for m in src]
+            mem = Memory(
+                id=new_id(), content=c["content"], memory_type=seed.memory_type,
+                importance=max(m.importance for m in src),
+                recall_count=sum(m.recall_count for m in src), created_at=now,
+                # Decay continues from the sources' latest use with the most stable source's
+                # stability: consolidating never revives memories that were fading anyway.
+                last_recalled_at=touched,
+                stability=max(memory_stability(m) for m in src),
+                user_id=seed.user_id, task_id=seed.task_id,
+                session_id=seed.session_id, conversation=seed.conversation,
+                tags=tuple(dict.fromkeys(t for m in src for t in m.tags)),
+                metadata={**seed.metadata, "consolidated_from": ids},
+                provenance=tuple(dict.fromkeys([p for m in src for p in m.provenance] + ids)),
+                status="active", valid_from=now, updated_at=now)
+            eng.store_db.insert_memory(mem, vec)
+            eng.store_db.add_event(mem.id, now, "consolidate", {"sources": ids})
+            for m in src:
+                eng.store_db.update_memory(m.id, status="consolidated", valid_to=now,
+                                           superseded_by=mem.id, updated_at=now)
+                eng.store_db.add_event(m.id, now, "consolidated", {"into": mem.id})
+            new_ids.append(mem.id)
+            retired.extend(ids)
+            created.append((mem, vec))
+    for mem, vec in created:
+        eng.index.upsert(mem, vec)
+    for m in eng.store_db.get_memories(retired).values():
+        eng.index.upsert(m, None)
+    return new_ids, retired
+
+
+def _flush(eng: Engram, deleted: bool) -> bool:
+    """Checkpoint; after deletions rewrite the file so the deleted bytes leave it."""
+    db = eng.store_db
+    if db.path == ":memory:":
+        return False
+    if not deleted:
+        db.checkpoint()
+        return False
+    before = db.table_counts()
+    done = db.compact()
+    if done and db.table_counts() != before:  # never trade data for disk space
+        raise RuntimeError(f"compaction changed row counts: {before} -> {db.table_counts()}")
+    if not done:
+        db.checkpoint()
+    return done
+
+
+def maintenance_totals(eng: Engram) -> dict[str, Any]:
+    """Consolidated and pruned memories and runs since the database was created."""
+    raw = eng.store_db.get_meta(META_TOTALS)
+    return {"consolidated": 0, "pruned": 0, "runs": 0, "last_run": None, **(json.loads(raw) if raw else {})}
+
+
+# -- stats ------------------------------------------------------------------------------------------
+def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
+    """Counts, strength distribution, memories about to fade, maintenance totals, index freshness.
+
+    user_id None covers every user of the database; a user_id narrows everything to that user.
+    """
+    s, db = eng.settings, eng.store_db
+    with eng.lock:
+        eng.catch_up()
+        now = eng.clock.now()
+        by_type: dict[str, int] = {}
+        by_status: dict[str, int] = {}
+        by_user: dict[str, int] = {}
+        total = 0
+        for user, mtype, status, k in db.memory_counts(user_id):
+            total += k
+            by_status[status] = by_status.get(status, 0) + k
+            by_user[user] = by_user.get(user, 0) + k
+            if status == "active":
+                by_type[mtype] = by_type.get(mtype, 0) + k
+        idx = eng.index
+        rows = np.flatnonzero(user_rows(idx, user_id) & (idx.status[:idx.n] == 0))
+        days = to_days(now) - idx.touched[rows]
+        st = strength_array(idx.importance[rows], idx.stability[rows], days)
+        later = strength_array(idx.importance[rows], idx.stability[rows], days + 7.0)
+        hist, _ = np.histogram(st, bins=STRENGTH_BUCKETS)
+        buckets = {_bucket_label(a, b): int(h)
+                   for a, b, h in zip(STRENGTH_BUCKETS, STRENGTH_BUCKETS[1:], hist)}
+        fading_rows = rows[(later < 2 * s.prune_threshold) & ~idx.pinned[rows]]
+        fading = []
+        if len(fading_rows):
+            mems = db.get_memories([idx.ids[r] for r in fading_rows])
+            for m in mems.values():
+                fading.append({"id": m.id, "memory_type": m.memory_type,
+                               "strength": round(memory_strength(m, now), 4),
+                               "days_until_prune": round(days_until_prune(m, s.prune_threshold, now), 2),
+                               "content": m.content[:80]})
+            fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
+        table_rows = db.count_live_memories()
+        return {
+            "total": total,
+            "by_type": by_type,
+            "by_status": by_status,
+            "by_user": by_user,
+            "strength": {"buckets": buckets,
+                         "mean": round(float(st.mean()), 4) if len(st) else None,
+                         "prune_threshold": s.prune_threshold},
+            "fading_soon": {"count": len(fading), "within_days": 7,
+                            "below": 2 * s.prune_threshold, "memories": fading[:50]},
+            "totals": maintenance_totals(eng),
+            "sessions": db.status_counts("sessions", user_id),
+            "tasks": db.status_counts("tasks", user_id),
+            "index": {"built_at": eng.index_built_at.isoformat(),
+                      "rows": len(idx),
+                      "table_rows": table_rows,
+                      "edges": db.count("edges"),
+                      "graph_edges": eng.graph.edge_count(),
+                      "fresh": len(idx) == table_rows},
+            "disk_bytes": db.file_size(),
+            "model": {"name": eng.embedder.name, "dim": eng.embedder.dim,
+                      "backend": getattr(eng.embedder, "backend", None)},
+        }
+
+
+def _bucket_label(a: float, b: float) -> str:
+    return f">={a:g}" if math.isinf(b) else f"{a:g}-{b:g}"

@@ -1,0 +1,196 @@
+"""What an agent's lifecycle hooks ask of the engine: the block a session starts with, the
+memories a prompt bears on, and the automatic checkpoint of a session before its context is lost.
+
+Plain functions over an Engram and its public methods (the hooks' process, engram.hooks, reads
+the transcript and calls these through the daemon). The resume block is the engine's own
+(resume_task's, continuity.render_resume); a checkpoint is a handoff with its record beside it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
+from engram.core.documents import document
+from engram.core.types import OPEN_TASK_STATUSES, EngramError, NotFound, Scope
+
+__all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
+
+AUTO_TAG = "auto-checkpoint"
+# A checkpoint no task could be found for belongs to the project alone: shown at the next start.
+UNASSIGNED_TAG = "auto-checkpoint:unassigned"
+TASKS_SHOWN = 8
+TASK_LINE_CHARS = 220
+PROMPT_MEMORY_CHARS = 400
+MIN_RESUME_TOKENS = 50  # resume_task's least budget
+
+
+def _open_tasks(eng: Any, user: str | None, project: str | None) -> list[dict]:
+    """Open tasks (open, in_progress, blocked) of the project (and of none), most recently active first."""
+    return [t for t in eng.task_overview(limit=1000, user_id=user, scope=Scope.of(project))
+            if t["status"] in OPEN_TASK_STATUSES]
+
+
+def _last_worked_task(eng: Any, user: str | None, open_ids: set[str], exclude: str | None,
+                      project: str | None) -> str | None:
+    """The open task the most recent other session in this project worked on, else None."""
+    sessions = sorted(eng.list_sessions(user), key=lambda s: s.last_heartbeat, reverse=True)
+    return next((s.task_id for s in sessions
+                 if s.task_id in open_ids and s.id != exclude and s.project == project), None)
+
+
+def _task_line(t: dict) -> str:
+    line = f"- {t['id']} [{t['status']}] {t['name']}"
+    la = t.get("last_activity")
+    if la:
+        first = la["content"].strip().splitlines()[0] if la["content"].strip() else ""
+        line += f" (last activity {la['at'][:16].replace('T', ' ')}: [{la['memory_type']}] {first})"
+    else:
+        line += f" (updated {t['last_activity_at'][:16].replace('T', ' ')})"
+    return line if len(line) <= TASK_LINE_CHARS else line[:TASK_LINE_CHARS - 1] + "…"
+
+
+def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None, project: str | None) -> str | None:
+    """The project's newest checkpoint that belongs to no task, when it is newer than every open
+    task's activity."""
+    page = eng.list_memories(memory_type="handoff", tags=[UNASSIGNED_TAG], limit=1, user_id=user,
+                             in_project=project or "")
+    if not page["memories"]:
+        return None
+    h = eng.get(page["memories"][0]["id"], user_id=user)
+    if newer_than is not None and h.created_at.isoformat() <= newer_than:
+        return None
+    if getattr(h, "project", None) not in (None, project):
+        return None
+    doc = document(h, "handoff")
+    text = render_handoff(doc) if doc else h.content
+    plan = (h.metadata.get("checkpoint") or {}).get("plan") or []
+    lines = [f"Last session here ({h.created_at.isoformat()[:16].replace('T', ' ')}, no task):", text]
+    if plan:
+        lines.append("Its todo list: " + "; ".join(f"[{p['status']}] {p['step']}" for p in plan
+                                                   if isinstance(p, dict) and "step" in p))
+    return "\n".join(lines)
+
+
+def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens: int,
+                  project: str | None = None) -> dict:
+    """The block a new session starts with: the open tasks with their last activity, and the
+    resume block of the task the last session worked on (else the most recently active one),
+    within max_tokens; empty when there is nothing."""
+    tasks = _open_tasks(eng, user, project)
+    open_ids = {t["id"] for t in tasks}
+    focus = _last_worked_task(eng, user, open_ids, session_id, project) or (tasks[0]["id"] if tasks else None)
+    closing = "</engram>"
+    budget = max_tokens - estimate_tokens(closing) - 1
+    head = ""
+    if tasks:
+        intro = ("engram: the open tasks of this project (call resume_task(task_id) before working on "
+                 "one; record progress, failures and a session_handoff as you go):")
+        head = pack_sections([(intro, [_task_line(t) for t in tasks[:TASKS_SHOWN]])], max(budget // 3, 60))
+    parts = [p for p in [head] if p]
+    used = estimate_tokens("<engram>\n" + head)
+    loose = _unassigned_checkpoint(eng, user, max((t["last_activity_at"] for t in tasks), default=None), project)
+    if loose:
+        cost = estimate_tokens(loose) + 1
+        if used + cost <= budget - (MIN_RESUME_TOKENS if focus else 0):
+            parts.append(loose)
+            used += cost
+    resumed = None
+    if focus and budget - used >= MIN_RESUME_TOKENS:
+        r = eng.resume_task(focus, max_tokens=min(budget - used, 100_000), user_id=user)
+        parts.append(r["context"])
+        resumed = focus
+    if not parts:
+        return {"context": "", "tokens": 0, "task_ids": [], "resumed": None}
+    text = "<engram>\n" + "\n".join(parts) + "\n" + closing
+    return {"context": text, "tokens": estimate_tokens(text), "task_ids": [t["id"] for t in tasks],
+            "resumed": resumed}
+
+
+def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int,
+                    project: str | None = None) -> dict:
+    """The memories clearly relevant to a prompt (strong hits only, as everything pushed into a
+    context unasked; and get_context's share of the best hit), as a short block; empty when none
+    is. Nothing is reinforced: a prompt is not a recall the agent asked for."""
+    query = prompt.strip()[:2000]
+    if not query:
+        return {"context": "", "tokens": 0, "memory_ids": []}
+    hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
+                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"),
+                      scope=Scope.of(project), strong_only=True)
+    lines = []
+    for h in hits:
+        text = " ".join(h.memory.content.split())
+        if len(text) > PROMPT_MEMORY_CHARS:
+            text = text[:PROMPT_MEMORY_CHARS - 1] + "…"
+        lines.append(f"- [{h.memory.memory_type}] {text}")
+    closing = "</engram-memories>"
+    body = pack_sections([("<engram-memories>\nFrom engram, memories that bear on this request:", lines)],
+                 max_tokens - estimate_tokens(closing))
+    if not body:
+        return {"context": "", "tokens": 0, "memory_ids": []}
+    text = body + "\n" + closing
+    shown = len(body.splitlines()) - 2
+    return {"context": text, "tokens": estimate_tokens(text), "memory_ids": [h.memory.id for h in hits[:shown]]}
+
+
+def _checkpoint_task(eng: Any, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:
+    """Which task a checkpoint belongs to, and why: the one the transcript shows the session
+    working on through engram's tools; else the most recently active open task; else none."""
+    if given:
+        try:
+            eng.get_task_row(given, user)
+            return given, "transcript"
+        except (NotFound, EngramError):
+            pass  # another user's task, or since deleted: as if the transcript named none
+    tasks = _open_tasks(eng, user, project)
+    if tasks:
+        return tasks[0]["id"], "most_recent_open_task"
+    return None, "none"
+
+
+def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str, completed: list[str],
+                       in_progress: list[str], blocked: list[str], next_steps: list[str],
+                       step_statuses: list[str], failures: list[dict], task_id: str | None,
+                       checkpoint: dict, interrupted: bool, project: str | None = None) -> dict:
+    """Store an automatic checkpoint as a handoff of the session's task (see _checkpoint_task),
+    with its failed commands as failures; the same checkpoint again stores nothing. `interrupted`
+    (auto-compaction) also ends the session as interrupted by context_overflow."""
+    if len(step_statuses) != len(next_steps):
+        raise EngramError(f"step_statuses has {len(step_statuses)} items for {len(next_steps)} next_steps")
+    digest = checkpoint.get("digest")
+    if not isinstance(digest, str) or not digest:
+        raise EngramError("checkpoint.digest must be a non-empty string (what makes a checkpoint the same)")
+    task, why = _checkpoint_task(eng, user, task_id, project)
+    if task:
+        prev = eng.latest_handoff(eng.user_of(user), task)
+    else:
+        page = eng.list_memories(memory_type="handoff", tags=[UNASSIGNED_TAG], limit=1, user_id=user,
+                                 in_project=project or "")
+        prev = eng.get(page["memories"][0]["id"], user_id=user) if page["memories"] else None
+    prev_cp = (prev.metadata.get("checkpoint") if prev is not None else None) or {}
+    out: dict[str, Any] = {"task_id": task, "task_from": why, "stored": False, "handoff_id": None,
+                           "failures_recorded": 0, "interrupted": False}
+    if prev_cp.get("digest") == digest:
+        out["reason"] = "unchanged since the last checkpoint"
+    else:
+        same_session = prev_cp.get("session") == checkpoint.get("session")
+        seen = set(prev_cp.get("failures_recorded") or []) if same_session else set()
+        recorded = []
+        for f in failures:
+            if not isinstance(f, dict) or not isinstance(f.get("error"), str) or f["error"] in seen:
+                continue
+            eng.track_failure(f["error"][:10_000], str(f.get("component") or "shell")[:200], task_id=task,
+                              user_id=user, session_id=session_id, project=project)
+            recorded.append(f["error"])
+        meta = {**checkpoint, "step_statuses": list(step_statuses), "task_from": why,
+                "failures_recorded": sorted(seen | set(recorded))}
+        m = eng.handoff(summary, completed=completed, in_progress=in_progress, blocked=blocked,
+                        next_steps=next_steps, task_id=task, user_id=user,
+                        session_id=session_id, checkpoint=meta, project=project,
+                        tags=[AUTO_TAG] + ([] if task else [UNASSIGNED_TAG]))
+        out.update(stored=True, handoff_id=m.id, failures_recorded=len(recorded))
+    if interrupted:
+        eng.report_interruption(session_id, "context_overflow", task_id=task, user_id=user)
+        out["interrupted"] = True
+    return out

@@ -1,0 +1,127 @@
+"""Reading memories one by one and page by page (the web panel's curation, issue 17): a memory with
+its history, a page of the user's memories, a memory's strength over time, its versions."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Sequence
+
+import numpy as np
+
+from engram.core.types import EngramError, Memory, check_tags
+from engram.core.validation import check_type, check_whole
+from engram.engine.index_upkeep import Indexes
+from engram.engine.state import EngineState
+from engram.search.decay import days_until_prune, initial_stability, memory_stability, memory_strength, strength_points
+
+
+class Curation:
+    """Memories read for a person looking at them (the panel, the CLI)."""
+
+    def __init__(self, p: EngineState, indexes: Indexes):
+        self.p = p
+        self.indexes = indexes
+
+    def memory_view(self, memory_id: str, *, user_id: str | None = None) -> dict:
+        """One memory as the clients show it: its fields, quality score and history."""
+        m = self.p.memory(memory_id, user_id)
+        return {**m.to_dict(), "quality_score": self.p.quality(m), "history": self.p.store_db.events(m.id)}
+
+    def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict]:
+        self.p.memory(memory_id, user_id)
+        return self.p.store_db.events(memory_id)
+
+    def list_memories(self, *, memory_type: str | None = None, task_id: str | None = None,
+                      tags: Sequence[str] | None = None, as_of: datetime | None = None,
+                      status: str = "active", offset: int = 0, limit: int = 50,
+                      user_id: str | None = None, in_project: str | None = None) -> dict:
+        """One page of the user's memories, newest first, filtered from the derived index (no scan
+        of the table, so a page costs the same at 100k memories), each with its strength now.
+        in_project: None every project's; "" only those of no project; else only that project's."""
+        check_whole(offset, "offset", 0, 10**9)
+        check_whole(limit, "limit", 1, 500)
+        listable = ("active", "superseded", "consolidated")
+        if status != "any" and status not in listable:
+            raise EngramError(f"status must be one of {', '.join(listable)} or any; got {status!r}")
+        if memory_type is not None:
+            check_type(memory_type)
+        tags = check_tags(tags) or None
+        user = self.p.user_of(user_id)
+        with self.p.lock:
+            self.indexes.catch_up()
+            idx = self.p.index
+            eligible = idx.mask(user, memory_type, task_id, tags, as_of,
+                                listable if status == "any" else (status,))
+            if in_project is not None:
+                eligible &= idx.in_project(in_project or None, exact=True)
+            rows = np.flatnonzero(eligible)
+            # Newest first; the row number breaks ties (rows are appended in creation order).
+            order = np.lexsort((-rows, -idx.created[rows]))
+            page = [idx.ids[r] for r in rows[order][offset:offset + limit]]
+            mems = self.p.store_db.get_memories(page)
+            now = self.p.clock.now()
+            items = [self.memory_summary(mems[i], now) for i in page if i in mems]
+        return {"total": len(rows), "offset": offset, "limit": limit, "memories": items}
+
+    def memory_summary(self, m: Memory, now: datetime) -> dict:
+        return {"id": m.id, "content": m.content, "memory_type": m.memory_type, "status": m.status,
+                "importance": m.importance, "tags": list(m.tags), "task_id": m.task_id,
+                "pinned": m.pinned, "created_at": m.created_at.isoformat(),
+                "recall_count": m.recall_count, "project": m.project,
+                "strength": round(memory_strength(m, now), 6)}
+
+    def strength_curve(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:
+        """A memory's strength from its last recall (or creation) until now, and projected `days`
+        ahead if nothing recalls it. Before the last recall the stability in effect is not
+        recorded, so the past starts there."""
+        check_whole(days, "days", 1, 3650)
+        m = self.p.memory(memory_id, user_id)
+        now = self.p.clock.now()
+        stab = memory_stability(m)
+        touched = m.last_recalled_at or m.created_at
+        threshold = self.p.settings.prune_threshold
+        return {
+            "memory_id": m.id, "importance": m.importance, "pinned": m.pinned,
+            "stability_days": round(stab, 4),
+            "initial_stability_days": round(initial_stability(m.memory_type, m.importance), 4),
+            "recall_count": m.recall_count, "last_touched_at": touched.isoformat(), "now": now.isoformat(),
+            "strength_now": round(memory_strength(m, now), 6),
+            "prune_threshold": threshold,
+            "days_until_prune": None if m.pinned else round(days_until_prune(m, threshold, now), 2),
+            "past": strength_points(m.importance, stab, touched, touched, now),
+            "projected": strength_points(m.importance, stab, touched, now, now + timedelta(days=days)),
+        }
+
+    def versions(self, memory_id: str, *, user_id: str | None = None) -> dict:
+        """The supersession chain through this memory (oldest first: what it replaced, what replaced
+        it, the consolidation it went into) and the memories a consolidation merged into it."""
+        m = self.p.memory(memory_id, user_id)
+        chain, seen = [m], {m.id}
+        for link in ("supersedes", "superseded_by"):
+            cur = m
+            while getattr(cur, link) and getattr(cur, link) not in seen and len(seen) < 1000:
+                nxt = self.p.store_db.get_memory(getattr(cur, link))
+                if nxt is None or nxt.user_id != m.user_id:
+                    break  # pruned or erased: the chain ends here
+                seen.add(nxt.id)
+                if link == "supersedes":
+                    chain.insert(0, nxt)
+                else:
+                    chain.append(nxt)
+                cur = nxt
+        sources: list[str] = []
+        for e in self.p.store_db.events(m.id):
+            if e["action"] == "consolidate":
+                sources += e["detail"].get("sources", [])
+        found = self.p.store_db.get_memories(sources)
+        now = self.p.clock.now()
+        return {"memory_id": m.id,
+                "chain": [{**self.memory_summary(x, now), "valid_from": _iso(x.valid_from),
+                           "valid_to": _iso(x.valid_to), "supersedes": x.supersedes,
+                           "superseded_by": x.superseded_by} for x in chain],
+                "consolidated_from": [self.memory_summary(found[i], now) for i in sources if i in found],
+                "consolidated_from_missing": [i for i in sources if i not in found]}
+
+
+def _iso(dt: datetime | None) -> str | None:
+    return dt.isoformat() if dt else None

@@ -1,0 +1,240 @@
+"""The derived indexes (vectors and BM25, the graph, session outcomes): built from the rows, kept up
+with other servers' writes (catch_up), re-embedded for a new model, and the graph's edges recomputed.
+The model of record (the store's model_name and model_dim) is checked here too."""
+
+from __future__ import annotations
+
+import importlib
+import time
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from engram.core.errors import ModelMismatch, ModelUnavailable
+from engram.core.types import Memory
+from engram.engine.state import EngineState
+from engram.models.embedding import Embedder
+from engram.models.model_files import model_words
+from engram.search.graph import MemoryGraph, nearest_edges
+from engram.search.memory_index import MemoryIndex
+
+# Several servers on one database (catch_up): a read asks for the others' writes at most this
+# often, so a write on one server reaches a recall on another well within a second.
+FEED_POLL_S = 0.2
+# Unchecked for longer than this, the index is rebuilt from the rows instead: the feed keeps
+# only recent changes (about an hour in Postgres).
+FEED_MAX_GAP_S = 1800.0
+OUTCOMES_POLL_S = 5.0  # session outcomes (not in the feed) are re-read at most this often
+MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
+
+
+class Indexes:
+    """The derived indexes over the parts' store, and the model they are embedded with."""
+
+    def __init__(self, p: EngineState, allow_model_change: bool = False):
+        self.p = p
+        self.allow_model_change = allow_model_change
+        self.model_retry_at = time.monotonic() + MODEL_RETRY_S  # the next try while degraded
+        self.feed_mark = 0  # the change number the derived indexes are up to (catch_up)
+        self.feed_checked = self.outcomes_read = time.monotonic()  # when the feed, the outcomes were read
+
+    def check_model(self) -> bool:
+        """Whether the store was embedded with another model (allow_model_change: True; else
+        ModelMismatch). A new store records this model as its model of record."""
+        p = self.p
+        if p.degraded:
+            return False  # checked when the model is back (retry_model)
+        name, dim = p.store_db.get_meta("model_name"), p.store_db.get_meta("model_dim")
+        mine = (p.embedder.name, str(p.embedder.dim))
+        if name is None:
+            p.store_db.set_meta("model_name", mine[0])
+            p.store_db.set_meta("model_dim", mine[1])
+            return False
+        if (name, dim) != mine:
+            if self.allow_model_change:
+                return True
+            raise ModelMismatch(
+                f"{p.path} was embedded with {name} ({dim} dims) but this engram uses "
+                f"{mine[0]} ({mine[1]} dims); vectors from two models must not be mixed. "
+                f"Run `engram reindex --reembed` to re-embed every memory with {mine[0]}, "
+                f"or set ENGRAM_MODEL={name}."
+            )
+        return False
+
+    def retry_model(self, load: Callable[[], Embedder], *, force: bool = False) -> bool:
+        """While degraded, try to load the model again with `load` (at most every MODEL_RETRY_S
+        unless force); on success embed the rows stored without a vector. True when it came back."""
+        p = self.p
+        if not p.degraded or (not force and time.monotonic() < self.model_retry_at):
+            return False
+        self.model_retry_at = time.monotonic() + MODEL_RETRY_S
+        importlib.invalidate_caches()  # a model package installed since the last try
+        try:
+            emb = load()
+        except ModelUnavailable as e:
+            p.degraded = str(e)
+            p.embedder.reason = p.degraded
+            return False
+        with p.lock:
+            p.embedder, p.degraded = emb, None
+            p.model_changed = self.check_model()
+            self.rebuild()  # re-embeds every row stored while the model was away
+        return True
+
+    def rebuild(self) -> None:
+        """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""
+        p = self.p
+        with p.lock:
+            # Taken before the rows are read: a change committed meanwhile is applied again by
+            # the next catch_up, which is harmless (applying a change twice is applying it once).
+            mark = p.store_db.change_mark()
+            # Sized once: growing by doubling would copy every column about log2(n) times.
+            idx = self.new_index(p.store_db.count_live_memories() + 1024)
+            missing: list[Memory] = []
+
+            def rows():
+                for m, blob in p.store_db.iter_index_rows():
+                    vec = None
+                    if blob is not None:
+                        vec = np.frombuffer(blob, dtype=np.float32)
+                        if vec.shape[0] != p.embedder.dim:
+                            vec = None
+                    if vec is None:
+                        missing.append(m)
+                    yield m, vec
+            idx.load(rows())
+            if missing and not p.model_changed and not p.degraded:
+                self.reembed(missing, idx)
+            p.index = idx
+            p.graph = self.read_graph()
+            p.outcomes = p.store_db.session_outcomes()
+            p.index_built_at = p.clock.now()
+            self.feed_mark = mark
+            self.feed_checked = self.outcomes_read = time.monotonic()
+
+    def read_graph(self) -> MemoryGraph:
+        """The graph over the edges table, read when first needed."""
+        return MemoryGraph(lambda: ((s, d, w) for s, d, w, _ in self.p.store_db.all_edges()))
+
+    def catch_up(self, force: bool = False) -> int:
+        """Apply the writes other servers committed to the database since the last look, so a
+        read here ranks over the rows every server sees. Asks at most every FEED_POLL_S unless
+        `force` (a write about to be resolved must meet a memory stored elsewhere a moment ago).
+        This server's own writes are in the indexes already; meeting them again in the feed
+        changes nothing. A DuckDB file has no other writer: its feed is empty, nothing is read.
+        Returns how many memories were applied."""
+        p = self.p
+        with p.lock:
+            t = time.monotonic()
+            if not force and t - self.feed_checked < FEED_POLL_S:
+                return 0
+            if self.feed_mark and t - self.feed_checked > FEED_MAX_GAP_S:
+                self.rebuild()  # changes older than the feed keeps may be gone from it
+                return len(p.index)
+            self.feed_checked = t
+            mark, ids, edges = p.store_db.changes_since(self.feed_mark)
+            if ids or edges:
+                self._apply_changes(ids, edges)
+            self.feed_mark = mark
+            if mark and t - self.outcomes_read >= OUTCOMES_POLL_S:
+                p.outcomes = p.store_db.session_outcomes()
+                self.outcomes_read = t
+            return len(ids)
+
+    def _apply_changes(self, ids: Sequence[str], edges: bool) -> None:
+        """Bring the indexes in step with these memories' rows (a missing row was deleted)."""
+        p = self.p
+        idx = p.index
+        rows = {m.id: (m, blob) for m, blob in p.store_db.index_rows(ids)} if ids else {}
+        stale = False  # a text changed or a memory went: handoff validations must start over
+        for mid in ids:
+            got = rows.get(mid)
+            r = idx.row_of.get(mid)
+            if got is None:
+                if r is not None:
+                    idx.remove(mid)
+                    p.graph.remove_nodes([mid])
+                    stale = True
+                continue
+            m, blob = got
+            vec = None
+            if blob is not None and (r is None or idx.texts[r] != m.content):
+                vec = np.frombuffer(blob, dtype=np.float32)
+                if vec.shape[0] != p.embedder.dim:
+                    vec = None  # written by a server on another model: kept out of vector search
+            stale |= r is not None and idx.texts[r] != m.content
+            idx.upsert(m, vec)
+        if edges:
+            # Which edges changed is not in the feed: the table is read again, when next needed.
+            p.graph = self.read_graph()
+        if stale:
+            p.activity_epoch += 1
+
+    def new_index(self, capacity: int = 1024) -> MemoryIndex:
+        s = self.p.settings
+        idx = MemoryIndex(self.p.embedder.dim, capacity, context_window=s.context_window,
+                          context_weight=s.context_weight, context_terms=s.context_terms)
+        # A query word the model knows is a real word, never corrected as a typo (lexical.py).
+        # Read from the model's files, so keyword recall keeps it while the model cannot load.
+        idx.bm25.known_words = model_words(s.model, s.model_cache)
+        return idx
+
+    def reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:
+        p = self.p
+        for i in range(0, len(memories), 256):
+            batch = memories[i:i + 256]
+            vecs = p.embedder.embed_batch([m.content for m in batch])
+            with p.store_db.transaction():
+                for m, v in zip(batch, vecs):
+                    p.store_db.update_memory(m.id, embedding=v)
+            for m, v in zip(batch, vecs):
+                idx.upsert(m, v)
+
+    def reembed_all(self) -> int:
+        """Re-embed every memory with the current model and record it as the model of record."""
+        p = self.p
+        with p.lock:
+            mems = [m for m, _ in p.store_db.iter_index_rows()]
+            idx = self.new_index()
+            self.reembed(mems, idx)
+            p.store_db.set_meta("model_name", p.embedder.name)
+            p.store_db.set_meta("model_dim", str(p.embedder.dim))
+            p.model_changed = False
+            self.rebuild_edges()
+            self.rebuild()
+            return len(mems)
+
+    def rebuild_edges(self, ids: Sequence[str] | None = None) -> int:
+        """Recompute graph edges for the given memories (default: all active)."""
+        p = self.p
+        with p.lock:
+            idx = p.index
+            if ids is None:
+                ids = [i for i in idx.ids if i is not None and idx.status[idx.row_of[i]] == 0]
+            n = 0
+            with p.store_db.transaction():
+                p.store_db.delete_edges_of(ids)
+                p.graph.remove_nodes(ids)
+                for mid in ids:
+                    r = idx.row_of.get(mid)
+                    if r is None:
+                        continue
+                    cand = np.flatnonzero((idx.user[: idx.n] == idx.user[r]) & (idx.status[: idx.n] == 0))
+                    cand = cand[cand != r]
+                    edges = nearest_edges(mid, idx.cosine(idx.vectors[r]), idx.ids, cand,
+                                          p.settings.edge_threshold, p.settings.max_edges)
+                    p.store_db.add_edges(idx.users.names[idx.user[r]], edges)
+                    p.graph.add_edges(edges)
+                    n += len(edges)
+            return n
+
+    def status(self) -> dict[str, Any]:
+        """The derived indexes: memory rows and graph edges held, and when they were built."""
+        self.catch_up()
+        return {"rows": len(self.p.index), "edges": self.p.graph.edge_count(),
+                "built_at": self.p.index_built_at}
+
+    def counts(self) -> dict[tuple[str, str], int]:
+        """Memories by (memory_type, status) as the index holds them (after catch_up)."""
+        self.catch_up()
+        return self.p.index.type_status_counts()

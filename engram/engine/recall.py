@@ -1,0 +1,152 @@
+"""Recall: one ranking of the memories for a query (search/ranking.rank, then the reranker), with
+the words of the query it read as misspelt. What a session is told around those hits (the pinned
+handoff, related failures, interrupted sessions) is continuity/recall_context.py, over this ranking."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Sequence
+
+import numpy as np
+
+from engram.core.clock import utc
+from engram.core.errors import ModelUnavailable
+from engram.core.types import MEMORY_TYPES, NO_PROJECT, SEARCH_MODES, EngramError, Hit, Memory, Scope, check_tags
+from engram.core.validation import check_text, check_type, check_whole
+from engram.engine.index_upkeep import Indexes
+from engram.engine.state import EngineState
+from engram.models.reranker import CrossEncoder
+from engram.search.decay import quality_score, recalled_stability
+from engram.search.memory_index import to_days
+from engram.search.ranking import REFERENCE_TEXTS, confidence, rank, rerank_hits
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """One recall's answer: the hits, best first, and the query's misspelt words with the stored
+    words each was searched as (empty in vector mode), read with the same filter as the hits."""
+
+    hits: list[Hit]
+    read_as: dict[str, tuple[str, ...]] = field(default_factory=dict)
+
+
+class Recall:
+    """Recall over the derived indexes: the first stage, the reranker, reinforcement."""
+
+    def __init__(self, p: EngineState, indexes: Indexes):
+        self.p = p
+        self.indexes = indexes
+        self.reference: np.ndarray | None = None  # embeddings of ranking.REFERENCE_TEXTS
+        self.ce: CrossEncoder | None = None  # the reranker, loaded at the first recall needing it
+        self.ce_failed = False
+
+    def recall(self, query: str, *, limit: int = 10, memory_type: str | None = None,
+               task_id: str | None = None, tags: Sequence[str] | str | None = None,
+               as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
+               user_id: str | None = None, graph: bool = True, reinforce: bool = True,
+               exclude_types: Sequence[str] = (), min_share: float = 0.0,
+               scope: Scope = NO_PROJECT, strong_only: bool = False, rerank: bool | None = None) -> list[Hit]:
+        """Hybrid search, then (with the `rerank` setting) the cross-encoder's order of the first
+        candidates. Each hit is `strong` or `weak` (ranking.confidence); only strong hits are
+        reinforced (unless reinforce=False); a query nothing stored is relevant to returns
+        nothing (see ranking's relevance floor).
+        min_share: return only hits scoring at least this share of the best hit's score.
+        scope: the project whose memories (with those of no project) are searched; the default,
+        no project, searches only the memories of no project (engram.core.types.Scope).
+        strong_only: return only strong hits (what is pushed into a context unasked).
+        rerank: False keeps the first stage's order even with the setting on (to compare)."""
+        return self.ranking(query, limit=limit, memory_type=memory_type, task_id=task_id, tags=tags, as_of=as_of,
+                            mode=mode, explain=explain, user_id=user_id, graph=graph, reinforce=reinforce,
+                            exclude_types=exclude_types, min_share=min_share, scope=scope,
+                            strong_only=strong_only, rerank=rerank).hits
+
+    def ranking(self, query: str, *, limit: int = 10, memory_type: str | None = None,
+                task_id: str | None = None, tags: Sequence[str] | str | None = None,
+                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
+                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
+                exclude_types: Sequence[str] = (), min_share: float = 0.0,
+                scope: Scope = NO_PROJECT, strong_only: bool = False, rerank: bool | None = None) -> Ranking:
+        """recall's hits with the words it read as misspelt (see recall): the arguments are checked
+        here, once, and the filter and corrections are worked out once for both."""
+        check_text(query, "query", 10_000)
+        check_whole(limit, "limit", 1, 1000)
+        if mode not in SEARCH_MODES:
+            raise EngramError(f"mode must be one of {', '.join(SEARCH_MODES)}; got {mode!r}")
+        if memory_type is not None:
+            check_type(memory_type)
+        tags = check_tags(tags) or None  # one string is one tag, not its characters
+        if as_of is not None:
+            as_of = utc(as_of)
+        user = self.p.user_of(user_id)
+        if self.p.degraded:
+            mode = "bm25"  # keyword recall only until the model is back (the result says so)
+        qvec = self.p.embedder.embed_query(query) if mode != "bm25" else None
+        if qvec is not None and self.reference is None:
+            self.reference = self.p.embedder.embed_batch(list(REFERENCE_TEXTS))
+        with self.p.lock:
+            self.indexes.catch_up()
+            now = self.p.clock.now()
+            idx = self.p.index
+            mask = idx.mask(user, memory_type, task_id, tags, as_of, scope=scope)
+            for t in exclude_types:
+                mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
+            # The query's misspelt words, among this caller's memories only, read once: the
+            # ranking searches with them and the answer shows them.
+            read_as = {} if mode == "vector" else idx.bm25.corrections(query, mask)
+            failures = {idx.sessions[s]: f for s, (_, f) in self.p.outcomes.items() if s in idx.sessions}
+            # The second stage reads the fused candidates: hybrid only (bm25 and vector are the
+            # single searches, kept as they are to compare with).
+            ce = self.cross_encoder() if mode == "hybrid" and rerank is not False else None
+            pairs = self.p.settings.rerank_pairs
+            ranked = rank(idx, self.p.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
+                          weights=self.p.weights, limit=max(limit, pairs) if ce else limit,
+                          session_failures=failures, use_graph=graph,
+                          reference_cos=None if qvec is None else self.reference @ qvec, corrections=read_as)
+            if ce is not None:
+                ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
+                                     pairs, self.p.settings.rerank_weight)[:limit]
+            if strong_only:
+                ranked = [t for t in ranked if confidence(t[2])[0] == "strong"]
+            if min_share > 0 and ranked:
+                # Cut before reinforcing: what is not returned must not learn from the query.
+                top = ranked[0][1]
+                ranked = [t for t in ranked if t[1] >= min_share * top]
+            ids = [idx.ids[r] for r, _, _ in ranked]
+            # Only a strong hit learns from the query: a weak one was shown, not confirmed.
+            strong = [t for t in ranked if confidence(t[2])[0] == "strong"]
+            mems: dict[str, Memory] = {}
+            if reinforce and strong and as_of is None:
+                # Each hit grows by its share of the answer: score / best score (decay.py).
+                best = max(score for _, score, _ in strong)
+                share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in strong}
+                mems = self.p.store_db.reinforce(
+                    list(share), now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0)))
+                idx.touch(mems.values())
+            rest = [i for i in ids if i not in mems]
+            if rest:
+                mems.update(self.p.store_db.get_memories(rest))
+            hits = []
+            for (_, score, parts), mid in zip(ranked, ids):
+                m = mems[mid]
+                s, f = self.p.outcomes.get(m.session_id, (0, 0))
+                hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),
+                                parts if explain else None, *confidence(parts)))
+            return Ranking(hits, read_as)
+
+    def cross_encoder(self):
+        """The reranker when the `rerank` setting is on and it loads, else None (a failure to
+        load is logged once; recall then keeps the first stage's order and floor)."""
+        if not self.p.settings.rerank or self.ce_failed:
+            return None
+        if self.ce is None:
+            try:
+                self.ce = CrossEncoder(threads=self.p.settings.rerank_threads)
+            except (ModelUnavailable, OSError, RuntimeError) as e:
+                self.ce_failed = True
+                log.warning("reranker unavailable, recall keeps the first stage's order: %s", e)
+                return None
+        return self.ce

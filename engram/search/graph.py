@@ -1,0 +1,92 @@
+"""The memory graph: a networkx view of the edges table, walked breadth-first."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import networkx as nx
+import numpy as np
+
+from engram.search.memory_index import top_rows
+
+
+def nearest_edges(new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarray,
+                  threshold: float, max_edges: int) -> list[tuple[str, str, float]]:
+    """Edges from a new memory to its most similar peers (sim >= threshold, at most max_edges)."""
+    if max_edges <= 0 or not len(candidates):
+        return []
+    s = sims[candidates]
+    keep = candidates[s >= threshold]
+    if not len(keep):
+        return []
+    order = top_rows(sims, keep, max_edges)
+    return [(new_id, ids[r], float(sims[r])) for r in order if ids[r] not in (None, new_id)]
+
+
+def _add(g: nx.Graph, edges: Iterable[tuple[str, str, float]]) -> None:
+    for a, b, w in edges:
+        g.add_edge(a, b, weight=float(w))
+
+
+class MemoryGraph:
+    """The edges as a networkx graph. With `load` (the edges table), built on first use: with
+    graph expansion off, the default, a large store never pays for it (4 s at 300k edges).
+    Until then writes need no mirroring, as the table already holds them when it is read."""
+
+    def __init__(self, load: Callable[[], Iterable[tuple[str, str, float]]] | None = None) -> None:
+        self._load = load
+        self._g: nx.Graph | None = None if load is not None else nx.Graph()
+
+    @property
+    def g(self) -> nx.Graph:
+        if self._g is None:
+            g = nx.Graph()
+            _add(g, self._load())
+            self._g = g
+        return self._g
+
+    def add_edges(self, edges: Iterable[tuple[str, str, float]]) -> None:
+        if self._g is not None:
+            _add(self._g, edges)
+
+    def remove_nodes(self, ids: Iterable[str]) -> None:
+        if self._g is not None:
+            self._g.remove_nodes_from([i for i in ids if i in self._g])
+
+    def edge_count(self) -> int:
+        return self.g.number_of_edges()
+
+    def expand(self, seeds: dict[str, float], depth: int, bonus: float) -> dict[str, tuple[float, int]]:
+        """Breadth-first from seed memories (id -> seed score in 0..1) up to `depth` hops.
+
+        Each reached memory gets bonus × seed score × edge weight × 0.5^(hops−1); the best
+        path wins. Returns id -> (bonus, hops); seeds themselves are not included.
+        """
+        out: dict[str, tuple[float, int]] = {}
+        if depth <= 0 or bonus <= 0:
+            return out
+        for seed, s in seeds.items():
+            if seed not in self.g:
+                continue
+            frontier = {seed: 1.0}
+            seen = {seed}
+            for hop in range(1, depth + 1):
+                nxt: dict[str, float] = {}
+                for node, carried in frontier.items():
+                    for nb, attrs in self.g[node].items():
+                        if nb in seen:
+                            continue
+                        v = carried * attrs.get("weight", 1.0)
+                        if v > nxt.get(nb, 0.0):
+                            nxt[nb] = v
+                if len(nxt) > 64:  # hubs: keep the strongest paths only
+                    nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1])[:64])
+                seen.update(nxt)
+                for nb, v in nxt.items():
+                    b = bonus * s * v * 0.5 ** (hop - 1)
+                    if nb not in seeds and b > out.get(nb, (0.0, 0))[0]:
+                        out[nb] = (b, hop)
+                frontier = nxt
+                if not frontier:
+                    break
+        return out
