@@ -3,7 +3,7 @@ memories a prompt bears on, and the automatic checkpoint of a session before its
 
 Plain functions over an Engram and its public methods (the hooks' process, engram.hooks, reads
 the transcript and calls these through the daemon). The resume block is the engine's own
-(resume_task's, continuity.render_resume); a checkpoint is a handoff with its record beside it.
+(resume_task's, continuity/rendering.py render_resume); a checkpoint is a handoff with its record beside it.
 """
 
 from __future__ import annotations

@@ -174,7 +174,7 @@ class Indexes:
         s = self.p.settings
         idx = MemoryIndex(self.p.embedder.dim, capacity, context_window=s.context_window,
                           context_weight=s.context_weight, context_terms=s.context_terms)
-        # A query word the model knows is a real word, never corrected as a typo (lexical.py).
+        # A query word the model knows is a real word, never corrected as a typo (search/bm25.py).
         # Read from the model's files, so keyword recall keeps it while the model cannot load.
         idx.bm25.known_words = model_words(s.model, s.model_cache)
         return idx

@@ -1,6 +1,6 @@
 """Write-time resolution: does a new memory reinforce, replace, merge with, or sit beside an old one?
 
-Statements are read in statement.py and compared in compare.py; this module weighs that text
+Statements are read in text/statements.py and compared in text/statement_diff.py; this module weighs that text
 evidence against embedding similarity and chooses the action.
 """
 

@@ -89,7 +89,7 @@ def build_checkpoint(s: Session, git: dict | None, *, client: str, event: str, d
     if s.empty():
         return None
     root = (git or {}).get("root") or cwd
-    # A handoff holds at most 100 steps of 2,000 characters (continuity._items).
+    # A handoff holds at most 100 steps of 2,000 characters (core/validation.py, check_items).
     plan = [TodoItem(t.text[:2000], t.status) for t in s.plan() if t.status != "cancelled"][:100]
     files = [_relative(f, root) for f in s.files]
     failures = s.failures()

@@ -156,3 +156,23 @@ def anchors(markdown: str) -> set[str]:
             out.add(re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-"))
     return out
 
+
+def test_the_architecture_page_names_the_layers_of_the_architecture_test():
+    # docs/architecture.md's table is the layer rule tests/unit/test_architecture.py enforces: the
+    # same layers in the same order, each a folder or module that exists, and every file path the
+    # page names exists, so the page cannot drift from the code.
+    from tests.unit.test_architecture import LAYERS, PACKAGE
+
+    text = doc("architecture.md")
+    rows = [re.findall(r"`([^`]+)`", line.split("|")[1]) for line in text.splitlines()
+            if line.startswith("| `")]
+    named = [tuple(p.rstrip("/") for p in row) for row in rows]
+    # The package's own __init__.py sits with core/ in the test's first layer; the page leaves it out.
+    assert named == [tuple(p for p in layer if p != "__init__.py") for layer in LAYERS]
+    folders = [PACKAGE, *(p for p in PACKAGE.iterdir() if p.is_dir())]
+    for path in re.findall(r"`((?:[a-z_]+/)*[a-z_]+\.py)`", text):
+        # A path is the repository's (tests/...), the package's (store/db.py) or a layer's module
+        # named inside its own row (db.py).
+        found = (ROOT / path).is_file() or any((f / path).is_file() for f in folders)
+        assert found, f"docs/architecture.md names {path}, which does not exist"
+
