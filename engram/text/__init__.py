@@ -1,0 +1,1 @@
+"""Text: tokens, statements and their comparison, dates, chunking, step words, conventions."""
