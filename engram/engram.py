@@ -20,6 +20,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
+from engram.continuity.conventions import capture_conventions
+
 from .clock import Clock, SystemClock
 from .config import Settings
 from .curation import Curation
@@ -196,6 +198,10 @@ class Engram:
 
     def set_pinned(self, memory_id: str, pinned: bool, user_id: str | None = None) -> Memory:
         return self.writes.set_pinned(memory_id, pinned, user_id)
+
+    def capture_conventions(self, prompts: Sequence[str], user_id: str | None = None,
+                            session_id: str | None = None, project: str | None = None) -> dict:
+        return capture_conventions(self, prompts, user_id, session_id, project)
 
     # -- recall (engram.recall) --------------------------------------------
     def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,

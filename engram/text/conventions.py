@@ -16,8 +16,9 @@ No model: the rules were tuned on the tune half of tests/data/convention_prompts
 from __future__ import annotations
 
 import re
+from itertools import pairwise
 
-__all__ = ["conventions_in"]
+__all__ = ["TOPICS", "conventions_in", "topics_of"]
 
 MAX_SENTENCE_CHARS = 400  # a longer "sentence" is a pasted paragraph, not something said in passing
 FRAGMENT_WORDS = 3  # "Never pip." after a convention completes it rather than standing alone
@@ -69,7 +70,8 @@ _ONE_OFF = re.compile(r"\b(?:this time|for now|right now|for the moment|at the m
 _REQUEST_START = re.compile(
     r"^(?:fix|add|run|write|update|rename|refactor|make|create|remove|delete|revert|split|find|check|look|"
     r"show|explain|implement|move|change|convert|continue|go|try|commit|push|help|debug|investigate|review|"
-    r"bump|build|test|let'?s|can you|could you|帮我|给|把|跑|继续|更新|修)\b", re.I)
+    r"bump|build|test|let'?s|can you|could you|帮我|给|把|跑|继续|更新|修)\b"
+    r"(?!\s+(?:messages?|files?|cases?|suites?|names?|runs?|scripts?)\b)", re.I)  # "commit messages must ..."
 
 # -- what states one (tested on the sentence with quoted spans blanked out)
 _GENERAL = r"always|never|everywhere|every time|whenever|for all|for every|for anything|in general"
@@ -174,3 +176,37 @@ def conventions_in(prompt: str) -> list[str]:
             else:
                 previous = False
     return list(dict.fromkeys(found))
+
+
+# What a convention is about, for prompts worded unlike it ("how do I add a dependency?" and
+# "we install packages with uv"): the embedding model puts those far apart. A few subjects
+# every codebase has conventions on, each with the words that name it; a convention and a
+# prompt that name the same subject are about the same thing.
+TOPICS: dict[str, tuple[str, ...]] = {
+    "dependencies": ("dependency", "dependencies", "package", "packages", "pip", "uv", "poetry", "pipenv",
+                     "conda", "npm", "pnpm", "yarn", "requirements", "lockfile", "依赖", "安装包"),
+    "logging": ("log", "logs", "logging", "logger", "日志"),
+    # Not "password" or "API key": a prompt names them about a form field as often as a secret.
+    "secrets": ("secret", "secrets", "credential", "credentials", ".env", "密钥"),
+    "commits": ("commit", "commits", "commit message", "commit messages", "提交信息"),
+    "branches": ("branch", "branches", "rebase", "squash", "force-push", "分支"),
+    "deploys": ("deploy", "deploys", "deploying", "deployment", "release", "releases", "部署", "发布"),
+    "migrations": ("migration", "migrations", "迁移"),
+    "formatting": ("format", "formatting", "formatter", "lint", "linter", "linting", "ruff", "black",
+                   "prettier", "eslint", "格式化"),
+    "tests": ("test", "tests", "testing", "pytest", "unittest", "jest", "vitest", "测试"),
+    "money": ("money", "price", "prices", "amount", "amounts", "currency", "金额"),
+}
+_TOPIC_WORD = {w: t for t, words in TOPICS.items() for w in words}
+_WORDS = re.compile(r"[a-z0-9][a-z0-9.+-]*[a-z0-9]|[a-z0-9]|\.env|[\u4e00-\u9fff]+")
+
+
+def topics_of(text: str) -> set[str]:
+    """The subjects of TOPICS a text names (words and two-word names, case aside; Chinese by
+    substring)."""
+    low = text.casefold()
+    words = _WORDS.findall(low)
+    found = {_TOPIC_WORD[w] for w in words if w in _TOPIC_WORD}
+    found |= {_TOPIC_WORD[f"{a} {b}"] for a, b in pairwise(words) if f"{a} {b}" in _TOPIC_WORD}
+    found |= {t for w, t in _TOPIC_WORD.items() if not w.isascii() and w in low}
+    return found
