@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Sequence
 
-from engram.continuity.conventions import capture_conventions
+from engram.continuity.conventions import Conventions
 
 from .clock import Clock, SystemClock
 from .config import Settings
@@ -104,6 +104,7 @@ class Engram:
         self.tasks = Tasks(p, self.handoffs, self.sessions)
         self.recaller = Recall(p, self.indexes, self.sessions, self.handoffs)
         self.curation = Curation(p, self.indexes)
+        self.conventions = Conventions(self)
         try:
             p.model_changed = self.indexes.check_model()
             self.indexes.rebuild()  # reads every memory: a damaged block is found here (DatabaseDamaged)
@@ -201,7 +202,7 @@ class Engram:
 
     def capture_conventions(self, prompts: Sequence[str], user_id: str | None = None,
                             session_id: str | None = None, project: str | None = None) -> dict:
-        return capture_conventions(self, prompts, user_id, session_id, project)
+        return self.conventions.capture(prompts, user_id, session_id, project)
 
     # -- recall (engram.recall) --------------------------------------------
     def context(self, query: str, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,

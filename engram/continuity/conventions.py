@@ -19,7 +19,7 @@ from typing import Any
 from engram.text.conventions import conventions_in, topics_of
 from engram.types import EngramError, Memory, Scope
 
-__all__ = ["CONVENTION_TAG", "capture_conventions", "conventions_for_prompt", "is_captured_convention",
+__all__ = ["CONVENTION_TAG", "Conventions", "capture_conventions", "conventions_for_prompt", "is_captured_convention",
            "project_conventions"]
 
 CONVENTION_TAG = "convention"
@@ -128,3 +128,14 @@ def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str
                 if len(chosen) >= limit:
                     break
     return chosen[:limit]
+
+
+class Conventions:
+    """The facade's part for conventions: the functions above over that Engram (its public
+    methods only, so the write path and recall are the ones every caller gets)."""
+
+    def __init__(self, eng: Any):
+        self.eng = eng
+
+    def capture(self, prompts: list[str], user: str | None, session_id: str | None, project: str | None) -> dict:
+        return capture_conventions(self.eng, prompts, user, session_id, project)
