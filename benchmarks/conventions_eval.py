@@ -7,6 +7,7 @@ sentences it states (as they should be stored), split into a tune and a report h
 any rule was written. A found sentence counts as right when it is a labelled one of its prompt:
 the same words once case, spacing and punctuation are set aside (or one holds the other and is
 at least 80 % of its length). Rules are tuned on the tune half; the report half is the figure.
+The fresh rows were written after the rules were frozen, and scored once.
 """
 
 from __future__ import annotations
@@ -60,11 +61,11 @@ def score(rows: list[dict]) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--misses", choices=("tune", "report"), help="also list one half's errors")
+    ap.add_argument("--misses", choices=("tune", "report", "fresh"), help="also list one part's errors")
     args = ap.parse_args(argv)
     rows = load_set()
     out = {}
-    for half in ("tune", "report"):
+    for half in ("tune", "report", "fresh"):
         s = score([r for r in rows if r["half"] == half])
         out[half] = {k: v for k, v in s.items() if k != "misses" or args.misses == half}
     print(json.dumps(out, ensure_ascii=False, indent=1))

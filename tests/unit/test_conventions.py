@@ -23,6 +23,8 @@ def test_the_report_half_meets_the_targets():
 def test_the_halves_were_split_by_hash():
     import hashlib
     for r in load_set():
+        if r["half"] == "fresh":  # written after the rules were frozen, apart from the split
+            continue
         even = hashlib.sha256(r["prompt"].encode()).digest()[0] % 2 == 0
         assert r["half"] == ("tune" if even else "report"), r["id"]
 
