@@ -140,7 +140,8 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
     args = build_checkpoint(s, git_state(payload.get("cwd")), client=client, event=event, detail=detail,
                             session_id=session_id, transcript=path,
                             cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
-    if args is None and not s.stated:
+    stated = s.stated if settings.hook_conventions else []
+    if args is None and not stated:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
     auto = event in ("PreCompact", "PreCompress") and detail == "auto"
     said = ""
@@ -148,8 +149,8 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
         if args is not None:
             args["checkpoint"]["project"] = getattr(project, "id", None)
             r = rpc.call("session_checkpoint", interrupted=auto, **args)
-        if s.stated:
-            c = rpc.call("capture_conventions", prompts=s.stated)
+        if stated:
+            c = rpc.call("capture_conventions", prompts=stated)
             said = f", conventions: {len(c['stored'])} stored, {c['already']} already" \
                 + (f" ({c['reason']})" if c["reason"] else "")
     if args is None:
