@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import time
 from pathlib import Path
 
 from engram.text.conventions import conventions_in
@@ -62,12 +63,21 @@ def score(rows: list[dict]) -> dict:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--misses", choices=("tune", "report", "fresh"), help="also list one part's errors")
+    ap.add_argument("--speed", action="store_true", help="also time conventions_in over every prompt, 20 times")
     args = ap.parse_args(argv)
     rows = load_set()
     out = {}
     for half in ("tune", "report", "fresh"):
         s = score([r for r in rows if r["half"] == half])
         out[half] = {k: v for k, v in s.items() if k != "misses" or args.misses == half}
+    if args.speed:
+        prompts = [r["prompt"] for r in rows] * 20
+        t = time.perf_counter()
+        for p in prompts:
+            conventions_in(p)
+        took = time.perf_counter() - t
+        out["speed"] = {"prompts": len(prompts), "seconds": round(took, 3),
+                        "prompts_per_s": round(len(prompts) / took), "us_each": round(took / len(prompts) * 1e6)}
     print(json.dumps(out, ensure_ascii=False, indent=1))
 
 
