@@ -41,15 +41,20 @@ def run(eng: Engram, data: dict, project: str = PROJECT) -> dict:
         r = prompt_memories(eng, None, prompt, 300, 3, project)
         return [captured[i] for i in r["memory_ids"] if i in captured]
 
-    noisy = [(p, got) for p in data["unrelated"] if (got := injected(p))]
-    served = [(n, injected(n["prompt"])) for n in data["needs"]]
-    missed = [(n["prompt"], got) for n, got in served
-              if not any(n["convention"].lower() in g.lower() for g in got)]
-    start = session_start(eng, None, None, 1500, project)
-    return {"captured": len(captured), "unrelated": len(data["unrelated"]),
-            "unrelated_clean_share": round(1 - len(noisy) / len(data["unrelated"]), 3),
-            "needs": len(data["needs"]), "needs_served_share": round(1 - len(missed) / len(data["needs"]), 3),
-            "start_tokens": start["tokens"], "noisy": noisy, "missed": missed}
+    def score(unrelated: list[str], needs: list[dict]) -> dict:
+        noisy = [(p, got) for p in unrelated if (got := injected(p))]
+        served = [(n, injected(n["prompt"])) for n in needs]
+        missed = [(n["prompt"], got) for n, got in served
+                  if not any(n["convention"].lower() in g.lower() for g in got)]
+        return {"unrelated": len(unrelated), "unrelated_clean_share": round(1 - len(noisy) / len(unrelated), 3),
+                "needs": len(needs), "needs_served_share": round(1 - len(missed) / len(needs), 3),
+                "noisy": noisy, "missed": missed}
+
+    out = {"captured": len(captured), **score(data["unrelated"], data["needs"])}
+    if data.get("fresh_unrelated"):  # written after the rule was frozen: scored, never tuned on
+        out["fresh"] = score(data["fresh_unrelated"], data["fresh_needs"])
+    out["start_tokens"] = session_start(eng, None, None, 1500, project)["tokens"]
+    return out
 
 
 def main() -> None:
