@@ -234,6 +234,12 @@ class Api:
                                   list(step_statuses or []), list(failures or []), task_id, checkpoint,
                                   bool(interrupted), ctx.project)
 
+    def capture_conventions(self, ctx: Ctx, prompts: list[str]) -> dict:
+        """The conventions the prompts state, stored as facts of the caller's project
+        (engram.continuity.conventions); the hooks' checkpoint calls it."""
+        return self.eng.capture_conventions(prompts, user_id=ctx.user_id, session_id=ctx.session_id,
+                                           project=ctx.project)
+
     # -- curation (issue 17: the web panel) ------------------------------------
     def list_memories(self, ctx: Ctx, memory_type: str | None, task_id: str | None, tag: str | None,
                       as_of: str | None, status: str, offset: int, limit: int,

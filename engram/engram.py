@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from engram.continuity.claims import Claims
+from engram.continuity.conventions import Conventions
 from engram.continuity.handoffs import Handoffs
 from engram.continuity.recall_context import RecallContext
 from engram.continuity.sessions import Sessions
@@ -115,6 +116,7 @@ class Engram:
         self.recaller = Recall(p, self.indexes)
         self.context_recall = RecallContext(p, self.recaller, self.sessions, self.handoffs)
         self.curation = Curation(p, self.indexes)
+        self.conventions = Conventions(self)
         try:
             p.model_changed = self.indexes.check_model()
             self.indexes.rebuild()  # reads every memory: a damaged block is found here (DatabaseDamaged)
@@ -228,6 +230,9 @@ class Engram:
     release_task = _delegate("tasks", Tasks.release_task)
     claim_notices = _delegate("tasks", Tasks.claim_notices)
     prompt_block = _delegate("tasks", Tasks.prompt_block)
+
+    # -- conventions the user states (continuity/conventions.py) ------------
+    capture_conventions = _delegate("conventions", Conventions.capture)
 
 
 def _load_model(settings: Settings) -> Embedder:

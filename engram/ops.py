@@ -527,6 +527,10 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
         Param("interrupted", bool, "The context is being compacted automatically: also report the "
               "interruption (context_overflow).", False),
     )),
+    Op("capture_conventions", (
+        Param("prompts", list[str], "The user's prompts (at most 500); the sentences that state a "
+              "convention of the project are stored as its facts."),
+    )),
     Op("run_maintenance"),
     Op("health"),
     Op("migrate_store", (

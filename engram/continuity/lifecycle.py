@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from engram.continuity.conventions import conventions_for_prompt, is_captured_convention, project_conventions
 from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
 from engram.core.documents import document
 from engram.core.types import OPEN_TASK_STATUSES, EngramError, NotFound, Scope
@@ -23,6 +24,8 @@ TASKS_SHOWN = 8
 TASK_LINE_CHARS = 220
 PROMPT_MEMORY_CHARS = 400
 MIN_RESUME_TOKENS = 50  # resume_task's least budget
+START_CONVENTIONS = 5  # the project's most used conventions a session starts with
+PROMPT_CONVENTIONS = 2  # captured conventions a prompt may bring
 
 
 def _open_tasks(eng: Any, user: str | None, project: str | None) -> list[dict]:
@@ -89,6 +92,15 @@ def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens
         head = pack_sections([(intro, [_task_line(t) for t in tasks[:TASKS_SHOWN]])], max(budget // 3, 60))
     parts = [p for p in [head] if p]
     used = estimate_tokens("<engram>\n" + head)
+    rules = [f"- {' '.join(c['content'].split())[:PROMPT_MEMORY_CHARS]}"
+             for c in project_conventions(eng, user, project, START_CONVENTIONS)]
+    if rules:
+        # Within a sixth of the budget, before the resume block: a few lines the user said
+        # apply to all work here.
+        block = pack_sections([("Conventions of this project (said by the user):", rules)], max(budget // 6, 40))
+        if block and used + estimate_tokens(block) + 1 <= budget - (MIN_RESUME_TOKENS if focus else 0):
+            parts.append(block)
+            used += estimate_tokens(block) + 1
     loose = _unassigned_checkpoint(eng, user, max((t["last_activity_at"] for t in tasks), default=None), project)
     if loose:
         cost = estimate_tokens(loose) + 1
@@ -118,20 +130,24 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
                       min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"),
                       scope=Scope.of(project), strong_only=True)
+    # A captured convention comes by its own, stricter rule (engram.continuity.conventions).
+    shown = [(m, "convention") for m in conventions_for_prompt(eng, user, query, project, PROMPT_CONVENTIONS)]
+    shown += [(h.memory, h.memory.memory_type) for h in hits if not is_captured_convention(h.memory)
+              and h.memory.id not in {m.id for m, _ in shown}]
     lines = []
-    for h in hits:
-        text = " ".join(h.memory.content.split())
+    for m, label in shown:
+        text = " ".join(m.content.split())
         if len(text) > PROMPT_MEMORY_CHARS:
             text = text[:PROMPT_MEMORY_CHARS - 1] + "…"
-        lines.append(f"- [{h.memory.memory_type}] {text}")
+        lines.append(f"- [{label}] {text}")
     closing = "</engram-memories>"
     body = pack_sections([("<engram-memories>\nFrom engram, memories that bear on this request:", lines)],
                  max_tokens - estimate_tokens(closing))
     if not body:
         return {"context": "", "tokens": 0, "memory_ids": []}
     text = body + "\n" + closing
-    shown = len(body.splitlines()) - 2
-    return {"context": text, "tokens": estimate_tokens(text), "memory_ids": [h.memory.id for h in hits[:shown]]}
+    n = len(body.splitlines()) - 2
+    return {"context": text, "tokens": estimate_tokens(text), "memory_ids": [m.id for m, _ in shown[:n]]}
 
 
 def _checkpoint_task(eng: Any, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:

@@ -219,6 +219,7 @@ class Settings:
     hook_prompt: bool = setting(True, "with each prompt, inject the memories clearly relevant to it")
     hook_prompt_tokens: int = setting(300, "token budget of the memories added to a prompt", ge=50, le=100_000)
     hook_checkpoint: bool = setting(True, "before compaction and at session end, store an automatic checkpoint")
+    hook_conventions: bool = setting(True, "at a checkpoint, store the conventions the user's prompts state")
     # The client waits for the hook (Claude Code 60 s by default); a hook gives up well before.
     hook_timeout_s: float = setting(8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0,
                                   env_name="ENGRAM_HOOK_TIMEOUT")

@@ -140,16 +140,25 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
     args = build_checkpoint(s, git_state(payload.get("cwd")), client=client, event=event, detail=detail,
                             session_id=session_id, transcript=path,
                             cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
-    if args is None:
+    stated = s.stated if settings.hook_conventions else []
+    if args is None and not stated:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
-    args["checkpoint"]["project"] = getattr(project, "id", None)
     auto = event in ("PreCompact", "PreCompress") and detail == "auto"
+    said = ""
     with connect() as rpc:
-        r = rpc.call("session_checkpoint", interrupted=auto, **args)
+        if args is not None:
+            args["checkpoint"]["project"] = getattr(project, "id", None)
+            r = rpc.call("session_checkpoint", interrupted=auto, **args)
+        if stated:
+            c = rpc.call("capture_conventions", prompts=stated)
+            said = f", conventions: {len(c['stored'])} stored, {c['already']} already" \
+                + (f" ({c['reason']})" if c["reason"] else "")
+    if args is None:
+        return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{said}{bad}")
     what = f"stored {r['handoff_id']}" if r["stored"] else f"stored nothing ({r.get('reason')})"
     return HookOutcome(message=f"checkpoint of {s.entries} entries: {what}, task {r['task_id']} "
                                f"({r['task_from']}), {r['failures_recorded']} failures"
-                               + (", reported context_overflow" if r["interrupted"] else "") + bad)
+                               + (", reported context_overflow" if r["interrupted"] else "") + said + bad)
 
 
 def _on_alarm(signum, frame):

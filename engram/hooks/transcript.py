@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engram.text.conventions import conventions_in
+
 __all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "read_transcript"]
 
 CLIENT_NAMES = ("claude-code", "gemini", "codex")
@@ -29,6 +31,8 @@ ERROR_CHARS = 600  # of a failed command's output kept: its end, where the error
 REQUEST_CHARS = 2000  # of a user request kept verbatim
 REQUESTS_KEPT = 3
 COMMANDS_KEPT = 30
+STATED_KEPT = 200  # requests with a convention kept for capture (the operation takes 500)
+STATED_CHARS = 20_000
 
 # engram's MCP tools as each client names them: mcp__engram__create_task (Claude Code, Codex),
 # mcp_engram_create_task (Gemini CLI); any server name containing "engram".
@@ -80,6 +84,9 @@ class Session:
     commands: list[Command] = field(default_factory=list)
     commands_run: int = 0
     requests: list[str] = field(default_factory=list)
+    # Every request that states a convention (engram.text.conventions), kept past the agent's
+    # own handoff: a convention holds for the project, not for one stretch of work.
+    stated: list[str] = field(default_factory=list)
     task_id: str | None = None  # the engram task the session last worked on through the tools
     agent_handoffs: int = 0  # session_handoff calls that succeeded
     _pending: dict[str, tuple[str, dict]] = field(default_factory=dict)
@@ -108,6 +115,8 @@ class Session:
         text = text.strip()
         if text:
             self.requests = (self.requests + [text[:REQUEST_CHARS]])[-REQUESTS_KEPT:]
+            if len(self.stated) < STATED_KEPT and conventions_in(text):
+                self.stated.append(text[:STATED_CHARS])
 
     def tool_call(self, call_id: str, name: str, args: Any) -> None:
         self._pending[call_id] = (name, args if isinstance(args, dict) else {})

@@ -1,0 +1,59 @@
+"""`engram hook SessionEnd` as the clients run it: the conventions a transcript's prompts state are
+captured once, redacted, for the project only; ENGRAM_HOOK_CONVENTIONS=0 captures none."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.server.test_hook_command import context_of, engram, hook, payload
+
+PROMPTS = [
+    "Thanks! Add httpx to the project. Btw, in this repo we install packages with uv, never pip.",
+    "Please run the tests.",
+    "Remember that CI logs in with the key sk-ant-api03-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA, never a personal one.",
+]
+
+
+def transcript(tmp_path, repo, prompts=PROMPTS):
+    """A Claude Code transcript of a session in which the user said `prompts`."""
+    p = tmp_path / "conventions.jsonl"
+    lines = [{"type": "user", "cwd": str(repo), "sessionId": "c1", "uuid": f"u{i}",
+              "message": {"role": "user", "content": text}} for i, text in enumerate(prompts)]
+    p.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return p
+
+
+def git_init(path):
+    path.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["git", "-C", str(path), "init", "-q"], check=True)
+    return path
+
+
+@pytest.mark.model
+def test_a_session_end_captures_the_conventions_once_and_for_its_project(model_home, tmp_path):
+    repo, other = git_init(tmp_path / "shop"), git_init(tmp_path / "blog")
+    t = transcript(tmp_path, repo)
+    end = payload("SessionEnd", repo, session="c1", transcript_path=str(t), reason="prompt_input_exit")
+
+    out, line = hook(model_home, "SessionEnd", end, env={"ENGRAM_HOOK_CONVENTIONS": "0"})
+    assert out is None and " ok " in line and "conventions" not in line
+    ask = payload("UserPromptSubmit", repo, session="c2", prompt="How do I add a dependency here?")
+    assert hook(model_home, "UserPromptSubmit", ask)[0] is None  # nothing was captured
+
+    out, line = hook(model_home, "SessionEnd", end)
+    assert "conventions: 2 stored, 0 already" in line, line
+    out, line = hook(model_home, "SessionEnd", end)  # SessionEnd after PreCompact: nothing twice
+    assert "conventions: 0 stored, 2 already" in line, line
+
+    text = context_of(hook(model_home, "UserPromptSubmit", ask)[0], "UserPromptSubmit")
+    assert "[convention] In this repo we install packages with uv, never pip." in text
+    elsewhere = payload("UserPromptSubmit", other, session="c3", prompt="How do I add a dependency here?")
+    assert hook(model_home, "UserPromptSubmit", elsewhere)[0] is None
+
+    found = json.loads(engram(model_home, "--json", "recall", "CI logs in with the key", cwd=repo).stdout)
+    stored = json.dumps(found)
+    assert "CI logs in with the key" in stored and "[REDACTED]" in stored
+    assert "sk-ant-api03-AAAA" not in stored
