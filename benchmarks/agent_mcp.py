@@ -38,7 +38,7 @@ from mcp.client.stdio import StdioServerParameters
 from benchmarks.precision import precision
 from engram.core.settings import Settings
 from engram.server.daemon import stop_or_kill
-from engram.server.rpc import RpcClient
+from engram.server.rpc_client import RpcClient
 
 DEFAULT_SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "agent_heldout.json"
 MODES = ("bm25", "vector", "hybrid")

@@ -41,7 +41,8 @@ __all__ = ["backup_run", "damaged_run", "disk_run", "methods_run", "pg_restart_r
 # and prints one JSON line per call: {"seq", "ok", "id"} or {"seq", "ok": false, "kind", "message"}.
 WRITER = r"""
 import json, os, sys, time
-from engram.server.rpc import RpcClient, RpcError
+from engram.server.rpc_client import RpcClient
+from engram.server.rpc import RpcError
 sock, ops, tag, spawn, version = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), sys.argv[5]
 hold = sys.argv[6] if len(sys.argv) > 6 else None  # a file: while it exists, go on past `ops`
 kw = {"version": version} if version != "-" else {}
@@ -118,7 +119,7 @@ def _settings(home: Path) -> Any:
 
 def _start(home: Path, code: Path, port: int | None = None) -> int:
     """A fake-embedder daemon of the engram at `code` (its own PYTHONPATH); its pid once it answers."""
-    from engram.server.rpc import RpcClient
+    from engram.server.rpc_client import RpcClient
 
     s = _settings(home)
     saved = dict(os.environ)
@@ -222,7 +223,7 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
     old_code = _worktree(rev, tmp / "old")
     try:
         old_pid = _start(home, old_code)
-        from engram.server.rpc import RpcClient
+        from engram.server.rpc_client import RpcClient
         with RpcClient(_settings(home).socket_path, client="probe") as c:
             c.call("health")
             if c.server_version is not None:
@@ -303,7 +304,7 @@ def damaged_run(log: Any = None) -> dict:
     src = tmp / "src"
     try:
         _start(src, REPO)
-        from engram.server.rpc import RpcClient
+        from engram.server.rpc_client import RpcClient
         with RpcClient(_settings(src).socket_path, client="fill") as c:
             for i in range(300):
                 c.call("store_memory", content=salad(random.Random(i), f"d{i}q", 40))
@@ -362,7 +363,8 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
     if os.geteuid() != 0:
         raise PermissionError("the full-disk run mounts a tmpfs: it needs root")
     from benchmarks.reliability import free_port
-    from engram.server.rpc import RpcClient, RpcError
+    from engram.server.rpc import RpcError
+    from engram.server.rpc_client import RpcClient
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-disk-"))
     home = tmp / "home"

@@ -121,7 +121,7 @@ def repo_env(home: Path):
 def start_daemon(home: Path, fake: bool = True, port: int | None = None) -> int:
     """Start the daemon (via the client's own spawn path) and return its pid once it answers."""
     from engram.core.settings import Settings
-    from engram.server.rpc import RpcClient
+    from engram.server.rpc_client import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     with repo_env(home), RpcClient(settings.socket_path, spawn=serve_argv(home, fake, port),
@@ -167,7 +167,8 @@ class Ledger:
 def crash_worker(socket_path: Path, ledger: Ledger, worker: int, cycle: int, task_id: str,
                  rng: random.Random, acked: threading.Condition) -> None:
     """Stores, updates, handoffs, task updates and forgets until the daemon dies under it."""
-    from engram.server.rpc import RpcClient, RpcError
+    from engram.server.rpc import RpcError
+    from engram.server.rpc_client import RpcClient
 
     with ledger.lock:
         mine = ledger.owned.setdefault(worker, [])
@@ -339,7 +340,7 @@ def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
               log: Any = None) -> dict:
     """Kill the daemon with SIGKILL `kills` times mid-stream; verify the file after each kill."""
     from engram.core.settings import Settings
-    from engram.server.rpc import RpcClient
+    from engram.server.rpc_client import RpcClient
 
     rng = random.Random(seed)
     settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(home)})  # as the daemon reads them
@@ -475,7 +476,7 @@ def client_main(kind: str, cid: int, ops: int, home: Path, port: int, task_id: s
 def concurrent_run(home: Path, clients: int, ops: int, fake: bool = True, log: Any = None) -> dict:
     """`clients` agent processes at once (stdio MCP, REST and streamable-HTTP MCP in turn), `ops` each."""
     from engram.core.settings import Settings
-    from engram.server.rpc import RpcClient
+    from engram.server.rpc_client import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     port = free_port()
@@ -626,7 +627,7 @@ def soak_run(home: Path, ops: int, log: Any = print) -> dict:
     Stores and forgets balance, so the data stays about the same size and RSS should level off.
     """
     from engram.core.settings import Settings
-    from engram.server.rpc import RpcClient
+    from engram.server.rpc_client import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     pid = start_daemon(home)

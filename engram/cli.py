@@ -639,7 +639,8 @@ def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settin
     proj, branch = (project.id, project.branch) if project else (None, None)
     if api_factory is None:
         from engram.server.backend import daemon_command
-        from engram.server.rpc import RpcClient, server_running
+        from engram.server.rpc import server_running
+        from engram.server.rpc_client import RpcClient
         if allow_model_change and not server_running(settings.socket_path):
             # `reindex --reembed` after changing ENGRAM_MODEL: a daemon refuses a store embedded
             # with another model, so this one command opens the store itself.

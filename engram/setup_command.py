@@ -113,7 +113,8 @@ def self_check_daemon(socket_path: Path, store: str | None = None) -> dict:
     """The same probe through the running daemon (its session row, ended cleanly, is the only trace).
 
     `store`: the store the probe is meant for; a daemon serving another refuses (StoreMismatch)."""
-    from engram.server.rpc import RpcClient, RpcError
+    from engram.server.rpc import RpcError
+    from engram.server.rpc_client import RpcClient
     user = f"engram-selfcheck-{uuid.uuid4().hex[:12]}"
     text = PROBE_TEXT.format(tag=uuid.uuid4().hex[:8])
     with RpcClient(socket_path, session_id=f"setup-{uuid.uuid4().hex}", client="engram-setup",
@@ -233,7 +234,8 @@ def backup_status(settings: Settings) -> dict:
 
 def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
     """Every step; raises EngramError (or RpcError) naming the step that failed."""
-    from engram.server.rpc import RpcClient, server_running
+    from engram.server.rpc import server_running
+    from engram.server.rpc_client import RpcClient
     report: dict[str, Any] = {"home": str(settings.home)}
     report["model"] = find_model(settings, log)
     report["extensions"] = check_extensions()

@@ -90,7 +90,7 @@ def _connect(settings: Any, client: str, session_id: str, project: Any, timeout:
     tells engram who is calling, and in which project (that of the client's cwd, as the stdio
     server and the CLI detect theirs)."""
     from engram.server.backend import daemon_command
-    from engram.server.rpc import RpcClient
+    from engram.server.rpc_client import RpcClient
     return RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
                      client=client, user_id=settings.user_id, store=settings.store, timeout=timeout,
                      spawn_timeout=timeout, project=project.id if project else None,

@@ -14,7 +14,8 @@ from typing import Any, Protocol
 
 from engram import __version__
 from engram.core.types import Ctx
-from engram.server.rpc import RpcClient, RpcError
+from engram.server.rpc import RpcError
+from engram.server.rpc_client import RpcClient
 
 # The RPC method a stdio server sends as its "still here" while its agent works (mcp.keep_alive);
 # the daemon answers it without calling the Api.

@@ -28,7 +28,9 @@ from engram.core.project import check_project
 from engram.core.settings import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
 from engram.core.types import EngramError
 from engram.server.backend import HEARTBEAT
-from engram.server.rpc import Peer, RpcClient, RpcError, RpcServer, acquire_daemon_lock
+from engram.server.rpc import Peer, RpcError, acquire_daemon_lock
+from engram.server.rpc_client import RpcClient
+from engram.server.rpc_server import RpcServer
 
 __all__ = ["SHUTDOWN", "Daemon", "build_http_app", "run_daemon", "stop_daemon"]
 

@@ -25,7 +25,8 @@ from engram.core.types import OPEN_TASK_STATUSES, EngramError
 from engram.core.validation import refuse_unknown
 from engram.ops import OPS, TOOLS, describe, dumps
 from engram.server.backend import HEARTBEAT, Backend, RemoteBackend, daemon_command, stdio_client
-from engram.server.rpc import RpcClient, RpcError
+from engram.server.rpc import RpcError
+from engram.server.rpc_client import RpcClient
 
 __all__ = ["TASKS_URI", "TASK_RESUME_URI", "TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "keep_alive",
            "main", "run_stdio"]

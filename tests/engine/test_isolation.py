@@ -20,7 +20,8 @@ from engram.core.types import NotFound
 from engram.server.backend import SessionBackends
 from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
-from engram.server.rpc import Peer, RpcClient, RpcError
+from engram.server.rpc import Peer, RpcError
+from engram.server.rpc_client import RpcClient
 
 TOKEN = "isolation-token-0123456789abcdef"
 ALICE, BOB = Ctx("s-alice", "alice", "test"), Ctx("s-bob", "bob", "test")

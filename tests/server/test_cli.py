@@ -20,7 +20,8 @@ from engram import Engram
 from engram.api import Api, Ctx
 from engram.cli import main
 from engram.models.embedding import FakeEmbedder
-from engram.server.rpc import RpcServer, _lock_is_free
+from engram.server.rpc import lock_is_free
+from engram.server.rpc_server import RpcServer
 
 REPO = Path(__file__).resolve().parents[2]
 ENGRAM = [sys.executable, "-m", "engram.cli"]
@@ -300,7 +301,8 @@ def test_commands_go_through_a_running_daemon(short_home, api, eng, capsys):
 STUB_DAEMON = textwrap.dedent("""
     import os, sys, threading
     from pathlib import Path
-    from engram.server.rpc import RpcServer, acquire_daemon_lock
+    from engram.server.rpc_server import RpcServer
+    from engram.server.rpc import acquire_daemon_lock
     lock = acquire_daemon_lock(sys.argv[1])  # held until this process exits, like the real daemon
     stop = threading.Event()
     def handler(method, params, peer):
@@ -407,9 +409,9 @@ def test_the_daemon_a_command_started_exits_when_idle(model_home):
     lock = lock_path_for(model_home / "engram.sock")
     pid = int(lock.read_text())
     deadline = time.monotonic() + 60
-    while not _lock_is_free(model_home / "engram.sock") and time.monotonic() < deadline:
+    while not lock_is_free(model_home / "engram.sock") and time.monotonic() < deadline:
         time.sleep(0.1)  # waiting on another process; there is nothing to block on
-    assert _lock_is_free(model_home / "engram.sock"), "the daemon did not exit when idle"
+    assert lock_is_free(model_home / "engram.sock"), "the daemon did not exit when idle"
     log = (model_home / "daemon.log").read_text()
     assert f"{pid} INFO engram.server.daemon: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log \
         or f"{pid} INFO __main__: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log

@@ -16,7 +16,7 @@ import pytest
 from engram import Engram
 from engram.admin.scheduler import CATCH_UP_DELAY, META_NEXT_DUE, MaintenanceScheduler
 from engram.server.daemon import Daemon
-from engram.server.rpc import RpcClient
+from engram.server.rpc_client import RpcClient
 
 
 @pytest.fixture

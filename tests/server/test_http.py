@@ -385,7 +385,8 @@ def test_daemon_answers_on_its_socket_only_once_http_is_up(settings, fake, clock
     import time
 
     from engram.server.daemon import Daemon
-    from engram.server.rpc import RpcClient, RpcError
+    from engram.server.rpc import RpcError
+    from engram.server.rpc_client import RpcClient
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -12,7 +12,7 @@ from engram.api import Api, Ctx
 from engram.server.backend import LocalBackend, RemoteBackend
 from engram.server.daemon import run_daemon
 from engram.server.mcp import TOOL_NAMES, build_mcp
-from engram.server.rpc import RpcClient
+from engram.server.rpc_client import RpcClient
 
 pytestmark = pytest.mark.anyio
 

@@ -22,16 +22,10 @@ import numpy as np
 import pytest
 
 from engram.core.types import EngramError, NotFound
-from engram.server import rpc
-from engram.server.rpc import (
-    Peer,
-    RpcClient,
-    RpcError,
-    RpcServer,
-    acquire_daemon_lock,
-    dumps,
-    server_running,
-)
+from engram.server import rpc, rpc_client
+from engram.server.rpc import Peer, RpcError, acquire_daemon_lock, dumps, server_running
+from engram.server.rpc_client import RpcClient
+from engram.server.rpc_server import RpcServer
 
 # Subprocesses import the same engram package as this test process.
 REPO = Path(rpc.__file__).parents[2]
@@ -235,7 +229,7 @@ def test_killed_client_process_is_reported_unclean(served):
     script = textwrap.dedent(f"""
         import sys
         sys.path.insert(0, {str(REPO)!r})
-        from engram.server.rpc import RpcClient
+        from engram.server.rpc_client import RpcClient
         c = RpcClient({str(path)!r}, session_id="victim", client="sub")
         c.call("ready")
         sys.stdin.read()  # hold the connection until killed
@@ -365,7 +359,8 @@ DAEMON = """
 import os, signal, sys
 sys.path.insert(0, {repo!r})
 from pathlib import Path
-from engram.server.rpc import RpcServer, acquire_daemon_lock
+from engram.server.rpc_server import RpcServer
+from engram.server.rpc import acquire_daemon_lock
 
 sock = Path(sys.argv[1])
 lock = acquire_daemon_lock(sock)
@@ -400,14 +395,14 @@ def daemon(sock_dir):
     # Kill every daemon these clients spawned, including a late starter that
     # would take the lock once the winner is gone. Only live children of this
     # process are signalled, so a reused pid is never hit.
-    for pid in list(rpc._spawned):
+    for pid in list(rpc_client._spawned):
         try:
             if os.waitpid(pid, os.WNOHANG)[0] == 0:
                 os.kill(pid, signal.SIGKILL)
                 os.waitpid(pid, 0)
         except ChildProcessError:
             pass
-        rpc._spawned.discard(pid)
+        rpc_client._spawned.discard(pid)
 
 
 def starts(d: Path) -> list[int]:
@@ -528,7 +523,7 @@ def test_a_stopping_server_answers_the_request_it_is_running(sock_dir):
 def test_a_newer_client_replaces_an_older_server(sock_dir):
     """A client whose version is newer asks the server to exit (the daemon's __shutdown__) and
     spawns its own; an equal or newer server is used as it is."""
-    from engram.server.rpc import _older
+    from engram.server.rpc_client import _older
     assert _older("0.1.0", "0.2.0") and _older("0.9.0", "0.10.0") and not _older("0.2.0", "0.1.0")
     assert not _older("1.0.0", "1.0.0")
     calls = []
@@ -550,7 +545,8 @@ def test_a_newer_client_replaces_an_older_server(sock_dir):
     server.start()
     spawn = [sys.executable, "-c", textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(REPO)!r})
-        from engram.server.rpc import RpcServer, acquire_daemon_lock
+        from engram.server.rpc_server import RpcServer
+        from engram.server.rpc import acquire_daemon_lock
         lock = acquire_daemon_lock({str(sock_dir / 's.sock')!r})
         s = RpcServer({str(sock_dir / 's.sock')!r}, lambda m, p, peer: "new", hello={{"version": "0.2.0"}})
         s.start(); import time; time.sleep(20)

@@ -15,7 +15,7 @@ import pytest
 from engram import Settings, __version__
 from engram.api import Api, Ctx
 from engram.models.embedding import ModelUnavailable
-from engram.server.rpc import RpcServer
+from engram.server.rpc_server import RpcServer
 from engram.setup_command import find_model, mcp_config, run, self_check, self_check_daemon
 from engram.store import Store
 

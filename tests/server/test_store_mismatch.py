@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from engram.core.settings import Settings, store_identity
-from engram.server.rpc import RpcClient, RpcError
+from engram.server.rpc import RpcError
+from engram.server.rpc_client import RpcClient
 from engram.store import open_store
 
 REPO = Path(__file__).resolve().parents[2]
