@@ -12,7 +12,8 @@ ENGRAM_CLAIM_TIMEOUT seconds of silence (set to --claim-timeout here, so the run
 
     HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.claims_race [--rounds 100] [--results]
 
---results appends the figures, the command and the date to benchmarks/RESULTS.md.
+--results adds the figures, the command and the date to benchmarks/RESULTS.md, in its place for
+work in progress (above the link to the history).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ from engram.server.daemon import stop_or_kill
 
 TIMEOUT = 180  # the first call may wait for the daemon to load the embedding model
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
+# The line that closes RESULTS.md: new sections go just above it, below the table of today's figures.
+HISTORY_LINK = "The history of every figure"
 POLL_S = 0.02
 
 
@@ -164,7 +167,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--rounds", type=int, default=100)
     p.add_argument("--claim-timeout", type=float, default=3.0, help="ENGRAM_CLAIM_TIMEOUT of the servers")
-    p.add_argument("--results", action="store_true", help="append the figures to benchmarks/RESULTS.md")
+    p.add_argument("--results", action="store_true", help="add the figures to benchmarks/RESULTS.md")
     a = p.parse_args()
     home = Path(tempfile.mkdtemp(prefix="engram-claims-"))
     try:
@@ -174,8 +177,14 @@ def main() -> None:
     print(json.dumps(r, indent=1))
     if a.results:
         command = "HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.claims_race " + " ".join(sys.argv[1:])
-        with RESULTS.open("a", encoding="utf-8") as f:
-            f.write(markdown(r, command))
+        add_section(markdown(r, command))
+
+
+def add_section(text: str) -> None:
+    """Puts a section in RESULTS.md just above the link to the history, where work in progress goes."""
+    page = RESULTS.read_text(encoding="utf-8")
+    at = page.index(HISTORY_LINK)
+    RESULTS.write_text(page[:at] + text.lstrip("\n") + "\n" + page[at:], encoding="utf-8")
 
 
 if __name__ == "__main__":

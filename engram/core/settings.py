@@ -142,7 +142,7 @@ class Settings:
     decay_floor: float = setting(0.8, "least decay weight of a memory in ranking", ge=0.0, le=1.0)
     # Search a turn of a conversation (a memory stored with `conversation`) together with the
     # turns written just before it: how many, how much their vectors weigh in, and how much
-    # their words count in BM25 (0.4: LoCoMo, see benchmarks/RESULTS.md, issue 13).
+    # their words count in BM25 (0.4: LoCoMo, see benchmarks/HISTORY.md, issue 13).
     context_window: int = setting(2, "earlier turns of a conversation searched with a turn", ge=0)
     context_weight: float = setting(0.5, "how much those turns count in the vector", ge=0.0)
     context_terms: float = setting(0.4, "how much those turns count in BM25", ge=0.0)
@@ -166,7 +166,7 @@ class Settings:
     relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds",
                                         ge=0.0, le=1.0)
     # The second stage (retrieve.rerank_hits): a cross-encoder reads the query with each of the
-    # first stage's best rerank_pairs candidates and orders them by its score (benchmarks/RESULTS.md,
+    # first stage's best rerank_pairs candidates and orders them by its score (benchmarks/HISTORY.md,
     # issue 27, for what it costs and gives).
     rerank: bool = setting(False, "reorder hybrid recall's first candidates with the cross-encoder (1: on)")
     rerank_pairs: int = setting(12, "candidates the cross-encoder reads per query", ge=1, le=100)

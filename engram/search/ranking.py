@@ -157,7 +157,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
 
     floor=False keeps the candidates the relevance floor would drop, each marked in its parts
     (`floor` 1 when it passes the query's and its own floor, else 0), for an offline replay of
-    other floors (benchmarks/RESULTS.md); the order is the same either way. `corrections`: the
+    other floors (benchmarks/HISTORY.md); the order is the same either way. `corrections`: the
     query's misspelt words as BM25Index.corrections reads them over `mask`, when the caller has them."""
     if not mask.any() or limit <= 0:
         return []
@@ -318,7 +318,7 @@ def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callab
     return [t for _, _, t in read] + tail
 
 
-# The confidence rule, calibrated on the tune half of the agent set (benchmarks/RESULTS.md,
+# The confidence rule, calibrated on the tune half of the agent set (benchmarks/HISTORY.md,
 # issue 27): a hit the floor kept is strong when it holds half the query's IDF mass, or when the
 # query's evidence by meaning clears the floor by a margin (STRONG_MEANING against
 # relevance_cosine's 0.24) and the hit's own calibrated cosine is at least STRONG_COSINE. A finer

@@ -2,8 +2,9 @@
 
 import pytest
 
-from benchmarks import engine_bench, statement_profile, vector_search_bench
+from benchmarks import engine_bench
 from benchmarks.engine_bench import sentence
+from benchmarks.experiments import statement_profile, vector_search_bench
 from engram import Engram
 from engram.search import memory_index as index_mod
 
@@ -47,8 +48,8 @@ def test_open_close_bench_times_this_tree_and_another(tmp_path):
     import shutil
     from pathlib import Path
 
-    from benchmarks import open_close
-    here = Path(open_close.__file__).resolve().parent.parent
+    from benchmarks.experiments import open_close
+    here = Path(open_close.__file__).resolve().parents[2]
     shutil.copytree(here / "engram", tmp_path / "engram", ignore=shutil.ignore_patterns("__pycache__"))
     out = open_close.main(["--samples", "2", "--rounds", "2", "--compare", str(tmp_path)])
     assert out[str(here)]["n"] == out[str(tmp_path)]["n"] == 4

@@ -43,7 +43,7 @@ def test_a_first_daemon_does_not_keep_torch_resident():
         for h in homes:
             pid = int((h / "engram.lock").read_text().split()[0])
             assert not any(m.startswith("libtorch") for m in _modules(pid))  # torch never imported
-            # ~880 MB with torch loaded, ~265 MB without (benchmarks/RESULTS.md); the bound leaves room.
+            # ~880 MB with torch loaded, ~265 MB without (benchmarks/HISTORY.md); the bound leaves room.
             assert rss_kb(pid) < 500_000
     finally:
         for h in homes:

@@ -17,6 +17,7 @@ from engram.server.http import OPS
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"
+BENCHMARKS = ROOT / "benchmarks"
 
 
 def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
@@ -131,6 +132,12 @@ def test_the_readme_is_short_and_its_links_and_the_docs_links_resolve():
     assert len(README.read_text(encoding="utf-8").splitlines()) < 250
     pages = [README, *sorted(DOCS.glob("*.md"))]
     assert len(pages) > 5
+    broken = broken_links(pages + sorted(BENCHMARKS.rglob("*.md")))
+    assert not broken, f"broken links: {broken}"
+
+
+def broken_links(pages: list[Path]) -> list[str]:
+    """Each link of these pages to a file or a heading that is not there, as `page: target`."""
     broken = []
     for page in pages:
         text = page.read_text(encoding="utf-8")
@@ -143,7 +150,7 @@ def test_the_readme_is_short_and_its_links_and_the_docs_links_resolve():
                 broken.append(f"{page.name}: {target}")
             elif anchor and dest.suffix == ".md" and anchor not in anchors(dest.read_text(encoding="utf-8")):
                 broken.append(f"{page.name}: {target} (no such heading)")
-    assert not broken, f"broken links: {broken}"
+    return broken
 
 
 def anchors(markdown: str) -> set[str]:
@@ -176,3 +183,32 @@ def test_the_architecture_page_names_the_layers_of_the_architecture_test():
         found = (ROOT / path).is_file() or any((f / path).is_file() for f in folders)
         assert found, f"docs/architecture.md names {path}, which does not exist"
 
+
+def test_results_open_with_todays_figures_and_name_no_machine_path():
+    """benchmarks/RESULTS.md is today's figures, each with its command, date and commit, in one
+    table a newcomer reads first; the sessions' logs are in HISTORY.md. A command names paths
+    relative to the repository, never one machine's folders."""
+    lines = (BENCHMARKS / "RESULTS.md").read_text(encoding="utf-8").splitlines()
+    first = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
+    rows = list(range(first, end))  # the first table: today's figures (the issues' sections follow it)
+    assert rows and rows[-1] < 60, "today's figures, one table, in under 60 lines"
+    for line in lines[rows[0] + 2:rows[-1] + 1]:
+        *_, command, date, commit = [c.strip() for c in line.strip("|").split("|")]
+        assert "`" in command or command == "the same", f"no command: {line}"
+        assert re.fullmatch(r"20\d\d-\d\d-\d\d", date) and re.search(r"\b[0-9a-f]{7,}\b", commit), line
+    assert "(HISTORY.md)" in "\n".join(lines)
+    machine = [f"{page.relative_to(ROOT)}:{n}" for page in sorted(BENCHMARKS.rglob("*.md"))
+               for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+               if re.search(r"(?<![\w.$])/(work|root|home|tmp)/", line)]
+    assert not machine, f"absolute machine paths: {machine}"
+
+
+def test_testing_doc_gives_each_living_benchmark_its_command():
+    """Every script left in benchmarks/ is a living benchmark with its command in docs/testing.md;
+    the shared parts are not benchmarks, and experiments live in benchmarks/experiments/."""
+    body = doc("testing.md")
+    shared = {"__init__", "pgserver", "precision"}
+    living = sorted({p.stem for p in BENCHMARKS.glob("*.py")} - shared | {"locomo"})
+    missing = [name for name in living if f"python -m benchmarks.{name}" not in body]
+    assert not missing, f"docs/testing.md gives no command for: {missing}"

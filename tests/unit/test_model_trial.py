@@ -1,4 +1,4 @@
-"""benchmarks.model_trial convert: a holographic-memory model pack read back as the weights it holds."""
+"""benchmarks.experiments.model_trial convert: a holographic-memory model pack read back as the weights it holds."""
 
 import json
 import struct
@@ -6,7 +6,7 @@ import struct
 import numpy as np
 import pytest
 
-from benchmarks.model_trial import convert
+from benchmarks.experiments.model_trial import convert
 
 H, LAYERS, INTER, VOCAB, POS = 64, 2, 128, 20, 10  # 64 wide: every matrix is whole groups of 64
 

@@ -6,7 +6,7 @@ continuity_bench (same seed, sizes and background) with engram imported from tha
 the parent asks the children for one call at a time, alternating which goes first, so both
 time each call within the same second. Reports each tree's medians and their ratio.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.continuity_ab OTHER_TREE [--sizes 0,100] [--samples 10]
+    HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.experiments.continuity_ab OTHER_TREE [--sizes 0,100] [--samples 10]
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parents[2]
 
 # Runs inside each tree: builds the store as continuity_bench does, then serves timed calls.
 CHILD = r"""

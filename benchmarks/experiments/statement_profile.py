@@ -1,6 +1,6 @@
 """Where a store's and a recall's time goes in DuckDB, per kind of statement.
 
-    python -m benchmarks.statement_profile STORE.duckdb [--ops 100]
+    python -m benchmarks.experiments.statement_profile STORE.duckdb [--ops 100]
 
 Works on a copy of the store. Alternates single stores and recalls of synthetic facts (as
 benchmarks.engine_bench does), timing every statement sent to DuckDB by its first words,
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
     from engram import Engram, Settings
     from engram.models.embedding import load_embedder
 
-    from .engine_bench import pct, sentence
+    from ..engine_bench import pct, sentence
 
     tmp = Path(tempfile.mkdtemp(prefix="engram-profile-"))
     try:

@@ -1,6 +1,6 @@
 """Ingest of long texts against the model's own encoding of the same chunks (issue 27).
 
-    python -m benchmarks.ingest_long [--texts 200] [--rounds 3] [--out FILE]
+    python -m benchmarks.experiments.ingest_long [--texts 200] [--rounds 3] [--out FILE]
 
 Builds N distinct long texts (about 3,800 characters, four or five chunks each) from the
 assistant turns of tests/data/long_sessions.json, two different turns per text. In one sitting,
@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 def long_texts(n: int) -> list[str]:
     """N distinct texts, each two different assistant turns of the long-session set."""
-    from .long_sessions import default_set_path, load_set
+    from ..long_sessions import default_set_path, load_set
 
     doc = load_set(default_set_path())
     turns = [t["content"] for s in doc["sessions"] for t in s["turns"] if t["role"] == "assistant"]
@@ -82,13 +82,14 @@ def markdown(r: dict, command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.ingest_long", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m benchmarks.experiments.ingest_long",
+                                 description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None, help="also write the markdown here")
     args = ap.parse_args(argv)
     r = measure(args.texts, args.rounds)
-    command = "python -m benchmarks.ingest_long " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = "python -m benchmarks.experiments.ingest_long " + " ".join(argv if argv is not None else sys.argv[1:])
     md = markdown(r, command.strip())
     print(md)
     if args.out:

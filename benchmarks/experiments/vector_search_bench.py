@@ -1,6 +1,6 @@
 """The bounded vector search against a full scan, on the vectors of an existing store.
 
-    python -m benchmarks.vector_search_bench STORE.duckdb [--queries 200] [--k 50]
+    python -m benchmarks.experiments.vector_search_bench STORE.duckdb [--queries 200] [--k 50]
 
 Loads the store's memories into an index (as opening it does), encodes synthetic queries
 with the real model, and times MemoryIndex.top_cosine (bounded above 20k rows) and a full
@@ -29,9 +29,9 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     from engram import Engram, Settings
     from engram.models.embedding import load_embedder
-    from engram.search.memory_index import one_blas_thread
+    from engram.search.memory_index import one_blas_thread, top_rows
 
-    from .engine_bench import sentence
+    from ..engine_bench import sentence
 
     one_blas_thread()
     settings = Settings.from_env()
@@ -50,7 +50,7 @@ def main(argv: list[str] | None = None) -> dict:
         t = time.perf_counter()
         s = idx.search[: idx.n] @ q
         cand = np.flatnonzero(mask)
-        want = cand[np.argpartition(-s[cand], args.k)[: args.k]]
+        want = top_rows(s, cand, args.k)  # the engine's partial sort, over every row
         full.append(time.perf_counter() - t)
         same += set(rows.tolist()) == set(want.tolist())
     eng.close()

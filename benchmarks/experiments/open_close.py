@@ -6,7 +6,8 @@ neighbour slows them alike. The engine gets the fake embedder, as in the test su
 about a hundred engines: what is timed is the store (connect, extensions, migrations) and the
 empty indexes, not the model.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.open_close [--samples 20] [--rounds 5] [--compare DIR ...]
+    HF_HUB_OFFLINE=1 .venv/bin/python -m benchmarks.experiments.open_close [--samples 20] [--rounds 5]
+        [--compare DIR ...]
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent.parent
+HERE = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import json, sys, time

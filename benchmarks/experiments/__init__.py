@@ -1,0 +1,1 @@
+"""One-off experiments: each answered a question that is settled; kept to measure it again, run with python -m."""
