@@ -1,8 +1,8 @@
 """The stopword tables: statement reading and step matching each drop their own words, declared
 against the tokenizer's one table (engram.text.tokens.STOPWORDS)."""
 
-from engram.text.statements import _STOP
-from engram.text.step_words import _STOPWORDS
+from engram.text.statements import STATEMENT_STOPWORDS
+from engram.text.step_words import STEP_STOPWORDS
 from engram.text.tokens import STOPWORDS
 
 # The tables as each module wrote them out in full before they were declared against the base.
@@ -40,5 +40,5 @@ OLD_STEP = frozenset("""
 
 def test_each_table_is_what_it_was():
     assert STOPWORDS == OLD_BASE
-    assert _STOP == OLD_STATEMENT
-    assert _STOPWORDS == OLD_STEP
+    assert STATEMENT_STOPWORDS == OLD_STATEMENT
+    assert STEP_STOPWORDS == OLD_STEP
