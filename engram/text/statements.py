@@ -11,20 +11,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from engram.text.tokens import STOPWORDS, stem
+from engram.text.tokens import MORE_FUNCTION_WORDS, STOPWORDS, stem
 
 # --- lexicon -------------------------------------------------------------------------------------
 # Closed-class English words; none of this is specific to any stored memory.
 
-# Function words: the base table, and the prepositions, quantifiers, modals, adverbs of degree and
-# frequency and politeness words a statement's value does not lie in. "hers" and "yours" of the
-# base table were never in this one: they read as words here.
-STATEMENT_STOPWORDS = (STOPWORDS | frozenset("""
-it's 's here us whose
-than onto over under after before during until via per up down out off through between within upon across
-being shall should may might must
-very really just quite rather only even still already always usually often sometimes every
-each all any some many much more most few several other same such own
+# Function words: the base table and MORE_FUNCTION_WORDS, with the adverbs of frequency and the
+# politeness words a statement's value does not lie in. "hers" and "yours" of the base table were
+# never in this one: they read as words here.
+STATEMENT_STOPWORDS = (STOPWORDS | MORE_FUNCTION_WORDS | frozenset("""
+'s it's across within upon even really quite rather always usually often sometimes many much several
 please kindly ok okay
 """.split())) - {"hers", "yours"}
 
@@ -133,9 +129,13 @@ def _change_verb(verbs: str, particles: str) -> str:
     return _AUX_PREFIX + f"(?:{'|'.join(verbs.split())}) (?:over )?(?:{particles})\\b"
 
 
-_CHANGE_MARKERS = [
-    (re.compile(p, re.IGNORECASE), label)
-    for p, label in [
+def _markers(table: list[tuple[str, str]]) -> list[tuple[re.Pattern, str]]:
+    """(pattern, label) rows compiled, case-insensitive."""
+    return [(re.compile(p, re.IGNORECASE), label) for p, label in table]
+
+
+_CHANGE_MARKERS = _markers(
+    [
         (r"\bno longer\b", "no longer"),
         (r"\bnot any ?more\b", "not anymore"),
         (r"\bany ?more\b", "anymore"),
@@ -159,7 +159,7 @@ _CHANGE_MARKERS = [
         (r"\bformerly\b", "formerly"),
         (r"\bpreviously\b", "previously"),
     ]
-]
+)
 
 # Markers that end the old state without naming a new one: they negate it.
 _NEGATING_MARKERS = frozenset(
@@ -172,9 +172,8 @@ _NOW_MARKERS = re.compile(r"\b(?:now|currently|nowadays|these days|as of now|fro
 # so "New York" stays a name).
 _NEW_VALUE = re.compile(r"\b(?:new|updated|latest|current)\b(?=\s+[a-z])")
 
-_ADDITIVE_MARKERS = [
-    (re.compile(p, re.IGNORECASE), label)
-    for p, label in [
+_ADDITIVE_MARKERS = _markers(
+    [
         (r"^\s*(?:in addition|additionally|also|besides|moreover|furthermore|plus)\s*,?", "in addition"),
         (r",?\s*as well(?=\s*[.!?;]?\s*$)", "as well"),
         (r",?\s*\btoo(?=\s*[.!?;]?\s*$)", "too"),
@@ -182,7 +181,7 @@ _ADDITIVE_MARKERS = [
         (r"\bin addition to\b", "in addition to"),
         (r"\banother\b", "another"),
     ]
-]
+)
 
 # Short forms a note writer uses for the long ones ("the staging DB", "prod", "k8s", "a PR"): read
 # as the words they stand for, so a restatement in short forms shares the long forms' stems.

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from engram.text.tokens import STOPWORDS, stem
+from engram.text.tokens import MORE_FUNCTION_WORDS, STOPWORDS, stem
 
 SIM_WEIGHT = 0.5
 # Two different words count as the same word above this word-embedding cosine
@@ -28,14 +28,12 @@ def words(text: str) -> frozenset[str]:
 # Identifiers keep their punctuation: parser_v2.py, 5.0, --dry-run, #231.
 _TOKEN = re.compile(r"--?[a-z0-9][a-z0-9_\-]*|#\d+|[a-z0-9]+(?:[._\-'][a-z0-9]+)*")
 
-# Function words: the base table, and the prepositions, quantifiers, modals, negations, helper
-# verbs and abbreviations a step's subject does not lie in. "hers", "him" and "yours" of the base
-# table were never in this one: they read as words here.
-STEP_STOPWORDS = (STOPWORDS | words("""
-    here us whose than too also else instead once again further yet now while
-    onto over under after before during until via per up down out off through between above below without
-    being doing done having get got getting make made makes let lets shall should may might must
-    very just only still already all any every each some more most few both other same such own
+# Function words: the base table and MORE_FUNCTION_WORDS, with the negations, helper verbs,
+# connectives and abbreviations a step's subject does not lie in. "hers", "him" and "yours" of the
+# base table were never in this one: they read as words here.
+STEP_STOPWORDS = (STOPWORDS | MORE_FUNCTION_WORDS | words("""
+    too also else instead once again further yet now while both above below without
+    doing done having get got getting make made makes let lets
     not no nor etc eg ie
 """)) - {"hers", "him", "yours"}
 

@@ -14,11 +14,18 @@ _stemmer = snowballstemmer.stemmer("english")
 _stemmer_lock = threading.Lock()
 
 # The base stopword table: what BM25 drops. Statement reading and step matching drop more (and
-# keep a few of these); each declares its differences against this table.
+# keep a few of these); each declares its differences against this table and the next.
 STOPWORDS = frozenset("""
 a an and are as at be been but by can could did do does for from had has have he her hers him his
 how i if in into is it its me my of on or our she so that the their them then there these they this
 those to was we were what when where which who whom why will with would you your yours am about
+""".split())
+# Closed-class words beyond the base table (prepositions, quantifiers, modals, adverbs of degree):
+# BM25 keeps them; statement reading and step matching both drop them, with words of their own.
+MORE_FUNCTION_WORDS = frozenset("""
+here us whose than onto over under after before during until via per up down out off through between
+being shall should may might must very just only still already all any every each some more most few
+other same such own
 """.split())
 
 
