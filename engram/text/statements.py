@@ -1,7 +1,7 @@
 """One statement read for write-time resolution: its tokens (words, numbers, identifiers, names),
 the markers of a change or an addition, its negations, and where its subject ends.
 
-Pure text, closed-class English only; compare.py diffs two of these, resolve.py decides.
+Pure text, closed-class English only; statement_diff.py diffs two of these, engine/resolution.py decides.
 """
 
 from __future__ import annotations
