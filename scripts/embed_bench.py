@@ -97,24 +97,24 @@ def main(argv: list[str] | None = None) -> dict:
     def onnx_batch(session):  # embed_batch's path: sorted by length, batches of 64
         def run(ts):
             for i in range(0, len(ts), 64):
-                onnx._run_onnx(session, onnx._tokenize(ts[i:i + 64]))
+                onnx._onnx.run_in(session, onnx._tokenize(ts[i:i + 64]))
         return run
 
     def torch_batch(large: bool):
         def run(ts):
             for i in range(0, len(ts), 64):
-                torch_._run_torch(torch_._tokenize(ts[i:i + 64]), large)
+                torch_._torch.run(torch_._tokenize(ts[i:i + 64]), large)
         return run
 
     texts.sort(key=len, reverse=True)
     configs = {
-        "onnx_1thread": onnx_batch(onnx._onnx),
-        "onnx_2threads": onnx_batch(onnx._large_session()),  # what large batches use (no spinning)
+        "onnx_1thread": onnx_batch(onnx._onnx.session),
+        "onnx_2threads": onnx_batch(onnx._onnx.large_session()),  # what large batches use (no spinning)
         "onnx_2threads_spinning": onnx_batch(spinning_session(2)),  # ORT's default
         "torch_1thread": torch_batch(False),
         "torch_2threads": torch_batch(True),  # what the torch path's large batches use
     }
-    assert onnx._large_session() is not onnx._onnx
+    assert onnx._onnx.large_session() is not onnx._onnx.session
     stop = mp.Event()
     burner = mp.Process(target=spin, args=(stop,), daemon=True) if a.busy else None
     if burner:

@@ -327,19 +327,19 @@ def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[l
 
 
 def _flush(eng: Engram, deleted: bool) -> bool:
-    """Checkpoint; after deletions rewrite the file so the deleted bytes leave it."""
+    """Fold the write-ahead log into the file; after deletions rewrite the file so the deleted bytes leave it."""
     db = eng.store_db
     if db.path == ":memory:":
         return False
     if not deleted:
-        db.checkpoint()
+        db.flush_wal()
         return False
     before = db.table_counts()
     done = db.compact()
     if done and db.table_counts() != before:  # never trade data for disk space
         raise RuntimeError(f"compaction changed row counts: {before} -> {db.table_counts()}")
     if not done:
-        db.checkpoint()
+        db.flush_wal()
     return done
 
 

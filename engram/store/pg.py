@@ -324,8 +324,8 @@ class PgStore(SqlStore):
         """Bytes the database takes on the server's disk (pg_database_size)."""
         return int(self._rows("SELECT pg_database_size(current_database())")[0][0])
 
-    def checkpoint(self) -> None:
-        """Nothing to do: every commit is already durable in Postgres' write-ahead log, and the
+    def flush_wal(self) -> None:
+        """Nothing to fold: every commit is already durable in Postgres' write-ahead log, and the
         server checkpoints its data files itself (a client CHECKPOINT needs superuser rights)."""
         with self._lock:
             self._flush()

@@ -16,9 +16,9 @@ from engram.text.statements import (
     LIGHT_VERBS,
     _parse,
     _Parsed,
-    _stem,
     _Token,
 )
+from engram.text.tokens import stem
 
 __all__ = ["Comparison", "compare", "compare_detail", "covers", "is_contradiction"]
 
@@ -111,7 +111,7 @@ def _negated_pair(x: _Token, y: _Token) -> bool:
     for a, b in ((x, y), (y, x)):
         for pre in _NEG_PREFIXES:
             stripped = a.low[len(pre) :]
-            if a.low.startswith(pre) and len(stripped) >= 3 and _stem(stripped) == b.stem:
+            if a.low.startswith(pre) and len(stripped) >= 3 and stem(stripped) == b.stem:
                 return True
     return False
 
@@ -411,7 +411,7 @@ def _restates(a: _Parsed, b: _Parsed) -> str | None:
     # A change the old text states in another voice ("migrated X to Y" / "X was migrated to Y")
     # is not a new change; one that ends a state ("no longer") always is.
     for marker in set(b.change_markers) - set(a.change_markers):
-        if marker in _NEGATING_MARKERS or _stem(marker.split()[0]) not in old_stems:
+        if marker in _NEGATING_MARKERS or stem(marker.split()[0]) not in old_stems:
             return None
     if b.additive_markers or a.negations % 2 != b.negations % 2:
         return None

@@ -1,7 +1,7 @@
 """One statement read for write-time resolution: its tokens (words, numbers, identifiers, names),
 the markers of a change or an addition, its negations, and where its subject ends.
 
-Pure text, closed-class English only; text/statement_diff.py diffs two of these, engine/resolution.py decides.
+Pure text, closed-class English only; statement_diff.py diffs two of these, engine/resolution.py decides.
 """
 
 from __future__ import annotations
@@ -11,33 +11,18 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-import snowballstemmer
-
-_STEMMER = snowballstemmer.stemmer("english")
-
-
-@lru_cache(maxsize=16384)
-def _stem(word: str) -> str:
-    # The pure-Python stemmer dominates parse time; memory text repeats words a lot.
-    return _STEMMER.stemWord(word)
-
+from engram.text.tokens import MORE_FUNCTION_WORDS, STOPWORDS, stem
 
 # --- lexicon -------------------------------------------------------------------------------------
 # Closed-class English words; none of this is specific to any stored memory.
 
-_STOP = frozenset(
-    """
-a an the this that these those it its it's they them their there here we our us you your i my me
-he him his she her who whom whose which what when where why how
-and or but so if then than as of to in on at by for from with into onto over under about
-after before during until via per up down out off through between within upon across
-am is are was were be been being has have had do does did will would can could shall should may
-might must 's
-very really just quite rather only even still already always usually often sometimes every
-each all any some many much more most few several other same such own
+# Function words: the base table and MORE_FUNCTION_WORDS, with the adverbs of frequency and the
+# politeness words a statement's value does not lie in. "hers" and "yours" of the base table were
+# never in this one: they read as words here.
+STATEMENT_STOPWORDS = (STOPWORDS | MORE_FUNCTION_WORDS | frozenset("""
+'s it's across within upon even really quite rather always usually often sometimes many much several
 please kindly ok okay
-""".split()
-)
+""".split())) - {"hers", "yours"}
 
 _AUX = frozenset(
     """
@@ -121,7 +106,7 @@ minimum maximum|lower higher|lowercase uppercase|encrypted unencrypted|valid inv
 """
 # Pairs of stems that state opposite values of the same property.
 _ANTONYMS = {
-    frozenset(_stem(w) for w in pair.split())
+    frozenset(stem(w) for w in pair.split())
     for pair in _ANTONYM_WORDS.replace("\n", "").strip("|").split("|")
 }
 
@@ -144,9 +129,13 @@ def _change_verb(verbs: str, particles: str) -> str:
     return _AUX_PREFIX + f"(?:{'|'.join(verbs.split())}) (?:over )?(?:{particles})\\b"
 
 
-_CHANGE_MARKERS = [
-    (re.compile(p, re.IGNORECASE), label)
-    for p, label in [
+def _markers(table: list[tuple[str, str]]) -> list[tuple[re.Pattern, str]]:
+    """(pattern, label) rows compiled, case-insensitive."""
+    return [(re.compile(p, re.IGNORECASE), label) for p, label in table]
+
+
+_CHANGE_MARKERS = _markers(
+    [
         (r"\bno longer\b", "no longer"),
         (r"\bnot any ?more\b", "not anymore"),
         (r"\bany ?more\b", "anymore"),
@@ -170,7 +159,7 @@ _CHANGE_MARKERS = [
         (r"\bformerly\b", "formerly"),
         (r"\bpreviously\b", "previously"),
     ]
-]
+)
 
 # Markers that end the old state without naming a new one: they negate it.
 _NEGATING_MARKERS = frozenset(
@@ -183,9 +172,8 @@ _NOW_MARKERS = re.compile(r"\b(?:now|currently|nowadays|these days|as of now|fro
 # so "New York" stays a name).
 _NEW_VALUE = re.compile(r"\b(?:new|updated|latest|current)\b(?=\s+[a-z])")
 
-_ADDITIVE_MARKERS = [
-    (re.compile(p, re.IGNORECASE), label)
-    for p, label in [
+_ADDITIVE_MARKERS = _markers(
+    [
         (r"^\s*(?:in addition|additionally|also|besides|moreover|furthermore|plus)\s*,?", "in addition"),
         (r",?\s*as well(?=\s*[.!?;]?\s*$)", "as well"),
         (r",?\s*\btoo(?=\s*[.!?;]?\s*$)", "too"),
@@ -193,7 +181,7 @@ _ADDITIVE_MARKERS = [
         (r"\bin addition to\b", "in addition to"),
         (r"\banother\b", "another"),
     ]
-]
+)
 
 # Short forms a note writer uses for the long ones ("the staging DB", "prod", "k8s", "a PR"): read
 # as the words they stand for, so a restatement in short forms shares the long forms' stems.
@@ -215,7 +203,7 @@ _SHORT_FORMS = {
 # Verbs that carry no fact of their own in a restatement ("the refresh happens on Sundays",
 # "the DB gets refreshed", "deployments go through deploy.sh"): compared without them, as is
 # "takes place".
-LIGHT_VERBS = frozenset(_stem(w) for w in "happen happens occur occurs get gets got go goes went".split())
+LIGHT_VERBS = frozenset(stem(w) for w in "happen happens occur occurs get gets got go goes went".split())
 
 
 def sentences(text: str) -> list[str]:
@@ -308,7 +296,7 @@ def _classify(text: str, low: str, sentence_start: bool) -> tuple[str, str]:
         return "num", _NUMBER_WORDS[low]
     if low in _NEGATION:
         return "neg", low
-    if low in _STOP:
+    if low in STATEMENT_STOPWORDS:
         return "func", low
     if any(c.isdigit() for c in low):
         if _THOUSANDS.match(low):
@@ -320,8 +308,8 @@ def _classify(text: str, low: str, sentence_start: bool) -> tuple[str, str]:
         return "proper", low.rstrip("s") if low.rstrip("s") in _CALENDAR else low
     upper_inside = any(c.isupper() for c in text[1:])
     if upper_inside or (text[0].isupper() and not sentence_start):
-        return "proper", _stem(low) if low.isalpha() else low
-    return "word", _stem(low)
+        return "proper", stem(low) if low.isalpha() else low
+    return "word", stem(low)
 
 
 def _strip_markers(text: str, markers: list[tuple[re.Pattern, str]]) -> tuple[str, list[str]]:
@@ -355,12 +343,12 @@ def _parse(text: str) -> _Parsed:
             tokens.append(_Token(raw, "'s", "'s", "func"))
             continue
         if low in _SHORT_FORMS:
-            tokens.extend(_Token(w, w, _stem(w), "word") for w in _SHORT_FORMS[low])
+            tokens.extend(_Token(w, w, stem(w), "word") for w in _SHORT_FORMS[low])
             continue
-        kind, stem = _classify(raw, low, sentence_start)
+        kind, root = _classify(raw, low, sentence_start)
         if low == "off" or (low == "on" and _PARTICLE_END.match(text, m.end())):
-            kind, stem = "word", low  # "turned on", "is off": a state, not a place
-        tokens.append(_Token(raw, low, stem, kind))
+            kind, root = "word", low  # "turned on", "is off": a state, not a place
+        tokens.append(_Token(raw, low, root, kind))
 
     negations = sum(1 for t in tokens if t.kind == "neg")
     verb = _find_verb(tokens)

@@ -12,16 +12,14 @@ from functools import lru_cache
 from typing import Any
 
 import numpy as np
-import snowballstemmer
+
+from engram.text.tokens import MORE_FUNCTION_WORDS, STOPWORDS, stem
 
 SIM_WEIGHT = 0.5
 # Two different words count as the same word above this word-embedding cosine
 # (plurals the stemmer misses, large/big). Kept high: at word level MiniLM rates
 # contrasts (import/export 0.58) as close as synonyms (toggle/switch 0.59).
 WORD_SYNONYM_SIM = 0.8
-
-_STEM = snowballstemmer.stemmer("english")
-
 
 def words(text: str) -> frozenset[str]:
     return frozenset(text.split())
@@ -30,20 +28,14 @@ def words(text: str) -> frozenset[str]:
 # Identifiers keep their punctuation: parser_v2.py, 5.0, --dry-run, #231.
 _TOKEN = re.compile(r"--?[a-z0-9][a-z0-9_\-]*|#\d+|[a-z0-9]+(?:[._\-'][a-z0-9]+)*")
 
-_STOPWORDS = words("""
-    a an the and or but of to in into on onto
-    for from with without by at as via per is are was
-    were be been being am it its this that these those there
-    their them they we our us i my me you your he
-    she his her so than then too very just also only all
-    any every each some more most other such same own both few
-    out off over under again further once here when where why how
-    what which who whom whose can could should would will shall may
-    might must do does did doing done have has had having not
-    no nor up down about after before between through during above below
-    until while if else now still yet already get got getting make instead
-    made makes let lets etc eg ie
-""")
+# Function words: the base table and MORE_FUNCTION_WORDS, with the negations, helper verbs,
+# connectives and abbreviations a step's subject does not lie in. "hers", "him" and "yours" of the
+# base table were never in this one: they read as words here.
+STEP_STOPWORDS = (STOPWORDS | MORE_FUNCTION_WORDS | words("""
+    too also else instead once again further yet now while both above below without
+    doing done having get got getting make made makes let lets
+    not no nor etc eg ie
+""")) - {"hers", "him", "yours"}
 
 # Verbs and status words that say *that* work happened, not *what* it was about.
 # They are dropped from content words so "Added X" and "X finished" compare on X.
@@ -121,8 +113,8 @@ def _canon_table() -> tuple[dict[str, str], dict[str, int]]:
                 group[member[0]] = gi
     for syns in _SYNONYMS:
         for w in syns:
-            canon.setdefault(w, _STEM.stemWord(syns[0]))
-            canon.setdefault(_STEM.stemWord(w), _STEM.stemWord(syns[0]))
+            canon.setdefault(w, stem(syns[0]))
+            canon.setdefault(stem(w), stem(syns[0]))
     return canon, group
 
 
@@ -150,7 +142,7 @@ def _shape(tok: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Canonical content words in order: stemmed, abbreviations expanded, filler dropped."""
-    return [stem for stem, _ in content(text)]
+    return [canon for canon, _ in content(text)]
 
 
 def content(text: str) -> list[tuple[str, str]]:
@@ -168,7 +160,7 @@ def _content_cached(text: str) -> tuple[tuple[str, str], ...]:
         if not raw:
             continue
         if raw in _EXPAND:  # before the identifier test: e2e, k8s
-            out.extend((w, w) for w in _EXPAND[raw] if w not in _STOPWORDS)
+            out.extend((w, w) for w in _EXPAND[raw] if w not in STEP_STOPWORDS)
             continue
         if _is_identifier(raw) and not re.fullmatch(r"[a-z]+(?:-[a-z]+)+", raw):
             out.append((raw, raw))
@@ -179,13 +171,13 @@ def _content_cached(text: str) -> tuple[tuple[str, str], ...]:
                 out.append((part, part))
                 continue
             for w in _EXPAND.get(part, (part,)):
-                if w in _STOPWORDS or w in _GENERIC or len(w) < 2:
+                if w in STEP_STOPWORDS or w in _GENERIC or len(w) < 2:
                     continue
                 if _CANON.get(w) in _CONTRAST_GROUP:
                     out.append((_CANON[w], w))
                     continue
-                stem = _STEM.stemWord(w)
-                out.append((_CANON.get(w, _CANON.get(stem, stem)), w))
+                root = stem(w)
+                out.append((_CANON.get(w, _CANON.get(root, root)), w))
     return tuple(out)
 
 

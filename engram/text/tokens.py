@@ -4,17 +4,28 @@ base, CJK text as character bigrams. BM25 (search/bm25.py) and the recall cues u
 from __future__ import annotations
 
 import re
+import threading
 from functools import lru_cache
 
 import snowballstemmer
 
 _TOKEN = re.compile(r"[^\W_]+(?:['’][^\W_]+)?", re.UNICODE)
 _stemmer = snowballstemmer.stemmer("english")
+_stemmer_lock = threading.Lock()
 
+# The base stopword table: what BM25 drops. Statement reading and step matching drop more (and
+# keep a few of these); each declares its differences against this table and the next.
 STOPWORDS = frozenset("""
 a an and are as at be been but by can could did do does for from had has have he her hers him his
 how i if in into is it its me my of on or our she so that the their them then there these they this
 those to was we were what when where which who whom why will with would you your yours am about
+""".split())
+# Closed-class words beyond the base table (prepositions, quantifiers, modals, adverbs of degree):
+# BM25 keeps them; statement reading and step matching both drop them, with words of their own.
+MORE_FUNCTION_WORDS = frozenset("""
+here us whose than onto over under after before during until via per up down out off through between
+being shall should may might must very just only still already all any every each some more most few
+other same such own
 """.split())
 
 
@@ -60,8 +71,12 @@ _CJK_STOP = frozenset("的了吗呢么什怎哪谁是吧啊呀和与就都也这
 
 @lru_cache(maxsize=200_000)
 def stem(word: str) -> str:
-    """The Snowball (Porter 2) stem of a lower-cased English word, cached: the one stemmer of engram."""
-    return _stemmer.stemWord(word)
+    """The Snowball (Porter 2) stem of a lower-cased English word, cached: the one stemmer of engram
+    (BM25, statement reading, step matching)."""
+    # A Snowball stemmer keeps the word it works on in itself: two threads must not share it at
+    # once. Only a word not yet in the cache gets here.
+    with _stemmer_lock:
+        return _stemmer.stemWord(word)
 
 
 def _cjk_runs(run: str) -> list[str]:

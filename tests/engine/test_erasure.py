@@ -49,7 +49,7 @@ def test_forget_leaves_no_trace_in_rows_indexes_exports_or_file_bytes(db, tmp_pa
     eng.recall("zqxjbravo vault", limit=3)  # reinforce it, so it has recall history as well
     assert eng.graph.g.degree(secret.id) > 0  # linked to the filler: edges to erase too
     export_jsonl(eng, tmp_path / "before.jsonl")
-    eng.store_db.checkpoint()
+    eng.store_db.flush_wal()
     # The checks below can fail: the text is in every place they look.
     assert MARK in (tmp_path / "before.jsonl").read_bytes()
     assert file_hits(path) > 0
@@ -71,7 +71,7 @@ def test_forget_leaves_no_trace_in_rows_indexes_exports_or_file_bytes(db, tmp_pa
     report = run_maintenance(eng, apply=True)
     assert report["compacted"] is True
     uncompressed(eng)
-    db.checkpoint()
+    db.flush_wal()
     assert file_hits(path) == 0
     # The flag is spent: the next run with nothing deleted does not rewrite the file again.
     assert run_maintenance(eng, apply=True)["compacted"] is False
@@ -81,7 +81,7 @@ def test_forget_leaves_no_trace_in_rows_indexes_exports_or_file_bytes(db, tmp_pa
 def test_forget_by_query_is_erased_from_the_file_after_reopening(db, settings, fake, clock):
     path, eng = db
     ids = [eng.store(f"Customer zqxj{c} asked for a refund of order {c}{c}").memory.id for c in "abc"]
-    eng.store_db.checkpoint()
+    eng.store_db.flush_wal()
     assert file_hits(path) > 0
     assert sorted(eng.forget(query="refund order asked")) == sorted(ids)
     eng.close()  # the flag survives a restart: the next run still rewrites the file

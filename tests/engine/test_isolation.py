@@ -398,7 +398,7 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
                 assert db.count_where(table, f"contains(coalesce({col}, ''), ?)", [needle]) == 0, (table, col, needle)
     out = tmp_path / "after.jsonl"
     export_jsonl(eng, out)
-    db.checkpoint()
+    db.flush_wal()
     eng.close()
     for secret in SECRETS:
         needle = secret.split("\n")[0][:16].encode()

@@ -198,7 +198,7 @@ def test_file_is_compacted_so_deleted_text_leaves_it(tmp_path, fake, clock):
     doomed = put(e, f"Temporary note {secret}", importance=0.05)
     for i in range(12):
         put(e, f"Durable fact number {i} about component c{i}", importance=0.9, pinned=True)
-    e.store_db.checkpoint()
+    e.store_db.flush_wal()
     clock.advance(days=30)
     report = run_maintenance(e)
     assert doomed.id in report["pruned_ids"] and report["compacted"]

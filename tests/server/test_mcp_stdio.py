@@ -114,7 +114,7 @@ async def test_killed_client_is_reported_interrupted_once(home):
 
 def _salads(rng, n: int) -> list[str]:
     """n texts of a unique token plus seven random words; no word (or stem) repeats across them."""
-    from engram.text.statements import _stem
+    from engram.text.tokens import stem
 
     seen: set[str] = set()
 
@@ -122,8 +122,8 @@ def _salads(rng, n: int) -> list[str]:
         while True:
             w = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou")
                         for _ in range(rng.randint(2, 3)))
-            if _stem(w) not in seen:
-                seen.add(_stem(w))
+            if stem(w) not in seen:
+                seen.add(stem(w))
                 return w
     # Spacing and case vary: what was sent must come back, not a tidied copy.
     shapes = ["{}", "{} ", "  {}", "{}\n", "{}."]

@@ -85,14 +85,14 @@ def test_onnx_vectors_equal_torch_vectors(onnx_emb, torch_emb):
     for texts in (TEXTS[:5], TEXTS, short * 8):  # 5: one thread; 10 and 72 (two batches): large
         got, want = onnx_emb.embed_batch(texts), torch_emb.embed_batch(texts)
         assert got.shape == (len(texts), 384) and np.abs(got - want).max() < 1e-5
-    assert onnx_emb._onnx_large is not None and onnx_emb._onnx_large is not onnx_emb._onnx
+    assert onnx_emb._onnx.large_session() is not onnx_emb._onnx.session
 
 
 @pytest.mark.model
 def test_long_text_is_truncated_at_max_seq_length_as_sentence_transformers_does(onnx_emb, torch_emb):
-    limit = torch_emb._model.max_seq_length
+    limit = torch_emb._torch.model.max_seq_length
     assert onnx_emb._tokenize([LONG])["input_ids"].shape[1] == limit == 256
-    st = torch_emb._model.encode([LONG], normalize_embeddings=True, convert_to_numpy=True)[0]
+    st = torch_emb._torch.model.encode([LONG], normalize_embeddings=True, convert_to_numpy=True)[0]
     assert np.abs(onnx_emb._embed_one(LONG) - st).max() < 1e-5
     # The part past the limit does not count.
     assert np.abs(onnx_emb._embed_one(LONG + " and then everything broke.") - st).max() < 1e-6
@@ -169,7 +169,7 @@ print(json.dumps({"backend": emb.backend, "checked": emb.checked, "vectors": emb
 @pytest.mark.model
 def test_a_later_start_trusts_the_checked_graph_and_loads_no_torch(onnx_emb, onnx_cache):
     assert onnx_emb.checked == "checked" and onnx_emb.onnx_file.with_suffix(".json").exists()
-    assert onnx_emb._model is None  # this process dropped the torch model once the graph passed
+    assert onnx_emb._torch is None  # this process dropped the torch model once the graph passed
     # A fresh process, as the daemon is after an idle exit: torch is already imported in this one.
     r = subprocess.run([sys.executable, "-c", TRUSTED_START, str(onnx_cache)], input=json.dumps(TEXTS),
                        capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
@@ -198,8 +198,8 @@ def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_pat
 
 @pytest.mark.model
 def test_a_pipeline_the_graph_does_not_reproduce_stays_on_torch(torch_emb, monkeypatch, caplog):
-    modules = list(torch_emb._model)
-    assert onnx_unsupported(torch_emb._model) is None
+    modules = list(torch_emb._torch.model)
+    assert onnx_unsupported(torch_emb._torch.model) is None
     cls = copy.copy(modules[1])
     cls.pooling_mode = "cls"
     assert "pooling is cls" in onnx_unsupported([modules[0], cls])
@@ -224,12 +224,12 @@ def test_when_onnx_cannot_be_used_torch_serves_and_the_log_says_why(failure, tmp
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         expected = "onnxruntime is not installed"
     elif failure == "export fails":
-        def boom(self):
+        def boom(self, reference):
             raise RuntimeError("exporter exploded")
-        monkeypatch.setattr(embedding.SentenceTransformerEmbedder, "_export_onnx", boom)
+        monkeypatch.setattr(embedding.OnnxRuntime, "_export", boom)
         expected = "export failed (RuntimeError: exporter exploded)"
     else:
-        monkeypatch.setattr(embedding.SentenceTransformerEmbedder, "_onnx_error", lambda self, s: 0.01)
+        monkeypatch.setattr(embedding.OnnxRuntime, "_error", lambda self, session, reference: 0.01)
         expected = "differ from torch's by 0.01"
     caplog.set_level(logging.INFO, logger="engram.models.embedding")
     emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2", tmp_path)
