@@ -151,7 +151,7 @@ def is_engram_hook(command: Any, client: str | None = None) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    if words[:1] and Path(words[0]).name == "engram":
+    if words[:1] and Path(words[0]).name in ("engram", "engram-launch"):  # the latter: a plugin's launcher
         rest = words[1:]  # <engram> hook EVENT --client CLIENT
     elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
         rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT
@@ -395,7 +395,13 @@ def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
 def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_run: bool = False,
             argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
     """Add engram's hooks for `client`; returns the changes (written unless dry_run). `options`:
-    store_options, written after each command."""
+    store_options, written after each command. Refused while a plugin runs them (hooks/plugins.py)."""
+    if client == "claude-code":
+        from .plugins import claude_plugins
+        for p in claude_plugins(project_root(cwd or Path.cwd())):
+            raise InstallError(f"engram's Claude Code hooks come from the plugin {p['id']} ({p['path']}); "
+                               "not adding a second copy. To manage them by hand instead, remove it first: "
+                               f"claude plugin uninstall {p['id']}")
     changes = _plan(client, scope, cwd, True, argv, options)
     if not dry_run:
         for c in changes:
@@ -436,6 +442,12 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
             if client.name == "codex" and found:
                 row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
             rows.append(row)
+    from .plugins import claude_plugins
+    for p in claude_plugins(project_root(cwd)):
+        rows.append({"client": "claude-code", "scope": "plugin", "path": p["path"], "plugin": p["id"],
+                     "installed": True, "events": p["events"],
+                     "missing_events": [e.name for e in CLIENTS["claude-code"].events if e.name not in p["events"]],
+                     "commands": [], "runnable": p["runnable"], "store": None})
     return rows
 
 
