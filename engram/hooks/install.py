@@ -93,6 +93,9 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
 )}
 
 CODEX_FEATURE_MARK = "# added by engram hooks install"
+# How the user removes a plugin that carries engram's hooks, to install them by hand instead.
+REMOVE_PLUGIN = {"claude-code": "claude plugin uninstall {}", "codex": "codex plugin remove {}",
+                 "gemini": "gemini extensions uninstall {}"}
 
 
 def project_root(cwd: Path) -> Path:
@@ -396,12 +399,11 @@ def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_
             argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
     """Add engram's hooks for `client`; returns the changes (written unless dry_run). `options`:
     store_options, written after each command. Refused while a plugin runs them (hooks/plugins.py)."""
-    if client == "claude-code":
-        from .plugins import claude_plugins
-        for p in claude_plugins(project_root(cwd or Path.cwd())):
-            raise InstallError(f"engram's Claude Code hooks come from the plugin {p['id']} ({p['path']}); "
-                               "not adding a second copy. To manage them by hand instead, remove it first: "
-                               f"claude plugin uninstall {p['id']}")
+    from .plugins import plugin_hooks
+    for p in plugin_hooks(_client(client).name, project_root(cwd or Path.cwd())):
+        raise InstallError(f"engram's {CLIENTS[client].label} hooks come from the plugin {p['id']} ({p['path']}); "
+                           f"not adding a second copy. To manage them by hand instead, remove it first: "
+                           f"{REMOVE_PLUGIN[client].format(p['id'])}")
     changes = _plan(client, scope, cwd, True, argv, options)
     if not dry_run:
         for c in changes:
@@ -442,12 +444,13 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
             if client.name == "codex" and found:
                 row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
             rows.append(row)
-    from .plugins import claude_plugins
-    for p in claude_plugins(project_root(cwd)):
-        rows.append({"client": "claude-code", "scope": "plugin", "path": p["path"], "plugin": p["id"],
-                     "installed": True, "events": p["events"],
-                     "missing_events": [e.name for e in CLIENTS["claude-code"].events if e.name not in p["events"]],
-                     "commands": [], "runnable": p["runnable"], "store": None})
+    from .plugins import plugin_hooks
+    for client in CLIENTS.values():
+        for p in plugin_hooks(client.name, project_root(cwd)):
+            rows.append({"client": client.name, "scope": "plugin", "path": p["path"], "plugin": p["id"],
+                         "installed": True, "events": p["events"],
+                         "missing_events": [e.name for e in client.events if e.name not in p["events"]],
+                         "commands": [], "runnable": p["runnable"], "store": None})
     return rows
 
 

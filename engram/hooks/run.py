@@ -181,12 +181,12 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     kind = EVENTS[client][name]
     if kind == "none":
         return HookOutcome(status="skipped", message=f"{name}: nothing to do for {client}")
-    from .plugins import VIA_PLUGIN, claude_plugins
-    if client == "claude-code" and not os.environ.get(VIA_PLUGIN):
+    from .plugins import VIA_PLUGIN, plugin_hooks
+    if not os.environ.get(VIA_PLUGIN):
         # A copy in a settings file beside the plugin's hooks: the plugin's handles the event.
         from .install import project_root
         cwd_arg = payload.get("cwd")
-        if claude_plugins(project_root(Path(cwd_arg)) if isinstance(cwd_arg, str) and cwd_arg else None):
+        if plugin_hooks(client, project_root(Path(cwd_arg)) if isinstance(cwd_arg, str) and cwd_arg else None):
             return HookOutcome(status="skipped", message=f"{name}: the engram plugin's own hook handles it")
     sid = str(payload.get("session_id") or "")[:150] or f"unknown-{os.getpid()}"
     session_id = f"{client}:{sid}"

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients_support import ROOT, client_bin, client_env, git_repo, stop_daemon
+from clients_support import ROOT, client_bin, client_env, engram_cli, git_repo, stop_daemon
 from model_fakes import FakeOpenAI, openai_text, text, tool
 from test_codex_cli import KEY_VAR, AppServer, when_offered
 
@@ -87,6 +87,13 @@ def test_the_plugin_in_codex_gives_tools_start_context_and_a_checkpoint(tmp_path
             fake.script = [[text("Carrying on.")]]
             ok(session("Carry on", fake, home, repo))
             assert TASK in openai_text(fake.loop_requests()[0])
+        cli_env = {"HOME": str(home), **client_env(home / ".engram")}
+        rows = json.loads(engram_cli("hooks", "status", "--json", cwd=repo, env=cli_env).stdout)
+        assert [(r["client"], r["plugin"], set(r["events"]), r["runnable"]) for r in rows if r["scope"] == "plugin"] \
+            == [("codex", "engram@engram", {"SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd"},
+                 True)]
+        r = engram_cli("hooks", "install", "codex", cwd=repo, env=cli_env)
+        assert r.returncode != 0 and "codex plugin remove engram@engram" in r.stderr, r.stderr
         ok(codex(["plugin", "remove", "engram@engram"], home, repo))
         ok(codex(["plugin", "marketplace", "remove", "engram"], home, repo))
         after = (home / ".codex" / "config.toml").read_text()

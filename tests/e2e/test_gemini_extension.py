@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clients_support import ROOT, client_bin, client_env, git_repo, stop_daemon
+from clients_support import ROOT, client_bin, client_env, engram_cli, git_repo, stop_daemon
 from model_fakes import FakeGemini, gemini_text, text, tool
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]
@@ -53,6 +53,17 @@ def declared(body: dict, suffix: str) -> list[str]:
             if d["name"].endswith(suffix)]
 
 
+def check_status_and_install(home: Path, repo: Path) -> None:
+    """`engram hooks status` names the extension's hooks; `engram hooks install gemini` adds no copy."""
+    env = {"HOME": str(home), **client_env(home / ".engram")}
+    rows = json.loads(engram_cli("hooks", "status", "--json", cwd=repo, env=env).stdout)
+    assert [(r["client"], r["plugin"], r["events"], r["runnable"]) for r in rows if r["scope"] == "plugin"] == \
+        [("gemini", "engram", ["BeforeAgent", "SessionEnd", "SessionStart"], True)]
+    r = engram_cli("hooks", "install", "gemini", cwd=repo, env=env)
+    assert r.returncode != 0 and "come from the plugin engram" in r.stderr, r.stderr
+    assert "gemini extensions uninstall engram" in r.stderr
+
+
 def test_the_extension_validates(tmp_path):
     assert "successfully validated" in ok(gemini(["extensions", "validate", str(EXTENSION)], tmp_path, ROOT))
 
@@ -75,12 +86,25 @@ def test_linked_extension_gives_tools_start_context_and_a_checkpoint_and_leaves_
             assert declared(first, "resume_task") and declared(first, "session_handoff")
             # The extension's context file reaches the model with the tools.
             assert "engram: memory across sessions" in json.dumps(first)
+        check_status_and_install(home, repo)
+        # A copy of the hooks in the user's settings too (as written before the extension came):
+        # each event runs once, the copy stands aside.
+        engram = Path(sys.executable).parent / "engram"
+        copy = {e: [{"hooks": [{"type": "command", "command": f"{engram} hook {e} --client gemini",
+                                "timeout": 30000}]}] for e in ("SessionStart", "BeforeAgent", "SessionEnd")}
+        settings.write_text(json.dumps({**json.loads(USER_SETTINGS), "hooks": copy}))
+        seen = len((home / ".engram" / "hooks.log").read_text().splitlines())
         # A's SessionEnd hook checkpointed it; B's SessionStart hook gives the task.
         with FakeGemini([[text("Carrying on.")]]) as fake:
             gemini_ok(gemini(["-p", "Carry on", "--yolo", "--output-format", "json"], home, repo, fake))
             assert TASK in gemini_text(fake.loop_requests()[0])
+        settings.write_text(USER_SETTINGS)
         log = (home / ".engram" / "hooks.log").read_text().splitlines()
-        assert {ln.split()[2] for ln in log if " gemini " in ln and " ok " in ln} >= {"SessionStart", "SessionEnd"}
+        assert {ln.split()[2] for ln in log[:seen] if " gemini " in ln and " ok " in ln} >= {"SessionStart",
+                                                                                            "SessionEnd"}
+        for event in ("SessionStart", "BeforeAgent", "SessionEnd"):
+            assert sorted(ln.split()[4] for ln in log[seen:] if f" gemini {event} " in ln) == ["ok", "skipped"], \
+                log[seen:]
         ok(gemini(["extensions", "uninstall", "engram"], home, repo))
         assert settings.read_text() == USER_SETTINGS  # the extension never touched the user's settings
         assert not (home / ".gemini" / "extensions" / "engram").exists()
