@@ -24,7 +24,7 @@ from engram import __version__
 from engram.errors import NotFound
 from engram.ops import OPS, TOOLS, describe, dumps, refuse_unknown
 from engram.server.backend import Backend, RemoteBackend, daemon_command, stdio_client
-from engram.server.mcp_logging import ClientLogs
+from engram.server.mcp_logging import client_logs
 from engram.server.rpc import RpcClient, RpcError
 from engram.types import OPEN_TASK_STATUSES, EngramError
 
@@ -76,7 +76,7 @@ class EngramMCP(MCPServer):
         # completion/complete: `complete(ctx, params)` gives the values; the SDK's completion
         # decorator passes no request context, and who asks decides which tasks are theirs.
         self.complete: Callable[[Context, CompleteRequestParams], Completion] | None = None
-        self.client_logs = ClientLogs(logging.getLogger("engram"))
+        self.client_logs = client_logs()
         self.middleware.append(self.client_logs.middleware)
         self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams,
                                                   self.client_logs.set_level)

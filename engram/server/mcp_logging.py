@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import functools
 import logging
 import threading
 import warnings
@@ -16,7 +17,7 @@ from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp_types import EmptyResult, SetLevelRequestParams
 
-__all__ = ["LEVELS", "ClientLogs", "mcp_level", "python_level"]
+__all__ = ["LEVELS", "ClientLogs", "client_logs", "mcp_level", "python_level"]
 
 # The MCP levels (RFC 5424's), least severe first, and the Python level each starts at.
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
@@ -38,6 +39,13 @@ def mcp_level(levelno: int) -> str:
     """The most severe MCP level at or below a Python record's level."""
     return next(name for name in reversed(LEVELS) if _PYTHON[name] <= levelno) if levelno >= logging.DEBUG \
         else "debug"
+
+
+@functools.cache
+def client_logs() -> ClientLogs:
+    """The one handler on the `engram` logger, shared by every MCP server of this process (tests
+    build many): the levels are per connection, so one handler serves them all."""
+    return ClientLogs(logging.getLogger("engram"))
 
 
 def _connection(ctx: ServerRequestContext[Any, Any]) -> Any:
