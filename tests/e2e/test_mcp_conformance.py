@@ -9,6 +9,7 @@ elicitation round trips): a server without those fails them whatever it does rig
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -30,8 +31,11 @@ SCENARIOS = ("server-initialize", "ping", "logging-set-level", "completion-compl
 def url(checked_model_cache):
     home = Path(tempfile.mkdtemp(prefix="egm", dir="/tmp"))  # short: the daemon's socket lives here
     # No token: the suite sends none, and on 127.0.0.1 engram asks for none.
-    with serving(home, "") as (base, _):
-        yield base + "/mcp"
+    try:
+        with serving(home, "") as (base, _):
+            yield base + "/mcp"
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 def test_the_suite_knows_every_scenario_run_here(tmp_path):

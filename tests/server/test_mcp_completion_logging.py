@@ -3,6 +3,7 @@ the real stdio server (`python -m engram`) and against `engram serve --http`."""
 
 from __future__ import annotations
 
+import shutil
 import tempfile
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -157,8 +158,11 @@ async def test_completion_and_logging_over_stdio(home):
 def http_server(checked_model_cache):
     # Short: the daemon's socket lives in the home.
     home = Path(tempfile.mkdtemp(prefix="egc", dir="/tmp"))
-    with serving(home, "complete-token-5b1e", extra_env={"ENGRAM_USER": "user-http"}) as (base, _):
-        yield base
+    try:
+        with serving(home, "complete-token-5b1e", extra_env={"ENGRAM_USER": "user-http"}) as (base, _):
+            yield base
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 async def over_http(base: str, check: Callable[[Client], Awaitable[None]], logs: Logs | None = None) -> None:
