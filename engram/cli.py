@@ -805,6 +805,8 @@ def _hooks_status(a: argparse.Namespace) -> int:
             state = "not installed"
         else:
             state = f"installed ({', '.join(r['events'])})"
+            if r.get("plugin"):
+                state += f" by the plugin {r['plugin']}"
             if r["missing_events"]:
                 state += f"; missing {', '.join(r['missing_events'])}: run `engram hooks install " \
                          f"{r['client']} --scope {r['scope']}`"

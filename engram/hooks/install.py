@@ -93,6 +93,9 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
 )}
 
 CODEX_FEATURE_MARK = "# added by engram hooks install"
+# How the user removes a plugin that carries engram's hooks, to install them by hand instead.
+REMOVE_PLUGIN = {"claude-code": "claude plugin uninstall {}", "codex": "codex plugin remove {}",
+                 "gemini": "gemini extensions uninstall {}"}
 
 
 def project_root(cwd: Path) -> Path:
@@ -151,7 +154,7 @@ def is_engram_hook(command: Any, client: str | None = None) -> bool:
         words = shlex.split(command)
     except ValueError:
         return False
-    if words[:1] and Path(words[0]).name == "engram":
+    if words[:1] and Path(words[0]).name in ("engram", "engram-launch"):  # the latter: a plugin's launcher
         rest = words[1:]  # <engram> hook EVENT --client CLIENT
     elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
         rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT
@@ -395,7 +398,12 @@ def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
 def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_run: bool = False,
             argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
     """Add engram's hooks for `client`; returns the changes (written unless dry_run). `options`:
-    store_options, written after each command."""
+    store_options, written after each command. Refused while a plugin runs them (hooks/plugins.py)."""
+    from engram.hooks.plugins import plugin_hooks
+    for p in plugin_hooks(_client(client).name, project_root(cwd or Path.cwd())):
+        raise InstallError(f"engram's {CLIENTS[client].label} hooks come from the plugin {p['id']} ({p['path']}); "
+                           f"not adding a second copy. To manage them by hand instead, remove it first: "
+                           f"{REMOVE_PLUGIN[client].format(p['id'])}")
     changes = _plan(client, scope, cwd, True, argv, options)
     if not dry_run:
         for c in changes:
@@ -436,6 +444,13 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
             if client.name == "codex" and found:
                 row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
             rows.append(row)
+    from engram.hooks.plugins import plugin_hooks
+    for client in CLIENTS.values():
+        for p in plugin_hooks(client.name, project_root(cwd)):
+            rows.append({"client": client.name, "scope": "plugin", "path": p["path"], "plugin": p["id"],
+                         "installed": True, "events": p["events"],
+                         "missing_events": [e.name for e in client.events if e.name not in p["events"]],
+                         "commands": [], "runnable": p["runnable"], "store": None})
     return rows
 
 

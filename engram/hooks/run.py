@@ -190,6 +190,13 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     kind = EVENTS[client][name]
     if kind == "none":
         return HookOutcome(status="skipped", message=f"{name}: nothing to do for {client}")
+    from engram.hooks.plugins import VIA_PLUGIN, plugin_hooks
+    if not os.environ.get(VIA_PLUGIN):
+        # A copy in a settings file beside the plugin's hooks: the plugin's handles the event.
+        from engram.hooks.install import project_root
+        cwd_arg = payload.get("cwd")
+        if plugin_hooks(client, project_root(Path(cwd_arg)) if isinstance(cwd_arg, str) and cwd_arg else None):
+            return HookOutcome(status="skipped", message=f"{name}: the engram plugin's own hook handles it")
     sid = str(payload.get("session_id") or "")[:150] or f"unknown-{os.getpid()}"
     session_id = f"{client}:{sid}"
     cwd = payload.get("cwd")

@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceError, ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.server.mcpserver.prompts.base import UserMessage
 from mcp.types import ToolAnnotations
+from mcp_types import CompleteRequestParams, CompleteResult, Completion, PromptReference, SetLevelRequestParams
 from pydantic import ValidationError
 
 from engram import __version__
@@ -25,11 +26,12 @@ from engram.core.types import OPEN_TASK_STATUSES, EngramError
 from engram.core.validation import refuse_unknown
 from engram.ops import OPS, TOOLS, describe, dumps
 from engram.server.backend import HEARTBEAT, Backend, RemoteBackend, daemon_command, stdio_client
+from engram.server.mcp_logging import client_logs
 from engram.server.rpc import RpcError
 from engram.server.rpc_client import RpcClient
 
 __all__ = ["TASKS_URI", "TASK_RESUME_URI", "TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "keep_alive",
-           "main", "run_stdio"]
+           "main", "run_stdio", "task_completion"]
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,22 @@ class EngramMCP(MCPServer):
     def __init__(self, *args: Any, **kwargs: Any):
         super().__init__(*args, **kwargs)
         self.static_reads: dict[str, Callable[[Context], str]] = {}
+        # completion/complete: `complete(ctx, params)` gives the values; the SDK's completion
+        # decorator passes no request context, and who asks decides which tasks are theirs.
+        self.complete: Callable[[Context, CompleteRequestParams], Completion] | None = None
+        self.client_logs = client_logs()
+        self.middleware.append(self.client_logs.middleware)
+        self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams,
+                                                  self.client_logs.set_level)
+        self._lowlevel_server.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
+
+    async def _complete(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
+        if self.complete is None:
+            return CompleteResult(completion=Completion(values=[]))
+        import anyio.to_thread
+        context = Context(request_context=ctx, mcp_server=self)
+        completion = await anyio.to_thread.run_sync(self.complete, context, params)
+        return CompleteResult(completion=completion)
 
     async def read_resource(self, uri: Any, context: Context | None = None) -> Any:
         read = self.static_reads.get(str(uri))
@@ -128,9 +146,11 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
     def run(name: str, ctx: Context, arguments: dict[str, Any]) -> dict:
         # Omitted optional arguments stay omitted; the Api fills in the declared defaults.
         args = {k: v for k, v in arguments.items() if v is not None}
+        log.debug("tool %s called with %s", name, sorted(args))
         try:
             return backend_factory(ctx).call(name, args)
         except (EngramError, RpcError) as e:
+            log.info("tool %s refused: %s", name, e)
             raise ToolError(str(e)) from None
 
     for name in TOOLS:
@@ -159,6 +179,16 @@ def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Contex
         return dumps({"tasks": [t for t in tasks if t["status"] in OPEN_TASK_STATUSES]}, indent=1)
 
     mcp.static_reads = {TASKS_URI: open_tasks}
+
+    def complete(ctx: Context, params: CompleteRequestParams) -> Completion:
+        ref, arg = params.ref, params.argument
+        target = ref.name if isinstance(ref, PromptReference) else ref.uri
+        if arg.name != "task_id" or target not in ("resume", TASK_RESUME_URI):
+            return Completion(values=[])
+        tasks = call(ctx, "list_tasks", {"limit": 1000}, ValueError)["tasks"]
+        return task_completion(tasks, arg.value)
+
+    mcp.complete = complete
     mcp.resource(TASKS_URI, name="open_tasks", title="Open tasks", mime_type="application/json",
                  description="The open tasks (open, in_progress, blocked) as list_tasks gives them, most "
                              "recently active first, each with held_by (the session working on it, or null).")(
@@ -186,6 +216,15 @@ def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Contex
         r = call(ctx, "resume_task", {"task_id": task_id}, ValueError)
         notice = "".join(f"\n(Note: {n['message']})" for n in r.get("claim_notices", []))
         return [UserMessage(f"Continue this task. Do not redo a step marked done.\n\n{r['context']}{notice}")]
+
+
+def task_completion(tasks: list[dict[str, Any]], typed: str, most: int = 100) -> Completion:
+    """The ids of the tasks whose id starts with what the user typed or whose name contains it,
+    in list_tasks' order (open ones first, the most recently active first); at most `most` (the
+    protocol's limit), with the total."""
+    typed = typed.strip().lower()
+    ids = [t["id"] for t in tasks if t["id"].lower().startswith(typed) or typed in (t.get("name") or "").lower()]
+    return Completion(values=ids[:most], total=len(ids), has_more=len(ids) > most)
 
 
 # ---------------------------------------------------------------- stdio entry
