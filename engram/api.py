@@ -217,6 +217,12 @@ class Api:
         from .lifecycle import prompt_memories
         return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
 
+    def session_capture(self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None,
+                        task_id: str | None, client: str) -> dict:
+        from engram.continuity.capture import session_capture
+        return session_capture(self.eng, ctx.user_id, ctx.session_id, client or ctx.client, fixes or [],
+                               episodes or [], task_id, ctx.project)
+
     def session_checkpoint(self, ctx: Ctx, summary: str, completed: list[str] | str | None,
                            in_progress: list[str] | str | None, blocked: list[str] | str | None,
                            next_steps: list[str] | str | None, step_statuses: list[str] | None,

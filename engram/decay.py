@@ -29,6 +29,7 @@ BASE_LAMBDA: dict[str, float] = {
     "failure": 0.35,
     "handoff": 0.05,
     "progress": 0.16,
+    "episode": 0.5,  # a captured turn fades within days unless a recall brings it back
 }
 SECONDS_PER_DAY = 86400.0
 # Most a recall can multiply stability by is 1 + GROWTH (a recall long after the last one).

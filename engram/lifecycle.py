@@ -116,7 +116,7 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     if not query:
         return {"context": "", "tokens": 0, "memory_ids": []}
     hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
-                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"),
+                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress", "episode"),
                       scope=Scope.of(project), strong_only=True)
     lines = []
     for h in hits:

@@ -526,6 +526,13 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
         Param("interrupted", bool, "The context is being compacted automatically: also report the "
               "interruption (context_overflow).", False),
     )),
+    Op("session_capture", (
+        Param("fixes", list[dict[str, Any]] | None, "Errors fixed by edits: [{program, signature, location, "
+              "command, passed, edits: [{file, hunk}], key}] (engram.continuity.fixes.Fix).", None),
+        Param("episodes", list[dict[str, str]] | None, "Finished turns: [{request, answer}].", None),
+        Param("task_id", str | None, "The task the transcript shows the session working on.", None),
+        Param("client", str, "The coding agent the session runs in.", ""),
+    )),
     Op("run_maintenance"),
     Op("health"),
     Op("migrate_store", (

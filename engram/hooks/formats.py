@@ -39,6 +39,9 @@ def _claude(path: Path, s: Session) -> None:
             for b in content if isinstance(content, list) else []:
                 if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str):
                     s.tool_call(str(b.get("id")), b["name"], b.get("input"))
+                elif isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) \
+                        and not e.get("isSidechain"):
+                    s.answer(b["text"])
             continue
         if e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain"):
             continue  # text the client wrote into the conversation, not the user's
@@ -76,7 +79,10 @@ def _gemini_message(m: dict, s: Session) -> list[tuple]:
         return [("request", text)]
     if kind != "gemini":
         return []
-    events = []
+    events: list[tuple] = []
+    said = _text(m.get("content"))
+    if said.strip():
+        events.append(("answer", said))
     for c in m.get("toolCalls") or []:
         if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             continue
@@ -141,6 +147,8 @@ def _gemini(path: Path, s: Session) -> None:  # noqa: C901 - a branch per entry 
         for ev in events:
             if ev[0] == "request":
                 s.request(ev[1])
+            elif ev[0] == "answer":
+                s.answer(ev[1])
             else:
                 s.tool(*ev[1:])
 
@@ -213,6 +221,8 @@ def _codex(path: Path, s: Session) -> None:
             continue
         if ptype != "message":
             last_request = None
+        elif p.get("role") == "assistant":
+            s.answer(_text(p.get("content")))
         if ptype in ("function_call", "custom_tool_call") and isinstance(p.get("name"), str):
             name, namespace = p["name"], p.get("namespace")
             if isinstance(namespace, str) and namespace and not name.startswith(namespace):

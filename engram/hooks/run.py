@@ -26,16 +26,18 @@ CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of t
 
 CLIENTS = ("claude-code", "codex", "gemini")
 # Each client's events and what engram does at each: "start" injects the session's context,
-# "prompt" the memories a prompt bears on, "checkpoint" stores an automatic checkpoint, "none"
-# does nothing (Claude Code's Stop: it has SessionEnd). From each client's hook reference.
+# "prompt" the memories a prompt bears on, "checkpoint" stores an automatic checkpoint, "capture"
+# captures the turn that just ended (pitfalls, episodes; engram.hooks.capture) in a detached
+# process. From each client's hook reference.
 EVENTS: dict[str, dict[str, str]] = {
     "claude-code": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-                    "SessionEnd": "checkpoint", "Stop": "none"},
+                    "SessionEnd": "checkpoint", "Stop": "capture"},
     "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "PreCompress": "checkpoint",
-               "SessionEnd": "checkpoint"},
-    # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171).
+               "SessionEnd": "checkpoint", "AfterAgent": "capture"},
+    # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171), and
+    # captures the turn at Stop too.
     "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-              "Stop": "checkpoint", "SessionEnd": "checkpoint"},
+              "Stop": "checkpoint+capture", "SessionEnd": "checkpoint"},
 }
 
 
@@ -152,6 +154,57 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
                                + (", reported context_overflow" if r["interrupted"] else "") + bad)
 
 
+def _detach_capture(settings: Any, client: str, event: str, payload: dict, session_id: str,
+                    project: Any) -> HookOutcome:
+    """Capture the turn in a child process the client does not wait for: the hook returns at
+    once (Codex and Gemini CLI wait for every hook; Claude Code runs this one asynchronously
+    anyway). The child logs its own line when done."""
+    if not (settings.capture_fixes or settings.capture_episodes):
+        return HookOutcome(status="skipped", message="ENGRAM_CAPTURE_FIXES and ENGRAM_CAPTURE_EPISODES are off")
+    if not isinstance(payload.get("transcript_path"), str):
+        return HookOutcome(status="skipped", message="no transcript_path in the input")
+    pid = os.fork()
+    if pid:
+        return HookOutcome(message=f"capture handed to pid {pid}")
+    code = 0
+    try:
+        os.setsid()  # out of the client's process group: a closing terminal does not end it
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # the client reads the hook's output until every copy is closed
+            os.dup2(null, fd)
+        start = time.monotonic()
+        out = _capture_now(settings, client, payload, session_id, project)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _log(settings.home, f"{stamp} {client} {event}:capture pid={os.getpid()} {out.status} "
+                            f"{(time.monotonic() - start) * 1000:.0f}ms: {out.message}")
+    except BaseException:  # noqa: BLE001 - the child must never return into the hook's code
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _capture_now(settings: Any, client: str, payload: dict, session_id: str, project: Any) -> HookOutcome:
+    from ..server.rpc import RpcError
+    from .capture import capture_turns
+    from .checkpoint import git_state
+    budget = settings.hook_timeout_s + CHECKPOINT_EXTRA_S
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    try:
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+        root = (git_state(cwd) or {}).get("root") or cwd
+        return HookOutcome(message=capture_turns(
+            settings, client, payload, lambda: _connect(settings, client, session_id, project, budget), root))
+    except HookTimeout:
+        return HookOutcome(status="error", message=f"capture gave up after {budget:g}s")
+    except RpcError as e:
+        return HookOutcome(status="error", message=f"engram daemon: {e}")
+    except Exception as e:  # noqa: BLE001 - said in the log, never raised
+        return HookOutcome(status="error", message=f"capture: {type(e).__name__}: {e}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def _on_alarm(signum, frame):
     raise HookTimeout()
 
@@ -185,6 +238,11 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     session_id = f"{client}:{sid}"
     cwd = payload.get("cwd")
     project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
+    if kind.endswith("capture"):
+        captured = _detach_capture(settings, client, name, payload, session_id, project)
+        if kind == "capture":
+            return captured
+        kind = "checkpoint"
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)

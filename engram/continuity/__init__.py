@@ -1,0 +1,1 @@
+"""Continuity: sessions, claims, tasks, handoffs, plans, resume, checkpoints and capture."""
