@@ -42,7 +42,8 @@ def _fix(raw: Any):
             raise EngramError(f"a fix's {k} must be a non-empty string")
     where = raw["location"] if isinstance(raw["location"], str) else None
     return Fix(raw["program"][:60], raw["signature"][:300], where, raw["command"][:2000], raw["passed"][:2000],
-               tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]), raw["key"][:64])
+               tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]), raw["key"][:64],
+               raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "")
 
 
 def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:

@@ -14,7 +14,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Fix", "FixTracker", "error_signature", "program_of", "same_command"]
+__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "program_of", "same_command"]
 
 HUNK_LINES = 12  # changed lines kept per fix: enough to show what was done, short enough to inject
 EDITS_KEPT = 20  # edits remembered after an error that has not passed yet
@@ -26,15 +26,19 @@ LINE_CHARS = 160
 SIGNATURES = [re.compile(p, re.M) for p in (
     r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?)$",  # Python, Java
     r"^(FAILED \S+(?: - .*)?)$",  # pytest's short summary
-    r"^(error(?:\[E\d{4}\])?: .+)$",  # rustc, cargo
+    r"^(?:> )?(error(?:\[E\d{4}\])?: .+)$",  # rustc, cargo, gradle
+    r"^([\w./-]+:\d+:\d+: [A-Z]+\d+ .+)$",  # ruff, flake8: file:line:col: CODE message
+    r"^\s*\d+:\d+\s+error\s+(.+)$",  # eslint
+    r"^\s*\u25cf (.+)$",  # jest: the failing test's name
     r"((?:error|warning) TS\d+: .+)$",  # tsc
     r"^(panic: .+)$",  # Go
     r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$",  # go build / vet
-    r"^\[ERROR\] (.*(?:ERROR|error|cannot find symbol|Failed|FAILURE).*)$",  # maven
+    r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$",  # maven: a compiler error or a test's
     r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$",
     r"^(Error: .+)$",  # node, docker compose, many CLIs
     r"^((?:fatal|error|ERROR): .+)$",  # git, make, compilers
     r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: (?:command not found|No such file or directory|Permission denied))$",
+    r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$",  # bash set -u, make
     r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$",  # config parse errors
     r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR)\b.*)$",  # anything saying it failed
 )]
@@ -45,6 +49,7 @@ LOCATIONS = [re.compile(p) for p in (
     r"([\w./@-]*\w\.[A-Za-z]{1,6}):\[(\d+),\d+\]",  # maven: File.java:[10,5]
     r"([\w./@-]*\w\.[A-Za-z]{1,6}):(\d+)(?::\d+)?",
 )]
+EXIT_LINE = re.compile(r"(?i)^(?:exit[ _]code|process exited with code)\b")  # a client's note, not the error
 NOISE = re.compile(r"0x[0-9a-f]+|\b\d+(?:\.\d+)?\s*(?:ms|s|sec|seconds)\b|\bin \d+(?:\.\d+)?s\b", re.I)
 # Programs and wrappers a command is run through, which say nothing of what it does.
 WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run", "bunx", "nice"}
@@ -61,11 +66,15 @@ class Fix:
     passed: str  # the command that passed after the edits
     edits: tuple[tuple[str, str], ...]  # (file, compact hunk)
     key: str  # the same error fixed the same way has the same key
+    detail: str = ""  # more lines of the error (error_detail)
 
     def content(self) -> str:
         """The pitfall as a memory's text: what failed, where, and the changed lines."""
         where = f" (at {self.location})" if self.location else ""
-        lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`.",
+        lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`."]
+        if self.detail:
+            lines.append(f"Error: {self.detail}")
+        lines += [
                  "Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
         for f, hunk in self.edits:
             if len(self.edits) > 1:
@@ -77,7 +86,7 @@ class Fix:
     def to_dict(self) -> dict[str, Any]:
         return {"program": self.program, "signature": self.signature, "location": self.location,
                 "command": self.command, "passed": self.passed,
-                "edits": [{"file": f, "hunk": h} for f, h in self.edits], "key": self.key}
+                "edits": [{"file": f, "hunk": h} for f, h in self.edits], "key": self.key, "detail": self.detail}
 
 
 def _short(text: str, n: int) -> str:
@@ -96,7 +105,8 @@ def error_signature(output: str) -> tuple[str, str | None]:
             sig = found[-1] if pattern is SIGNATURES[0] else found[0]
             break
     if not sig:
-        sig = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "failed")
+        sig = next((ln.strip() for ln in reversed(text.splitlines())
+                    if ln.strip() and not EXIT_LINE.match(ln.strip())), "failed")
     where = None
     for pattern in LOCATIONS:
         hits = pattern.findall(text)
@@ -106,6 +116,19 @@ def error_signature(output: str) -> tuple[str, str | None]:
             where = f"{f}:{line}"
             break
     return _short(sig, 300), where
+
+
+def error_detail(output: str, signature: str) -> str:
+    """Up to three more lines of the output that say what went wrong (a compiler's note, an
+    expected/received pair), which a recurrence may quote instead of the signature's line."""
+    keep = re.compile(r"(?i)\b(?:error|expected|received|found|caused|conflict|symbol|because|depends|"
+                      r"not found|no such|cannot|unable|invalid|refused|denied)\b")
+    out = []
+    for line in (output or "").splitlines():
+        line = line.strip()
+        if line and keep.search(line) and line not in signature and _short(line, 200) not in out:
+            out.append(_short(line, 200))
+    return " | ".join(out[:3])
 
 
 def _words(command: str) -> list[str]:
@@ -194,8 +217,10 @@ class FixTracker:
             prev = next((o for o in self.open if same_command(o["command"], command)), None)
             edits = prev["edits"] if prev else []
             self.open = [o for o in self.open if o is not prev]
+            first = (prev or {}).get("first") or {"signature": sig, "location": where,
+                                                   "detail": error_detail(output, sig)}
             self.open.append({"command": command, "signature": sig, "location": where, "edits": edits,
-                              "first": (prev or {}).get("first") or {"signature": sig, "location": where}})
+                              "first": first})
             self.open = self.open[-OPEN_KEPT:]
             return None
         done = next((o for o in self.open if same_command(o["command"], command)), None)
@@ -206,11 +231,11 @@ class FixTracker:
             return None  # passed without a change: flaky or an environment matter, no fix to learn
         first = done["first"]  # the error as it first appeared, not the last attempt's
         return _fix(program_of(done["command"]), first["signature"], first["location"], done["command"],
-                    command, done["edits"])
+                    command, done["edits"], str(first.get("detail") or ""))
 
 
 def _fix(program: str, signature: str, location: str | None, command: str, passed: str,
-         edits: list) -> Fix:
+         edits: list, detail: str) -> Fix:
     merged: dict[str, list[str]] = {}
     for path, change in edits:
         merged.setdefault(path, []).append(change)
@@ -218,7 +243,7 @@ def _fix(program: str, signature: str, location: str | None, command: str, passe
     norm = NOISE.sub("#", signature.lower())
     norm = re.sub(r"\d+", "#", norm)
     key = hashlib.sha256("\x00".join([program, norm, *(f"{f}\n{h}" for f, h in files)]).encode()).hexdigest()[:16]
-    return Fix(program, signature, location, command, passed, files, key)
+    return Fix(program, signature, location, command, passed, files, key, detail)
 
 
 def _trim(text: str) -> str:

@@ -21,7 +21,7 @@ from typing import Any
 
 from engram.continuity.fixes import FixTracker
 
-__all__ = ["capture_turns", "read_new_events", "turns_of"]
+__all__ = ["capture_turns", "fixes_in", "read_new_events", "turns_of"]
 
 STATE_VERSION = 1
 EPISODE_CHARS = 4000
@@ -75,6 +75,19 @@ def _relative(path: str, root: str | None) -> str:
     return path
 
 
+def fixes_in(events: list[dict], tracker: FixTracker, root: str | None) -> list:
+    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root)."""
+    fixes = []
+    for e in events:
+        if e["k"] == "edit":
+            tracker.edit(_relative(e["file"], root), e["old"], e["new"])
+        elif e["k"] == "command":
+            fix = tracker.command(e["command"], e["failed"], e["output"])
+            if fix is not None:
+                fixes.append(fix)
+    return fixes
+
+
 def turns_of(events: list[dict], pending: dict | None) -> tuple[list[dict], dict | None]:
     """The finished turns among the events: {request, answer} for each request followed by an
     answer; the last request when its answer has not come yet (carried to the next capture)."""
@@ -106,14 +119,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         state = _load(state_path, transcript)
         events, s = read_new_events(Path(transcript).expanduser(), client, state)
         tracker = FixTracker.from_state(state["open"], root)
-        fixes = []
-        for e in events:
-            if e["k"] == "edit":
-                tracker.edit(_relative(e["file"], root), e["old"], e["new"])
-            elif e["k"] == "command":
-                fix = tracker.command(e["command"], e["failed"], e["output"])
-                if fix is not None:
-                    fixes.append(fix.to_dict())
+        fixes = [f.to_dict() for f in fixes_in(events, tracker, root)]
         turns, pending = turns_of(events, state.get("pending"))
         # CONVENTIONS: the user's prompts new in this capture, for the conventions recogniser
         # (issue 38's other half) to read and store as project facts; wired in when merged.

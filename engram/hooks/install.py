@@ -50,6 +50,9 @@ class Event:
     name: str  # the client's event name, which is also what `engram hook` is given
     timeout_s: int  # the most the client waits; the hook itself answers well within it
     matcher: str | None = None
+    # Run without the client waiting (Claude Code's `"async": true`, 2.1.x: "hook runs in
+    # background without blocking"); where a client has no such option the hook detaches itself.
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,8 @@ class Client:
         return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini" / "settings.json"
 
 
-# Session start loads the task, each prompt recalls, compaction and the end checkpoint the session.
+# Session start loads the task, each prompt recalls, compaction and the end checkpoint the session,
+# the end of each turn (Claude Code's and Codex's Stop, Gemini CLI's AfterAgent) captures it.
 # Codex checkpoints at Stop (the end of each turn) and at SessionEnd (0.171; an older release ignores
 # the key), which it clamps to 3 s and kills after: the turn's Stop has stored the session by then,
 # and SessionEnd adds a turn that was interrupted before its Stop. A second checkpoint of the same
@@ -81,7 +85,8 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude-code", "Claude Code", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
         # SessionEnd's budget is 1.5 s unless a hook asks for more with its own timeout.
-        Event("PreCompact", 60), Event("SessionEnd", 60)), timeout_unit_ms=False),
+        Event("PreCompact", 60), Event("SessionEnd", 60), Event("Stop", 60, background=True)),
+        timeout_unit_ms=False),
     Client("codex", "Codex", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
         Event("PreCompact", 60), Event("Stop", 60), Event("SessionEnd", 3)), timeout_unit_ms=False),
@@ -89,7 +94,8 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
     # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
     Client("gemini", "Gemini CLI", (
-        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60)), timeout_unit_ms=True),
+        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60), Event("AfterAgent", 30)),
+        timeout_unit_ms=True),
 )}
 
 CODEX_FEATURE_MARK = "# added by engram hooks install"
@@ -168,6 +174,8 @@ def _handler(client: Client, event: Event, argv: list[str] | None, options: Sequ
         h["name"] = f"engram-{event.name}"
         h["description"] = "engram: task continuity and memory"
     h["timeout"] = event.timeout_s * 1000 if client.timeout_unit_ms else event.timeout_s
+    if event.background and client.name == "claude-code":
+        h["async"] = True
     if client.name == "codex" and event.name == "SessionStart":
         h["statusMessage"] = "engram: loading the task"
     return h

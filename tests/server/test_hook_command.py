@@ -229,8 +229,8 @@ def test_bad_input_never_breaks_the_agent(tmp_path):
         assert out is None and " error " in line and why in line, line
     out, line = hook(home, "Notification", {"session_id": "s"})
     assert out is None and "claude-code has no hook event 'Notification'" in line
-    out, line = hook(home, "Stop", {"session_id": "s"})  # Claude Code has SessionEnd: Stop does nothing
-    assert out is None and "nothing to do for claude-code" in line
+    out, line = hook(home, "Stop", {"session_id": "s"})  # a turn's capture needs the transcript
+    assert out is None and "no transcript_path in the input" in line
     out, line = hook(home, "SessionStart", {"session_id": "s"}, env={"ENGRAM_W_BM25": "lots"})
     assert out is None and "bad setting: ENGRAM_W_BM25='lots' is not a number" in line
     assert not (home / "engram.sock").exists()  # none of these started a daemon

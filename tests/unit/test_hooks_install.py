@@ -45,7 +45,8 @@ def check_claude(doc: dict) -> None:
             assert set(g) <= {"matcher", "hooks"}, g
             for h in g["hooks"]:
                 assert h["type"] == "command" and isinstance(h["command"], str)
-                assert set(h) <= {"type", "command", "timeout"}, h
+                assert set(h) <= {"type", "command", "timeout", "async"}, h
+                assert h.get("async", True) is True
                 assert isinstance(h.get("timeout", 1), int | float) and 0 < h.get("timeout", 1) <= 600
 
 
