@@ -30,8 +30,10 @@ CLIENTS = ("claude-code", "codex", "gemini")
 # captures the turn that just ended (pitfalls, episodes; engram.hooks.capture) in a detached
 # process. From each client's hook reference.
 EVENTS: dict[str, dict[str, str]] = {
+    # Claude Code also captures at SessionEnd: `claude -p` exits right after its last turn, which
+    # can end the asynchronous Stop hook before it has handed the capture over.
     "claude-code": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-                    "SessionEnd": "checkpoint", "Stop": "capture"},
+                    "SessionEnd": "checkpoint+capture", "Stop": "capture"},
     "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "PreCompress": "checkpoint",
                "SessionEnd": "checkpoint", "AfterAgent": "capture"},
     # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171), and
