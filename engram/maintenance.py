@@ -394,7 +394,11 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                                "content": m.content[:80]})
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
         table_rows = db.count_live_memories()
+        live = set(rows.tolist())
+        # What the hooks captured with no model (engram.continuity.capture), by its tag.
+        captured = {tag: len(live & idx.tag_rows.get(tag, set())) for tag in ("pitfall", "episode")}
         return {
+            "captured": captured,
             "total": total,
             "by_type": by_type,
             "by_status": by_status,

@@ -150,3 +150,55 @@ def test_a_fix_is_in_the_top_3_when_its_error_comes_back(client, settings, real_
     for split in ("tune", "report"):
         assert r["splits"][split]["top3_rate"] >= 0.9, r
         assert r["splits"][split]["injected_rate"] >= 0.9, r
+
+
+def _a_captured_session(api: Api) -> None:
+    turns = [{"request": "How is the ledger's CSV parsed?", "answer": "With csv.DictReader in ledger/io.py."},
+             {"request": "Why does the import fail on semicolons?", "answer": "The dialect is sniffed from "
+              "one line only; pass delimiter=';' for bank exports."},
+             {"request": "Add a test for it", "answer": "Added tests/test_io.py::test_semicolon."}]
+    api.call("session_capture", {"episodes": turns}, Ctx(session_id="claude-code:s1", project=PROJECT))
+
+
+def test_compact_listing_then_full_text_and_what_happened_around_from_the_cli(eng, capsys):
+    from engram.cli import main
+    api = Api(eng)
+    _a_captured_session(api)
+
+    def cli(*argv: str) -> str:
+        assert main([*argv], api_factory=lambda settings: api) == 0
+        return capsys.readouterr().out
+
+    import os
+    os.environ["ENGRAM_PROJECT"] = PROJECT
+    try:
+        listing = cli("recall", "semicolons delimiter bank exports", "--compact", "--type", "episode")
+        first = listing.splitlines()[0].split()
+        assert first[2] == "[episode]" and "tokens" in listing and "Why does the import fail" in listing
+        mid = first[1]
+        shown = cli("show", mid, "--around", "1")
+        assert "delimiter=';' for bank exports" in shown  # the full text
+        assert "-1 " in shown and "+1 " in shown and "How is the ledger" in shown and "Add a test" in shown
+        assert "automatically, without a model: pitfall 0, episode 3" in cli("stats")
+    finally:
+        del os.environ["ENGRAM_PROJECT"]
+
+
+def test_compact_listing_and_around_over_http(eng, settings, serve):
+    import httpx
+
+    from engram.server.http import build_app
+    api = Api(eng)
+    _a_captured_session(api)
+    base = serve(build_app(api, token=None, settings=settings))
+    with httpx.Client(base_url=base, timeout=30) as c:
+        r = c.post("/search", params={"project": PROJECT},
+                   json={"query": "semicolons bank exports", "compact": True, "memory_type": "episode"})
+        assert r.status_code == 200, r.text
+        rows = r.json()["memories"]
+        assert rows and set(rows[0]) >= {"id", "memory_type", "line", "when", "tokens"} and "content" not in rows[0]
+        got = c.get(f"/memories/{rows[0]['id']}", params={"around": 2, "project": PROJECT}).json()
+        assert "delimiter=';'" in got["content"] and len(got["around"]) == 3
+        assert [a["position"] for a in got["around"]] == [-1, 0, 1]
+        stats = c.get("/stats").json()
+        assert stats["captured"]["episode"] == 3
