@@ -131,8 +131,12 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
             with connect() as rpc:
                 stored = rpc.call("session_capture", fixes=fixes, episodes=episodes, task_id=s.task_id,
                                   client=client)
-        state.update(offset=s.end_offset, events=state["events"] + len(events), open=tracker.state(),
-                     pending=pending)
+        # The errors waiting for their fix and a turn's request wait on disk: redacted as the store
+        # would redact them (a failing command's output can hold a token).
+        from engram.redact import Redactor
+        redact = Redactor(settings.redact_patterns)
+        state.update(offset=s.end_offset, events=state["events"] + len(events), open=redact.value(tracker.state()),
+                     pending=redact.value(pending))
         _save(state_path, state)
     finally:
         os.close(lock)

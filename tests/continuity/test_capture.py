@@ -202,3 +202,35 @@ def test_compact_listing_and_around_over_http(eng, settings, serve):
         assert [a["position"] for a in got["around"]] == [-1, 0, 1]
         stats = c.get("/stats").json()
         assert stats["captured"]["episode"] == 3
+
+
+def test_captured_text_goes_through_redaction(eng):
+    """A key in a failing command's output, an edit or a turn is never stored as it was."""
+    key = "ghp_" + "a1B2c3D4e5" * 4
+    t = FixTracker()
+    t.command("curl -H 'Authorization: token " + key + "' https://api.example.org/x", True,
+              f"curl: (22) The requested URL returned error: 401 for token {key}")
+    t.edit("deploy.sh", f"TOKEN={key}\n", "TOKEN=${GITHUB_TOKEN}\n")
+    fix = t.command("curl -H 'Authorization: token " + key + "' https://api.example.org/x", False)
+    assert fix is not None and key in fix.content()  # the hook's side holds it only in memory
+    api = Api(eng)
+    api.call("session_capture", {"fixes": [fix.to_dict()],
+                                 "episodes": [{"request": f"use {key} to deploy", "answer": "Done."}]},
+             Ctx(session_id="s", project=PROJECT))
+    stored = [eng.get(m["id"]) for m in eng.list_memories(in_project=PROJECT, limit=50)["memories"]]
+    assert {m.memory_type for m in stored} == {"failure", "episode"}
+    for m in stored:
+        assert key not in m.content and key not in json.dumps(m.metadata), m.memory_type
+
+
+def test_an_error_waiting_for_its_fix_is_kept_on_disk_redacted(eng, tmp_path):
+    from scripts.make_fix_transcripts import claude
+    key = "sk-ant-" + "x1Y2z3" * 5
+    case = {"id": "secret", "cmd": "./deploy.sh", "out": f"error: token {key} was refused", "edits": []}
+    lines = claude(case)[:3]  # the request and the failing command; no fix yet
+    transcript = tmp_path / "t.jsonl"
+    transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    payload = {"transcript_path": str(transcript), "session_id": "sec", "cwd": "/repo"}
+    capture_turns(eng.settings, "claude-code", payload, InProcess(Api(eng), "claude-code:sec"), "/repo")
+    state = next((eng.settings.home / "hooks" / "capture").glob("*.json")).read_text()
+    assert "was refused" in state and key not in state
