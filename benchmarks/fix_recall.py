@@ -100,7 +100,7 @@ def hook_wait(runs: int) -> dict:
     import sys
     import time
     case = DATA / "claude-code" / f"{cases()[0]['id']}.jsonl"
-    waits = []
+    waits, bare = [], []
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "ENGRAM_HOME": home}
         try:
@@ -111,11 +111,17 @@ def hook_wait(runs: int) -> dict:
                 subprocess.run([sys.executable, "-m", "engram.cli", "hook", "Stop", "--client", "claude-code"],
                                input=payload.encode(), env=env, capture_output=True, check=True, timeout=60)
                 waits.append((time.perf_counter() - start) * 1000)
+                # An interpreter that does nothing, timed the same way right after: the floor.
+                start = time.perf_counter()
+                subprocess.run([sys.executable, "-c", "pass"], env=env, capture_output=True, check=True, timeout=60)
+                bare.append((time.perf_counter() - start) * 1000)
         finally:
             subprocess.run([sys.executable, "-m", "engram.cli", "stop"], env=env, capture_output=True, timeout=60)
     waits.sort()
+    bare.sort()
     return {"runs": runs, "p50_ms": round(statistics.median(waits)), "p95_ms": round(waits[int(0.95 * (runs - 1))]),
-            "max_ms": round(waits[-1])}
+            "max_ms": round(waits[-1]), "python_c_pass_p50_ms": round(statistics.median(bare)),
+            "python_c_pass_p95_ms": round(bare[int(0.95 * (runs - 1))]), "load": round(os.getloadavg()[0], 1)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -156,8 +156,7 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
                                + (", reported context_overflow" if r["interrupted"] else "") + bad)
 
 
-def _detach_capture(settings: Any, client: str, event: str, payload: dict, session_id: str,
-                    project: Any) -> HookOutcome:
+def _detach_capture(settings: Any, client: str, event: str, payload: dict, session_id: str) -> HookOutcome:
     """Capture the turn in a child process the client does not wait for: the hook returns at
     once (Codex and Gemini CLI wait for every hook; Claude Code runs this one asynchronously
     anyway). The child logs its own line when done."""
@@ -175,6 +174,9 @@ def _detach_capture(settings: Any, client: str, event: str, payload: dict, sessi
         for fd in (0, 1, 2):  # the client reads the hook's output until every copy is closed
             os.dup2(null, fd)
         start = time.monotonic()
+        from ..project import detect_project  # in the child: git's answer is not worth the agent's wait
+        cwd = payload.get("cwd")
+        project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
         out = _capture_now(settings, client, payload, session_id, project)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         _log(settings.home, f"{stamp} {client} {event}:capture pid={os.getpid()} {out.status} "
@@ -239,12 +241,12 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     sid = str(payload.get("session_id") or "")[:150] or f"unknown-{os.getpid()}"
     session_id = f"{client}:{sid}"
     cwd = payload.get("cwd")
-    project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
     if kind.endswith("capture"):
-        captured = _detach_capture(settings, client, name, payload, session_id, project)
+        captured = _detach_capture(settings, client, name, payload, session_id)
         if kind == "capture":
             return captured
         kind = "checkpoint"
+    project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
