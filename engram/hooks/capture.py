@@ -26,6 +26,7 @@ __all__ = ["capture_turns", "fixes_in", "read_new_events", "turns_of"]
 STATE_VERSION = 1
 EPISODE_CHARS = 4000
 MAX_EPISODES = 50  # a first capture of a long session sends its recent turns, not thousands
+PENDING_CALLS = 20  # tool calls awaiting their result, carried to the next capture
 
 
 def _state_path(home: Path, session_id: str) -> Path:
@@ -61,6 +62,8 @@ def read_new_events(path: Path, client: str, state: dict) -> tuple[list[dict], A
     jsonl = client != "gemini"
     if jsonl and state["offset"] <= size:
         s.offset = state["offset"]
+        # Tool calls whose results had not been written at the last capture (it ran mid-turn).
+        s._pending = {k: (v[0], v[1]) for k, v in (state.get("calls") or {}).items()}
     READERS[client](path, s)
     events = s.timeline or []
     if not jsonl:
@@ -135,8 +138,10 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         # would redact them (a failing command's output can hold a token).
         from engram.redact import Redactor
         redact = Redactor(settings.redact_patterns)
+        calls = {k: [name, args] for k, (name, args) in list(s._pending.items())[-PENDING_CALLS:]} \
+            if client != "gemini" else {}
         state.update(offset=s.end_offset, events=state["events"] + len(events), open=redact.value(tracker.state()),
-                     pending=redact.value(pending))
+                     pending=redact.value(pending), calls=redact.value(calls))
         _save(state_path, state)
     finally:
         os.close(lock)

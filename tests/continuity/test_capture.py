@@ -90,9 +90,9 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
     home = eng.settings.home
     payload = {"transcript_path": str(transcript), "session_id": "abc", "cwd": "/repo"}
     rpc = InProcess(api, "claude-code:abc")
-    # The first turn's request and its failing command, and half a line still being written.
-    transcript.write_text("".join(src[:3]) + src[3][:40])
-    assert "captured 2 events: 0 fixes" in capture_turns(eng.settings, "claude-code", payload, rpc, "/repo")
+    # The first turn's request and the failing command's call, its result not written yet.
+    transcript.write_text("".join(src[:2]) + src[2][:40])
+    assert "captured 1 events: 0 fixes" in capture_turns(eng.settings, "claude-code", payload, rpc, "/repo")
     with transcript.open("w") as f:  # the rest arrives
         f.write("".join(src))
     msg = capture_turns(eng.settings, "claude-code", payload, rpc, "/repo")
