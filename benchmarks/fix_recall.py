@@ -9,6 +9,7 @@ would (lifecycle.prompt_memories). Usage:
 
     python -m benchmarks.fix_recall [--client claude-code|codex|gemini] [--model all-MiniLM-L6-v2]
     python -m benchmarks.fix_recall --throughput 60   # the reading's speed on one long transcript
+    python -m benchmarks.fix_recall --noise           # unrelated prompts get nothing captured injected
 """
 
 from __future__ import annotations
@@ -66,6 +67,29 @@ def measure(eng: Any, client: str, top: int = 3) -> dict:
         split[f"top{top}_rate"] = round(split["top"] / split["n"], 3)
         split["injected_rate"] = round(split["injected"] / split["n"], 3)
     return out
+
+
+def noise(eng: Any, client: str) -> dict:
+    """After every case's session is captured (its fix and its turn, through the transcript as
+    the hook reads it), the share of unrelated prompts that get nothing captured injected."""
+    from engram.continuity.capture import session_capture
+    from engram.hooks.capture import read_new_events, turns_of
+    from engram.lifecycle import prompt_memories
+    for case in cases():
+        events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
+        fix = captured_fix(client, case)
+        turns, _ = turns_of(events, None)
+        session_capture(eng, None, f"{client}:{case['id']}", client, [fix.to_dict()] if fix else [],
+                        turns, None, PROJECT)
+    prompts = json.loads((DATA / "unrelated_prompts.json").read_text(encoding="utf-8"))["prompts"]
+    leaked = []
+    for p in prompts:
+        shown = prompt_memories(eng, None, p, 300, 3, PROJECT)
+        captured = [m for m in shown["memory_ids"] if "auto-capture" in eng.get(m).tags]
+        if captured:
+            leaked.append(p)
+    return {"client": client, "sessions": len(cases()), "prompts": len(prompts),
+            "nothing_injected_rate": round(1 - len(leaked) / len(prompts), 3), "leaked": leaked}
 
 
 def throughput(client: str, sessions: int) -> dict:
@@ -133,6 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--throughput", type=int, metavar="N", help="only time reading one transcript of N x "
                     "every case's session")
     ap.add_argument("--hook-wait", type=int, metavar="N", help="only time N runs of the Stop hook's command")
+    ap.add_argument("--noise", action="store_true", help="unrelated prompts after every session is captured")
     args = ap.parse_args(argv)
     if args.hook_wait:
         print(json.dumps(hook_wait(args.hook_wait)))
@@ -146,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory() as home:
             settings = Settings.from_env(home=Path(home))
             with Engram(Path(home) / "memories.duckdb", settings=settings, embedder=embedder) as eng:
-                print(json.dumps(measure(eng, client)))
+                print(json.dumps(noise(eng, client) if args.noise else measure(eng, client)))
     return 0
 
 

@@ -234,3 +234,12 @@ def test_an_error_waiting_for_its_fix_is_kept_on_disk_redacted(eng, tmp_path):
     capture_turns(eng.settings, "claude-code", payload, InProcess(Api(eng), "claude-code:sec"), "/repo")
     state = next((eng.settings.home / "hooks" / "capture").glob("*.json")).read_text()
     assert "was refused" in state and key not in state
+
+
+@pytest.mark.model
+def test_unrelated_prompts_get_nothing_captured_injected(settings, real_embedder, clock, tmp_path):
+    from benchmarks.fix_recall import noise
+    from engram import Engram
+    with Engram(tmp_path / "m.duckdb", settings=settings, embedder=real_embedder, clock=clock) as eng:
+        r = noise(eng, "claude-code")
+    assert r["prompts"] >= 50 and r["nothing_injected_rate"] >= 0.95, r
