@@ -75,12 +75,16 @@ def noise(eng: Any, client: str) -> dict:
     from engram.continuity.capture import session_capture
     from engram.hooks.capture import read_new_events, turns_of
     from engram.lifecycle import prompt_memories
+    from engram.maintenance import memory_stats
+    before = memory_stats(eng)["disk_bytes"]
     for case in cases():
         events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
         fix = captured_fix(client, case)
         turns, _ = turns_of(events, None)
         session_capture(eng, None, f"{client}:{case['id']}", client, [fix.to_dict()] if fix else [],
                         turns, None, PROJECT)
+    stats = memory_stats(eng)
+    grown = (stats["disk_bytes"] or 0) - (before or 0)  # the file and its write-ahead log
     prompts = json.loads((DATA / "unrelated_prompts.json").read_text(encoding="utf-8"))["prompts"]
     leaked = []
     for p in prompts:
@@ -88,7 +92,8 @@ def noise(eng: Any, client: str) -> dict:
         captured = [m for m in shown["memory_ids"] if "auto-capture" in eng.get(m).tags]
         if captured:
             leaked.append(p)
-    return {"client": client, "sessions": len(cases()), "prompts": len(prompts),
+    return {"client": client, "sessions": len(cases()), "captured": stats["captured"],
+            "disk_bytes_per_session": round(grown / len(cases())), "prompts": len(prompts),
             "nothing_injected_rate": round(1 - len(leaked) / len(prompts), 3), "leaked": leaked}
 
 
