@@ -38,6 +38,9 @@ PUBLISHED = {
     "hook_prompt": "ENGRAM_HOOK_PROMPT", "hook_prompt_tokens": "ENGRAM_HOOK_PROMPT_TOKENS",
     "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT", "hook_timeout_s": "ENGRAM_HOOK_TIMEOUT",
     "model_cache_dir": "ENGRAM_MODEL_CACHE",
+    "capture_fixes": "ENGRAM_CAPTURE_FIXES", "capture_episodes": "ENGRAM_CAPTURE_EPISODES",
+    "capture_conventions": "ENGRAM_CAPTURE_CONVENTIONS", "capture_off_projects": "ENGRAM_CAPTURE_OFF_PROJECTS",
+    "capture_episode_budget": "ENGRAM_CAPTURE_EPISODE_BUDGET",
 }
 # The defaults as published (README): a declaration may not change one by accident.
 DEFAULTS = {
@@ -54,6 +57,8 @@ DEFAULTS = {
     "onnx": True, "user_id": "default",
     "hook_start": True, "hook_start_tokens": 1500, "hook_prompt": True, "hook_prompt_tokens": 300,
     "hook_checkpoint": True, "hook_timeout_s": 8.0, "model_cache_dir": "",
+    "capture_fixes": True, "capture_episodes": True, "capture_conventions": True, "capture_off_projects": (),
+    "capture_episode_budget": 2000,
 }
 
 
