@@ -41,7 +41,8 @@ def hook(home: Path, event: str, payload: dict | str | bytes, client: str = "cla
     r = engram(home, "hook", event, "--client", client, stdin=raw, env=env)
     assert r.returncode == 0, r.stderr
     assert r.stderr == b"", r.stderr  # nothing for the client to show as an error
-    lines = log_lines(home)[len(before):]
+    # The turn's capture runs detached and logs its own line when it is done (any time later).
+    lines = [ln for ln in log_lines(home)[len(before):] if ":capture " not in ln]
     assert len(lines) == 1, lines
     out = r.stdout.decode()
     return (json.loads(out) if out.strip() else None), lines[0]
