@@ -130,10 +130,10 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         episodes = [{"request": t["request"][:EPISODE_CHARS], "answer": t["answer"][:EPISODE_CHARS]}
                     for t in turns][-MAX_EPISODES:]
         stored = {"fixes": 0, "episodes": 0}
+        task = s.task_id or state.get("task")  # named through engram's tools in this turn or before
         if fixes or episodes:
             with connect() as rpc:
-                stored = rpc.call("session_capture", fixes=fixes, episodes=episodes, task_id=s.task_id,
-                                  client=client)
+                stored = rpc.call("session_capture", fixes=fixes, episodes=episodes, task_id=task, client=client)
         # The errors waiting for their fix and a turn's request wait on disk: redacted as the store
         # would redact them (a failing command's output can hold a token).
         from engram.redact import Redactor
@@ -141,7 +141,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         calls = {k: [name, args] for k, (name, args) in list(s._pending.items())[-PENDING_CALLS:]} \
             if client != "gemini" else {}
         state.update(offset=s.end_offset, events=state["events"] + len(events), open=redact.value(tracker.state()),
-                     pending=redact.value(pending), calls=redact.value(calls))
+                     pending=redact.value(pending), calls=redact.value(calls), task=task)
         _save(state_path, state)
     finally:
         os.close(lock)
