@@ -118,6 +118,10 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
                       min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress", "episode"),
                       scope=Scope.of(project), strong_only=True)
+    # A failed command whose fix is shown is said once, by the pitfall with the changed lines.
+    fixed = {f"`{c}` failed" for h in hits if "pitfall" in h.memory.tags
+             for c in [(h.memory.metadata.get("capture") or {}).get("command")] if isinstance(c, str)}
+    hits = [h for h in hits if "pitfall" in h.memory.tags or not any(f in h.memory.content for f in fixed)]
     lines = []
     for h in hits:
         text = " ".join(h.memory.content.split())

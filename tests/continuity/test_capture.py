@@ -105,9 +105,13 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
     ep = eng.get(episodes[0]["id"])
     assert ep.conversation == "claude-code:abc" and ep.content.startswith("User: `python -m pytest")
     assert "Assistant: Fixed:" in ep.content
-    # The per-prompt injection and get_context carry the pitfall, never the episode.
+    # The per-prompt injection and get_context carry the pitfall, never the episode; the
+    # checkpoint's failure of the same command is said by the pitfall alone.
+    failed = eng.track_failure("`python -m pytest tests/test_config.py -x` failed: KeyError: 'timeout' "
+                               "in test_defaults", "pytest", project=PROJECT).memory.id
     shown = prompt_memories(eng, None, "KeyError: 'timeout' in test_defaults", 300, 3, PROJECT)
-    assert shown["memory_ids"] and ep.id not in shown["memory_ids"]
+    assert shown["memory_ids"] and ep.id not in shown["memory_ids"] and failed not in shown["memory_ids"]
+    assert "pitfall" in eng.get(shown["memory_ids"][0]).tags
     ctx = eng.context("KeyError timeout test_defaults", scope=Scope.of(PROJECT))
     assert ep.id not in ctx["memory_ids"]
     # Turned off for this project: nothing more is stored.
