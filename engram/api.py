@@ -104,17 +104,26 @@ class Api:
         return {"deleted": [] if dry_run else ids, "would_delete": ids if dry_run else [],
                 "count": len(ids), "dry_run": bool(dry_run)}
 
-    def get_memory(self, ctx: Ctx, memory_id: str) -> dict:
-        return self.eng.memory_view(memory_id, user_id=ctx.user_id)
+    def get_memory(self, ctx: Ctx, memory_id: str, around: int) -> dict:
+        view = self.eng.memory_view(memory_id, user_id=ctx.user_id)
+        if around:
+            from engram.continuity.listing import around as neighbours
+            view["around"] = neighbours(self.eng, self.eng.get(memory_id, ctx.user_id), around)
+        return view
 
     def recall_memory(self, ctx: Ctx, query: str, limit: int, memory_type: str | None,
                       task_id: str | None, tags: list[str] | None, as_of: str | None,
-                      mode: str, explain: bool, all_projects: bool) -> dict:
+                      mode: str, explain: bool, all_projects: bool, compact: bool) -> dict:
         out = self.eng.recall_context(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                       tags=tags, as_of=parse_time(as_of), mode=mode,
                                       explain=bool(explain), user_id=ctx.user_id,
                                       session_id=ctx.session_id, scope=scope_of(ctx, all_projects))
         self.metrics.recalled()
+        if compact:  # one line per memory; the full text of those wanted comes from get_memory
+            from engram.continuity.listing import compact_rows
+            out["memories"] = compact_rows(out["memories"])
+            out["related_failures"] = compact_rows(out["related_failures"])
+            out["handoff"] = {"id": out["handoff"]["id"]} if out.get("handoff") else None
         return self._say_degraded(out)
 
     def _say_degraded(self, out: dict) -> dict:
@@ -218,6 +227,12 @@ class Api:
     def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
         from engram.continuity.lifecycle import prompt_memories
         return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
+
+    def session_capture(self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None,
+                        task_id: str | None, client: str) -> dict:
+        from engram.continuity.capture import session_capture
+        return session_capture(self.eng, ctx.user_id, ctx.session_id, client or ctx.client, fixes or [],
+                               episodes or [], task_id, ctx.project)
 
     def session_checkpoint(self, ctx: Ctx, summary: str, completed: list[str] | str | None,
                            in_progress: list[str] | str | None, blocked: list[str] | str | None,

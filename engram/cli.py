@@ -320,6 +320,9 @@ def _render_recall(r: dict) -> str:
         lines.append("no memories found")
     for i, m in enumerate(r["memories"], 1):
         pin = " (latest handoff)" if m.get("pinned") else ""
+        if "line" in m:  # --compact: one line each; `engram show ID` gives the full text
+            lines.append(f"{i:>2}. {m['id']}  [{m['memory_type']}] {m['when']}  {m['tokens']} tokens  {m['line']}{pin}")
+            continue
         lines.append(f"{i:>2}. [{m['memory_type']}] {_indent(m['content'], '    ')}{pin}")
         lines.append(f"    id {m['id']}  score {m['score']:.3f}  {_day(m.get('created_at'))}  {_where(m)}")
         if m.get("confidence"):  # strong: rely on it; weak: only plausibly related (docs/ranking.md)
@@ -328,7 +331,7 @@ def _render_recall(r: dict) -> str:
             lines.append(f"    explain: {json.dumps(m['explain'])}")
     for f in r.get("related_failures") or []:
         label = f"pitfall [{f['component']}]" if f.get("component") else "pitfall"
-        lines.append(f"{label}: {f.get('content', '')}")
+        lines.append(f"{label}: {f.get('content', f.get('line', ''))}")
     return "\n".join(lines)
 
 
@@ -467,6 +470,9 @@ def _render_stats(r: dict) -> str:
                                     f"(strength below {_scalar(fading.get('below'))})"))
         for m in fading.get("memories") or []:
             rows.append(("", f"{m['id']} [{m['memory_type']}] {m['days_until_prune']:g} d left: {m['content']}"))
+    captured = r.pop("captured", None)
+    if isinstance(captured, dict):
+        rows.append(("captured", f"automatically, without a model: {_counts(captured)}"))
     rows.append(("tasks", _counts(r.pop("tasks", {}))))
     rows.append(("sessions", _counts(r.pop("sessions", {}))))
     idx = r.pop("index", None)
@@ -569,7 +575,17 @@ def _render_keys(r: dict) -> str:
     return "\n".join(rows) or "no keys"
 
 
+def _render_memory(r: dict) -> str:
+    lines = [f"{r['id']} [{r['memory_type']}] {_day(r.get('created_at'))}  {_where(r)}", r["content"]]
+    if r.get("around"):
+        lines.append("in its session:")
+        lines += [f"  {'>' if a['position'] == 0 else ' '} {a['position']:+d} {a['id']} [{a['memory_type']}] "
+                  f"{a['when']}  {a['line']}" for a in r["around"]]
+    return "\n".join(lines)
+
+
 RENDER: dict[str, Callable[[dict], str]] = {
+    "get_memory": _render_memory,
     "store_memory": _render_store,
     "recall_memory": _render_recall,
     "get_context": lambda r: r["context"],

@@ -172,6 +172,8 @@ OPS_LIST = (
         Param("mode", SearchModeT, "hybrid (default), bm25 (exact words) or vector.", "hybrid"),
         Param("explain", bool, "Include each hit's score breakdown.", False),
         ALL_PROJECTS,
+        Param("compact", bool, "List each memory in one line (id, memory_type, line, when, tokens) "
+              "instead of its full text; then get_memory the ids you need.", False),
     ), mcp="read", title="Recall memories", description="""\
 Search long-term memory. Call at the start of every task and whenever you need a fact, decision,
 convention or past failure you may have learned before.
@@ -186,7 +188,10 @@ its words or meaning; rely on it) or "weak" (only plausibly related: check it be
 it, and treat a result of only weak memories as "nothing known about this"); evidence says why.
 An empty list means nothing stored is related. The latest relevant handoff is pinned first in
 memories. Strong memories are reinforced; weak ones are not. You see the memories of the
-project you work in and those of no project (all_projects: every project's).""",
+project you work in and those of no project (all_projects: every project's). Memories of type
+"episode" are earlier turns of your sessions (the request and the answer), captured
+automatically; "failure" memories tagged "pitfall" are errors a session fixed, with the changed
+lines. For a long search, ask compact=true first.""",
        http=Http("POST", "/search", "Hybrid search with continuity context"),
        cli=(Cli(("recall",), "Search memories by meaning and keywords.", positional=("query",)),)),
 
@@ -449,8 +454,19 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
        cli=(Cli(("stats",), "Show counts, sizes and maintenance status."),)),
 
     # Not MCP tools: the CLI, the HTTP API and the daemon's clients use them.
-    Op("get_memory", (Param("memory_id", str, "Id of the memory."),),
-       http=Http("GET", "/memories/{memory_id}", "One memory with its history")),
+    Op("get_memory", (
+        Param("memory_id", str, "Id of the memory."),
+        Param("around", int, "Also list this many memories before and after it in its session "
+              "(0-20): what happened around an episode.", 0, ge=0, le=20),
+    ), mcp="read", title="Get a memory", description="""\
+One memory in full (from a compact recall_memory listing), with its history; with around=N, also
+the N memories before and after it in the session it was stored in, one line each (what happened
+around a captured turn). Returns {id, content, memory_type, tags, created_at, ..., around: [{id,
+memory_type, line, when, tokens, position}]}.""",
+       http=Http("GET", "/memories/{memory_id}", "One memory with its history (?around=N: its session's "
+                 "neighbours)", query=("around",)),
+       cli=(Cli(("show",), "Show one memory in full (--around N: the memories before and after it in its "
+                "session).", positional=("memory_id",)),)),
     Op("memory_prompt", (ALL_PROJECTS,),
        cli=(Cli(("prompt",), "Print the memory rules for CLAUDE.md / AGENTS.md with the "
                 "open tasks' state."),)),
@@ -530,6 +546,13 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
     Op("capture_conventions", (
         Param("prompts", list[str], "The user's prompts (at most 500); the sentences that state a "
               "convention of the project are stored as its facts."),
+    )),
+    Op("session_capture", (
+        Param("fixes", list[dict[str, Any]] | None, "Errors fixed by edits: [{program, signature, location, "
+              "command, passed, edits: [{file, hunk}], key}] (engram.continuity.fixes.Fix).", None),
+        Param("episodes", list[dict[str, str]] | None, "Finished turns: [{request, answer}].", None),
+        Param("task_id", str | None, "The task the transcript shows the session working on.", None),
+        Param("client", str, "The coding agent the session runs in.", ""),
     )),
     Op("run_maintenance"),
     Op("health"),

@@ -158,6 +158,12 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
             continue
         doomed.append(mid)
         reasons["weak"] += 1
+    # Captured episodes have a budget per project: past it, the oldest unused go first.
+    from engram.continuity.capture import prune_episodes
+    weak_ids = set(doomed)
+    over = [m for m in prune_episodes(idx, active, s.capture_episode_budget) if m not in weak_ids]
+    doomed += over
+    reasons["episodes_over_budget"] = len(over)
 
     cutoff = now - timedelta(days=s.consolidated_retention_days)
     # Retired rows stay in the index (status 1-2), so the user's mask covers them too.
@@ -388,7 +394,11 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                                "content": m.content[:80]})
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
         table_rows = db.count_live_memories()
+        live = set(rows.tolist())
+        # What the hooks captured with no model (engram.continuity.capture), by its tag.
+        captured = {tag: len(live & idx.tag_rows.get(tag, set())) for tag in ("pitfall", "episode")}
         return {
+            "captured": captured,
             "total": total,
             "by_type": by_type,
             "by_status": by_status,

@@ -128,8 +128,12 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     if not query:
         return {"context": "", "tokens": 0, "memory_ids": []}
     hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
-                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress"),
+                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress", "episode"),
                       scope=Scope.of(project), strong_only=True)
+    # A failed command whose fix is shown is said once, by the pitfall with the changed lines.
+    fixed = {f"`{c}` failed" for h in hits if "pitfall" in h.memory.tags
+             for c in [(h.memory.metadata.get("capture") or {}).get("command")] if isinstance(c, str)}
+    hits = [h for h in hits if "pitfall" in h.memory.tags or not any(f in h.memory.content for f in fixed)]
     # A captured convention comes by its own, stricter rule (engram.continuity.conventions).
     shown = [(m, "convention") for m in conventions_for_prompt(eng, user, query, project, PROMPT_CONVENTIONS)]
     shown += [(h.memory, h.memory.memory_type) for h in hits if not is_captured_convention(h.memory)

@@ -40,7 +40,8 @@ class RecallContext:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
         r = self.recall_context(query, limit=limit, task_id=task_id, tags=check_tags(tags) or None,
                                 user_id=user_id, session_id=session_id,
-                                min_share=self.p.settings.context_min_share, scope=scope, strong_only=True)
+                                min_share=self.p.settings.context_min_share, scope=scope, strong_only=True,
+                                exclude_types=("episode",))  # a captured turn is not a durable fact
         text, ids = pack_context(r, max_tokens)
         return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
                 "interrupted_sessions": r["interrupted_sessions"]}
@@ -49,7 +50,8 @@ class RecallContext:
                        task_id: str | None = None, tags: Sequence[str] | str | None = None,
                        as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
                        user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False) -> dict:
+                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False,
+                       exclude_types: Sequence[str] = ()) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
         failures of components the hits concern, and sessions that were interrupted.
 
@@ -64,7 +66,8 @@ class RecallContext:
         with self.p.lock:
             ranking = self.recall.ranking(query, limit=limit, memory_type=memory_type, task_id=task_id,
                                           tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,
-                                          min_share=min_share, scope=scope, strong_only=strong_only)
+                                          min_share=min_share, scope=scope, strong_only=strong_only,
+                                          exclude_types=exclude_types)
             hits = ranking.hits
             handoff, why = None, ""
             if memory_type in (None, "handoff") and as_of is None:

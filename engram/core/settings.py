@@ -219,7 +219,14 @@ class Settings:
     hook_prompt: bool = setting(True, "with each prompt, inject the memories clearly relevant to it")
     hook_prompt_tokens: int = setting(300, "token budget of the memories added to a prompt", ge=50, le=100_000)
     hook_checkpoint: bool = setting(True, "before compaction and at session end, store an automatic checkpoint")
-    hook_conventions: bool = setting(True, "at a checkpoint, store the conventions the user's prompts state")
+    # What the hooks capture after each turn without any model (docs/hooks.md, "Capture").
+    capture_fixes: bool = setting(True, "after each turn, store an error that edits made pass as a pitfall")
+    capture_episodes: bool = setting(True, "after each turn, store its request and answer as an episode")
+    capture_conventions: bool = setting(True, "store the conventions the user states in prompts as project facts")
+    capture_off_projects: tuple[str, ...] = setting((), "project ids in which nothing is captured, one per line",
+                                                    shown="none")
+    capture_episode_budget: int = setting(2000, "episodes kept per project; maintenance prunes the oldest unused",
+                                          ge=10, le=1_000_000)
     # The client waits for the hook (Claude Code 60 s by default); a hook gives up well before.
     hook_timeout_s: float = setting(8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0,
                                   env_name="ENGRAM_HOOK_TIMEOUT")

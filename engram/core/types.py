@@ -10,7 +10,9 @@ from typing import Any
 from engram.core.errors import EngramError as EngramError
 from engram.core.errors import NotFound as NotFound
 
-MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress")
+# "episode": a turn of a session (its request and answer) captured by the hooks; kept apart from
+# the durable kinds in what is injected (engram.continuity.capture). Appended: the index codes types by position.
+MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress", "episode")
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
 OPEN_TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked")  # what a session may resume

@@ -18,18 +18,27 @@ Three formats, each from its client's source and real files:
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
-from engram.hooks.transcript import HOOK_CONTEXT, MAX_JSON_DOCUMENT_BYTES, Session, TranscriptError, _lines, _text
+from engram.hooks.transcript import (
+    CLIENT_NAMES,
+    HOOK_CONTEXT,
+    MAX_JSON_DOCUMENT_BYTES,
+    Session,
+    TranscriptError,
+    lines,
+    text_of,
+)
 
 # ---------------------------------------------------------------- Claude Code
 
 
 def _claude(path: Path, s: Session) -> None:
-    for e in _lines(path, s):
+    for e in lines(path, s):
         kind = e.get("type")
         msg = e.get("message")
         if kind not in ("user", "assistant") or not isinstance(msg, dict):
@@ -39,6 +48,9 @@ def _claude(path: Path, s: Session) -> None:
             for b in content if isinstance(content, list) else []:
                 if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str):
                     s.tool_call(str(b.get("id")), b["name"], b.get("input"))
+                elif isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) \
+                        and not e.get("isSidechain"):
+                    s.answer(b["text"])
             continue
         if e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain"):
             continue  # text the client wrote into the conversation, not the user's
@@ -49,7 +61,7 @@ def _claude(path: Path, s: Session) -> None:
         results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
             if isinstance(content, list) else []
         for b in results:
-            s.tool_result(str(b.get("tool_use_id")), _text(b.get("content")), bool(b.get("is_error")),
+            s.tool_result(str(b.get("tool_use_id")), text_of(b.get("content")), bool(b.get("is_error")),
                           e.get("toolUseResult"))
         if not results and isinstance(content, list):
             text = "\n".join(b.get("text", "") for b in content
@@ -76,14 +88,17 @@ def _gemini_message(m: dict, s: Session) -> list[tuple]:
         return [("request", text)]
     if kind != "gemini":
         return []
-    events = []
+    events: list[tuple] = []
+    said = text_of(m.get("content"))
+    if said.strip():
+        events.append(("answer", said))
     for c in m.get("toolCalls") or []:
         if not isinstance(c, dict) or not isinstance(c.get("name"), str):
             continue
         status = str(c.get("status", ""))
         if status in ("cancelled", "executing", "scheduled", "validating", "awaiting_approval"):
             continue  # never ran, or has not finished
-        output = _text(c.get("result")) or _text(c.get("resultDisplay"))
+        output = text_of(c.get("result")) or text_of(c.get("resultDisplay"))
         events.append(("tool", c["name"], c.get("args") if isinstance(c.get("args"), dict) else {},
                        output, status == "error"))
     return events
@@ -112,11 +127,11 @@ def _gemini(path: Path, s: Session) -> None:  # noqa: C901 - a branch per entry 
         records = doc.get("messages") if isinstance(doc, dict) else None
         if not isinstance(records, list):
             raise TranscriptError(f"transcript {path} holds no messages list")
-        lines: Any = [r for r in records if isinstance(r, dict)]
-        s.entries += len(lines)
+        found: Any = [r for r in records if isinstance(r, dict)]
+        s.entries += len(found)
     else:
-        lines = _lines(path, s)
-    for r in lines:
+        found = lines(path, s)
+    for r in found:
         if isinstance(r.get("$rewindTo"), str):
             rid = r["$rewindTo"]
             if rid in messages:
@@ -141,6 +156,8 @@ def _gemini(path: Path, s: Session) -> None:  # noqa: C901 - a branch per entry 
         for ev in events:
             if ev[0] == "request":
                 s.request(ev[1])
+            elif ev[0] == "answer":
+                s.answer(ev[1])
             else:
                 s.tool(*ev[1:])
 
@@ -170,9 +187,9 @@ CODEX_HEADER_EXIT = re.compile(r"(?m)^(?:Process exited with code|Exit code:)\s*
 def _codex_output(raw: Any) -> tuple[str, bool]:
     """A function_call_output's text and whether it says the call failed."""
     if isinstance(raw, dict):
-        text = _text(raw.get("content", raw.get("output", "")))
+        text = text_of(raw.get("content", raw.get("output", "")))
         return text, raw.get("success") is False
-    text = _text(raw)
+    text = text_of(raw)
     head = CODEX_OUTPUT_HEADER.match(text)
     if head:
         code = CODEX_HEADER_EXIT.search(head.group(1))
@@ -186,14 +203,14 @@ def _codex_output(raw: Any) -> tuple[str, bool]:
         v = None
     if isinstance(v, dict):
         code = (v.get("metadata") or {}).get("exit_code") if isinstance(v.get("metadata"), dict) else None
-        out = _text(v.get("output", text))
+        out = text_of(v.get("output", text))
         return (out + (f"\nexit code: {code}" if code not in (None, 0) else "")), False
     return text, False
 
 
 def _codex(path: Path, s: Session) -> None:
     last_request = None  # a prompt written both ways (user_message, item_completed) counts once
-    for e in _lines(path, s):
+    for e in lines(path, s):
         p = e.get("payload")
         if not isinstance(p, dict):
             continue
@@ -203,7 +220,7 @@ def _codex(path: Path, s: Session) -> None:
             request = p["message"]
         elif kind == "event_msg" and ptype == "item_completed" and isinstance(p.get("item"), dict) \
                 and p["item"].get("type") == "UserMessage":
-            request = _text(p["item"].get("content"))
+            request = text_of(p["item"].get("content"))
         if request is not None:
             if request != last_request:
                 s.request(request)
@@ -213,6 +230,8 @@ def _codex(path: Path, s: Session) -> None:
             continue
         if ptype != "message":
             last_request = None
+        elif p.get("role") == "assistant":
+            s.answer(text_of(p.get("content")))
         if ptype in ("function_call", "custom_tool_call") and isinstance(p.get("name"), str):
             name, namespace = p["name"], p.get("namespace")
             if isinstance(namespace, str) and namespace and not name.startswith(namespace):
@@ -227,3 +246,12 @@ def _codex(path: Path, s: Session) -> None:
 
 
 READERS = {"claude-code": _claude, "gemini": _gemini, "codex": _codex}
+
+
+def read_transcript(path: str | os.PathLike, client: str) -> Session:
+    """What the session in the transcript at `path` did; raises TranscriptError when it cannot be read."""
+    if client not in READERS:
+        raise ValueError(f"client must be one of {', '.join(CLIENT_NAMES)}; got {client!r}")
+    s = Session(client=client)
+    READERS[client](Path(path), s)
+    return s

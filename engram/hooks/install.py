@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from engram.hooks.plugins import is_engram_hook, plugin_hooks
+
 __all__ = ["CLIENTS", "Change", "InstallError", "hook_command", "install", "status", "uninstall"]
 
 Scope = Literal["project", "user"]
@@ -50,6 +52,9 @@ class Event:
     name: str  # the client's event name, which is also what `engram hook` is given
     timeout_s: int  # the most the client waits; the hook itself answers well within it
     matcher: str | None = None
+    # Run without the client waiting (Claude Code's `"async": true`, 2.1.x: "hook runs in
+    # background without blocking"); where a client has no such option the hook detaches itself.
+    background: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,8 @@ class Client:
         return Path(os.environ.get("GEMINI_CLI_HOME") or Path.home()) / ".gemini" / "settings.json"
 
 
-# Session start loads the task, each prompt recalls, compaction and the end checkpoint the session.
+# Session start loads the task, each prompt recalls, compaction and the end checkpoint the session,
+# the end of each turn (Claude Code's and Codex's Stop, Gemini CLI's AfterAgent) captures it.
 # Codex checkpoints at Stop (the end of each turn) and at SessionEnd (0.171; an older release ignores
 # the key), which it clamps to 3 s and kills after: the turn's Stop has stored the session by then,
 # and SessionEnd adds a turn that was interrupted before its Stop. A second checkpoint of the same
@@ -81,7 +87,8 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude-code", "Claude Code", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
         # SessionEnd's budget is 1.5 s unless a hook asks for more with its own timeout.
-        Event("PreCompact", 60), Event("SessionEnd", 60)), timeout_unit_ms=False),
+        Event("PreCompact", 60), Event("SessionEnd", 60), Event("Stop", 60, background=True)),
+        timeout_unit_ms=False),
     Client("codex", "Codex", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
         Event("PreCompact", 60), Event("Stop", 60), Event("SessionEnd", 3)), timeout_unit_ms=False),
@@ -89,7 +96,8 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
     # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
     # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
     Client("gemini", "Gemini CLI", (
-        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60)), timeout_unit_ms=True),
+        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60), Event("AfterAgent", 30)),
+        timeout_unit_ms=True),
 )}
 
 CODEX_FEATURE_MARK = "# added by engram hooks install"
@@ -146,31 +154,14 @@ def store_options(home: Path | None, user: str | None) -> list[str]:
     return out
 
 
-def is_engram_hook(command: Any, client: str | None = None) -> bool:
-    """Whether a handler's command is one install wrote (any engram path, any event)."""
-    if not isinstance(command, str):
-        return False
-    try:
-        words = shlex.split(command)
-    except ValueError:
-        return False
-    if words[:1] and Path(words[0]).name in ("engram", "engram-launch"):  # the latter: a plugin's launcher
-        rest = words[1:]  # <engram> hook EVENT --client CLIENT
-    elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
-        rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT
-    else:
-        return False
-    if len(rest) < 4 or rest[0] != "hook" or rest[2] != "--client":
-        return False
-    return client is None or rest[3] == client
-
-
 def _handler(client: Client, event: Event, argv: list[str] | None, options: Sequence[str]) -> dict[str, Any]:
     h: dict[str, Any] = {"type": "command", "command": hook_command(client.name, event.name, argv, options)}
     if client.name == "gemini":
         h["name"] = f"engram-{event.name}"
         h["description"] = "engram: task continuity and memory"
     h["timeout"] = event.timeout_s * 1000 if client.timeout_unit_ms else event.timeout_s
+    if event.background and client.name == "claude-code":
+        h["async"] = True
     if client.name == "codex" and event.name == "SessionStart":
         h["statusMessage"] = "engram: loading the task"
     return h
@@ -399,7 +390,6 @@ def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_
             argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
     """Add engram's hooks for `client`; returns the changes (written unless dry_run). `options`:
     store_options, written after each command. Refused while a plugin runs them (hooks/plugins.py)."""
-    from engram.hooks.plugins import plugin_hooks
     for p in plugin_hooks(_client(client).name, project_root(cwd or Path.cwd())):
         raise InstallError(f"engram's {CLIENTS[client].label} hooks come from the plugin {p['id']} ({p['path']}); "
                            f"not adding a second copy. To manage them by hand instead, remove it first: "
@@ -444,7 +434,6 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
             if client.name == "codex" and found:
                 row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
             rows.append(row)
-    from engram.hooks.plugins import plugin_hooks
     for client in CLIENTS.values():
         for p in plugin_hooks(client.name, project_root(cwd)):
             rows.append({"client": client.name, "scope": "plugin", "path": p["path"], "plugin": p["id"],

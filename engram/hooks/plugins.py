@@ -56,7 +56,6 @@ def plugin_hooks(client: str, project: Path | None = None) -> list[dict[str, Any
 
 
 def _engram_events(root: Path, client: str) -> dict[str, list[str]]:
-    from engram.hooks.install import is_engram_hook
     data = _json(root / "hooks" / "hooks.json")
     hooks = data.get("hooks") if isinstance(data, dict) else None
     if not isinstance(hooks, dict):
@@ -130,3 +129,22 @@ def _gemini_roots(project: Path | None) -> list[tuple[str, Path]]:
         if on:
             out.append((folder.name, root))
     return out
+
+
+def is_engram_hook(command: Any, client: str | None = None) -> bool:
+    """Whether a handler's command is one install wrote (any engram path, any event)."""
+    if not isinstance(command, str):
+        return False
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        return False
+    if words[:1] and Path(words[0]).name in ("engram", "engram-launch"):  # the latter: a plugin's launcher
+        rest = words[1:]  # <engram> hook EVENT --client CLIENT
+    elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
+        rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT
+    else:
+        return False
+    if len(rest) < 4 or rest[0] != "hook" or rest[2] != "--client":
+        return False
+    return client is None or rest[3] == client

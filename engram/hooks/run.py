@@ -26,16 +26,20 @@ CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of t
 
 CLIENTS = ("claude-code", "codex", "gemini")
 # Each client's events and what engram does at each: "start" injects the session's context,
-# "prompt" the memories a prompt bears on, "checkpoint" stores an automatic checkpoint, "none"
-# does nothing (Claude Code's Stop: it has SessionEnd). From each client's hook reference.
+# "prompt" the memories a prompt bears on, "checkpoint" stores an automatic checkpoint, "capture"
+# captures the turn that just ended (pitfalls, episodes; engram.hooks.capture) in a detached
+# process. From each client's hook reference.
 EVENTS: dict[str, dict[str, str]] = {
+    # Claude Code also captures at SessionEnd: `claude -p` exits right after its last turn, which
+    # can end the asynchronous Stop hook before it has handed the capture over.
     "claude-code": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-                    "SessionEnd": "checkpoint", "Stop": "none"},
+                    "SessionEnd": "checkpoint+capture", "Stop": "capture"},
     "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "PreCompress": "checkpoint",
-               "SessionEnd": "checkpoint"},
-    # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171).
+               "SessionEnd": "checkpoint", "AfterAgent": "capture"},
+    # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171), and
+    # captures the turn at Stop too.
     "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-              "Stop": "checkpoint", "SessionEnd": "checkpoint"},
+              "Stop": "checkpoint+capture", "SessionEnd": "checkpoint"},
 }
 
 
@@ -124,7 +128,8 @@ def _prompt(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
 def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_id: str,
                 project: Any, connect) -> HookOutcome:
     from engram.hooks.checkpoint import build_checkpoint, git_state
-    from engram.hooks.transcript import TranscriptError, read_transcript
+    from engram.hooks.formats import read_transcript
+    from engram.hooks.transcript import TranscriptError
     if not settings.hook_checkpoint:
         return HookOutcome(status="skipped", message="ENGRAM_HOOK_CHECKPOINT is off")
     path = payload.get("transcript_path")
@@ -140,7 +145,7 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
     args = build_checkpoint(s, git_state(payload.get("cwd")), client=client, event=event, detail=detail,
                             session_id=session_id, transcript=path,
                             cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
-    stated = s.stated if settings.hook_conventions else []
+    stated = s.stated if settings.capture_conventions else []
     if args is None and not stated:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
     auto = event in ("PreCompact", "PreCompress") and detail == "auto"
@@ -161,8 +166,87 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
                                + (", reported context_overflow" if r["interrupted"] else "") + said + bad)
 
 
+def _detach_capture(settings: Any, client: str, event: str, payload: dict, session_id: str) -> HookOutcome:
+    """Capture the turn in a child process the client does not wait for: the hook returns at
+    once (Codex and Gemini CLI wait for every hook; Claude Code runs this one asynchronously
+    anyway). The child logs its own line when done."""
+    if not (settings.capture_fixes or settings.capture_episodes):
+        return HookOutcome(status="skipped", message="ENGRAM_CAPTURE_FIXES and ENGRAM_CAPTURE_EPISODES are off")
+    if not isinstance(payload.get("transcript_path"), str):
+        return HookOutcome(status="skipped", message="no transcript_path in the input")
+    pid = os.fork()
+    if pid:
+        return HookOutcome(message=f"capture handed to pid {pid}")
+    code = 0
+    try:
+        os.setsid()  # out of the client's process group: a closing terminal does not end it
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):  # the client reads the hook's output until every copy is closed
+            os.dup2(null, fd)
+        start = time.monotonic()
+        from engram.core.project import detect_project  # in the child: git's answer is not worth the agent's wait
+        cwd = payload.get("cwd")
+        project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
+        out = _capture_now(settings, client, payload, session_id, project)
+        stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        _log(settings.home, f"{stamp} {client} {event}:capture pid={os.getpid()} {out.status} "
+                            f"{(time.monotonic() - start) * 1000:.0f}ms: {out.message}")
+    except BaseException:  # noqa: BLE001 - the child must never return into the hook's code
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _capture_now(settings: Any, client: str, payload: dict, session_id: str, project: Any) -> HookOutcome:
+    from engram.hooks.capture import capture_turns
+    from engram.hooks.checkpoint import git_state
+    from engram.server.rpc import RpcError
+    budget = settings.hook_timeout_s + CHECKPOINT_EXTRA_S
+    signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, budget)
+    try:
+        cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
+        root = (git_state(cwd) or {}).get("root") or cwd
+        return HookOutcome(message=capture_turns(
+            settings, client, payload, lambda: _connect(settings, client, session_id, project, budget), root))
+    except HookTimeout:
+        return HookOutcome(status="error", message=f"capture gave up after {budget:g}s")
+    except RpcError as e:
+        return HookOutcome(status="error", message=f"engram daemon: {e}")
+    except Exception as e:  # noqa: BLE001 - said in the log, never raised
+        return HookOutcome(status="error", message=f"capture: {type(e).__name__}: {e}")
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
 def _on_alarm(signum, frame):
     raise HookTimeout()
+
+
+def _read_event(stdin: IO[bytes]) -> dict | HookOutcome:
+    """The event's JSON object from stdin, or the outcome that says why there is none."""
+    raw = stdin.read(MAX_STDIN_BYTES + 1)
+    if len(raw) > MAX_STDIN_BYTES:
+        return HookOutcome(status="error", message=f"input over {MAX_STDIN_BYTES:,} bytes; ignored")
+    try:
+        payload = json.loads(raw or b"null")
+    except ValueError as e:
+        return HookOutcome(status="error", message=f"input is not JSON ({e}); ignored")
+    if not isinstance(payload, dict):
+        return HookOutcome(status="error",
+                           message=f"input is not a JSON object (got {type(payload).__name__}); ignored")
+    return payload
+
+
+def _plugin_handles(client: str, payload: dict) -> bool:
+    """This hook is a copy in a settings file beside the engram plugin's own hooks, which handle
+    the event (the plugin's launcher marks its runs with VIA_PLUGIN)."""
+    from engram.hooks.plugins import VIA_PLUGIN, plugin_hooks
+    if os.environ.get(VIA_PLUGIN):
+        return False
+    from engram.hooks.install import project_root
+    cwd = payload.get("cwd")
+    return bool(plugin_hooks(client, project_root(Path(cwd)) if isinstance(cwd, str) and cwd else None))
 
 
 def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) -> HookOutcome:
@@ -177,29 +261,22 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     if name is None:
         return HookOutcome(status="skipped", message=f"{client} has no hook event {event!r} engram handles "
                                                      f"(it handles {', '.join(EVENTS[client])})")
-    raw = stdin.read(MAX_STDIN_BYTES + 1)
-    if len(raw) > MAX_STDIN_BYTES:
-        return HookOutcome(status="error", message=f"input over {MAX_STDIN_BYTES:,} bytes; ignored")
-    try:
-        payload = json.loads(raw or b"null")
-    except ValueError as e:
-        return HookOutcome(status="error", message=f"input is not JSON ({e}); ignored")
-    if not isinstance(payload, dict):
-        return HookOutcome(status="error",
-                           message=f"input is not a JSON object (got {type(payload).__name__}); ignored")
+    payload = _read_event(stdin)
+    if isinstance(payload, HookOutcome):
+        return payload
     kind = EVENTS[client][name]
     if kind == "none":
         return HookOutcome(status="skipped", message=f"{name}: nothing to do for {client}")
-    from engram.hooks.plugins import VIA_PLUGIN, plugin_hooks
-    if not os.environ.get(VIA_PLUGIN):
-        # A copy in a settings file beside the plugin's hooks: the plugin's handles the event.
-        from engram.hooks.install import project_root
-        cwd_arg = payload.get("cwd")
-        if plugin_hooks(client, project_root(Path(cwd_arg)) if isinstance(cwd_arg, str) and cwd_arg else None):
-            return HookOutcome(status="skipped", message=f"{name}: the engram plugin's own hook handles it")
+    if _plugin_handles(client, payload):
+        return HookOutcome(status="skipped", message=f"{name}: the engram plugin's own hook handles it")
     sid = str(payload.get("session_id") or "")[:150] or f"unknown-{os.getpid()}"
     session_id = f"{client}:{sid}"
     cwd = payload.get("cwd")
+    if kind.endswith("capture"):
+        captured = _detach_capture(settings, client, name, payload, session_id)
+        if kind == "capture":
+            return captured
+        kind = "checkpoint"
     project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)

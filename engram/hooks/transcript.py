@@ -12,7 +12,6 @@ TranscriptError with a message naming the problem.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -22,7 +21,7 @@ from typing import Any
 
 from engram.text.conventions import conventions_in
 
-__all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "read_transcript"]
+__all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "lines", "text_of"]
 
 CLIENT_NAMES = ("claude-code", "gemini", "codex")
 MAX_LINE_BYTES = 16 * 1024 * 1024  # a line above this (a pasted dump) is skipped, not held in memory
@@ -33,6 +32,8 @@ REQUESTS_KEPT = 3
 COMMANDS_KEPT = 30
 STATED_KEPT = 200  # requests with a convention kept for capture (the operation takes 500)
 STATED_CHARS = 20_000
+CAPTURE_CHARS = 4000  # of a request, an answer or a failed command's output kept for capture
+EDIT_CHARS = 20_000  # of an edit's old and new text compared for its changed lines
 
 # engram's MCP tools as each client names them: mcp__engram__create_task (Claude Code, Codex),
 # mcp_engram_create_task (Gemini CLI); any server name containing "engram".
@@ -89,8 +90,13 @@ class Session:
     stated: list[str] = field(default_factory=list)
     task_id: str | None = None  # the engram task the session last worked on through the tools
     agent_handoffs: int = 0  # session_handoff calls that succeeded
-    _pending: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    pending_calls: dict[str, tuple[str, dict]] = field(default_factory=dict)
     _task_numbers: int = 0
+    # Per-turn capture (hooks.capture): the events in order, when asked for, and the byte range
+    # of a JSON Lines transcript read (from `offset` to `end_offset`, the last complete line).
+    timeline: list[dict] | None = None
+    offset: int = 0
+    end_offset: int = 0
 
     # -- what the checkpoint reads ------------------------------------------------
     def plan(self) -> list[TodoItem]:
@@ -117,12 +123,23 @@ class Session:
             self.requests = (self.requests + [text[:REQUEST_CHARS]])[-REQUESTS_KEPT:]
             if len(self.stated) < STATED_KEPT and conventions_in(text):
                 self.stated.append(text[:STATED_CHARS])
+            self._record({"k": "request", "text": text[:CAPTURE_CHARS]})
+
+    def answer(self, text: str) -> None:
+        """The assistant's text (its last one in a turn is the turn's answer)."""
+        text = (text or "").strip()
+        if text:
+            self._record({"k": "answer", "text": text[:CAPTURE_CHARS]})
+
+    def _record(self, event: dict) -> None:
+        if self.timeline is not None:
+            self.timeline.append(event)
 
     def tool_call(self, call_id: str, name: str, args: Any) -> None:
-        self._pending[call_id] = (name, args if isinstance(args, dict) else {})
+        self.pending_calls[call_id] = (name, args if isinstance(args, dict) else {})
 
     def tool_result(self, call_id: str, output: str, failed: bool, extra: Any = None) -> None:
-        name, args = self._pending.pop(call_id, ("", {}))
+        name, args = self.pending_calls.pop(call_id, ("", {}))
         if name:
             self.tool(name, args, output, failed, extra)
 
@@ -147,11 +164,15 @@ class Session:
             path = args.get("file_path") or args.get("notebook_path") or args.get("path")
             if isinstance(path, str) and path and not failed:
                 self._file(path)
+                for old, new in _edit_pairs(args):
+                    self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
         elif name in ("apply_patch",):
             if not failed:
                 patch = args.get("input") or args.get("patch") or ""
                 for p in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", str(patch), re.M):
                     self._file(p.strip())
+                for path, old, new in _patch_pairs(str(patch)):
+                    self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
         elif name in ("Bash", "run_shell_command", "shell", "exec_command", "shell_command", "local_shell"):
             cmd = args.get("command", args.get("cmd"))
             if isinstance(cmd, list):
@@ -251,7 +272,41 @@ class Session:
             failed = True
         error = _tail(output, ERROR_CHARS) if failed else ""
         self.commands_run += 1
+        self._record({"k": "command", "command": cmd[:2000], "failed": failed,
+                      "output": _head_tail(output, CAPTURE_CHARS) if failed else ""})
         self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
+
+
+def _edit_pairs(args: dict) -> list[tuple[str, str]]:
+    """(old, new) text of each change an edit tool call made: Edit and Gemini's replace give
+    old_string/new_string, MultiEdit a list of them, Write and write_file the whole new content."""
+    edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    out = []
+    for e in edits:
+        if not isinstance(e, dict):
+            continue
+        new = e.get("new_string", e.get("content", e.get("new_source")))
+        if isinstance(new, str):
+            old = e.get("old_string")
+            out.append((old if isinstance(old, str) else "", new))
+    return out
+
+
+def _patch_pairs(patch: str) -> list[tuple[str, str, str]]:
+    """(file, removed lines, added lines) of each file an apply_patch envelope changes."""
+    out = []
+    for m in re.finditer(r"^\*\*\* (?:Add|Update) File: (.+)\n((?:(?!\*\*\* ).*\n?)*)", patch, re.M):
+        body = m.group(2).splitlines()
+        old = "\n".join(ln[1:] for ln in body if ln.startswith("-"))
+        new = "\n".join(ln[1:] for ln in body if ln.startswith("+"))
+        out.append((m.group(1).strip(), old, new))
+    return out
+
+
+def _head_tail(text: str, n: int) -> str:
+    """A long output's start and end (a compiler names the error first, a traceback last)."""
+    text = (text or "").strip()
+    return text if len(text) <= n else text[:n // 3] + "\n…\n" + text[-(n - n // 3):]
 
 
 def _tail(text: str, n: int) -> str:
@@ -259,18 +314,18 @@ def _tail(text: str, n: int) -> str:
     return text if len(text) <= n else "…" + text[-n:]
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     """The text of a message or tool result: a string, or the text parts of a list of blocks."""
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(_text(c) for c in content if c is not None)
+        return "\n".join(text_of(c) for c in content if c is not None)
     if isinstance(content, dict):
         for k in ("text", "output", "content", "error"):
             if k in content:
-                return _text(content[k])
+                return text_of(content[k])
         if "functionResponse" in content:
-            return _text((content["functionResponse"] or {}).get("response"))
+            return text_of((content["functionResponse"] or {}).get("response"))
         return ""
     return "" if content is None else str(content)
 
@@ -278,7 +333,7 @@ def _text(content: Any) -> str:
 # ---------------------------------------------------------------- reading lines
 
 
-def _lines(path: Path, session: Session) -> Iterator[dict]:
+def lines(path: Path, session: Session) -> Iterator[dict]:
     """The JSON objects of a JSON Lines file, one at a time; bad lines are counted and skipped."""
     try:
         f = open(path, "rb")  # noqa: SIM115 - closed below; binary: a bad byte spoils one line only
@@ -289,16 +344,24 @@ def _lines(path: Path, session: Session) -> Iterator[dict]:
     except OSError as e:
         raise TranscriptError(f"transcript {path} cannot be read: {e.strerror or e}") from None
     with f:
+        # Per-turn capture reads on from where its last read stopped, and leaves a line still
+        # being written (no newline yet) for the next read.
+        incremental = session.timeline is not None
+        if session.offset:
+            f.seek(session.offset)
+        session.end_offset = session.offset
         while True:
             try:
                 raw = f.readline(MAX_LINE_BYTES)
             except OSError as e:
                 raise TranscriptError(f"transcript {path} cannot be read: {e.strerror or e}") from None
-            if not raw:
+            if not raw or (incremental and not raw.endswith(b"\n") and len(raw) < MAX_LINE_BYTES):
                 return
+            session.end_offset += len(raw)
             if len(raw) >= MAX_LINE_BYTES and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):  # skip the rest of the huge line
                     raw = f.readline(MAX_LINE_BYTES)
+                    session.end_offset += len(raw)
                 session.skip("line over 16 MB")
                 continue
             if not raw.strip():
@@ -316,15 +379,3 @@ def _lines(path: Path, session: Session) -> Iterator[dict]:
                 continue
             session.entries += 1
             yield obj
-
-
-
-def read_transcript(path: str | os.PathLike, client: str) -> Session:
-    """What the session in the transcript at `path` did; raises TranscriptError when it cannot be read."""
-    from engram.hooks.formats import READERS  # the readers build on this module's Session and line reader
-
-    if client not in READERS:
-        raise ValueError(f"client must be one of {', '.join(CLIENT_NAMES)}; got {client!r}")
-    s = Session(client=client)
-    READERS[client](Path(path), s)
-    return s

@@ -30,6 +30,7 @@ BASE_LAMBDA: dict[str, float] = {
     "failure": 0.35,
     "handoff": 0.05,
     "progress": 0.16,
+    "episode": 0.5,  # a captured turn fades within days unless a recall brings it back
 }
 # Most a recall can multiply stability by is 1 + GROWTH (a recall long after the last one).
 # 3 makes four recalls spaced 2, 5, 10 and 20 days apart take a fact of importance 0.8 from

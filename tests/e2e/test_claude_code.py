@@ -57,7 +57,8 @@ def install_hooks(repo: Path, engram_home: Path) -> None:
     r = engram_cli("hooks", "install", "claude-code", "--scope", "project", cwd=repo, env=engram_env(engram_home))
     assert r.returncode == 0, r.stderr
     hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
-    assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
+    assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "Stop"}
+    assert hooks["Stop"][0]["hooks"][0]["async"] is True  # the turn's capture runs in the background
     assert all(shlex.split(h["command"])[-2:] == ["--home", str(engram_home)]
                for gs in hooks.values() for g in gs for h in g["hooks"])
 

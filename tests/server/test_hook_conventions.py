@@ -1,5 +1,5 @@
 """`engram hook SessionEnd` as the clients run it: the conventions a transcript's prompts state are
-captured once, redacted, for the project only; ENGRAM_HOOK_CONVENTIONS=0 captures none."""
+captured once, redacted, for the project only; ENGRAM_CAPTURE_CONVENTIONS=0 captures none."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def test_a_session_end_captures_the_conventions_once_and_for_its_project(model_h
     t = transcript(tmp_path, repo)
     end = payload("SessionEnd", repo, session="c1", transcript_path=str(t), reason="prompt_input_exit")
 
-    out, line = hook(model_home, "SessionEnd", end, env={"ENGRAM_HOOK_CONVENTIONS": "0"})
+    out, line = hook(model_home, "SessionEnd", end, env={"ENGRAM_CAPTURE_CONVENTIONS": "0"})
     assert out is None and " ok " in line and "conventions" not in line
     ask = payload("UserPromptSubmit", repo, session="c2", prompt="How do I add a dependency here?")
     assert hook(model_home, "UserPromptSubmit", ask)[0] is None  # nothing was captured

@@ -76,13 +76,13 @@ async def refused(client: Client, tool: str, args: dict) -> str:
 
 
 # resume_task claims the task it resumes (engram.continuity.claims): a write, if an idempotent one.
-READ_ONLY_TOOLS = ("recall_memory", "get_task", "get_context", "memory_stats", "list_tasks")
+READ_ONLY_TOOLS = ("recall_memory", "get_task", "get_context", "memory_stats", "list_tasks", "get_memory")
 
 
 async def test_lists_the_19_tools_with_annotations_and_schemas(client):
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == set(TOOL_NAMES) == set(API_TOOLS)
-    assert len(tools) == 19
+    assert len(tools) == 20
     for name in READ_ONLY_TOOLS:
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["forget_memory"].annotations.destructive_hint is True
@@ -102,7 +102,7 @@ async def test_lists_the_19_tools_with_annotations_and_schemas(client):
     assert {"content", "memory_type", "importance", "tags", "task_id"} <= set(store["properties"])
     assert "fact" in store["properties"]["memory_type"]["enum"]
     assert set(tools["recall_memory"].input_schema["properties"]) == {
-        "query", "limit", "memory_type", "task_id", "tags", "as_of", "mode", "explain", "all_projects"}
+        "query", "limit", "memory_type", "task_id", "tags", "as_of", "mode", "explain", "all_projects", "compact"}
     assert set(tools["forget_memory"].input_schema["properties"]) == {"memory_id", "query", "dry_run", "all_projects"}
     assert tools["get_task"].input_schema["required"] == ["task_id"]
     # The calling model never sees the injected MCP context as an argument.

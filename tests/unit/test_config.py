@@ -36,9 +36,12 @@ PUBLISHED = {
     "torch_threads": "ENGRAM_TORCH_THREADS", "onnx": "ENGRAM_ONNX", "user_id": "ENGRAM_USER",
     "hook_start": "ENGRAM_HOOK_START", "hook_start_tokens": "ENGRAM_HOOK_START_TOKENS",
     "hook_prompt": "ENGRAM_HOOK_PROMPT", "hook_prompt_tokens": "ENGRAM_HOOK_PROMPT_TOKENS",
-    "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT", "hook_conventions": "ENGRAM_HOOK_CONVENTIONS",
+    "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT",
     "hook_timeout_s": "ENGRAM_HOOK_TIMEOUT",
     "model_cache_dir": "ENGRAM_MODEL_CACHE",
+    "capture_fixes": "ENGRAM_CAPTURE_FIXES", "capture_episodes": "ENGRAM_CAPTURE_EPISODES",
+    "capture_conventions": "ENGRAM_CAPTURE_CONVENTIONS", "capture_off_projects": "ENGRAM_CAPTURE_OFF_PROJECTS",
+    "capture_episode_budget": "ENGRAM_CAPTURE_EPISODE_BUDGET",
 }
 # The defaults as published (README): a declaration may not change one by accident.
 DEFAULTS = {
@@ -54,7 +57,9 @@ DEFAULTS = {
     "chunk_size": 1000, "chunk_overlap": 100, "max_content_chars": 100_000, "torch_threads": 1,
     "onnx": True, "user_id": "default",
     "hook_start": True, "hook_start_tokens": 1500, "hook_prompt": True, "hook_prompt_tokens": 300,
-    "hook_checkpoint": True, "hook_conventions": True, "hook_timeout_s": 8.0, "model_cache_dir": "",
+    "hook_checkpoint": True, "hook_timeout_s": 8.0, "model_cache_dir": "",
+    "capture_fixes": True, "capture_episodes": True, "capture_conventions": True, "capture_off_projects": (),
+    "capture_episode_budget": 2000,
 }
 
 

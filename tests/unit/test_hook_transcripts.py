@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from engram.hooks.checkpoint import _component, build_checkpoint, git_state
-from engram.hooks.transcript import MAX_LINE_BYTES, TranscriptError, read_transcript
+from engram.hooks.formats import read_transcript
+from engram.hooks.transcript import MAX_LINE_BYTES, TranscriptError
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "hooks"
 

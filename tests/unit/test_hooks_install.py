@@ -45,7 +45,8 @@ def check_claude(doc: dict) -> None:
             assert set(g) <= {"matcher", "hooks"}, g
             for h in g["hooks"]:
                 assert h["type"] == "command" and isinstance(h["command"], str)
-                assert set(h) <= {"type", "command", "timeout"}, h
+                assert set(h) <= {"type", "command", "timeout", "async"}, h
+                assert h.get("async", True) is True
                 assert isinstance(h.get("timeout", 1), int | float) and 0 < h.get("timeout", 1) <= 600
 
 
@@ -216,7 +217,7 @@ def test_a_moved_installation_replaces_its_old_command(env):
     hi.install("claude-code", "user", argv=["/old/venv/bin/engram"])
     hi.install("claude-code", "user")
     commands = [c for cs in engram_entries(json.loads(path.read_text()), "claude-code").values() for c in cs]
-    assert len(commands) == 4 and not any("/old/venv" in c for c in commands)
+    assert len(commands) == len(hi.CLIENTS["claude-code"].events) and not any("/old/venv" in c for c in commands)
 
 
 @pytest.mark.parametrize("client", ["claude-code", "codex", "gemini"])
@@ -329,16 +330,17 @@ def test_a_store_other_than_the_default_is_written_into_each_command(env, tmp_pa
     store = tmp_path / "my store"
     hi.install("claude-code", "user", options=hi.store_options(store, "bob"))
     commands = [c for cs in engram_entries(json.loads(path.read_text()), "claude-code").values() for c in cs]
-    assert len(commands) == 4
+    assert len(commands) == len(hi.CLIENTS["claude-code"].events)
     for c in commands:
         words = shlex.split(c)
         assert words[words.index("--home") + 1] == str(store) and words[words.index("--user") + 1] == "bob"
     row = next(r for r in hi.status() if r["client"] == "claude-code" and r["scope"] == "user")
     assert row["store"] == {"home": str(store), "user": "bob"}
-    # Installed again for the default store: the same four entries, without the options.
+    # Installed again for the default store: the same entries, without the options.
     hi.install("claude-code", "user", options=hi.store_options(Path("~/.engram"), "default"))
     commands = [c for cs in engram_entries(json.loads(path.read_text()), "claude-code").values() for c in cs]
-    assert len(commands) == 4 and not any("--home" in c or "--user" in c for c in commands)
+    assert len(commands) == len(hi.CLIENTS["claude-code"].events)
+    assert not any("--home" in c or "--user" in c for c in commands)
     assert hi.store_options(None, None) == []
 
 

@@ -1,0 +1,116 @@
+"""What per-turn capture stores: an error fixed by edits as one pitfall, and each turn as an
+episode of its session; and the per-project budget of episodes.
+
+The hooks' process reads the transcript and finds the fixes (engram.hooks.capture,
+engram.continuity.fixes); these functions store them through the facade's ordinary write path,
+so redaction, write-time resolution and indexing apply as to every other memory.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from engram.core.types import MEMORY_TYPES, EngramError
+
+__all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "capture_allowed",
+           "prune_episodes", "session_capture"]
+
+AUTO_CAPTURE_TAG = "auto-capture"
+PITFALL_TAG = "pitfall"
+EPISODE_TAG = "episode"
+EPISODE_TYPE = "episode"
+PITFALL_IMPORTANCE = 0.6
+EPISODE_IMPORTANCE = 0.2
+FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
+
+
+def capture_allowed(settings: Any, project: str | None) -> bool:
+    """Whether anything is captured in this project (ENGRAM_CAPTURE_OFF_PROJECTS)."""
+    return project is None or project not in settings.capture_off_projects
+
+
+def _fix(raw: Any):
+    from engram.continuity.fixes import Fix
+    if not isinstance(raw, dict) or any(k not in raw for k in FIX_FIELDS):
+        raise EngramError(f"a fix must be an object with {', '.join(FIX_FIELDS)}")
+    edits = raw["edits"]
+    if not isinstance(edits, list) or not edits or not all(
+            isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits):
+        raise EngramError("a fix's edits must be a non-empty list of {file, hunk}")
+    for k in ("program", "signature", "command", "passed", "key"):
+        if not isinstance(raw[k], str) or not raw[k].strip():
+            raise EngramError(f"a fix's {k} must be a non-empty string")
+    where = raw["location"] if isinstance(raw["location"], str) else None
+    return Fix(raw["program"][:60], raw["signature"][:300], where, raw["command"][:2000], raw["passed"][:2000],
+               tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]), raw["key"][:64],
+               raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "")
+
+
+def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
+    """Store one pitfall; True when it is new. The same error fixed the same way (its key) again
+    reinforces the memory stored the first time, whatever command showed it."""
+    key_tag = f"fix:{fix.key}"
+    page = eng.list_memories(memory_type="failure", tags=[key_tag], limit=1, user_id=user,
+                             in_project=project or "")
+    content = eng.get(page["memories"][0]["id"], user_id=user).content if page["memories"] else fix.content()
+    doc = {"error": fix.signature + (f" (at {fix.location})" if fix.location else ""), "component": fix.program,
+           "root_cause": "", "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits)}
+    r = eng.store(content, memory_type="failure", importance=PITFALL_IMPORTANCE,
+                  tags=[AUTO_CAPTURE_TAG, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
+                  task_id=task, metadata={"failure": doc, "capture": fix.to_dict()}, user_id=user,
+                  session_id=session_id, chunk=False, project=project)
+    return r.action == "new"
+
+
+def session_capture(eng: Any, user: str | None, session_id: str, client: str, fixes: list,
+                    episodes: list, task_id: str | None, project: str | None = None) -> dict:
+    """Store a turn's capture: each fix as a pitfall of the session's task, each finished turn
+    as an episode of the session (its `conversation`), as the settings and the project allow."""
+    from engram.continuity.lifecycle import _checkpoint_task  # the checkpoint's rule for which task this is
+    settings = eng.settings
+    out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
+    if not capture_allowed(settings, project):
+        out["skipped"] = f"capture is off in project {project}"
+        return out
+    items = [_fix(f) for f in fixes] if settings.capture_fixes else []
+    turns = []
+    for e in episodes if settings.capture_episodes else []:
+        if not isinstance(e, dict) or not isinstance(e.get("request"), str) or not isinstance(e.get("answer"), str):
+            raise EngramError("an episode must be an object with request and answer strings")
+        if e["request"].strip() and e["answer"].strip():
+            turns.append(e)
+    if not items and not turns:
+        return out
+    task, _ = _checkpoint_task(eng, user, task_id, project)
+    out["task_id"] = task
+    for fix in items:
+        new = _store_fix(eng, user, session_id, fix, task, project)
+        out["fixes" if new else "reinforced"] += 1
+    if turns:
+        eng.store_many([dict(content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
+                             memory_type=EPISODE_TYPE, importance=EPISODE_IMPORTANCE,
+                             tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]], task_id=task,
+                             metadata={"episode": {"session": session_id, "client": client}},
+                             user_id=user, session_id=session_id, conversation=session_id[:200],
+                             resolve_conflicts=False, project=project) for t in turns])
+        out["episodes"] = len(turns)
+    return out
+
+
+def prune_episodes(idx: Any, mine: Any, budget: int) -> list[str]:
+    """The episodes over each user's and project's budget, oldest unused first (never recalled
+    before recalled, then least recently touched), for maintenance to remove; pinned ones stay.
+    `idx` is the memory index, `mine` the mask of the rows maintenance covers."""
+    import numpy as np
+    n = idx.n
+    rows = np.flatnonzero(mine[:n] & (idx.status[:n] == 0) & (idx.mtype[:n] == MEMORY_TYPES.index(EPISODE_TYPE))
+                          & ~idx.pinned[:n])
+    groups: dict[tuple[int, int], list[int]] = {}
+    for r in rows:
+        groups.setdefault((int(idx.user[r]), int(idx.project[r])), []).append(int(r))
+    doomed: list[str] = []
+    for group in groups.values():
+        if len(group) > budget:
+            group.sort(key=lambda r: (idx.recall[r] > 0, float(idx.touched[r])))
+            doomed += [idx.ids[r] for r in group[:len(group) - budget]]
+    return doomed
