@@ -206,6 +206,9 @@ class Settings:
     token: str | None = setting(None, "HTTP bearer token; required to bind a non-loopback address",
                                 shown="unset")
     redact_patterns: tuple[str, ...] = setting((), "extra regexes to redact, one per line", shown="none")
+    # A value a rule mistakes for a secret (a test fixture's fake key, a public client id) is
+    # listed here and then kept wherever it appears.
+    redact_allow: tuple[str, ...] = setting((), "values never redacted, one per line", shown="none")
     chunk_size: int = setting(1000, "characters per chunk of long content")
     chunk_overlap: int = setting(100, "characters shared by consecutive chunks", ge=0)
     max_content_chars: int = setting(100_000, "the largest content accepted, in characters",

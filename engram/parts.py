@@ -19,6 +19,7 @@ from .nextsteps import TextVectors
 from .redact import Redactor
 from .retrieve import Weights
 from .store import MemoryStore
+from .store.redacting import RedactingStore
 from .types import EngramError, Memory, NotFound, Task
 
 
@@ -29,17 +30,18 @@ class Parts:
                  degraded: str | None, path: str):
         self.settings = settings
         self.clock = clock
-        self.store_db = store_db
+        self.redact = Redactor(settings.redact_patterns, settings.redact_allow)
+        # Every write reaches SQL through the redactor (engram.store.redacting), whichever path made it.
+        self.store_db = RedactingStore(store_db, self.redact)
         self.embedder = embedder
         self.degraded = degraded  # why the model is unavailable; None when it serves
         self.path = path
         # Reentrant: a caller that reads and writes in several steps (maintenance, export,
         # import) holds it across them.
         self.lock = threading.RLock()
-        self.redact = Redactor(settings.redact_patterns)
         self.weights = Weights.from_settings(settings)
         self.model_changed = False
-        self.claims = Claims(store_db, clock, settings.claim_timeout_s)
+        self.claims = Claims(self.store_db, clock, settings.claim_timeout_s)
         self.text_vectors = TextVectors(embedder)
         # The derived indexes, built by engram.indexes.Indexes.rebuild.
         self.index: MemoryIndex | None = None

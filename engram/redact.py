@@ -1,38 +1,233 @@
-"""Secrets redaction applied before anything is written."""
+"""What is never stored: secrets (redacted in place) and <private> spans (removed), one pass per text.
+
+The known token formats come from Yelp's detect-secrets (1.5.0, Apache-2.0). Its fork
+bc-detect-secrets (Bridgecrew, 1.5.52) releases more often, but for Checkov's needs: it lacks the
+GitLab, OpenAI, PyPI, Telegram and Discord detectors, adds a dependency (unidiff), and was no
+faster on free text (2.0 ms against 1.7 ms a 300-character line through every plugin). Both are
+built to scan files line by line through every plugin, which costs some 50 ms per 10 kB, too
+slow for every write; so this runs only the format detectors' own compiled patterns
+(`RegexBasedDetector.denylist`), over the whole text, after a cheap check that the text holds a
+character run long enough to be a token, and uses the library's Shannon entropy to judge the value
+of a name that only may be secret (`SORT_KEY=created_at` stays, `STRIPE_KEY=x9F...` goes). Its
+keyword and high-entropy plugins are left out: they are tuned for source files and flag hashes,
+base64 fixtures and SHAs, which a memory must keep byte for byte.
+
+What such detectors miss in free text is matched here: a password inside a URL (the user and host
+are kept: `postgres://deploy:[REDACTED]@db.internal:5432/app`), `NAME=value`, `NAME: value` and
+`--name value` when the name says secret (the name is kept: `STRIPE_KEY=[REDACTED]`),
+Authorization / Cookie headers and bearer tokens, JWTs, PEM private-key blocks, and the formats
+newer than the library (Anthropic, Hugging Face, Google, GitHub fine-grained, ...).
+"""
 
 from __future__ import annotations
 
 import re
 from typing import Iterable
 
-REDACTED = "[REDACTED]"
+from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
-DEFAULT_PATTERNS: tuple[str, ...] = (
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|\Z)",
+REDACTED = "[REDACTED]"
+RECENT_KEPT, RECENT_MAX_CHARS = 512, 20_000
+
+# The library's format detectors left out: a public IP address is not a secret, and these three
+# match shapes (any long word after "key", any "AKC..." word) that identifiers have too.
+_SKIPPED_DETECTORS = {"IPPublicDetector", "ArtifactoryDetector", "BasicAuthDetector"}
+
+PRIVATE_SPAN = re.compile(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
+
+# Formats the library does not know (or knows only in an older shape).
+FORMATS: tuple[str, ...] = (
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",          # AWS access key id
-    r"(?i)aws_secret_access_key\s*[=:]\s*[A-Za-z0-9/+=]{40}",
+    r"(?i)(?<=aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",
     r"\bsk-ant-[A-Za-z0-9_\-]{20,}",                                        # Anthropic
     r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",                  # OpenAI
     r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",                                      # GitHub tokens
     r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
+    r"\bglpat-[A-Za-z0-9_\-]{20,}",                                         # GitLab
+    r"\bhf_[A-Za-z0-9]{30,}\b",                                             # Hugging Face
+    r"\bAIza[0-9A-Za-z_\-]{35}\b",                                          # Google API key
+    r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",                                        # Google OAuth client secret
+    r"\bya29\.[A-Za-z0-9_\-]{20,}",                                         # Google OAuth access token
+    r"\bnpm_[A-Za-z0-9]{36}\b",                                             # npm
+    r"\bpypi-[A-Za-z0-9_\-]{50,}",                                          # PyPI
+    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{20,}\b",                     # Stripe
+    r"\bwhsec_[A-Za-z0-9]{24,}\b",                                          # Stripe webhook secret
+    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",                                    # Slack
+    r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+",                    # Slack webhook
+    r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b",                      # SendGrid
+    r"\b(?:AC|SK)[0-9a-f]{32}\b",                                           # Twilio
+    r"(?i)(?<=AccountKey=)[A-Za-z0-9+/=]{40,}",                             # Azure storage
+    r"(?i)(?<=SharedAccessSignature=)[^;\s\"']+|(?<=[?&]sig=)[A-Za-z0-9%+/=]{20,}",  # Azure SAS
+    r"\bdop_v1_[a-f0-9]{64}\b",                                             # DigitalOcean
+    r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b",                              # Shopify
+    r"\bdapi[a-f0-9]{32}\b",                                                # Databricks
+    r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b",                                    # age
+    r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",      # JWT
 )
+
+# Names that say their value is secret, as the last part of a name split at _ - . and case
+# (PGPASSWORD, DB_PASS, authToken, --api-key); "key" alone only with one of KEY_OWNERS before it.
+_SECRET_WORDS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials",
+                 "auth", "apikey", "pwd", "cookie", "sessionid", "dsn")
+_EXACT_WORDS = {"pass", "pw", "creds"}
+_KEY_OWNERS = {"api", "private", "access", "secret", "session", "signing", "master", "encryption",
+               "client", "service", "account", "admin", "auth", "app", "license", "webhook", "deploy"}
+_NOT_SECRET_NAMES = {"pwd", "oldpwd", "tokens", "max_tokens", "token_type", "token_count", "auth_type",
+                     "author", "keyboard", "password_hash", "token_url", "auth_url", "secret_name",
+                     "tokenizer", "tokenizers_parallelism", "credential_helper"}
+_PLACEHOLDERS = {"", "none", "null", "nil", "true", "false", "yes", "no", "required", "optional",
+                 "redacted", "xxx", "changeme", "example", "your_password", "your_token", "undefined"}
+
+_NAME = r"(?<![\w.-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
+_VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;)}\]]+)"
+ASSIGNED = re.compile(_NAME + r"([\"']?\s*(?:=|:=|:)[ \t]*)" + _VALUE)
+FLAG_VALUE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+)" + r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`-][^\s\"'`]*)")
+URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]+:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)",
+                             re.IGNORECASE)
+HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie)(\s*:\s*)([^\r\n\"']+)")
+BEARER = re.compile(r"(?i)\b((?:bearer|token|basic)\s+)([A-Za-z0-9_\-.=+/~]{12,})")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+# A text with no run of 12 token characters holds no format token: the library's patterns are
+# skipped for it (most chat and most memories).
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+/=.]{12,}")
+
+
+def secret_name(name: str) -> str:
+    """"strong" when the name says its value is secret, "key" when it may be (FOO_KEY), else ""."""
+    bare = name.lstrip("-").strip("\"'")
+    low = bare.lower()
+    if low in _NOT_SECRET_NAMES or low.endswith(("_url", "_path", "_file", "_dir", "_type", "_count",
+                                                 "_length", "_len", "_ttl", "_expiry", "_expires", "_id")):
+        return ""
+    parts = [p for p in re.split(r"[_.\-]+", _CAMEL.sub("_", bare).lower()) if p]
+    if not parts:
+        return ""
+    last = parts[-1]
+    if last in _EXACT_WORDS or (last.endswith(_SECRET_WORDS) and not (len(parts) == 1 and last == "pwd")):
+        return "strong"
+    if last in ("key", "keys"):
+        return "strong" if len(parts) > 1 and parts[-2] in _KEY_OWNERS else "key" if len(parts) > 1 else ""
+    if last.endswith("key") and last[:-3] in _KEY_OWNERS:  # apikey, privatekey
+        return "strong"
+    return ""
+
+
+def looks_random(value: str) -> bool:
+    """A value shaped like a generated secret: long, letters and digits mixed, high entropy."""
+    if len(value) < 12 or not re.search(r"[0-9]", value) or not re.search(r"[A-Za-z]", value):
+        return False
+    return Base64HighEntropyString().calculate_shannon_entropy(value) > 3.0
+
+
+def plain_value(value: str, strong: bool) -> bool:
+    """True when a value assigned to a secret-looking name is not itself a secret (a placeholder,
+    a reference to another variable, a path, a number, a word in a sentence)."""
+    v = value.strip("\"'")
+    if v.lower() in _PLACEHOLDERS or REDACTED in v or set(v) <= set("*x.-_<>"):
+        return True
+    if v.startswith(("$", "%", "<", "{", "@", "process.env", "os.environ")) or v.endswith((">", "}")):
+        return True
+    if v.startswith(("/", "./", "~/", "../")) or re.fullmatch(r"[0-9]{1,5}", v):
+        return True
+    if re.fullmatch(r"[A-Za-z_]\w*\(.*", v):  # a call: get_secret(...)
+        return True
+    return not strong and not looks_random(v)
+
+
+def _library_patterns() -> list[re.Pattern]:
+    pats = []
+    for cls in get_mapping_from_secret_type_to_class().values():
+        if issubclass(cls, RegexBasedDetector) and cls.__name__ not in _SKIPPED_DETECTORS:
+            pats.extend(cls().denylist)
+    return pats
 
 
 class Redactor:
-    def __init__(self, extra: Iterable[str] = ()):
-        pats = list(DEFAULT_PATTERNS)
+    """`Redactor(extra, allow)(text)`: the text with every secret replaced by [REDACTED] and every
+    <private> span removed. `extra`: the user's own regexes (the whole match is redacted); `allow`:
+    values never redacted, wherever a rule finds them."""
+
+    def __init__(self, extra: Iterable[str] = (), allow: Iterable[str] = ()):
+        own = []
         for p in extra:
             try:
-                re.compile(p)
+                own.append(re.compile(p))
             except re.error as e:
                 raise ValueError(f"ENGRAM_REDACT_PATTERNS: invalid pattern {p!r}: {e}") from None
-            pats.append(p)
-        self._res = [re.compile(p) for p in pats]
+        self._formats = [re.compile(p) for p in FORMATS] + own
+        self._library = _library_patterns()
+        self._allow = {a for a in allow if a}
+        # Texts this redactor returned lately: the store's funnel sees again what the engine
+        # redacted a moment before (engram.store.redacting), and redaction is idempotent.
+        self._recent: dict[str, None] = {}
 
     def __call__(self, text: str) -> str:
-        for r in self._res:
-            text = r.sub(REDACTED, text)
-        return text
+        if not isinstance(text, str) or not text or text in self._recent:
+            return text
+        out = self._redact(text)
+        if len(out) <= RECENT_MAX_CHARS:
+            if len(self._recent) >= RECENT_KEPT:
+                self._recent.clear()
+            self._recent[out] = None
+        return out
+
+    def _redact(self, text: str) -> str:
+        if "<" in text:
+            text = PRIVATE_SPAN.sub("", text)
+        spans: list[tuple[int, int]] = []
+        for r in self._formats:
+            spans.extend(m.span() for m in r.finditer(text))
+        if _TOKEN_RUN.search(text):
+            for r in self._library:
+                for m in r.finditer(text):
+                    # A pattern with a group marks the secret as that group (the library's findall).
+                    g = next((i for i in range(1, (r.groups or 0) + 1) if m.group(i)), 0) if r.groups else 0
+                    spans.append(m.span(g) if g and m.group(g) and len(m.group(g)) >= 8 else m.span())
+        spans.extend(self._contextual(text))
+        return self._apply(text, spans)
+
+    def _contextual(self, text: str) -> Iterable[tuple[int, int]]:
+        """Spans of values a name, a flag, a header or a URL says are secret."""
+        for m in URL_CREDENTIALS.finditer(text):
+            yield m.span(2)
+        for m in HEADER.finditer(text):
+            yield m.span(3)
+        for m in BEARER.finditer(text):
+            if m.group(1).lower().startswith("bearer") or looks_random(m.group(2)):
+                yield m.span(2)
+        for r in (ASSIGNED, FLAG_VALUE):
+            for m in r.finditer(text):
+                kind = secret_name(m.group(1))
+                if not kind or (r is FLAG_VALUE and kind == "key"):
+                    continue
+                if plain_value(m.group(3), kind == "strong"):
+                    continue
+                if ":" in m.group(2) and "=" not in m.group(2) and re.fullmatch(r"[A-Za-z]{1,11}", m.group(3)):
+                    continue  # "the token: expired ...": prose, not a value
+                start, end = m.span(3)
+                if text[start] in "\"'":
+                    start, end = start + 1, end - 1
+                yield start, end
+
+    def _apply(self, text: str, spans: list[tuple[int, int]]) -> str:
+        merged: list[list[int]] = []
+        for start, end in sorted(spans):
+            if start >= end:
+                continue
+            if merged and start < merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        out, pos = [], 0
+        for start, end in merged:
+            found = text[start:end]
+            out.append(text[pos:start])
+            out.append(found if found in self._allow or found == REDACTED else REDACTED)
+            pos = end
+        return "".join(out) + text[pos:]
 
     def value(self, v):
         """Redact strings inside JSON-like values (metadata, lists)."""

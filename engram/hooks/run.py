@@ -236,5 +236,17 @@ def main(event: str, client: str, stdin: IO[bytes] | None = None, stdout: IO[str
             pass
     ms = (time.monotonic() - start) * 1000
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _log(home, f"{stamp} {client} {event} pid={os.getpid()} {out.status} {ms:.0f}ms: {out.message}")
+    message = _redacted(out.message, settings)
+    _log(home, f"{stamp} {client} {event} pid={os.getpid()} {out.status} {ms:.0f}ms: {message}")
     return 0
+
+
+def _redacted(message: str, settings: Any) -> str:
+    """The message as the store would keep it: an error can quote a command with its password."""
+    try:
+        from ..redact import Redactor
+        if settings is not None:
+            return Redactor(settings.redact_patterns, settings.redact_allow)(message)
+        return Redactor()(message)
+    except Exception:  # noqa: BLE001 - a pattern that fails here failed the run already: say little
+        return message.split(":", 1)[0] + ": (message withheld: the redactor failed)"
