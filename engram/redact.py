@@ -38,8 +38,9 @@ _SKIPPED_DETECTORS = {"IPPublicDetector", "ArtifactoryDetector", "BasicAuthDetec
 PRIVATE_SPAN = re.compile(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
 
 # Formats the library does not know (or knows only in an older shape).
+PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+                       r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)")
 FORMATS: tuple[str, ...] = (
-    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)",
     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",          # AWS access key id
     r"(?i)(?<=aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",
     r"\bsk-ant-[A-Za-z0-9_\-]{20,}",                                        # Anthropic
@@ -90,9 +91,15 @@ URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]+:)([^\s@/\"
 HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie)(\s*:\s*)([^\r\n\"']+)")
 BEARER = re.compile(r"(?i)\b((?:bearer|token|basic)\s+)([A-Za-z0-9_\-.=+/~]{12,})")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
-# A text with no run of 12 token characters holds no format token: the library's patterns are
-# skipped for it (most chat and most memories).
-_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+/=.]{12,}")
+# A line with no run of 16 token characters (12 holding a digit) holds no format token.
+_CANDIDATE = re.compile(r"(?=[A-Za-z_\-+=]*[0-9])[A-Za-z0-9_\-+=]{12,}|[A-Za-z0-9_\-+=]{16,}")
+# A line naming a secret (or carrying a header or a URL with a user) is where the context rules run.
+_SECRET_CUE = re.compile(r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|"
+                         r"://[^\s/@]+:[^\s/@]*@")
+_RANDOM_TOKEN = re.compile(r"(?<![\w/.+=-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
+_HEXISH = re.compile(r"[0-9a-fA-F-]+")
+WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per pattern)
+_ENTROPY = Base64HighEntropyString()
 
 
 def secret_name(name: str) -> str:
@@ -115,18 +122,35 @@ def secret_name(name: str) -> str:
     return ""
 
 
-def looks_random(value: str) -> bool:
-    """A value shaped like a generated secret: long, letters and digits mixed, high entropy."""
+def looks_random(value: str, least: float = 3.0) -> bool:
+    """A value shaped like a generated secret: long, letters and digits mixed, high entropy (the
+    library's Shannon entropy, bits per character)."""
     if len(value) < 12 or not re.search(r"[0-9]", value) or not re.search(r"[A-Za-z]", value):
         return False
-    return Base64HighEntropyString().calculate_shannon_entropy(value) > 3.0
+    return _ENTROPY.calculate_shannon_entropy(value) > least
+
+
+def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
+    """(start, end) of the lines holding a match of `cue`, neighbours merged: where a rule runs."""
+    out: list[list[int]] = []
+    for m in cue.finditer(text):
+        if out and m.start() < out[-1][1]:
+            continue
+        a = text.rfind("\n", 0, m.start()) + 1
+        b = text.find("\n", m.end())
+        b = len(text) if b < 0 else b
+        if out and a <= out[-1][1] + WINDOW_GAP:
+            out[-1][1] = b
+        else:
+            out.append([a, b])
+    return [(a, b) for a, b in out]
 
 
 def plain_value(value: str, strong: bool) -> bool:
     """True when a value assigned to a secret-looking name is not itself a secret (a placeholder,
     a reference to another variable, a path, a number, a word in a sentence)."""
     v = value.strip("\"'")
-    if v.lower() in _PLACEHOLDERS or REDACTED in v or set(v) <= set("*x.-_<>"):
+    if v.lower() in _PLACEHOLDERS or "REDACTED" in v or set(v) <= set("*x.-_<>"):
         return True
     if v.startswith(("$", "%", "<", "{", "@", "process.env", "os.environ")) or v.endswith((">", "}")):
         return True
@@ -157,7 +181,8 @@ class Redactor:
                 own.append(re.compile(p))
             except re.error as e:
                 raise ValueError(f"ENGRAM_REDACT_PATTERNS: invalid pattern {p!r}: {e}") from None
-        self._formats = [re.compile(p) for p in FORMATS] + own
+        self._formats = [re.compile(p) for p in FORMATS]
+        self._own = own  # the user's patterns run over the whole text: no gate knows their shape
         self._library = _library_patterns()
         self._allow = {a for a in allow if a}
         # Texts this redactor returned lately: the store's funnel sees again what the engine
@@ -178,39 +203,53 @@ class Redactor:
         if "<" in text:
             text = PRIVATE_SPAN.sub("", text)
         spans: list[tuple[int, int]] = []
-        for r in self._formats:
-            spans.extend(m.span() for m in r.finditer(text))
-        if _TOKEN_RUN.search(text):
+        if "PRIVATE KEY" in text:
+            spans.extend(m.span() for m in PEM_BLOCK.finditer(text))
+        # The token patterns (ours and the library's) run only on the lines holding a candidate
+        # token: most of a command's output and all of a chat turn hold none.
+        for start, end in _windows(text, _CANDIDATE):
+            for r in self._formats:
+                spans.extend(m.span() for m in r.finditer(text, start, end))
             for r in self._library:
-                for m in r.finditer(text):
+                for m in r.finditer(text, start, end):
                     # A pattern with a group marks the secret as that group (the library's findall).
-                    g = next((i for i in range(1, (r.groups or 0) + 1) if m.group(i)), 0) if r.groups else 0
-                    spans.append(m.span(g) if g and m.group(g) and len(m.group(g)) >= 8 else m.span())
-        spans.extend(self._contextual(text))
+                    g = next((i for i in range(1, r.groups + 1) if m.group(i)), 0)
+                    spans.append(m.span(g) if g and len(m.group(g)) >= 8 else m.span())
+        for r in self._own:
+            spans.extend(m.span() for m in r.finditer(text))
+        for start, end in _windows(text, _SECRET_CUE):
+            spans.extend(self._contextual(text, start, end))
         return self._apply(text, spans)
 
-    def _contextual(self, text: str) -> Iterable[tuple[int, int]]:
-        """Spans of values a name, a flag, a header or a URL says are secret."""
-        for m in URL_CREDENTIALS.finditer(text):
+    def _contextual(self, text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
+        """Spans of values a name, a flag, a header or a URL says are secret, in text[start:end]."""
+        for m in URL_CREDENTIALS.finditer(text, start, end):
             yield m.span(2)
-        for m in HEADER.finditer(text):
+        for m in HEADER.finditer(text, start, end):
             yield m.span(3)
-        for m in BEARER.finditer(text):
+        for m in BEARER.finditer(text, start, end):
             if m.group(1).lower().startswith("bearer") or looks_random(m.group(2)):
                 yield m.span(2)
         for r in (ASSIGNED, FLAG_VALUE):
-            for m in r.finditer(text):
+            pos = start
+            while (m := r.search(text, pos, end)) is not None:
+                pos = m.start(3)  # the value may itself be NAME=value: "env: PGPASSWORD=..."
                 kind = secret_name(m.group(1))
-                if not kind or (r is FLAG_VALUE and kind == "key"):
-                    continue
-                if plain_value(m.group(3), kind == "strong"):
+                if not kind or (r is FLAG_VALUE and kind == "key") or plain_value(m.group(3), kind == "strong"):
                     continue
                 if ":" in m.group(2) and "=" not in m.group(2) and re.fullmatch(r"[A-Za-z]{1,11}", m.group(3)):
                     continue  # "the token: expired ...": prose, not a value
-                start, end = m.span(3)
-                if text[start] in "\"'":
-                    start, end = start + 1, end - 1
-                yield start, end
+                a, b = m.span(3)
+                if text[a] in "\"'":
+                    a, b = a + 1, b - 1
+                pos = m.end()
+                yield a, b
+        # The keyword and entropy heuristic: on a line that speaks of a secret, a long token that
+        # looks generated (not a hash, not a UUID, not a path) is one.
+        for m in _RANDOM_TOKEN.finditer(text, start, end):
+            v = m.group()
+            if not _HEXISH.fullmatch(v) and "/" not in v and "." not in v and looks_random(v, 3.5):
+                yield m.span()
 
     def _apply(self, text: str, spans: list[tuple[int, int]]) -> str:
         merged: list[list[int]] = []
