@@ -222,6 +222,11 @@ class Settings:
     hook_prompt: bool = setting(True, "with each prompt, inject the memories clearly relevant to it")
     hook_prompt_tokens: int = setting(300, "token budget of the memories added to a prompt", ge=50, le=100_000)
     hook_checkpoint: bool = setting(True, "before compaction and at session end, store an automatic checkpoint")
+    # A project whose sessions must leave nothing behind (a client's code, a private repository):
+    # its hooks store nothing and inject nothing. A `.engramignore` file at the work tree's top
+    # does the same from inside the repository.
+    hook_exclude: tuple[str, ...] = setting((), "projects the hooks never capture: an id, a name or a path, "
+                                            "one per line", shown="none")
     # The client waits for the hook (Claude Code 60 s by default); a hook gives up well before.
     hook_timeout_s: float = setting(8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0,
                                   env_name="ENGRAM_HOOK_TIMEOUT")

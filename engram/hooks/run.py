@@ -23,6 +23,7 @@ __all__ = ["CLIENTS", "EVENTS", "HookOutcome", "run_hook"]
 MAX_STDIN_BYTES = 4 * 1024 * 1024  # a hook's input is a few hundred bytes; a prompt can be long
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
 CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of the daemon's budget
+IGNORE_FILE = ".engramignore"  # at a work tree's top: its sessions are not captured
 
 CLIENTS = ("claude-code", "codex", "gemini")
 # Each client's events and what engram does at each: "start" injects the session's context,
@@ -152,6 +153,24 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
                                + (", reported context_overflow" if r["interrupted"] else "") + bad)
 
 
+def excluded(settings: Any, project: Any) -> str | None:
+    """Why the project's sessions are not captured (its .engramignore file, ENGRAM_HOOK_EXCLUDE), or None."""
+    if project is None:
+        return None
+    root = Path(project.root) if project.root else None
+    if root is not None and (root / IGNORE_FILE).exists():
+        return f"{root / IGNORE_FILE}"
+    for entry in settings.hook_exclude:
+        entry = entry.strip()
+        if entry in (project.id, project.name):
+            return f"ENGRAM_HOOK_EXCLUDE names {entry}"
+        if root is not None and entry.startswith(("/", "~")):
+            path = Path(entry).expanduser()
+            if root == path or path in root.parents:
+                return f"ENGRAM_HOOK_EXCLUDE names {entry}"
+    return None
+
+
 def _on_alarm(signum, frame):
     raise HookTimeout()
 
@@ -185,6 +204,9 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     session_id = f"{client}:{sid}"
     cwd = payload.get("cwd")
     project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
+    why = excluded(settings, project)
+    if why:
+        return HookOutcome(status="skipped", message=f"project excluded from capture ({why}); nothing stored")
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)

@@ -117,3 +117,25 @@ def test_no_secret_reaches_any_stored_column_the_log_the_export_or_the_backup(mo
     assert "export STRIPE_KEY=[REDACTED]" in store
     short = head[:7]  # the checkpoint names the commit as git log %h does
     assert short in store and short in places["export"]  # a git SHA in a checkpoint stays intact
+
+
+@pytest.mark.parametrize("how", ["file", "setting"])
+def test_an_excluded_project_stores_nothing_and_the_log_says_so(tmp_path, how):
+    home, repo = tmp_path / "home", tmp_path / "client-repo"
+    repo.mkdir()
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    env = {}
+    if how == "file":
+        (repo / ".engramignore").write_text("")
+    else:
+        env["ENGRAM_HOOK_EXCLUDE"] = f"/nowhere\n{repo}"
+    text, secret = texts("prompt")[0]
+    transcript = write_jsonl(tmp_path / "s.jsonl", [claude_entry("user", text)])
+    for event, extra in (("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {"prompt": text}),
+                         ("PreCompact", {"transcript_path": str(transcript), "trigger": "auto"}),
+                         ("SessionEnd", {"transcript_path": str(transcript), "reason": "other"})):
+        out, line = hook(home, event, payload(event, repo, **extra), env=env)
+        assert out is None and " skipped " in line and "project excluded from capture" in line, line
+        assert "nothing stored" in line and secret not in line
+    # No daemon was asked: no store, no socket, nothing but the log.
+    assert sorted(p.name for p in home.iterdir()) == ["hooks.log"]

@@ -37,7 +37,8 @@ PUBLISHED = {
     "torch_threads": "ENGRAM_TORCH_THREADS", "onnx": "ENGRAM_ONNX", "user_id": "ENGRAM_USER",
     "hook_start": "ENGRAM_HOOK_START", "hook_start_tokens": "ENGRAM_HOOK_START_TOKENS",
     "hook_prompt": "ENGRAM_HOOK_PROMPT", "hook_prompt_tokens": "ENGRAM_HOOK_PROMPT_TOKENS",
-    "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT", "hook_timeout_s": "ENGRAM_HOOK_TIMEOUT",
+    "hook_checkpoint": "ENGRAM_HOOK_CHECKPOINT",
+    "hook_exclude": "ENGRAM_HOOK_EXCLUDE", "hook_timeout_s": "ENGRAM_HOOK_TIMEOUT",
     "model_cache_dir": "ENGRAM_MODEL_CACHE",
 }
 # The defaults as published (README): a declaration may not change one by accident.
