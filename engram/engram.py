@@ -16,9 +16,10 @@ engram.parts) and the modules that work on them, each by concern; its public met
 from __future__ import annotations
 
 import threading
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 from .clock import Clock, SystemClock
 from .config import Settings
@@ -131,6 +132,15 @@ class Engram:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """A block that runs alone among blocks of the same name, in this server and in every
+        server sharing the database, its writes committed together (a check and the write it
+        decides: engram.lifecycle.session_checkpoint)."""
+        with self.parts.lock, self.parts.store_db.transaction():
+            self.parts.store_db.hold_lock(name)
+            yield
 
     @property
     def lock(self) -> threading.RLock:

@@ -52,6 +52,11 @@ class MemoryStore(Protocol):
         """Take the named lease for `seconds` when it is free, expired or already `holder`'s;
         True when `holder` holds it now."""
 
+    def hold_lock(self, name: str) -> None:
+        """Inside a transaction: wait until no other transaction holds the lock `name`, then hold
+        it until this one ends (a check and the write it decides, made once however many callers
+        race; PostgreSQL: an advisory lock every server sharing the database sees)."""
+
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None: ...
 
