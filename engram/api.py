@@ -313,6 +313,11 @@ class Api:
         from .backup import take_backup
         return take_backup(self.eng, dest)
 
+    def scrub_store(self, ctx: Ctx, apply: bool) -> dict:
+        """The redactor over every row already stored; with apply, rewritten after a copy (local admin)."""
+        from .admin.scrub import scrub_store
+        return scrub_store(self.eng, apply=bool(apply))
+
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
         if reembed:
             n = self.eng.reembed_all()

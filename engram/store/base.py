@@ -130,6 +130,9 @@ class MemoryStore(Protocol):
     def events(self, memory_id: str) -> list[dict]:
         """The memory's history, oldest first: {"at", "action", "detail"}."""
 
+    def set_event_detail(self, memory_id: str, at: datetime, action: str, detail: dict | None) -> None:
+        """Replace the detail of the memory's `action` event at `at` (engram scrub rewrites history)."""
+
     def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]], new_source: bool = False) -> None:
         """Insert or replace (src, dst, weight) edges; new_source: every src was inserted just now."""
 

@@ -52,6 +52,9 @@ class RedactingStore:
     def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
         self.inner.add_event(memory_id, now, action, self._redact.value(detail))
 
+    def set_event_detail(self, memory_id: str, at: datetime, action: str, detail: dict | None) -> None:
+        self.inner.set_event_detail(memory_id, at, action, self._redact.value(detail))
+
     def insert_task(self, t: Task) -> None:
         self.inner.insert_task(self._row(t, _TASK_TEXT))
 

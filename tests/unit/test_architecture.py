@@ -20,7 +20,8 @@ from tests.conftest import START
 PACKAGE = Path(engram.__file__).parent
 # Modules of the engine: they hold the store (Engram.store_db) and call its named methods.
 ENGINE = {"engram.py", "parts.py", "indexes.py", "writes.py", "recall.py", "curation.py", "sessions.py",
-          "handoffs.py", "tasks.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py", "keys.py"}
+          "handoffs.py", "tasks.py", "maintenance.py", "transfer.py", "importers.py", "scheduler.py", "keys.py",
+          "admin/scrub.py"}
 # Entry points: they parse, call the facade, render. No store, no index, no graph.
 ADAPTERS = {"api.py", "cli.py", "setup.py", "server"}
 

@@ -1,0 +1,1 @@
+"""Administration of a whole store: what runs rarely and by hand."""
