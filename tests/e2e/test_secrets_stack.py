@@ -139,3 +139,40 @@ def test_an_excluded_project_stores_nothing_and_the_log_says_so(tmp_path, how):
         assert "nothing stored" in line and secret not in line
     # No daemon was asked: no store, no socket, nothing but the log.
     assert sorted(p.name for p in home.iterdir()) == ["hooks.log"]
+
+
+def test_engram_scrub_on_a_store_an_older_release_wrote(model_home, real_embedder, tmp_path):
+    from engram import Engram
+    from engram.ids import new_id
+    from engram.types import Memory
+    home = model_home
+    planted = [it for it in SET["items"] if it["secrets"]][:6]
+    clean = [it for it in SET["items"] if not it["secrets"]][:6]
+    # Rows as the previous release stored them: straight to the database, unredacted.
+    eng = Engram(home / "memories.duckdb", settings=Settings.from_env({"ENGRAM_HOME": str(home)}),
+                 embedder=real_embedder)
+    for it in planted + clean:
+        m = Memory(id=new_id(), content=it["text"], memory_type="fact", importance=0.5, recall_count=0,
+                   created_at=eng.clock.now(), last_recalled_at=None, user_id="default")
+        eng.store_db.inner.insert_memory(m, real_embedder.embed_batch([m.content])[0])
+    eng.close()
+    secrets = [it["secrets"][0] for it in planted]
+
+    dry = engram(home, "scrub")
+    assert dry.returncode == 0, dry.stderr
+    out = dry.stdout.decode()
+    assert out.startswith(f"would rewrite: {len(planted)} memories") and "engram scrub --apply" in out
+    assert "[REDACTED]" in out and not any(s in out for s in secrets)
+    done = engram(home, "--json", "scrub", "--apply")
+    assert done.returncode == 0, done.stderr
+    r = json.loads(done.stdout)
+    assert r["applied"] and r["memories"] == len(planted) and Path(r["backup"]).exists()
+    again = json.loads(engram(home, "--json", "scrub").stdout)
+    assert again["memories"] == 0
+    # Recall reads the rewritten rows: the daemon's index was rebuilt from them.
+    hits = json.loads(engram(home, "--json", "recall", planted[0]["text"][:40]).stdout)
+    assert hits["memories"] and not any(s in json.dumps(hits) for s in secrets)
+    stop_daemon(Settings.from_env({"ENGRAM_HOME": str(home)}))
+    store = dump_duckdb(home / "memories.duckdb")
+    assert not [s[:10] for s in secrets if s in store]
+    assert all(it["text"] in store for it in clean)
