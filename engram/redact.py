@@ -3,14 +3,16 @@
 The known token formats come from Yelp's detect-secrets (1.5.0, Apache-2.0). Its fork
 bc-detect-secrets (Bridgecrew, 1.5.52) releases more often, but for Checkov's needs: it lacks the
 GitLab, OpenAI, PyPI, Telegram and Discord detectors, adds a dependency (unidiff), and was no
-faster on free text (2.0 ms against 1.7 ms a 300-character line through every plugin). Both are
-built to scan files line by line through every plugin, which costs some 50 ms per 10 kB, too
-slow for every write; so this runs only the format detectors' own compiled patterns
-(`RegexBasedDetector.denylist`), over the whole text, after a cheap check that the text holds a
-character run long enough to be a token, and uses the library's Shannon entropy to judge the value
-of a name that only may be secret (`SORT_KEY=created_at` stays, `STRIPE_KEY=x9F...` goes). Its
-keyword and high-entropy plugins are left out: they are tuned for source files and flag hashes,
-base64 fixtures and SHAs, which a memory must keep byte for byte.
+faster on free text (2.0 ms against 1.7 ms of wall time for a 300-character line through every
+plugin, measured side by side). Both are built to scan files line by line through every plugin,
+which costs 208 µs of CPU for a 200-character memory and 12 ms per 10 kB of command output; so
+this runs only the format detectors' own compiled patterns (`RegexBasedDetector.denylist`), and
+only on the lines holding a candidate token (a run of 12+ token characters that is not a hex
+SHA, UUID or hash): 37 µs and 3.8 ms (benchmarks/secrets_eval.py). The library's Shannon entropy
+judges the value of a name that only may be secret (`SORT_KEY=created_at` stays,
+`STRIPE_KEY=x9F...` goes) and a long random token on a line that speaks of a secret. Its keyword
+and high-entropy plugins are left out: they are tuned for source files and flag hashes, base64
+fixtures and SHAs, which a memory must keep byte for byte.
 
 What such detectors miss in free text is matched here: a password inside a URL (the user and host
 are kept: `postgres://deploy:[REDACTED]@db.internal:5432/app`), `NAME=value`, `NAME: value` and
@@ -22,11 +24,8 @@ newer than the library (Anthropic, Hugging Face, Google, GitHub fine-grained, ..
 from __future__ import annotations
 
 import re
+from functools import cache
 from typing import Iterable
-
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.plugins.base import RegexBasedDetector
-from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
 REDACTED = "[REDACTED]"
 RECENT_KEPT, RECENT_MAX_CHARS = 512, 20_000
@@ -99,7 +98,6 @@ _SECRET_CUE = re.compile(r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|
 _RANDOM_TOKEN = re.compile(r"(?<![\w/.+=-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per pattern)
-_ENTROPY = Base64HighEntropyString()
 
 
 def secret_name(name: str) -> str:
@@ -127,15 +125,23 @@ def looks_random(value: str, least: float = 3.0) -> bool:
     library's Shannon entropy, bits per character)."""
     if len(value) < 12 or not re.search(r"[0-9]", value) or not re.search(r"[A-Za-z]", value):
         return False
-    return _ENTROPY.calculate_shannon_entropy(value) > least
+    return _entropy()(value) > least
+
+
+# detect-secrets is imported on first need (it imports requests: some 70 ms): most texts, and
+# most of what a hook logs, hold no token, and `engram hook` runs at every prompt.
+@cache
+def _entropy():
+    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+    return Base64HighEntropyString().calculate_shannon_entropy
 
 
 def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
     """(start, end) of the lines holding a match of `cue`, neighbours merged: where a rule runs."""
     out: list[list[int]] = []
     for m in cue.finditer(text):
-        if out and m.start() < out[-1][1]:
-            continue
+        if (out and m.start() < out[-1][1]) or (cue is _CANDIDATE and _HEXISH.fullmatch(m.group())):
+            continue  # a SHA, a UUID or a content hash is no format's token
         a = text.rfind("\n", 0, m.start()) + 1
         b = text.find("\n", m.end())
         b = len(text) if b < 0 else b
@@ -161,12 +167,15 @@ def plain_value(value: str, strong: bool) -> bool:
     return not strong and not looks_random(v)
 
 
-def _library_patterns() -> list[re.Pattern]:
+@cache
+def _library_patterns() -> tuple[re.Pattern, ...]:
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+    from detect_secrets.plugins.base import RegexBasedDetector
     pats = []
     for cls in get_mapping_from_secret_type_to_class().values():
         if issubclass(cls, RegexBasedDetector) and cls.__name__ not in _SKIPPED_DETECTORS:
             pats.extend(cls().denylist)
-    return pats
+    return tuple(pats)
 
 
 class Redactor:
@@ -183,7 +192,6 @@ class Redactor:
                 raise ValueError(f"ENGRAM_REDACT_PATTERNS: invalid pattern {p!r}: {e}") from None
         self._formats = [re.compile(p) for p in FORMATS]
         self._own = own  # the user's patterns run over the whole text: no gate knows their shape
-        self._library = _library_patterns()
         self._allow = {a for a in allow if a}
         # Texts this redactor returned lately: the store's funnel sees again what the engine
         # redacted a moment before (engram.store.redacting), and redaction is idempotent.
@@ -210,7 +218,7 @@ class Redactor:
         for start, end in _windows(text, _CANDIDATE):
             for r in self._formats:
                 spans.extend(m.span() for m in r.finditer(text, start, end))
-            for r in self._library:
+            for r in _library_patterns():
                 for m in r.finditer(text, start, end):
                     # A pattern with a group marks the secret as that group (the library's findall).
                     g = next((i for i in range(1, r.groups + 1) if m.group(i)), 0)
