@@ -5,7 +5,10 @@ appear after redaction, the share of look-alikes left byte-identical, and what w
 redactor's cost (µs per typical memory, per 10 kB text). With --locomo, also the share of LoCoMo
 chat turns left byte-identical (read at run time, never copied).
 
-    python -m benchmarks.secrets_eval [--locomo ../shared/locomo/locomo10.json]
+    python -m benchmarks.secrets_eval [--locomo ../shared/locomo/locomo10.json] [--writes]
+
+--writes: CPU per Engram.store() of the set's texts (in-memory store, the fake embedder), with the
+redactor and with none, the two alternating: what redaction adds to a write.
 """
 
 from __future__ import annotations
@@ -44,9 +47,34 @@ def per_text_us(redact_cls: type, text: str, runs: int) -> float:
     return best
 
 
+def store_cost_us(texts: list[str], redact: bool) -> float:
+    """CPU µs per store() of each text, redacted or not (a Redactor that returns its input)."""
+    import tempfile
+
+    import engram.parts as parts
+    from engram import Engram, Settings
+    from engram.embedding import FakeEmbedder
+    given = parts.Redactor
+    if not redact:
+        parts.Redactor = type("NoRedaction", (), {"__init__": lambda self, *a: None,
+                                                  "__call__": lambda self, t: t, "value": lambda self, v: v})
+    try:
+        with tempfile.TemporaryDirectory() as home:
+            eng = Engram(":memory:", settings=Settings.from_env({"ENGRAM_HOME": home}), embedder=FakeEmbedder())
+            t = time.process_time()
+            for i, x in enumerate(texts):
+                eng.store(f"{x} ({i})")
+            spent = time.process_time() - t
+            eng.close()
+    finally:
+        parts.Redactor = given
+    return spent / len(texts) * 1e6
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--locomo", type=Path, help="locomo10.json: also count its turns left byte-identical")
+    ap.add_argument("--writes", action="store_true", help="also the CPU a redacted store() costs")
     args = ap.parse_args()
     items = json.loads(SET.read_text(encoding="utf-8"))["items"]
     redact = Redactor()
@@ -68,6 +96,12 @@ def main() -> None:
                        f"/home/ana/src/api" for i in range(160))[:10_000]
     print(f"CPU cost: {per_text_us(Redactor, memory, 400):.0f} µs per typical memory ({len(memory)} chars), "
           f"{per_text_us(Redactor, ten_kb, 40) / 1000:.2f} ms per 10 kB command output")
+    if args.writes:
+        texts = [it["text"] for it in items] * 2
+        runs = [(r, store_cost_us(texts, r)) for r in (False, True, False, True)]
+        for r in (False, True):
+            print(f"store() {'with' if r else 'without'} redaction: "
+                  + ", ".join(f"{us:.0f}" for done, us in runs if done == r) + " µs CPU per call")
     if args.locomo:
         data = json.loads(args.locomo.read_text(encoding="utf-8"))
         turns = [t["text"] for conv in data for k, v in conv["conversation"].items()
