@@ -157,7 +157,7 @@ def excluded(settings: Any, project: Any) -> str | None:
     """Why the project's sessions are not captured (its .engramignore file, ENGRAM_HOOK_EXCLUDE), or None."""
     if project is None:
         return None
-    root = Path(project.root) if project.root else None
+    root = Path(project.root).resolve() if project.root else None
     if root is not None and (root / IGNORE_FILE).exists():
         return f"{root / IGNORE_FILE}"
     for entry in settings.hook_exclude:
@@ -165,7 +165,7 @@ def excluded(settings: Any, project: Any) -> str | None:
         if entry in (project.id, project.name):
             return f"ENGRAM_HOOK_EXCLUDE names {entry}"
         if root is not None and entry.startswith(("/", "~")):
-            path = Path(entry).expanduser()
+            path = Path(entry).expanduser().resolve()
             if root == path or path in root.parents:
                 return f"ENGRAM_HOOK_EXCLUDE names {entry}"
     return None

@@ -324,7 +324,7 @@ class Store(SqlStore):
     def hold_lock(self, name: str) -> None:
         # One process writes a DuckDB file, and its transactions hold the store's lock already.
         if not self._depth:
-            raise RuntimeError("hold_lock is called inside a transaction")
+            raise RuntimeError("hold_lock must be called inside a transaction")
 
     # -- memories ------------------------------------------------------------
     def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None:

@@ -391,7 +391,7 @@ class PgStore(SqlStore):
 
     def hold_lock(self, name: str) -> None:
         if not self._depth:
-            raise RuntimeError("hold_lock is called inside a transaction")
+            raise RuntimeError("hold_lock must be called inside a transaction")
         # Transaction-scoped: released by the COMMIT or ROLLBACK, never left behind by a crash.
         self._sql("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [f"engram:{name}"])
 
