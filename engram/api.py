@@ -337,6 +337,11 @@ class Api:
         from engram.store.backup import take_backup
         return take_backup(self.eng, dest)
 
+    def scrub_store(self, ctx: Ctx, apply: bool) -> dict:
+        """The redactor over every row already stored; with apply, rewritten after a copy (local admin)."""
+        from engram.admin.scrub import scrub_store
+        return scrub_store(self.eng, apply=bool(apply))
+
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
         if reembed:
             n = self.eng.reembed_all()

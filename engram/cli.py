@@ -561,6 +561,18 @@ def _render_backup(r: dict) -> str:
                    ("checked", _counts(r["counts"])), ("took", f"{r['seconds']:g} s")])
 
 
+def _render_scrub(r: dict) -> str:
+    counts = ", ".join(f"{r[k]} {k}" for k in ("memories", "events", "tasks", "sessions"))
+    lines = [f"{'rewritten' if r['applied'] else 'would rewrite'}: {counts}"]
+    lines += [f"  {c['kind']} {c['id']}: {', '.join(c['fields'])}" + (f"  {c['preview']}" if c.get("preview") else "")
+              for c in r["changes"]]
+    if r["backup"]:
+        lines.append(f"the store as it was (secrets included; delete it once checked): {r['backup']}")
+    elif not r["applied"] and any(r[k] for k in ("memories", "events", "tasks", "sessions")):
+        lines.append("nothing changed: run `engram scrub --apply` to rewrite them (a copy is kept first)")
+    return "\n".join(lines)
+
+
 def _render_restore(r: dict) -> str:
     rows = [("restored", f"{r['path']} -> {r['restored_to']}"), ("schema", f"v{r['schema_version']}"),
             ("checked", _counts(r["counts"]))]
@@ -609,6 +621,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "import_from": _render_import_from,
     "migrate_store": _render_migrate,
     "backup_store": _render_backup,
+    "scrub_store": _render_scrub,
     "restore": _render_restore,
     "create_key": _render_new_key,
     "list_keys": _render_keys,

@@ -160,6 +160,7 @@ class Engram:
 
     # -- the user a call acts for, a memory, a task (engine/state.py) --------
     user_of = _delegate("state", EngineState.user_of)
+    exclusive = _delegate("state", EngineState.exclusive)
     get = _delegate("state", EngineState.memory)
     quality = _delegate("state", EngineState.quality)
     get_task_row = _delegate("state", EngineState.task)

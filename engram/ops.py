@@ -566,6 +566,11 @@ memory_type, line, when, tokens, position}]}.""",
               "backups folder beside the database, ENGRAM_HOME/backups).", None),
     ), cli=(Cli(("backup",), "Write a consistent copy of the DuckDB store while the daemon serves, "
                 "check it, and print where it is.", positional=("dest",)),)),
+    Op("scrub_store", (
+        Param("apply", bool, "Rewrite what is found, after keeping a copy of the store as it was; "
+              "without it, only show what would change.", False),
+    ), cli=(Cli(("scrub",), "Find secrets and <private> spans already stored (memories, handoffs, their "
+                "history, tasks, sessions) with the redactor every write passes; --apply rewrites them."),)),
     # Per-user keys (engram.admin.keys): local administration only, never an HTTP route or MCP tool,
     # so a key holder cannot make, list or revoke keys.
     Op("create_key", (

@@ -186,6 +186,8 @@ def _describe(report: dict) -> str:
         done = f"migrated to v{pg['schema_version']} now" if pg["migrated"] else f"schema v{pg['schema_version']}"
         lines.append(f"postgres    {pg['path']}: PostgreSQL {pg['server_version']}, pgvector {pg['pgvector']}, "
                      f"{done}, {pg['memories']} memories")
+    if report.get("scrub"):
+        lines.append(f"privacy     {report['scrub']}")
     b = report.get("backups")
     if b and b["kind"] == "postgres":
         lines.append(f"backups     {b['advice']}")
@@ -232,6 +234,25 @@ def backup_status(settings: Settings) -> dict:
     return out
 
 
+SCRUB_OFFERED = ".scrub-offered"  # in ENGRAM_HOME: engram-setup has offered `engram scrub` once
+
+
+def scrub_offer(settings: Settings, created: bool) -> str | None:
+    """Said once, by the first setup of a store this release did not create: what an older release
+    stored may hold secrets that redaction now removes."""
+    marker = settings.home / SCRUB_OFFERED
+    if marker.exists():
+        return None
+    try:
+        marker.touch()
+    except OSError:
+        return None  # not said rather than said at every run
+    if created:
+        return None
+    return ("what was stored before this release may hold secrets: `engram scrub` lists them, "
+            "`engram scrub --apply` removes them (docs/privacy.md)")
+
+
 def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
     """Every step; raises EngramError (or RpcError) naming the step that failed."""
     from engram.server.rpc import server_running
@@ -272,6 +293,7 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
             report["database"] = {"path": eng.path, "via": "postgres" if settings.database_url else "file",
                                   "created": created, "schema_version": eng.schema_version()}
             report["selfcheck"] = None if skip_selfcheck else self_check(eng)
+    report["scrub"] = scrub_offer(settings, report["database"].get("created", False))
     report["backups"] = backup_status(settings)
     report["mcp"] = mcp_config(settings)
     report["ok"] = report["selfcheck"] is None or report["selfcheck"]["ok"]

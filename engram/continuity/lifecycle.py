@@ -181,6 +181,23 @@ def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str
     digest = checkpoint.get("digest")
     if not isinstance(digest, str) or not digest:
         raise EngramError("checkpoint.digest must be a non-empty string (what makes a checkpoint the same)")
+    # The check (is the newest checkpoint this digest?) and the write it decides run alone among
+    # the checkpoints of this user and project: two hooks of one session arriving together
+    # (PreCompact and SessionEnd, Codex's Stop and SessionEnd) store one.
+    with eng.exclusive(f"checkpoint:{eng.user_of(user)}:{project or ''}"):
+        out = _checkpoint_once(eng, user, session_id, summary, completed, in_progress, blocked, next_steps,
+                               step_statuses, failures, task_id, checkpoint, digest, project)
+    if interrupted:
+        eng.report_interruption(session_id, "context_overflow", task_id=out["task_id"], user_id=user)
+        out["interrupted"] = True
+    return out
+
+
+def _checkpoint_once(eng: Any, user: str | None, session_id: str, summary: str, completed: list[str],
+                     in_progress: list[str], blocked: list[str], next_steps: list[str], step_statuses: list[str],
+                     failures: list[dict], task_id: str | None, checkpoint: dict, digest: str,
+                     project: str | None) -> dict[str, Any]:
+    """session_checkpoint's check and write (see there), under its lock."""
     task, why = _checkpoint_task(eng, user, task_id, project)
     if task:
         prev = eng.latest_handoff(eng.user_of(user), task)
@@ -210,7 +227,4 @@ def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str
                         session_id=session_id, checkpoint=meta, project=project,
                         tags=[AUTO_TAG] + ([] if task else [UNASSIGNED_TAG]))
         out.update(stored=True, handoff_id=m.id, failures_recorded=len(recorded))
-    if interrupted:
-        eng.report_interruption(session_id, "context_overflow", task_id=task, user_id=user)
-        out["interrupted"] = True
     return out

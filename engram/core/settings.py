@@ -206,6 +206,9 @@ class Settings:
     token: str | None = setting(None, "HTTP bearer token; required to bind a non-loopback address",
                                 shown="unset")
     redact_patterns: tuple[str, ...] = setting((), "extra regexes to redact, one per line", shown="none")
+    # A value a rule mistakes for a secret (a test fixture's fake key, a public client id) is
+    # listed here and then kept wherever it appears.
+    redact_allow: tuple[str, ...] = setting((), "values never redacted, one per line", shown="none")
     chunk_size: int = setting(1000, "characters per chunk of long content")
     chunk_overlap: int = setting(100, "characters shared by consecutive chunks", ge=0)
     max_content_chars: int = setting(100_000, "the largest content accepted, in characters",
@@ -227,6 +230,11 @@ class Settings:
                                                     shown="none")
     capture_episode_budget: int = setting(2000, "episodes kept per project; maintenance prunes the oldest unused",
                                           ge=10, le=1_000_000)
+    # A project whose sessions must leave nothing behind (a client's code, a private repository):
+    # its hooks store nothing and inject nothing. A `.engramignore` file at the work tree's top
+    # does the same from inside the repository.
+    hook_exclude: tuple[str, ...] = setting((), "projects the hooks never capture: an id, a name or a path, "
+                                            "one per line", shown="none")
     # The client waits for the hook (Claude Code 60 s by default); a hook gives up well before.
     hook_timeout_s: float = setting(8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0,
                                   env_name="ENGRAM_HOOK_TIMEOUT")

@@ -6,6 +6,8 @@ graph, outcomes) are replaced by engram.engine.index_upkeep, so a module reads t
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 
 from engram.core.clock import Clock
@@ -18,6 +20,7 @@ from engram.search.graph import MemoryGraph
 from engram.search.memory_index import MemoryIndex
 from engram.search.ranking import Weights
 from engram.store import MemoryStore
+from engram.store.redacting import RedactingStore
 
 
 class EngineState:
@@ -27,14 +30,15 @@ class EngineState:
                  degraded: str | None, path: str):
         self.settings = settings
         self.clock = clock
-        self.store_db = store_db
+        self.redact = Redactor(settings.redact_patterns, settings.redact_allow)
+        # Every write reaches SQL through the redactor (engram.store.redacting), whichever path made it.
+        self.store_db = RedactingStore(store_db, self.redact)
         self.embedder = embedder
         self.degraded = degraded  # why the model is unavailable; None when it serves
         self.path = path
         # Reentrant: a caller that reads and writes in several steps (maintenance, export,
         # import) holds it across them.
         self.lock = threading.RLock()
-        self.redact = Redactor(settings.redact_patterns)
         self.weights = Weights.from_settings(settings)
         self.model_changed = False
         self.text_vectors = TextVectors(embedder)
@@ -45,6 +49,15 @@ class EngineState:
         self.index_built_at: datetime | None = None
         # Bumped when a memory's text changes or memories are deleted: evidence may be gone.
         self.activity_epoch = 0
+
+    @contextmanager
+    def exclusive(self, name: str) -> Iterator[None]:
+        """A block that runs alone among blocks of the same name, in this server and in every
+        server sharing the database, its writes committed together (a check and the write it
+        decides: continuity/lifecycle.py's session_checkpoint)."""
+        with self.lock, self.store_db.transaction():
+            self.store_db.hold_lock(name)
+            yield
 
     def user_of(self, user_id: str | None) -> str:
         """The user a call acts for: user_id checked, ENGRAM_USER's when None."""

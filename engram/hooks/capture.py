@@ -145,7 +145,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         # The errors waiting for their fix and a turn's request wait on disk: redacted as the store
         # would redact them (a failing command's output can hold a token).
         from engram.core.redaction import Redactor
-        redact = Redactor(settings.redact_patterns)
+        redact = Redactor(settings.redact_patterns, settings.redact_allow)
         calls = {k: [name, args] for k, (name, args) in list(s.pending_calls.items())[-PENDING_CALLS:]} \
             if client != "gemini" else {}
         state.update(offset=s.end_offset, events=state["events"] + len(events), open=redact.value(tracker.state()),

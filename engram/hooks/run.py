@@ -23,6 +23,7 @@ __all__ = ["CLIENTS", "EVENTS", "HookOutcome", "run_hook"]
 MAX_STDIN_BYTES = 4 * 1024 * 1024  # a hook's input is a few hundred bytes; a prompt can be long
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
 CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of the daemon's budget
+IGNORE_FILE = ".engramignore"  # at a work tree's top: its sessions are not captured
 
 CLIENTS = ("claude-code", "codex", "gemini")
 # Each client's events and what engram does at each: "start" injects the session's context,
@@ -219,6 +220,24 @@ def _capture_now(settings: Any, client: str, payload: dict, session_id: str, pro
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def excluded(settings: Any, project: Any) -> str | None:
+    """Why the project's sessions are not captured (its .engramignore file, ENGRAM_HOOK_EXCLUDE), or None."""
+    if project is None:
+        return None
+    root = Path(project.root).resolve() if project.root else None
+    if root is not None and (root / IGNORE_FILE).exists():
+        return f"{root / IGNORE_FILE}"
+    for entry in settings.hook_exclude:
+        entry = entry.strip()
+        if entry in (project.id, project.name):
+            return f"ENGRAM_HOOK_EXCLUDE names {entry}"
+        if root is not None and entry.startswith(("/", "~")):
+            path = Path(entry).expanduser().resolve()
+            if root == path or path in root.parents:
+                return f"ENGRAM_HOOK_EXCLUDE names {entry}"
+    return None
+
+
 def _on_alarm(signum, frame):
     raise HookTimeout()
 
@@ -272,12 +291,15 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     sid = str(payload.get("session_id") or "")[:150] or f"unknown-{os.getpid()}"
     session_id = f"{client}:{sid}"
     cwd = payload.get("cwd")
+    project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
+    why = excluded(settings, project)
+    if why:
+        return HookOutcome(status="skipped", message=f"project excluded from capture ({why}); nothing stored")
     if kind.endswith("capture"):
         captured = _detach_capture(settings, client, name, payload, session_id)
         if kind == "capture":
             return captured
         kind = "checkpoint"
-    project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
@@ -329,5 +351,17 @@ def main(event: str, client: str, stdin: IO[bytes] | None = None, stdout: IO[str
             pass
     ms = (time.monotonic() - start) * 1000
     stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    _log(home, f"{stamp} {client} {event} pid={os.getpid()} {out.status} {ms:.0f}ms: {out.message}")
+    message = _redacted(out.message, settings)
+    _log(home, f"{stamp} {client} {event} pid={os.getpid()} {out.status} {ms:.0f}ms: {message}")
     return 0
+
+
+def _redacted(message: str, settings: Any) -> str:
+    """The message as the store would keep it: an error can quote a command with its password."""
+    try:
+        from engram.core.redaction import Redactor
+        if settings is not None:
+            return Redactor(settings.redact_patterns, settings.redact_allow)(message)
+        return Redactor()(message)
+    except Exception:  # noqa: BLE001 - a pattern that fails here failed the run already: say little
+        return message.split(":", 1)[0] + ": (message withheld: the redactor failed)"

@@ -52,6 +52,11 @@ class MemoryStore(Protocol):
         """Take the named lease for `seconds` when it is free, expired or already `holder`'s;
         True when `holder` holds it now."""
 
+    def hold_lock(self, name: str) -> None:
+        """Inside a transaction: wait until no other transaction holds the lock `name`, then hold
+        it until this one ends (a check and the write it decides, made once however many callers
+        race; PostgreSQL: an advisory lock every server sharing the database sees)."""
+
     # -- meta ----------------------------------------------------------------
     def get_meta(self, key: str) -> str | None: ...
 
@@ -124,6 +129,9 @@ class MemoryStore(Protocol):
 
     def events(self, memory_id: str) -> list[dict]:
         """The memory's history, oldest first: {"at", "action", "detail"}."""
+
+    def set_event_detail(self, memory_id: str, at: datetime, action: str, detail: dict | None) -> None:
+        """Replace the detail of the memory's `action` event at `at` (engram scrub rewrites history)."""
 
     def add_edges(self, user_id: str, edges: Sequence[tuple[str, str, float]], new_source: bool = False) -> None:
         """Insert or replace (src, dst, weight) edges; new_source: every src was inserted just now."""

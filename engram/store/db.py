@@ -321,6 +321,11 @@ class Store(SqlStore):
     def try_lease(self, name: str, holder: str, now: datetime, seconds: float) -> bool:
         return True
 
+    def hold_lock(self, name: str) -> None:
+        # One process writes a DuckDB file, and its transactions hold the store's lock already.
+        if not self._depth:
+            raise RuntimeError("hold_lock must be called inside a transaction")
+
     # -- memories ------------------------------------------------------------
     def insert_memory(self, m: Memory, embedding: np.ndarray | None) -> None:
         row = memory_values(m) + [None if embedding is None else self._vector(embedding)]

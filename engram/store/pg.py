@@ -389,6 +389,12 @@ class PgStore(SqlStore):
         self._pruned_at = time.monotonic()
         self._run("DELETE FROM changes WHERE at < clock_timestamp() - %s", [timedelta(seconds=CHANGES_KEPT_S)])
 
+    def hold_lock(self, name: str) -> None:
+        if not self._depth:
+            raise RuntimeError("hold_lock must be called inside a transaction")
+        # Transaction-scoped: released by the COMMIT or ROLLBACK, never left behind by a crash.
+        self._sql("SELECT pg_advisory_xact_lock(hashtextextended(?, 0))", [f"engram:{name}"])
+
     def try_lease(self, name: str, holder: str, now: datetime, seconds: float) -> bool:
         """Take the named lease for `seconds` when it is free, expired or already `holder`'s;
         True when `holder` holds it now. One statement: two servers asking at once cannot both

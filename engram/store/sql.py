@@ -243,6 +243,10 @@ class SqlStore(TaskRows):
     def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
         self._add(lambda p: p.events.append([memory_id, ts(now), action, json.dumps(detail) if detail else None]))
 
+    def set_event_detail(self, memory_id: str, at: datetime, action: str, detail: dict | None) -> None:
+        self._sql("UPDATE memory_events SET detail = ? WHERE memory_id = ? AND happened_at = ? AND action = ?",
+                  [json.dumps(detail) if detail else None, memory_id, ts(at), action])
+
     def events(self, memory_id: str) -> list[dict]:
         rows = self._sql("SELECT happened_at, action, detail FROM memory_events "
                          "WHERE memory_id = ? ORDER BY happened_at", [memory_id])

@@ -3,11 +3,15 @@ the task each belongs to."""
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from engram.api import Api
 from engram.continuity.rendering import estimate_tokens
 from engram.core.types import Ctx
+from engram.engram import Engram
+from tests.conftest import memory_path
 
 
 @pytest.fixture
@@ -64,6 +68,33 @@ def test_the_same_checkpoint_twice_stores_nothing_new(api):
     assert later["stored"] and later["failures_recorded"] == 0
     view = api.call("get_task", {"task_id": t["task_id"]}, ctx("reader"))
     assert view["counts"]["handoffs"] == 2 and view["counts"]["failures"] == 1
+
+
+def test_two_checkpoints_of_one_session_at_once_store_one(api, settings, fake, clock, backend):
+    """Two threads of one server, and on PostgreSQL two servers on one database, race the same
+    checkpoint: the digest check and the write are one step (engram.continuity.lifecycle, Engram.exclusive)."""
+    t = api.call("create_task", {"name": "HTTP client retry"}, ctx("other"))
+    second = Engram(memory_path(settings), settings=settings, embedder=fake, clock=clock) \
+        if backend == "postgres" else None
+    apis = [api, Api(second) if second else api]
+    start, results = threading.Barrier(2), [None, None]
+
+    def run(i: int) -> None:
+        start.wait()
+        results[i] = apis[i].call("session_checkpoint", checkpoint_args(task_id=t["task_id"]), ctx())
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    try:
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    finally:
+        if second:
+            second.close()
+    assert sorted(r["stored"] for r in results) == [False, True], results
+    view = api.call("get_task", {"task_id": t["task_id"]}, ctx("reader"))
+    assert view["counts"]["handoffs"] == 1 and view["counts"]["failures"] == 1
 
 
 def test_without_a_task_in_the_transcript_the_most_recently_active_open_task_gets_it(api, clock):

@@ -146,3 +146,15 @@ def test_full_setup_with_the_packaged_model(tmp_path):
     assert "opened, schema v" in r.stdout and "self-check  skipped" in r.stdout
     assert "claude mcp add engram" in r.stdout and '"mcpServers"' in r.stdout
 
+
+
+@pytest.mark.model
+@pytest.mark.duckdb_only
+def test_the_first_setup_of_an_older_store_offers_a_scrub_once(tmp_path):
+    from datetime import UTC, datetime
+    Store(tmp_path / "memories.duckdb", datetime.now(UTC)).close()  # a store an older release made
+    first = run_setup(tmp_path, "--skip-selfcheck")
+    assert first.returncode == 0, first.stderr
+    assert "privacy     what was stored before this release may hold secrets: `engram scrub`" in first.stdout
+    again = run_setup(tmp_path, "--skip-selfcheck", "--json")
+    assert again.returncode == 0 and json.loads(again.stdout)["scrub"] is None
