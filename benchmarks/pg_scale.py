@@ -185,7 +185,8 @@ def overlap(a: list[list[str]], b: list[list[str]]) -> float:
     return float(np.mean([len(set(x) & set(y)) / max(1, len(y)) for x, y in zip(a, b)]))
 
 
-def one_size(n: int, url: str, work: Path, nq: int, seed: int, ef_search: int, with_hnsw: bool) -> dict:
+def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search: int, with_hnsw: bool) -> dict:
+    """One size's figures; url None: DuckDB only (recall latency before and after a change to the engine)."""
     emb = FakeEmbedder(DIM, "fake-hash-384")
     t0 = time.perf_counter()
     ids, texts, vecs = synthetic(n, seed)
@@ -195,10 +196,13 @@ def one_size(n: int, url: str, work: Path, nq: int, seed: int, ef_search: int, w
     res: dict = {"memories": n, "queries": nq, "generate_s": round(gen_s, 1)}
     duck_path = work / f"scale{n}.duckdb"
     res["duckdb_load_s"] = round(load_duckdb(duck_path, ids, texts, vecs, emb), 1)
-    res["postgres_load_s"] = round(load_postgres(url, ids, texts, vecs, emb), 1)
+    if url is not None:
+        res["postgres_load_s"] = round(load_postgres(url, ids, texts, vecs, emb), 1)
     del texts, vecs
     out = {}
     for backend, path in (("duckdb", str(duck_path)), ("postgres", url)):
+        if path is None:
+            continue
         t0 = time.perf_counter()
         eng = Engram(path, settings=settings, embedder=emb)
         open_s = time.perf_counter() - t0
@@ -210,6 +214,8 @@ def one_size(n: int, url: str, work: Path, nq: int, seed: int, ef_search: int, w
         if backend == "postgres":
             exact = exact_vector_top10(eng, emb, qs)
         eng.close()
+    if url is None:
+        return res
     res["same_hits_both_backends"] = round(overlap(out["postgres"], out["duckdb"]), 4)
     if not with_hnsw:
         return res
@@ -232,14 +238,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--hnsw-max", type=int, default=10**9,
                    help="build and query the pgvector HNSW index only at sizes up to this")
+    p.add_argument("--duckdb-only", action="store_true", help="no PostgreSQL: the DuckDB store's recall alone")
     a = p.parse_args(argv)
     results = []
     work = Path(tempfile.mkdtemp(prefix="egscale", dir="/tmp"))
     try:
         for n in (int(x) for x in a.sizes.split(",")):
-            with private_postgres("engram_scale") as url:  # a fresh server per size: nothing cached from the last
-                results.append(one_size(n, url, work, a.queries, a.seed, a.ef_search, n <= a.hnsw_max))
-                print(json.dumps(results[-1]), flush=True)
+            if a.duckdb_only:
+                results.append(one_size(n, None, work, a.queries, a.seed, a.ef_search, False))
+            else:
+                with private_postgres("engram_scale") as url:  # a fresh server per size: nothing cached
+                    results.append(one_size(n, url, work, a.queries, a.seed, a.ef_search, n <= a.hnsw_max))
+            print(json.dumps(results[-1]), flush=True)
     finally:
         with contextlib.suppress(OSError):
             shutil.rmtree(work)
