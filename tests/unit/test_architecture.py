@@ -33,7 +33,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("continuity",),
     ("engram.py",),
     ("admin",),
-    ("ops.py",),
+    ("ops",),
     ("api.py",),
     ("panel",),
     ("server",),
@@ -44,7 +44,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
 # layers between the store and the entry points.
 ENGINE = ("engram.py", "engine", "continuity", "admin")
 # Entry points: they parse, call the facade, render. No store, no index, no graph.
-ADAPTERS = ("ops.py", "api.py", "cli.py", "setup_command.py", "__main__.py", "server", "hooks", "panel")
+ADAPTERS = ("ops", "api.py", "cli.py", "setup_command.py", "__main__.py", "server", "hooks", "panel")
 
 # SQL in a string literal: statements, WHERE fragments, conditions on a bound parameter.
 SQL = [re.compile(p) for p in (
@@ -255,7 +255,7 @@ def test_the_layer_rule_catches_what_it_guards():
     assert upward_imports("engine/writes.py", "def f():\n    from engram.continuity import tasks") == \
         ["engram/engine/writes.py line 2: imports engram/continuity/tasks.py (a later layer)"]
     assert upward_imports("store/db.py", "from ..ops import check") == \
-        ["engram/store/db.py line 1: imports engram/ops.py (a later layer)"]
+        ["engram/store/db.py line 1: imports engram/ops/__init__.py (a later layer)"]
     assert upward_imports("hooks/run.py", "from engram.server.rpc import RpcClient\nimport engram.core.types") == []
     assert import_circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert import_circles({"a": {"b"}, "b": set()}) == []
