@@ -147,7 +147,7 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
        http=Http("GET", "/stats", "Counts, sizes and maintenance status"),
        cli=(Cli(("stats",), "Show counts, sizes and maintenance status."),)),
 
-    # Not MCP tools: the CLI, the HTTP API and the daemon's clients use them.
+    # What a compact recall_memory listing points to: one memory in full, and its session around it.
     Op("get_memory", (
         Param("memory_id", str, "Id of the memory."),
         Param("around", int, "Also list this many memories before and after it in its session "
