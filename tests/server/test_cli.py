@@ -530,7 +530,7 @@ def test_three_restatements_end_as_one_memory_as_commands(model_home):
 
 
 def test_projects_text_counts_in_the_singular_and_plural():
-    from engram.cli import _render_projects
+    from engram.cli.render import _render_projects
     out = _render_projects({"current": "/r/a", "projects": [{"id": "/r/a", "memories": 1, "tasks": 1},
                                                             {"id": "/r/b", "memories": 3, "tasks": 0}]})
     assert out.splitlines() == ["* /r/a  1 memory, 1 task", "  /r/b  3 memories, 0 tasks"]
