@@ -37,11 +37,15 @@ from benchmarks.reliability import REPO, salad
 __all__ = ["backup_run", "damaged_run", "disk_run", "methods_run", "pg_restart_run", "upgrade_run"]
 
 # A writer that runs with whichever engram PYTHONPATH names: the base commit's (an agent's MCP
-# process started before the upgrade) or this one's. It uses only RpcClient, which both have,
+# process started before the upgrade) or this one's. It uses only RpcClient, which both have (in
+# rpc_client.py here, in rpc.py there),
 # and prints one JSON line per call: {"seq", "ok", "id"} or {"seq", "ok": false, "kind", "message"}.
 WRITER = r"""
 import json, os, sys, time
-from engram.server.rpc_client import RpcClient
+try:
+    from engram.server.rpc_client import RpcClient
+except ImportError:  # the base commit's layout: the client lived in rpc.py
+    from engram.server.rpc import RpcClient
 from engram.server.rpc import RpcError
 sock, ops, tag, spawn, version = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4]), sys.argv[5]
 hold = sys.argv[6] if len(sys.argv) > 6 else None  # a file: while it exists, go on past `ops`

@@ -58,7 +58,8 @@ def main(argv: list[str] | None = None) -> dict:
         emb = load_embedder(settings.model, settings.model_cache, settings.torch_threads)
         eng = Engram(tmp / "s.duckdb", settings=settings, embedder=emb)
         stats: dict[str, list] = collections.defaultdict(lambda: [0, 0.0])
-        eng.store_db.con = _Timed(eng.store_db.con, stats)
+        db = getattr(eng.store_db, "inner", eng.store_db)  # the DuckDB store behind the redacting one
+        db.con = _Timed(db.con, stats)
         rng = random.Random(34)
         actions: collections.Counter = collections.Counter()
         store_t, recall_t = [], []
