@@ -35,7 +35,10 @@ def claude(args: list[str], home: Path, cwd: Path, fake: FakeAnthropic | None = 
     # engram on PATH, as after `pipx install engram-recall`; the venv's, which runs this test.
     env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(home),
            "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **client_env(home / ".engram")}
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **client_env(home / ".engram"),
+           # The plugin's MCP server starts in about a second; on a loaded 2-core runner its start
+           # can pass Claude Code's default wait, and its tools are then silently left out.
+           "MCP_TIMEOUT": "120000"}
     if fake is not None:
         env["ANTHROPIC_BASE_URL"] = fake.url
     return subprocess.run([str(client_bin("claude")), *args], cwd=cwd, env=env, capture_output=True, text=True,
