@@ -19,6 +19,8 @@ import pytest
 from clients_support import ENGRAM, client_bin, client_env, engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeOpenAI, custom_tool, openai_text, text, tool
 
+from engram.hooks.plugins import is_engram_hook
+
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
 
 TASK = "Rate limiter for the public API"
@@ -95,7 +97,8 @@ class AppServer:
 def engram_hooks(app: AppServer, repo: Path) -> list[dict]:
     (entry,) = app.call("hooks/list", {"cwds": [str(repo)]})["data"]
     assert not entry["warnings"] and not entry["errors"], (entry["warnings"], entry["errors"])
-    return [h for h in entry["hooks"] if h["command"].startswith(str(ENGRAM))]
+    # As `engram hooks status` tells them: Stop's command starts with the fast path's /bin/sh.
+    return [h for h in entry["hooks"] if is_engram_hook(h["command"], "codex")]
 
 
 def trust_hooks(repo: Path, env: dict[str, str]) -> list[dict]:
