@@ -83,9 +83,9 @@ class Client:
 # Session start loads the task, each prompt recalls, compaction and the end checkpoint the session,
 # the end of each turn (Claude Code's and Codex's Stop, Gemini CLI's AfterAgent) captures it.
 # Codex checkpoints at Stop (the end of each turn) and at SessionEnd (0.171; an older release ignores
-# the key), which it clamps to 3 s and kills after: the turn's Stop has stored the session by then,
-# and SessionEnd adds a turn that was interrupted before its Stop. A second checkpoint of the same
-# transcript stores nothing new.
+# the key), which it clamps to 3 s and kills after. Stop runs in the background (detach.sh), so at
+# the end of `codex exec` the two checkpoint the same transcript side by side: whichever comes first
+# stores it and the other stores nothing new; SessionEnd adds a turn interrupted before its Stop.
 CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude-code", "Claude Code", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
