@@ -1,6 +1,7 @@
 """`engram hooks install/uninstall/status`: engram's lifecycle hooks in each client's own settings file.
 
-Every entry engram writes runs `<this engram> hook EVENT --client CLIENT`, which is how uninstall and
+Every entry engram writes runs `<this engram> hook EVENT --client CLIENT` (behind `/bin/sh
+<engram/hooks/detach.sh>` for the end of a turn in Codex and Gemini CLI), which is how uninstall and
 status recognise it: nothing else in the file is read for meaning, moved or rewritten. The schemas
 written here, from each client's documentation and source:
 
@@ -36,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from engram.hooks.plugins import is_engram_hook, plugin_hooks
+from engram.hooks.plugins import DETACH, engram_words, is_engram_hook, plugin_hooks
 
 __all__ = ["CLIENTS", "Change", "InstallError", "hook_command", "install", "status", "uninstall"]
 
@@ -52,8 +53,10 @@ class Event:
     name: str  # the client's event name, which is also what `engram hook` is given
     timeout_s: int  # the most the client waits; the hook itself answers well within it
     matcher: str | None = None
-    # Run without the client waiting (Claude Code's `"async": true`, 2.1.x: "hook runs in
-    # background without blocking"); where a client has no such option the hook detaches itself.
+    # Run without the client waiting: Claude Code's `"async": true` (2.1.x: "hook runs in
+    # background without blocking"); Codex and Gemini CLI have no such option and wait for every
+    # hook, so there the command goes through detach.sh, which returns before Python starts.
+    # Only for events whose output engram never writes (they capture, or checkpoint and capture).
     background: bool = False
 
 
@@ -80,9 +83,9 @@ class Client:
 # Session start loads the task, each prompt recalls, compaction and the end checkpoint the session,
 # the end of each turn (Claude Code's and Codex's Stop, Gemini CLI's AfterAgent) captures it.
 # Codex checkpoints at Stop (the end of each turn) and at SessionEnd (0.171; an older release ignores
-# the key), which it clamps to 3 s and kills after: the turn's Stop has stored the session by then,
-# and SessionEnd adds a turn that was interrupted before its Stop. A second checkpoint of the same
-# transcript stores nothing new.
+# the key), which it clamps to 3 s and kills after. Stop runs in the background (detach.sh), so at
+# the end of `codex exec` the two checkpoint the same transcript side by side: whichever comes first
+# stores it and the other stores nothing new; SessionEnd adds a turn interrupted before its Stop.
 CLIENTS: dict[str, Client] = {c.name: c for c in (
     Client("claude-code", "Claude Code", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
@@ -91,12 +94,14 @@ CLIENTS: dict[str, Client] = {c.name: c for c in (
         timeout_unit_ms=False),
     Client("codex", "Codex", (
         Event("SessionStart", 30), Event("UserPromptSubmit", 10),
-        Event("PreCompact", 60), Event("Stop", 60), Event("SessionEnd", 3)), timeout_unit_ms=False),
+        Event("PreCompact", 60), Event("Stop", 60, background=True), Event("SessionEnd", 3)),
+        timeout_unit_ms=False),
     # Not PreCompress: Gemini CLI 0.61 fires it before every model call, ahead of its own check of
     # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
     # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
     Client("gemini", "Gemini CLI", (
-        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60), Event("AfterAgent", 30)),
+        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60),
+        Event("AfterAgent", 30, background=True)),
         timeout_unit_ms=True),
 )}
 
@@ -155,7 +160,10 @@ def store_options(home: Path | None, user: str | None) -> list[str]:
 
 
 def _handler(client: Client, event: Event, argv: list[str] | None, options: Sequence[str]) -> dict[str, Any]:
-    h: dict[str, Any] = {"type": "command", "command": hook_command(client.name, event.name, argv, options)}
+    command = hook_command(client.name, event.name, argv, options)
+    if event.background and client.name != "claude-code":
+        command = f"{shlex.join(['/bin/sh', str(DETACH)])} {command}"
+    h: dict[str, Any] = {"type": "command", "command": command}
     if client.name == "gemini":
         h["name"] = f"engram-{event.name}"
         h["description"] = "engram: task continuity and memory"
@@ -445,7 +453,7 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
 
 def _store_of(command: str) -> dict[str, str | None]:
     """The --home and --user a hook command carries (None: the client's environment decides)."""
-    words = shlex.split(command)
+    words = engram_words(command) or []
     out: dict[str, str | None] = {"home": None, "user": None}
     for flag, key in (("--home", "home"), ("--user", "user")):
         if flag in words[:-1]:
@@ -454,8 +462,11 @@ def _store_of(command: str) -> dict[str, str | None]:
 
 
 def _runnable(command: str) -> bool:
-    exe = shlex.split(command)[0]
-    return os.path.isfile(exe) and os.access(exe, os.X_OK)
+    """engram's program is there, and so are the fast path's shell and script in front of it."""
+    words = shlex.split(command)
+    engram = engram_words(command) or [""]
+    front = words[: len(words) - len(engram)]  # `/bin/sh .../detach.sh`, or nothing
+    return all(os.path.isfile(w) for w in front) and os.path.isfile(engram[0]) and os.access(engram[0], os.X_OK)
 
 
 def _codex_flag(path: Path) -> bool | None:

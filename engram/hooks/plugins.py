@@ -28,8 +28,10 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-__all__ = ["VIA_PLUGIN", "plugin_hooks"]
+__all__ = ["DETACH", "VIA_PLUGIN", "engram_words", "is_engram_hook", "plugin_hooks"]
 
+# The fast path `engram hooks install` puts in front of a hook the client need not wait for.
+DETACH = Path(__file__).with_name("detach.sh")
 VIA_PLUGIN = "ENGRAM_VIA_PLUGIN"  # set by bin/engram-launch: this hook is the plugin's own
 # The variable each client replaces with the plugin's folder in a hook's command.
 ROOT_VARS = {"claude-code": "${CLAUDE_PLUGIN_ROOT}", "codex": "${PLUGIN_ROOT}", "gemini": "${extensionPath}"}
@@ -67,7 +69,7 @@ def _engram_events(root: Path, client: str) -> dict[str, list[str]]:
 
 
 def _runnable(command: str, root: Path, client: str) -> bool:
-    exe = shlex.split(command.replace(ROOT_VARS[client], str(root)))[0]
+    exe = (engram_words(command.replace(ROOT_VARS[client], str(root))) or [""])[0]
     return os.path.isfile(exe) and os.access(exe, os.X_OK)
 
 
@@ -131,15 +133,29 @@ def _gemini_roots(project: Path | None) -> list[tuple[str, Path]]:
     return out
 
 
-def is_engram_hook(command: Any, client: str | None = None) -> bool:
-    """Whether a handler's command is one install wrote (any engram path, any event)."""
+def engram_words(command: Any) -> list[str] | None:
+    """The words of a handler's command from the engram it runs on (`<engram> hook EVENT --client
+    CLIENT ...`), past the fast path that may front it (`/bin/sh .../detach.sh`, `engram-launch
+    --detach`); None when the command is not one install or a plugin wrote."""
     if not isinstance(command, str):
-        return False
+        return None
     try:
         words = shlex.split(command)
     except ValueError:
+        return None
+    if len(words) > 2 and Path(words[0]).name == "sh" and Path(words[1]).name == DETACH.name:
+        words = words[2:]
+    if words[1:2] == ["--detach"] and Path(words[0]).name == "engram-launch":
+        words = [words[0], *words[2:]]
+    return words
+
+
+def is_engram_hook(command: Any, client: str | None = None) -> bool:
+    """Whether a handler's command is one install wrote (any engram path, any event)."""
+    words = engram_words(command)
+    if not words:
         return False
-    if words[:1] and Path(words[0]).name in ("engram", "engram-launch"):  # the latter: a plugin's launcher
+    if Path(words[0]).name in ("engram", "engram-launch"):  # the latter: a plugin's launcher
         rest = words[1:]  # <engram> hook EVENT --client CLIENT
     elif words[1:3] in (["-m", "engram"], ["-m", "engram.cli"]):
         rest = words[3:]  # <python> -m engram.cli hook EVENT --client CLIENT

@@ -58,7 +58,7 @@ def check_status_and_install(home: Path, repo: Path) -> None:
     env = {"HOME": str(home), **client_env(home / ".engram")}
     rows = json.loads(engram_cli("hooks", "status", "--json", cwd=repo, env=env).stdout)
     assert [(r["client"], r["plugin"], r["events"], r["runnable"]) for r in rows if r["scope"] == "plugin"] == \
-        [("gemini", "engram", ["BeforeAgent", "SessionEnd", "SessionStart"], True)]
+        [("gemini", "engram", ["AfterAgent", "BeforeAgent", "SessionEnd", "SessionStart"], True)]
     r = engram_cli("hooks", "install", "gemini", cwd=repo, env=env)
     assert r.returncode != 0 and "come from the plugin engram" in r.stderr, r.stderr
     assert "gemini extensions uninstall engram" in r.stderr

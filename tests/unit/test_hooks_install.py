@@ -293,6 +293,31 @@ def test_is_engram_hook_recognises_only_engram():
     assert not hi.is_engram_hook("echo engram hook SessionStart --client claude-code")
     assert not hi.is_engram_hook("my-hook SessionStart")
     assert not hi.is_engram_hook("unbalanced 'quote")
+    # Behind the fast path (install's for Codex and Gemini CLI, and the plugins' launcher).
+    assert hi.is_engram_hook("/bin/sh /v/engram/hooks/detach.sh /v/bin/engram hook Stop --client codex", "codex")
+    assert hi.is_engram_hook('"${extensionPath}/bin/engram-launch" --detach hook AfterAgent --client gemini',
+                             "gemini")
+    assert not hi.is_engram_hook("/bin/sh /v/other.sh /v/bin/engram hook Stop --client codex")
+    assert not hi.is_engram_hook("/bin/sh /v/engram/hooks/detach.sh my-hook Stop")
+
+
+@pytest.mark.parametrize("client", ["claude-code", "codex", "gemini"])
+def test_the_end_of_a_turn_does_not_wait_for_python(env, client):
+    """Claude Code runs Stop asynchronously; Codex and Gemini CLI wait for every hook, so their
+    end-of-turn entry goes through detach.sh, and no other entry does (the others' output counts)."""
+    home, repo = env
+    hi.install(client, "project")
+    doc = json.loads(paths(client, "project", home, repo).read_text())
+    fronted = {e for e, gs in doc["hooks"].items() for g in gs for h in g["hooks"]
+               if shlex.split(h["command"])[:2] == ["/bin/sh", str(hi.DETACH)]}
+    assert fronted == ({"Stop"} if client == "codex" else {"AfterAgent"} if client == "gemini" else set())
+    assert os.access(hi.DETACH, os.R_OK)
+    row = next(r for r in hi.status() if r["client"] == client and r["scope"] == "project")
+    assert row["installed"] and row["runnable"] and not row["missing_events"], row
+    moved = f"/bin/sh /nowhere/detach.sh {ENGRAM[0]} hook Stop --client codex"
+    assert hi.is_engram_hook(moved, "codex") and not hi._runnable(moved)  # engram reinstalled elsewhere
+    hi.uninstall(client, "project")
+    assert not paths(client, "project", home, repo).exists()
 
 
 def run_cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
