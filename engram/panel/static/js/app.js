@@ -43,38 +43,69 @@ async function route() {
     if (a.dataset.section === section) a.setAttribute("aria-current", "page");
   }
   if (current) clearInterval(current.timer);
-  const hash = location.hash;
-  const page = make();
-  current = { hash, page, timer: null, last: null };
+  // This navigation's own state: once another navigation replaces `current`, whatever this one
+  // still awaits is dropped (draw checks it after its await), so a slow page never paints over
+  // the one the user went to next.
+  const state = { hash: location.hash, page: make(), timer: null, last: null };
+  current = state;
   // A message an action left ("Forgotten.") stays until the next one; "Loading…" only fills silence.
   const status = document.getElementById("status");
   if (!status.textContent) say("Loading…");
   try {
-    await draw(current, true);
+    if (!await draw(state, true)) return;
     if (status.textContent === "Loading…") say("");
   } catch (e) {
-    failed(e);
+    if (state === current) failed(e);
     return;
   }
-  if (page.refresh !== false) {
-    current.timer = setInterval(() => {
-      if (document.hidden || current.hash !== hash) return;
-      draw(current, false).catch(failed);
-    }, page.refresh || REFRESH_MS);
+  if (state.page.refresh !== false) {
+    state.timer = setInterval(() => {
+      if (document.hidden || state !== current) return;
+      draw(state, false).catch(failed);
+    }, state.page.refresh || REFRESH_MS);
   }
 }
 
 // A page is {load: async () => data, render: (data, redraw) => Node, refresh?: false | ms}; drawn
 // again only when its data changed, so focus and what the user is typing survive a refresh.
+// Returns whether it drew: not when a later navigation (or the login form) took over meanwhile.
 async function draw(state, first) {
   const data = await state.page.load();
+  if (state !== current) return false;
   const key = JSON.stringify(data);
-  if (!first && key === state.last) return;
-  if (!first && main.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return;
+  if (!first && key === state.last) return false;
+  if (!first && main.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return false;
   state.last = key;
-  const node = state.page.render(data, () => draw(state, true).catch(failed));
+  const node = state.page.render(data, () => draw(state, true).catch((e) => state === current && failed(e)));
+  const kept = keepTyping(node);
   main.replaceChildren(node);
-  if (first) main.focus({ preventScroll: true });
+  if (kept) kept();
+  else if (first) main.focus({ preventScroll: true });
+  return true;
+}
+
+// The field of the page the user is typing in: focused, and its text changed from what the page drew.
+function typing() {
+  const el = document.activeElement;
+  if (!el || !main.contains(el) || !el.matches("input, textarea")) return null;
+  return el.value !== el.defaultValue ? el : null;
+}
+
+// A page drawn while the user types (they clicked a section and typed before it arrived) keeps
+// what they typed: the same field of the new page (same id) gets the text, the caret and the
+// focus, so Enter searches what they typed and not the page's default. Returns the step to run
+// once the node is in the page (focus needs it there), or null when nobody is typing.
+function keepTyping(node) {
+  const el = typing();
+  if (!el || !el.id) return null;
+  const twin = node.querySelector(`#${CSS.escape(el.id)}`);
+  if (!twin || twin.tagName !== el.tagName || twin.type !== el.type) return null;
+  const { value, selectionStart, selectionEnd } = el;
+  twin.value = value;
+  return () => {
+    twin.focus({ preventScroll: true });
+    if (selectionStart !== null) twin.setSelectionRange(selectionStart, selectionEnd);
+  };
 }
 
 function failed(e) {
