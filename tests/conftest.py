@@ -16,7 +16,8 @@ import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -45,6 +46,21 @@ def git(cwd: Path, *args: str) -> str:
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@example.org", "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env).stdout
+
+
+def wait_until(condition: Callable[[], object], *, timeout: float = 30, every: float = 0.05,
+               what: str = "the condition"):
+    """Poll `condition` until it returns something true, and return that; fail after `timeout`
+    seconds. For state another process or thread changes with no event to block on (a daemon's
+    exit, a session the server ends after answering): the test waits on that state, never on a
+    guessed time. `condition` may raise AssertionError to fail at once (a process that died)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = condition()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(every)  # the one pause between polls; nothing here can be blocked on
 
 
 def make_repo(path: Path, origin: str | None = None) -> Path:
