@@ -106,7 +106,20 @@ def _long_first(items) -> None:
     items.sort(key=lambda item: rank.get(Path(item.fspath).resolve().relative_to(here).as_posix(), len(rank)))
 
 
+# The fixtures that load the real model: a test using one, itself or through another fixture,
+# carries the `model` marker, so the marker names every test that loads it.
+MODEL_FIXTURES = {"real_embedder", "checked_model_cache", "model_home"}
+
+
+def _unmarked_model_tests(items) -> list[str]:
+    return [item.nodeid for item in items if MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))
+            and "model" not in item.keywords]
+
+
 def pytest_collection_modifyitems(config, items):
+    unmarked = _unmarked_model_tests(items)
+    if unmarked:
+        raise pytest.UsageError("these tests load the real model without the `model` marker: " + ", ".join(unmarked))
     _long_first(items)  # a stable sort: within a file, and among the rest, the order stays
     if config.getoption("--backend") != "postgres":
         return

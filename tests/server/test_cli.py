@@ -502,6 +502,7 @@ def test_a_handoff_prints_indented_under_its_entry(cli):
                                               "Next steps: Add a --csv flag")
 
 
+@pytest.mark.model
 def test_three_restatements_end_as_one_memory_as_commands(model_home):
     """Issue 27: the same fact remembered three ways, then `engram consolidate`: one memory."""
     texts = ["The staging database is refreshed from production every Sunday night.",
