@@ -322,6 +322,23 @@ def test_a_query_typed_before_the_section_arrives_is_kept_and_searched(page, api
 
 
 @pytest.mark.model
+def test_a_field_the_user_is_in_keeps_the_focus_when_the_section_arrives(page, api):
+    ok(api.post("/memories", json={"content": "The nightly export lands in the reports bucket at 3 am"}))
+    search(page, "nightly export")
+    held = hold_the_list(page)
+    with page.expect_request(lambda r: is_the_list(r.url)):
+        page.click("header nav a[data-section=memories]")
+    page.focus("#q")  # in the field, no key pressed yet: the keys come after the section arrives
+    release(page, held)
+    expect(page.locator(".pager")).to_be_visible()
+    expect(page.locator("#q")).to_be_focused()
+    page.keyboard.type("where does the nightly export land")
+    page.keyboard.press("Enter")
+    expect(page.locator("#q[value='where does the nightly export land']")).to_be_attached()
+    expect(page.locator(".hit").first).to_contain_text("nightly export lands in the reports bucket")
+
+
+@pytest.mark.model
 def test_a_sections_late_render_never_paints_over_the_search_made_meanwhile(page, api):
     ok(api.post("/memories", json={"content": "The release branch is cut every other Thursday"}))
     search(page, "release branch")

@@ -84,27 +84,23 @@ async function draw(state, first) {
   return true;
 }
 
-// The field of the page the user is typing in: focused, and its text changed from what the page drew.
-function typing() {
-  const el = document.activeElement;
-  if (!el || !main.contains(el) || !el.matches("input, textarea")) return null;
-  return el.value !== el.defaultValue ? el : null;
-}
-
-// A page drawn while the user types (they clicked a section and typed before it arrived) keeps
-// what they typed: the same field of the new page (same id) gets the text, the caret and the
-// focus, so Enter searches what they typed and not the page's default. Returns the step to run
-// once the node is in the page (focus needs it there), or null when nobody is typing.
+// A page drawn while the user is in one of its fields (they clicked a section and started typing
+// before it arrived) keeps them there: the same field of the new page (same id) gets the focus,
+// and what they typed with its caret, so their keystrokes and Enter go on where they were and
+// not into the page's default. A focused field counts even before its first keystroke: text can
+// arrive just after the render. Returns the step to run once the node is in the page (focus
+// needs it there), or null when no field of the page has the focus.
 function keepTyping(node) {
-  const el = typing();
-  if (!el || !el.id) return null;
+  const el = document.activeElement;
+  if (!el || !el.id || !main.contains(el) || !el.matches("input, textarea")) return null;
   const twin = node.querySelector(`#${CSS.escape(el.id)}`);
   if (!twin || twin.tagName !== el.tagName || twin.type !== el.type) return null;
-  const { value, selectionStart, selectionEnd } = el;
-  twin.value = value;
+  const typed = el.value !== el.defaultValue;
+  const { selectionStart, selectionEnd } = el;
+  if (typed) twin.value = el.value;
   return () => {
     twin.focus({ preventScroll: true });
-    if (selectionStart !== null) twin.setSelectionRange(selectionStart, selectionEnd);
+    if (selectionStart !== null && twin.value === el.value) twin.setSelectionRange(selectionStart, selectionEnd);
   };
 }
 
