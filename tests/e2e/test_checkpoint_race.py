@@ -8,8 +8,8 @@ import subprocess
 
 import pytest
 
-from tests.server.test_hook_command import ENGRAM, engram, hook, log_lines, payload
-from tests.unit.test_hook_transcripts import claude_entry, tool_result, tool_use, write_jsonl
+from tests.hooks.test_hook_command import ENGRAM, engram, hook, log_lines, payload
+from tests.hooks.test_hook_transcripts import claude_entry, tool_result, tool_use, write_jsonl
 
 pytestmark = pytest.mark.model
 RACERS = 4

@@ -18,9 +18,9 @@ from mcp.client.stdio import StdioServerParameters
 
 from engram.core.settings import Settings
 from engram.server.daemon import stop_daemon
-from tests.server.test_hook_command import engram, hook, payload
+from tests.hooks.test_hook_command import engram, hook, payload
+from tests.hooks.test_hook_transcripts import claude_entry, tool_result, tool_use, write_jsonl
 from tests.stdio_support import engram_env, ok
-from tests.unit.test_hook_transcripts import claude_entry, tool_result, tool_use, write_jsonl
 
 pytestmark = pytest.mark.model
 

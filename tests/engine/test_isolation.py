@@ -6,7 +6,6 @@ refuses every request without the token; secrets are redacted on every write pat
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ from engram.server.daemon import Daemon, build_http_app
 from engram.server.http import OPS
 from engram.server.rpc import Peer, RpcError
 from engram.server.rpc_client import RpcClient
+from tests.conftest import wait_until
 
 TOKEN = "isolation-token-0123456789abcdef"
 ALICE, BOB = Ctx("s-alice", "alice", "test"), Ctx("s-bob", "bob", "test")
@@ -220,9 +220,7 @@ def test_mcp_http_sessions_end_cleanly(api, settings, serve, mode):
     # Under heavy load the session was once seen still active right after the client returned,
     # though the server had ended it while answering the DELETE (cause not found): allow the
     # end up to 5 s to show, then require it.
-    deadline = time.monotonic() + 5
-    while not all(s.status == "ended" for s in carols()) and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_until(lambda: all(s.status == "ended" for s in carols()), timeout=5, what="carol's sessions to end")
     assert carols() and all(s.status == "ended" and s.ended_at is not None for s in carols())
     assert api.eng.take_interrupted("carol") == []
 

@@ -9,12 +9,12 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
 from engram import Engram
+from tests.conftest import wait_until
 
 pytestmark = pytest.mark.model
 
@@ -29,10 +29,11 @@ def engram_cmd():
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     daemon = subprocess.Popen([sys.executable, "-m", "engram.cli", "serve"], env=env, cwd=REPO,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 300
-    while not (home / "engram.sock").exists():
-        assert daemon.poll() is None and time.monotonic() < deadline, "the daemon did not start"
-        time.sleep(0.2)
+    def listening() -> bool:
+        assert daemon.poll() is None, "the daemon exited"
+        return (home / "engram.sock").exists()
+
+    wait_until(listening, timeout=300, every=0.2, what="the daemon to listen")
 
     def run(*argv: str) -> dict:
         r = subprocess.run([sys.executable, "-m", "engram.cli", "--json", *argv], capture_output=True,

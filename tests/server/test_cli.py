@@ -11,7 +11,6 @@ import sys
 import tempfile
 import textwrap
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from engram.cli import main
 from engram.models.embedding import FakeEmbedder
 from engram.server.rpc import lock_is_free
 from engram.server.rpc_server import RpcServer
+from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ENGRAM = [sys.executable, "-m", "engram.cli"]
@@ -409,10 +409,8 @@ def test_the_daemon_a_command_started_exits_when_idle(model_home):
     assert "memories" in r.stdout and "onnx" in r.stdout
     lock = lock_path_for(model_home / "engram.sock")
     pid = int(lock.read_text())
-    deadline = time.monotonic() + 60
-    while not lock_is_free(model_home / "engram.sock") and time.monotonic() < deadline:
-        time.sleep(0.1)  # waiting on another process; there is nothing to block on
-    assert lock_is_free(model_home / "engram.sock"), "the daemon did not exit when idle"
+    wait_until(lambda: lock_is_free(model_home / "engram.sock"), timeout=60,
+               what="the daemon to exit when idle")
     log = (model_home / "daemon.log").read_text()
     assert f"{pid} INFO engram.server.daemon: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log \
         or f"{pid} INFO __main__: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log
@@ -504,6 +502,7 @@ def test_a_handoff_prints_indented_under_its_entry(cli):
                                               "Next steps: Add a --csv flag")
 
 
+@pytest.mark.model
 def test_three_restatements_end_as_one_memory_as_commands(model_home):
     """Issue 27: the same fact remembered three ways, then `engram consolidate`: one memory."""
     texts = ["The staging database is refreshed from production every Sunday night.",

@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import tempfile
 import threading
-import time
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
@@ -17,6 +16,7 @@ from engram import Engram
 from engram.admin.scheduler import CATCH_UP_DELAY, META_NEXT_DUE, MaintenanceScheduler
 from engram.server.daemon import Daemon
 from engram.server.rpc_client import RpcClient
+from tests.conftest import wait_until
 
 
 @pytest.fixture
@@ -93,13 +93,11 @@ def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_sett
     monkeypatch.setattr(daemon_mod, "FRESH_EVERY_S", 0.01)
     eng = Engram(":memory:", settings=short_settings, embedder=fake, clock=clock)
     calls = {"n": 0}
-    back = threading.Event()
 
     def catch_up(force: bool = False) -> int:
         calls["n"] += 1
         if calls["n"] <= 20:
             raise ConnectionError("the connection is closed")
-        back.set()
         return 0
 
     monkeypatch.setattr(eng, "catch_up", catch_up)
@@ -107,8 +105,9 @@ def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_sett
     with caplog.at_level("INFO", logger="engram.server.daemon"):
         daemon.start()
         try:
-            assert back.wait(10)
-            time.sleep(0.1)
+            # The feed is back once the daemon has read it again after the failures and said so.
+            wait_until(lambda: calls["n"] > 21 and any("readable again" in r.getMessage() for r in caplog.records),
+                       timeout=10, every=0.01, what="the change feed's return to be logged")
         finally:
             daemon.stop_requested.set()
             daemon.close()

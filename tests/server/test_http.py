@@ -12,6 +12,7 @@ import pytest
 from engram import Engram
 from engram.api import Api
 from engram.server.http import OPS, BindRefused, build_app, check_bind
+from tests.conftest import wait_until
 
 TOKEN = "s3cret-token-for-tests"
 HAS_MAINTENANCE = importlib.util.find_spec("engram.admin.maintenance") is not None
@@ -382,7 +383,6 @@ def test_daemon_answers_on_its_socket_only_once_http_is_up(settings, fake, clock
     """Clients are told the daemon is up when its socket answers; HTTP must be listening by then."""
     import socket
     import threading
-    import time
 
     from engram.server.daemon import Daemon
     from engram.server.rpc import RpcError
@@ -395,15 +395,16 @@ def test_daemon_answers_on_its_socket_only_once_http_is_up(settings, fake, clock
     starting = threading.Thread(target=daemon.start, kwargs={"http": True, "port": port})
     starting.start()
     try:
-        deadline = time.monotonic() + 60
-        while True:
+        def answers() -> bool:
             try:
                 with RpcClient(settings.socket_path, client="probe") as c:
                     c.call("health")
-                break
             except RpcError:
-                assert time.monotonic() < deadline, "the daemon never answered on its socket"
-                time.sleep(0.005)  # polling another thread's start-up; there is no event to wait on
+                return False
+            return True
+
+        # Another thread's start-up, with no event to wait on: poll the socket closely.
+        wait_until(answers, timeout=60, every=0.005, what="the daemon to answer on its socket")
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
     finally:
         starting.join()

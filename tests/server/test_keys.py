@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from engram import ops
 from engram.admin import keys
 from engram.api import Api, Ctx
 from engram.server.daemon import build_http_app
+from tests.conftest import wait_until
 
 TOKEN = "owner-token-0123456789abcdef0123"
 BOB = Ctx("s-bob", "bob", "test")
@@ -299,13 +299,11 @@ def test_a_key_acts_as_its_user_exactly_and_its_sessions_end(api, server, mode):
     assert api.eng.get(mid, user).user_id == user
     # The server ends the session when it handles the client's closing request, which the client
     # does not wait for: on a loaded machine that can land a moment after the client is gone.
-    deadline = time.monotonic() + 15
-    while True:
+    def ended() -> bool:
         sessions = api.eng.store_db.user_sessions(user)
-        if (sessions and all(s.status == "ended" for s in sessions)) or time.monotonic() > deadline:
-            break
-        time.sleep(0.05)
-    assert sessions and all(s.status == "ended" for s in sessions)
+        return bool(sessions) and all(s.status == "ended" for s in sessions)
+
+    wait_until(ended, timeout=15, what="the MCP session to end")
     assert api.eng.take_interrupted(user) == []
 
 

@@ -11,12 +11,14 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
+from urllib.parse import urlparse
 
 import anyio
 import httpx
 import pytest
 from mcp.client import Client
 from mcp.client.stdio import StdioServerParameters
+from playwright.sync_api import expect
 
 from engram.api import Ctx
 from engram.panel import STATIC
@@ -27,6 +29,7 @@ pytestmark = [pytest.mark.browser]  # and `model` on every test that runs the re
 
 TOKEN = "panel-test-token-7f3a"
 WAIT_MS = 30_000  # a page's data can wait behind a model load on this 2-core machine
+expect.set_options(timeout=WAIT_MS)
 SECRET = "The vault combination is 31-41-59"  # stored, then looked for in every panel file
 
 
@@ -240,11 +243,38 @@ def test_the_board_and_the_task_page_show_who_holds_a_task(page, api):
 
 
 def search(page, query: str) -> None:
+    """Go to Memories and search `query` at once, as a quick user does, then wait for that
+    search's own page: its form holds the query as drawn (the value attribute, which typing
+    does not set) and its results are in."""
     page.click("header nav a[data-section=memories]")
     page.fill("#q", query)
     page.press("#q", "Enter")  # the keyboard submits the search form
-    page.wait_for_selector(f"#q[value='{query}']")
-    page.wait_for_selector(".hit, .muted:text('0 hits')")
+    expect(page.locator(f"#q[value='{query}']")).to_be_attached()
+    expect(page.locator(".hit, .muted:text('0 hits')").first).to_be_visible()
+
+
+def is_the_list(url: str) -> bool:
+    return urlparse(url).path == "/memories"
+
+
+def hold_the_list(page) -> list:
+    """Hold the page's GET /memories (the Memories section's list) until the test lets it go:
+    the section's render arrives late, as it does on a slow machine. Returns the held routes."""
+    held: list = []
+    page.route(is_the_list, lambda route: held.append(route))
+    return held
+
+
+def release(page, held: list) -> None:
+    """Let the held list go, once the route has reached the test: Playwright runs a route's
+    handler during a call to the page, so each round trip below gives it the chance to."""
+    for _ in range(1000):
+        if held:
+            break
+        page.evaluate("0")
+    assert len(held) == 1, held
+    held.pop().continue_()
+    page.unroute_all()
 
 
 @pytest.mark.model
@@ -269,6 +299,68 @@ def test_search_shows_each_hits_score_breakdown(page, api):
     page.select_option("select[name=type]", "strategy")
     page.click("form.filters button[type=submit]")
     page.wait_for_selector(".muted:text('0 hits')")
+
+
+@pytest.mark.model
+def test_a_query_typed_before_the_section_arrives_is_kept_and_searched(page, api):
+    ok(api.post("/memories", json={"content": "The canary deploy waits ten minutes before promoting"}))
+    search(page, "canary deploy")
+    held = hold_the_list(page)
+    with page.expect_request(lambda r: is_the_list(r.url)):
+        page.click("header nav a[data-section=memories]")
+    # The section is on its way; the user types into the search field already on screen.
+    page.fill("#q", "how long does the canary wait")
+    release(page, held)
+    # The section's page arrives while they type (the list: its pager) and keeps their text and focus.
+    expect(page.locator(".pager")).to_be_visible()
+    q = page.locator("#q")
+    expect(q).to_have_value("how long does the canary wait")
+    expect(q).to_be_focused()
+    page.keyboard.press("Enter")
+    expect(page.locator("#q[value='how long does the canary wait']")).to_be_attached()
+    expect(page.locator(".hit").first).to_contain_text("canary deploy waits ten minutes")
+
+
+@pytest.mark.model
+def test_a_field_the_user_is_in_keeps_the_focus_when_the_section_arrives(page, api):
+    ok(api.post("/memories", json={"content": "The nightly export lands in the reports bucket at 3 am"}))
+    search(page, "nightly export")
+    held = hold_the_list(page)
+    with page.expect_request(lambda r: is_the_list(r.url)):
+        page.click("header nav a[data-section=memories]")
+    page.focus("#q")  # in the field, no key pressed yet: the keys come after the section arrives
+    release(page, held)
+    expect(page.locator(".pager")).to_be_visible()
+    expect(page.locator("#q")).to_be_focused()
+    page.keyboard.type("where does the nightly export land")
+    page.keyboard.press("Enter")
+    expect(page.locator("#q[value='where does the nightly export land']")).to_be_attached()
+    expect(page.locator(".hit").first).to_contain_text("nightly export lands in the reports bucket")
+
+
+@pytest.mark.model
+def test_a_sections_late_render_never_paints_over_the_search_made_meanwhile(page, api):
+    ok(api.post("/memories", json={"content": "The release branch is cut every other Thursday"}))
+    search(page, "release branch")
+    held = hold_the_list(page)
+    with page.expect_request(lambda r: is_the_list(r.url)):
+        page.click("header nav a[data-section=memories]")
+    page.fill("#q", "when is the release branch cut")
+    page.press("#q", "Enter")
+    expect(page.locator("#q[value='when is the release branch cut']")).to_be_attached()
+    expect(page.locator(".hit").first).to_contain_text("release branch is cut every other Thursday")
+    # Every node added to the page from now on is recorded: the list, late, must add none.
+    page.evaluate("""() => {
+        window.painted = [];
+        new MutationObserver((records) => records.forEach((r) => window.painted.push(...r.addedNodes)))
+            .observe(document.getElementById("main"), { childList: true, subtree: true });
+    }""")
+    with page.expect_response(lambda r: is_the_list(r.url)) as late:
+        release(page, held)
+    late.value.finished()
+    assert page.evaluate("window.painted.length") == 0
+    expect(page.locator("#q")).to_have_value("when is the release branch cut")
+    expect(page.locator(".pager")).to_have_count(0)
 
 
 @pytest.mark.model

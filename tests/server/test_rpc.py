@@ -549,6 +549,7 @@ def test_a_newer_client_replaces_an_older_server(sock_dir):
         from engram.server.rpc import acquire_daemon_lock
         lock = acquire_daemon_lock({str(sock_dir / 's.sock')!r})
         s = RpcServer({str(sock_dir / 's.sock')!r}, lambda m, p, peer: "new", hello={{"version": "0.2.0"}})
+        # Not a wait: the new server lives until the test kills it, 20 s at most if it never does.
         s.start(); import time; time.sleep(20)
     """)]
     client = RpcClient(sock_dir / "s.sock", client="t", version="0.2.0", spawn=spawn)

@@ -43,38 +43,65 @@ async function route() {
     if (a.dataset.section === section) a.setAttribute("aria-current", "page");
   }
   if (current) clearInterval(current.timer);
-  const hash = location.hash;
-  const page = make();
-  current = { hash, page, timer: null, last: null };
+  // This navigation's own state: once another navigation replaces `current`, whatever this one
+  // still awaits is dropped (draw checks it after its await), so a slow page never paints over
+  // the one the user went to next.
+  const state = { hash: location.hash, page: make(), timer: null, last: null };
+  current = state;
   // A message an action left ("Forgotten.") stays until the next one; "Loading…" only fills silence.
   const status = document.getElementById("status");
   if (!status.textContent) say("Loading…");
   try {
-    await draw(current, true);
+    if (!await draw(state, true)) return;
     if (status.textContent === "Loading…") say("");
   } catch (e) {
-    failed(e);
+    if (state === current) failed(e);
     return;
   }
-  if (page.refresh !== false) {
-    current.timer = setInterval(() => {
-      if (document.hidden || current.hash !== hash) return;
-      draw(current, false).catch(failed);
-    }, page.refresh || REFRESH_MS);
+  if (state.page.refresh !== false) {
+    state.timer = setInterval(() => {
+      if (document.hidden || state !== current) return;
+      draw(state, false).catch(failed);
+    }, state.page.refresh || REFRESH_MS);
   }
 }
 
 // A page is {load: async () => data, render: (data, redraw) => Node, refresh?: false | ms}; drawn
 // again only when its data changed, so focus and what the user is typing survive a refresh.
+// Returns whether it drew: not when a later navigation (or the login form) took over meanwhile.
 async function draw(state, first) {
   const data = await state.page.load();
+  if (state !== current) return false;
   const key = JSON.stringify(data);
-  if (!first && key === state.last) return;
-  if (!first && main.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return;
+  if (!first && key === state.last) return false;
+  if (!first && main.contains(document.activeElement) && document.activeElement.matches("input, textarea, select")) return false;
   state.last = key;
-  const node = state.page.render(data, () => draw(state, true).catch(failed));
+  const node = state.page.render(data, () => draw(state, true).catch((e) => state === current && failed(e)));
+  const kept = keepTyping(node);
   main.replaceChildren(node);
-  if (first) main.focus({ preventScroll: true });
+  if (kept) kept();
+  else if (first) main.focus({ preventScroll: true });
+  return true;
+}
+
+// A page drawn while the user is in one of its fields (they clicked a section and started typing
+// before it arrived) keeps them there: the same field of the new page (same id) gets the focus,
+// and what they typed with its caret, so their keystrokes and Enter go on where they were and
+// not into the page's default. A focused field counts even before its first keystroke: text can
+// arrive just after the render. Returns the step to run once the node is in the page (focus
+// needs it there), or null when no field of the page has the focus.
+function keepTyping(node) {
+  const el = document.activeElement;
+  if (!el || !el.id || !main.contains(el) || !el.matches("input, textarea")) return null;
+  const twin = node.querySelector(`#${CSS.escape(el.id)}`);
+  if (!twin || twin.tagName !== el.tagName || twin.type !== el.type) return null;
+  const typed = el.value !== el.defaultValue;
+  const { selectionStart, selectionEnd } = el;
+  if (typed) twin.value = el.value;
+  return () => {
+    twin.focus({ preventScroll: true });
+    if (selectionStart !== null && twin.value === el.value) twin.setSelectionRange(selectionStart, selectionEnd);
+  };
 }
 
 function failed(e) {

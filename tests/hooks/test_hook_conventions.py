@@ -8,7 +8,7 @@ import subprocess
 
 import pytest
 
-from tests.server.test_hook_command import context_of, engram, hook, payload
+from tests.hooks.test_hook_command import context_of, engram, hook, payload
 
 PROMPTS = [
     "Thanks! Add httpx to the project. Btw, in this repo we install packages with uv, never pip.",
