@@ -268,6 +268,9 @@ class Api:
         m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
         return {"memory_id": m.id, "pinned": m.pinned}
 
+    def keep_memory(self, ctx: Ctx, memory_id: str) -> dict:
+        return self.eng.keep(memory_id, user_id=ctx.user_id)
+
     def memory_strength(self, ctx: Ctx, memory_id: str, days: int) -> dict:
         """Strength since the last recall and projected `days` ahead, with when it would be pruned."""
         return self.eng.strength_curve(memory_id, days=days, user_id=ctx.user_id)

@@ -13,6 +13,7 @@ declared once, in the part (a parameter with a default is keyword-only there):
     continuity/handoffs.py        handoff, failure and progress records, step checks, a task's plan
     continuity/tasks.py           tasks, claims, resume_task, the prompt block
     continuity/recall_context.py  recall_context and get_context, over one recall
+    continuity/keeping.py         keep: a memory captured automatically made durable
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Callable
 from engram.continuity.claims import Claims
 from engram.continuity.conventions import Conventions
 from engram.continuity.handoffs import Handoffs
+from engram.continuity.keeping import Keeping
 from engram.continuity.recall_context import RecallContext
 from engram.continuity.sessions import Sessions
 from engram.continuity.tasks import Tasks
@@ -117,6 +119,7 @@ class Engram:
         self.context_recall = RecallContext(p, self.recaller, self.sessions, self.handoffs)
         self.curation = Curation(p, self.indexes)
         self.conventions = Conventions(self)
+        self.keeping = Keeping(p)
         try:
             p.model_changed = self.indexes.check_model()
             self.indexes.rebuild()  # reads every memory: a damaged block is found here (DatabaseDamaged)
@@ -234,6 +237,9 @@ class Engram:
 
     # -- conventions the user states (continuity/conventions.py) ------------
     capture_conventions = _delegate("conventions", Conventions.capture)
+
+    # -- keeping what capture stored (continuity/keeping.py) -----------------
+    keep = _delegate("keeping", Keeping.keep)
 
 
 def _load_model(settings: Settings) -> Embedder:

@@ -353,6 +353,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "recall_memory": _render_recall,
     "get_context": lambda r: r["context"],
     "forget_memory": _render_forget,
+    "keep_memory": lambda r: f"kept {r['memory_id']}: now a {r['memory_type']}, no longer marked automatic"
+    if r["action"] == "keep" else f"{r['memory_id']}: {r['reason']}",
     "create_task": _task_line,
     "update_task": _task_line,
     "get_task": _render_task_view,

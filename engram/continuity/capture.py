@@ -10,12 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.core.types import MEMORY_TYPES, EngramError
+from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
 
 __all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "capture_allowed",
            "prune_episodes", "session_capture"]
 
-AUTO_CAPTURE_TAG = "auto-capture"
 PITFALL_TAG = "pitfall"
 EPISODE_TAG = "episode"
 EPISODE_TYPE = "episode"

@@ -4,8 +4,9 @@
 sentence through the normal write path: a restatement reinforces the memory it restates, a
 correction replaces it, and each belongs to the project it was said in (never to none: a
 convention of one repository must not reach another). The memories are facts tagged
-`convention`, with metadata.captured = "auto". `project_conventions` lists a project's most used
-ones (session start); `conventions_for_prompt` the ones a prompt is close to (per-prompt injection).
+`convention` and `auto-capture` (every capture's mark), with metadata.captured = "auto".
+`project_conventions` lists a project's most used ones (session start); `conventions_for_prompt`
+the ones a prompt is close to (per-prompt injection).
 
 Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.continuity.lifecycle.
 """
@@ -16,7 +17,7 @@ import hashlib
 import re
 from typing import Any
 
-from engram.core.types import EngramError, Memory, Scope
+from engram.core.types import AUTO_CAPTURE_TAG, EngramError, Memory, Scope
 from engram.text.conventions import conventions_in, topics_of
 
 __all__ = ["CONVENTION_TAG", "Conventions", "capture_conventions", "conventions_for_prompt", "is_captured_convention",
@@ -80,7 +81,7 @@ def capture_conventions(eng: Any, prompts: list[str], user: str | None = None, s
         if mark in known:
             out["already"] += 1
             continue
-        r = eng.store(s, memory_type="fact", importance=CONVENTION_IMPORTANCE, tags=[CONVENTION_TAG],
+        r = eng.store(s, memory_type="fact", importance=CONVENTION_IMPORTANCE, tags=[CONVENTION_TAG, AUTO_CAPTURE_TAG],
                       metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
                       provenance=[mark], user_id=user, session_id=session_id, project=project)
         known.add(mark)

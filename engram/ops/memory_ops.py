@@ -183,6 +183,12 @@ CURATION = (
         Param("memory_id", str, "Id of the memory."),
         Param("pinned", bool, "false unpins.", True),
     ), http=Http("POST", "/memories/{memory_id}/pin", "Pin or unpin a memory", empty_body_ok=True)),
+    # The user vouching for what capture stored: not an MCP tool (an agent has no view to judge it).
+    Op("keep_memory", (Param("memory_id", str, "Id of the memory."),),
+       http=Http("POST", "/memories/{memory_id}/keep", "Keep a memory captured automatically: it loses "
+                 "its automatic mark and an episode becomes a fact", empty_body_ok=True),
+       cli=(Cli(("keep",), "Keep a memory captured automatically (an episode becomes a fact; the mark goes).",
+                positional=("memory_id",)),)),
     Op("memory_strength", (
         Param("memory_id", str, "Id of the memory."),
         Param("days", int, "Days to project ahead (1-3650).", 90, ge=1, le=3650),

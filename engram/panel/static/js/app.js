@@ -1,9 +1,10 @@
-// Hash routes (#/tasks, #/task/<id>, #/memories?..., #/memory/<id>, #/upkeep), the login form,
+// Hash routes (#/tasks, #/task/<id>, #/memories?..., #/memory/<id>, #/captured, #/upkeep), the login form,
 // and a quiet refresh that redraws a page only when its data changed.
 import { Unauthorized, get, setToken, token } from "./api.js";
 import { h } from "./dom.js";
 import { boardPage, taskPage } from "./tasks.js";
 import { memoriesPage, memoryPage } from "./memories.js";
+import { capturedPage } from "./captured.js";
 import { upkeepPage } from "./upkeep.js";
 
 const ROUTES = [
@@ -11,6 +12,7 @@ const ROUTES = [
   [/^#\/task\/(.+)$/, "tasks", (id) => taskPage(decodeURIComponent(id))],
   [/^#\/memories(?:\?(.*))?$/, "memories", (q) => memoriesPage(new URLSearchParams(q || ""))],
   [/^#\/memory\/(.+)$/, "memories", (id) => memoryPage(decodeURIComponent(id))],
+  [/^#\/captured(?:\?(.*))?$/, "captured", (q) => capturedPage(new URLSearchParams(q || ""))],
   [/^#\/upkeep$/, "upkeep", () => upkeepPage()],
 ];
 const REFRESH_MS = 4000;

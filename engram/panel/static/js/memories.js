@@ -1,5 +1,5 @@
 // Memory search (POST /search with explain; without a query, the paged GET /memories) and the
-// memory page (GET /memories/{id}, /versions, /strength; PATCH, POST /pin, DELETE).
+// memory page (GET /memories/{id}, /versions, /strength; PATCH, POST /pin, POST /keep, DELETE).
 import { call, get, query } from "./api.js";
 import { badge, h, link, num, short, when } from "./dom.js";
 import { go, say } from "./app.js";
@@ -140,6 +140,8 @@ export function memoryPage(id) {
         h("div", { class: "row" },
           h("button", { type: "button", id: "pin", onclick: act(() => call("POST", `${path}/pin`, { pinned: !m.pinned }), m.pinned ? "Unpinned." : "Pinned.") },
             m.pinned ? "Unpin" : "Pin"),
+          // What capture stored on its own (#/captured): the user may vouch for it.
+          m.tags.includes("auto-capture") ? h("button", { type: "button", id: "keep", onclick: act(() => call("POST", `${path}/keep`), "Kept: no longer marked automatic.") }, "Keep") : null,
           h("button", { type: "button", class: "danger", id: "forget", onclick: async () => {
             if (!confirm("Forget this memory for good? Its text and history are deleted.")) return;
             try { await call("DELETE", path); say("Forgotten."); go("#/memories"); } catch (e) { say(e.message, true); }
