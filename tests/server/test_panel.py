@@ -468,6 +468,57 @@ def test_the_project_filter_on_the_memory_list_search_and_task_board(page, api):
     assert "Release checklist" in page.inner_text("main")
 
 
+# ---------------------------------------------------------------- captured
+
+
+@pytest.mark.model
+def test_the_captured_page_lists_what_capture_stored_and_deletes_and_keeps_it(page, server, api):
+    """Stored as the Stop hook stores a turn: session_capture and capture_conventions over the
+    daemon's socket, in a project."""
+    from benchmarks.fix_recall import captured_fix, cases
+    from engram.server.rpc_client import RpcClient
+
+    _, env = server
+    fix = captured_fix("claude-code", next(c for c in cases() if c["id"] == "rust-unresolved-import"))
+    turns = [{"request": "Why does the nightly export stall?",
+              "answer": "The exporter waits on a lock the backup job holds until it finishes."},
+             {"request": "Where do the staging credentials come from?",
+              "answer": "From the vault's staging path, read at deploy time by the release script."}]
+    with RpcClient(Path(env["ENGRAM_HOME"]) / "engram.sock", session_id="panel-capture", client="claude-code",
+                   project="github.com/me/captured", timeout=120) as rpc:
+        stored = rpc.call("session_capture", fixes=[fix.to_dict()], episodes=turns, client="claude-code")
+        said = rpc.call("capture_conventions", prompts=["In this repo we install packages with uv, never pip."])
+    assert stored["fixes"] == 1 and stored["episodes"] == 2 and len(said["stored"]) == 1, (stored, said)
+    captured = ok(api.get("/memories", params={"tag": "auto-capture"}))["memories"]
+    ids = {kind: next(m["id"] for m in captured if kind in m["tags"]) for kind in ("pitfall", "convention")}
+    stall, creds = (next(m["id"] for m in captured if words in m["content"])
+                    for words in ("nightly export", "staging credentials"))
+
+    page.click("header nav a[data-section=captured]")
+    page.wait_for_selector("h1:text('Captured')")
+    rows = page.locator("main tbody tr")
+    expect(rows).to_have_count(4)
+    for kind in ("pitfall", "convention"):
+        expect(page.locator(f"tr[data-id='{ids[kind]}'] .badge")).to_have_text(kind)
+    expect(page.locator(f"tr[data-id='{stall}'] .badge")).to_have_text("episode")
+    expect(page.locator(f"tr[data-id='{stall}'] time")).to_have_count(1)
+
+    page.once("dialog", lambda d: d.accept())
+    page.click(f"tr[data-id='{stall}'] button.delete")
+    page.wait_for_selector("#status:text('Deleted')")
+    expect(rows).to_have_count(3)
+    assert api.get(f"/memories/{stall}").status_code == 404
+
+    page.click(f"tr[data-id='{creds}'] button.keep")
+    page.wait_for_selector("#status:text('Kept')")
+    expect(page.locator(f"tr[data-id='{creds}']")).to_have_count(0)
+    expect(rows).to_have_count(2)
+    kept = ok(api.get(f"/memories/{creds}"))
+    assert kept["memory_type"] == "fact" and kept["content"].startswith("User: Where do the staging credentials")
+    assert "auto-capture" not in kept["tags"] and "episode" not in kept["tags"]
+    assert any(e["action"] == "keep" for e in kept["history"])
+    assert ok(api.get("/memories", params={"tag": "auto-capture"}))["total"] == 2
+
 # ---------------------------------------------------------------- upkeep
 
 
