@@ -52,10 +52,14 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
     page = eng.list_memories(memory_type="failure", tags=[key_tag], limit=1, user_id=user,
                              in_project=project or "")
     content = eng.get(page["memories"][0]["id"], user_id=user).content if page["memories"] else fix.content()
+    # One the user kept (engram.continuity.keeping) stays unmarked when the fix comes back: the
+    # reinforcement takes in the tags it is sent.
+    kept = bool(page["memories"]) and AUTO_CAPTURE_TAG not in page["memories"][0]["tags"]
+    mark = [] if kept else [AUTO_CAPTURE_TAG]
     doc = {"error": fix.signature + (f" (at {fix.location})" if fix.location else ""), "component": fix.program,
            "root_cause": "", "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits)}
     r = eng.store(content, memory_type="failure", importance=PITFALL_IMPORTANCE,
-                  tags=[AUTO_CAPTURE_TAG, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
+                  tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
                   task_id=task, metadata={"failure": doc, "capture": fix.to_dict()}, user_id=user,
                   session_id=session_id, chunk=False, project=project)
     return r.action == "new"

@@ -101,3 +101,13 @@ def test_engram_keep_command(api, eng, capsys, tmp_path, monkeypatch):
     assert code == 0 and json.loads(out)["action"] == "unchanged"
     code, out, err = cli("keep", "m-nope")
     assert code == 1 and err.startswith("error: ") and "no memory with id 'm-nope'" in err and out == ""
+
+
+def test_a_kept_pitfall_fixed_again_is_reinforced_and_stays_kept(api, eng):
+    ids = captured(api)
+    api.call("keep_memory", {"memory_id": ids["pitfall"]}, CTX)
+    fix = captured_fix("claude-code", next(c for c in cases() if c["id"] == "rust-unresolved-import"))
+    again = api.call("session_capture", {"fixes": [fix.to_dict()]}, Ctx(session_id="s2", project=PROJECT))
+    assert again["reinforced"] == 1 and again["fixes"] == 0
+    m = eng.get(ids["pitfall"])
+    assert m.recall_count == 1 and AUTO_CAPTURE_TAG not in m.tags
