@@ -1,7 +1,8 @@
 """Keep: a memory captured automatically becomes one the user vouches for (the panel's "keep", `engram keep`).
 
-What capture marks (engram.continuity.capture, engram.continuity.conventions): a pitfall and an
-episode carry the tag `auto-capture`; a convention carries metadata.captured = "auto". Keeping
+What capture marks (engram.continuity.capture, engram.continuity.conventions): every capture
+carries the tag `auto-capture`, and a convention metadata.captured = "auto" too (the only mark of
+one captured before conventions were tagged). Keeping
 removes the mark (metadata.captured becomes "kept", so where it came from stays readable) and
 makes the memory durable in the engine's own terms:
 
