@@ -31,6 +31,7 @@ STATUS_CODES = {"active": 0, "superseded": 1, "consolidated": 2}
 # Bounded search (see MemoryIndex.top_cosine): rows are first scored in a subspace of a quarter
 # of the dimensions (96 of 384); below BOUNDED_MIN_ROWS rows a full scan is as fast.
 BOUNDED_MIN_ROWS = 20_000
+CONTEXT_MAX_CHARS = 10**9
 
 
 def to_days(dt: datetime | None, default: float = np.nan) -> float:
@@ -89,6 +90,7 @@ class MemoryIndex:
         self.context_weight = context_weight
         self.context_terms = context_terms
         self.context_gap_days = context_gap_days
+        self.context_max_chars = CONTEXT_MAX_CHARS
         self.context_of: dict[int, tuple[int, ...]] = {}
         self._borrowers: dict[int, set[int]] = {}  # row -> rows that use it as context
         self._recent: dict[tuple[int, str], list[int]] = {}
@@ -97,6 +99,7 @@ class MemoryIndex:
         self.texts: list[str | None] = []  # content per row, so write-time resolution needs no read
         self.row_of: dict[str, int] = {}
         self.users, self.tasks, self.sessions, self.projects = _Codes(), _Codes(), _Codes(), _Codes()
+        self.groups = _Codes()  # chunk groups: the chunks of one long text (writes._store_chunks)
         self.tag_rows: dict[str, set[int]] = {}
         self.row_tags: dict[int, tuple[str, ...]] = {}
         self.bm25 = BM25Index()
@@ -135,6 +138,7 @@ class MemoryIndex:
         grow("valid_to", np.float64, np.inf)
         grow("pinned", bool, False)
         grow("turn", bool, False)  # a turn of a conversation (stored with one)
+        grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
         for name in self.proj:
             old_cap = len(self.resid[name])
             proj = np.zeros((self.proj_dims, cap), dtype=np.float32)
@@ -203,6 +207,7 @@ class MemoryIndex:
         self.valid_to[row] = to_days(m.valid_to, np.inf)
         self.pinned[row] = m.pinned
         self.turn[row] = m.conversation is not None
+        self.group[row] = self.groups.code((m.metadata or {}).get("chunk_group"))
         if fresh:
             self.context_of[row] = self._context_rows(row, m.conversation)
             for r in self.context_of[row]:
@@ -234,10 +239,16 @@ class MemoryIndex:
         t = self.created[row]
         ctx = tuple(r for r in reversed(recent[-self.context_window:])
                     if self.alive[r] and self.status[r] == 0
-                    and 0.0 <= t - self.created[r] <= self.context_gap_days)
+                    and 0.0 <= t - self.created[r] <= self.context_gap_days
+                    and self._short(r))
+        if not self._short(row):
+            ctx = ()
         recent.append(row)
         del recent[: -self.context_window]
         return ctx
+
+    def _short(self, row: int) -> bool:
+        return len(self.texts[row] or "") <= self.context_max_chars
 
     def _search_vector(self, row: int) -> np.ndarray:
         return self._search_vectors(np.array([row]))[0]
