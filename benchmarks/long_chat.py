@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import functools
 import json
 import random
 import sys
@@ -35,7 +36,12 @@ FACTS = 300  # answered questions (half stated by the user, half by the assistan
 NEAR = 60  # near-topic questions nothing answers
 START = datetime(2022, 1, 10, 9, 0, tzinfo=timezone.utc)
 SPAN_DAYS = 3 * 365  # sessions spread over three years
-REPLY_CHARS = (600, 5000)  # an assistant reply's length (log-uniform)
+# An assistant reply's length, log-uniform: a tenth of them long (and every reply holding a
+# fact), the rest a paragraph or two. Long replies are what the set is about; they are also what
+# costs the time to embed, on a shared machine.
+LONG_REPLY = (1500, 4000)
+SHORT_REPLY = (150, 800)
+LONG_SHARE = 0.1
 
 _SYL = ("ka", "lo", "mi", "ren", "sa", "tor", "vel", "bri", "dun", "ema", "fal", "gor", "hal",
         "ine", "jor", "kel", "lun", "mar", "nor", "osk", "pel", "qui", "ras", "sel", "tam", "ul",
@@ -178,7 +184,8 @@ TOPIC_SENTENCES = {
 }
 
 
-def stdlib_paragraphs() -> list[str]:
+@functools.cache
+def stdlib_paragraphs() -> tuple[str, ...]:
     """Paragraphs of the installed standard library's own documentation: module, class and
     function docstrings (read with ast, nothing imported) and pydoc's reference topics."""
     root = Path(sysconfig.get_paths()["stdlib"])
@@ -209,7 +216,7 @@ def stdlib_paragraphs() -> list[str]:
             prose = sum(c.isalpha() for c in text) > 0.7 * len(text)
             if len(text) >= 120 and text[0].isupper() and ">>>" not in text and prose:
                 out.append(text)
-    return out
+    return tuple(out)
 
 
 def locomo_lines(path: Path) -> list[str]:
@@ -235,7 +242,7 @@ def _fill(template: str, slots: dict[str, str]) -> str:
     return template.format(**slots)
 
 
-def _reply(rng: random.Random, paras: list[str], length: int, inserts: list[str]) -> tuple[str, list[str]]:
+def _reply(rng: random.Random, paras: tuple[str, ...], length: int, inserts: list[str]) -> tuple[str, list[str]]:
     """An assistant reply of about `length` characters: consecutive paragraphs from a random place
     in the documentation, the `inserts` sentences put at random paragraph places."""
     i = rng.randrange(len(paras))
@@ -243,6 +250,10 @@ def _reply(rng: random.Random, paras: list[str], length: int, inserts: list[str]
     while sum(len(p) + 2 for p in body) < length:
         body.append(paras[i % len(paras)])
         i += 1
+    text = "\n\n".join(body)
+    cut = text.rfind(". ", 0, int(length * 1.3))
+    if len(text) > length * 1.3 and cut > length // 2:  # a paragraph longer than asked: cut after a sentence
+        body = text[:cut + 1].split("\n\n")
     for s in inserts:
         at = rng.randrange(len(body) + 1)
         # Inside a paragraph or as its own: replies put the one useful sentence anywhere.
@@ -315,7 +326,8 @@ def build(locomo_path: Path, seed: int = SEED) -> dict:
                                   "sentence": fact, "role": role, "topic": topic})
             elif rng.random() < 0.3:
                 inserts = [TOPIC_SENTENCES[topics[s]]]  # on the session's topic, answering nothing
-            length = round(REPLY_CHARS[0] * (REPLY_CHARS[1] / REPLY_CHARS[0]) ** rng.random())
+            lo, hi = LONG_REPLY if f is not None or rng.random() < LONG_SHARE else SHORT_REPLY
+            length = round(lo * (hi / lo) ** rng.random())
             reply, _ = _reply(rng, paras, length, inserts)
             turns.append({"id": f"{sid}:t{len(turns)}", "role": "user", "content": user})
             turns.append({"id": f"{sid}:t{len(turns)}", "role": "assistant", "content": reply})

@@ -31,7 +31,6 @@ STATUS_CODES = {"active": 0, "superseded": 1, "consolidated": 2}
 # Bounded search (see MemoryIndex.top_cosine): rows are first scored in a subspace of a quarter
 # of the dimensions (96 of 384); below BOUNDED_MIN_ROWS rows a full scan is as fast.
 BOUNDED_MIN_ROWS = 20_000
-CONTEXT_MAX_CHARS = 10**9
 
 
 def to_days(dt: datetime | None, default: float = np.nan) -> float:
@@ -90,7 +89,6 @@ class MemoryIndex:
         self.context_weight = context_weight
         self.context_terms = context_terms
         self.context_gap_days = context_gap_days
-        self.context_max_chars = CONTEXT_MAX_CHARS
         self.context_of: dict[int, tuple[int, ...]] = {}
         self._borrowers: dict[int, set[int]] = {}  # row -> rows that use it as context
         self._recent: dict[tuple[int, str], list[int]] = {}
@@ -239,16 +237,10 @@ class MemoryIndex:
         t = self.created[row]
         ctx = tuple(r for r in reversed(recent[-self.context_window:])
                     if self.alive[r] and self.status[r] == 0
-                    and 0.0 <= t - self.created[r] <= self.context_gap_days
-                    and self._short(r))
-        if not self._short(row):
-            ctx = ()
+                    and 0.0 <= t - self.created[r] <= self.context_gap_days)
         recent.append(row)
         del recent[: -self.context_window]
         return ctx
-
-    def _short(self, row: int) -> bool:
-        return len(self.texts[row] or "") <= self.context_max_chars
 
     def _search_vector(self, row: int) -> np.ndarray:
         return self._search_vectors(np.array([row]))[0]
