@@ -8,6 +8,8 @@ carries the turn's provenance, so a hit on any chunk is a hit on its turn. Every
 asked in each mode with reinforce=False at recall's default limit (10); Hit@k counts a question
 when its evidence turn is among the top k hits, and Hit@k (session) when a turn of its session is.
 A question with no evidence is one no turn answers (near-topic): it counts when it returns nothing.
+Beside the engine's modes, `plain` is the bare model (benchmarks.plain_cosine: one vector per whole
+turn, plain cosine), which returns ten turns for every question.
 Run alone: python -m benchmarks.long_sessions [--set PATH]; benchmarks.recall_eval reports it
 with the other sets.
 """

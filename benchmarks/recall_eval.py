@@ -7,7 +7,8 @@ first stage alone, asked one after the other, with each recall's time at limit 1
 
 The agent set (benchmarks/agent/agent_set.json) is stored in order, in one session, one memory
 at a time, as an agent writes them; then every query is asked in each mode (bm25, vector,
-hybrid) with reinforce=False and recall's default limit (10). A query counts as a hit at k when
+hybrid, and `plain`, the bare model's cosine over the same texts: benchmarks.plain_cosine) with
+reinforce=False and recall's default limit (10). A query counts as a hit at k when
 one of its expected memories is in the top k. Beside Hit@k the tables give precision (the share
 of what an answered query returns that is labelled relevant) and the mean number of unrelated
 memories it returns, and so would reinforce (benchmarks/precision.py, the same definitions as
