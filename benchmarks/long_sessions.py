@@ -8,6 +8,8 @@ carries the turn's provenance, so a hit on any chunk is a hit on its turn. Every
 asked in each mode with reinforce=False at recall's default limit (10); Hit@k counts a question
 when its evidence turn is among the top k hits, and Hit@k (session) when a turn of its session is.
 A question with no evidence is one no turn answers (near-topic): it counts when it returns nothing.
+Beside the engine's modes, `plain` is the bare model (benchmarks.plain_cosine: one vector per whole
+turn, plain cosine), which returns ten turns for every question.
 Run alone: python -m benchmarks.long_sessions [--set PATH]; benchmarks.recall_eval reports it
 with the other sets.
 """
@@ -21,7 +23,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-MODES = ("bm25", "vector", "hybrid")
+MODES = ("bm25", "vector", "hybrid", "plain")  # plain: the bare model (benchmarks.plain_cosine)
 HALVES = ("tune", "report", "all")
 KS = (1, 5, 10)
 LIMIT = 10
@@ -65,32 +67,46 @@ def store_sessions(eng, doc: dict) -> int:
     return stored
 
 
-def run_long_sessions(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
+def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path | None = None) -> dict[str, Any]:
+    """Store the set, ask every question in each mode and the plain baseline, score.
+    embed_cache: keep the turns' embeddings in this .npz file (speed only)."""
     from engram import Engram, Settings, VirtualClock
     from engram.models.embedding import load_embedder
+
+    from .locomo.run import CachedEmbedder
+    from .plain_cosine import PlainCosine
 
     settings = settings or Settings.from_env()
     embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
                                          threads=settings.torch_threads)
+    if embed_cache is not None:
+        embedder = CachedEmbedder(embedder, Path(embed_cache))
     last = max(datetime.fromisoformat(s["date"]) for s in doc["sessions"])
     clock = VirtualClock(last + timedelta(days=1))
     eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
     try:
         memories = store_sessions(eng, doc)
+        turns_all = [t for s in doc["sessions"] for t in s["turns"]]
+        plain = PlainCosine(embedder, [t["content"] for t in turns_all], [t["id"] for t in turns_all])
         rows = []
         for q in doc["questions"]:
             want = set(q["evidence"])
             sessions = {e.split(":")[0] for e in want}
             row = {"question": q["question"], "half": q["half"], "none": not want, "modes": {}}
             for mode in MODES:
-                hits = eng.recall(q["question"], limit=LIMIT, user_id=USER, reinforce=False, mode=mode)
-                turns = [set(h.memory.provenance) for h in hits]
+                if mode == "plain":
+                    turns = [{t} for t in plain.search(q["question"], LIMIT)]
+                else:
+                    hits = eng.recall(q["question"], limit=LIMIT, user_id=USER, reinforce=False, mode=mode)
+                    turns = [set(h.memory.provenance) for h in hits]
                 first = next((i for i, t in enumerate(turns) if t & want), None)
                 first_s = next((i for i, t in enumerate(turns) if {x.split(":")[0] for x in t} & sessions), None)
-                row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(hits)}
+                row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(turns)}
             rows.append(row)
     finally:
         eng.close()
+        if isinstance(embedder, CachedEmbedder):
+            embedder.save()
     return {"memories": memories, "turns": sum(len(s["turns"]) for s in doc["sessions"]),
             "sessions": len(doc["sessions"]), "rows": rows, "table": score(rows)}
 

@@ -7,7 +7,8 @@ first stage alone, asked one after the other, with each recall's time at limit 1
 
 The agent set (benchmarks/agent/agent_set.json) is stored in order, in one session, one memory
 at a time, as an agent writes them; then every query is asked in each mode (bm25, vector,
-hybrid) with reinforce=False and recall's default limit (10). A query counts as a hit at k when
+hybrid, and `plain`, the bare model's cosine over the same texts: benchmarks.plain_cosine) with
+reinforce=False and recall's default limit (10). A query counts as a hit at k when
 one of its expected memories is in the top k. Beside Hit@k the tables give precision (the share
 of what an answered query returns that is labelled relevant) and the mean number of unrelated
 memories it returns, and so would reinforce (benchmarks/precision.py, the same definitions as
@@ -32,13 +33,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from .plain_cosine import PlainCosine
 from .precision import precision
 
-MODES = ("bm25", "vector", "hybrid", "hybrid_first")
+MODES = ("bm25", "vector", "hybrid", "hybrid_first", "plain")
 # How each column maps onto recall: hybrid_first is hybrid without the second stage (the same as
 # hybrid when ENGRAM_RERANK is off).
 MODE_KWARGS = {"bm25": {"mode": "bm25"}, "vector": {"mode": "vector"}, "hybrid": {"mode": "hybrid"},
-               "hybrid_first": {"mode": "hybrid", "rerank": False}}
+               "hybrid_first": {"mode": "hybrid", "rerank": False},
+               "plain": {}}  # the bare model, not engram (benchmarks.plain_cosine)
 KINDS = ("paraphrase", "distractor", "exact", "typo", "chinese", "none")
 HALVES = ("tune", "report", "all")
 SESSION = "agent-session-1"
@@ -93,6 +96,7 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
     try:
         ids, actions = store_set(eng, clock, doc)
+        plain = PlainCosine(embedder, [m["content"] for m in doc["memories"]], [ids[m["key"]] for m in doc["memories"]])
         # Load what the first recall would (the reranker's model, the reference texts) before timing.
         eng.recall(doc["queries"][0]["query"], limit=LIMIT, reinforce=False)
         rows = []
@@ -102,15 +106,19 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
             embedder.embed_query(q["query"])  # encoded once before timing (the query cache), as in LoCoMo
             for mode in MODES:
                 t0 = time.perf_counter()
-                hits = eng.recall(q["query"], limit=LIMIT, reinforce=False, **MODE_KWARGS[mode])
+                if mode == "plain":
+                    got = list(dict.fromkeys(plain.search(q["query"], LIMIT)))  # merged memories: one id
+                    hits = []
+                else:
+                    hits = eng.recall(q["query"], limit=LIMIT, reinforce=False, **MODE_KWARGS[mode])
+                    got = [h.memory.id for h in hits]
                 ms = (time.perf_counter() - t0) * 1000
-                got = [h.memory.id for h in hits]
                 row["modes"][mode] = {
                     "n": len(got), "ms": ms,
                     "hit@1": float(bool(want & set(got[:1]))),
                     "hit@3": float(bool(want & set(got[:3]))),
                     "relevant": [g in want for g in got],
-                    "strong": [h.confidence == "strong" for h in hits],
+                    "strong": [h.confidence == "strong" for h in hits] or [False] * len(got),
                 }
             rows.append(row)
         # The none queries once more, as an agent asks them (reinforcement on).

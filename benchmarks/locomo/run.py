@@ -17,11 +17,13 @@ from tqdm import tqdm
 
 from benchmarks.pgserver import private_postgres
 
+from ..plain_cosine import MODE as PLAIN
+from ..plain_cosine import PlainCosine
 from . import answer as answer_stage
 from .data import CATEGORIES, SCORED_CATEGORIES, Conversation, file_sha256, load, normalize_dia_id
 from .metrics import METRIC_KEYS, aggregate, percentile, score_question
 
-MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "hybrid_nograph")
+MODES: tuple[str, ...] = ("bm25", "vector", "hybrid", "hybrid_nograph", "plain")
 DEFAULT_MODE = "hybrid"
 RECALL_LIMIT = 10
 # How each benchmark mode maps onto eng.recall; graph is left to the engine unless named.
@@ -32,6 +34,8 @@ MODE_KWARGS: dict[str, dict[str, Any]] = {
     "hybrid_nograph": {"mode": "hybrid", "graph": False},
     # The first stage alone: what hybrid gives with ENGRAM_RERANK off (the same with it off).
     "hybrid_first": {"mode": "hybrid", "rerank": False},
+    # Not engram: the bare model, one vector per turn, plain cosine (benchmarks.plain_cosine).
+    PLAIN: {},
 }
 ENGINE_SETTINGS = ("reinforce_threshold", "dedup_threshold", "w_bm25", "w_vector", "graph_depth",
                    "graph_bonus", "decay_floor", "context_window", "context_weight",
@@ -211,6 +215,8 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
 
             bar.set_description(f"recall {conv.sample_id}")
             user = user_for(conv.index)
+            plain = (PlainCosine(embedder, [t.content for t in conv.turns], [frozenset({t.dia_id}) for t in conv.turns])
+                     if PLAIN in modes else None)
             for q in questions:
                 # Encode the query once before timing, so each mode's latency is the
                 # retrieval itself and no mode pays (or skips) encoding by running first.
@@ -224,6 +230,10 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
                 ranked: dict[str, list[frozenset[str]]] = {}
                 for m in modes:
                     t0 = time.perf_counter()
+                    if m == PLAIN:
+                        ranked[m] = plain.search(q.question, RECALL_LIMIT)
+                        latencies[m].append((time.perf_counter() - t0) * 1000)
+                        continue
                     hits = eng.recall(q.question, limit=RECALL_LIMIT, user_id=user,
                                       reinforce=False, **MODE_KWARGS[m])
                     latencies[m].append((time.perf_counter() - t0) * 1000)

@@ -98,6 +98,7 @@ class MemoryIndex:
         self.texts: list[str | None] = []  # content per row, so write-time resolution needs no read
         self.row_of: dict[str, int] = {}
         self.users, self.tasks, self.sessions, self.projects = _Codes(), _Codes(), _Codes(), _Codes()
+        self.groups = _Codes()  # chunk groups: the chunks of one long text (writes._store_chunks)
         self.tag_rows: dict[str, set[int]] = {}
         self.row_tags: dict[int, tuple[str, ...]] = {}
         self.bm25 = BM25Index()
@@ -136,6 +137,7 @@ class MemoryIndex:
         grow("valid_to", np.float64, np.inf)
         grow("pinned", bool, False)
         grow("turn", bool, False)  # a turn of a conversation (stored with one)
+        grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
         for name in self.proj:
             old_cap = len(self.resid[name])
             proj = np.zeros((self.proj_dims, cap), dtype=np.float32)
@@ -204,6 +206,7 @@ class MemoryIndex:
         self.valid_to[row] = to_days(m.valid_to, np.inf)
         self.pinned[row] = m.pinned
         self.turn[row] = m.conversation is not None
+        self.group[row] = self.groups.code((m.metadata or {}).get("chunk_group"))
         if fresh:
             self.context_of[row] = self._context_rows(row, m.conversation)
             for r in self.context_of[row]:

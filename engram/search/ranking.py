@@ -292,7 +292,22 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
-    return out[:limit]
+    return best_chunk_only(index, out)[:limit]
+
+
+def best_chunk_only(index: MemoryIndex, ranked: list[tuple[int, float, dict[str, float]]]) -> list:
+    """`ranked` with one hit per stored text: a long text's best chunk stands for it, and its
+    other chunks give their places to other texts (a reply cut in five must not take five of ten)."""
+    seen: set[int] = set()
+    out = []
+    for t in ranked:
+        g = int(index.group[t[0]])
+        if g >= 0:
+            if g in seen:
+                continue
+            seen.add(g)
+        out.append(t)
+    return out
 
 
 def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],

@@ -283,6 +283,16 @@ def test_run_small_slice_through_the_engine(settings, fake):
 
 
 @needs_data
+def test_the_plain_baseline_runs_beside_the_engine_on_the_same_turns(settings, fake):
+    result = run(data_path=DATA, conversations=[0], limit=5, modes=["hybrid", "plain"],
+                 settings=settings, embedder=fake, progress=False)
+    assert set(result["by_mode"]) == {"hybrid", "plain"}
+    _check_block(result["by_mode"]["plain"]["overall_1_4"])
+    assert result["timing"]["recall_ms"]["plain"]["n"] == 5
+    assert result["overall_1_4"] == result["by_mode"]["hybrid"]["overall_1_4"]
+
+
+@needs_data
 @pytest.mark.model
 def test_cli_subprocess_with_real_model(tmp_path):
     out, md = tmp_path / "locomo.json", tmp_path / "locomo.md"
@@ -295,7 +305,7 @@ def test_cli_subprocess_with_real_model(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())
-    assert result["settings"]["modes"] == ["bm25", "vector", "hybrid", "hybrid_nograph"]
+    assert result["settings"]["modes"] == ["bm25", "vector", "hybrid", "hybrid_nograph", "plain"]
     assert result["settings"]["model"] == "all-MiniLM-L6-v2"
     _check_block(result["overall_1_4"])
     assert result["answer"] == {"skipped": "answer stage skipped: no ENGRAM_BENCH_API_KEY"}

@@ -1,0 +1,49 @@
+"""Recall over long conversation turns (issue 40): a long turn is one hit however many chunks it
+was cut into, and what is meant for short chat lines does not blur long ones."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from engram import Engram
+
+WHEN = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
+PARAGRAPH = ("The lighthouse keeper logged the weather every hour and wrote the ferry times in the "
+             "margin of the harbour book, which the harbour office kept for ten years. ")
+
+
+def test_a_long_turn_is_one_hit_and_leaves_the_other_places_to_other_turns(eng):
+    long_turn = PARAGRAPH * 30  # about 5,000 characters: several chunks, each about the harbour
+    results = eng.store_many(
+        [{"content": long_turn, "conversation": "c1", "created_at": WHEN, "provenance": ("c1:t1",)}]
+        + [{"content": f"The harbour book {i} lists the ferry times for the island route.",
+            "conversation": f"c{i + 2}", "created_at": WHEN + timedelta(days=i), "provenance": (f"c{i + 2}:t0",)}
+           for i in range(4)])
+    assert len(results[0].chunks) >= 4
+    for mode in ("bm25", "vector", "hybrid"):
+        hits = eng.recall("harbour book ferry times", limit=5, mode=mode, reinforce=False)
+        turns = [h.memory.provenance for h in hits]
+        assert len(turns) == len(set(turns)), (mode, turns)  # no turn twice
+        assert ("c1:t1",) in turns, mode
+        assert len(hits) == 5, mode  # the long turn's other chunks gave their places away
+
+
+def test_the_best_chunk_stands_for_its_turn(eng):
+    filler = "The committee met on Tuesday and discussed the budget for the coming year at length. " * 14
+    text = filler + "The spare key is hidden under the blue flowerpot by the back door. " + filler
+    r = eng.store(text, conversation="c1", created_at=WHEN)
+    hits = eng.recall("where is the spare key hidden", limit=3, mode="bm25", reinforce=False)
+    assert hits and hits[0].memory.id in r.chunks
+    assert "spare key" in hits[0].memory.content  # the chunk that holds the answer, not the first
+
+
+def test_long_texts_outside_conversations_are_one_hit_too(settings, fake, clock):
+    eng = Engram(":memory:", settings=settings, embedder=fake, clock=clock)
+    try:
+        eng.store(PARAGRAPH * 20)
+        eng.store("The harbour office opens at eight.")
+        hits = eng.recall("harbour office", limit=10, mode="bm25", reinforce=False)
+    finally:
+        eng.close()
+    groups = [h.memory.metadata.get("chunk_group") for h in hits]
+    assert len(hits) == 2 and len([g for g in groups if g]) == 1
