@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sys
 import time
@@ -24,6 +25,9 @@ MAX_STDIN_BYTES = 4 * 1024 * 1024  # a hook's input is a few hundred bytes; a pr
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
 CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of the daemon's budget
 IGNORE_FILE = ".engramignore"  # at a work tree's top: its sessions are not captured
+# `gemini -p` puts the SessionStart context (engram's conventions among it) into the prompt it then
+# gives BeforeAgent, in these tags: searched with the prompt, it would bring itself back every time.
+HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 
 CLIENTS = ("claude-code", "codex", "gemini")
 # Each client's events and what engram does at each: "start" injects the session's context,
@@ -117,6 +121,8 @@ def _prompt(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
     if not settings.hook_prompt:
         return HookOutcome(status="skipped", message="ENGRAM_HOOK_PROMPT is off")
     prompt = payload.get("prompt")
+    if isinstance(prompt, str):
+        prompt = HOOK_CONTEXT.sub("", prompt)
     if not isinstance(prompt, str) or not prompt.strip():
         return HookOutcome(status="skipped", message="no prompt in the input")
     r = rpc.call("prompt_memories", prompt=prompt, max_tokens=settings.hook_prompt_tokens)

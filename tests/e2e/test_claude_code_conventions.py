@@ -9,6 +9,9 @@ prompt; a session in another repository asking the same is not.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 from clients_support import git_repo, stop_daemon
 from model_fakes import FakeAnthropic, anthropic_text, text
@@ -17,6 +20,13 @@ from test_claude_code import claude, install_hooks, result_of
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]  # real clients: one pass is enough
 
 CONVENTION = "In this repo we install packages with uv, never pip."
+
+
+def convention_stored(home: Path) -> bool:
+    """Whether a hook logged storing a convention: a turn's capture ("a convention (1 stored)") or a
+    checkpoint ("conventions: 1 stored"). The clients whose capture runs detached need to wait for it."""
+    log = home / "hooks.log"
+    return log.exists() and re.search(r"conventions?:? \(?[1-9]\d* stored", log.read_text()) is not None
 
 
 def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_repository(tmp_path):

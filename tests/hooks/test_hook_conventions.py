@@ -57,3 +57,22 @@ def test_a_session_end_captures_the_conventions_once_and_for_its_project(model_h
     stored = json.dumps(found)
     assert "CI logs in with the key" in stored and "[REDACTED]" in stored
     assert "sk-ant-api03-AAAA" not in stored
+
+
+@pytest.mark.model
+def test_a_gemini_prompt_carrying_the_session_start_context_is_searched_without_it(model_home, tmp_path):
+    # `gemini -p` puts the SessionStart context before the user's words in BeforeAgent's prompt:
+    # searched as it is, the conventions listed there would come back with any request.
+    repo = git_init(tmp_path / "shop")
+    end = payload("SessionEnd", repo, session="g1", transcript_path=str(transcript(tmp_path, repo)), reason="exit")
+    assert "conventions: " in hook(model_home, "SessionEnd", end)[1]  # stored now or by an earlier test
+    start = ("<hook_context>&lt;engram&gt;\nConventions of this project (said by the user):\n"
+             "- In this repo we install packages with uv, never pip.\n&lt;/engram&gt;</hook_context>\n\n")
+    unrelated = payload("BeforeAgent", repo, session="g2", prompt=start + "Fix the typo in the footer of the page.")
+    out, line = hook(model_home, "BeforeAgent", unrelated, client="gemini")
+    assert out is None and "no memory clearly relevant" in line, line
+    asked = payload("BeforeAgent", repo, session="g3", prompt=start + "How do I add a dependency here?")
+    assert "[convention] In this repo we install packages" in context_of(
+        hook(model_home, "BeforeAgent", asked, client="gemini")[0], "BeforeAgent")
+    only = payload("BeforeAgent", repo, session="g4", prompt=start)
+    assert "no prompt in the input" in hook(model_home, "BeforeAgent", only, client="gemini")[1]
