@@ -1,4 +1,4 @@
-"""Sentence-level precision and recall of engram.text.conventions on the labelled prompts.
+"""Sentence-level precision and recall of engram.text.convention_sentences on the labelled prompts.
 
     python -m benchmarks.conventions_eval [--misses tune]
 
@@ -18,7 +18,7 @@ import re
 import time
 from pathlib import Path
 
-from engram.text.conventions import conventions_in
+from engram.text.convention_sentences import conventions_in
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "convention_prompts.json"
 

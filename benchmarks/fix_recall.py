@@ -1,7 +1,7 @@
 """Error -> fix: is the pitfall captured from a session brought back when its error comes back?
 
 Each case of tests/data/fixes/specs.json is read from its transcript (rendered for one client by
-scripts/make_fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.capture), the
+scripts/make_fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.turn_capture), the
 fix it yields is stored as the daemon stores it (engram.continuity.capture.session_capture), all
 cases of a client in one project so each is a distractor for the others; then the case's
 recurrence (`recur`) is asked as recall_memory would (top 3) and as the per-prompt injection
@@ -32,7 +32,7 @@ def cases() -> list[dict]:
 def captured_fix(client: str, case: dict):
     """The one fix the case's transcript yields, read as the hook reads it (or None)."""
     from engram.continuity.fixes import FixTracker
-    from engram.hooks.capture import fixes_in, read_new_events
+    from engram.hooks.turn_capture import fixes_in, read_new_events
     events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
     fixes = fixes_in(events, FixTracker(root=ROOT), ROOT)
     return fixes[0] if len(fixes) == 1 else None
@@ -75,7 +75,7 @@ def noise(eng: Any, client: str) -> dict:
     from engram.admin.maintenance import memory_stats
     from engram.continuity.capture import session_capture
     from engram.continuity.lifecycle import prompt_memories
-    from engram.hooks.capture import read_new_events, turns_of
+    from engram.hooks.turn_capture import read_new_events, turns_of
     before = memory_stats(eng)["disk_bytes"]
     for case in cases():
         events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
@@ -103,7 +103,7 @@ def throughput(client: str, sessions: int) -> dict:
     import time
 
     from engram.continuity.fixes import FixTracker
-    from engram.hooks.capture import fixes_in, read_new_events, turns_of
+    from engram.hooks.turn_capture import fixes_in, read_new_events, turns_of
     text = "".join((DATA / client / f"{c['id']}.jsonl").read_text(encoding="utf-8") for c in cases())
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "long.jsonl"

@@ -1,7 +1,7 @@
 """What per-turn capture stores: an error fixed by edits as one pitfall, and each turn as an
 episode of its session; and the per-project budget of episodes.
 
-The hooks' process reads the transcript and finds the fixes (engram.hooks.capture,
+The hooks' process reads the transcript and finds the fixes (engram.hooks.turn_capture,
 engram.continuity.fixes); these functions store them through the facade's ordinary write path,
 so redaction, write-time resolution and indexing apply as to every other memory.
 """

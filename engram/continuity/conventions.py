@@ -1,6 +1,6 @@
 """Conventions the user states in passing, kept as facts of the project and given back when they apply.
 
-`capture_conventions` reads prompts (engram.text.conventions picks the sentences) and stores each
+`capture_conventions` reads prompts (engram.text.convention_sentences picks the sentences) and stores each
 sentence through the normal write path: a restatement reinforces the memory it restates, a
 correction replaces it, and each belongs to the project it was said in (never to none: a
 convention of one repository must not reach another). The memories are facts tagged
@@ -18,7 +18,7 @@ import re
 from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, EngramError, Memory, Scope
-from engram.text.conventions import conventions_in, topics_of
+from engram.text.convention_sentences import conventions_in, topics_of
 
 __all__ = ["CONVENTION_TAG", "Conventions", "capture_conventions", "conventions_for_prompt", "is_captured_convention",
            "project_conventions"]
@@ -107,7 +107,7 @@ def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str
                            limit: int) -> list[Memory]:
     """The project's conventions a prompt bears on, best first, at most `limit`: those recall
     finds strong and close in meaning (see CLOSE_CAL), then those that
-    name a subject the prompt names (engram.text.conventions.TOPICS: "how do I add a dependency?"
+    name a subject the prompt names (engram.text.convention_sentences.TOPICS: "how do I add a dependency?"
     and "we install packages with uv"), most used first. Nothing is reinforced."""
     query = prompt.strip()[:2000]
     if project is None or not query or limit <= 0:

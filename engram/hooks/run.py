@@ -32,7 +32,7 @@ HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 CLIENTS = ("claude-code", "codex", "gemini")
 # Each client's events and what engram does at each: "start" injects the session's context,
 # "prompt" the memories a prompt bears on, "checkpoint" stores an automatic checkpoint, "capture"
-# captures the turn that just ended (pitfalls, episodes; engram.hooks.capture) in a detached
+# captures the turn that just ended (pitfalls, episodes; engram.hooks.turn_capture) in a detached
 # process. From each client's hook reference.
 EVENTS: dict[str, dict[str, str]] = {
     # Claude Code also captures at SessionEnd: `claude -p` exits right after its last turn, which
@@ -205,8 +205,8 @@ def _detach_capture(settings: Any, client: str, event: str, payload: dict, sessi
 
 
 def _capture_now(settings: Any, client: str, payload: dict, session_id: str, project: Any) -> HookOutcome:
-    from engram.hooks.capture import capture_turns
     from engram.hooks.checkpoint import git_state
+    from engram.hooks.turn_capture import capture_turns
     from engram.server.rpc import RpcError
     budget = settings.hook_timeout_s + CHECKPOINT_EXTRA_S
     signal.signal(signal.SIGALRM, _on_alarm)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engram.text.conventions import conventions_in
+from engram.text.convention_sentences import conventions_in
 
 __all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "lines", "text_of"]
 
@@ -85,7 +85,7 @@ class Session:
     commands: list[Command] = field(default_factory=list)
     commands_run: int = 0
     requests: list[str] = field(default_factory=list)
-    # Every request that states a convention (engram.text.conventions), kept past the agent's
+    # Every request that states a convention (engram.text.convention_sentences), kept past the agent's
     # own handoff: a convention holds for the project, not for one stretch of work.
     stated: list[str] = field(default_factory=list)
     task_id: str | None = None  # the engram task the session last worked on through the tools

@@ -1,6 +1,6 @@
 """Per-turn capture: error -> fix as one pitfall, turns as episodes, read incrementally.
 
-The transcript is read as the Stop hook reads it (engram.hooks.capture) and the capture is stored
+The transcript is read as the Stop hook reads it (engram.hooks.turn_capture) and the capture is stored
 through the operation the daemon serves (Api.call("session_capture")); the real-client path is
 tests/e2e/test_claude_code.py::test_a_fixed_error_comes_back_with_its_fix.
 """
@@ -17,7 +17,7 @@ from engram.api import Api
 from engram.continuity.fixes import FixTracker, error_signature, same_command
 from engram.continuity.lifecycle import prompt_memories
 from engram.core.types import Ctx, Scope
-from engram.hooks.capture import capture_turns
+from engram.hooks.turn_capture import capture_turns
 
 PROJECT = "example.com/capture"
 

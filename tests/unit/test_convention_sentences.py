@@ -1,11 +1,11 @@
-"""Which sentences of a user's prompt state a convention (engram.text.conventions), on the labelled set."""
+"""Which sentences of a user's prompt state a convention (engram.text.convention_sentences), on the labelled set."""
 
 from __future__ import annotations
 
 import pytest
 
 from benchmarks.conventions_eval import load_set, score
-from engram.text.conventions import conventions_in
+from engram.text.convention_sentences import conventions_in
 
 
 def test_the_report_half_meets_the_targets():

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from engram.continuity.fixes import FixTracker
-from engram.text.conventions import conventions_in
+from engram.text.convention_sentences import conventions_in
 
 __all__ = ["capture_turns", "fixes_in", "read_new_events", "turns_of"]
 
