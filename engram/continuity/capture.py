@@ -69,7 +69,7 @@ def session_capture(eng: Any, user: str | None, session_id: str, client: str, fi
                     episodes: list, task_id: str | None, project: str | None = None) -> dict:
     """Store a turn's capture: each fix as a pitfall of the session's task, each finished turn
     as an episode of the session (its `conversation`), as the settings and the project allow."""
-    from engram.continuity.lifecycle import _checkpoint_task  # the checkpoint's rule for which task this is
+    from engram.continuity.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
     settings = eng.settings
     out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
     if not capture_allowed(settings, project):
@@ -84,7 +84,7 @@ def session_capture(eng: Any, user: str | None, session_id: str, client: str, fi
             turns.append(e)
     if not items and not turns:
         return out
-    task, _ = _checkpoint_task(eng, user, task_id, project)
+    task, _ = checkpoint_task(eng, user, task_id, project)
     out["task_id"] = task
     for fix in items:
         new = _store_fix(eng, user, session_id, fix, task, project)

@@ -154,7 +154,7 @@ def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, li
     return {"context": text, "tokens": estimate_tokens(text), "memory_ids": [m.id for m, _ in shown[:n]]}
 
 
-def _checkpoint_task(eng: Any, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:
+def checkpoint_task(eng: Any, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:
     """Which task a checkpoint belongs to, and why: the one the transcript shows the session
     working on through engram's tools; else the most recently active open task; else none."""
     if given:
@@ -173,7 +173,7 @@ def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str
                        in_progress: list[str], blocked: list[str], next_steps: list[str],
                        step_statuses: list[str], failures: list[dict], task_id: str | None,
                        checkpoint: dict, interrupted: bool, project: str | None = None) -> dict:
-    """Store an automatic checkpoint as a handoff of the session's task (see _checkpoint_task),
+    """Store an automatic checkpoint as a handoff of the session's task (see checkpoint_task),
     with its failed commands as failures; the same checkpoint again stores nothing. `interrupted`
     (auto-compaction) also ends the session as interrupted by context_overflow."""
     if len(step_statuses) != len(next_steps):
@@ -198,7 +198,7 @@ def _checkpoint_once(eng: Any, user: str | None, session_id: str, summary: str, 
                      failures: list[dict], task_id: str | None, checkpoint: dict, digest: str,
                      project: str | None) -> dict[str, Any]:
     """session_checkpoint's check and write (see there), under its lock."""
-    task, why = _checkpoint_task(eng, user, task_id, project)
+    task, why = checkpoint_task(eng, user, task_id, project)
     if task:
         prev = eng.latest_handoff(eng.user_of(user), task)
     else:

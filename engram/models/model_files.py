@@ -150,7 +150,7 @@ def _unzip_folder(archive: Path, root: str, dest: Path) -> None:
                 shutil.copyfileobj(src, fh, 1 << 20)
 
 
-def _tokenizer_file(root: Path) -> Path:
+def tokenizer_file(root: Path) -> Path:
     """tokenizer.json of the model's Transformer module (the model folder, or the module's folder)."""
     for base in (root, *(root / m.get("path", "") for m in _modules(root))):
         if (base / "tokenizer.json").is_file():
@@ -163,7 +163,7 @@ def whole_words(root: Path) -> frozenset[str]:
     without "##"; none for a tokenizer without such a vocabulary): words of the language, which
     a query may use although nothing stored has them (lexical.BM25Index.corrections)."""
     try:
-        vocab = json.loads(_tokenizer_file(Path(root)).read_text(encoding="utf-8"))["model"]["vocab"]
+        vocab = json.loads(tokenizer_file(Path(root)).read_text(encoding="utf-8"))["model"]["vocab"]
     except (OSError, ValueError, KeyError, TypeError):
         return frozenset()
     if not isinstance(vocab, dict):

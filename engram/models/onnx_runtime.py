@@ -20,7 +20,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from engram.models.model_files import _tokenizer_file
+from engram.models.model_files import tokenizer_file
 
 # The embedder's own logger: what it logs about its backend reads as one story (and tests read it).
 log = logging.getLogger("engram.models.embedding")
@@ -278,7 +278,7 @@ class OnnxRuntime:
                 "lower": bool(getattr(tr, "do_lower_case", False))}
         try:
             tok = getattr(tr, "tokenizer", None)
-            info.update(tokenizer=str(_tokenizer_file(Path(self.path))), pad_id=int(tok.pad_token_id),
+            info.update(tokenizer=str(tokenizer_file(Path(self.path))), pad_id=int(tok.pad_token_id),
                         pad_token=str(tok.pad_token), pad_type_id=int(getattr(tok, "pad_token_type_id", 0)))
             fast = _fast_tokenizer(info)
             self._fast, self._lower = fast, info["lower"]

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 
 from engram.text.statements import (
-    _ANTONYMS,
-    _BE_HAVE,
-    _CALENDAR,
-    _NEG_PREFIXES,
-    _NEGATING_MARKERS,
-    _SET_VALUED,
+    ANTONYMS,
+    BE_HAVE,
+    CALENDAR,
     LIGHT_VERBS,
-    _parse,
-    _Parsed,
-    _Token,
+    NEG_PREFIXES,
+    NEGATING_MARKERS,
+    SET_VALUED,
+    Parsed,
+    Token,
+    parse_statement,
 )
 from engram.text.tokens import stem
 
@@ -46,14 +46,14 @@ class Comparison:
 @dataclass(frozen=True)
 class _Region:
     op: str  # replace | insert | delete
-    old: tuple[_Token, ...]
-    new: tuple[_Token, ...]
+    old: tuple[Token, ...]
+    new: tuple[Token, ...]
     where: str  # subject | head | object | mixed
-    old_subject: tuple[_Token, ...] = ()  # the part of each side inside its subject phrase
-    new_subject: tuple[_Token, ...] = ()
+    old_subject: tuple[Token, ...] = ()  # the part of each side inside its subject phrase
+    new_subject: tuple[Token, ...] = ()
 
 
-def _where(p: _Parsed, idxs: Sequence[int]) -> set[str]:
+def _where(p: Parsed, idxs: Sequence[int]) -> set[str]:
     out = set()
     for i in idxs:
         if i < p.verb:
@@ -65,7 +65,7 @@ def _where(p: _Parsed, idxs: Sequence[int]) -> set[str]:
     return out
 
 
-def _regions(a: _Parsed, b: _Parsed) -> tuple[list[_Region], int]:
+def _regions(a: Parsed, b: Parsed) -> tuple[list[_Region], int]:
     ca, cb = a.content(), b.content()
     sm = SequenceMatcher(None, [t.stem for _, t in ca], [t.stem for _, t in cb], autojunk=False)
     regions, shared = [], 0
@@ -97,29 +97,29 @@ def _regions(a: _Parsed, b: _Parsed) -> tuple[list[_Region], int]:
     return regions, shared
 
 
-def _words(tokens: Sequence[_Token]) -> str:
+def _words(tokens: Sequence[Token]) -> str:
     return " ".join(t.text for t in tokens) or "(nothing)"
 
 
-def _stem_words(p: _Parsed, stems: set[str]) -> str:
+def _stem_words(p: Parsed, stems: set[str]) -> str:
     """The words of p whose stems are in `stems`, in text order."""
     return _words([t for _, t in p.content() if t.stem in stems])
 
 
-def _negated_pair(x: _Token, y: _Token) -> bool:
+def _negated_pair(x: Token, y: Token) -> bool:
     """True when one word is the other with a negating prefix (likes / dislikes)."""
     for a, b in ((x, y), (y, x)):
-        for pre in _NEG_PREFIXES:
+        for pre in NEG_PREFIXES:
             stripped = a.low[len(pre) :]
             if a.low.startswith(pre) and len(stripped) >= 3 and stem(stripped) == b.stem:
                 return True
     return False
 
 
-def _value_kind(tokens: Sequence[_Token]) -> str:
+def _value_kind(tokens: Sequence[Token]) -> str:
     if any(t.kind == "num" for t in tokens):
         return "number"
-    if any(t.low in _CALENDAR for t in tokens):
+    if any(t.low in CALENDAR for t in tokens):
         return "date"
     if any(t.kind == "ident" for t in tokens):
         return "value"
@@ -128,11 +128,11 @@ def _value_kind(tokens: Sequence[_Token]) -> str:
     return "value"
 
 
-def _set_valued(a: _Parsed, prefix_stems: Sequence[str]) -> bool:
+def _set_valued(a: Parsed, prefix_stems: Sequence[str]) -> bool:
     """Is the changed slot the object of a many-valued predicate ("speaks", "allergic to")?"""
     verb = a.tokens[a.verb].low if a.verb < len(a.tokens) else ""
     near = set(prefix_stems[-2:]) | {verb}
-    return bool(near & _SET_VALUED)
+    return bool(near & SET_VALUED)
 
 
 def compare_detail(old: str, new: str) -> Comparison:
@@ -144,7 +144,7 @@ def compare_detail(old: str, new: str) -> Comparison:
     fact (roles-swapped), and a text that only says again what the old one says is the same
     (restated), whatever the slot-by-slot diff made of it.
     """
-    a, b = _parse(old), _parse(new)
+    a, b = parse_statement(old), parse_statement(new)
     c = _diff(old, new)
     if c.basis == "disjoint":
         return c
@@ -162,7 +162,7 @@ def compare_detail(old: str, new: str) -> Comparison:
 
 def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decision table, read as a whole in one place
     """The slot-by-slot reading: what `new` changes in `old`, region by region of the word diff."""
-    a, b = _parse(old), _parse(new)
+    a, b = parse_statement(old), parse_statement(new)
     regions, shared = _regions(a, b)
     n_old, n_new = len(a.content()), len(b.content())
     overlap = shared / max(n_old, n_new, 1)
@@ -202,7 +202,7 @@ def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decisi
     # ends a value the old one does not state, while the old one states another (or the old
     # one itself records the move away). It is old news about a value already left behind and
     # must not replace the newer fact.
-    if set(b.change_markers) <= _NEGATING_MARKERS and (b.change_markers or neg_new > neg_old):
+    if set(b.change_markers) <= NEGATING_MARKERS and (b.change_markers or neg_new > neg_old):
         vals_old = {t.stem for _, t in a.content() if t.value}
         vals_new = {t.stem for _, t in b.content() if t.value}
         others = vals_old - vals_new
@@ -229,14 +229,14 @@ def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decisi
         what = f"+{_words(r.new)}" if r.op == "insert" else f"-{_words(r.old)}"
         return out("unrelated", f"subject qualified differently: {what}", "subject-qualifier")
 
-    if b.change_markers and (regions or flipped or set(b.change_markers) & _NEGATING_MARKERS):
+    if b.change_markers and (regions or flipped or set(b.change_markers) & NEGATING_MARKERS):
         return out("contradiction", f"change marker: {b.change_markers[0]}", "marker")
     if flipped and overlap >= 0.5:
         return out("contradiction", "negation removed" if neg_old > neg_new else "negation added", "negation")
 
     replaces = [r for r in regions if r.op == "replace"]
     for r in replaces:
-        if len(r.old) == 1 and len(r.new) == 1 and frozenset((r.old[0].stem, r.new[0].stem)) in _ANTONYMS:
+        if len(r.old) == 1 and len(r.new) == 1 and frozenset((r.old[0].stem, r.new[0].stem)) in ANTONYMS:
             return out("contradiction", f"opposite value: {r.old[0].text} -> {r.new[0].text}", "antonym")
 
     novel = [t for r in regions for t in r.new]
@@ -291,7 +291,7 @@ def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decisi
     return out("unrelated", f"partly different: {_words(novel)}", "loose")
 
 
-def _without_verbs(a: _Parsed, b: _Parsed, r: _Region) -> _Region:
+def _without_verbs(a: Parsed, b: Parsed, r: _Region) -> _Region:
     """ "has 4 replicas" -> "was scaled to 8 replicas": judge the change without the verbs."""
     if r.where != "head" or r.old_subject or r.new_subject:
         return r
@@ -304,7 +304,7 @@ def _without_verbs(a: _Parsed, b: _Parsed, r: _Region) -> _Region:
     return _Region(r.op, old, new, "object", r.old_subject, r.new_subject)
 
 
-def _only_verb_changed(a: _Parsed, b: _Parsed, r: _Region) -> bool:
+def _only_verb_changed(a: Parsed, b: Parsed, r: _Region) -> bool:
     """ "lives" -> "is based": at most one side changed anything besides its verb."""
     head_a = a.tokens[a.head] if a.head < len(a.tokens) else None
     head_b = b.tokens[b.head] if b.head < len(b.tokens) else None
@@ -313,7 +313,7 @@ def _only_verb_changed(a: _Parsed, b: _Parsed, r: _Region) -> bool:
     return not (extra_old and extra_new)
 
 
-def _shared_prefix_stems(a: _Parsed, region: _Region) -> list[str]:
+def _shared_prefix_stems(a: Parsed, region: _Region) -> list[str]:
     """Content stems of old that come before the region (the shared context to its left)."""
     stems = [t.stem for _, t in a.content()]
     if region.old:
@@ -338,7 +338,7 @@ def is_contradiction(old: str, new: str) -> bool:
 # --- restatements ---------------------------------------------------------------------------------
 
 
-def _bag(p: _Parsed) -> list[_Token]:
+def _bag(p: Parsed) -> list[Token]:
     """Content words without the light verbs ("happens", "gets") and "take place"."""
     out = []
     content = p.content()
@@ -361,14 +361,14 @@ def _same_stem(x: str, y: str) -> bool:
     return len(short) >= 5 and long.startswith(short) and len(long) - len(short) <= 2
 
 
-def _verb_and_head(p: _Parsed) -> tuple[int, int]:
+def _verb_and_head(p: Parsed) -> tuple[int, int]:
     """The main verb and predicate head, but a light verb later on is the verb: in "Staging
     deploys happen on merge" the word that looks like a verb ("deploys") is in the subject."""
     light = next((i for i, t in p.content() if i > p.verb and t.stem in LIGHT_VERBS), None)
     return (light, light) if light is not None else (p.verb, p.head)
 
 
-def _sides(p: _Parsed) -> tuple[set[str], set[str]]:
+def _sides(p: Parsed) -> tuple[set[str], set[str]]:
     """Content stems before the main verb (the subject side) and after it."""
     verb, head = _verb_and_head(p)
     before = {t.stem for i, t in p.content() if i < verb}
@@ -376,7 +376,7 @@ def _sides(p: _Parsed) -> tuple[set[str], set[str]]:
     return before, after
 
 
-def _swapped(a: _Parsed, b: _Parsed) -> bool:
+def _swapped(a: Parsed, b: Parsed) -> bool:
     """The same predicate with an argument moved to each other's side: "Alice reviews Bob's PRs" /
     "Bob reviews Alice's PRs". A passive ("... by Alice") or a copula ("X is Y") moves its
     arguments without changing the fact, so neither counts."""
@@ -384,7 +384,7 @@ def _swapped(a: _Parsed, b: _Parsed) -> bool:
     if head_a >= len(a.tokens) or head_b >= len(b.tokens):
         return False
     ha, hb = a.tokens[head_a], b.tokens[head_b]
-    if not _same_stem(ha.stem, hb.stem) or ha.low in _BE_HAVE or hb.low in _BE_HAVE:
+    if not _same_stem(ha.stem, hb.stem) or ha.low in BE_HAVE or hb.low in BE_HAVE:
         return False
     if ("by" in {t.low for t in a.tokens}) != ("by" in {t.low for t in b.tokens}):
         return False
@@ -393,12 +393,12 @@ def _swapped(a: _Parsed, b: _Parsed) -> bool:
     return bool((sa & ob) - sb) and bool((oa & sb) - sa)
 
 
-def _neighbours(bag: Sequence[_Token], stem: str) -> set[str]:
+def _neighbours(bag: Sequence[Token], stem: str) -> set[str]:
     return {bag[k + d].stem for k, t in enumerate(bag) if t.stem == stem
             for d in (-1, 1) if 0 <= k + d < len(bag)}
 
 
-def _restates(a: _Parsed, b: _Parsed) -> str | None:
+def _restates(a: Parsed, b: Parsed) -> str | None:
     """Why `b` says again what `a` says and nothing more, or None.
 
     Every content word of b is one of a's (short forms read long, light verbs aside); no change
@@ -411,7 +411,7 @@ def _restates(a: _Parsed, b: _Parsed) -> str | None:
     # A change the old text states in another voice ("migrated X to Y" / "X was migrated to Y")
     # is not a new change; one that ends a state ("no longer") always is.
     for marker in set(b.change_markers) - set(a.change_markers):
-        if marker in _NEGATING_MARKERS or stem(marker.split()[0]) not in old_stems:
+        if marker in NEGATING_MARKERS or stem(marker.split()[0]) not in old_stems:
             return None
     if b.additive_markers or a.negations % 2 != b.negations % 2:
         return None
@@ -439,5 +439,5 @@ def _restates(a: _Parsed, b: _Parsed) -> str | None:
 
 def covers(old: str, new: str) -> bool:
     """True when every content word of `new` is already in `old` (new adds nothing to find it by)."""
-    have = {t.stem for _, t in _parse(old).content()}
-    return all(t.stem in have for _, t in _parse(new).content())
+    have = {t.stem for _, t in parse_statement(old).content()}
+    return all(t.stem in have for _, t in parse_statement(new).content())

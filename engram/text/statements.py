@@ -31,7 +31,7 @@ might must
 """.split()
 )
 
-_BE_HAVE = frozenset("is are was were be been being am has have had".split())
+BE_HAVE = frozenset("is are was were be been being am has have had".split())
 
 _NEGATION = frozenset("not no never none nobody nothing neither nor without cannot".split())
 
@@ -87,7 +87,7 @@ _NUMBER_WORDS = {
 }
 
 # Names of days and months are values even when typed in lower case.
-_CALENDAR = frozenset(
+CALENDAR = frozenset(
     """
 monday tuesday wednesday thursday friday saturday sunday january february march april june july
 august september october november december jan feb mar apr jun jul aug sep sept oct nov dec
@@ -105,16 +105,16 @@ allow forbid|allow deny|enable disable|always never|before after|inside outside|
 minimum maximum|lower higher|lowercase uppercase|encrypted unencrypted|valid invalid|safe unsafe
 """
 # Pairs of stems that state opposite values of the same property.
-_ANTONYMS = {
+ANTONYMS = {
     frozenset(stem(w) for w in pair.split())
     for pair in _ANTONYM_WORDS.replace("\n", "").strip("|").split("|")
 }
 
 # Negating prefixes: "dislikes" = "does not like", "unavailable" = "not available".
-_NEG_PREFIXES = ("dis", "un", "in", "im", "non", "non-")
+NEG_PREFIXES = ("dis", "un", "in", "im", "non", "non-")
 
 # Predicates that hold many values at once: a second object adds, it does not replace.
-_SET_VALUED = frozenset(
+SET_VALUED = frozenset(
     "allerg speak like love enjoy know own has have had play visit collect attend studi learn "
     "teach hobbi interest fan member".split()
 )
@@ -162,7 +162,7 @@ _CHANGE_MARKERS = _markers(
 )
 
 # Markers that end the old state without naming a new one: they negate it.
-_NEGATING_MARKERS = frozenset(
+NEGATING_MARKERS = frozenset(
     ["no longer", "not anymore", "anymore", "used to", "stopped", "formerly", "previously"]
 )
 
@@ -260,7 +260,7 @@ _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+$")
 
 
 @dataclass(frozen=True)
-class _Token:
+class Token:
     text: str
     low: str
     stem: str
@@ -277,8 +277,8 @@ class _Token:
 
 
 @dataclass(frozen=True)
-class _Parsed:
-    tokens: tuple[_Token, ...]
+class Parsed:
+    tokens: tuple[Token, ...]
     change_markers: tuple[str, ...]
     now_marker: bool
     additive_markers: tuple[str, ...]
@@ -286,7 +286,7 @@ class _Parsed:
     verb: int  # index of the main verb (end of the subject noun phrase)
     head: int  # index of the predicate head (the verb, or the participle after an auxiliary)
 
-    def content(self) -> list[tuple[int, _Token]]:
+    def content(self) -> list[tuple[int, Token]]:
         return [(i, t) for i, t in enumerate(self.tokens) if t.content]
 
 
@@ -304,8 +304,8 @@ def _classify(text: str, low: str, sentence_start: bool) -> tuple[str, str]:
         return "num", low
     if any(c in low for c in "@/._:+#"):
         return "ident", low
-    if low in _CALENDAR or low.rstrip("s") in _CALENDAR:
-        return "proper", low.rstrip("s") if low.rstrip("s") in _CALENDAR else low
+    if low in CALENDAR or low.rstrip("s") in CALENDAR:
+        return "proper", low.rstrip("s") if low.rstrip("s") in CALENDAR else low
     upper_inside = any(c.isupper() for c in text[1:])
     if upper_inside or (text[0].isupper() and not sentence_start):
         return "proper", stem(low) if low.isalpha() else low
@@ -322,7 +322,7 @@ def _strip_markers(text: str, markers: list[tuple[re.Pattern, str]]) -> tuple[st
 
 
 @lru_cache(maxsize=8192)  # a batch compares each text with several candidates, and they recur
-def _parse(text: str) -> _Parsed:
+def parse_statement(text: str) -> Parsed:
     text = text.replace("\u2019", "'").replace("\u2018", "'")
     for pattern, repl in _CONTRACTIONS:
         text = pattern.sub(repl, text)
@@ -331,7 +331,7 @@ def _parse(text: str) -> _Parsed:
     text = _NEW_VALUE.sub(" ", _NOW_MARKERS.sub(" ", text))
     text, additive = _strip_markers(text, _ADDITIVE_MARKERS)
 
-    tokens: list[_Token] = []
+    tokens: list[Token] = []
     prev_end = -1
     for m in _TOKEN.finditer(text):
         raw = m.group(0)
@@ -340,23 +340,23 @@ def _parse(text: str) -> _Parsed:
         prev_end = m.end()
         low = raw.lower()
         if low == "'s":
-            tokens.append(_Token(raw, "'s", "'s", "func"))
+            tokens.append(Token(raw, "'s", "'s", "func"))
             continue
         if low in _SHORT_FORMS:
-            tokens.extend(_Token(w, w, stem(w), "word") for w in _SHORT_FORMS[low])
+            tokens.extend(Token(w, w, stem(w), "word") for w in _SHORT_FORMS[low])
             continue
         kind, root = _classify(raw, low, sentence_start)
         if low == "off" or (low == "on" and _PARTICLE_END.match(text, m.end())):
             kind, root = "word", low  # "turned on", "is off": a state, not a place
-        tokens.append(_Token(raw, low, root, kind))
+        tokens.append(Token(raw, low, root, kind))
 
     negations = sum(1 for t in tokens if t.kind == "neg")
     verb = _find_verb(tokens)
     head = _find_head(tokens, verb)
-    return _Parsed(tuple(tokens), tuple(changes), now, tuple(additive), negations, verb, head)
+    return Parsed(tuple(tokens), tuple(changes), now, tuple(additive), negations, verb, head)
 
 
-def _find_verb(tokens: Sequence[_Token]) -> int:
+def _find_verb(tokens: Sequence[Token]) -> int:
     """Index where the subject noun phrase ends: the first auxiliary or verb-looking word."""
     first_content = next((i for i, t in enumerate(tokens) if t.content), len(tokens))
     for i, t in enumerate(tokens):
@@ -408,11 +408,11 @@ def _participle(word: str) -> bool:
     return word.endswith("ed") and len(word) >= 5 and not word.endswith("eed")
 
 
-def _find_head(tokens: Sequence[_Token], verb: int) -> int:
+def _find_head(tokens: Sequence[Token], verb: int) -> int:
     """The verb, or for "is called" / "are run" the participle that carries the meaning."""
     if verb >= len(tokens) or tokens[verb].low not in _AUX:
         return verb
-    do_or_modal = tokens[verb].low not in _BE_HAVE
+    do_or_modal = tokens[verb].low not in BE_HAVE
     for j in range(verb + 1, len(tokens)):
         t = tokens[j]
         if t.kind in ("func", "neg"):

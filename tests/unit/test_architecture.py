@@ -124,6 +124,21 @@ def private_reaches(source: str) -> list[str]:
             and n.attr not in own and ast.unparse(n) != "os._exit"]
 
 
+def private_imports(source: str) -> list[str]:
+    """Names starting with one underscore imported from an engram module: another module's private
+    helper (what it needs is public in the module it lives in)."""
+    return [f"line {n.lineno}: from {n.module} import {a.name}" for n in ast.walk(ast.parse(source))
+            if isinstance(n, ast.ImportFrom) and (n.level or (n.module or "").startswith("engram"))
+            for a in n.names if a.name.startswith("_") and not a.name.startswith("__")]
+
+
+def test_no_module_imports_another_modules_private_names():
+    bad = [f"engram/{path} {hit}" for path, src in modules() for hit in private_imports(src)]
+    assert not bad, "make it public where it lives, or keep it where it is used:\n" + "\n".join(bad)
+    assert private_imports("from engram.hooks.transcript import Session, _lines\nfrom os import _exit") == \
+        ["line 1: from engram.hooks.transcript import _lines"]
+
+
 def interface() -> set[str]:
     return {n for n in dir(MemoryStore) if not n.startswith("_")} | set(MemoryStore.__annotations__)
 

@@ -361,10 +361,10 @@ def test_same_words_another_fact_is_not_a_restatement(old, new, relation, sim):
 
 def test_a_value_beside_other_words_is_not_restated():
     from engram.text.statement_diff import _restates
-    from engram.text.statements import _parse
+    from engram.text.statements import parse_statement
     old = "The API timeout is 30 seconds and the retry limit is 5."
-    assert _restates(_parse(old), _parse("The retry limit is 5.")) is not None
-    assert _restates(_parse(old), _parse("The API timeout is 5 seconds.")) is None
+    assert _restates(parse_statement(old), parse_statement("The retry limit is 5.")) is not None
+    assert _restates(parse_statement(old), parse_statement("The API timeout is 5 seconds.")) is None
 
 
 def test_a_restatement_of_one_line_of_a_merge_reinforces_it():
