@@ -88,6 +88,7 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
         "update_memory": by_id(content="alice was here"),
         "forget_memory": by_id() + by_id(dry_run=True),
         "get_memory": by_id(),
+        "keep_memory": by_id(),
         "pin_memory": by_id(pinned=True),
         "memory_strength": by_id(),
         "memory_versions": by_id(),
