@@ -257,7 +257,7 @@ def look_alikes() -> list[tuple[str, str]]:
     others = [f"ssh-ed25519 {b64(51)} ana@laptop", "arn:aws:iam::123456789012:role/ci-deploy",
               "s3://acme-backups/2026/12/04/db.dump", "docker pull ghcr.io/acme/api:3f2a9c1", "#1e90ff",
               "fe80::1ff:fe23:4567:890a", "00:1A:2B:3C:4D:5E", "2026-12-04T21:27:15Z", "localhost:5432",
-              "https://pypi.org/project/detect-secrets/", "https://example.com/reset?step=2&lang=en",
+              "https://docs.example.org/project/detect-secrets/", "https://example.com/reset?step=2&lang=en",
               "postgres://db.internal:5432/app", "redis://cache:6379/0", "Bearer tokens expire after an hour.",
               "The Authorization header is missing.", "git log --oneline | head", "kubectl get pods -n auth",
               "pod api-7d4b9c8f6d-x2k9p restarted", "Set the token in your shell, never in the repo.",
