@@ -38,7 +38,7 @@ class RecallContext:
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
-        r = self.recall_context(query, limit=limit, task_id=task_id, tags=check_tags(tags) or None,
+        r = self.recall_context(query, limit=limit, task_id=task_id, tags=tags,
                                 user_id=user_id, session_id=session_id,
                                 min_share=self.p.settings.context_min_share, scope=scope, strong_only=True,
                                 exclude_types=("episode",))  # a captured turn is not a durable fact
