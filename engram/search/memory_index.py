@@ -11,8 +11,11 @@ vector that mixes in its predecessors' vectors (earlier active rows of the same 
 conversation) and with their words at a lower BM25 weight. A memory without a conversation (an
 agent's independent fact, decision or pitfall) has no context: it must not answer for the fact
 stored before it. A predecessor that is replaced, consolidated or deleted stops lending its
-words. This is derived only: the stored embedding and the content returned are the memory's
-own, and resolution and graph edges compare plain vectors.
+words. By meaning a turn is as close to a query as the nearer of its own vector and its mixed
+one (`match`): the context finds a turn that leans on the turns before it, and never blurs one
+that says what it is about (a long request, a reply after another topic's reply). This is
+derived only: the stored embedding and the content returned are the memory's own, and
+resolution and graph edges compare plain vectors.
 """
 
 from __future__ import annotations
@@ -138,6 +141,7 @@ class MemoryIndex:
         grow("pinned", bool, False)
         grow("turn", bool, False)  # a turn of a conversation (stored with one)
         grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
+        grow("contextual", bool, False)  # its search vector mixes in context (differs from its own)
         for name in self.proj:
             old_cap = len(self.resid[name])
             proj = np.zeros((self.proj_dims, cap), dtype=np.float32)
@@ -168,7 +172,7 @@ class MemoryIndex:
         if not deferred:
             return
         rows = np.array([r for r, _ in deferred], dtype=np.int64)
-        self._set("search", rows, self._search_vectors(rows))
+        self._refresh_search(rows)
         self.bm25.add_many([(r, text, self._context_text(r)) for r, text in deferred], self.context_terms)
         self._maybe_fit()
 
@@ -216,7 +220,7 @@ class MemoryIndex:
         if vector is not None:
             self._set("vectors", row, vector)
             if not defer:
-                self._set("search", row, self._search_vector(row))
+                self._refresh_search(np.array([row]))
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.row_tags[row] = m.tags
@@ -243,14 +247,18 @@ class MemoryIndex:
         del recent[: -self.context_window]
         return ctx
 
-    def _search_vector(self, row: int) -> np.ndarray:
-        return self._search_vectors(np.array([row]))[0]
+    def _refresh_search(self, rows: np.ndarray) -> None:
+        """Recompute the search vectors of `rows` (see _search_vectors) and which of them mix."""
+        search, mixed = self._search_vectors(rows)
+        self._set("search", rows, search)
+        self.contextual[rows] = mixed
 
-    def _search_vectors(self, rows: np.ndarray) -> np.ndarray:
-        """Each row's vector plus context_weight × the mean of its context rows' vectors, normalised."""
+    def _search_vectors(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each row's vector plus context_weight × the mean of its context rows' vectors,
+        normalised, and whether each row had context to mix in."""
         own = self.vectors[rows]
         if self.context_weight <= 0 or self.context_window <= 0:
-            return own
+            return own, np.zeros(len(rows), dtype=bool)
         total = np.zeros_like(own)
         count = np.zeros(len(rows), dtype=np.float32)
         contexts = [self.context_of.get(r, ()) for r in rows.tolist()]
@@ -266,7 +274,7 @@ class MemoryIndex:
         ok = with_ctx & (norm > 0)
         out = own.copy()
         out[ok] = mixed[ok] / norm[ok, None]
-        return out
+        return out, ok
 
     def _context_text(self, row: int) -> tuple[int, ...]:
         """Context rows whose words count towards this row in BM25 (none when switched off)."""
@@ -307,6 +315,21 @@ class MemoryIndex:
         """The k rows of `mask` whose `name` vectors (search or vectors) have the highest dot
         product with q, best first, and those exact values: the same answer as a full scan."""
         return self.nearest(q, [mask], k, name)[0]
+
+    def top_match(self, q: np.ndarray, mask: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k rows of `mask` with the highest match() with q, best first, and those values.
+        Exact: a row among the k best by the larger of two scores is among the k best by one;
+        and a row without context has one vector, so its own is read only for rows with one."""
+        rows = self.top_cosine(q, mask, k)[0]
+        mixed = mask[: self.n] & self.contextual[: self.n]
+        if mixed.any():
+            rows = np.union1d(rows, self.top_cosine(q, mixed, k, "vectors")[0]).astype(np.int64)
+        return _best(rows, self.match(rows, q), k)
+
+    def match(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
+        """How close each row is to q by meaning: the larger of its own vector's and its search
+        vector's dot product with q (the module docstring)."""
+        return np.maximum(self.vectors[rows] @ q, self.search[rows] @ q)
 
     def nearest(self, q: np.ndarray, masks: list[np.ndarray], k: int,
                 name: str = "search") -> list[tuple[np.ndarray, np.ndarray]]:
@@ -366,6 +389,7 @@ class MemoryIndex:
         self.status[row] = -1
         self._set("vectors", row, 0.0)
         self._set("search", row, 0.0)
+        self.contextual[row] = False
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.bm25.remove(row)
@@ -376,7 +400,7 @@ class MemoryIndex:
             self.context_of[d] = tuple(r for r in self.context_of.get(d, ()) if r != row)
             if self.alive[d]:
                 self.bm25.set_context(d, self._context_text(d), self.context_terms)
-                self._set("search", d, self._search_vector(d))
+                self._refresh_search(np.array([d]))
 
     def vector(self, memory_id: str) -> np.ndarray | None:
         r = self.row_of.get(memory_id)

@@ -183,7 +183,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     meaning = -np.inf  # the query's evidence by meaning (see the module docstring)
     best_cal = 0.0  # the best calibrated cosine, which the per-hit floor measures against
     if use_vec:
-        vec_rows, top_cos = index.top_cosine(qvec, mask, pool)
+        vec_rows, top_cos = index.top_match(qvec, mask, pool)
         if len(top_cos):
             best_cal = float(top_cos[0]) - bg
             # The crowd sits no lower than the background: a store of a few memories on other
@@ -218,7 +218,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         decay = retrieval_weight_array(strength, weights.decay_floor)
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
         if use_vec:
-            cos[c] = index.search[c] @ qvec
+            cos[c] = index.match(c, qvec)
         c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
         if mode == "bm25":
             s = bm25[c].copy()

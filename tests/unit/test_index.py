@@ -106,3 +106,44 @@ def test_recall_and_store_use_it_with_the_same_results(settings, fake, clock, mo
     again = eng.store(texts[123])
     assert again.action == "reinforce" and again.memory.content == texts[123]
     eng.close()
+
+
+@pytest.mark.parametrize("bounded", [False, True])
+def test_match_is_the_nearer_of_a_turns_own_vector_and_its_mixed_one(bounded):
+    """By meaning a turn is as close as the nearer of its own vector and its context-mixed one;
+    top_match gives what a full scan of that larger score gives, bounded search or not."""
+    rng = np.random.default_rng(5)
+    vecs = _vectors(rng, 1500)
+    idx = MemoryIndex(384, 64, context_window=2, context_weight=0.5, bounded_min_rows=1000 if bounded else None)
+    for i, v in enumerate(vecs):
+        idx.upsert(_memory(i, "alice", "fact"), v)
+    assert (idx.basis is not None) == bounded
+    assert idx.contextual[1:idx.n].all() and not idx.contextual[0]  # the first turn has no context
+    mask = idx.mask("alice")
+    for q in [vecs[40]] + list(_vectors(rng, 10)):
+        full = np.maximum(idx.vectors[: idx.n] @ q, idx.search[: idx.n] @ q)
+        rows, got = idx.top_match(q, mask, 20)
+        want = np.sort(full)[::-1][:20]
+        assert np.allclose(got, want, atol=1e-5)
+        assert np.allclose(idx.match(rows, q), got, atol=1e-6)
+    # A turn that says what it is about keeps its own meaning after a turn on another topic.
+    r = idx.row_of["m40"]
+    assert idx.match(np.array([r]), vecs[40])[0] == pytest.approx(1.0, abs=1e-5)
+    assert float(idx.search[r] @ vecs[40]) < 0.95  # its mixed vector alone would have blurred it
+
+
+def test_a_turn_without_context_or_whose_context_is_forgotten_is_not_contextual():
+    rng = np.random.default_rng(6)
+    vecs = _vectors(rng, 3)
+    idx = MemoryIndex(384, 8, context_window=2, context_weight=0.5)
+    for i, v in enumerate(vecs):
+        idx.upsert(_memory(i, "alice", "fact"), v)
+    assert idx.contextual[:3].tolist() == [False, True, True]
+    idx.remove("m0")
+    idx.remove("m1")
+    assert not idx.contextual[2]  # its predecessors stopped lending: one vector again
+    assert np.allclose(idx.search[2], idx.vectors[2])
+    plain = MemoryIndex(384, 8)  # no context at all (an agent's store)
+    for i, v in enumerate(vecs):
+        plain.upsert(_memory(i, "alice", "fact"), v)
+    assert not plain.contextual[:3].any()
