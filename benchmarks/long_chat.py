@@ -14,7 +14,7 @@ The set has the shape of tests/data/long_sessions.json and is run by benchmarks.
 (one memory per turn, `conversation` the session, `created_at` its date), beside the plain
 cosine baseline (benchmarks.plain_cosine):
 
-    python -m benchmarks.long_chat [--data ../shared/locomo/locomo10.json] [--embed-cache F]
+    python -m benchmarks.long_chat [--data ../shared/locomo/locomo10.json] [--embed-cache F] [--reinforce]
 """
 
 from __future__ import annotations
@@ -77,45 +77,59 @@ WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", 
 MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
           "October", "November", "December")
 
-# (role that states it, key slot, fact, question, near-topic question, the user's lead-in, topic
-# sentences an assistant may say around it). {x} slots are filled from the pools in _slots; the
-# question names the key slot, never the answer; the near-topic question swaps the key for a
-# value no fact uses, so nothing answers it.
+# (role that states it, key slot, fact, question, near-topic question and the user's lead-in,
+# topic; for a fact the user states, the opening of the assistant's reply to it). {x} slots are
+# filled from the pools in _slots; the question names the key slot, never the answer; the
+# near-topic question swaps the key for a value no fact uses, so nothing answers it. The reply
+# opens as an assistant's does, on the user's subject and in the user's words but without the
+# answer: the reply, a long text on the same subject right after it, competes with the turn that
+# holds the answer, as it does in a real chat.
 TEMPLATES = (
     ("user", "animal", "Our {animal} is called {Name}; we adopted {pron} from a shelter in {city} two winters ago.",
      "What is the name of my {animal}?", "I keep wondering whether a {animal} would like a bigger enclosure.",
-     "pets"),
+     "pets",
+     "A {animal} from a shelter can take a few weeks to settle in, so be patient with {pron}."),
     ("user", "relative", "My {relative} moved to {city} last {month} to work as a {job}.",
      "Which city did my {relative} move to?", "My {relative} has been thinking about changing jobs.",
-     "family"),
+     "family",
+     "Moving for a new job as a {job} is a big step for your {relative}, and the first months are the hardest."),
     ("user", "instrument", "I've been learning the {instrument} with a teacher called {Name} every {weekday} evening.",
      "Who teaches me the {instrument}?", "Do you think the {instrument} is hard to learn as an adult?",
-     "music"),
+     "music",
+     "Weekly lessons are the surest way to learn the {instrument}, and {weekday} evenings make a good habit."),
     ("user", "relative", "My {relative} and I found out last month that we are both allergic to {food}, so we "
      "read every label now.",
      "What did my {relative} and I find out we are allergic to?", "Any tips for eating out with a food allergy?",
-     "health"),
+     "health",
+     "Finding out about a food allergy as an adult is common, and reading labels is exactly right for you and your {relative}."),
     ("user", "city", "I finally bought a {colour} {Name} hatchback from a dealer in {city} after saving for two years.",
      "What car did I buy in {city}?", "Is it worth buying an extended warranty on a used car?",
-     "cars"),
+     "cars",
+     "Congratulations on the new car from {city}! Saving for two years takes real discipline."),
     ("user", "city", "For our anniversary we stayed at a tiny guesthouse in {city} called {Name} House.",
      "Where did we stay for our anniversary in {city}?", "What should I pack for a long weekend in {city}?",
-     "travel"),
+     "travel",
+     "An anniversary in {city} sounds wonderful; small guesthouses are often the stays people remember."),
     ("user", "relative", "My {relative} just turned {n}0 and we threw the party at a bar called {Name}'s.",
      "Where did we hold my {relative}'s birthday party?", "What do you give someone for a big birthday?",
-     "family"),
+     "family",
+     "Happy {n}0th to your {relative}! A party at a bar is a fun way to mark the day."),
     ("user", "plant", "I repotted my {plant} into a clay pot I bought at {Name} Market.",
      "Where did I buy the new pot for my {plant}?", "Should I repot my {plant} in spring or autumn?",
-     "plants"),
+     "plants",
+     "Repotting a {plant} into clay helps its roots breathe, since clay dries faster than plastic."),
     ("user", "dish", "My neighbour {Name} taught me to cook {dish} last weekend.",
      "Who taught me to cook {dish}?", "What should I serve with {dish}?",
-     "food"),
+     "food",
+     "Learning {dish} from a neighbour is the best way to pick up a recipe; home cooks know the tricks."),
     ("user", "tool", "At work I look after the {tool} setup for a team called {Name}.",
      "What is the team called whose {tool} setup I look after?", "How do you keep {tool} upgrades painless?",
-     "code"),
+     "code",
+     "Looking after the {tool} setup for a whole team is a lot of responsibility."),
     ("user", "genre", "My book club is reading a {genre} novel called {Title} this month.",
      "Which {genre} novel is my book club reading?", "How do you run a good book club discussion?",
-     "books"),
+     "books",
+     "A {genre} novel is a good pick for a book club; it gives everyone something to talk about."),
     ("assistant", "relative", "For your {relative}'s birthday, a voucher from {Name} Studio would make a "
      "thoughtful gift.",
      "What gift did you suggest for my {relative}'s birthday?", "What do you give someone for a big birthday?",
@@ -311,29 +325,34 @@ def build(locomo_path: Path, seed: int = SEED) -> dict:
             f = placed.get((s, p))
             user = rng.choice(small_talk)
             inserts: list[str] = []
+            opening = None
             if f is not None:
                 k, slots = facts[f]
-                role, _, fact_t, q_t, lead_t, topic = TEMPLATES[k]
+                role, _, fact_t, q_t, lead_t, topic, *echo = TEMPLATES[k]
                 fact = _fill(fact_t, slots)
                 lead = f"{rng.choice(LEAD_INS[topic])} {_fill(lead_t, slots)}"
                 if role == "user":
                     user = f"{lead} {fact} {user}" if rng.random() < 0.5 else f"{user} {fact} {lead}"
+                    opening = f"{_fill(echo[0], slots)} {TOPIC_SENTENCES[topic]}"
                 else:
                     user = lead
                     inserts = [fact, TOPIC_SENTENCES[topic]]
                 who = len(turns) + (0 if role == "user" else 1)
                 questions.append({"question": _fill(q_t, slots), "evidence": [f"{sid}:t{who}"],
-                                  "sentence": fact, "role": role, "topic": topic})
+                                  "sentence": fact, "role": role, "topic": topic, "key": slots[TEMPLATES[k][1]]})
             elif rng.random() < 0.3:
                 inserts = [TOPIC_SENTENCES[topics[s]]]  # on the session's topic, answering nothing
             lo, hi = LONG_REPLY if f is not None or rng.random() < LONG_SHARE else SHORT_REPLY
             length = round(lo * (hi / lo) ** rng.random())
             reply, _ = _reply(rng, paras, length, inserts)
+            if opening is not None:
+                reply = f"{opening}\n\n{reply}"
             turns.append({"id": f"{sid}:t{len(turns)}", "role": "user", "content": user})
             turns.append({"id": f"{sid}:t{len(turns)}", "role": "assistant", "content": reply})
         when = START + timedelta(days=days[s])
         sessions.append({"id": sid, "date": when.replace(microsecond=0).isoformat(), "turns": turns})
-    questions += [{"question": q, "evidence": [], "sentence": None, "role": None, "topic": None} for q in near]
+    questions += [{"question": q, "evidence": [], "sentence": None, "role": None, "topic": None, "key": None}
+                  for q in near]
     # Halves: alternate over a seeded shuffle, so each half has both kinds of fact and of question.
     order = list(range(len(questions)))
     rng.shuffle(order)
@@ -353,6 +372,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--embed-cache", type=Path, default=None, help="reuse turn embeddings (speed only)")
     ap.add_argument("--write-set", type=Path, default=None, help="also write the generated set here")
     ap.add_argument("--json", type=Path, default=None, help="write the full result (per question) here")
+    ap.add_argument("--reinforce", action="store_true", help="reinforce strong hits, as MCP recall does")
     args = ap.parse_args(argv)
     if not args.data.exists():
         print(f"error: LoCoMo data not found at {args.data}; pass --data PATH", file=sys.stderr)
@@ -360,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = build(args.data, args.seed)
     if args.write_set:
         args.write_set.write_text(json.dumps(doc, indent=1, ensure_ascii=False), encoding="utf-8")
-    result = long_sessions.run_long_sessions(doc, embed_cache=args.embed_cache)
+    result = long_sessions.run_long_sessions(doc, embed_cache=args.embed_cache, reinforce=args.reinforce)
     print(long_sessions.markdown(result))
     if args.json:
         args.json.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")

@@ -5,7 +5,9 @@ Each session is stored as a chat importer stores it: one memory per turn through
 with the session as `conversation`, the session's date (a minute per turn) and the turn's id as
 provenance. A turn over ENGRAM_CHUNK_SIZE characters is split into chunks, and each chunk
 carries the turn's provenance, so a hit on any chunk is a hit on its turn. Every question is
-asked in each mode with reinforce=False at recall's default limit (10); Hit@k counts a question
+asked in each mode at recall's default limit (10), with reinforce=False, or with --reinforce as
+the MCP tool and the CLI ask (each strong hit reinforced, in the set's order, each mode on a store
+of its own: a stream of questions whose hits grow stronger); Hit@k counts a question
 when its evidence turn is among the top k hits, and Hit@k (session) when a turn of its session is.
 A question with no evidence is one no turn answers (near-topic): it counts when it returns nothing.
 Beside the engine's modes, `plain` is the bare model (benchmarks.plain_cosine: one vector per whole
@@ -22,6 +24,8 @@ import sys
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+from engram import Engram, Settings, VirtualClock
 
 MODES = ("bm25", "vector", "hybrid", "plain")  # plain: the bare model (benchmarks.plain_cosine)
 HALVES = ("tune", "report", "all")
@@ -67,10 +71,13 @@ def store_sessions(eng, doc: dict) -> int:
     return stored
 
 
-def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path | None = None) -> dict[str, Any]:
+def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path | None = None,
+                      reinforce: bool = False) -> dict[str, Any]:
     """Store the set, ask every question in each mode and the plain baseline, score.
-    embed_cache: keep the turns' embeddings in this .npz file (speed only)."""
-    from engram import Engram, Settings, VirtualClock
+    embed_cache: keep the turns' embeddings in this .npz file (speed only).
+    reinforce: ask as the MCP tool and the CLI do, each strong hit reinforced, the questions in
+    the set's order; each mode then gets a store of its own, so that no mode's recalls weigh on
+    another's ranking."""
     from engram.models.embedding import load_embedder
 
     from .locomo.run import CachedEmbedder
@@ -81,34 +88,47 @@ def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path
                                          threads=settings.torch_threads)
     if embed_cache is not None:
         embedder = CachedEmbedder(embedder, Path(embed_cache))
-    last = max(datetime.fromisoformat(s["date"]) for s in doc["sessions"])
-    clock = VirtualClock(last + timedelta(days=1))
-    eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
+    engine_modes = [m for m in MODES if m != "plain"]
+    ranks: dict[str, list[list[set]]] = {}
     try:
-        memories = store_sessions(eng, doc)
+        eng, memories = _stored(doc, settings, embedder)
+        try:
+            for mode in engine_modes:
+                if reinforce and mode != engine_modes[0]:
+                    eng.close()
+                    eng, _ = _stored(doc, settings, embedder)
+                ranks[mode] = [[set(h.memory.provenance) for h in eng.recall(
+                    q["question"], limit=LIMIT, user_id=USER, reinforce=reinforce, mode=mode)]
+                    for q in doc["questions"]]
+        finally:
+            eng.close()
         turns_all = [t for s in doc["sessions"] for t in s["turns"]]
         plain = PlainCosine(embedder, [t["content"] for t in turns_all], [t["id"] for t in turns_all])
-        rows = []
-        for q in doc["questions"]:
-            want = set(q["evidence"])
-            sessions = {e.split(":")[0] for e in want}
-            row = {"question": q["question"], "half": q["half"], "none": not want, "modes": {}}
-            for mode in MODES:
-                if mode == "plain":
-                    turns = [{t} for t in plain.search(q["question"], LIMIT)]
-                else:
-                    hits = eng.recall(q["question"], limit=LIMIT, user_id=USER, reinforce=False, mode=mode)
-                    turns = [set(h.memory.provenance) for h in hits]
-                first = next((i for i, t in enumerate(turns) if t & want), None)
-                first_s = next((i for i, t in enumerate(turns) if {x.split(":")[0] for x in t} & sessions), None)
-                row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(turns)}
-            rows.append(row)
+        ranks["plain"] = [[{t} for t in plain.search(q["question"], LIMIT)] for q in doc["questions"]]
     finally:
-        eng.close()
         if isinstance(embedder, CachedEmbedder):
             embedder.save()
+    rows = []
+    for i, q in enumerate(doc["questions"]):
+        want = set(q["evidence"])
+        sessions = {e.split(":")[0] for e in want}
+        row = {"question": q["question"], "half": q["half"], "none": not want, "modes": {}}
+        for mode in MODES:
+            turns = ranks[mode][i]
+            first = next((j for j, t in enumerate(turns) if t & want), None)
+            first_s = next((j for j, t in enumerate(turns) if {x.split(":")[0] for x in t} & sessions), None)
+            row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(turns)}
+        rows.append(row)
     return {"memories": memories, "turns": sum(len(s["turns"]) for s in doc["sessions"]),
-            "sessions": len(doc["sessions"]), "rows": rows, "table": score(rows)}
+            "sessions": len(doc["sessions"]), "reinforce": reinforce, "rows": rows, "table": score(rows)}
+
+
+def _stored(doc: dict, settings, embedder):
+    """A new in-memory engine holding the set, its clock a day after the last session; and the
+    number of memories stored."""
+    last = max(datetime.fromisoformat(s["date"]) for s in doc["sessions"])
+    eng = Engram(":memory:", settings=settings, embedder=embedder, clock=VirtualClock(last + timedelta(days=1)))
+    return eng, store_sessions(eng, doc)
 
 
 def score(rows: list[dict]) -> dict:
@@ -132,8 +152,9 @@ def score(rows: list[dict]) -> dict:
 
 
 def markdown(result: dict) -> str:
+    asked = "reinforcing strong hits, as MCP asks" if result.get("reinforce") else "reinforce off"
     lines = [f"Long sessions: {result['sessions']} sessions, {result['turns']} turns stored as "
-             f"{result['memories']} memories (chunks counted), limit {LIMIT}. Turn level Hit@1 / Hit@5 / "
+             f"{result['memories']} memories (chunks counted), limit {LIMIT}, {asked}. Turn level Hit@1 / Hit@5 / "
              "Hit@10, then session Hit@5; for the questions no turn answers, the share that returned nothing.", "",
              "| half | n | " + " | ".join(MODES) + " |", "|---|---:|" + "---|" * len(MODES)]
     none_rows = []
@@ -152,8 +173,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.long_sessions", description=__doc__.split("\n")[0])
     ap.add_argument("--set", default=str(default_set_path()), help="the long-session set")
     ap.add_argument("--json", default=None, help="write the full result (per question) here")
+    ap.add_argument("--reinforce", action="store_true", help="reinforce strong hits, as MCP recall does")
     args = ap.parse_args(argv)
-    result = run_long_sessions(load_set(Path(args.set)))
+    result = run_long_sessions(load_set(Path(args.set)), reinforce=args.reinforce)
     print(markdown(result))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")

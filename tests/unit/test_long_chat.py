@@ -37,6 +37,11 @@ def test_the_set_has_the_held_out_benchmarks_shape(doc, tmp_path):
         assert turn["role"] == q["role"] and turn["content"].count(q["sentence"]) == 1
         if q["role"] == "assistant":  # the answer is one sentence of a reply of thousands of characters
             assert len(turn["content"]) >= 1400
+        else:  # the long reply right after it is on the user's subject, without the answer
+            sid, t = q["evidence"][0].split(":t")
+            reply = turns[f"{sid}:t{int(t) + 1}"]["content"]
+            assert len(reply) >= 1400 and q["sentence"] not in reply
+            assert q["key"] in q["question"] and q["key"] in reply.split("\n\n")[0], q["question"]
     near = [q for q in doc["questions"] if not q["evidence"]]
     assert len(near) >= 40
     assert len({q["question"] for q in doc["questions"]}) == len(doc["questions"])
