@@ -101,7 +101,8 @@ TEMPLATES = (
      "read every label now.",
      "What did my {relative} and I find out we are allergic to?", "Any tips for eating out with a food allergy?",
      "health",
-     "Finding out about a food allergy as an adult is common, and reading labels is exactly right for you and your {relative}."),
+     "Finding out about a food allergy as an adult is common, and reading labels is exactly right for you "
+     "and your {relative}."),
     ("user", "city", "I finally bought a {colour} {Name} hatchback from a dealer in {city} after saving for two years.",
      "What car did I buy in {city}?", "Is it worth buying an extended warranty on a used car?",
      "cars",
