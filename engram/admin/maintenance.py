@@ -9,10 +9,11 @@ One run (run_maintenance) does, under the engram's lock:
    a superseded memory once it is older than the retention *and* the memory that replaced it
    is gone (history is kept as long as the fact it explains exists).
 2. consolidate -- clusters of active memories of one user, one type (fact, strategy, assumption,
-   failure), one task, whose vectors are all pairwise within ENGRAM_CONSOLIDATE_THRESHOLD
-   (complete linkage, so chains cannot snowball) and whose texts do not contradict or name
-   different subjects, become one new memory. Sources become status "consolidated"
-   (valid_to = now, superseded_by = the new id): out of recall, still visible to as_of.
+   failure), one task, never turns of a conversation (records of what was said), whose vectors
+   are all pairwise within ENGRAM_CONSOLIDATE_THRESHOLD (complete linkage, so chains cannot
+   snowball) and whose texts do not contradict or name different subjects, become one new
+   memory. Sources become status "consolidated" (valid_to = now, superseded_by = the new id):
+   out of recall, still visible to as_of.
 3. rebuild -- graph edges of what changed, then the file is checkpointed and, when rows were
    deleted, compacted so the deleted text leaves the disk; the derived indexes are rebuilt when
    the run changed something or rows were removed since they were built.
@@ -229,7 +230,8 @@ def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dic
     s, idx = eng.settings, eng.index
     n = idx.n
     types = [MEMORY_TYPES.index(t) for t in CONSOLIDATABLE]
-    ok = mine & (idx.status[:n] == 0) & np.isin(idx.mtype[:n], types) & ~idx.pinned[:n]
+    # A turn of a conversation is a record of what was said, kept as said (engine/writes.py).
+    ok = mine & (idx.status[:n] == 0) & np.isin(idx.mtype[:n], types) & ~idx.pinned[:n] & ~idx.turn[:n]
     rows = [r for r in np.flatnonzero(ok) if idx.ids[r] not in exclude]
     groups: dict[tuple[int, int, int], list[int]] = {}
     for r in rows:

@@ -72,10 +72,10 @@ class Writes:
         Content over ENGRAM_CHUNK_SIZE characters is split into linked chunks unless `chunk` is
         False (a handoff, failure or progress record is one memory however long). `conversation`
         marks the memory as a turn of that conversation (a chat import): turns of one
-        conversation are searched with the turns just before them; a memory without one stands
-        alone. `project`: the project it belongs to (None: none, seen from every project); it is
-        resolved only against memories of the same project, so one project's convention never
-        replaces another's.
+        conversation are searched with the turns just before them, and a turn is stored as said,
+        never resolved against other memories; a memory without one stands alone. `project`: the
+        project it belongs to (None: none, seen from every project); it is resolved only against
+        memories of the same project, so one project's convention never replaces another's.
         """
         return self.store_many([dict(content=content, memory_type=memory_type, importance=importance,
                                      tags=tags, task_id=task_id, metadata=metadata,
@@ -197,13 +197,19 @@ class Writes:
             return self._insert(resolution.Resolution("new", None, None, why), p, None, now, None, ())
         idx = self.p.index
         user_code = idx.users.get(p["user_id"])
-        resolving = p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES
+        # A turn of a conversation is a record of what was said then, not a statement of what is
+        # true now: a later turn on the same subject neither replaces it nor is merged into it
+        # (both were said; a question about either needs its own turn), as a captured episode is
+        # never resolved either. Only the same turn stored again is recognised (_same_turn).
+        resolving = (p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES
+                     and p["conversation"] is None)
         peers = same_type = np.zeros(0, dtype=np.int64)
         sims = None
         if user_code is not None and idx.n:
             mine = idx.alive[: idx.n] & (idx.user[: idx.n] == user_code) & (idx.status[: idx.n] == 0) \
                 & idx.in_project(p["project"], exact=True)
-            same = mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"]))
+            # A statement is resolved against statements only: a turn stays as it was said.
+            same = mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"])) & ~idx.turn[: idx.n]
             peers, same_type = np.flatnonzero(mine), np.flatnonzero(same)
             if self.batch is not None:
                 sims = self.batch.sims(vec, col)
@@ -214,7 +220,11 @@ class Writes:
                 for rows, s in idx.nearest(vec, masks, max(5, self.p.settings.max_edges), "vectors"):
                     sims[rows] = s
         decision = resolution.Resolution("new", None, None, "no similar memory")
-        if resolving and len(same_type):
+        again = self._same_turn(p, sims, peers) if p["conversation"] is not None and p["resolve_conflicts"] else None
+        if again is not None:
+            decision = resolution.Resolution("reinforce", idx.ids[again], float(sims[again]),
+                                             "the same turn of this conversation, stored again")
+        elif resolving and len(same_type):
             top = top_rows(sims, same_type, 5)
             top = top[sims[top] >= min(resolution.SIMILARITY_FLOOR, self.p.settings.dedup_threshold)]
             candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
@@ -227,6 +237,19 @@ class Writes:
         if decision.action == "merge":
             return self._merge(decision, p, now)
         return self._insert(decision, p, vec, now, sims, peers)
+
+    def _same_turn(self, p: dict, sims: np.ndarray | None, peers: np.ndarray) -> int | None:
+        """The row of an active turn of the same conversation with exactly this text (a client
+        retrying a write, a chat imported twice), or None: storing a turn again is a use of it,
+        not a second turn."""
+        idx = self.p.index
+        code = idx.conversations.get(p["conversation"])
+        if sims is None or code is None or not len(peers):
+            return None
+        for r in peers[(idx.conversation[peers] == code) & (sims[peers] >= 0.99)]:
+            if idx.texts[r] == p["content"]:
+                return int(r)
+        return None
 
     def _insert(self, decision, p: dict, vec: np.ndarray, now: datetime, sims, peers) -> StoreResult:
         old = None

@@ -67,8 +67,9 @@ lines. For a long search, ask compact=true first.""",
         Param("pinned", bool, "Never decay or prune this memory.", False, flag="--pin"),
         Param("conversation", str | None, (
             "Only for turns of a conversation (e.g. importing a chat): the conversation's id. Turns "
-            "of one conversation are searched with the turns just before them; leave it out for "
-            "a self-contained memory."), None),
+            "of one conversation are searched with the turns just before them, and each turn is "
+            "kept as said (never merged into or replacing another memory); leave it out for a "
+            "self-contained memory."), None),
         SCOPE,
     ), mcp="write_idempotent", title="Store a memory", description="""\
 Remember something worth knowing in a later session: a decision and its reason, a project

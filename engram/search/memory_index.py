@@ -102,6 +102,7 @@ class MemoryIndex:
         self.row_of: dict[str, int] = {}
         self.users, self.tasks, self.sessions, self.projects = _Codes(), _Codes(), _Codes(), _Codes()
         self.groups = _Codes()  # chunk groups: the chunks of one long text (writes._store_chunks)
+        self.conversations = _Codes()
         self.tag_rows: dict[str, set[int]] = {}
         self.row_tags: dict[int, tuple[str, ...]] = {}
         self.bm25 = BM25Index()
@@ -140,6 +141,7 @@ class MemoryIndex:
         grow("valid_to", np.float64, np.inf)
         grow("pinned", bool, False)
         grow("turn", bool, False)  # a turn of a conversation (stored with one)
+        grow("conversation", np.int32, -1)  # which one; -1: none
         grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
         grow("contextual", bool, False)  # its search vector mixes in context (differs from its own)
         for name in self.proj:
@@ -210,6 +212,7 @@ class MemoryIndex:
         self.valid_to[row] = to_days(m.valid_to, np.inf)
         self.pinned[row] = m.pinned
         self.turn[row] = m.conversation is not None
+        self.conversation[row] = self.conversations.code(m.conversation)
         self.group[row] = self.groups.code((m.metadata or {}).get("chunk_group"))
         if fresh:
             self.context_of[row] = self._context_rows(row, m.conversation)

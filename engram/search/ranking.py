@@ -10,7 +10,8 @@ score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker
   coverage is the largest share of the query's IDF mass any eligible memory holds. Words count
   as evidence only when some memory matches enough of the query: one incidental word ("live",
   "run", "use") shared with a wrong fact no longer outweighs the meaning of the right one;
-- decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight);
+- decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight); the floor for a
+  turn of a conversation, which neither age nor use makes more or less relevant;
 - the cue bonuses go to candidates only (they never pull in a memory neither search found):
   date: written in a range the query names ("on 13 October 2023", "in June"); speaker: opens
   with a label ("Melanie: …") whose name the query has; when: the query asks when and the
@@ -216,6 +217,11 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     def base_scores(c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         strength = strength_array(index.importance[c], index.stability[c], now_days - index.touched[c])
         decay = retrieval_weight_array(strength, weights.decay_floor)
+        # A turn of a conversation is a record of what was said: years later it is as relevant
+        # to a question about it, and a stream of questions must not promote the turns earlier
+        # ones returned (a recall reinforces its strong hits). So it weighs at the floor, as any
+        # memory nothing recalled for long does; the floor keeps the fusion's balance the same.
+        decay = np.where(index.turn[c], weights.decay_floor, decay)
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
         if use_vec:
             cos[c] = index.match(c, qvec)

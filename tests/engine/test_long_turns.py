@@ -47,3 +47,42 @@ def test_long_texts_outside_conversations_are_one_hit_too(settings, fake, clock)
         eng.close()
     groups = [h.memory.metadata.get("chunk_group") for h in hits]
     assert len(hits) == 2 and len([g for g in groups if g]) == 1
+
+
+def test_a_turn_is_kept_as_said_and_never_replaces_or_joins_another(eng, clock):
+    """Turns of conversations are records of what was said: the later one on the same subject
+    replaces nothing (outside a conversation the same two texts are an update)."""
+    first = eng.store("The API timeout is 30 seconds.", conversation="c1", created_at=WHEN)
+    later = eng.store("The API timeout is 60 seconds.", conversation="c2", created_at=WHEN + timedelta(days=3))
+    assert (first.action, later.action) == ("new", "new")
+    assert eng.get(first.memory.id).status == "active"
+    turns = {h.memory.id for h in eng.recall("API timeout", mode="bm25", reinforce=False)}
+    assert turns == {first.memory.id, later.memory.id}
+    fact = eng.store("The API timeout is 30 seconds.")  # a statement, not a turn: resolved as before
+    assert eng.store("The API timeout is 60 seconds.").action == "replace"
+    assert eng.get(fact.memory.id).status == "superseded"
+
+
+def test_the_same_turn_stored_again_is_one_turn_but_the_same_words_elsewhere_are_another(eng):
+    a = eng.store("Sounds good, see you at the lake on Saturday!", conversation="c1", created_at=WHEN)
+    again = eng.store("Sounds good, see you at the lake on Saturday!", conversation="c1", created_at=WHEN)
+    elsewhere = eng.store("Sounds good, see you at the lake on Saturday!", conversation="c2", created_at=WHEN)
+    assert again.action == "reinforce" and again.memory.id == a.memory.id
+    assert elsewhere.action == "new" and elsewhere.memory.id != a.memory.id
+
+
+def test_a_turn_weighs_the_same_whatever_its_age_or_use(eng, clock):
+    """Neither age nor reinforcement moves a turn's decay weight off the floor; a statement
+    recalled a moment ago weighs above it (decay demotes what faded)."""
+    old = eng.store("We planted the apple tree by the north fence.", conversation="c1",
+                    created_at=clock.now() - timedelta(days=900)).memory
+    new = eng.store("We planted the pear tree by the south fence.", conversation="c2",
+                    created_at=clock.now() - timedelta(hours=2)).memory
+    fact = eng.store("The plum tree grows by the east fence.").memory
+    for _ in range(3):  # reinforcing: each strong hit is touched now
+        eng.recall("apple tree north fence", mode="vector")
+    floor = eng.settings.decay_floor
+    hits = {h.memory.id: h for h in eng.recall("tree by the fence", explain=True, reinforce=False, mode="vector")}
+    assert hits[old.id].parts["decay"] == hits[new.id].parts["decay"] == floor
+    assert eng.get(old.id).recall_count >= 1  # reinforced all the same (it keeps the turn from fading)
+    assert hits[fact.id].parts["decay"] > floor

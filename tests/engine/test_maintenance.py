@@ -78,13 +78,15 @@ def test_what_must_not_merge(eng):
     swap_b = put(eng, "Bob prefers dark mode in the editor")
     unrelated = put(eng, "The office coffee machine is broken again")
     pinned = put(eng, PG_MORE, pinned=True)
+    # Turns of conversations are records of what was said, each kept as said.
+    turns = [put(eng, PG, conversation=c) for c in ("chat-1", "chat-2")]
 
     report = run_maintenance(eng, apply=False)
 
     assert len(report["clusters"]) == 1
     merged = set(report["clusters"][0]["sources"])
     assert alice.id in merged and len(merged) == 2
-    for kept in (bob_copy, strategy, h1, h2, swap_a, swap_b, unrelated, pinned):
+    for kept in (bob_copy, strategy, h1, h2, swap_a, swap_b, unrelated, pinned, *turns):
         assert kept.id not in merged
 
 
