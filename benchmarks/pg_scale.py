@@ -12,6 +12,7 @@ empty the top 10; its latency and the overlap of its top 10 with the derived ind
 vector top 10 under the same filter.
 
     python -m benchmarks.pg_scale --sizes 100000,1000000
+    python -m benchmarks.pg_scale --sizes 100000 --duckdb-only --turns   # the memories as chat turns
 
 Every figure comes from one run; the machine is shared, so compare within a run.
 """
@@ -59,18 +60,25 @@ def with_vectors(texts: list[str]) -> tuple[list[str], list[str], np.ndarray]:
     return [f"m{i:08d}" for i in range(n)], texts, vecs
 
 
-def rows(ids, texts, vecs, start: int = 0):
-    """Row tuples; `start`: the position of the first one (times and users follow it)."""
+TURNS_PER_CONVERSATION = 20
+
+
+def rows(ids, texts, vecs, start: int = 0, turns: bool = False):
+    """Row tuples; `start`: the position of the first one (times and users follow it). turns:
+    each user's memories are turns of conversations, TURNS_PER_CONVERSATION in each (a second
+    apart, so each is searched with the turns before it), as a chat import stores them."""
     for i, (mid, text) in enumerate(zip(ids, texts), start):
         at = (START + timedelta(seconds=i)).replace(tzinfo=None)
-        yield mid, text, "fact", 0.5, 0, at, f"user{i % USERS}", "active", at, False, at, vecs[i - start]
+        user = f"user{i % USERS}"
+        conversation = f"{user}-c{i // USERS // TURNS_PER_CONVERSATION}" if turns else None
+        yield mid, text, "fact", 0.5, 0, at, user, "active", at, False, at, conversation, vecs[i - start]
 
 
 COLUMNS = ("id, content, memory_type, importance, recall_count, created_at, user_id, status, "
-           "valid_from, pinned, updated_at, embedding")
+           "valid_from, pinned, updated_at, conversation, embedding")
 
 
-def load_postgres(url: str, ids, texts, vecs, emb: FakeEmbedder) -> float:
+def load_postgres(url: str, ids, texts, vecs, emb: FakeEmbedder, turns: bool = False) -> float:
     import psycopg
     from pgvector.psycopg import register_vector
 
@@ -82,8 +90,8 @@ def load_postgres(url: str, ids, texts, vecs, emb: FakeEmbedder) -> float:
         con.execute("SET session_replication_role = replica")  # no change-feed rows for a bulk load
         with con.cursor() as cur, cur.copy(f"COPY memories ({COLUMNS}) FROM STDIN WITH (FORMAT BINARY)") as cp:
             cp.set_types(["text", "text", "text", "float8", "int4", "timestamp", "text", "text",
-                          "timestamp", "bool", "timestamp", "vector"])
-            for r in rows(ids, texts, vecs):
+                          "timestamp", "bool", "timestamp", "text", "vector"])
+            for r in rows(ids, texts, vecs, turns=turns):
                 cp.write_row(r)
         con.execute("INSERT INTO meta VALUES ('model_name', %s), ('model_dim', %s) ON CONFLICT (key) "
                     "DO UPDATE SET value = excluded.value", [emb.name, str(emb.dim)])
@@ -93,7 +101,7 @@ def load_postgres(url: str, ids, texts, vecs, emb: FakeEmbedder) -> float:
     return time.perf_counter() - t0
 
 
-def load_duckdb(path: Path, ids, texts, vecs, emb: FakeEmbedder) -> float:
+def load_duckdb(path: Path, ids, texts, vecs, emb: FakeEmbedder, turns: bool = False) -> float:
     import duckdb
 
     from engram.store.db import Store
@@ -102,13 +110,13 @@ def load_duckdb(path: Path, ids, texts, vecs, emb: FakeEmbedder) -> float:
     con = duckdb.connect(str(path))
     step = 50_000
     for i in range(0, len(ids), step):
-        part = list(rows(ids[i:i + step], texts[i:i + step], vecs[i:i + step], i))
+        part = list(rows(ids[i:i + step], texts[i:i + step], vecs[i:i + step], i, turns))
         cols = [list(c) for c in zip(*part)]
         cols[-1] = [v.tobytes() for v in cols[-1]]
         con.execute(f"INSERT INTO memories ({COLUMNS}) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
                     "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), "
                     "unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::BOOLEAN[]), "
-                    "unnest(?::TIMESTAMP[]), unnest(?::BLOB[])", cols)
+                    "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::BLOB[])", cols)
     con.execute("INSERT OR REPLACE INTO meta VALUES ('model_name', ?), ('model_dim', ?)", [emb.name, str(emb.dim)])
     con.execute("CHECKPOINT")
     con.close()
@@ -185,7 +193,8 @@ def overlap(a: list[list[str]], b: list[list[str]]) -> float:
     return float(np.mean([len(set(x) & set(y)) / max(1, len(y)) for x, y in zip(a, b)]))
 
 
-def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search: int, with_hnsw: bool) -> dict:
+def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search: int, with_hnsw: bool,
+             turns: bool = False) -> dict:
     """One size's figures; url None: DuckDB only (recall latency before and after a change to the engine)."""
     emb = FakeEmbedder(DIM, "fake-hash-384")
     t0 = time.perf_counter()
@@ -193,11 +202,11 @@ def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search:
     gen_s = time.perf_counter() - t0
     qs = queries(nq, seed)
     settings = Settings.from_env({"ENGRAM_HOME": str(work / "home")})
-    res: dict = {"memories": n, "queries": nq, "generate_s": round(gen_s, 1)}
+    res: dict = {"memories": n, "queries": nq, "generate_s": round(gen_s, 1), "turns": turns}
     duck_path = work / f"scale{n}.duckdb"
-    res["duckdb_load_s"] = round(load_duckdb(duck_path, ids, texts, vecs, emb), 1)
+    res["duckdb_load_s"] = round(load_duckdb(duck_path, ids, texts, vecs, emb, turns), 1)
     if url is not None:
-        res["postgres_load_s"] = round(load_postgres(url, ids, texts, vecs, emb), 1)
+        res["postgres_load_s"] = round(load_postgres(url, ids, texts, vecs, emb, turns), 1)
     del texts, vecs
     out = {}
     for backend, path in (("duckdb", str(duck_path)), ("postgres", url)):
@@ -239,16 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--hnsw-max", type=int, default=10**9,
                    help="build and query the pgvector HNSW index only at sizes up to this")
     p.add_argument("--duckdb-only", action="store_true", help="no PostgreSQL: the DuckDB store's recall alone")
+    p.add_argument("--turns", action="store_true",
+                   help=f"store the memories as turns of conversations ({TURNS_PER_CONVERSATION} in each)")
     a = p.parse_args(argv)
     results = []
     work = Path(tempfile.mkdtemp(prefix="egscale", dir="/tmp"))
     try:
         for n in (int(x) for x in a.sizes.split(",")):
             if a.duckdb_only:
-                results.append(one_size(n, None, work, a.queries, a.seed, a.ef_search, False))
+                results.append(one_size(n, None, work, a.queries, a.seed, a.ef_search, False, a.turns))
             else:
                 with private_postgres("engram_scale") as url:  # a fresh server per size: nothing cached
-                    results.append(one_size(n, url, work, a.queries, a.seed, a.ef_search, n <= a.hnsw_max))
+                    results.append(one_size(n, url, work, a.queries, a.seed, a.ef_search, n <= a.hnsw_max, a.turns))
             print(json.dumps(results[-1]), flush=True)
     finally:
         with contextlib.suppress(OSError):
