@@ -167,6 +167,9 @@ class Writes:
                 raise
             finally:
                 self.batch = None
+            # The late-interaction stage's token vectors, in one batch, once the rows are in (a
+            # memory left without them is filled in when the indexes are next built or read).
+            self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
         return out
 
     def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:

@@ -325,10 +325,39 @@ def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callab
     top = max([s for _, s, _ in head], default=0.0)
     read = []
     for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
-        parts["first_rank"] = float(i)
+        parts.setdefault("first_rank", float(i))
         parts["rerank"] = float(logit)
-        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0))
+        # With the late-interaction stage on too, its term stays in (the two readers add up:
+        # benchmarks/HISTORY.md, session 13).
+        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0)) \
+            + parts.get("late_term", 0.0)
         read.append((fused, i, (r, s, parts)))
+    read.sort(key=lambda t: (-t[0], t[1]))
+    return [t for _, _, t in read] + tail
+
+
+def late_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],
+              candidates: int, weight: float) -> list[tuple[int, float, dict[str, float]]]:
+    """Reorder the first stage's best `candidates` hits by their score over the best one's plus
+    `weight` × z, z the late-interaction MaxSim (`score(rows)`, one per row) standardised over
+    those candidates (benchmarks/HISTORY.md, sessions 12-13; RESULTS.md, issue 40).
+
+    Each hit read gains `first_rank` (its place in the first stage, from 0), `late` (its MaxSim)
+    and `late_term` (weight × z) in its parts; the others keep their order after them. As with
+    rerank_hits, nothing is added or dropped and the scores stay the first stage's: the relevance
+    floor has chosen and confidence reads the first stage's evidence."""
+    head, tail = ranked[:candidates], ranked[candidates:]
+    if not head:
+        return ranked
+    sims = np.asarray(score([r for r, _, _ in head]), dtype=np.float64)
+    z = (sims - sims.mean()) / (sims.std() + 1e-9)
+    top = max(s for _, s, _ in head)
+    read = []
+    for i, ((r, s, parts), sim, zi) in enumerate(zip(head, sims, z)):
+        parts["first_rank"] = float(i)
+        parts["late"] = float(sim)
+        parts["late_term"] = float(weight * zi)
+        read.append(((s / top if top > 0 else 0.0) + weight * float(zi), i, (r, s, parts)))
     read.sort(key=lambda t: (-t[0], t[1]))
     return [t for _, _, t in read] + tail
 
