@@ -34,6 +34,7 @@ class TokenVectors:
         self._reader: LateReader | None = None
         self.failed = False
         self.kept: dict[str, tuple[str, np.ndarray]] = {}
+        self.encoded = 0  # texts encoded since the store was opened (read back ones are not)
 
     def reader(self) -> LateReader | None:
         """The reader when the setting is on and it loads, else None (a failure to load is
@@ -83,6 +84,7 @@ class TokenVectors:
             self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for (mid, h, _), v in zip(part, vecs)])
             for (mid, h, _), v in zip(part, vecs):
                 self.kept[mid] = (h, v)
+            self.encoded += len(part)
         return len(todo)
 
     def scores(self, query: str, rows: Sequence[int]) -> np.ndarray:

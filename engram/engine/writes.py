@@ -326,6 +326,7 @@ class Writes:
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, vec)
             self.p.activity_epoch += 1
+            self.indexes.tokens.fill([mem.id])
         self.indexes.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 
@@ -372,6 +373,7 @@ class Writes:
             self.p.store_db.delete_memories(ids)
         for i in ids:
             self.p.index.remove(i)
+            self.indexes.tokens.kept.pop(i, None)
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
 

