@@ -254,6 +254,8 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
                 else:
                     no_evidence += 1
                 bar.update(1)
+        # The late-interaction stage's token vectors kept per memory (0 with the stage off).
+        token_bytes = eng.indexes.tokens.mean_bytes()
     finally:
         bar.close()
         eng.close()
@@ -287,6 +289,7 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
             "model_load_s": model_load_s,
             "ingest_s": ingest_s,
             "ingest_memories_per_s": total_turns / ingest_s if ingest_s else None,
+            "token_vectors_bytes_per_memory": token_bytes,
             "query_embed_ms": {"p50": percentile(embed_ms, 50), "p95": percentile(embed_ms, 95)},
             "recall_ms": {m: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)}
                           for m, v in latencies.items()},
