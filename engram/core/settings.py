@@ -177,8 +177,9 @@ class Settings:
     # query's token vectors against each of the first stage's best late_candidates memories' (kept
     # beside their embeddings), fused as score / best + late_weight × z(MaxSim) (benchmarks/RESULTS.md,
     # issue 40, for the figures that chose the default and the weight).
-    late_interaction: bool = setting(False, "reorder hybrid recall's first candidates by late interaction "
-                                     "(MaxSim over token vectors kept with each memory; 1: on)")
+    late_interaction: bool = setting(True, "reorder hybrid recall's first candidates that are turns of a "
+                                     "conversation by late interaction (MaxSim over token vectors kept "
+                                     "with each turn; 0: off)")
     late_candidates: int = setting(40, "candidates the late-interaction stage reads per query", ge=1, le=200)
     late_weight: float = setting(0.1, "weight of the standardised MaxSim beside the first stage's score "
                                  "over the best", ge=0.0)

@@ -104,7 +104,10 @@ class Recall:
             # the cross-encoder over its order, each when its setting is on.
             cfg = self.p.settings
             second = mode == "hybrid" and rerank is not False
-            late = second and self.indexes.tokens.reader() is not None
+            # Late interaction reads turns of a conversation only: a store (or filter) with none
+            # ranks and answers as without it, and never loads its model.
+            tokens = self.indexes.tokens
+            late = second and cfg.late_interaction and not tokens.failed and bool(idx.turn[: len(mask)][mask].any())
             ce = self.cross_encoder() if second else None
             ranked = rank(idx, self.p.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
                           weights=self.p.weights,
@@ -112,8 +115,9 @@ class Recall:
                           session_failures=failures, use_graph=graph,
                           reference_cos=None if qvec is None else self.reference @ qvec, corrections=read_as)
             if late:
-                ranked = late_hits(ranked, lambda rows: self.indexes.tokens.scores(query, rows),
-                                   cfg.late_candidates, cfg.late_weight)
+                # Turns of a conversation only (see engine/token_vectors.py for why).
+                ranked = late_hits(ranked, lambda rows: tokens.scores(query, rows),
+                                   cfg.late_candidates, cfg.late_weight, reads=lambda r: bool(idx.turn[r]))
             if ce is not None:
                 ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
                                      cfg.rerank_pairs, cfg.rerank_weight)

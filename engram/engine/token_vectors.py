@@ -2,7 +2,15 @@
 kept in the store's token_vectors table beside the embeddings, read back when the indexes are
 built, and filled in for memories written before the stage existed or while its model was
 missing. Derived like the embedding: each row names the hash of the text it was computed from,
-so a changed text is encoded again rather than scored with another text's vectors."""
+so a changed text is encoded again rather than scored with another text's vectors.
+
+Only turns of a conversation (memories stored with `conversation`) have them, and only turns are
+reordered by the stage: MaxSim rewards the query's own words met in the memory, which is how a
+question finds a chat line (names, things said; the first stage weighs BM25 fully for turns for
+the same reason), while an agent's independent facts are most often asked in other words. On the
+agent set's tune half, reading those too moved the answer out of the top 1 for three questions
+and out of the top 3 for two (four of the five paraphrases), for one gained at the top 1
+(benchmarks/RESULTS.md, issue 40)."""
 
 from __future__ import annotations
 
@@ -63,21 +71,24 @@ class TokenVectors:
         self.fill([i for i in idx.ids[: idx.n] if i is not None])
 
     def fill(self, ids: Sequence[str]) -> int:
-        """Encode and keep the token vectors of these memories (by their text in the index)
-        that have none for their current text; how many were encoded. Nothing without the reader."""
-        reader = self.reader()
-        if reader is None:
+        """Encode and keep the token vectors of these memories that are turns of a conversation
+        (by their text in the index) and have none for their current text; how many were
+        encoded. Nothing without the reader."""
+        if not self.p.settings.late_interaction:
             return 0
         idx = self.p.index
         todo = []
         for mid in dict.fromkeys(ids):
             r = idx.row_of.get(mid)
-            if r is None:
+            if r is None or not idx.turn[r]:
                 continue
             h = text_hash(idx.texts[r])
             got = self.kept.get(mid)
             if got is None or got[0] != h:
                 todo.append((mid, h, idx.texts[r]))
+        reader = self.reader() if todo else None  # loaded only when a turn needs it
+        if reader is None:
+            return 0
         for start in range(0, len(todo), FILL_BATCH):
             part = todo[start:start + FILL_BATCH]
             vecs = reader.encode([t for _, _, t in part])
@@ -87,13 +98,17 @@ class TokenVectors:
             self.encoded += len(part)
         return len(todo)
 
-    def scores(self, query: str, rows: Sequence[int]) -> np.ndarray:
-        """MaxSim of the query against each of these index rows (their token vectors computed
-        now when missing: a memory another server wrote, or one whose text changed)."""
+    def scores(self, query: str, rows: Sequence[int]) -> np.ndarray | None:
+        """MaxSim of the query against each of these index rows, turns of a conversation (their
+        token vectors computed now when missing: a turn another server wrote, or one whose text
+        changed); None without the reader."""
         idx = self.p.index
         ids = [idx.ids[r] for r in rows]
         self.fill(ids)
-        return maxsim(self._reader.encode_query(query), [self.kept[i][1] for i in ids])
+        reader = self.reader()
+        if reader is None:
+            return None  # the wheel is missing: logged once, the first stage's order stands
+        return maxsim(reader.encode_query(query), [self.kept[i][1] for i in ids])
 
     def mean_bytes(self) -> float:
         """The mean size of a memory's kept token vectors, in bytes (0 with none kept)."""

@@ -69,11 +69,24 @@ def test_the_stage_reorders_but_keeps_the_hits_and_their_confidence(settings, fa
         e.close()
 
 
+def test_independent_memories_are_neither_encoded_nor_reordered(settings, fake, clock):
+    e = open_engram(settings, fake, clock)
+    try:
+        e.store_many([{"content": t} for t in TURNS])
+        assert e.indexes.tokens.encoded == 0 and e.indexes.p.store_db.token_vectors() == []
+        for q in QUERIES:
+            late = e.recall(q, reinforce=False, explain=True)
+            assert not any("late" in h.parts for h in late)
+            assert [h.memory.id for h in late] == [h.memory.id for h in e.recall(q, reinforce=False, rerank=False)]
+    finally:
+        e.close()
+
+
 def test_token_vectors_are_kept_and_read_back_on_reopen(settings, fake, clock, tmp_path):
     path = settings.database_url or str(tmp_path / "late.duckdb")
     e = open_engram(settings, fake, clock, path=path)
     try:
-        ids = [r.memory.id for r in e.store_many([{"content": t} for t in TURNS])]
+        ids = [r.memory.id for r in e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])]
         kept = {mid: v for mid, (_, v) in e.indexes.tokens.kept.items()}
         assert set(kept) == set(ids) and e.indexes.tokens.encoded == len(TURNS)
         rows = e.indexes.p.store_db.token_vectors(ids)
@@ -98,7 +111,7 @@ def test_a_store_written_without_them_is_filled_in_when_the_stage_is_on(settings
     path = settings.database_url or str(tmp_path / "old.duckdb")
     e = open_engram(settings, fake, clock, late=False, path=path)
     try:
-        e.store_many([{"content": t} for t in TURNS])
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
         assert e.indexes.p.store_db.token_vectors() == []  # off: nothing encoded, nothing kept
     finally:
         e.close()
@@ -123,7 +136,7 @@ def test_recall_works_without_the_wheel(settings, fake, clock, monkeypatch, capl
     with caplog.at_level(logging.WARNING, logger="engram.engine.token_vectors"):
         e = open_engram(settings, fake, clock)
         try:
-            e.store_many([{"content": t} for t in TURNS])
+            e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
             hits = [e.recall(q, reinforce=False, explain=True) for q in QUERIES]
             assert any(hits) and not any("late" in h.parts for hs in hits for h in hs)
             first = [e.recall(q, reinforce=False, rerank=False) for q in QUERIES]
@@ -141,7 +154,7 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
     target = Engram(":memory:", settings=replace(settings, late_interaction=True, database_url=None),
                     embedder=fake, clock=clock)
     try:
-        e.store_many([{"content": t} for t in TURNS])
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
         export_jsonl(e, tmp_path / "dump.jsonl")
         assert "token_vectors" not in (tmp_path / "dump.jsonl").read_text(encoding="utf-8")  # derived: not carried
         import_jsonl(target, tmp_path / "dump.jsonl")
@@ -159,7 +172,7 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
 def test_a_backup_carries_them(settings, fake, clock, tmp_path):
     e = open_engram(settings, fake, clock, path=str(tmp_path / "a.duckdb"))
     try:
-        e.store_many([{"content": t} for t in TURNS])
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
         e.backup(tmp_path / "copy.duckdb")
     finally:
         e.close()

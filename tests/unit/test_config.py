@@ -53,7 +53,7 @@ DEFAULTS = {
     "context_weight": 0.5, "context_terms": 0.4, "bm25_k1": 1.2, "bm25_b": 0.3, "date_bonus": 0.1,
     "speaker_bonus": 0.15, "when_bonus": 0.1, "relevance_cosine": 0.24, "relevance_coverage": 0.55,
     "rerank": False, "rerank_pairs": 12, "rerank_weight": 0.5, "rerank_threads": 2,
-    "late_interaction": False, "late_candidates": 40, "late_weight": 0.1,
+    "late_interaction": True, "late_candidates": 40, "late_weight": 0.1,
     "context_min_share": 0.5, "edge_threshold": 0.40, "max_edges": 5, "consolidate_threshold": 0.70,
     "prune_threshold": 0.05, "maintenance_hours": 12.0, "backup_keep": 7, "consolidated_retention_days": 30.0,
     "heartbeat_timeout_s": 300.0, "claim_timeout_s": 120.0, "idle_exit_s": 900.0, "token": None, "redact_patterns": (),
