@@ -158,8 +158,13 @@ class SqlStore(TaskRows):
         if embedding is not None:
             sets.append("embedding = ?")
             params.append(self._vector(embedding))
-        if sets:
+        if not sets:
+            return
+        with self.transaction():
             self._sql(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", params + [memory_id])
+            if "content" in fields:
+                # Derived from the old text (which a scrub may be removing): computed again.
+                self._sql("DELETE FROM token_vectors WHERE memory_id = ?", [memory_id])
 
     def _iter_rows(self, where: str, params: Sequence[Any], batch: int) -> Iterable[tuple[Memory, bytes | None]]:
         """Memory rows matching `where` with their embeddings' bytes, oldest first, `batch` at a time."""

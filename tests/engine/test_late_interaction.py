@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from engram import Engram
+from engram.engine.token_vectors import text_hash
 from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
 
 TURNS = [
@@ -100,6 +101,8 @@ def test_token_vectors_are_kept_and_read_back_on_reopen(settings, fake, clock, t
         assert all(np.array_equal(tokens.kept[mid][1], v) for mid, v in kept.items())
         # A changed text is encoded again; a forgotten memory's vectors go with it.
         e.update(ids[0], content="Melanie: I painted a portrait of my grandmother this spring.")
+        new_text = e.get(ids[0]).content
+        assert [h for _, h, _ in e.indexes.p.store_db.token_vectors([ids[0]])] == [text_hash(new_text)]
         assert tokens.encoded == 1 and not np.array_equal(tokens.kept[ids[0]][1], kept[ids[0]])
         e.forget(ids[1])
         assert [r[0] for r in e.indexes.p.store_db.token_vectors([ids[1]])] == []
