@@ -115,6 +115,11 @@ class Indexes:
             self.feed_mark = mark
             self.feed_checked = self.outcomes_read = time.monotonic()
 
+    def fill_token_vectors(self) -> int:
+        """Encode the late-interaction token vectors of every turn that lacks them (written
+        before the stage was on, or while its model was missing); how many were encoded."""
+        return self.tokens.fill_missing()
+
     def read_graph(self) -> MemoryGraph:
         """The graph over the edges table, read when first needed."""
         return MemoryGraph(lambda: ((s, d, w) for s, d, w, _ in self.p.store_db.all_edges()))

@@ -59,8 +59,10 @@ class TokenVectors:
         return self._reader
 
     def load(self) -> None:
-        """Read the kept rows of the memories in the index (called when the indexes are built),
-        then fill in the missing ones when the stage is on."""
+        """Read the kept rows of the memories in the index (called when the indexes are built).
+        Nothing is encoded here: opening a store must not wait for thousands of turns written
+        before the stage was on; fill_missing (maintenance) and recall (the candidates it
+        reads) fill them in."""
         self.kept = {}
         if not self.p.settings.late_interaction:
             return  # nothing reads them; read when the stage is turned on (the next open)
@@ -68,7 +70,49 @@ class TokenVectors:
         for mid, h, blob in self.p.store_db.token_vectors():
             if mid in idx.row_of:
                 self.kept[mid] = (h, from_bytes(blob))
-        self.fill([i for i in idx.ids[: idx.n] if i is not None])
+
+    def missing(self, limit: int) -> list[tuple[str, str, str]]:
+        """Up to `limit` turns without token vectors for their current text: (id, hash, text)."""
+        idx = self.p.index
+        out = []
+        for r in np.flatnonzero(idx.turn[: idx.n]):
+            mid = idx.ids[r]
+            if mid is None:
+                continue
+            h = text_hash(idx.texts[r])
+            got = self.kept.get(mid)
+            if got is None or got[0] != h:
+                out.append((mid, h, idx.texts[r]))
+                if len(out) >= limit:
+                    break
+        return out
+
+    def fill_missing(self) -> int:
+        """Encode every turn that has no token vectors for its current text, FILL_BATCH at a
+        time, each batch encoded outside the lock (recall goes on meanwhile) and written in its
+        own transaction; how many were encoded. Nothing when the stage is off or has no reader."""
+        if not self.p.settings.late_interaction:
+            return 0
+        done = 0
+        while True:
+            with self.p.lock:
+                todo = self.missing(FILL_BATCH)
+            reader = self.reader() if todo else None
+            if reader is None:
+                return done
+            vecs = reader.encode([t for _, _, t in todo])
+            with self.p.lock:
+                idx = self.p.index
+                # A turn rewritten or deleted while its batch was encoded waits for the next round.
+                rows = [(mid, h, v) for (mid, h, _), v in zip(todo, vecs)
+                        if (r := idx.row_of.get(mid)) is not None and text_hash(idx.texts[r]) == h]
+                self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for mid, h, v in rows])
+                for mid, h, v in rows:
+                    self.kept[mid] = (h, v)
+                self.encoded += len(rows)
+                done += len(rows)
+                if not rows:
+                    return done
 
     def fill(self, ids: Sequence[str]) -> int:
         """Encode and keep the token vectors of these memories that are turns of a conversation

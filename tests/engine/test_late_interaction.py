@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from engram import Engram
+from engram.admin.maintenance import run_maintenance
 from engram.engine.token_vectors import text_hash
 from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
 
@@ -120,9 +121,14 @@ def test_a_store_written_without_them_is_filled_in_when_the_stage_is_on(settings
         e.close()
     e = open_engram(settings, fake, clock, path=path)
     try:
-        assert e.indexes.tokens.encoded == len(TURNS)
+        assert e.indexes.tokens.encoded == 0  # opening does not wait for them
+        hits = e.recall("What is Caroline researching?", reinforce=False, explain=True)
+        assert hits and all("late" in h.parts for h in hits)  # the candidates read are filled in now
+        assert 0 < e.indexes.tokens.encoded == len(e.indexes.p.store_db.token_vectors())
+        report = run_maintenance(e)  # and the rest by maintenance
+        assert report["token_vectors_filled"] == len(TURNS) - len(hits)
         assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
-        assert e.recall("What is Caroline researching?", reinforce=False)
+        assert run_maintenance(e)["token_vectors_filled"] == 0
     finally:
         e.close()
 
@@ -161,7 +167,7 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
         export_jsonl(e, tmp_path / "dump.jsonl")
         assert "token_vectors" not in (tmp_path / "dump.jsonl").read_text(encoding="utf-8")  # derived: not carried
         import_jsonl(target, tmp_path / "dump.jsonl")
-        assert target.indexes.tokens.encoded == len(TURNS)
+        assert target.fill_token_vectors() == len(TURNS)
         assert len(target.indexes.p.store_db.token_vectors()) == len(TURNS)
         q = "What is Caroline researching?"
         assert [h.memory.id for h in target.recall(q, reinforce=False)] == \
