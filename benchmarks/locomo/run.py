@@ -32,7 +32,7 @@ MODE_KWARGS: dict[str, dict[str, Any]] = {
     "vector": {"mode": "vector"},
     "hybrid": {"mode": "hybrid"},
     "hybrid_nograph": {"mode": "hybrid", "graph": False},
-    # The first stage alone: what hybrid gives with ENGRAM_RERANK off (the same with it off).
+    # The first stage alone: what hybrid gives with ENGRAM_RERANK and ENGRAM_LATE_INTERACTION off.
     "hybrid_first": {"mode": "hybrid", "rerank": False},
     # Not engram: the bare model, one vector per turn, plain cosine (benchmarks.plain_cosine).
     PLAIN: {},
