@@ -9,7 +9,7 @@ reordered by the stage: MaxSim rewards the query's own words met in the memory, 
 question finds a chat line (names, things said; the first stage weighs BM25 fully for turns for
 the same reason), while an agent's independent facts are most often asked in other words. On the
 agent set's tune half, reading those too moved the answer out of the top 1 for three questions
-and out of the top 3 for two (four of the five paraphrases), for one gained at the top 1
+and out of the top 3 for two (four of the five were paraphrases), for one gained at the top 1
 (benchmarks/RESULTS.md, issue 40)."""
 
 from __future__ import annotations
