@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import pickle
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -64,7 +65,9 @@ def collect(data: Path, conversations: list[int] | None) -> list[dict]:
     from engram.models.embedding import load_embedder
     from engram.models.reranker import CrossEncoder
 
-    settings = Settings.from_env()
+    # The first stage's candidates are read (rerank=False), and MaxSim is computed here for every
+    # weight: the engine's own stage would only encode each turn a second time at ingest.
+    settings = replace(Settings.from_env(), late_interaction=False)
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     ce = CrossEncoder(threads=settings.rerank_threads)
     late = LateInteraction(threads=settings.rerank_threads)
