@@ -34,14 +34,16 @@ def text_hash(text: str) -> str:
 
 
 class TokenVectors:
-    """The reader (loaded at first need, when the `late_interaction` setting is on) and every
-    memory's token vectors, by memory id, with the hash of the text they were computed from."""
+    """The reader (loaded at first need, when the `late_interaction` setting is on) and which
+    text each turn's kept token vectors were computed from. The vectors themselves stay in the
+    store (about 10 KB a turn) and are read for the candidates a recall scores, so a large store
+    costs no memory for them."""
 
     def __init__(self, p: EngineState):
         self.p = p
         self._reader: LateReader | None = None
         self.failed = False
-        self.kept: dict[str, tuple[str, np.ndarray]] = {}
+        self.hashes: dict[str, str] = {}  # memory id -> hash of the text its kept vectors are of
         self.encoded = 0  # texts encoded since the store was opened (read back ones are not)
 
     def reader(self) -> LateReader | None:
@@ -59,33 +61,55 @@ class TokenVectors:
         return self._reader
 
     def load(self) -> None:
-        """Read the kept rows of the memories in the index (called when the indexes are built).
-        Nothing is encoded here: opening a store must not wait for thousands of turns written
-        before the stage was on; fill_missing (maintenance) and recall (the candidates it
-        reads) fill them in."""
-        self.kept = {}
-        if not self.p.settings.late_interaction:
-            return  # nothing reads them; read when the stage is turned on (the next open)
-        idx = self.p.index
-        for mid, h, blob in self.p.store_db.token_vectors():
-            if mid in idx.row_of:
-                self.kept[mid] = (h, from_bytes(blob))
+        """Read which turns have kept vectors, and of which text (called when the indexes are
+        built). Nothing is encoded here: opening a store must not wait for thousands of turns
+        written before the stage was on; fill_missing (maintenance) and recall (the candidates
+        it reads) fill them in."""
+        self.hashes = {}
+        if self.p.settings.late_interaction:
+            self.hashes = self.p.store_db.token_hashes()
 
-    def missing(self, limit: int) -> list[tuple[str, str, str]]:
-        """Up to `limit` turns without token vectors for their current text: (id, hash, text)."""
+    def forget(self, ids: Sequence[str]) -> None:
+        """These memories are gone (their rows went with them: sql.delete_memories)."""
+        for i in ids:
+            self.hashes.pop(i, None)
+
+    def _todo(self, rows: Sequence[int], limit: int | None = None) -> list[tuple[str, str, str]]:
+        """(id, hash, text) of these index rows that are turns without vectors of their text."""
         idx = self.p.index
         out = []
-        for r in np.flatnonzero(idx.turn[: idx.n]):
+        for r in rows:
             mid = idx.ids[r]
-            if mid is None:
+            if mid is None or not idx.turn[r]:
                 continue
             h = text_hash(idx.texts[r])
-            got = self.kept.get(mid)
-            if got is None or got[0] != h:
+            if self.hashes.get(mid) != h:
                 out.append((mid, h, idx.texts[r]))
-                if len(out) >= limit:
+                if limit is not None and len(out) >= limit:
                     break
         return out
+
+    def _keep(self, todo: Sequence[tuple[str, str, str]], vecs: Sequence[np.ndarray]) -> None:
+        self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for (mid, h, _), v in zip(todo, vecs)])
+        for mid, h, _ in todo:
+            self.hashes[mid] = h
+        self.encoded += len(todo)
+
+    def fill(self, ids: Sequence[str]) -> int:
+        """Encode and keep the token vectors of these memories that are turns of a conversation
+        (by their text in the index) and have none for their current text; how many were
+        encoded. Nothing when the stage is off or has no reader."""
+        if not self.p.settings.late_interaction:
+            return 0
+        idx = self.p.index
+        todo = self._todo([r for i in dict.fromkeys(ids) if (r := idx.row_of.get(i)) is not None])
+        reader = self.reader() if todo else None  # loaded only when a turn needs it
+        if reader is None:
+            return 0
+        for start in range(0, len(todo), FILL_BATCH):
+            part = todo[start:start + FILL_BATCH]
+            self._keep(part, reader.encode([t for _, _, t in part]))
+        return len(todo)
 
     def fill_missing(self) -> int:
         """Encode every turn that has no token vectors for its current text, FILL_BATCH at a
@@ -96,7 +120,8 @@ class TokenVectors:
         done = 0
         while True:
             with self.p.lock:
-                todo = self.missing(FILL_BATCH)
+                idx = self.p.index
+                todo = self._todo(np.flatnonzero(idx.turn[: idx.n]), FILL_BATCH)
             reader = self.reader() if todo else None
             if reader is None:
                 return done
@@ -104,58 +129,37 @@ class TokenVectors:
             with self.p.lock:
                 idx = self.p.index
                 # A turn rewritten or deleted while its batch was encoded waits for the next round.
-                rows = [(mid, h, v) for (mid, h, _), v in zip(todo, vecs)
-                        if (r := idx.row_of.get(mid)) is not None and text_hash(idx.texts[r]) == h]
-                self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for mid, h, v in rows])
-                for mid, h, v in rows:
-                    self.kept[mid] = (h, v)
-                self.encoded += len(rows)
-                done += len(rows)
-                if not rows:
+                still = [(t, v) for t, v in zip(todo, vecs)
+                         if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.texts[r]) == t[1]]
+                if not still:
                     return done
-
-    def fill(self, ids: Sequence[str]) -> int:
-        """Encode and keep the token vectors of these memories that are turns of a conversation
-        (by their text in the index) and have none for their current text; how many were
-        encoded. Nothing without the reader."""
-        if not self.p.settings.late_interaction:
-            return 0
-        idx = self.p.index
-        todo = []
-        for mid in dict.fromkeys(ids):
-            r = idx.row_of.get(mid)
-            if r is None or not idx.turn[r]:
-                continue
-            h = text_hash(idx.texts[r])
-            got = self.kept.get(mid)
-            if got is None or got[0] != h:
-                todo.append((mid, h, idx.texts[r]))
-        reader = self.reader() if todo else None  # loaded only when a turn needs it
-        if reader is None:
-            return 0
-        for start in range(0, len(todo), FILL_BATCH):
-            part = todo[start:start + FILL_BATCH]
-            vecs = reader.encode([t for _, _, t in part])
-            self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for (mid, h, _), v in zip(part, vecs)])
-            for (mid, h, _), v in zip(part, vecs):
-                self.kept[mid] = (h, v)
-            self.encoded += len(part)
-        return len(todo)
+                self._keep([t for t, _ in still], [v for _, v in still])
+                done += len(still)
 
     def scores(self, query: str, rows: Sequence[int]) -> np.ndarray | None:
-        """MaxSim of the query against each of these index rows, turns of a conversation (their
-        token vectors computed now when missing: a turn another server wrote, or one whose text
-        changed); None without the reader."""
+        """MaxSim of the query against each of these index rows, turns of a conversation, their
+        vectors read from the store (computed now when missing: a turn another server wrote, or
+        one whose text changed); None without the reader."""
         idx = self.p.index
         ids = [idx.ids[r] for r in rows]
-        self.fill(ids)
+        todo = self._todo(rows)
         reader = self.reader()
         if reader is None:
             return None  # the wheel is missing: logged once, the first stage's order stands
-        return maxsim(reader.encode_query(query), [self.kept[i][1] for i in ids])
+        fresh = dict(zip((mid for mid, _, _ in todo), reader.encode([t for _, _, t in todo])))
+        if todo:
+            self._keep(todo, list(fresh.values()))
+        got = {mid: from_bytes(blob) for mid, _, blob in self.p.store_db.token_vectors(
+            [i for i in ids if i not in fresh])}
+        gone = [(i, text_hash(idx.texts[r]), idx.texts[r]) for i, r in zip(ids, rows)
+                if i not in fresh and i not in got]
+        if gone:  # another server rewrote the text (its row went) before this index heard of it
+            vecs = reader.encode([t for _, _, t in gone])
+            self._keep(gone, vecs)
+            fresh.update(zip((i for i, _, _ in gone), vecs))
+        return maxsim(reader.encode_query(query), [fresh[i] if i in fresh else got[i] for i in ids])
 
     def mean_bytes(self) -> float:
-        """The mean size of a memory's kept token vectors, in bytes (0 with none kept)."""
-        if not self.kept:
-            return 0.0
-        return float(np.mean([v.nbytes for _, v in self.kept.values()]))
+        """The mean size of a turn's kept token vectors, in bytes (0 with none kept)."""
+        rows = self.p.store_db.token_vectors()
+        return float(np.mean([len(b) for _, _, b in rows])) if rows else 0.0

@@ -373,7 +373,7 @@ class Writes:
             self.p.store_db.delete_memories(ids)
         for i in ids:
             self.p.index.remove(i)
-            self.indexes.tokens.kept.pop(i, None)
+        self.indexes.tokens.forget(ids)
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
 

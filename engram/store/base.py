@@ -88,6 +88,9 @@ class MemoryStore(Protocol):
     def put_token_vectors(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
         """Keep (memory_id, text_hash, vectors) rows of the late-interaction reader."""
 
+    def token_hashes(self) -> dict[str, str]:
+        """The text hash of every kept token-vector row, by memory id (without the vectors)."""
+
     def token_vectors(self, ids: Sequence[str] | None = None) -> list[tuple[str, str, bytes]]:
         """The kept (memory_id, text_hash, vectors) rows: every one, or those of `ids`."""
 

@@ -255,6 +255,10 @@ class SqlStore(TaskRows):
                           "SET text_hash = excluded.text_hash, vectors = excluded.vectors",
                           [mid, text_hash, blob])
 
+    def token_hashes(self) -> dict[str, str]:
+        """The text hash of every kept row, by memory id (without the vectors)."""
+        return dict(self._sql("SELECT memory_id, text_hash FROM token_vectors"))
+
     def token_vectors(self, ids: Sequence[str] | None = None) -> list[tuple[str, str, bytes]]:
         """The kept (memory_id, text_hash, vectors) rows: every one, or those of `ids`."""
         if ids is None:

@@ -86,27 +86,29 @@ def test_independent_memories_are_neither_encoded_nor_reordered(settings, fake, 
 
 def test_token_vectors_are_kept_and_read_back_on_reopen(settings, fake, clock, tmp_path):
     path = settings.database_url or str(tmp_path / "late.duckdb")
+    q = "What is Caroline researching?"
     e = open_engram(settings, fake, clock, path=path)
     try:
         ids = [r.memory.id for r in e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])]
-        kept = {mid: v for mid, (_, v) in e.indexes.tokens.kept.items()}
-        assert set(kept) == set(ids) and e.indexes.tokens.encoded == len(TURNS)
-        rows = e.indexes.p.store_db.token_vectors(ids)
-        assert len(rows) == len(TURNS)
+        assert e.indexes.tokens.encoded == len(TURNS)  # at write, in one batch
+        kept = {mid: from_bytes(b) for mid, _, b in e.indexes.p.store_db.token_vectors(ids)}
+        assert set(kept) == set(ids)
+        assert all(v.shape[1] == TOKEN_DIM and v.dtype == np.float16 for v in kept.values())
+        before = [(h.memory.id, h.parts["late"]) for h in e.recall(q, reinforce=False, explain=True)]
     finally:
         e.close()
     e = open_engram(settings, fake, clock, path=path)
     try:
         tokens = e.indexes.tokens
-        assert tokens.encoded == 0  # read back, not encoded again
-        assert all(np.array_equal(tokens.kept[mid][1], v) for mid, v in kept.items())
+        after = [(h.memory.id, h.parts["late"]) for h in e.recall(q, reinforce=False, explain=True)]
+        assert after == before and tokens.encoded == 0  # read back, not encoded again
         # A changed text is encoded again; a forgotten memory's vectors go with it.
         e.update(ids[0], content="Melanie: I painted a portrait of my grandmother this spring.")
         new_text = e.get(ids[0]).content
         assert [h for _, h, _ in e.indexes.p.store_db.token_vectors([ids[0]])] == [text_hash(new_text)]
-        assert tokens.encoded == 1 and not np.array_equal(tokens.kept[ids[0]][1], kept[ids[0]])
+        assert tokens.encoded == 1
         e.forget(ids[1])
-        assert [r[0] for r in e.indexes.p.store_db.token_vectors([ids[1]])] == []
+        assert e.indexes.p.store_db.token_vectors([ids[1]]) == []
     finally:
         e.close()
 
@@ -187,6 +189,8 @@ def test_a_backup_carries_them(settings, fake, clock, tmp_path):
         e.close()
     copy = open_engram(settings, fake, clock, path=str(tmp_path / "copy.duckdb"))
     try:
-        assert copy.indexes.tokens.encoded == 0 and len(copy.indexes.tokens.kept) == len(TURNS)
+        assert len(copy.indexes.tokens.hashes) == len(TURNS)
+        assert copy.recall("What is Caroline researching?", reinforce=False)
+        assert copy.indexes.tokens.encoded == 0
     finally:
         copy.close()
