@@ -2,8 +2,9 @@
 
     python -m benchmarks.recall_eval [--out table.md] [--json result.json] [--no-locomo] [--no-heldout]
 
-Run with ENGRAM_RERANK=1 for issue 27's table: `hybrid` is then reranked and `hybrid_first` the
-first stage alone, asked one after the other, with each recall's time at limit 10.
+Run with ENGRAM_RERANK=1 (issue 27's table) or ENGRAM_LATE_INTERACTION=1 (issue 40's): `hybrid` is
+then the second stage's order and `hybrid_first` the first stage alone, asked one after the other,
+with each recall's time at limit 10.
 
 The agent set (benchmarks/agent/agent_set.json) is stored in order, in one session, one memory
 at a time, as an agent writes them; then every query is asked in each mode (bm25, vector,
@@ -188,10 +189,11 @@ def strong3(rows: list[dict], mode: str) -> float:
                for r in rows) / len(rows)
 
 
-def run_heldout(path: str | Path) -> dict[str, dict]:
+def run_heldout(path: str | Path, settings=None) -> dict[str, dict]:
     """The held-out set through a real stdio MCP server (benchmarks.agent_mcp), once with the
-    reranker off (every mode) and once on (hybrid, the only mode it reorders), each in its own
-    ENGRAM_HOME: a daemon reads its settings when it starts."""
+    second stages off (every mode) and once on (hybrid, the only mode they reorder), each in its
+    own ENGRAM_HOME: a daemon reads its settings when it starts. "On" is the second stages the
+    run's `settings` turn on (late interaction, the cross-encoder), the cross-encoder when neither."""
     import tempfile
 
     import anyio
@@ -200,8 +202,11 @@ def run_heldout(path: str | Path) -> dict[str, dict]:
 
     data = agent_mcp.load_set(path)
     out = {}
-    for label, env, modes in (("first", {"ENGRAM_RERANK": "0"}, agent_mcp.MODES),
-                              ("reranked", {"ENGRAM_RERANK": "1"}, ("hybrid",))):
+    late = bool(settings is not None and settings.late_interaction)
+    rerank = not late or bool(settings.rerank)
+    second = {"ENGRAM_RERANK": str(int(rerank)), "ENGRAM_LATE_INTERACTION": str(int(late))}
+    for label, env, modes in (("first", {"ENGRAM_RERANK": "0", "ENGRAM_LATE_INTERACTION": "0"}, agent_mcp.MODES),
+                              ("reranked", second, ("hybrid",))):
         with tempfile.TemporaryDirectory(prefix="engram-recall-eval-") as tmp:
             try:
                 out[label] = anyio.run(agent_mcp.run_set, data, Path(tmp), modes, env)
@@ -212,7 +217,7 @@ def run_heldout(path: str | Path) -> dict[str, dict]:
 
 def summary(agent: dict, heldout: dict | None, locomo: dict | None, reranked: bool) -> list[str]:
     """Issue 27's table: each set with the first stage alone and with the reranker, side by side."""
-    on = "reranked" if reranked else "reranked (ENGRAM_RERANK off: the first stage)"
+    on = "second stage" if reranked else "second stage (ENGRAM_RERANK, ENGRAM_LATE_INTERACTION off: the first stage)"
     lines = ["| set | figure | first stage | " + on + " |", "|---|---|---:|---:|"]
 
     def row(label: str, figure: str, a: float, b: float, fmt: str = "{:.3f}") -> None:
@@ -328,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = Settings.from_env(model=args.model) if args.model else Settings.from_env()
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     agent = run_agent_set(load_set(Path(args.agent_set)), settings, embedder)
-    heldout = None if args.no_heldout else run_heldout(args.heldout)
+    heldout = None if args.no_heldout else run_heldout(args.heldout, settings)
     from . import long_sessions
     long = long_sessions.run_long_sessions(
         long_sessions.load_set(Path(args.long_set) if args.long_set else long_sessions.default_set_path()),
@@ -341,9 +346,11 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m benchmarks.recall_eval " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.json:  # first: a long run's figures outlive a failure in the table below
         Path(args.json).write_text(json.dumps({"agent": agent, "heldout": heldout, "long_sessions": long,
-                                               "locomo": locomo, "rerank": settings.rerank}, indent=1,
+                                               "locomo": locomo, "rerank": settings.rerank,
+                                               "late_interaction": settings.late_interaction}, indent=1,
                                               ensure_ascii=False, default=str), encoding="utf-8")
-    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, heldout, settings.rerank, long)
+    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, heldout,
+                  settings.rerank or settings.late_interaction, long)
     print(md)
     if args.out:
         Path(args.out).write_text(md, encoding="utf-8")

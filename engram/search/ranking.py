@@ -331,12 +331,52 @@ def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callab
     top = max([s for _, s, _ in head], default=0.0)
     read = []
     for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
-        parts["first_rank"] = float(i)
+        parts.setdefault("first_rank", float(i))
         parts["rerank"] = float(logit)
-        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0))
+        # With the late-interaction stage on too, its term stays in (the two readers add up:
+        # benchmarks/HISTORY.md, session 13).
+        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0)) \
+            + parts.get("late_term", 0.0)
         read.append((fused, i, (r, s, parts)))
     read.sort(key=lambda t: (-t[0], t[1]))
     return [t for _, _, t in read] + tail
+
+
+def late_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray | None],
+              candidates: int, weight: float,
+              reads: Callable[[int], bool] | None = None) -> list[tuple[int, float, dict[str, float]]]:
+    """Reorder the first stage's best `candidates` hits by their score over the best one's plus
+    `weight` × z, z the late-interaction MaxSim (`score(rows)`, one per row read; None: no
+    reader, nothing moves) standardised over the rows read (benchmarks/HISTORY.md, sessions
+    12-13; RESULTS.md, issue 40).
+
+    `reads(row)`: whether the stage reads that row (every row unless given); a row not read
+    counts as average (z 0). With fewer than two rows to read nothing moves (a z needs a crowd).
+    Each hit read gains `first_rank` (its place in the first stage, from 0), `late` (its MaxSim)
+    and `late_term` (weight × z) in its parts; the hits past `candidates` keep their order after.
+    As with rerank_hits, nothing is added or dropped and the scores stay the first stage's: the
+    relevance floor has chosen and confidence reads the first stage's evidence."""
+    head, tail = ranked[:candidates], ranked[candidates:]
+    read_rows = [r for r, _, _ in head if reads is None or reads(r)]
+    if len(read_rows) < 2:
+        return ranked
+    got = score(read_rows)
+    if got is None:  # no reader after all (its model could not load)
+        return ranked
+    sims = np.asarray(got, dtype=np.float64)
+    z = dict(zip(read_rows, (sims - sims.mean()) / (sims.std() + 1e-9)))
+    sim = dict(zip(read_rows, sims))
+    top = max(s for _, s, _ in head)
+    out = []
+    for i, (r, s, parts) in enumerate(head):
+        parts["first_rank"] = float(i)
+        zi = z.get(r, 0.0)
+        if r in sim:
+            parts["late"] = float(sim[r])
+            parts["late_term"] = float(weight * zi)
+        out.append(((s / top if top > 0 else 0.0) + weight * float(zi), i, (r, s, parts)))
+    out.sort(key=lambda t: (-t[0], t[1]))
+    return [t for _, _, t in out] + tail
 
 
 # The confidence rule, calibrated on the tune half of the agent set (benchmarks/HISTORY.md,

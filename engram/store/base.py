@@ -85,6 +85,15 @@ class MemoryStore(Protocol):
     def delete_memories(self, ids: Sequence[str]) -> None:
         """Delete the memories with their events and edges, for good."""
 
+    def put_token_vectors(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        """Keep (memory_id, text_hash, vectors) rows of the late-interaction reader."""
+
+    def token_hashes(self) -> dict[str, str]:
+        """The text hash of every kept token-vector row, by memory id (without the vectors)."""
+
+    def token_vectors(self, ids: Sequence[str] | None = None) -> list[tuple[str, str, bytes]]:
+        """The kept (memory_id, text_hash, vectors) rows: every one, or those of `ids`."""
+
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
         """Every memory but deleted ones with its embedding, oldest first (the index's rows)."""
 

@@ -161,11 +161,23 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             happened_at TIMESTAMP NOT NULL
         )""",
     ]),
+    # Token vectors of the late-interaction reader (models/late_interaction.py), derived like the
+    # embedding but kept in a table of their own: float16, several KB a memory, read only when
+    # that stage is on. text_hash says which text they were computed from (a changed text is
+    # encoded again); rows of deleted memories go with them (sql.delete_memories).
+    ("token vectors", [
+        """CREATE TABLE token_vectors (
+            memory_id VARCHAR PRIMARY KEY,
+            text_hash VARCHAR NOT NULL,
+            vectors BLOB NOT NULL
+        )""",
+    ]),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # Every table MIGRATIONS makes (plus the ledger): what a backup's integrity check reads in full.
-TABLES = ("schema_version", "meta", "memories", "tasks", "sessions", "edges", "memory_events", "api_keys")
+TABLES = ("schema_version", "meta", "memories", "tasks", "sessions", "edges", "memory_events", "api_keys",
+          "token_vectors")
 
 # The Postgres twins, position for position, in SQL_TYPES' types. Ids sort COLLATE "C" (bytes, as
 # DuckDB sorts them) whatever the database's locale: ids sort in write order. Version 1 also creates what only Postgres
@@ -294,6 +306,13 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             happened_at timestamp NOT NULL
         )""",
         "CREATE INDEX claim_notices_session ON claim_notices (session_id)",
+    ]),
+    ("token vectors", [
+        """CREATE TABLE token_vectors (
+            memory_id text COLLATE "C" PRIMARY KEY,
+            text_hash text NOT NULL,
+            vectors bytea NOT NULL
+        )""",
     ]),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS

@@ -158,8 +158,13 @@ class SqlStore(TaskRows):
         if embedding is not None:
             sets.append("embedding = ?")
             params.append(self._vector(embedding))
-        if sets:
+        if not sets:
+            return
+        with self.transaction():
             self._sql(f"UPDATE memories SET {', '.join(sets)} WHERE id = ?", params + [memory_id])
+            if "content" in fields:
+                # Derived from the old text (which a scrub may be removing): computed again.
+                self._sql("DELETE FROM token_vectors WHERE memory_id = ?", [memory_id])
 
     def _iter_rows(self, where: str, params: Sequence[Any], batch: int) -> Iterable[tuple[Memory, bytes | None]]:
         """Memory rows matching `where` with their embeddings' bytes, oldest first, `batch` at a time."""
@@ -237,8 +242,33 @@ class SqlStore(TaskRows):
             self._sql(f"DELETE FROM edges WHERE {d.one_of.format(col='src')} OR {d.one_of.format(col='dst')}",
                       [list(ids), list(ids)])
             self._sql(f"DELETE FROM memory_events WHERE {d.one_of.format(col='memory_id')}", [list(ids)])
+            self._sql(f"DELETE FROM token_vectors WHERE {d.one_of.format(col='memory_id')}", [list(ids)])
             where, params = d.key_in("id", ids)
             self._sql(f"DELETE FROM memories WHERE {where}", params)
+
+    # -- token vectors (late interaction; derived, like the embedding) ----------
+    def put_token_vectors(self, rows: Sequence[tuple[str, str, bytes]]) -> None:
+        """Keep (memory_id, text_hash, vectors) rows, replacing a memory's earlier ones."""
+        with self.transaction():
+            for mid, text_hash, blob in rows:
+                self._sql("INSERT INTO token_vectors VALUES (?, ?, ?) ON CONFLICT (memory_id) DO UPDATE "
+                          "SET text_hash = excluded.text_hash, vectors = excluded.vectors",
+                          [mid, text_hash, blob])
+
+    def token_hashes(self) -> dict[str, str]:
+        """The text hash of every kept row, by memory id (without the vectors)."""
+        return dict(self._sql("SELECT memory_id, text_hash FROM token_vectors"))
+
+    def token_vectors(self, ids: Sequence[str] | None = None) -> list[tuple[str, str, bytes]]:
+        """The kept (memory_id, text_hash, vectors) rows: every one, or those of `ids`."""
+        if ids is None:
+            rows = self._sql("SELECT memory_id, text_hash, vectors FROM token_vectors")
+            return [(m, h, bytes(b)) for m, h, b in rows]
+        if not ids:
+            return []
+        where, params = self.dialect.key_in("memory_id", ids)
+        return [(m, h, bytes(b)) for m, h, b in
+                self._sql(f"SELECT memory_id, text_hash, vectors FROM token_vectors WHERE {where}", params)]
 
     def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
         self._add(lambda p: p.events.append([memory_id, ts(now), action, json.dumps(detail) if detail else None]))

@@ -76,3 +76,32 @@ def test_the_calibrated_thresholds_are_the_ones_docs_ranking_states():
     for name, value in (("STRONG_COVERAGE", STRONG_COVERAGE), ("STRONG_MEANING", STRONG_MEANING),
                         ("STRONG_COSINE", STRONG_COSINE)):
         assert f"`{name}` ({value:g}" in doc, f"docs/ranking.md does not give {name} = {value:g}"
+
+
+def test_late_hits_reorders_by_standardised_maxsim_and_keeps_hits_and_scores():
+    from engram.search.ranking import late_hits
+
+    ranked = [hit(0, 1.0, True), hit(1, 0.98, True), hit(2, 0.5, True), hit(3, 0.4, True)]
+    sims = {0: 0.5, 1: 0.9, 2: 0.7}
+    out = late_hits(ranked, lambda rows: np.array([sims[r] for r in rows]), candidates=3, weight=0.1)
+    # z = -1.22, 1.22, 0: the near tie of the first two flips, the clear gap to the third holds.
+    assert [r for r, _, _ in out] == [1, 0, 2, 3]
+    assert [s for _, s, _ in out] == [0.98, 1.0, 0.5, 0.4]
+    assert [p["first_rank"] for _, _, p in out[:3]] == [1.0, 0.0, 2.0] and "late" not in out[3][2]
+
+
+def test_late_hits_reads_only_the_rows_it_is_told_and_needs_two():
+    from engram.search.ranking import late_hits
+
+    seen = []
+
+    def score(rows):
+        seen.append(list(rows))
+        return np.array([0.9 if r == 2 else 0.1 for r in rows])
+
+    ranked = [hit(0, 1.0, True), hit(1, 0.99, True), hit(2, 0.95, True)]
+    out = late_hits(ranked, score, candidates=3, weight=1.0, reads=lambda r: r != 0)
+    assert seen == [[1, 2]] and [r for r, _, _ in out] == [2, 0, 1]  # row 0 counts as average
+    assert "late" not in out[1][2]
+    assert late_hits(ranked, score, candidates=3, weight=1.0, reads=lambda r: r == 1) == ranked
+    assert seen == [[1, 2]]  # one row to read: nothing scored, nothing moved

@@ -1,0 +1,165 @@
+"""The late-interaction stage's token vectors: computed when memories are written (in batches),
+kept in the store's token_vectors table beside the embeddings, read back when the indexes are
+built, and filled in for memories written before the stage existed or while its model was
+missing. Derived like the embedding: each row names the hash of the text it was computed from,
+so a changed text is encoded again rather than scored with another text's vectors.
+
+Only turns of a conversation (memories stored with `conversation`) have them, and only turns are
+reordered by the stage: MaxSim rewards the query's own words met in the memory, which is how a
+question finds a chat line (names, things said; the first stage weighs BM25 fully for turns for
+the same reason), while an agent's independent facts are most often asked in other words. On the
+agent set's tune half, reading those too moved the answer out of the top 1 for three questions
+and out of the top 3 for two (four of the five were paraphrases), for one gained at the top 1
+(benchmarks/RESULTS.md, issue 40)."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from typing import Sequence
+
+import numpy as np
+
+from engram.core.errors import ModelUnavailable
+from engram.engine.state import EngineState
+from engram.models.late_interaction import LateReader, from_bytes, maxsim, to_bytes
+
+log = logging.getLogger(__name__)
+FILL_BATCH = 256  # memories encoded and written per transaction when filling in
+
+
+def text_hash(text: str) -> str:
+    """Which text a memory's token vectors were computed from (16 bytes of BLAKE2b, hex)."""
+    return hashlib.blake2b((text or "").encode("utf-8"), digest_size=16).hexdigest()
+
+
+class TokenVectors:
+    """The reader (loaded at first need, when the `late_interaction` setting is on) and which
+    text each turn's kept token vectors were computed from. The vectors themselves stay in the
+    store (about 10 KB a turn) and are read for the candidates a recall scores, so a large store
+    costs no memory for them."""
+
+    def __init__(self, p: EngineState):
+        self.p = p
+        self._reader: LateReader | None = None
+        self.failed = False
+        self.hashes: dict[str, str] = {}  # memory id -> hash of the text its kept vectors are of
+        self.encoded = 0  # texts encoded since the store was opened (read back ones are not)
+
+    def reader(self) -> LateReader | None:
+        """The reader when the setting is on and it loads, else None (a failure to load is
+        logged once; recall then keeps the first stage's order)."""
+        if not self.p.settings.late_interaction or self.failed:
+            return None
+        if self._reader is None:
+            try:
+                self._reader = LateReader(threads=self.p.settings.rerank_threads)
+            except (ModelUnavailable, OSError, RuntimeError) as e:
+                self.failed = True
+                log.warning("late-interaction reader unavailable, recall keeps the first stage's order: %s", e)
+                return None
+        return self._reader
+
+    def load(self) -> None:
+        """Read which turns have kept vectors, and of which text (called when the indexes are
+        built). Nothing is encoded here: opening a store must not wait for thousands of turns
+        written before the stage was on; fill_missing (maintenance) and recall (the candidates
+        it reads) fill them in."""
+        self.hashes = {}
+        if self.p.settings.late_interaction:
+            self.hashes = self.p.store_db.token_hashes()
+
+    def forget(self, ids: Sequence[str]) -> None:
+        """These memories are gone (their rows went with them: sql.delete_memories)."""
+        for i in ids:
+            self.hashes.pop(i, None)
+
+    def _todo(self, rows: Sequence[int], limit: int | None = None) -> list[tuple[str, str, str]]:
+        """(id, hash, text) of these index rows that are turns without vectors of their text."""
+        idx = self.p.index
+        out = []
+        for r in rows:
+            mid = idx.ids[r]
+            if mid is None or not idx.turn[r]:
+                continue
+            h = text_hash(idx.texts[r])
+            if self.hashes.get(mid) != h:
+                out.append((mid, h, idx.texts[r]))
+                if limit is not None and len(out) >= limit:
+                    break
+        return out
+
+    def _keep(self, todo: Sequence[tuple[str, str, str]], vecs: Sequence[np.ndarray]) -> None:
+        self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for (mid, h, _), v in zip(todo, vecs)])
+        for mid, h, _ in todo:
+            self.hashes[mid] = h
+        self.encoded += len(todo)
+
+    def fill(self, ids: Sequence[str]) -> int:
+        """Encode and keep the token vectors of these memories that are turns of a conversation
+        (by their text in the index) and have none for their current text; how many were
+        encoded. Nothing when the stage is off or has no reader."""
+        if not self.p.settings.late_interaction:
+            return 0
+        idx = self.p.index
+        todo = self._todo([r for i in dict.fromkeys(ids) if (r := idx.row_of.get(i)) is not None])
+        reader = self.reader() if todo else None  # loaded only when a turn needs it
+        if reader is None:
+            return 0
+        for start in range(0, len(todo), FILL_BATCH):
+            part = todo[start:start + FILL_BATCH]
+            self._keep(part, reader.encode([t for _, _, t in part]))
+        return len(todo)
+
+    def fill_missing(self) -> int:
+        """Encode every turn that has no token vectors for its current text, FILL_BATCH at a
+        time, each batch encoded outside the lock (recall goes on meanwhile) and written in its
+        own transaction; how many were encoded. Nothing when the stage is off or has no reader."""
+        if not self.p.settings.late_interaction:
+            return 0
+        done = 0
+        while True:
+            with self.p.lock:
+                idx = self.p.index
+                todo = self._todo(np.flatnonzero(idx.turn[: idx.n]), FILL_BATCH)
+            reader = self.reader() if todo else None
+            if reader is None:
+                return done
+            vecs = reader.encode([t for _, _, t in todo])
+            with self.p.lock:
+                idx = self.p.index
+                # A turn rewritten or deleted while its batch was encoded waits for the next round.
+                still = [(t, v) for t, v in zip(todo, vecs)
+                         if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.texts[r]) == t[1]]
+                if not still:
+                    return done
+                self._keep([t for t, _ in still], [v for _, v in still])
+                done += len(still)
+
+    def scores(self, query: str, rows: Sequence[int]) -> np.ndarray | None:
+        """MaxSim of the query against each of these index rows, turns of a conversation, their
+        vectors read from the store (computed now when missing: a turn another server wrote, or
+        one whose text changed); None without the reader."""
+        idx = self.p.index
+        ids = [idx.ids[r] for r in rows]
+        todo = self._todo(rows)
+        reader = self.reader()
+        if reader is None:
+            return None  # the wheel is missing: logged once, the first stage's order stands
+        fresh = dict(zip((mid for mid, _, _ in todo), reader.encode([t for _, _, t in todo])))
+        if todo:
+            self._keep(todo, list(fresh.values()))
+        got = {mid: from_bytes(blob) for mid, _, blob in self.p.store_db.token_vectors(
+            [i for i in ids if i not in fresh])}
+        gone = [(i, text_hash(idx.texts[r]), idx.texts[r]) for i, r in zip(ids, rows)
+                if i not in fresh and i not in got]
+        if gone:  # another server rewrote the text (its row went) before this index heard of it
+            vecs = reader.encode([t for _, _, t in gone])
+            self._keep(gone, vecs)
+            fresh.update(zip((i for i, _, _ in gone), vecs))
+        return maxsim(reader.encode_query(query), [fresh[i] if i in fresh else got[i] for i in ids])
+
+    def mean_bytes(self) -> float:
+        """The mean size of a turn's kept token vectors, in bytes (0 with none kept)."""
+        rows = self.p.store_db.token_vectors()
+        return float(np.mean([len(b) for _, _, b in rows])) if rows else 0.0

