@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 JOB_ID = "engram-maintenance"
+FILL_JOB_ID = "engram-token-vectors"
 # Several servers on one database run the upkeep once between them: a run needs this lease
 # (store.try_lease), taken for half the interval, longer than any run and shorter than the time
 # to the next. A server whose run falls due while another holds it skips that run.
@@ -34,6 +35,7 @@ META_NEXT_DUE = "maintenance_next_due"
 # A run that fell due while no daemon ran starts this long after the next start, once the
 # daemon serves its first client.
 CATCH_UP_DELAY = timedelta(seconds=5)
+FILL_DELAY = timedelta(seconds=1)  # the daemon is serving by then
 
 
 class MaintenanceScheduler:
@@ -88,7 +90,21 @@ class MaintenanceScheduler:
         self._scheduler = BackgroundScheduler(timezone=UTC)
         self._scheduler.add_job(self.run_once, trigger=self._trigger, id=JOB_ID, max_instances=1,
                                 coalesce=True, misfire_grace_time=None, replace_existing=True)
+        # Turns written before the late-interaction stage (or while its model was missing) get
+        # their token vectors soon after start, in the background, rather than at the next run
+        # (hours away) or one recall's candidates at a time.
+        self._scheduler.add_job(self.fill_token_vectors, "date", run_date=now + FILL_DELAY,
+                                id=FILL_JOB_ID, replace_existing=True)
         self._scheduler.start()
+
+    def fill_token_vectors(self) -> int:
+        """Fill in the turns' missing token vectors (engine/token_vectors.py); how many. A failure
+        is logged, not raised: recall fills in its own candidates all the same."""
+        try:
+            return self.eng.fill_token_vectors()
+        except Exception as e:  # noqa: BLE001 - a background job must not take the daemon down
+            log.warning("filling in the turns' token vectors failed: %s", e)
+            return 0
 
     def shutdown(self) -> None:
         """Stop scheduling; waits for a run in progress so the database is left consistent."""

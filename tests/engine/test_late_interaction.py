@@ -194,3 +194,31 @@ def test_a_backup_carries_them(settings, fake, clock, tmp_path):
         assert copy.indexes.tokens.encoded == 0
     finally:
         copy.close()
+
+
+def test_the_daemons_scheduler_fills_them_in_soon_after_start(settings, fake, tmp_path):
+    """A store upgraded with turns and no token vectors gets them in the background a moment
+    after the scheduler starts (the system clock: as the daemon runs it), not hours later."""
+    import time
+
+    from engram.admin.scheduler import MaintenanceScheduler
+    from engram.core.clock import SystemClock
+    path = settings.database_url or str(tmp_path / "old.duckdb")
+    e = open_engram(settings, fake, SystemClock(), late=False, path=path)
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+    finally:
+        e.close()
+    e = open_engram(settings, fake, SystemClock(), path=path)
+    sched = MaintenanceScheduler(e)
+    try:
+        assert e.indexes.p.store_db.token_vectors() == []
+        sched.start()
+        deadline = time.monotonic() + 60
+        while len(e.indexes.p.store_db.token_vectors()) < len(TURNS) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the condition the background job brings about
+        assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
+        assert sched.runs == 0  # filled in without a maintenance run
+    finally:
+        sched.shutdown()
+        e.close()
