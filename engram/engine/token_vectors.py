@@ -97,24 +97,19 @@ class TokenVectors:
 
     def fill(self, ids: Sequence[str]) -> int:
         """Encode and keep the token vectors of these memories that are turns of a conversation
-        (by their text in the index) and have none for their current text; how many were
-        encoded. Nothing when the stage is off or has no reader."""
+        (by their text in the index) and have none for their current text; how many were kept.
+        Call it without holding the engine's lock: the encoding runs outside it (_encode).
+        Nothing when the stage is off or has no reader."""
         if not self.p.settings.late_interaction:
             return 0
-        idx = self.p.index
-        todo = self._todo([r for i in dict.fromkeys(ids) if (r := idx.row_of.get(i)) is not None])
-        reader = self.reader() if todo else None  # loaded only when a turn needs it
-        if reader is None:
-            return 0
-        for start in range(0, len(todo), FILL_BATCH):
-            part = todo[start:start + FILL_BATCH]
-            self._keep(part, reader.encode([t for _, _, t in part]))
-        return len(todo)
+        with self.p.lock:
+            idx = self.p.index
+            todo = self._todo([r for i in dict.fromkeys(ids) if (r := idx.row_of.get(i)) is not None])
+        return self._encode(todo)
 
     def fill_missing(self) -> int:
         """Encode every turn that has no token vectors for its current text, FILL_BATCH at a
-        time, each batch encoded outside the lock (recall goes on meanwhile) and written in its
-        own transaction; how many were encoded. Nothing when the stage is off or has no reader."""
+        time (see _encode); how many were kept. Nothing when the stage is off or has no reader."""
         if not self.p.settings.late_interaction:
             return 0
         done = 0
@@ -122,19 +117,31 @@ class TokenVectors:
             with self.p.lock:
                 idx = self.p.index
                 todo = self._todo(np.flatnonzero(idx.turn[: idx.n]), FILL_BATCH)
-            reader = self.reader() if todo else None
-            if reader is None:
+            kept = self._encode(todo)
+            if not kept:
                 return done
-            vecs = reader.encode([t for _, _, t in todo])
+            done += kept
+
+    def _encode(self, todo: Sequence[tuple[str, str, str]]) -> int:
+        """Encode `todo` ((id, hash, text) of turns) FILL_BATCH at a time outside the lock, so
+        recall goes on meanwhile (about 10 ms a turn), and keep each batch in its own transaction;
+        a turn rewritten or deleted while its batch was encoded waits for its next fill. How many
+        were kept."""
+        reader = self.reader() if todo else None  # loaded only when a turn needs it
+        if reader is None:
+            return 0
+        done = 0
+        for start in range(0, len(todo), FILL_BATCH):
+            part = todo[start:start + FILL_BATCH]
+            vecs = reader.encode([t for _, _, t in part])
             with self.p.lock:
                 idx = self.p.index
-                # A turn rewritten or deleted while its batch was encoded waits for the next round.
-                still = [(t, v) for t, v in zip(todo, vecs)
+                still = [(t, v) for t, v in zip(part, vecs)
                          if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.texts[r]) == t[1]]
-                if not still:
-                    return done
-                self._keep([t for t, _ in still], [v for _, v in still])
-                done += len(still)
+                if still:
+                    self._keep([t for t, _ in still], [v for _, v in still])
+                    done += len(still)
+        return done
 
     def scores(self, query: str, rows: Sequence[int]) -> np.ndarray | None:
         """MaxSim of the query against each of these index rows, turns of a conversation, their

@@ -167,9 +167,9 @@ class Writes:
                 raise
             finally:
                 self.batch = None
-            # The late-interaction stage's token vectors, in one batch, once the rows are in (a
-            # memory left without them is filled in when the indexes are next built or read).
-            self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
+        # The late-interaction stage's token vectors, once the rows are in, encoded outside the
+        # lock (a turn left without them is filled in by the daemon, maintenance or recall).
+        self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
         return out
 
     def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:
@@ -349,7 +349,7 @@ class Writes:
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, vec)
             self.p.activity_epoch += 1
-            self.indexes.tokens.fill([mem.id])
+        self.indexes.tokens.fill([mem.id])
         self.indexes.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 

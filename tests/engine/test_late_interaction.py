@@ -222,3 +222,34 @@ def test_the_daemons_scheduler_fills_them_in_soon_after_start(settings, fake, tm
     finally:
         sched.shutdown()
         e.close()
+
+
+def test_recall_goes_on_while_a_write_encodes_its_turns(settings, fake, clock):
+    """The token vectors are encoded outside the engine's lock: a recall made while a write's
+    turns are being encoded returns at once instead of waiting for them."""
+    import threading
+
+    e = open_engram(settings, fake, clock)
+    try:
+        e.store("Caroline: I went hiking in the hills on Sunday.", conversation="c0")  # the reader is loaded
+        tokens = e.indexes.tokens
+        real = tokens.reader()
+        started, recalled = threading.Event(), threading.Event()
+
+        class Gated:  # the real reader, whose encoding waits until the recall below is done
+            def encode(self, texts):
+                started.set()
+                assert recalled.wait(30), "recall waited for the encoding"
+                return real.encode(texts)
+
+        tokens._reader = Gated()
+        writer = threading.Thread(target=lambda: e.store_many([{"content": t, "conversation": "c1"} for t in TURNS]))
+        writer.start()
+        assert started.wait(30)
+        hits = e.recall("What did Melanie paint?", reinforce=False, rerank=False)
+        recalled.set()
+        writer.join(60)
+        assert not writer.is_alive() and hits
+        assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS) + 1
+    finally:
+        e.close()
