@@ -162,7 +162,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
     ]),
     # Token vectors of the late-interaction reader (models/late_interaction.py), derived like the
-    # embedding but kept in a table of their own: float16, several KB a memory, read only when
+    # embedding but kept in a table of their own: int8, several KB a memory, read only when
     # that stage is on. text_hash says which text they were computed from (a changed text is
     # encoded again); rows of deleted memories go with them (sql.delete_memories).
     ("token vectors", [

@@ -45,7 +45,7 @@ def test_the_reader_gives_unit_token_vectors_and_maxsim_finds_the_answer(reader)
     vecs = reader.encode([TURNS[0], "", TURNS[3]])
     assert [v.dtype for v in vecs] == [np.float16] * 3
     assert vecs[0].shape[1] == TOKEN_DIM and vecs[0].shape[0] > 10  # a vector per word piece
-    assert np.allclose(np.linalg.norm(vecs[0].astype(np.float32), axis=1), 1.0, atol=1e-2)
+    assert np.allclose(np.linalg.norm(vecs[0].astype(np.float32), axis=1), 1.0, atol=2e-2)
     assert np.array_equal(from_bytes(to_bytes(vecs[2])), vecs[2])
     # Encoded in a batch, each text's vectors are the ones it gets alone.
     assert np.array_equal(reader.encode([TURNS[3]])[0], vecs[2])
@@ -253,3 +253,18 @@ def test_recall_goes_on_while_a_write_encodes_its_turns(settings, fake, clock):
         assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS) + 1
     finally:
         e.close()
+
+
+def test_a_long_text_is_read_to_its_end(reader):
+    """A reply longer than the encoder reads at once is read window by window: a sentence at
+    its end counts in MaxSim (a cut at the first MAX_TOKENS word pieces never saw it)."""
+    from engram.models.late_interaction import MAX_TOKENS
+    filler = " ".join(["The committee met on Tuesday and discussed the budget for the coming year."] * 20)
+    key = "The spare key is hidden under the blue flowerpot by the back door."
+    long_text, = reader.encode([f"{filler} {key}"])
+    assert len(long_text) > 2 * MAX_TOKENS  # every word piece has its vector
+    q = reader.encode_query("Where is the spare key hidden?")
+    with_key, without = maxsim(q, [long_text, reader.encode([filler])[0]])
+    assert with_key > without + 0.05
+    short, = reader.encode([key])  # a text that fits is read in one run, as before
+    assert len(short) < MAX_TOKENS
