@@ -175,8 +175,8 @@ class Settings:
     rerank_threads: int = setting(2, "CPU threads for the cross-encoder and the late-interaction reader", ge=1)
     # The late-interaction stage (ranking.late_hits, models/late_interaction.py): MaxSim of the
     # query's token vectors against each of the first stage's best late_candidates memories' (kept
-    # beside their embeddings), fused as score / best + late_weight × z(MaxSim) (benchmarks/RESULTS.md,
-    # issue 40, for the figures that chose the default and the weight).
+    # beside their embeddings), fused as score / best + late_weight × z(MaxSim) (benchmarks/HISTORY.md,
+    # session 16, for the figures that chose the default and the weight).
     late_interaction: bool = setting(True, "reorder hybrid recall's first candidates that are turns of a "
                                      "conversation by late interaction (MaxSim over token vectors kept "
                                      "with each turn; 0: off)")

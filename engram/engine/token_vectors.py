@@ -10,7 +10,7 @@ question finds a chat line (names, things said; the first stage weighs BM25 full
 the same reason), while an agent's independent facts are most often asked in other words. On the
 agent set's tune half, reading those too moved the answer out of the top 1 for three questions
 and out of the top 3 for two (four of the five were paraphrases), for one gained at the top 1
-(benchmarks/RESULTS.md, issue 40)."""
+(benchmarks/HISTORY.md, session 16)."""
 
 from __future__ import annotations
 

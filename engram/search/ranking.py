@@ -348,7 +348,7 @@ def late_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable
     """Reorder the first stage's best `candidates` hits by their score over the best one's plus
     `weight` × z, z the late-interaction MaxSim (`score(rows)`, one per row read; None: no
     reader, nothing moves) standardised over the rows read (benchmarks/HISTORY.md, sessions
-    12-13; RESULTS.md, issue 40).
+    12, 13 and 16).
 
     `reads(row)`: whether the stage reads that row (every row unless given); a row not read
     counts as average (z 0). With fewer than two rows to read nothing moves (a z needs a crowd).
