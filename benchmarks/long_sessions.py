@@ -92,6 +92,8 @@ def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path
     ranks: dict[str, list[list[set]]] = {}
     try:
         eng, memories = _stored(doc, settings, embedder)
+        # The late-interaction stage's token vectors kept per memory (0 with the stage off).
+        token_bytes = eng.indexes.tokens.mean_bytes()
         try:
             for mode in engine_modes:
                 if reinforce and mode != engine_modes[0]:
@@ -120,7 +122,8 @@ def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path
             row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(turns)}
         rows.append(row)
     return {"memories": memories, "turns": sum(len(s["turns"]) for s in doc["sessions"]),
-            "sessions": len(doc["sessions"]), "reinforce": reinforce, "rows": rows, "table": score(rows)}
+            "sessions": len(doc["sessions"]), "reinforce": reinforce, "token_vectors_bytes_per_memory": token_bytes,
+            "rows": rows, "table": score(rows)}
 
 
 def _stored(doc: dict, settings, embedder):
@@ -166,6 +169,9 @@ def markdown(result: dict) -> str:
         none_rows.append(f"| {half}, none | {cell['n_none']} | "
                          + " | ".join(f"{cell[m]['none_empty']:.3f}" for m in MODES) + " |")
     lines += none_rows
+    if result.get("token_vectors_bytes_per_memory"):
+        size = result["token_vectors_bytes_per_memory"]
+        lines += ["", f"Late interaction's token vectors: {size:,.0f} bytes per memory holding them."]
     return "\n".join(lines) + "\n"
 
 

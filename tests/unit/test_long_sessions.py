@@ -67,3 +67,22 @@ def test_a_hit_on_any_chunk_counts_for_its_turn():
     assert stored > len(doc["sessions"][0]["turns"])  # the long turns were chunked
     assert hits and set(hits[0].memory.provenance) == {"s01:t3"}
     assert "abandoned replication slot" in hits[0].memory.content  # the chunk, carrying its turn
+
+
+@pytest.mark.parametrize("late", [True, False])
+def test_the_report_gives_the_token_vectors_kept_per_memory_when_late_interaction_keeps_them(late):
+    from engram.models.embedding import FakeEmbedder
+
+    first = DATA["sessions"][0]
+    doc = {"sessions": [first], "questions": [q for q in DATA["questions"]
+                                             if any(e.startswith(first["id"] + ":") for e in q["evidence"])]}
+    result = long_sessions.run_long_sessions(doc, settings=Settings(late_interaction=late), embedder=FakeEmbedder())
+    size = result["token_vectors_bytes_per_memory"]
+    text = long_sessions.markdown(result)
+    if late:
+        # int8 token vectors of 128 dims: at least one window's worth of word pieces per memory.
+        assert size > 128 * 16
+        assert f"{size:,.0f} bytes per memory holding them" in text
+    else:
+        assert size == 0 and "bytes per memory" not in text
+    assert result["table"]["all"]["n"] == len(doc["questions"])
