@@ -201,7 +201,8 @@ def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search:
     ids, texts, vecs = synthetic(n, seed)
     gen_s = time.perf_counter() - t0
     qs = queries(nq, seed)
-    settings = Settings.from_env({"ENGRAM_HOME": str(work / "home")})
+    # The ENGRAM_* variables of the run apply (ENGRAM_LATE_INTERACTION=0 ...); the home is its own.
+    settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(work / "home")})
     res: dict = {"memories": n, "queries": nq, "generate_s": round(gen_s, 1), "turns": turns}
     duck_path = work / f"scale{n}.duckdb"
     res["duckdb_load_s"] = round(load_duckdb(duck_path, ids, texts, vecs, emb, turns), 1)
