@@ -402,6 +402,9 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         live = set(rows.tolist())
         # What the hooks captured with no model (engram.continuity.capture), by its tag.
         captured = {tag: len(live & idx.tag_rows.get(tag, set())) for tag in ("pitfall", "episode")}
+        # How far the daemon's background fill has come (engine/token_vectors.py): recall reads a
+        # turn without vectors by encoding it then, which is slower.
+        turns, read = eng.indexes.tokens.coverage(rows.tolist())
         return {
             "captured": captured,
             "total": total,
@@ -422,6 +425,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                       "edges": db.count("edges"),
                       "graph_edges": eng.graph.edge_count(),
                       "fresh": len(idx) == table_rows},
+            "late_interaction": {"on": s.late_interaction, "turns": turns, "turns_read": read},
             "disk_bytes": db.file_size(),
             "model": {"name": eng.embedder.name, "dim": eng.embedder.dim,
                       "backend": getattr(eng.embedder, "backend", None)},

@@ -186,6 +186,17 @@ def _when(iso: Any) -> str:
     return when.strftime("%Y-%m-%d %H:%M UTC")
 
 
+def _late(late: dict) -> str:
+    """The stats line of the late-interaction stage (docs/ranking.md, "Late interaction")."""
+    turns, read = late.get("turns", 0), late.get("turns_read", 0)
+    if not late.get("on"):
+        return f"off (ENGRAM_LATE_INTERACTION=0); {turns:,} turns of a conversation"
+    if not turns:
+        return "on; no turns of a conversation yet (it reads only those)"
+    left = f", {turns - read:,} to fill in the background" if read < turns else ""
+    return f"on; {read:,} of {turns:,} turns read (token vectors kept){left}"
+
+
 def _counts(d: Any) -> str:
     if not isinstance(d, dict) or not d:
         return "none"
@@ -231,6 +242,9 @@ def _render_stats(r: dict) -> str:
         fresh = "fresh" if idx.get("fresh") else "stale: run `engram reindex`"
         rows.append(("index", f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
                               f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}"))
+    late = r.pop("late_interaction", None)
+    if isinstance(late, dict):
+        rows.append(("late reader", _late(late)))
     m = r.pop("maintenance", None)
     if isinstance(m, dict):
         rows.append(("maintenance", f"every {m.get('interval_hours', 0):g} h, next {_when(m.get('next_run'))}, "

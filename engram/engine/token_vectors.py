@@ -166,6 +166,13 @@ class TokenVectors:
             fresh.update(zip((i for i, _, _ in gone), vecs))
         return maxsim(reader.encode_query(query), [fresh[i] if i in fresh else got[i] for i in ids])
 
+    def coverage(self, rows: Sequence[int]) -> tuple[int, int]:
+        """(turns, turns read): of these index rows, the turns of a conversation, and those with
+        token vectors of their current text (the rest wait for the background fill)."""
+        idx = self.p.index
+        turns = [r for r in rows if idx.turn[r]]
+        return len(turns), len(turns) - len(self._todo(turns))
+
     def mean_bytes(self) -> float:
         """The mean size of a turn's kept token vectors, in bytes (0 with none kept)."""
         rows = self.p.store_db.token_vectors()

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from engram import Engram
-from engram.admin.maintenance import run_maintenance
+from engram.admin.maintenance import memory_stats, run_maintenance
 from engram.engine.token_vectors import text_hash
 from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
 
@@ -118,18 +118,24 @@ def test_a_store_written_without_them_is_filled_in_when_the_stage_is_on(settings
     e = open_engram(settings, fake, clock, late=False, path=path)
     try:
         e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
+        e.store("An independent fact, which the stage never reads")
         assert e.indexes.p.store_db.token_vectors() == []  # off: nothing encoded, nothing kept
+        assert memory_stats(e)["late_interaction"] == {"on": False, "turns": len(TURNS), "turns_read": 0}
     finally:
         e.close()
     e = open_engram(settings, fake, clock, path=path)
     try:
         assert e.indexes.tokens.encoded == 0  # opening does not wait for them
-        hits = e.recall("What is Caroline researching?", reinforce=False, explain=True)
+        assert memory_stats(e)["late_interaction"] == {"on": True, "turns": len(TURNS), "turns_read": 0}
+        hits = [h for h in e.recall("What is Caroline researching?", reinforce=False, explain=True)
+                if h.memory.conversation]
         assert hits and all("late" in h.parts for h in hits)  # the candidates read are filled in now
         assert 0 < e.indexes.tokens.encoded == len(e.indexes.p.store_db.token_vectors())
+        assert memory_stats(e)["late_interaction"]["turns_read"] == len(hits)
         report = run_maintenance(e)  # and the rest by maintenance
         assert report["token_vectors_filled"] == len(TURNS) - len(hits)
         assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
+        assert memory_stats(e)["late_interaction"]["turns_read"] == len(TURNS)
         assert run_maintenance(e)["token_vectors_filled"] == 0
     finally:
         e.close()

@@ -164,6 +164,7 @@ def test_stats_and_consolidate_read_as_aligned_labelled_lines(cli):
     assert any(ln.startswith("index        2 of 2 rows indexed (fresh), 0 graph edges, built 2025-03-01 09:00 UTC")
                for ln in lines)
     assert any(ln.startswith("model        fake-hash (64 dims, fake)") for ln in lines)
+    assert "late reader  on; no turns of a conversation yet (it reads only those)" in lines
     assert "{" not in out and "disk_bytes" not in out  # no raw keys or dicts
     code, out, _ = cli("consolidate")
     lines = out.splitlines()
@@ -172,6 +173,14 @@ def test_stats_and_consolidate_read_as_aligned_labelled_lines(cli):
                         "episodes over budget 0)")
     assert lines[-1] == "(dry run: nothing changed; add --apply to make these changes)"
     assert any(ln.startswith("took         ") and ln.endswith(" ms") for ln in lines)
+
+
+def test_stats_say_how_many_turns_the_late_reader_has_read(cli):
+    cli("remember", "--conversation", "chat-1", "user: I bought a silver hatchback in Krakow last spring.")
+    cli("remember", "The staging database runs PostgreSQL 16")  # not a turn: never read
+    assert cli_json(cli, "stats")["late_interaction"] == {"on": True, "turns": 1, "turns_read": 1}
+    code, out, _ = cli("stats")
+    assert code == 0 and "late reader  on; 1 of 1 turns read (token vectors kept)" in out.splitlines()
 
 
 def test_export_then_import(cli, tmp_path, settings, api):
