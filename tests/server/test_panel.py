@@ -523,6 +523,19 @@ def test_the_captured_page_lists_what_capture_stored_and_deletes_and_keeps_it(pa
 
 
 @pytest.mark.model
+def test_upkeep_says_how_many_turns_the_late_reader_has_read(page, api):
+    ok(api.post("/memories", json={"content": "user: I bought a silver hatchback in Krakow last spring.",
+                                   "conversation": "panel-chat"}))
+    late = ok(api.get("/stats"))["late_interaction"]
+    assert late["on"] and late["turns"] >= 1 and late["turns_read"] == late["turns"]  # read as written
+    page.click("header nav a[data-section=upkeep]")
+    page.wait_for_selector("h1:text('Upkeep')")
+    card = page.locator(".stat", has_text="Late reader")
+    assert card.locator("b").inner_text() == "on"
+    assert card.locator("small").inner_text() == f"{late['turns_read']} of {late['turns']} turns read"
+
+
+@pytest.mark.model
 def test_apply_a_consolidation_preview(page, api):
     # Write-time resolution folds a near-duplicate into what is known as it arrives; an edit does
     # not resolve, so editing one memory into another's near-duplicate is what maintenance is for.

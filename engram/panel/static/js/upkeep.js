@@ -28,6 +28,7 @@ export function upkeepPage() {
           stat("Size on disk", bytes(s.disk_bytes), `model ${s.model.name} (${s.model.dim} dims)`),
           stat("Index", idx.fresh ? "fresh" : "stale",
             `${idx.rows} indexed of ${idx.table_rows} rows · ${idx.graph_edges} graph edges · built ${new Date(idx.built_at).toLocaleString()}`),
+          lateStat(s.late_interaction),
           stat("Tasks", Object.values(s.tasks).reduce((a, b) => a + b, 0), Object.entries(s.tasks).map(([k, v]) => `${k} ${v}`).join(" · ")),
           stat("Sessions", Object.values(s.sessions).reduce((a, b) => a + b, 0), Object.entries(s.sessions).map(([k, v]) => `${k} ${v}`).join(" · ")),
           stat("Maintenance so far", `${s.totals.runs} runs`,
@@ -48,6 +49,17 @@ export function upkeepPage() {
         report ? reportView(report) : h("p", { class: "muted" }, "Preview shows what a run would merge and prune, changing nothing."));
     },
   };
+}
+
+// How far the late-interaction reader has come through the turns of a conversation (the daemon
+// fills in their token vectors in the background; docs/ranking.md, "Late interaction").
+function lateStat(late) {
+  if (!late) return null;
+  const left = late.turns - late.turns_read;
+  const detail = !late.on ? `off · ${late.turns} turns of a conversation`
+    : !late.turns ? "no turns of a conversation yet (it reads only those)"
+    : `${late.turns_read} of ${late.turns} turns read` + (left > 0 ? ` · ${left} to fill in the background` : "");
+  return stat("Late reader", late.on ? "on" : "off", detail);
 }
 
 function stat(label, value, detail) {
