@@ -12,8 +12,8 @@ from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
 
-__all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "capture_allowed",
-           "prune_episodes", "session_capture"]
+__all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes",
+           "session_capture"]
 
 PITFALL_TAG = "pitfall"
 EPISODE_TAG = "episode"
@@ -21,11 +21,6 @@ EPISODE_TYPE = "episode"
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
 FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
-
-
-def capture_allowed(settings: Any, project: str | None) -> bool:
-    """Whether anything is captured in this project (ENGRAM_CAPTURE_OFF_PROJECTS)."""
-    return project is None or project not in settings.capture_off_projects
 
 
 def _fix(raw: Any):
@@ -68,16 +63,14 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
 def session_capture(eng: Any, user: str | None, session_id: str, client: str, fixes: list,
                     episodes: list, task_id: str | None, project: str | None = None) -> dict:
     """Store a turn's capture: each fix as a pitfall of the session's task, each finished turn
-    as an episode of the session (its `conversation`), as the settings and the project allow."""
+    as an episode of the session (its `conversation`). What is captured at all is the hook's
+    decision, by the settings where the client runs it (engram.hooks.run, turn_capture): the
+    daemon's own were those of whichever process started it, and would apply to every client."""
     from engram.continuity.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
-    settings = eng.settings
     out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
-    if not capture_allowed(settings, project):
-        out["skipped"] = f"capture is off in project {project}"
-        return out
-    items = [_fix(f) for f in fixes] if settings.capture_fixes else []
+    items = [_fix(f) for f in fixes]
     turns = []
-    for e in episodes if settings.capture_episodes else []:
+    for e in episodes:
         if not isinstance(e, dict) or not isinstance(e.get("request"), str) or not isinstance(e.get("answer"), str):
             raise EngramError("an episode must be an object with request and answer strings")
         if e["request"].strip() and e["answer"].strip():

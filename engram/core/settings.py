@@ -236,8 +236,8 @@ class Settings:
     capture_fixes: bool = setting(True, "after each turn, store an error that edits made pass as a pitfall")
     capture_episodes: bool = setting(True, "after each turn, store its request and answer as an episode")
     capture_conventions: bool = setting(True, "store the conventions the user states in prompts as project facts")
-    capture_off_projects: tuple[str, ...] = setting((), "project ids in which nothing is captured, one per line",
-                                                    shown="none")
+    capture_off_projects: tuple[str, ...] = setting((), "projects in which nothing is captured automatically: "
+                                                    "an id, a name or a path, one per line", shown="none")
     capture_episode_budget: int = setting(2000, "episodes kept per project; maintenance prunes the oldest unused",
                                           ge=10, le=1_000_000)
     # A project whose sessions must leave nothing behind (a client's code, a private repository):

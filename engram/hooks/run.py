@@ -152,7 +152,7 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
     args = build_checkpoint(s, git_state(payload.get("cwd")), client=client, event=event, detail=detail,
                             session_id=session_id, transcript=path,
                             cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
-    stated = s.stated if settings.capture_conventions else []
+    stated = s.stated if settings.capture_conventions and not capture_off(settings, project) else []
     if args is None and not stated:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
     auto = event in ("PreCompact", "PreCompress") and detail == "auto"
@@ -208,6 +208,9 @@ def _capture_now(settings: Any, client: str, payload: dict, session_id: str, pro
     from engram.hooks.checkpoint import git_state
     from engram.hooks.turn_capture import capture_turns
     from engram.server.rpc import RpcError
+    off = capture_off(settings, project)
+    if off:
+        return HookOutcome(status="skipped", message=f"capture is off in this project ({off})")
     budget = settings.hook_timeout_s + CHECKPOINT_EXTRA_S
     signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
@@ -233,14 +236,29 @@ def excluded(settings: Any, project: Any) -> str | None:
     root = Path(project.root).resolve() if project.root else None
     if root is not None and (root / IGNORE_FILE).exists():
         return f"{root / IGNORE_FILE}"
-    for entry in settings.hook_exclude:
+    entry = _naming(settings.hook_exclude, project)
+    return f"ENGRAM_HOOK_EXCLUDE names {entry}" if entry else None
+
+
+def capture_off(settings: Any, project: Any) -> str | None:
+    """Why nothing of the project's sessions is captured automatically (pitfalls, episodes,
+    conventions) though the hooks still inject and checkpoint (ENGRAM_CAPTURE_OFF_PROJECTS), or None."""
+    entry = _naming(settings.capture_off_projects, project) if project is not None else None
+    return f"ENGRAM_CAPTURE_OFF_PROJECTS names {entry}" if entry else None
+
+
+def _naming(entries: Any, project: Any) -> str | None:
+    """The first of `entries` that names the project: its id, its name, or a path its work tree
+    is at or under (`~` expanded)."""
+    root = Path(project.root).resolve() if project.root else None
+    for entry in entries:
         entry = entry.strip()
         if entry in (project.id, project.name):
-            return f"ENGRAM_HOOK_EXCLUDE names {entry}"
+            return entry
         if root is not None and entry.startswith(("/", "~")):
             path = Path(entry).expanduser().resolve()
             if root == path or path in root.parents:
-                return f"ENGRAM_HOOK_EXCLUDE names {entry}"
+                return entry
     return None
 
 

@@ -124,14 +124,16 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         state = _load(state_path, transcript)
         events, s = read_new_events(Path(transcript).expanduser(), client, state)
         tracker = FixTracker.from_state(state["open"], root)
-        fixes = [f.to_dict() for f in fixes_in(events, tracker, root)]
+        # What is captured follows the settings where the hook runs (the client's environment), as
+        # the docs say to set them; the daemon, started from another environment, applies its own too.
+        fixes = [f.to_dict() for f in fixes_in(events, tracker, root)] if settings.capture_fixes else []
         turns, pending = turns_of(events, state.get("pending"))
         # The user's prompts new in this capture that state a convention, stored as the project's
         # facts (continuity/conventions.py: a restatement reinforces, a session's prompt counts once).
         stated = [e["text"] for e in events if e["k"] == "request" and conventions_in(e["text"])] \
             if settings.capture_conventions else []
         episodes = [{"request": t["request"][:EPISODE_CHARS], "answer": t["answer"][:EPISODE_CHARS]}
-                    for t in turns][-MAX_EPISODES:]
+                    for t in turns][-MAX_EPISODES:] if settings.capture_episodes else []
         stored = {"fixes": 0, "episodes": 0}
         task = s.task_id or state.get("task")  # named through engram's tools in this turn or before
         if fixes or episodes or stated:

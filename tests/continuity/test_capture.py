@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from contextlib import contextmanager
+from dataclasses import replace
 
 import pytest
 
@@ -114,14 +115,32 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
     assert "pitfall" in eng.get(shown["memory_ids"][0]).tags
     ctx = eng.context("KeyError timeout test_defaults", scope=Scope.of(PROJECT))
     assert ep.id not in ctx["memory_ids"]
-    # Turned off for this project: nothing more is stored.
-    off = api.call("session_capture", {"episodes": [{"request": "a", "answer": "b"}]},
-                   Ctx(session_id="x", project="example.com/private"))
-    assert off["episodes"] == 1
+    # What is captured is the hook's decision (its own environment's settings, see the test
+    # below and tests/hooks/test_hook_capture_off.py): the daemon's settings, those of whichever
+    # process started it, do not turn capture off for every client.
+    eng.settings.__dict__["capture_episodes"] = False
     eng.settings.__dict__["capture_off_projects"] = ("example.com/private",)
-    off = api.call("session_capture", {"episodes": [{"request": "a", "answer": "b"}]},
-                   Ctx(session_id="x", project="example.com/private"))
-    assert off["episodes"] == 0 and "capture is off" in off["skipped"]
+    sent = api.call("session_capture", {"episodes": [{"request": "a", "answer": "b"}]},
+                    Ctx(session_id="x", project="example.com/private"))
+    assert sent["episodes"] == 1
+
+
+def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_path):
+    # The daemon (here: eng) captures both; the hook's environment turns one off, and the hook
+    # does not send it (a daemon started from another environment would not know).
+    api = Api(eng)
+    src = (DATA / "claude-code" / "py-keyerror.jsonl").read_text()
+    for name, settings, said in (
+            ("no-episodes", replace(eng.settings, capture_episodes=False), "1 fixes (1 new), 0 turns (0 stored)"),
+            ("no-fixes", replace(eng.settings, capture_fixes=False), "0 fixes (0 new), 1 turns (1 stored)")):
+        transcript = tmp_path / f"{name}.jsonl"
+        transcript.write_text(src)
+        payload = {"transcript_path": str(transcript), "session_id": name, "cwd": "/repo"}
+        msg = capture_turns(settings, "claude-code", payload, InProcess(api, f"claude-code:{name}"), "/repo")
+        assert said in msg, msg
+    episodes = eng.list_memories(memory_type="episode", in_project=PROJECT)["memories"]
+    assert [eng.get(e["id"]).conversation for e in episodes] == ["claude-code:no-fixes"]
+    assert len(eng.list_memories(memory_type="failure", in_project=PROJECT)["memories"]) == 1
 
 
 def test_maintenance_keeps_each_projects_episodes_within_budget(eng):
