@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from clients_support import git_repo, stop_daemon
+from clients_support import engram_cli, engram_env, git_repo, stop_daemon
 from model_fakes import FakeAnthropic, anthropic_text, text, tool, tool_results
 from test_claude_code import claude, install_hooks, result_of
 
@@ -100,3 +100,39 @@ def test_another_repository_gets_none_of_it(after_a_fix):
         seen = anthropic_text(fake.loop_requests()[0])
     assert quoted(NEW_LINE) not in seen and "Pitfall" not in seen
     assert json.dumps(seen).count("TOTALS") <= 1  # only the prompt's own words, never the fix
+
+
+def test_capture_turned_off_in_the_clients_settings_captures_nothing(tmp_path):
+    # Set where the docs say (the `env` of the project's .claude/settings.json, which Claude Code
+    # gives its hooks), naming the repository by its path, with the daemon already running from
+    # an environment without it: the fix and the turn are not captured; the checkpoint still is.
+    engram_home, client_home = tmp_path / "engram-home", tmp_path / "client-home"
+    repo = git_repo(tmp_path / "client-work", "https://github.com/acme/client-work.git")
+    (repo / SCRIPT).write_text(BUGGY)
+    install_hooks(repo, engram_home)
+    settings_path = repo / ".claude" / "settings.json"
+    settings = json.loads(settings_path.read_text())
+    settings["env"] = {"ENGRAM_CAPTURE_OFF_PROJECTS": f"acme/elsewhere\n{repo}"}
+    settings_path.write_text(json.dumps(settings))
+    env = engram_env(engram_home)
+    try:
+        assert engram_cli("stats", cwd=repo, env=env).returncode == 0  # the daemon, started without it
+        script = [
+            [tool("Bash", command=RUN, description="Print the totals")],
+            [tool("Edit", file_path=str(repo / SCRIPT), old_string=OLD_LINE, new_string=NEW_LINE)],
+            [tool("Bash", command=RUN, description="Print the totals again")],
+            [text("Fixed: the totals have no 'sum' key, so the script falls back to 'total'.")],
+        ]
+        with FakeAnthropic(script) as fake:
+            result_of(claude(repo, "Make the totals script work. In this repo we always run scripts with "
+                                   "python3, never python.", fake, client_home, engram_home))
+            assert not fake.errors and not fake.script
+        line = wait_until(lambda: next(iter(captures(engram_home)), None))
+        assert " skipped " in line and f"ENGRAM_CAPTURE_OFF_PROJECTS names {repo}" in line, line
+        end = wait_until(lambda: next((ln for ln in (engram_home / "hooks.log").read_text().splitlines()
+                                       if " SessionEnd pid=" in ln), None))
+        assert " ok " in end and "checkpoint of" in end and "conventions" not in end, end
+        stats = json.loads(engram_cli("--json", "stats", cwd=repo, env=env).stdout)
+        assert stats["captured"] == {"pitfall": 0, "episode": 0}, (engram_home / "hooks.log").read_text()
+    finally:
+        stop_daemon(engram_home)
