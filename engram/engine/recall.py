@@ -12,11 +12,11 @@ from typing import Sequence
 import numpy as np
 
 from engram.core.clock import utc
-from engram.core.errors import ModelUnavailable
 from engram.core.types import MEMORY_TYPES, NO_PROJECT, SEARCH_MODES, EngramError, Hit, Memory, Scope, check_tags
 from engram.core.validation import check_text, check_type, check_whole
 from engram.engine.index_upkeep import Indexes
 from engram.engine.state import EngineState
+from engram.models.on_demand import OnDemand
 from engram.models.reranker import CrossEncoder
 from engram.search.decay import quality_score, recalled_stability
 from engram.search.memory_index import to_days
@@ -41,8 +41,8 @@ class Recall:
         self.p = p
         self.indexes = indexes
         self.reference: np.ndarray | None = None  # embeddings of ranking.REFERENCE_TEXTS
-        self.ce: CrossEncoder | None = None  # the reranker, loaded at the first recall needing it
-        self.ce_failed = False
+        # The reranker, loaded at the first recall needing it.
+        self.ce = OnDemand(lambda: CrossEncoder(threads=p.settings.rerank_threads), "reranker")
 
     def recall(self, query: str, *, limit: int = 10, memory_type: str | None = None,
                task_id: str | None = None, tags: Sequence[str] | str | None = None,
@@ -150,16 +150,7 @@ class Recall:
                                 parts if explain else None, *confidence(parts)))
             return Ranking(hits, read_as)
 
-    def cross_encoder(self):
+    def cross_encoder(self) -> CrossEncoder | None:
         """The reranker when the `rerank` setting is on and it loads, else None (a failure to
         load is logged once; recall then keeps the first stage's order and floor)."""
-        if not self.p.settings.rerank or self.ce_failed:
-            return None
-        if self.ce is None:
-            try:
-                self.ce = CrossEncoder(threads=self.p.settings.rerank_threads)
-            except (ModelUnavailable, OSError, RuntimeError) as e:
-                self.ce_failed = True
-                log.warning("reranker unavailable, recall keeps the first stage's order: %s", e)
-                return None
-        return self.ce
+        return self.ce.get() if self.p.settings.rerank else None

