@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -63,8 +65,52 @@ def client_env(home: Path) -> dict[str, str]:
     return {k: v for k, v in engram_env(home).items() if k != "ENGRAM_HOME"}
 
 
-def stop_daemon(home: Path) -> None:
-    stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))  # no daemon outlives the test
+def stop_daemon(home: Path, timeout: float = 120.0) -> None:
+    """Stop the home's daemon, so that none outlives the test: once the turn captures the hooks
+    handed to background processes are done, since one finishing later would start a daemon
+    again (and hold the store's lock while the test reads it)."""
+    end = time.monotonic() + timeout
+    while running_captures(home) and time.monotonic() < end:
+        time.sleep(0.05)  # polling the captures' processes, which end on their own
+    stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))
+
+
+def running_captures(home: Path) -> list[int]:
+    """The pids of this home's hooks still running: `engram hook ... --home HOME` processes (an
+    asynchronous one the client did not wait for) and the detached captures they log (hooks.log:
+    "capture handed to pid N") that have not logged their own line (":capture pid=N")."""
+    log = home / "hooks.log"
+    text = log.read_text() if log.exists() else ""
+    done = set(re.findall(r":capture pid=(\d+) ", text))
+    detached = [int(pid) for pid in re.findall(r"capture handed to pid (\d+)", text) if pid not in done]
+    return [pid for pid in detached + _hook_processes(home) if _alive(pid)]
+
+
+def _hook_processes(home: Path) -> list[int]:
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"hook" in argv and str(home).encode() in argv:
+            found.append(int(proc.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A process that has ended but is not reaped yet still answers kill(pid, 0).
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(") ")[-1][:1] != "Z"
+    except OSError:
+        return False
 
 
 def engram_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
