@@ -4,7 +4,6 @@ handoff, related failures, interrupted sessions) is continuity/recall_context.py
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Sequence
@@ -21,8 +20,6 @@ from engram.models.reranker import CrossEncoder
 from engram.search.decay import quality_score, recalled_stability
 from engram.search.memory_index import to_days
 from engram.search.ranking import REFERENCE_TEXTS, confidence, late_hits, rank, rerank_hits
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)

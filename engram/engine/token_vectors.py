@@ -15,7 +15,6 @@ and out of the top 3 for two (four of the five were paraphrases), for one gained
 from __future__ import annotations
 
 import hashlib
-import logging
 from typing import Sequence
 
 import numpy as np
@@ -24,7 +23,6 @@ from engram.engine.state import EngineState
 from engram.models.late_interaction import LateReader, from_bytes, maxsim, to_bytes
 from engram.models.on_demand import OnDemand
 
-log = logging.getLogger(__name__)
 FILL_BATCH = 256  # memories encoded and written per transaction when filling in
 
 
@@ -36,8 +34,9 @@ def text_hash(text: str) -> str:
 class TokenVectors:
     """The reader (loaded at first need, when the `late_interaction` setting is on) and which
     text each turn's kept token vectors were computed from. The vectors themselves stay in the
-    store (about 10 KB a turn) and are read for the candidates a recall scores, so a large store
-    costs no memory for them."""
+    store (int8: 4.8 KB a LoCoMo turn on average, 13.8 KB a memory of the long-conversation
+    set) and are read for the candidates a recall scores, so a large store costs no memory for
+    them."""
 
     def __init__(self, p: EngineState):
         self.p = p
@@ -58,8 +57,8 @@ class TokenVectors:
     def load(self) -> None:
         """Read which turns have kept vectors, and of which text (called when the indexes are
         built). Nothing is encoded here: opening a store must not wait for thousands of turns
-        written before the stage was on; fill_missing (maintenance) and recall (the candidates
-        it reads) fill them in."""
+        written before the stage was on; fill_missing (the daemon a second after it starts, and
+        maintenance) and recall (the candidates it reads) fill them in."""
         self.hashes = {}
         if self.p.settings.late_interaction:
             self.hashes = self.p.store_db.token_hashes()
