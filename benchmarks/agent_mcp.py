@@ -53,8 +53,11 @@ MEMORY_FIELDS = {"key", "content", "tags", "memory_type", "corrects"}
 def load_set(path: str | Path) -> dict:
     """The set file, checked: unique keys, known kinds, expected keys that exist, none queries expect []."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(data, dict) or not isinstance(data.get("memories"), list) \
-            or not isinstance(data.get("queries"), list):
+    if (
+        not isinstance(data, dict)
+        or not isinstance(data.get("memories"), list)
+        or not isinstance(data.get("queries"), list)
+    ):
         raise ValueError(f"{path}: expected an object with 'memories' and 'queries' lists")
     keys: set[str] = set()
     for i, m in enumerate(data["memories"]):
@@ -69,16 +72,22 @@ def load_set(path: str | Path) -> dict:
             raise ValueError(f"{path}: {m['key']} corrects {m['corrects']!r}, which is not stored before it")
         keys.add(m["key"])
     for i, q in enumerate(data["queries"]):
-        if not isinstance(q, dict) or q.get("kind") not in KINDS or not isinstance(q.get("query"), str) \
-                or not isinstance(q.get("expect"), list):
-            raise ValueError(f"{path}: queries[{i}] needs 'kind' (one of {', '.join(KINDS)}), "
-                             "a string 'query' and an 'expect' list")
+        if (
+            not isinstance(q, dict)
+            or q.get("kind") not in KINDS
+            or not isinstance(q.get("query"), str)
+            or not isinstance(q.get("expect"), list)
+        ):
+            raise ValueError(
+                f"{path}: queries[{i}] needs 'kind' (one of {', '.join(KINDS)}), a string 'query' and an 'expect' list"
+            )
         missing = [k for k in q["expect"] if k not in keys]
         if missing:
             raise ValueError(f"{path}: queries[{i}] ({q['query']!r}) expects unknown key(s) {missing}")
         if (q["kind"] == "none") != (not q["expect"]):
-            raise ValueError(f"{path}: queries[{i}] ({q['query']!r}): a none query expects [], "
-                             "any other kind at least one key")
+            raise ValueError(
+                f"{path}: queries[{i}] ({q['query']!r}): a none query expects [], any other kind at least one key"
+            )
     return data
 
 
@@ -130,8 +139,12 @@ async def store_all(client: Client, memories: list[dict]) -> tuple[dict[str, str
                 replaced.append({"key": m["key"], "replaced": old})
         id_keys.setdefault(r["memory_id"], []).append(m["key"])
     missed = [m["key"] for m in memories if "corrects" in m and m["key"] not in corrected]
-    return key_id, {"actions": dict(actions), "merged": merged, "replaced_unexpectedly": replaced,
-                    "corrections_not_replacing": missed}
+    return key_id, {
+        "actions": dict(actions),
+        "merged": merged,
+        "replaced_unexpectedly": replaced,
+        "corrections_not_replacing": missed,
+    }
 
 
 def recall_counts(home: Path, user: str, ids: list[str]) -> dict[str, int]:
@@ -163,23 +176,24 @@ async def run_mode(home: Path, mode: str, data: dict, context: bool, env: dict[s
         before = await anyio.to_thread.run_sync(recall_counts, home, user, ids)
         nones = [await ask(client, q, mode, keys_of) for q in data["queries"] if q["kind"] == "none"]
         after = await anyio.to_thread.run_sync(recall_counts, home, user, ids)
-        out = {"stores": stores, "answers": tops + nones,
-               "none_reinforced": grew(before, after)}
+        out = {"stores": stores, "answers": tops + nones, "none_reinforced": grew(before, after)}
         if context:
-            blocks = [await call(client, "get_context", {"query": q["query"]})
-                      for q in data["queries"] if q["kind"] == "none"]
+            blocks = [
+                await call(client, "get_context", {"query": q["query"]}) for q in data["queries"] if q["kind"] == "none"
+            ]
             final = await anyio.to_thread.run_sync(recall_counts, home, user, ids)
-            out["context_none"] = {"n": len(blocks),
-                                   "empty": share(not b["memory_ids"] for b in blocks),
-                                   "mean_memories": mean(len(b["memory_ids"]) for b in blocks),
-                                   "reinforced": grew(after, final)}
+            out["context_none"] = {
+                "n": len(blocks),
+                "empty": share(not b["memory_ids"] for b in blocks),
+                "mean_memories": mean(len(b["memory_ids"]) for b in blocks),
+                "reinforced": grew(after, final),
+            }
         return out
 
 
 async def ask(client: Client, q: dict, mode: str, keys_of: dict[str, list[str]]) -> dict:
     r = await call(client, "recall_memory", {"query": q["query"], "mode": mode, "limit": LIMIT})
-    top = [["+".join(keys_of.get(m["id"], ["?"])), round(m["score"], 4), m.get("confidence")]
-           for m in r["memories"]]
+    top = [["+".join(keys_of.get(m["id"], ["?"])), round(m["score"], 4), m.get("confidence")] for m in r["memories"]]
     return {"kind": q["kind"], "query": q["query"], "expect": q["expect"], "top": top}
 
 
@@ -211,19 +225,30 @@ def summarise(answers: list[dict]) -> dict:
     kinds = {}
     for kind in ANSWERED:
         mine = [a for a in answers if a["kind"] == kind]
-        kinds[kind] = {"n": len(mine), "hit1": share(hit(a, 1) for a in mine),
-                       "hit3": share(hit(a, 3) for a in mine),
-                       "strong3": share(strong_hit(a, 3) for a in mine)}
+        kinds[kind] = {
+            "n": len(mine),
+            "hit1": share(hit(a, 1) for a in mine),
+            "hit3": share(hit(a, 3) for a in mine),
+            "strong3": share(strong_hit(a, 3) for a in mine),
+        }
         p = precision((a["kind"], relevant(a)) for a in mine)
         kinds[kind].update(precision=round(p["precision"], 3), unrelated=round(p["unrelated"], 2))
     p = precision((a["kind"], relevant(a)) for a in answers)
     nones = [a for a in answers if a["kind"] == "none"]
-    none = {"n": len(nones), "empty": share(not a["top"] for a in nones),
-            "mean_returned": mean(len(a["top"]) for a in nones),
-            "no_strong": share(not any(t[2] == "strong" for t in a["top"]) for a in nones)}
+    none = {
+        "n": len(nones),
+        "empty": share(not a["top"] for a in nones),
+        "mean_returned": mean(len(a["top"]) for a in nones),
+        "no_strong": share(not any(t[2] == "strong" for t in a["top"]) for a in nones),
+    }
     asked = [a for a in answers if a["kind"] != "none"]
-    answered = {"n": p["n"], "precision": round(p["precision"], 3), "unrelated": round(p["unrelated"], 2),
-                "hit3": share(hit(a, 3) for a in asked), "strong3": share(strong_hit(a, 3) for a in asked)}
+    answered = {
+        "n": p["n"],
+        "precision": round(p["precision"], 3),
+        "unrelated": round(p["unrelated"], 2),
+        "hit3": share(hit(a, 3) for a in asked),
+        "strong3": share(strong_hit(a, 3) for a in asked),
+    }
     return {"kinds": kinds, "answered": answered, "none": none}
 
 
@@ -231,8 +256,13 @@ async def run_set(data: dict, home: Path, modes: tuple[str, ...] = MODES, env: d
     """The report for `data` (a loaded set) in each mode, against the daemon of ENGRAM_HOME `home`
     (started with `env` added to ours: a home's daemon reads its settings once)."""
     start = time.perf_counter()
-    report: dict[str, Any] = {"memories": len(data["memories"]), "queries": len(data["queries"]),
-                              "limit": LIMIT, "modes": {}, "details": {}}
+    report: dict[str, Any] = {
+        "memories": len(data["memories"]),
+        "queries": len(data["queries"]),
+        "limit": LIMIT,
+        "modes": {},
+        "details": {},
+    }
     for mode in modes:
         out = await run_mode(home, mode, data, context=mode == "hybrid", env=env)
         summary = summarise(out["answers"])
@@ -256,32 +286,49 @@ def markdown(report: dict) -> str:
     lines = [head, "|" + "---|" * (2 + len(modes))]
     for kind in ANSWERED:
         n = report["modes"][modes[0]]["kinds"][kind]["n"]
-        cells = " | ".join("{hit1:.2f} / {hit3:.2f} / {precision:.2f} / {unrelated:.2f} / {strong3:.2f}".format(
-            **report["modes"][m]["kinds"][kind]) for m in modes)
+        cells = " | ".join(
+            "{hit1:.2f} / {hit3:.2f} / {precision:.2f} / {unrelated:.2f} / {strong3:.2f}".format(
+                **report["modes"][m]["kinds"][kind]
+            )
+            for m in modes
+        )
         lines.append(f"| {kind} | {n} | {cells} |")
     n = report["modes"][modes[0]]["answered"]["n"]
-    lines.append(f"| answered, all kinds | {n} | " + " | ".join(
-        "H@3 {hit3:.2f} / prec {precision:.2f} / unrel {unrelated:.2f} / strong@3 {strong3:.2f}".format(
-            **report["modes"][m]["answered"])
-        for m in modes) + " |")
+    lines.append(
+        f"| answered, all kinds | {n} | "
+        + " | ".join(
+            "H@3 {hit3:.2f} / prec {precision:.2f} / unrel {unrelated:.2f} / strong@3 {strong3:.2f}".format(
+                **report["modes"][m]["answered"]
+            )
+            for m in modes
+        )
+        + " |"
+    )
     n = report["modes"][modes[0]]["none"]["n"]
     lines.append("")
     lines.append("| none queries (nothing stored answers them) | n | " + " | ".join(modes) + " |")
     lines.append("|" + "---|" * (2 + len(modes)))
-    for label, field in (("returned no memory (share)", "empty"), ("returned no strong memory (share)", "no_strong"),
-                         ("memories returned (mean)", "mean_returned"),
-                         ("memories reinforced by them", "reinforced_memories")):
+    for label, field in (
+        ("returned no memory (share)", "empty"),
+        ("returned no strong memory (share)", "no_strong"),
+        ("memories returned (mean)", "mean_returned"),
+        ("memories reinforced by them", "reinforced_memories"),
+    ):
         lines.append(f"| {label} | {n} | " + " | ".join(str(report["modes"][m]["none"][field]) for m in modes) + " |")
     c = report.get("context_none")
     if c:
         lines.append("")
-        lines.append(f"get_context on the {c['n']} none queries: empty block {c['empty']:.2f} of them, "
-                     f"{c['mean_memories']} memories per block on average, {c['reinforced']} memories reinforced.")
+        lines.append(
+            f"get_context on the {c['n']} none queries: empty block {c['empty']:.2f} of them, "
+            f"{c['mean_memories']} memories per block on average, {c['reinforced']} memories reinforced."
+        )
     s = report["modes"][modes[0]]["stores"]
     lines.append("")
-    lines.append(f"Store actions ({modes[0]} session): {json.dumps(s['actions'])}; merged or reinforced: "
-                 f"{len(s['merged'])}; replaced a memory it does not correct: {len(s['replaced_unexpectedly'])}; "
-                 f"corrections that did not replace: {len(s['corrections_not_replacing'])}.")
+    lines.append(
+        f"Store actions ({modes[0]} session): {json.dumps(s['actions'])}; merged or reinforced: "
+        f"{len(s['merged'])}; replaced a memory it does not correct: {len(s['replaced_unexpectedly'])}; "
+        f"corrections that did not replace: {len(s['corrections_not_replacing'])}."
+    )
     return "\n".join(lines)
 
 

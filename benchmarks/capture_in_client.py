@@ -38,24 +38,56 @@ def session(repo: Path, i: int, client_home: Path, engram_home: Path) -> tuple[l
     before = set(debug.glob("*.txt")) if debug.exists() else set()
     name = f"totals_{i}.py"
     (repo / name).write_text('T = {"total": 3}\nprint(T["sum"])\n')
-    script = [[tool("Bash", command=f"python3 {name}", description="run")],
-              [tool("Edit", file_path=str(repo / name), old_string='print(T["sum"])',
-                    new_string='print(T.get("sum", T["total"]))')],
-              [tool("Bash", command=f"python3 {name}", description="run again")],
-              [text("Fixed.")]]
+    script = [
+        [tool("Bash", command=f"python3 {name}", description="run")],
+        [
+            tool(
+                "Edit",
+                file_path=str(repo / name),
+                old_string='print(T["sum"])',
+                new_string='print(T.get("sum", T["total"]))',
+            )
+        ],
+        [tool("Bash", command=f"python3 {name}", description="run again")],
+        [text("Fixed.")],
+    ]
     with FakeAnthropic(script) as fake:
-        env = {"PATH": os.environ["PATH"], "HOME": str(client_home), "ANTHROPIC_BASE_URL": fake.url,
-               "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **engram_env(engram_home)}
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(client_home),
+            "ANTHROPIC_BASE_URL": fake.url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake",
+            "ENABLE_TOOL_SEARCH": "false",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            **engram_env(engram_home),
+        }
         start = time.monotonic()
-        p = subprocess.run([str(client_bin("claude")), "-p", "Make the totals script work", "--debug", "hooks",
-                            "--allowedTools", "Bash,Edit"], cwd=repo, env=env, capture_output=True, text=True,
-                           timeout=300)
+        p = subprocess.run(
+            [
+                str(client_bin("claude")),
+                "-p",
+                "Make the totals script work",
+                "--debug",
+                "hooks",
+                "--allowedTools",
+                "Bash,Edit",
+            ],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         wall = time.monotonic() - start
         if p.returncode != 0:
             raise SystemExit(f"claude failed: {p.stderr[-2000:]}")
-    waits = [int(m.group(2)) for f in sorted(set(debug.glob("*.txt")) - before)
-             for m in STOP_LINE.finditer(f.read_text(errors="replace")) if "engram" in m.group(1)]
+    waits = [
+        int(m.group(2))
+        for f in sorted(set(debug.glob("*.txt")) - before)
+        for m in STOP_LINE.finditer(f.read_text(errors="replace"))
+        if "engram" in m.group(1)
+    ]
     return waits, wall
 
 
@@ -75,8 +107,9 @@ def main() -> None:
         for mode in ("async", "sync") if a.sync else ("async",):
             engram_home, client_home = root / f"eh-{mode}", root / f"ch-{mode}"
             repo = git_repo(root / f"ledger-{mode}", "https://github.com/acme/ledger.git")
-            r = engram_cli("hooks", "install", "claude-code", "--scope", "project", cwd=repo,
-                           env=engram_env(engram_home))
+            r = engram_cli(
+                "hooks", "install", "claude-code", "--scope", "project", cwd=repo, env=engram_env(engram_home)
+            )
             assert r.returncode == 0, r.stderr
             if mode == "sync":
                 path = repo / ".claude" / "settings.json"
@@ -102,10 +135,12 @@ def main() -> None:
                 stop_daemon(root / f"eh-{mode}")
     print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.2f}")
     for mode, waits, walls, took, ok, n in rows:
-        print(f"{mode}: Stop wait n={len(waits)} p50={statistics.median(waits) if waits else 'nan'} ms "
-              f"p95={pct(waits, 0.95)} ms; session wall p50={statistics.median(walls):.2f} s; "
-              f"detached captures ok {ok}/{n}, p50={statistics.median(took) if took else 'nan'} ms "
-              f"p95={pct(took, 0.95)} ms")
+        print(
+            f"{mode}: Stop wait n={len(waits)} p50={statistics.median(waits) if waits else 'nan'} ms "
+            f"p95={pct(waits, 0.95)} ms; session wall p50={statistics.median(walls):.2f} s; "
+            f"detached captures ok {ok}/{n}, p50={statistics.median(took) if took else 'nan'} ms "
+            f"p95={pct(took, 0.95)} ms"
+        )
 
 
 if __name__ == "__main__":

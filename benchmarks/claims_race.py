@@ -46,8 +46,14 @@ POLL_S = 0.02
 
 
 def engram_env(home: Path, claim_timeout: float) -> dict[str, str]:
-    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": "racer", "HF_HUB_OFFLINE": "1",
-            "ENGRAM_TORCH_THREADS": "1", "ENGRAM_CLAIM_TIMEOUT": str(claim_timeout)}
+    return {
+        **os.environ,
+        "ENGRAM_HOME": str(home),
+        "ENGRAM_USER": "racer",
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_TORCH_THREADS": "1",
+        "ENGRAM_CLAIM_TIMEOUT": str(claim_timeout),
+    }
 
 
 def child_pids() -> set[int]:
@@ -64,8 +70,7 @@ def child_pids() -> set[int]:
 async def server(home: Path, claim_timeout: float):
     """(client, pid of its stdio server process)."""
     before = child_pids()
-    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"],
-                                   env=engram_env(home, claim_timeout))
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, claim_timeout))
     async with Client(params, read_timeout_seconds=TIMEOUT) as c:
         await c.call_tool("memory_stats", {})  # the daemon is up and this session registered
         (pid,) = child_pids() - before
@@ -134,33 +139,46 @@ async def run(home: Path, rounds: int, claim_timeout: float) -> dict:
     killed = await lapse_after(home, claim_timeout, signal.SIGKILL)
     frozen = await lapse_after(home, claim_timeout, signal.SIGSTOP)
     wins = Counter(w for r in results for w in r["winners"])
-    return {"rounds": rounds, "one_winner": sum(len(r["winners"]) == 1 for r in results),
-            "loser_named_winner": sum(bool(r.get("named")) for r in results),
-            "wins_a": wins["a"], "wins_b": wins["b"], "claim_timeout_s": claim_timeout,
-            "lapse_after_sigkill_s": killed, "lapse_after_sigstop_s": frozen,
-            "sample_error": next((r["error"] for r in results if r.get("error")), None)}
+    return {
+        "rounds": rounds,
+        "one_winner": sum(len(r["winners"]) == 1 for r in results),
+        "loser_named_winner": sum(bool(r.get("named")) for r in results),
+        "wins_a": wins["a"],
+        "wins_b": wins["b"],
+        "claim_timeout_s": claim_timeout,
+        "lapse_after_sigkill_s": killed,
+        "lapse_after_sigstop_s": frozen,
+        "sample_error": next((r["error"] for r in results if r.get("error")), None),
+    }
 
 
 def markdown(r: dict, command: str) -> str:
     def s(x: float | None) -> str:
         return "did not lapse" if x is None else f"{x:.2f} s"
+
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     rows = [
         ("rounds (a new task each, both servers send claim_task at once)", r["rounds"]),
         ("rounds with exactly one winner", r["one_winner"]),
         ("rounds where the loser's error named the winner's session", r["loser_named_winner"]),
         ("wins of server a / server b", f"{r['wins_a']} / {r['wins_b']}"),
-        ("holder SIGKILLed: time until the other server's claim succeeds",
-         f"{s(r['lapse_after_sigkill_s'])} (the daemon sees the connection drop; polled every "
-         f"{POLL_S * 1000:.0f} ms)"),
-        (f"holder SIGSTOPped (connection open, heartbeats stop), ENGRAM_CLAIM_TIMEOUT={r['claim_timeout_s']:g}",
-         s(r["lapse_after_sigstop_s"])),
+        (
+            "holder SIGKILLed: time until the other server's claim succeeds",
+            f"{s(r['lapse_after_sigkill_s'])} (the daemon sees the connection drop; polled every "
+            f"{POLL_S * 1000:.0f} ms)",
+        ),
+        (
+            f"holder SIGSTOPped (connection open, heartbeats stop), ENGRAM_CLAIM_TIMEOUT={r['claim_timeout_s']:g}",
+            s(r["lapse_after_sigstop_s"]),
+        ),
     ]
     table = "\n".join(f"| {k} | {v} |" for k, v in rows)
-    return (f"\n## Issue 25: task claims, two stdio MCP servers racing\n\n"
-            f"{when}, load average {os.getloadavg()[0]:.1f} (2 cores shared with other engineers).\n\n"
-            f"```\n{command}\n```\n\n| what | figure |\n|---|---|\n{table}\n\n"
-            f"A loser's error, as the calling model reads it: `{r['sample_error']}`\n")
+    return (
+        f"\n## Issue 25: task claims, two stdio MCP servers racing\n\n"
+        f"{when}, load average {os.getloadavg()[0]:.1f} (2 cores shared with other engineers).\n\n"
+        f"```\n{command}\n```\n\n| what | figure |\n|---|---|\n{table}\n\n"
+        f"A loser's error, as the calling model reads it: `{r['sample_error']}`\n"
+    )
 
 
 def main() -> None:

@@ -30,13 +30,37 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from engram import Engram, Settings
 from engram.api import Api, Ctx
 
-STEPS = ["Add a --csv flag to the export command", "Write tests for the CSV exporter",
-         "Document CSV export in the README", "Stream rows instead of loading the whole table",
-         "Escape formula characters in CSV cells"]
-PARTS = ["parser", "exporter", "scheduler", "billing client", "auth middleware", "search index",
-         "upload worker", "settings page", "report builder", "cache layer"]
-VERBS = ["tightened", "refactored", "measured", "documented", "renamed", "profiled", "reviewed",
-         "simplified", "logged", "retried"]
+STEPS = [
+    "Add a --csv flag to the export command",
+    "Write tests for the CSV exporter",
+    "Document CSV export in the README",
+    "Stream rows instead of loading the whole table",
+    "Escape formula characters in CSV cells",
+]
+PARTS = [
+    "parser",
+    "exporter",
+    "scheduler",
+    "billing client",
+    "auth middleware",
+    "search index",
+    "upload worker",
+    "settings page",
+    "report builder",
+    "cache layer",
+]
+VERBS = [
+    "tightened",
+    "refactored",
+    "measured",
+    "documented",
+    "renamed",
+    "profiled",
+    "reviewed",
+    "simplified",
+    "logged",
+    "retried",
+]
 
 
 def _note(rng: random.Random, i: int) -> str:
@@ -45,24 +69,29 @@ def _note(rng: random.Random, i: int) -> str:
 
 def build(eng: Engram, api: Api, sizes: list[int], background: int, rng: random.Random) -> dict[int, str]:
     ctx = Ctx("bench-writer", client="bench")
-    eng.store_many([{"content": f"Background fact {i}: the {rng.choice(PARTS)} uses setting {i}."}
-                    for i in range(background)])
+    eng.store_many(
+        [{"content": f"Background fact {i}: the {rng.choice(PARTS)} uses setting {i}."} for i in range(background)]
+    )
     tasks = {}
     for n in sizes:
         tid = api.call("create_task", {"name": f"CSV export ({n} after handoff)"}, ctx)["task_id"]
-        api.call("session_handoff", {"summary": "CSV writer core works", "next_steps": STEPS,
-                                     "task_id": tid}, ctx)
+        api.call("session_handoff", {"summary": "CSV writer core works", "next_steps": STEPS, "task_id": tid}, ctx)
         for i in range(n):
             kind = i % 10
             if kind < 6:
-                api.call("track_progress", {"feature": _note(rng, i), "status": "in_progress",
-                                            "completion": 0.5, "task_id": tid}, ctx)
+                api.call(
+                    "track_progress",
+                    {"feature": _note(rng, i), "status": "in_progress", "completion": 0.5, "task_id": tid},
+                    ctx,
+                )
             elif kind < 9:
-                api.call("store_memory", {"content": f"Task {n} note {i}: {_note(rng, i)}.",
-                                          "task_id": tid}, ctx)
+                api.call("store_memory", {"content": f"Task {n} note {i}: {_note(rng, i)}.", "task_id": tid}, ctx)
             else:
-                api.call("track_failure", {"error": f"timeout in case {i}", "component": rng.choice(PARTS),
-                                           "task_id": tid}, ctx)
+                api.call(
+                    "track_failure",
+                    {"error": f"timeout in case {i}", "component": rng.choice(PARTS), "task_id": tid},
+                    ctx,
+                )
         tasks[n] = tid
     return tasks
 
@@ -113,16 +142,20 @@ def main(argv: list[str] | None = None) -> dict:
         api.call("get_context", {"query": query, "task_id": tasks[n]}, reader)
 
     cold = {n: _ms(lambda n=n: recall(n)) for n in sizes}
-    times: dict[str, dict[int, list[float]]] = {k: {n: [] for n in sizes}
-                                                for k in ("recall", "get_context", "recall_after_write")}
+    times: dict[str, dict[int, list[float]]] = {
+        k: {n: [] for n in sizes} for k in ("recall", "get_context", "recall_after_write")
+    }
     for i in range(a.samples):
         # Interleaved and in a new order each round, so the machine's noise (and whatever the
         # first call of a round pays) falls on every size alike.
         for n in rng.sample(sizes, len(sizes)):
             times["recall"][n].append(_ms(lambda n=n: recall(n)))
             times["get_context"][n].append(_ms(lambda n=n: context(n)))
-            api.call("track_progress", {"feature": _note(rng, 10_000 + i), "status": "in_progress",
-                                        "completion": 0.5, "task_id": tasks[n]}, writer)
+            api.call(
+                "track_progress",
+                {"feature": _note(rng, 10_000 + i), "status": "in_progress", "completion": 0.5, "task_id": tasks[n]},
+                writer,
+            )
             times["recall_after_write"][n].append(_ms(lambda n=n: recall(n)))
     eng.close()
     shutil.rmtree(home, ignore_errors=True)
@@ -138,8 +171,14 @@ def main(argv: list[str] | None = None) -> dict:
     for row in rows:
         for k in times:
             row[f"{k}_p50_ratio"] = round(row[f"{k}_p50_ms"] / base[f"{k}_p50_ms"], 2)
-    out = {"sizes": sizes, "samples": a.samples, "background": a.background, "build_s": round(build_s, 1),
-           "backend": getattr(eng.embedder, "backend", None), "rows": rows}
+    out = {
+        "sizes": sizes,
+        "samples": a.samples,
+        "background": a.background,
+        "build_s": round(build_s, 1),
+        "backend": getattr(eng.embedder, "backend", None),
+        "rows": rows,
+    }
     print(json.dumps(out, indent=2))
     if a.out:
         Path(a.out).write_text(json.dumps(out, indent=2))

@@ -55,9 +55,15 @@ def score(rows: list[dict]) -> dict:
         missed = [w for w in want if not any(same_sentence(g, w) for g in got)]
         if false or missed:
             misses.append({"id": r["id"], "prompt": r["prompt"], "false": false, "missed": missed})
-    return {"prompts": len(rows), "labelled": labelled, "found": found, "right": right,
-            "precision": round(right / found, 3) if found else 1.0,
-            "recall": round(right / labelled, 3) if labelled else 1.0, "misses": misses}
+    return {
+        "prompts": len(rows),
+        "labelled": labelled,
+        "found": found,
+        "right": right,
+        "precision": round(right / found, 3) if found else 1.0,
+        "recall": round(right / labelled, 3) if labelled else 1.0,
+        "misses": misses,
+    }
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -76,8 +82,12 @@ def main(argv: list[str] | None = None) -> None:
         for p in prompts:
             conventions_in(p)
         took = time.perf_counter() - t
-        out["speed"] = {"prompts": len(prompts), "seconds": round(took, 3),
-                        "prompts_per_s": round(len(prompts) / took), "us_each": round(took / len(prompts) * 1e6)}
+        out["speed"] = {
+            "prompts": len(prompts),
+            "seconds": round(took, 3),
+            "prompts_per_s": round(len(prompts) / took),
+            "us_each": round(took / len(prompts) * 1e6),
+        }
     print(json.dumps(out, ensure_ascii=False, indent=1))
 
 

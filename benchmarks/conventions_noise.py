@@ -34,8 +34,10 @@ def run(eng: Engram, data: dict, project: str = PROJECT) -> dict:
     """Capture the sessions, then inject for every prompt; the figures and what went wrong."""
     for i, prompts in enumerate(data["sessions"]):
         eng.capture_conventions(prompts, session_id=f"bench:{i}", project=project)
-    captured = {m["id"]: m["content"] for m in eng.list_memories(tags=[CONVENTION_TAG], in_project=project,
-                                                                 limit=500)["memories"]}
+    captured = {
+        m["id"]: m["content"]
+        for m in eng.list_memories(tags=[CONVENTION_TAG], in_project=project, limit=500)["memories"]
+    }
 
     def injected(prompt: str) -> list[str]:
         r = prompt_memories(eng, None, prompt, 300, 3, project)
@@ -44,11 +46,15 @@ def run(eng: Engram, data: dict, project: str = PROJECT) -> dict:
     def score(unrelated: list[str], needs: list[dict]) -> dict:
         noisy = [(p, got) for p in unrelated if (got := injected(p))]
         served = [(n, injected(n["prompt"])) for n in needs]
-        missed = [(n["prompt"], got) for n, got in served
-                  if not any(n["convention"].lower() in g.lower() for g in got)]
-        return {"unrelated": len(unrelated), "unrelated_clean_share": round(1 - len(noisy) / len(unrelated), 3),
-                "needs": len(needs), "needs_served_share": round(1 - len(missed) / len(needs), 3),
-                "noisy": noisy, "missed": missed}
+        missed = [(n["prompt"], got) for n, got in served if not any(n["convention"].lower() in g.lower() for g in got)]
+        return {
+            "unrelated": len(unrelated),
+            "unrelated_clean_share": round(1 - len(noisy) / len(unrelated), 3),
+            "needs": len(needs),
+            "needs_served_share": round(1 - len(missed) / len(needs), 3),
+            "noisy": noisy,
+            "missed": missed,
+        }
 
     out = {"captured": len(captured), **score(data["unrelated"], data["needs"])}
     if data.get("fresh_unrelated"):  # written after the rule was frozen: scored, never tuned on
@@ -59,6 +65,7 @@ def run(eng: Engram, data: dict, project: str = PROJECT) -> dict:
 
 def main() -> None:
     from engram.models.embedding import load_embedder
+
     with tempfile.TemporaryDirectory() as home:
         settings = Settings.from_env({"ENGRAM_HOME": home})
         embedder = load_embedder(settings.model, settings.model_cache)

@@ -55,8 +55,7 @@ def _engram(home: Path, *argv: str, src: Path | None = None) -> float:
     """Wall time of one `engram` command (the venv's console script, or `python -m engram.cli`)."""
     cmd = [sys.executable, "-m", "engram.cli", *argv] if src else [str(BIN / "engram"), *argv]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd, env=_env(home, src), cwd=_cwd(home, src), capture_output=True, text=True,
-                       timeout=600)
+    r = subprocess.run(cmd, env=_env(home, src), cwd=_cwd(home, src), capture_output=True, text=True, timeout=600)
     took = time.perf_counter() - t0
     if r.returncode != 0:
         raise RuntimeError(f"engram {' '.join(argv)} failed: {r.stderr.strip()}")
@@ -101,8 +100,7 @@ def mcp_first_call(home: Path, src: Path | None = None) -> dict[str, float]:
     if src is None:
         params = StdioServerParameters(command=str(BIN / "engram"), args=[], env=_env(home), cwd=cwd)
     else:
-        params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=_env(home, src),
-                                       cwd=cwd)
+        params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=_env(home, src), cwd=cwd)
 
     async def go() -> dict[str, float]:
         t0 = time.perf_counter()
@@ -139,8 +137,15 @@ def _idle_rss(home: Path, src: Path | None, settle_s: float) -> float:
 
 def _code(home: Path, src: Path | None) -> str:
     """Which engram the runs import (so a baseline that silently ran this tree shows)."""
-    r = subprocess.run([sys.executable, "-c", "import engram; print(engram.__file__)"], env=_env(home, src),
-                       cwd=_cwd(home, src), capture_output=True, text=True, timeout=60, check=True)
+    r = subprocess.run(
+        [sys.executable, "-c", "import engram; print(engram.__file__)"],
+        env=_env(home, src),
+        cwd=_cwd(home, src),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
     return r.stdout.strip()
 
 
@@ -148,16 +153,18 @@ def _prepare(home: Path, src: Path | None) -> float:
     """engram-setup as after an install (makes and checks the ONNX graph); returns its wall time."""
     cmd = [sys.executable, "-m", "engram.setup_command"] if src else [str(BIN / "engram-setup")]
     t0 = time.perf_counter()
-    r = subprocess.run(cmd + ["--json"], env=_env(home, src), cwd=_cwd(home, src), capture_output=True,
-                       text=True, timeout=900)
+    r = subprocess.run(
+        cmd + ["--json"], env=_env(home, src), cwd=_cwd(home, src), capture_output=True, text=True, timeout=900
+    )
     if r.returncode != 0:
         raise RuntimeError(f"engram-setup failed: {r.stdout[-500:]} {r.stderr[-500:]}")
     return time.perf_counter() - t0
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.daily_use", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.daily_use", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--runs", type=int, default=10, help="runs per measurement (p50 reported)")
     p.add_argument("--baseline", type=Path, help="an older source tree to measure the same way")
     p.add_argument("--baseline-runs", type=int, default=3, help="cold MCP runs for the baseline (slow)")
@@ -178,8 +185,7 @@ def main(argv: list[str] | None = None) -> dict:
                 cold.append(_engram(home, *[x.format(i=i, home=home) for x in args]))
             for i in range(a.runs):
                 warm.append(_engram(home, *[x.format(i=a.runs + i, home=home) for x in args]))
-            rows.append({"command": label, "cold_p50_s": round(_p50(cold), 3),
-                         "warm_p50_s": round(_p50(warm), 3)})
+            rows.append({"command": label, "cold_p50_s": round(_p50(cold), 3), "warm_p50_s": round(_p50(warm), 3)})
         result["cli"] = rows
         result["mcp_cold"] = _mcp_series(home, a.runs, cold=True)
         result["mcp_warm"] = _mcp_series(home, a.runs, cold=False)
@@ -187,8 +193,11 @@ def main(argv: list[str] | None = None) -> dict:
         _stop(home)
         if a.baseline:
             base = root / "base"
-            result["baseline"] = {"src": str(a.baseline), "code": _code(base, a.baseline),
-                                  "setup_s": round(_prepare(base, a.baseline), 2)}
+            result["baseline"] = {
+                "src": str(a.baseline),
+                "code": _code(base, a.baseline),
+                "setup_s": round(_prepare(base, a.baseline), 2),
+            }
             result["baseline"]["cold_runs"] = a.baseline_runs
             result["baseline"]["mcp_cold"] = _mcp_series(base, a.baseline_runs, cold=True, src=a.baseline)
             result["baseline"]["mcp_warm"] = _mcp_series(base, a.runs, cold=False, src=a.baseline)
@@ -207,9 +216,13 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 def render(r: dict) -> str:
-    lines = [f"daily use, {r['date']}, p50 of {r['runs']} runs (engram-setup first: {r['setup_s']} s)",
-             f"engram from {r['code']}" + (f"; baseline from {r['baseline']['code']}" if "baseline" in r else ""), "",
-             "| command | no daemon (s) | warm (s) |", "|---|---:|---:|"]
+    lines = [
+        f"daily use, {r['date']}, p50 of {r['runs']} runs (engram-setup first: {r['setup_s']} s)",
+        f"engram from {r['code']}" + (f"; baseline from {r['baseline']['code']}" if "baseline" in r else ""),
+        "",
+        "| command | no daemon (s) | warm (s) |",
+        "|---|---:|---:|",
+    ]
     for row in r["cli"]:
         lines.append(f"| `engram {row['command']}` | {row['cold_p50_s']:.3f} | {row['warm_p50_s']:.3f} |")
     lines += ["", "| MCP over stdio | connect (s) | first store_memory (s) | total (s) |", "|---|---:|---:|---:|"]
@@ -219,12 +232,17 @@ def render(r: dict) -> str:
         sets += [(f"baseline cold (p50 of {b['cold_runs']})", b["mcp_cold"]), ("baseline warm", b["mcp_warm"])]
     for label, m in sets:
         lines.append(f"| {label} | {m['connect_s']:.3f} | {m['first_call_s']:.3f} | {m['total_s']:.3f} |")
-    lines += ["", f"idle daemon RSS: {r['idle_rss_mb']} MB"
-              + (f" (baseline {r['baseline']['idle_rss_mb']} MB)" if "baseline" in r else "")]
+    lines += [
+        "",
+        f"idle daemon RSS: {r['idle_rss_mb']} MB"
+        + (f" (baseline {r['baseline']['idle_rss_mb']} MB)" if "baseline" in r else ""),
+    ]
     slow = [row["command"] for row in r["cli"] if row["warm_p50_s"] >= WARM_TARGET_S]
     lines.append(f"warm commands under {WARM_TARGET_S} s: " + ("all" if not slow else "NOT " + ", ".join(slow)))
-    lines.append(f"cold first MCP call (connect + call) under {COLD_MCP_TARGET_S} s: "
-                 + ("yes" if r["mcp_cold"]["total_s"] < COLD_MCP_TARGET_S else "NO"))
+    lines.append(
+        f"cold first MCP call (connect + call) under {COLD_MCP_TARGET_S} s: "
+        + ("yes" if r["mcp_cold"]["total_s"] < COLD_MCP_TARGET_S else "NO")
+    )
     return "\n".join(lines)
 
 

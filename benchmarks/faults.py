@@ -87,7 +87,8 @@ BOOT = (
     "sys.path_hooks[:] = [h for h in sys.path_hooks if 'editable' not in getattr(h, '__module__', '')]; "
     "sys.path_importer_cache.clear(); sys.path.insert(0, code); sys.argv[0] = target; "
     "runpy.run_module(target, run_name='__main__', alter_sys=True) if mode == '-m' "
-    "else exec(compile(target, '<script>', 'exec'), {'__name__': '__main__'})")
+    "else exec(compile(target, '<script>', 'exec'), {'__name__': '__main__'})"
+)
 
 
 def _python(code: Path, mode: str, target: str) -> list[str]:
@@ -107,8 +108,13 @@ def _text(seed: int, token: str, chars: int) -> str:
 
 
 def _env(pythonpath: Path, home: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(pythonpath), "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1",
-            "ENGRAM_TORCH_THREADS": "1"}
+    return {
+        **os.environ,
+        "PYTHONPATH": str(pythonpath),
+        "ENGRAM_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_TORCH_THREADS": "1",
+    }
 
 
 def _serve_argv(home: Path, port: int | None = None, code: Path = REPO) -> list[str]:
@@ -118,6 +124,7 @@ def _serve_argv(home: Path, port: int | None = None, code: Path = REPO) -> list[
 
 def _settings(home: Path) -> Any:
     from engram.core.settings import Settings
+
     return Settings.from_env({"ENGRAM_HOME": str(home)})
 
 
@@ -129,8 +136,9 @@ def _start(home: Path, code: Path, port: int | None = None) -> int:
     saved = dict(os.environ)
     os.environ.update(_env(code, home))
     try:
-        with RpcClient(s.socket_path, spawn=_serve_argv(home, port, code), client="starter", spawn_timeout=180,
-                       timeout=180) as c:
+        with RpcClient(
+            s.socket_path, spawn=_serve_argv(home, port, code), client="starter", spawn_timeout=180, timeout=180
+        ) as c:
             c.call("health")
             return int(c.server_pid)
     finally:
@@ -140,20 +148,33 @@ def _start(home: Path, code: Path, port: int | None = None) -> int:
 
 def _stop(home: Path) -> None:
     from engram.server.daemon import stop_or_kill
+
     with contextlib.suppress(Exception):
         stop_or_kill(_settings(home), timeout=60)
 
 
-def _writer(home: Path, code: Path, ops: int, tag: str, version: str | None,
-            hold: Path | None = None) -> subprocess.Popen:
+def _writer(
+    home: Path, code: Path, ops: int, tag: str, version: str | None, hold: Path | None = None
+) -> subprocess.Popen:
     """A writer process running the engram at `code`. Its lines go to a file, not a pipe: a full
     pipe nobody reads yet would stall the writer and look like a server that does not answer."""
     s = _settings(home)
     out = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by _results
     proc = subprocess.Popen(
-        [*_python(code, "-c", WRITER), str(s.socket_path), str(ops), tag, json.dumps(_serve_argv(home)),
-         version or "-", *([str(hold)] if hold else [])],
-        env=_env(code, home), stdout=out, stderr=subprocess.STDOUT, text=True)
+        [
+            *_python(code, "-c", WRITER),
+            str(s.socket_path),
+            str(ops),
+            tag,
+            json.dumps(_serve_argv(home)),
+            version or "-",
+            *([str(hold)] if hold else []),
+        ],
+        env=_env(code, home),
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     proc.out_file = out  # type: ignore[attr-defined]
     return proc
 
@@ -172,6 +193,7 @@ def _results(proc: subprocess.Popen, timeout: float = 600) -> list[dict]:
 def _stored(db: Path) -> dict[str, str]:
     """memory id -> content of every memory in a DuckDB file (opened read-only)."""
     import duckdb
+
     con = duckdb.connect(str(db), read_only=True)
     try:
         return dict(con.execute("SELECT id, content FROM memories").fetchall())
@@ -185,8 +207,9 @@ def _lost(acked: list[dict], stored: dict[str, str]) -> list[dict]:
 
 
 def _worktree(rev: str, into: Path) -> Path:
-    subprocess.run(["git", "-C", str(REPO), "worktree", "add", "--detach", str(into), rev], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(REPO), "worktree", "add", "--detach", str(into), rev], check=True, capture_output=True
+    )
     return into
 
 
@@ -197,13 +220,29 @@ def _drop_worktree(path: Path) -> None:
 def base_commit() -> str:
     """The last commit before the versioned handshake: a daemon that announces no version, as one
     installed before this release does (found by history, so it stays right once this is merged)."""
-    r = subprocess.run(["git", "-C", str(REPO), "log", "--reverse", "--format=%H", "-S", "self.server_version",
-                        "--", "engram/server/rpc.py"], capture_output=True, text=True, check=True)
+    r = subprocess.run(
+        [
+            "git",
+            "-C",
+            str(REPO),
+            "log",
+            "--reverse",
+            "--format=%H",
+            "-S",
+            "self.server_version",
+            "--",
+            "engram/server/rpc.py",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     first = r.stdout.split()[0] if r.stdout.split() else None
     if first is None:
         return _head()
-    return subprocess.run(["git", "-C", str(REPO), "rev-parse", f"{first}~1"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", f"{first}~1"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def _head() -> str:
@@ -228,11 +267,14 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
     try:
         old_pid = _start(home, old_code)
         from engram.server.rpc_client import RpcClient
+
         with RpcClient(_settings(home).socket_path, client="probe") as c:
             c.call("health")
             if c.server_version is not None:
-                raise RuntimeError(f"the daemon of {rev[:12]} announced version {c.server_version}: "
-                                   "it runs this checkout's code, not the old one")
+                raise RuntimeError(
+                    f"the daemon of {rev[:12]} announced version {c.server_version}: "
+                    "it runs this checkout's code, not the old one"
+                )
         # The old session writes until the new writer is done (its hold file), however fast it
         # is: so it is still writing when the new daemon replaces the old one, on any machine.
         hold = tmp / "old-holds"
@@ -256,14 +298,21 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
         failed = [r for r in rows if not r["ok"]]
         first_new = next((r for r in new_rows if r["ok"]), None)
         out = {
-            "scenario": "upgrade", "from_commit": rev[:12], "to_version": __version__,
-            "old_daemon_pid": old_pid, "new_daemon_pid": new_pid, "served_after": served,
-            "acknowledged": len(acked), "refused": len(failed), "lost": len(_lost(acked, stored)),
+            "scenario": "upgrade",
+            "from_commit": rev[:12],
+            "to_version": __version__,
+            "old_daemon_pid": old_pid,
+            "new_daemon_pid": new_pid,
+            "served_after": served,
+            "acknowledged": len(acked),
+            "refused": len(failed),
+            "lost": len(_lost(acked, stored)),
             # A refused write whose memory is in the store anyway: done, but its reply was cut off.
             "refused_but_stored": sum(1 for r in failed if any(r["token"] in c for c in stored.values())),
             "old_session_pids": sorted({r["pid"] for r in old_rows if r["ok"]}),
             "old_session_completed": sum(1 for r in old_rows if r["ok"]),
-            "old_session_writes": len(old_rows), "new_session_writes": len(new_rows),
+            "old_session_writes": len(old_rows),
+            "new_session_writes": len(new_rows),
             "new_first_ack_s": round(first_new["at"] - t0, 3) if first_new else None,
             "user_saw": dict(Counter(f"{r['kind']}: {r['message']}" for r in failed)),
         }
@@ -309,6 +358,7 @@ def damaged_run(log: Any = None) -> dict:
     try:
         _start(src, REPO)
         from engram.server.rpc_client import RpcClient
+
         with RpcClient(_settings(src).socket_path, client="fill") as c:
             for i in range(300):
                 c.call("store_memory", content=salad(random.Random(i), f"d{i}q", 40))
@@ -316,6 +366,7 @@ def damaged_run(log: Any = None) -> dict:
         _stop(src)
         data = (src / "memories.duckdb").read_bytes()
         import duckdb
+
         con = duckdb.connect(str(src / "memories.duckdb"), read_only=True)
         free = con.execute("SELECT free_blocks FROM pragma_database_size()").fetchone()[0]
         con.close()
@@ -328,14 +379,21 @@ def damaged_run(log: Any = None) -> dict:
             (home / "memories.duckdb").write_bytes(bad)
             before = sorted(p.name for p in home.iterdir())
             t0 = time.perf_counter()
-            r = subprocess.run([sys.executable, "-m", "engram", "--home", str(home), "stats"],
-                               env=_env(REPO, home) | {"ENGRAM_IDLE_EXIT": "5"}, capture_output=True,
-                               text=True, timeout=300)
+            r = subprocess.run(
+                [sys.executable, "-m", "engram", "--home", str(home), "stats"],
+                env=_env(REPO, home) | {"ENGRAM_IDLE_EXIT": "5"},
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
             took = time.perf_counter() - t0
             _stop(home)
             after_bytes = (home / "memories.duckdb").read_bytes()
-            extra = sorted({p.name for p in home.iterdir()} - set(before) - {"daemon.log", "engram.lock",
-                                                                                   "engram.sock", "model_cache"})
+            extra = sorted(
+                {p.name for p in home.iterdir()}
+                - set(before)
+                - {"daemon.log", "engram.lock", "engram.sock", "model_cache"}
+            )
             cases[how] = {
                 "exit_code": r.returncode,
                 "unchanged": hashlib.sha256(after_bytes).digest() == hashlib.sha256(bad).digest(),
@@ -345,9 +403,14 @@ def damaged_run(log: Any = None) -> dict:
                 "seconds": round(took, 2),
                 "user_saw": r.stderr.strip()[-700:],
             }
-        out = {"scenario": "damaged", "cases": cases,
-               "all_refused_untouched": all(c["exit_code"] == 1 and c["unchanged"] and not c["new_files"]
-                                            and c["names_file"] and c["names_backup"] for c in cases.values())}
+        out = {
+            "scenario": "damaged",
+            "cases": cases,
+            "all_refused_untouched": all(
+                c["exit_code"] == 1 and c["unchanged"] and not c["new_files"] and c["names_file"] and c["names_backup"]
+                for c in cases.values()
+            ),
+        }
     finally:
         _stop(src)
         shutil.rmtree(tmp, ignore_errors=True)
@@ -427,17 +490,27 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
         # The CLI and HTTP, each on the same full disk.
         out["refusing_s"] = round(time.perf_counter() - t_full, 2) if t_full else None
         t_cli = time.perf_counter()
-        cli = subprocess.run([sys.executable, "-m", "engram", "--home", str(home), "remember",
-                              _text(7, "cliq", 3000)], env=_env(REPO, home),
-                             capture_output=True, text=True, timeout=120)
-        out["cli"] = {"exit_code": cli.returncode, "user_saw": cli.stderr.strip()[-400:],
-                      "seconds": round(time.perf_counter() - t_cli, 2)}
+        cli = subprocess.run(
+            [sys.executable, "-m", "engram", "--home", str(home), "remember", _text(7, "cliq", 3000)],
+            env=_env(REPO, home),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        out["cli"] = {
+            "exit_code": cli.returncode,
+            "user_saw": cli.stderr.strip()[-400:],
+            "seconds": round(time.perf_counter() - t_cli, 2),
+        }
         t_http = time.perf_counter()
         import httpx
-        h = httpx.post(f"http://127.0.0.1:{port}/memories", json={"content": _text(8, "httpq", 3000)},
-                       timeout=60)
-        out["http"] = {"status": h.status_code, "user_saw": h.text[-400:],
-                       "seconds": round(time.perf_counter() - t_http, 2)}
+
+        h = httpx.post(f"http://127.0.0.1:{port}/memories", json={"content": _text(8, "httpq", 3000)}, timeout=60)
+        out["http"] = {
+            "status": h.status_code,
+            "user_saw": h.text[-400:],
+            "seconds": round(time.perf_counter() - t_http, 2),
+        }
         # Free the space: the next writes must go through, without a restart.
         ballast.unlink()
         t_free = time.perf_counter()
@@ -486,8 +559,13 @@ def backup_run(ops: int = 300, log: Any = None) -> dict:
         time.sleep(4.0)  # the writers are under way
         began = time.time()
         t0 = time.perf_counter()
-        r = subprocess.run([sys.executable, "-m", "engram", "--home", str(home), "--json", "backup"],
-                           env=_env(REPO, home), capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [sys.executable, "-m", "engram", "--home", str(home), "--json", "backup"],
+            env=_env(REPO, home),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         took = time.perf_counter() - t0
         if r.returncode != 0:
             raise RuntimeError(r.stderr)
@@ -504,18 +582,25 @@ def backup_run(ops: int = 300, log: Any = None) -> dict:
         from engram import Engram
         from engram.core.settings import Settings
         from engram.models.embedding import FakeEmbedder
+
         eng = Engram(settings=Settings.from_env({"ENGRAM_HOME": str(home2)}), embedder=FakeEmbedder())
         restored_rows = eng.index_status()["rows"]
         eng.close()
         acked = [row for row in rows if row["ok"]]
         out = {
-            "scenario": "backup", "writers": 3, "acknowledged": len(acked),
+            "scenario": "backup",
+            "writers": 3,
+            "acknowledged": len(acked),
             "acknowledged_before_backup": len(before),
             "missing_from_backup": len(_lost(before, in_backup)),
-            "in_backup": len(in_backup), "check": check["counts"], "restored_index_rows": restored_rows,
+            "in_backup": len(in_backup),
+            "check": check["counts"],
+            "restored_index_rows": restored_rows,
             "lost": len(_lost(acked, _stored(home / "memories.duckdb"))),
             "refused": sum(1 for row in rows if not row["ok"]),
-            "backup_s": report["seconds"], "command_s": round(took, 2), "bytes": report["bytes"],
+            "backup_s": report["seconds"],
+            "command_s": round(took, 2),
+            "bytes": report["bytes"],
         }
     finally:
         _stop(home)
@@ -553,6 +638,7 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
         os.environ["ENGRAM_DATABASE_URL"] = url
         try:
             from benchmarks.reliability import free_port
+
             port = free_port()  # server 0 also serves HTTP: what a REST client sees in the outage
             pids = [_start(h, REPO, port=port if i == 0 else None) for i, h in enumerate(homes)]
             hold = tmp / "writing"  # the writers go on until the database has been back a while
@@ -565,9 +651,11 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
         down_at = time.time()
         pg.stop()
         import httpx
+
         t_stop = time.time()
-        h = httpx.post(f"http://127.0.0.1:{port}/memories", json={"content": "written while the database is down"},
-                       timeout=60)
+        h = httpx.post(
+            f"http://127.0.0.1:{port}/memories", json={"content": "written while the database is down"}, timeout=60
+        )
         http_seen = {"status": h.status_code, "retry_after": h.headers.get("retry-after"), "body": h.text[:200]}
         time.sleep(max(0.0, down_s - (time.time() - t_stop)))
         pg.start()
@@ -592,11 +680,18 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
             bad = [r for r in rs if not r["ok"]]
             last_refused[tag] = round(bad[-1]["at"] - up_at, 2) if bad else None
         out = {
-            "scenario": "pg-restart", "servers": servers, "writers": servers, "ops_each": ops, "down_s": down_s,
-            "acknowledged": len(acked), "refused": len(failed),
+            "scenario": "pg-restart",
+            "servers": servers,
+            "writers": servers,
+            "ops_each": ops,
+            "down_s": down_s,
+            "acknowledged": len(acked),
+            "refused": len(failed),
             "refused_outside_outage": sum(1 for r in failed if not down_at - 1 <= r["at"] <= up_at + 30),
             "lost": len(_lost(acked, stored)),
-            "serving_again_after_s": back, "last_refusal_after_return_s": last_refused, "same_daemons": pids,
+            "serving_again_after_s": back,
+            "last_refusal_after_return_s": last_refused,
+            "same_daemons": pids,
             "http_during_outage": http_seen,
             "leases": [{"name": n, "holder": h, "live": bool(live)} for n, h, live in leases],
             "user_saw": dict(Counter(f"{r['kind']}: {r['message'][:160]}" for r in failed).most_common(6)),
@@ -619,6 +714,7 @@ def methods_run(rows: int = 200_000, log: Any = None) -> dict:
     import duckdb
 
     from engram.store.backup import copy_file
+
     tmp = Path(tempfile.mkdtemp(prefix="engram-methods-"))
     try:
         con = duckdb.connect(str(tmp / "a.duckdb"))
@@ -635,21 +731,29 @@ def methods_run(rows: int = 200_000, log: Any = None) -> dict:
         con.execute("DETACH c")
         rewrite_s = time.perf_counter() - t0
         con.close()
-        return {"scenario": "methods", "rows": rows, "bytes": (tmp / "a.duckdb").stat().st_size,
-                "checkpoint_copy_s": round(copy_s, 4), "copy_from_database_s": round(rewrite_s, 4),
-                "ratio": round(rewrite_s / copy_s, 1), "load": os.getloadavg()[0]}
+        return {
+            "scenario": "methods",
+            "rows": rows,
+            "bytes": (tmp / "a.duckdb").stat().st_size,
+            "checkpoint_copy_s": round(copy_s, 4),
+            "copy_from_database_s": round(rewrite_s, 4),
+            "ratio": round(rewrite_s / copy_s, 1),
+            "load": os.getloadavg()[0],
+        }
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.faults", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.faults", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("scenario", choices=("upgrade", "damaged", "disk", "backup", "methods", "pg-restart", "all"))
     p.add_argument("--ops", type=int, default=None)
     p.add_argument("--mb", type=int, default=48)
-    p.add_argument("--rev", help="upgrade: the commit the old daemon runs (default: the last one before the "
-                   "versioned handshake)")
+    p.add_argument(
+        "--rev", help="upgrade: the commit the old daemon runs (default: the last one before the versioned handshake)"
+    )
     a = p.parse_args(argv)
     runs = {
         "upgrade": lambda: upgrade_run(a.ops or 150, a.rev),
@@ -659,9 +763,11 @@ def main(argv: list[str] | None = None) -> int:
         "methods": methods_run,
         "pg-restart": lambda: pg_restart_run(ops=a.ops or 400),
     }
-    for name in (runs if a.scenario == "all" else [a.scenario]):
-        print(json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **runs[name]()}, indent=1),
-              flush=True)
+    for name in runs if a.scenario == "all" else [a.scenario]:
+        print(
+            json.dumps({"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), **runs[name]()}, indent=1),
+            flush=True,
+        )
     return 0
 
 

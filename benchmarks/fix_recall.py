@@ -33,6 +33,7 @@ def captured_fix(client: str, case: dict):
     """The one fix the case's transcript yields, read as the hook reads it (or None)."""
     from engram.continuity.fixes import FixTracker
     from engram.hooks.turn_capture import fixes_in, read_new_events
+
     events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
     fixes = fixes_in(events, FixTracker(root=ROOT), ROOT)
     return fixes[0] if len(fixes) == 1 else None
@@ -44,6 +45,7 @@ def measure(eng: Any, client: str, top: int = 3) -> dict:
     from engram.continuity.capture import session_capture
     from engram.continuity.lifecycle import prompt_memories
     from engram.core.types import Scope
+
     keys = {}
     for case in cases():
         fix = captured_fix(client, case)
@@ -76,13 +78,15 @@ def noise(eng: Any, client: str) -> dict:
     from engram.continuity.capture import session_capture
     from engram.continuity.lifecycle import prompt_memories
     from engram.hooks.turn_capture import read_new_events, turns_of
+
     before = memory_stats(eng)["disk_bytes"]
     for case in cases():
         events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
         fix = captured_fix(client, case)
         turns, _ = turns_of(events, None)
-        session_capture(eng, None, f"{client}:{case['id']}", client, [fix.to_dict()] if fix else [],
-                        turns, None, PROJECT)
+        session_capture(
+            eng, None, f"{client}:{case['id']}", client, [fix.to_dict()] if fix else [], turns, None, PROJECT
+        )
     stats = memory_stats(eng)
     grown = (stats["disk_bytes"] or 0) - (before or 0)  # the file and its write-ahead log
     prompts = json.loads((DATA / "unrelated_prompts.json").read_text(encoding="utf-8"))["prompts"]
@@ -92,9 +96,15 @@ def noise(eng: Any, client: str) -> dict:
         captured = [m for m in shown["memory_ids"] if "auto-capture" in eng.get(m).tags]
         if captured:
             leaked.append(p)
-    return {"client": client, "sessions": len(cases()), "captured": stats["captured"],
-            "disk_bytes_per_session": round(grown / len(cases())), "prompts": len(prompts),
-            "nothing_injected_rate": round(1 - len(leaked) / len(prompts), 3), "leaked": leaked}
+    return {
+        "client": client,
+        "sessions": len(cases()),
+        "captured": stats["captured"],
+        "disk_bytes_per_session": round(grown / len(cases())),
+        "prompts": len(prompts),
+        "nothing_injected_rate": round(1 - len(leaked) / len(prompts), 3),
+        "leaked": leaked,
+    }
 
 
 def throughput(client: str, sessions: int) -> dict:
@@ -104,6 +114,7 @@ def throughput(client: str, sessions: int) -> dict:
 
     from engram.continuity.fixes import FixTracker
     from engram.hooks.turn_capture import fixes_in, read_new_events, turns_of
+
     text = "".join((DATA / client / f"{c['id']}.jsonl").read_text(encoding="utf-8") for c in cases())
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "long.jsonl"
@@ -114,9 +125,16 @@ def throughput(client: str, sessions: int) -> dict:
         turns, _ = turns_of(events, None)
         took = time.perf_counter() - start
         size = path.stat().st_size
-    return {"client": client, "bytes": size, "events": len(events), "turns": len(turns), "fixes": len(fixes),
-            "seconds": round(took, 3), "mb_per_s": round(size / took / 1e6, 2),
-            "turns_per_s": round(len(turns) / took)}
+    return {
+        "client": client,
+        "bytes": size,
+        "events": len(events),
+        "turns": len(turns),
+        "fixes": len(fixes),
+        "seconds": round(took, 3),
+        "mb_per_s": round(size / took / 1e6, 2),
+        "turns_per_s": round(len(turns) / took),
+    }
 
 
 def hook_wait(runs: int) -> dict:
@@ -128,17 +146,25 @@ def hook_wait(runs: int) -> dict:
     import subprocess
     import sys
     import time
+
     case = DATA / "claude-code" / f"{cases()[0]['id']}.jsonl"
     waits, bare = [], []
     with tempfile.TemporaryDirectory() as home:
         env = {**os.environ, "ENGRAM_HOME": home}
         try:
             for i in range(runs):
-                payload = json.dumps({"session_id": f"s{i}", "transcript_path": str(case), "cwd": home,
-                                      "hook_event_name": "Stop"})
+                payload = json.dumps(
+                    {"session_id": f"s{i}", "transcript_path": str(case), "cwd": home, "hook_event_name": "Stop"}
+                )
                 start = time.perf_counter()
-                subprocess.run([sys.executable, "-m", "engram.cli", "hook", "Stop", "--client", "claude-code"],
-                               input=payload.encode(), env=env, capture_output=True, check=True, timeout=60)
+                subprocess.run(
+                    [sys.executable, "-m", "engram.cli", "hook", "Stop", "--client", "claude-code"],
+                    input=payload.encode(),
+                    env=env,
+                    capture_output=True,
+                    check=True,
+                    timeout=60,
+                )
                 waits.append((time.perf_counter() - start) * 1000)
                 # An interpreter that does nothing, timed the same way right after: the floor.
                 start = time.perf_counter()
@@ -148,19 +174,27 @@ def hook_wait(runs: int) -> dict:
             subprocess.run([sys.executable, "-m", "engram.cli", "stop"], env=env, capture_output=True, timeout=60)
     waits.sort()
     bare.sort()
-    return {"runs": runs, "p50_ms": round(statistics.median(waits)), "p95_ms": round(waits[int(0.95 * (runs - 1))]),
-            "max_ms": round(waits[-1]), "python_c_pass_p50_ms": round(statistics.median(bare)),
-            "python_c_pass_p95_ms": round(bare[int(0.95 * (runs - 1))]), "load": round(os.getloadavg()[0], 1)}
+    return {
+        "runs": runs,
+        "p50_ms": round(statistics.median(waits)),
+        "p95_ms": round(waits[int(0.95 * (runs - 1))]),
+        "max_ms": round(waits[-1]),
+        "python_c_pass_p50_ms": round(statistics.median(bare)),
+        "python_c_pass_p95_ms": round(bare[int(0.95 * (runs - 1))]),
+        "load": round(os.getloadavg()[0], 1),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
     from engram import Engram, Settings
     from engram.models.embedding import load_embedder
+
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--client", choices=("claude-code", "codex", "gemini"), action="append")
     ap.add_argument("--model", default="all-MiniLM-L6-v2")
-    ap.add_argument("--throughput", type=int, metavar="N", help="only time reading one transcript of N x "
-                    "every case's session")
+    ap.add_argument(
+        "--throughput", type=int, metavar="N", help="only time reading one transcript of N x every case's session"
+    )
     ap.add_argument("--hook-wait", type=int, metavar="N", help="only time N runs of the Stop hook's command")
     ap.add_argument("--noise", action="store_true", help="unrelated prompts after every session is captured")
     args = ap.parse_args(argv)

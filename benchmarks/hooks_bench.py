@@ -34,16 +34,22 @@ def run(home: Path, *argv: str, stdin: str = "", cwd: Path | None = None) -> tup
     """The command in `cwd`: what it stores belongs to that directory's project (docs/projects.md)."""
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     t = time.perf_counter()
-    r = subprocess.run([*ENGRAM, *argv], input=stdin, capture_output=True, text=True, env=env, check=False,
-                       timeout=600, cwd=cwd)
+    r = subprocess.run(
+        [*ENGRAM, *argv], input=stdin, capture_output=True, text=True, env=env, check=False, timeout=600, cwd=cwd
+    )
     return time.perf_counter() - t, r
 
 
 def pct(xs: list[float]) -> dict:
     xs = sorted(xs)
     p95 = xs[min(len(xs) - 1, round(0.95 * (len(xs) - 1)))]
-    return {"runs": len(xs), "p50_ms": round(statistics.median(xs) * 1000, 1), "p95_ms": round(p95 * 1000, 1),
-            "min_ms": round(xs[0] * 1000, 1), "max_ms": round(xs[-1] * 1000, 1)}
+    return {
+        "runs": len(xs),
+        "p50_ms": round(statistics.median(xs) * 1000, 1),
+        "p95_ms": round(p95 * 1000, 1),
+        "min_ms": round(xs[0] * 1000, 1),
+        "max_ms": round(xs[-1] * 1000, 1),
+    }
 
 
 def rss_kb(pid: int) -> int:
@@ -53,32 +59,90 @@ def rss_kb(pid: int) -> int:
 def big_transcript(path: Path, repo: Path, task: str, target_bytes: int) -> None:
     """A Claude Code 2.1-shaped transcript of about target_bytes: many turns of edits, commands
     with long outputs and todo updates, as a long session writes."""
+
     def entry(kind: str, content) -> str:
-        return json.dumps({"type": kind, "uuid": "u", "sessionId": "bench", "cwd": str(repo),
-                           "message": {"role": kind, "content": content}}) + "\n"
+        return (
+            json.dumps(
+                {
+                    "type": kind,
+                    "uuid": "u",
+                    "sessionId": "bench",
+                    "cwd": str(repo),
+                    "message": {"role": kind, "content": content},
+                }
+            )
+            + "\n"
+        )
+
     out = "x" * 4000
     with path.open("w") as f:
         f.write(entry("user", "Refactor the client and keep the tests green"))
-        f.write(entry("assistant", [{"type": "tool_use", "id": "t0", "name": "mcp__engram__resume_task",
-                                     "input": {"task_id": task}}]))
+        f.write(
+            entry(
+                "assistant",
+                [{"type": "tool_use", "id": "t0", "name": "mcp__engram__resume_task", "input": {"task_id": task}}],
+            )
+        )
         f.write(entry("user", [{"type": "tool_result", "tool_use_id": "t0", "content": "{}"}]))
         i = 0
         while f.tell() < target_bytes:
             i += 1
-            f.write(entry("assistant", [{"type": "tool_use", "id": f"e{i}", "name": "Edit",
-                                         "input": {"file_path": f"{repo}/src/mod{i % 40}.py", "old_string": out[:500],
-                                                   "new_string": out[:600]}}]))
+            f.write(
+                entry(
+                    "assistant",
+                    [
+                        {
+                            "type": "tool_use",
+                            "id": f"e{i}",
+                            "name": "Edit",
+                            "input": {
+                                "file_path": f"{repo}/src/mod{i % 40}.py",
+                                "old_string": out[:500],
+                                "new_string": out[:600],
+                            },
+                        }
+                    ],
+                )
+            )
             f.write(entry("user", [{"type": "tool_result", "tool_use_id": f"e{i}", "content": "updated"}]))
-            f.write(entry("assistant", [{"type": "tool_use", "id": f"b{i}", "name": "Bash",
-                                         "input": {"command": f"pytest -q tests/test_mod{i % 40}.py"}}]))
+            f.write(
+                entry(
+                    "assistant",
+                    [
+                        {
+                            "type": "tool_use",
+                            "id": f"b{i}",
+                            "name": "Bash",
+                            "input": {"command": f"pytest -q tests/test_mod{i % 40}.py"},
+                        }
+                    ],
+                )
+            )
             failed = i % 7 == 0
-            f.write(entry("user", [{"type": "tool_result", "tool_use_id": f"b{i}", "is_error": failed,
-                                    "content": ("Exit code 1\n" if failed else "") + out}]))
+            f.write(
+                entry(
+                    "user",
+                    [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": f"b{i}",
+                            "is_error": failed,
+                            "content": ("Exit code 1\n" if failed else "") + out,
+                        }
+                    ],
+                )
+            )
             if i % 25 == 0:
-                todos = [{"content": f"Step {k}", "status": "completed" if k < i // 25 else "pending",
-                          "activeForm": "x"} for k in range(12)]
-                f.write(entry("assistant", [{"type": "tool_use", "id": f"w{i}", "name": "TodoWrite",
-                                             "input": {"todos": todos}}]))
+                todos = [
+                    {"content": f"Step {k}", "status": "completed" if k < i // 25 else "pending", "activeForm": "x"}
+                    for k in range(12)
+                ]
+                f.write(
+                    entry(
+                        "assistant",
+                        [{"type": "tool_use", "id": f"w{i}", "name": "TodoWrite", "input": {"todos": todos}}],
+                    )
+                )
                 f.write(entry("user", [{"type": "tool_result", "tool_use_id": f"w{i}", "content": "ok"}]))
 
 
@@ -90,8 +154,11 @@ def main() -> None:
     a = ap.parse_args()
     home = Path(tempfile.mkdtemp(prefix="ehb", dir="/tmp"))
     work = Path(tempfile.mkdtemp(prefix="ehb-work"))
-    result: dict = {"date": datetime.now(UTC).isoformat(timespec="seconds"), "load_before": os.getloadavg(),
-                    "runs": a.runs}
+    result: dict = {
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "load_before": os.getloadavg(),
+        "runs": a.runs,
+    }
     try:
         repo = work / "repo"
         (repo / "src").mkdir(parents=True)
@@ -108,16 +175,23 @@ def main() -> None:
         task = json.loads(r.stdout)["task_id"]
         pid = int((home / "engram.lock").read_text().split()[0])
         result["first_daemon"] = {"wall_s": round(t, 1), "rss_kb": rss_kb(pid)}
-        for text in ["The HTTP client retries with exponential backoff capped at 30 seconds",
-                     "Deploys go to Fly.io from the main branch every Thursday",
-                     "Tests run with pytest -q; the integration ones need DATABASE_URL"]:
+        for text in [
+            "The HTTP client retries with exponential backoff capped at 30 seconds",
+            "Deploys go to Fly.io from the main branch every Thursday",
+            "Tests run with pytest -q; the integration ones need DATABASE_URL",
+        ]:
             run(home, "remember", text, cwd=repo)
         small = work / "small.jsonl"
         big_transcript(small, repo, task, 200_000)
-        start = json.dumps({"session_id": "b0", "cwd": str(repo), "hook_event_name": "SessionStart",
-                            "source": "startup"})
-        run(home, "hook", "SessionEnd", stdin=json.dumps({"session_id": "b0", "cwd": str(repo),
-                                                          "transcript_path": str(small), "reason": "other"}))
+        start = json.dumps(
+            {"session_id": "b0", "cwd": str(repo), "hook_event_name": "SessionStart", "source": "startup"}
+        )
+        run(
+            home,
+            "hook",
+            "SessionEnd",
+            stdin=json.dumps({"session_id": "b0", "cwd": str(repo), "transcript_path": str(small), "reason": "other"}),
+        )
 
         warm = []
         for _ in range(a.runs):
@@ -138,8 +212,9 @@ def main() -> None:
         per = {p: [] for p in prompts}
         for i in range(a.runs * 2):
             p = prompts[i % 2]
-            t, r = run(home, "hook", "UserPromptSubmit",
-                       stdin=json.dumps({"session_id": "b1", "cwd": str(repo), "prompt": p}))
+            t, r = run(
+                home, "hook", "UserPromptSubmit", stdin=json.dumps({"session_id": "b1", "cwd": str(repo), "prompt": p})
+            )
             assert r.returncode == 0
             assert ("additionalContext" in r.stdout) == (i % 2 == 0), (p, r.stdout)
             per[p].append(t)
@@ -165,7 +240,7 @@ def main() -> None:
             assert r.returncode == 0
             cps.append(t)
         log = (home / "hooks.log").read_text().splitlines()
-        stored = [line for line in log[-len(cps):] if " ok " in line and "stored nothing" not in line]
+        stored = [line for line in log[-len(cps) :] if " ok " in line and "stored nothing" not in line]
         assert len(stored) == len(cps), log[-3:]
         result["checkpoint_20mb"] = pct(cps)
         result["load_after"] = os.getloadavg()

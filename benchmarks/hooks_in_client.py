@@ -47,12 +47,32 @@ def session(repo: Path, prompt: str, script: list, client_home: Path, engram_hom
     logged = len(hook_log(engram_home))
     before = set(debug.glob("*.txt")) if debug.exists() else set()
     with FakeAnthropic(script) as fake:
-        env = {"PATH": os.environ["PATH"], "HOME": str(client_home), "ANTHROPIC_BASE_URL": fake.url,
-               "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
-               "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **engram_env(engram_home)}
-        p = subprocess.run([str(client_bin("claude")), "-p", prompt, "--debug", "hooks", "--allowedTools",
-                            "Bash,Write,TaskCreate,TaskUpdate"], cwd=repo, env=env, capture_output=True,
-                           text=True, timeout=300)
+        env = {
+            "PATH": os.environ["PATH"],
+            "HOME": str(client_home),
+            "ANTHROPIC_BASE_URL": fake.url,
+            "ANTHROPIC_API_KEY": "sk-ant-fake",
+            "ENABLE_TOOL_SEARCH": "false",
+            "DISABLE_AUTOUPDATER": "1",
+            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+            **engram_env(engram_home),
+        }
+        p = subprocess.run(
+            [
+                str(client_bin("claude")),
+                "-p",
+                prompt,
+                "--debug",
+                "hooks",
+                "--allowedTools",
+                "Bash,Write,TaskCreate,TaskUpdate",
+            ],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         if p.returncode != 0:
             raise SystemExit(f"claude failed: {p.stderr[-2000:]}")
     new = sorted(set(debug.glob("*.txt")) - before)
@@ -90,19 +110,28 @@ def main() -> None:
     base = git_repo(root / "baseline", "https://github.com/acme/baseline.git")
     (base / ".claude").mkdir()
     for command, label in BASELINES.items():
-        (base / ".claude" / "settings.json").write_text(json.dumps({"hooks": {
-            e: [{"hooks": [{"type": "command", "command": command, "timeout": 30}]}]
-            for e in ("SessionStart", "UserPromptSubmit")}}))
+        (base / ".claude" / "settings.json").write_text(
+            json.dumps(
+                {
+                    "hooks": {
+                        e: [{"hooks": [{"type": "command", "command": command, "timeout": 30}]}]
+                        for e in ("SessionStart", "UserPromptSubmit")
+                    }
+                }
+            )
+        )
         samples[label] = {}
         for _ in range(a.baseline_runs):
             for event, ms in session(base, "hello", [[text("ok")]], client_home, engram_home).items():
                 samples[label].setdefault(event, []).extend(ms)
     try:
         # A session that leaves a task, a todo list and a failure, so later starts have a block to inject.
-        work = [[tool("TaskCreate", subject="Parse the CSV header", description="header", activeForm="Parsing")],
-                [tool("Write", file_path=str(repo / "ledger_import.py"), content="import csv\n")],
-                [tool("Bash", command="python3 -c 'import ledger_csv_dialects'", description="check")],
-                [text("Stopping.")]]
+        work = [
+            [tool("TaskCreate", subject="Parse the CSV header", description="header", activeForm="Parsing")],
+            [tool("Write", file_path=str(repo / "ledger_import.py"), content="import csv\n")],
+            [tool("Bash", command="python3 -c 'import ledger_csv_dialects'", description="check")],
+            [text("Stopping.")],
+        ]
         # The very first session of a new ENGRAM_HOME (no daemon ever started: model check and load).
         samples["first"] = session(repo, "Add CSV import", list(work), client_home, engram_home)
         # The same work with the daemon up, as when engram's MCP server started it.
@@ -120,8 +149,9 @@ def main() -> None:
     print(f"{'hooks':<14} {'event':<26} {'n':>3} {'p50 ms':>7} {'p95 ms':>7} {'max ms':>7}")
     for kind, events in samples.items():
         for event, xs in sorted(events.items()):
-            print(f"{kind:<14} {event:<26} {len(xs):>3} {statistics.median(xs):>7.0f} {pct(xs, 0.95):>7.0f} "
-                  f"{max(xs):>7}")
+            print(
+                f"{kind:<14} {event:<26} {len(xs):>3} {statistics.median(xs):>7.0f} {pct(xs, 0.95):>7.0f} {max(xs):>7}"
+            )
     if a.json:
         Path(a.json).write_text(json.dumps(samples, indent=2))
 

@@ -43,39 +43,267 @@ LONG_REPLY = (1500, 4000)
 SHORT_REPLY = (150, 800)
 LONG_SHARE = 0.1
 
-_SYL = ("ka", "lo", "mi", "ren", "sa", "tor", "vel", "bri", "dun", "ema", "fal", "gor", "hal",
-        "ine", "jor", "kel", "lun", "mar", "nor", "osk", "pel", "qui", "ras", "sel", "tam", "ul",
-        "var", "wen", "yor", "zel", "ba", "cor", "dea", "fen", "gil", "han")
-CITIES = ("Lisbon", "Porto", "Tallinn", "Riga", "Krakow", "Ljubljana", "Valencia", "Seville",
-          "Bologna", "Turin", "Lyon", "Ghent", "Bergen", "Aarhus", "Tampere", "Graz", "Brno",
-          "Kyoto", "Osaka", "Busan", "Hanoi", "Cusco", "Quito", "Montreal", "Halifax", "Denver",
-          "Austin", "Portland", "Perth", "Hobart", "Wellington", "Nairobi", "Accra", "Tbilisi")
-RELATIVES = ("sister", "brother", "cousin", "aunt", "uncle", "niece", "nephew", "mother",
-             "father", "grandmother", "grandfather", "best friend", "neighbour", "roommate",
-             "sister-in-law", "brother-in-law", "stepdad", "godmother")
-ANIMALS = ("dog", "cat", "rabbit", "parrot", "tortoise", "hamster", "ferret", "gecko", "canary",
-           "goldfish", "guinea pig", "horse", "pony", "cockatiel", "iguana", "hedgehog")
-INSTRUMENTS = ("piano", "cello", "violin", "ukulele", "trumpet", "saxophone", "banjo", "harp",
-               "flute", "clarinet", "accordion", "drums", "mandolin", "oboe", "bass guitar")
-GENRES = ("science fiction", "historical fiction", "mystery", "fantasy", "poetry", "biography",
-          "travel writing", "horror", "romance", "philosophy", "economics", "graphic novel",
-          "military history", "nature writing", "true crime", "cookbook")
-DISHES = ("ramen", "paella", "dumplings", "tacos", "pho", "risotto", "curry", "falafel",
-          "pierogi", "sushi", "goulash", "laksa", "empanadas", "moussaka", "bibimbap", "gnocchi")
-PLANTS = ("fiddle-leaf fig", "monstera", "snake plant", "orchid", "basil", "rosemary", "fern",
-          "bonsai", "cactus", "peace lily", "pothos", "lavender", "bamboo palm", "jade plant")
-EXERCISES = ("squats", "lunges", "push-ups", "deadlifts", "pull-ups", "planks", "burpees",
-             "kettlebell swings", "step-ups", "dips", "rows", "bridges", "calf raises")
-TOOLS = ("webpack", "gradle", "maven", "pytest", "nginx", "postgres", "redis", "docker",
-         "terraform", "ansible", "jenkins", "kafka", "celery", "gunicorn", "elasticsearch")
+_SYL = (
+    "ka",
+    "lo",
+    "mi",
+    "ren",
+    "sa",
+    "tor",
+    "vel",
+    "bri",
+    "dun",
+    "ema",
+    "fal",
+    "gor",
+    "hal",
+    "ine",
+    "jor",
+    "kel",
+    "lun",
+    "mar",
+    "nor",
+    "osk",
+    "pel",
+    "qui",
+    "ras",
+    "sel",
+    "tam",
+    "ul",
+    "var",
+    "wen",
+    "yor",
+    "zel",
+    "ba",
+    "cor",
+    "dea",
+    "fen",
+    "gil",
+    "han",
+)
+CITIES = (
+    "Lisbon",
+    "Porto",
+    "Tallinn",
+    "Riga",
+    "Krakow",
+    "Ljubljana",
+    "Valencia",
+    "Seville",
+    "Bologna",
+    "Turin",
+    "Lyon",
+    "Ghent",
+    "Bergen",
+    "Aarhus",
+    "Tampere",
+    "Graz",
+    "Brno",
+    "Kyoto",
+    "Osaka",
+    "Busan",
+    "Hanoi",
+    "Cusco",
+    "Quito",
+    "Montreal",
+    "Halifax",
+    "Denver",
+    "Austin",
+    "Portland",
+    "Perth",
+    "Hobart",
+    "Wellington",
+    "Nairobi",
+    "Accra",
+    "Tbilisi",
+)
+RELATIVES = (
+    "sister",
+    "brother",
+    "cousin",
+    "aunt",
+    "uncle",
+    "niece",
+    "nephew",
+    "mother",
+    "father",
+    "grandmother",
+    "grandfather",
+    "best friend",
+    "neighbour",
+    "roommate",
+    "sister-in-law",
+    "brother-in-law",
+    "stepdad",
+    "godmother",
+)
+ANIMALS = (
+    "dog",
+    "cat",
+    "rabbit",
+    "parrot",
+    "tortoise",
+    "hamster",
+    "ferret",
+    "gecko",
+    "canary",
+    "goldfish",
+    "guinea pig",
+    "horse",
+    "pony",
+    "cockatiel",
+    "iguana",
+    "hedgehog",
+)
+INSTRUMENTS = (
+    "piano",
+    "cello",
+    "violin",
+    "ukulele",
+    "trumpet",
+    "saxophone",
+    "banjo",
+    "harp",
+    "flute",
+    "clarinet",
+    "accordion",
+    "drums",
+    "mandolin",
+    "oboe",
+    "bass guitar",
+)
+GENRES = (
+    "science fiction",
+    "historical fiction",
+    "mystery",
+    "fantasy",
+    "poetry",
+    "biography",
+    "travel writing",
+    "horror",
+    "romance",
+    "philosophy",
+    "economics",
+    "graphic novel",
+    "military history",
+    "nature writing",
+    "true crime",
+    "cookbook",
+)
+DISHES = (
+    "ramen",
+    "paella",
+    "dumplings",
+    "tacos",
+    "pho",
+    "risotto",
+    "curry",
+    "falafel",
+    "pierogi",
+    "sushi",
+    "goulash",
+    "laksa",
+    "empanadas",
+    "moussaka",
+    "bibimbap",
+    "gnocchi",
+)
+PLANTS = (
+    "fiddle-leaf fig",
+    "monstera",
+    "snake plant",
+    "orchid",
+    "basil",
+    "rosemary",
+    "fern",
+    "bonsai",
+    "cactus",
+    "peace lily",
+    "pothos",
+    "lavender",
+    "bamboo palm",
+    "jade plant",
+)
+EXERCISES = (
+    "squats",
+    "lunges",
+    "push-ups",
+    "deadlifts",
+    "pull-ups",
+    "planks",
+    "burpees",
+    "kettlebell swings",
+    "step-ups",
+    "dips",
+    "rows",
+    "bridges",
+    "calf raises",
+)
+TOOLS = (
+    "webpack",
+    "gradle",
+    "maven",
+    "pytest",
+    "nginx",
+    "postgres",
+    "redis",
+    "docker",
+    "terraform",
+    "ansible",
+    "jenkins",
+    "kafka",
+    "celery",
+    "gunicorn",
+    "elasticsearch",
+)
 COLOURS = ("red", "blue", "green", "silver", "black", "white", "orange", "yellow", "grey", "teal")
-JOBS = ("nurse", "architect", "data analyst", "chef", "teacher", "pilot", "carpenter", "lawyer",
-        "pharmacist", "park ranger", "translator", "sound engineer", "welder", "librarian")
-FOODS = ("peanuts", "shellfish", "sesame", "kiwi", "mustard", "celery", "lupin", "buckwheat",
-         "mango", "walnuts", "soy", "strawberries", "avocado", "oats")
+JOBS = (
+    "nurse",
+    "architect",
+    "data analyst",
+    "chef",
+    "teacher",
+    "pilot",
+    "carpenter",
+    "lawyer",
+    "pharmacist",
+    "park ranger",
+    "translator",
+    "sound engineer",
+    "welder",
+    "librarian",
+)
+FOODS = (
+    "peanuts",
+    "shellfish",
+    "sesame",
+    "kiwi",
+    "mustard",
+    "celery",
+    "lupin",
+    "buckwheat",
+    "mango",
+    "walnuts",
+    "soy",
+    "strawberries",
+    "avocado",
+    "oats",
+)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
-MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September",
-          "October", "November", "December")
+MONTHS = (
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+)
 
 # (role that states it, key slot, fact, question, near-topic question and the user's lead-in,
 # topic; for a fact the user states, the opening of the assistant's reply to it). {x} slots are
@@ -85,91 +313,200 @@ MONTHS = ("January", "February", "March", "April", "May", "June", "July", "Augus
 # answer: the reply, a long text on the same subject right after it, competes with the turn that
 # holds the answer, as it does in a real chat.
 TEMPLATES = (
-    ("user", "animal", "Our {animal} is called {Name}; we adopted {pron} from a shelter in {city} two winters ago.",
-     "What is the name of my {animal}?", "I keep wondering whether a {animal} would like a bigger enclosure.",
-     "pets",
-     "A {animal} from a shelter can take a few weeks to settle in, so be patient with {pron}."),
-    ("user", "relative", "My {relative} moved to {city} last {month} to work as a {job}.",
-     "Which city did my {relative} move to?", "My {relative} has been thinking about changing jobs.",
-     "family",
-     "Moving for a new job as a {job} is a big step for your {relative}, and the first months are the hardest."),
-    ("user", "instrument", "I've been learning the {instrument} with a teacher called {Name} every {weekday} evening.",
-     "Who teaches me the {instrument}?", "Do you think the {instrument} is hard to learn as an adult?",
-     "music",
-     "Weekly lessons are the surest way to learn the {instrument}, and {weekday} evenings make a good habit."),
-    ("user", "relative", "My {relative} and I found out last month that we are both allergic to {food}, so we "
-     "read every label now.",
-     "What did my {relative} and I find out we are allergic to?", "Any tips for eating out with a food allergy?",
-     "health",
-     "Finding out about a food allergy as an adult is common, and reading labels is exactly right for you "
-     "and your {relative}."),
-    ("user", "city", "I finally bought a {colour} {Name} hatchback from a dealer in {city} after saving for two years.",
-     "What car did I buy in {city}?", "Is it worth buying an extended warranty on a used car?",
-     "cars",
-     "Congratulations on the new car from {city}! Saving for two years takes real discipline."),
-    ("user", "city", "For our anniversary we stayed at a tiny guesthouse in {city} called {Name} House.",
-     "Where did we stay for our anniversary in {city}?", "What should I pack for a long weekend in {city}?",
-     "travel",
-     "An anniversary in {city} sounds wonderful; small guesthouses are often the stays people remember."),
-    ("user", "relative", "My {relative} just turned {n}0 and we threw the party at a bar called {Name}'s.",
-     "Where did we hold my {relative}'s birthday party?", "What do you give someone for a big birthday?",
-     "family",
-     "Happy {n}0th to your {relative}! A party at a bar is a fun way to mark the day."),
-    ("user", "plant", "I repotted my {plant} into a clay pot I bought at {Name} Market.",
-     "Where did I buy the new pot for my {plant}?", "Should I repot my {plant} in spring or autumn?",
-     "plants",
-     "Repotting a {plant} into clay helps its roots breathe, since clay dries faster than plastic."),
-    ("user", "dish", "My neighbour {Name} taught me to cook {dish} last weekend.",
-     "Who taught me to cook {dish}?", "What should I serve with {dish}?",
-     "food",
-     "Learning {dish} from a neighbour is the best way to pick up a recipe; home cooks know the tricks."),
-    ("user", "tool", "At work I look after the {tool} setup for a team called {Name}.",
-     "What is the team called whose {tool} setup I look after?", "How do you keep {tool} upgrades painless?",
-     "code",
-     "Looking after the {tool} setup for a whole team is a lot of responsibility."),
-    ("user", "genre", "My book club is reading a {genre} novel called {Title} this month.",
-     "Which {genre} novel is my book club reading?", "How do you run a good book club discussion?",
-     "books",
-     "A {genre} novel is a good pick for a book club; it gives everyone something to talk about."),
-    ("assistant", "relative", "For your {relative}'s birthday, a voucher from {Name} Studio would make a "
-     "thoughtful gift.",
-     "What gift did you suggest for my {relative}'s birthday?", "What do you give someone for a big birthday?",
-     "family"),
-    ("assistant", "animal", "For the {animal}, a brand called {Name} Naturals makes the food most vets suggest.",
-     "Which food brand did you suggest for my {animal}?", "What should I feed a {animal}?",
-     "pets"),
-    ("assistant", "instrument", "For the {instrument}, the {Name} method book is the gentlest start for adults.",
-     "Which method book did you suggest for the {instrument}?",
-     "Do you think the {instrument} is hard to learn as an adult?",
-     "music"),
-    ("assistant", "food", "To avoid {food}, look for the {Name} certification mark on the packaging.",
-     "Which certification mark did you say to look for to avoid {food}?",
-     "Any tips for eating out with a food allergy?",
-     "health"),
-    ("assistant", "genre", "If you enjoy {genre}, I'd recommend {Title} by {Name}; it is short and very readable.",
-     "Which {genre} book did you recommend to me?", "Can you suggest a {genre} book for a long flight?",
-     "books"),
-    ("assistant", "dish", "For {dish}, try {Name} on {Street} Street; locals say it is the best in town.",
-     "Which place did you recommend for {dish}?", "Where can I get good {dish} around here?",
-     "food"),
-    ("assistant", "plant", "Water your {plant} every {n} days and keep it out of direct afternoon sun.",
-     "How often did you say I should water my {plant}?", "My {plant} has yellow leaves, what am I doing wrong?",
-     "plants"),
-    ("assistant", "exercise", "Start with {n} sets of {exercise} on Mondays and Thursdays, then add one set a "
-     "fortnight.",
-     "How many sets of {exercise} did you suggest I start with?", "How can I make {exercise} less boring?",
-     "fitness"),
-    ("assistant", "tool", "Set the {tool} timeout option to {n}0 seconds so the nightly job stops failing.",
-     "What timeout did you suggest for {tool}?", "Why does {tool} keep running out of memory?",
-     "code"),
-    ("assistant", "city", "In {city}, I'd suggest the {Name} Hotel in the old harbour district; it is quiet "
-     "and central.",
-     "Which hotel did you suggest for my stay in {city}?", "What should I pack for a long weekend in {city}?",
-     "travel"),
+    (
+        "user",
+        "animal",
+        "Our {animal} is called {Name}; we adopted {pron} from a shelter in {city} two winters ago.",
+        "What is the name of my {animal}?",
+        "I keep wondering whether a {animal} would like a bigger enclosure.",
+        "pets",
+        "A {animal} from a shelter can take a few weeks to settle in, so be patient with {pron}.",
+    ),
+    (
+        "user",
+        "relative",
+        "My {relative} moved to {city} last {month} to work as a {job}.",
+        "Which city did my {relative} move to?",
+        "My {relative} has been thinking about changing jobs.",
+        "family",
+        "Moving for a new job as a {job} is a big step for your {relative}, and the first months are the hardest.",
+    ),
+    (
+        "user",
+        "instrument",
+        "I've been learning the {instrument} with a teacher called {Name} every {weekday} evening.",
+        "Who teaches me the {instrument}?",
+        "Do you think the {instrument} is hard to learn as an adult?",
+        "music",
+        "Weekly lessons are the surest way to learn the {instrument}, and {weekday} evenings make a good habit.",
+    ),
+    (
+        "user",
+        "relative",
+        "My {relative} and I found out last month that we are both allergic to {food}, so we read every label now.",
+        "What did my {relative} and I find out we are allergic to?",
+        "Any tips for eating out with a food allergy?",
+        "health",
+        "Finding out about a food allergy as an adult is common, and reading labels is exactly right for you "
+        "and your {relative}.",
+    ),
+    (
+        "user",
+        "city",
+        "I finally bought a {colour} {Name} hatchback from a dealer in {city} after saving for two years.",
+        "What car did I buy in {city}?",
+        "Is it worth buying an extended warranty on a used car?",
+        "cars",
+        "Congratulations on the new car from {city}! Saving for two years takes real discipline.",
+    ),
+    (
+        "user",
+        "city",
+        "For our anniversary we stayed at a tiny guesthouse in {city} called {Name} House.",
+        "Where did we stay for our anniversary in {city}?",
+        "What should I pack for a long weekend in {city}?",
+        "travel",
+        "An anniversary in {city} sounds wonderful; small guesthouses are often the stays people remember.",
+    ),
+    (
+        "user",
+        "relative",
+        "My {relative} just turned {n}0 and we threw the party at a bar called {Name}'s.",
+        "Where did we hold my {relative}'s birthday party?",
+        "What do you give someone for a big birthday?",
+        "family",
+        "Happy {n}0th to your {relative}! A party at a bar is a fun way to mark the day.",
+    ),
+    (
+        "user",
+        "plant",
+        "I repotted my {plant} into a clay pot I bought at {Name} Market.",
+        "Where did I buy the new pot for my {plant}?",
+        "Should I repot my {plant} in spring or autumn?",
+        "plants",
+        "Repotting a {plant} into clay helps its roots breathe, since clay dries faster than plastic.",
+    ),
+    (
+        "user",
+        "dish",
+        "My neighbour {Name} taught me to cook {dish} last weekend.",
+        "Who taught me to cook {dish}?",
+        "What should I serve with {dish}?",
+        "food",
+        "Learning {dish} from a neighbour is the best way to pick up a recipe; home cooks know the tricks.",
+    ),
+    (
+        "user",
+        "tool",
+        "At work I look after the {tool} setup for a team called {Name}.",
+        "What is the team called whose {tool} setup I look after?",
+        "How do you keep {tool} upgrades painless?",
+        "code",
+        "Looking after the {tool} setup for a whole team is a lot of responsibility.",
+    ),
+    (
+        "user",
+        "genre",
+        "My book club is reading a {genre} novel called {Title} this month.",
+        "Which {genre} novel is my book club reading?",
+        "How do you run a good book club discussion?",
+        "books",
+        "A {genre} novel is a good pick for a book club; it gives everyone something to talk about.",
+    ),
+    (
+        "assistant",
+        "relative",
+        "For your {relative}'s birthday, a voucher from {Name} Studio would make a thoughtful gift.",
+        "What gift did you suggest for my {relative}'s birthday?",
+        "What do you give someone for a big birthday?",
+        "family",
+    ),
+    (
+        "assistant",
+        "animal",
+        "For the {animal}, a brand called {Name} Naturals makes the food most vets suggest.",
+        "Which food brand did you suggest for my {animal}?",
+        "What should I feed a {animal}?",
+        "pets",
+    ),
+    (
+        "assistant",
+        "instrument",
+        "For the {instrument}, the {Name} method book is the gentlest start for adults.",
+        "Which method book did you suggest for the {instrument}?",
+        "Do you think the {instrument} is hard to learn as an adult?",
+        "music",
+    ),
+    (
+        "assistant",
+        "food",
+        "To avoid {food}, look for the {Name} certification mark on the packaging.",
+        "Which certification mark did you say to look for to avoid {food}?",
+        "Any tips for eating out with a food allergy?",
+        "health",
+    ),
+    (
+        "assistant",
+        "genre",
+        "If you enjoy {genre}, I'd recommend {Title} by {Name}; it is short and very readable.",
+        "Which {genre} book did you recommend to me?",
+        "Can you suggest a {genre} book for a long flight?",
+        "books",
+    ),
+    (
+        "assistant",
+        "dish",
+        "For {dish}, try {Name} on {Street} Street; locals say it is the best in town.",
+        "Which place did you recommend for {dish}?",
+        "Where can I get good {dish} around here?",
+        "food",
+    ),
+    (
+        "assistant",
+        "plant",
+        "Water your {plant} every {n} days and keep it out of direct afternoon sun.",
+        "How often did you say I should water my {plant}?",
+        "My {plant} has yellow leaves, what am I doing wrong?",
+        "plants",
+    ),
+    (
+        "assistant",
+        "exercise",
+        "Start with {n} sets of {exercise} on Mondays and Thursdays, then add one set a fortnight.",
+        "How many sets of {exercise} did you suggest I start with?",
+        "How can I make {exercise} less boring?",
+        "fitness",
+    ),
+    (
+        "assistant",
+        "tool",
+        "Set the {tool} timeout option to {n}0 seconds so the nightly job stops failing.",
+        "What timeout did you suggest for {tool}?",
+        "Why does {tool} keep running out of memory?",
+        "code",
+    ),
+    (
+        "assistant",
+        "city",
+        "In {city}, I'd suggest the {Name} Hotel in the old harbour district; it is quiet and central.",
+        "Which hotel did you suggest for my stay in {city}?",
+        "What should I pack for a long weekend in {city}?",
+        "travel",
+    ),
 )
-POOLS = {"animal": ANIMALS, "relative": RELATIVES, "instrument": INSTRUMENTS, "food": FOODS,
-         "colour": COLOURS, "city": CITIES, "genre": GENRES, "dish": DISHES, "plant": PLANTS,
-         "exercise": EXERCISES, "tool": TOOLS}
+POOLS = {
+    "animal": ANIMALS,
+    "relative": RELATIVES,
+    "instrument": INSTRUMENTS,
+    "food": FOODS,
+    "colour": COLOURS,
+    "city": CITIES,
+    "genre": GENRES,
+    "dish": DISHES,
+    "plant": PLANTS,
+    "exercise": EXERCISES,
+    "tool": TOOLS,
+}
 LEAD_INS = {
     "pets": ("We've had a busy month with the animals at home.", "The vet visit went fine this week."),
     "family": ("Family news this week, bear with me.", "I had a long call with the family yesterday."),
@@ -220,6 +557,7 @@ def stdlib_paragraphs() -> tuple[str, ...]:
                     docs.append(d)
     try:
         from pydoc_data.topics import topics
+
         docs += [topics[k] for k in sorted(topics)]
     except ImportError:  # pragma: no cover - a Python built without pydoc_data
         pass
@@ -268,7 +606,7 @@ def _reply(rng: random.Random, paras: tuple[str, ...], length: int, inserts: lis
     text = "\n\n".join(body)
     cut = text.rfind(". ", 0, int(length * 1.3))
     if len(text) > length * 1.3 and cut > length // 2:  # a paragraph longer than asked: cut after a sentence
-        body = text[:cut + 1].split("\n\n")
+        body = text[: cut + 1].split("\n\n")
     for s in inserts:
         at = rng.randrange(len(body) + 1)
         # Inside a paragraph or as its own: replies put the one useful sentence anywhere.
@@ -303,14 +641,30 @@ def build(locomo_path: Path, seed: int = SEED) -> dict:
         value = rng.choice(free)
         taken.add(value)
         slots = {name: rng.choice(pool) for name, pool in POOLS.items()}
-        slots.update({key: value, "Name": _name(rng, used_names), "Title": f"The {_name(rng, used_names)} Letters",
-                      "Street": _name(rng, used_names), "pron": rng.choice(("him", "her")),
-                      "month": rng.choice(MONTHS), "weekday": rng.choice(WEEKDAYS), "job": rng.choice(JOBS),
-                      "n": str(rng.randint(2, 9))})
+        slots.update(
+            {
+                key: value,
+                "Name": _name(rng, used_names),
+                "Title": f"The {_name(rng, used_names)} Letters",
+                "Street": _name(rng, used_names),
+                "pron": rng.choice(("him", "her")),
+                "month": rng.choice(MONTHS),
+                "weekday": rng.choice(WEEKDAYS),
+                "job": rng.choice(JOBS),
+                "n": str(rng.randint(2, 9)),
+            }
+        )
         facts.append((k, slots))
     # Near-topic questions: a template's question about a key value no fact of it uses.
-    unused = sorted({_fill(t[3], {t[1]: v}) for k, t in enumerate(TEMPLATES) for v in POOLS[t[1]]
-                     if v not in used_keys.get((k, t[1]), set())} - {_fill(TEMPLATES[k][3], s) for k, s in facts})
+    unused = sorted(
+        {
+            _fill(t[3], {t[1]: v})
+            for k, t in enumerate(TEMPLATES)
+            for v in POOLS[t[1]]
+            if v not in used_keys.get((k, t[1]), set())
+        }
+        - {_fill(TEMPLATES[k][3], s) for k, s in facts}
+    )
     near = rng.sample(unused, min(NEAR, len(unused)))
     # Sessions: dates over three years in order; each fact in a random session and exchange.
     days = sorted(rng.uniform(0, SPAN_DAYS) for _ in range(SESSIONS))
@@ -339,8 +693,16 @@ def build(locomo_path: Path, seed: int = SEED) -> dict:
                     user = lead
                     inserts = [fact, TOPIC_SENTENCES[topic]]
                 who = len(turns) + (0 if role == "user" else 1)
-                questions.append({"question": _fill(q_t, slots), "evidence": [f"{sid}:t{who}"],
-                                  "sentence": fact, "role": role, "topic": topic, "key": slots[TEMPLATES[k][1]]})
+                questions.append(
+                    {
+                        "question": _fill(q_t, slots),
+                        "evidence": [f"{sid}:t{who}"],
+                        "sentence": fact,
+                        "role": role,
+                        "topic": topic,
+                        "key": slots[TEMPLATES[k][1]],
+                    }
+                )
             elif rng.random() < 0.3:
                 inserts = [TOPIC_SENTENCES[topics[s]]]  # on the session's topic, answering nothing
             lo, hi = LONG_REPLY if f is not None or rng.random() < LONG_SHARE else SHORT_REPLY
@@ -352,15 +714,20 @@ def build(locomo_path: Path, seed: int = SEED) -> dict:
             turns.append({"id": f"{sid}:t{len(turns)}", "role": "assistant", "content": reply})
         when = START + timedelta(days=days[s])
         sessions.append({"id": sid, "date": when.replace(microsecond=0).isoformat(), "turns": turns})
-    questions += [{"question": q, "evidence": [], "sentence": None, "role": None, "topic": None, "key": None}
-                  for q in near]
+    questions += [
+        {"question": q, "evidence": [], "sentence": None, "role": None, "topic": None, "key": None} for q in near
+    ]
     # Halves: alternate over a seeded shuffle, so each half has both kinds of fact and of question.
     order = list(range(len(questions)))
     rng.shuffle(order)
     for i, j in enumerate(order):
         questions[j]["half"] = "tune" if i % 2 == 0 else "report"
-    return {"description": f"benchmarks/long_chat.py, seed {seed} (generated, never committed)",
-            "seed": seed, "sessions": sessions, "questions": questions}
+    return {
+        "description": f"benchmarks/long_chat.py, seed {seed} (generated, never committed)",
+        "seed": seed,
+        "sessions": sessions,
+        "questions": questions,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -62,17 +62,26 @@ def store_sessions(eng, doc: dict) -> int:
     stored = 0
     for s in doc["sessions"]:
         start = datetime.fromisoformat(s["date"])
-        results = eng.store_many([
-            {"content": t["content"], "provenance": (t["id"],), "user_id": USER,
-             "created_at": start + timedelta(minutes=i), "conversation": s["id"],
-             "metadata": {"role": t["role"]}}
-            for i, t in enumerate(s["turns"])])
+        results = eng.store_many(
+            [
+                {
+                    "content": t["content"],
+                    "provenance": (t["id"],),
+                    "user_id": USER,
+                    "created_at": start + timedelta(minutes=i),
+                    "conversation": s["id"],
+                    "metadata": {"role": t["role"]},
+                }
+                for i, t in enumerate(s["turns"])
+            ]
+        )
         stored += sum(len(r.chunks) or 1 for r in results)
     return stored
 
 
-def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path | None = None,
-                      reinforce: bool = False) -> dict[str, Any]:
+def run_long_sessions(
+    doc: dict, settings=None, embedder=None, embed_cache: Path | None = None, reinforce: bool = False
+) -> dict[str, Any]:
     """Store the set, ask every question in each mode and the plain baseline, score.
     embed_cache: keep the turns' embeddings in this .npz file (speed only).
     reinforce: ask as the MCP tool and the CLI do, each strong hit reinforced, the questions in
@@ -84,8 +93,7 @@ def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path
     from .plain_cosine import PlainCosine
 
     settings = settings or Settings.from_env()
-    embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
-                                         threads=settings.torch_threads)
+    embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     if embed_cache is not None:
         embedder = CachedEmbedder(embedder, Path(embed_cache))
     engine_modes = [m for m in MODES if m != "plain"]
@@ -99,9 +107,13 @@ def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path
                 if reinforce and mode != engine_modes[0]:
                     eng.close()
                     eng, _ = _stored(doc, settings, embedder)
-                ranks[mode] = [[set(h.memory.provenance) for h in eng.recall(
-                    q["question"], limit=LIMIT, user_id=USER, reinforce=reinforce, mode=mode)]
-                    for q in doc["questions"]]
+                ranks[mode] = [
+                    [
+                        set(h.memory.provenance)
+                        for h in eng.recall(q["question"], limit=LIMIT, user_id=USER, reinforce=reinforce, mode=mode)
+                    ]
+                    for q in doc["questions"]
+                ]
         finally:
             eng.close()
         turns_all = [t for s in doc["sessions"] for t in s["turns"]]
@@ -121,9 +133,15 @@ def run_long_sessions(doc: dict, settings=None, embedder=None, embed_cache: Path
             first_s = next((j for j, t in enumerate(turns) if {x.split(":")[0] for x in t} & sessions), None)
             row["modes"][mode] = {"rank": first, "session_rank": first_s, "n": len(turns)}
         rows.append(row)
-    return {"memories": memories, "turns": sum(len(s["turns"]) for s in doc["sessions"]),
-            "sessions": len(doc["sessions"]), "reinforce": reinforce, "token_vectors_bytes_per_memory": token_bytes,
-            "rows": rows, "table": score(rows)}
+    return {
+        "memories": memories,
+        "turns": sum(len(s["turns"]) for s in doc["sessions"]),
+        "sessions": len(doc["sessions"]),
+        "reinforce": reinforce,
+        "token_vectors_bytes_per_memory": token_bytes,
+        "rows": rows,
+        "table": score(rows),
+    }
 
 
 def _stored(doc: dict, settings, embedder):
@@ -146,8 +164,9 @@ def score(rows: list[dict]) -> dict:
         for mode in MODES:
             ranks = [r["modes"][mode]["rank"] for r in sel]
             c = {f"hit@{k}": sum(x is not None and x < k for x in ranks) / max(len(sel), 1) for k in KS}
-            c["session_hit@5"] = sum(r["modes"][mode]["session_rank"] is not None
-                                     and r["modes"][mode]["session_rank"] < 5 for r in sel) / max(len(sel), 1)
+            c["session_hit@5"] = sum(
+                r["modes"][mode]["session_rank"] is not None and r["modes"][mode]["session_rank"] < 5 for r in sel
+            ) / max(len(sel), 1)
             c["none_empty"] = sum(r["modes"][mode]["n"] == 0 for r in none) / max(len(none), 1)
             cell[mode] = c
         out[half] = cell
@@ -156,18 +175,24 @@ def score(rows: list[dict]) -> dict:
 
 def markdown(result: dict) -> str:
     asked = "reinforcing strong hits, as MCP asks" if result.get("reinforce") else "reinforce off"
-    lines = [f"Long sessions: {result['sessions']} sessions, {result['turns']} turns stored as "
-             f"{result['memories']} memories (chunks counted), limit {LIMIT}, {asked}. Turn level Hit@1 / Hit@5 / "
-             "Hit@10, then session Hit@5; for the questions no turn answers, the share that returned nothing.", "",
-             "| half | n | " + " | ".join(MODES) + " |", "|---|---:|" + "---|" * len(MODES)]
+    lines = [
+        f"Long sessions: {result['sessions']} sessions, {result['turns']} turns stored as "
+        f"{result['memories']} memories (chunks counted), limit {LIMIT}, {asked}. Turn level Hit@1 / Hit@5 / "
+        "Hit@10, then session Hit@5; for the questions no turn answers, the share that returned nothing.",
+        "",
+        "| half | n | " + " | ".join(MODES) + " |",
+        "|---|---:|" + "---|" * len(MODES),
+    ]
     none_rows = []
     for half in HALVES:
         cell = result["table"][half]
-        vals = [" / ".join(f"{cell[m][f'hit@{k}']:.3f}" for k in KS) + f" ({cell[m]['session_hit@5']:.3f})"
-                for m in MODES]
+        vals = [
+            " / ".join(f"{cell[m][f'hit@{k}']:.3f}" for k in KS) + f" ({cell[m]['session_hit@5']:.3f})" for m in MODES
+        ]
         lines.append(f"| {half} | {cell['n']} | " + " | ".join(vals) + " |")
-        none_rows.append(f"| {half}, none | {cell['n_none']} | "
-                         + " | ".join(f"{cell[m]['none_empty']:.3f}" for m in MODES) + " |")
+        none_rows.append(
+            f"| {half}, none | {cell['n_none']} | " + " | ".join(f"{cell[m]['none_empty']:.3f}" for m in MODES) + " |"
+        )
     lines += none_rows
     if result.get("token_vectors_bytes_per_memory"):
         size = result["token_vectors_bytes_per_memory"]

@@ -27,8 +27,15 @@ def run(memories: int, runs: int) -> dict:
     eng = Engram(":memory:", settings=Settings.from_env(), embedder=FakeEmbedder(dim=384), clock=clock)
     try:
         for start in range(0, memories, 500):
-            eng.store_many([{"content": " ".join(rng.choice(words) for _ in range(12)) + f" item {i}",
-                             "resolve_conflicts": False} for i in range(start, min(start + 500, memories))])
+            eng.store_many(
+                [
+                    {
+                        "content": " ".join(rng.choice(words) for _ in range(12)) + f" item {i}",
+                        "resolve_conflicts": False,
+                    }
+                    for i in range(start, min(start + 500, memories))
+                ]
+            )
         clock.advance(days=1)
         run_maintenance(eng)
         times, report = [], {}
@@ -36,8 +43,13 @@ def run(memories: int, runs: int) -> dict:
             t0 = time.perf_counter()
             report = run_maintenance(eng)
             times.append(round(time.perf_counter() - t0, 2))
-        return {"memories": memories, "quiet_run_s": times, "pruned": report["pruned"],
-                "consolidated": report["consolidated"], "reindexed": report.get("reindexed")}
+        return {
+            "memories": memories,
+            "quiet_run_s": times,
+            "pruned": report["pruned"],
+            "consolidated": report["consolidated"],
+            "reindexed": report.get("reindexed"),
+        }
     finally:
         eng.close()
 

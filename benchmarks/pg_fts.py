@@ -57,8 +57,10 @@ def or_of_lexemes(lexemes_sql: str) -> str:
     """SQL for the tsquery that is the OR of the lexemes in the text[] `lexemes_sql`, or NULL
     when there are none. Each lexeme is quoted (a backslash and a quote escaped, as tsquery's
     input syntax wants), so no lexeme can act as an operator (&, |, !, <->, :*, parentheses)."""
-    return ("(SELECT string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''', ' | ')"
-            f"::tsquery FROM unnest({lexemes_sql}) AS l WHERE l <> '')")
+    return (
+        "(SELECT string_agg('''' || replace(replace(l, '\\', '\\\\'), '''', '''''') || '''', ' | ')"
+        f"::tsquery FROM unnest({lexemes_sql}) AS l WHERE l <> '')"
+    )
 
 
 # The question's lexemes come from the configuration that made the rows' tsvector (its parser,
@@ -77,8 +79,9 @@ def add_fts(con, cfg: str) -> dict[str, float]:
     """Add the generated tsvector column for `cfg` and its GIN index; the seconds each took."""
     col = column(cfg)
     t0 = time.perf_counter()
-    con.execute(f"ALTER TABLE memories ADD COLUMN {col} tsvector "
-                f"GENERATED ALWAYS AS (to_tsvector('{cfg}', content)) STORED")
+    con.execute(
+        f"ALTER TABLE memories ADD COLUMN {col} tsvector GENERATED ALWAYS AS (to_tsvector('{cfg}', content)) STORED"
+    )
     added = time.perf_counter() - t0
     t0 = time.perf_counter()
     con.execute(f"CREATE INDEX memories_{col} ON memories USING gin ({col})")
@@ -87,28 +90,34 @@ def add_fts(con, cfg: str) -> dict[str, float]:
 
 def fts_sql(cfg: str) -> str:
     col = column(cfg)
-    return (f"SELECT m.id, m.provenance FROM memories m, {OR_TSQUERY} AS q(tq) "
-            f"WHERE m.user_id = %(user)s AND m.status = 'active' AND m.{col} @@ q.tq "
-            f"ORDER BY ts_rank_cd(m.{col}, q.tq) DESC, m.id LIMIT %(limit)s")
+    return (
+        f"SELECT m.id, m.provenance FROM memories m, {OR_TSQUERY} AS q(tq) "
+        f"WHERE m.user_id = %(user)s AND m.status = 'active' AND m.{col} @@ q.tq "
+        f"ORDER BY ts_rank_cd(m.{col}, q.tq) DESC, m.id LIMIT %(limit)s"
+    )
 
 
-VECTOR_SQL = ("SELECT m.id, m.provenance FROM memories m WHERE m.user_id = %(user)s AND m.status = 'active' "
-              "ORDER BY m.embedding <#> %(vec)s::vector, m.id LIMIT %(limit)s")
+VECTOR_SQL = (
+    "SELECT m.id, m.provenance FROM memories m WHERE m.user_id = %(user)s AND m.status = 'active' "
+    "ORDER BY m.embedding <#> %(vec)s::vector, m.id LIMIT %(limit)s"
+)
 
 
 def hybrid_sql(cfg: str) -> str:
     """FTS rank and exact cosine order under the same filter, fused by reciprocal rank."""
     col = column(cfg)
-    return (f"WITH q AS (SELECT {OR_TSQUERY} AS tq), "
-            f"lex AS (SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.{col}, q.tq) DESC, m.id) AS r "
-            f"  FROM memories m, q WHERE m.user_id = %(user)s AND m.status = 'active' AND m.{col} @@ q.tq "
-            f"  ORDER BY r LIMIT {RRF_DEPTH}), "
-            f"vec AS (SELECT m.id, row_number() OVER (ORDER BY m.embedding <#> %(vec)s::vector, m.id) AS r "
-            f"  FROM memories m WHERE m.user_id = %(user)s AND m.status = 'active' ORDER BY r LIMIT {RRF_DEPTH}), "
-            f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS s FROM "
-            f"  (SELECT id, r FROM lex UNION ALL SELECT id, r FROM vec) u GROUP BY id) "
-            f"SELECT m.id, m.provenance FROM fused JOIN memories m USING (id) "
-            f"ORDER BY fused.s DESC, m.id LIMIT %(limit)s")
+    return (
+        f"WITH q AS (SELECT {OR_TSQUERY} AS tq), "
+        f"lex AS (SELECT m.id, row_number() OVER (ORDER BY ts_rank_cd(m.{col}, q.tq) DESC, m.id) AS r "
+        f"  FROM memories m, q WHERE m.user_id = %(user)s AND m.status = 'active' AND m.{col} @@ q.tq "
+        f"  ORDER BY r LIMIT {RRF_DEPTH}), "
+        f"vec AS (SELECT m.id, row_number() OVER (ORDER BY m.embedding <#> %(vec)s::vector, m.id) AS r "
+        f"  FROM memories m WHERE m.user_id = %(user)s AND m.status = 'active' ORDER BY r LIMIT {RRF_DEPTH}), "
+        f"fused AS (SELECT id, sum(1.0 / ({RRF_K} + r)) AS s FROM "
+        f"  (SELECT id, r FROM lex UNION ALL SELECT id, r FROM vec) u GROUP BY id) "
+        f"SELECT m.id, m.provenance FROM fused JOIN memories m USING (id) "
+        f"ORDER BY fused.s DESC, m.id LIMIT %(limit)s"
+    )
 
 
 def fts(con, cfg: str, query: str, user: str, limit: int = RECALL_LIMIT) -> list[tuple[str, list]]:
@@ -116,14 +125,15 @@ def fts(con, cfg: str, query: str, user: str, limit: int = RECALL_LIMIT) -> list
 
 
 def pg_hybrid(con, cfg: str, query: str, qvec, user: str, limit: int = RECALL_LIMIT) -> list[tuple[str, list]]:
-    return con.execute(hybrid_sql(cfg), {"cfg": cfg, "q": query, "vec": qvec, "user": user,
-                                         "limit": limit}).fetchall()
+    return con.execute(hybrid_sql(cfg), {"cfg": cfg, "q": query, "vec": qvec, "user": user, "limit": limit}).fetchall()
 
 
 def engram_ask(eng, mode: str):
     """ask(query, user) -> [(id, provenance)] through engram's recall in `mode`."""
-    return lambda q, user: [(h.memory.id, h.memory.provenance) for h in
-                            eng.recall(q, limit=RECALL_LIMIT, user_id=user, reinforce=False, mode=mode)]
+    return lambda q, user: [
+        (h.memory.id, h.memory.provenance)
+        for h in eng.recall(q, limit=RECALL_LIMIT, user_id=user, reinforce=False, mode=mode)
+    ]
 
 
 def methods(eng, con, embedder):
@@ -133,8 +143,9 @@ def methods(eng, con, embedder):
         out[f"pg_fts_{cfg}"] = lambda q, user, cfg=cfg: fts(con, cfg, q, user)
     out["engram_vector"] = engram_ask(eng, "vector")
     # Exact cosine order in SQL (inner product of unit vectors): the vector half of the fusion.
-    out["pg_vector"] = lambda q, user: con.execute(VECTOR_SQL, {"vec": embedder.embed_query(q), "user": user,
-                                                                "limit": RECALL_LIMIT}).fetchall()
+    out["pg_vector"] = lambda q, user: con.execute(
+        VECTOR_SQL, {"vec": embedder.embed_query(q), "user": user, "limit": RECALL_LIMIT}
+    ).fetchall()
     out["engram_hybrid"] = engram_ask(eng, "hybrid")
     out["pg_hybrid_english"] = lambda q, user: pg_hybrid(con, "english", q, embedder.embed_query(q), user)
     return out
@@ -143,6 +154,7 @@ def methods(eng, con, embedder):
 def connect(url: str):
     import psycopg
     from pgvector.psycopg import register_vector
+
     con = psycopg.connect(url, autocommit=True)
     register_vector(con)
     return con
@@ -152,6 +164,7 @@ def open_engram(url: str, home: Path, embedder, clock=None):
     """An Engram on `url` whose memories table has the FTS columns and indexes, and its settings."""
     from engram import Engram, Settings
     from engram.store.pg import PgStore
+
     PgStore(url, START).close()  # the schema, so the columns can be added before the first write
     with connect(url) as con:
         for cfg in CONFIGS:
@@ -176,6 +189,7 @@ def locomo_part(url: str, home: Path, embedder, data: Path, conversations: list[
     from tqdm import tqdm
 
     from engram import VirtualClock
+
     convs = load(data)
     convs = [convs[i] for i in conversations] if conversations is not None else convs
     clock = VirtualClock()
@@ -214,6 +228,7 @@ def agent_part(url: str, home: Path, embedder) -> dict:
     from benchmarks.precision import precision
     from benchmarks.recall_eval import KINDS, SET_START, default_set_path, load_set, store_set
     from engram import VirtualClock
+
     doc = load_set(default_set_path())
     clock = VirtualClock(SET_START)
     eng, settings = open_engram(url, home, embedder, clock)
@@ -261,6 +276,7 @@ def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -
     from engram import Engram, Settings
     from engram.models.embedding import FakeEmbedder
     from engram.store.pg import PgStore
+
     emb = FakeEmbedder(DIM, "fake-hash-384")
     ids, texts, vecs = with_vectors(locomo_like_texts(data, n, seed))
     rng = random.Random(seed + 1)
@@ -274,8 +290,12 @@ def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -
         res["build"] = {cfg: add_fts(con, cfg) for cfg in CONFIGS}
         con.execute("VACUUM ANALYZE memories")
         for cfg in CONFIGS:
-            plan = "\n".join(r[0] for r in con.execute(
-                "EXPLAIN " + fts_sql(cfg), {"cfg": cfg, "q": qs[0][0], "user": qs[0][1], "limit": 10}).fetchall())
+            plan = "\n".join(
+                r[0]
+                for r in con.execute(
+                    "EXPLAIN " + fts_sql(cfg), {"cfg": cfg, "q": qs[0][0], "user": qs[0][1], "limit": 10}
+                ).fetchall()
+            )
             lat: list[float] = []
             matched: list[int] = []
             for q, user in qs[:20]:  # warm
@@ -283,13 +303,19 @@ def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -
             for q, user in qs:
                 _timed(lat, fts, con, cfg, q, user)
             for q, user in qs:  # how many rows each query's OR matches: what ts_rank_cd has to rank
-                matched.append(con.execute(
-                    f"SELECT count(*) FROM memories m, {OR_TSQUERY} AS q(tq) WHERE m.user_id = %(user)s "
-                    f"AND m.status = 'active' AND m.{column(cfg)} @@ q.tq", {"cfg": cfg, "q": q, "user": user}
-                ).fetchone()[0])
-            res[f"pg_fts_{cfg}"] = {"latency_ms": _ms(lat), "uses_gin": f"memories_fts_{cfg}" in plan,
-                                    "rows_matched_p50": percentile(matched, 50),
-                                    "rows_matched_p95": percentile(matched, 95)}
+                matched.append(
+                    con.execute(
+                        f"SELECT count(*) FROM memories m, {OR_TSQUERY} AS q(tq) WHERE m.user_id = %(user)s "
+                        f"AND m.status = 'active' AND m.{column(cfg)} @@ q.tq",
+                        {"cfg": cfg, "q": q, "user": user},
+                    ).fetchone()[0]
+                )
+            res[f"pg_fts_{cfg}"] = {
+                "latency_ms": _ms(lat),
+                "uses_gin": f"memories_fts_{cfg}" in plan,
+                "rows_matched_p50": percentile(matched, 50),
+                "rows_matched_p95": percentile(matched, 95),
+            }
         size = con.execute("SELECT " + ", ".join(f"pg_relation_size('memories_fts_{c}')" for c in CONFIGS)).fetchone()
         res["gin_mb"] = {c: round(s / 2**20, 1) for c, s in zip(CONFIGS, size)}
     finally:
@@ -311,14 +337,18 @@ def latency_part(url: str, home: Path, data: Path, n: int, nq: int, seed: int) -
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.pg_fts", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.pg_fts", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated, from {','.join(PARTS)}")
     p.add_argument("--size", type=int, default=100_000, help="memories for the latency part")
     p.add_argument("--queries", type=int, default=200, help="queries for the latency part")
     p.add_argument("--seed", type=int, default=16)
-    p.add_argument("--conversations", default=None,
-                   help="LoCoMo conversation indexes, e.g. 0,3, for a quick check (default: all ten)")
+    p.add_argument(
+        "--conversations",
+        default=None,
+        help="LoCoMo conversation indexes, e.g. 0,3, for a quick check (default: all ten)",
+    )
     p.add_argument("--data", type=Path, default=None, help=f"locomo10.json (default {default_data_path()})")
     p.add_argument("--out", type=Path, default=None, help="write the result JSON here too")
     a = p.parse_args(argv)
@@ -331,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
     if "locomo" in parts or "agent" in parts:
         from engram import Settings
         from engram.models.embedding import load_embedder
+
         s = Settings.from_env()
         embedder = load_embedder(s.model, cache_dir=s.model_cache, threads=s.torch_threads)
     results: dict = {"date": datetime.now(UTC).isoformat(timespec="seconds")}

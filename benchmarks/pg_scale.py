@@ -56,7 +56,7 @@ def with_vectors(texts: list[str]) -> tuple[list[str], list[str], np.ndarray]:
     n = len(texts)
     vecs = np.empty((n, DIM), dtype=np.float32)
     for i in range(0, n, 10_000):
-        vecs[i:i + 10_000] = emb.embed_batch(texts[i:i + 10_000])
+        vecs[i : i + 10_000] = emb.embed_batch(texts[i : i + 10_000])
     return [f"m{i:08d}" for i in range(n)], texts, vecs
 
 
@@ -74,8 +74,10 @@ def rows(ids, texts, vecs, start: int = 0, turns: bool = False):
         yield mid, text, "fact", 0.5, 0, at, user, "active", at, False, at, conversation, vecs[i - start]
 
 
-COLUMNS = ("id, content, memory_type, importance, recall_count, created_at, user_id, status, "
-           "valid_from, pinned, updated_at, conversation, embedding")
+COLUMNS = (
+    "id, content, memory_type, importance, recall_count, created_at, user_id, status, "
+    "valid_from, pinned, updated_at, conversation, embedding"
+)
 
 
 def load_postgres(url: str, ids, texts, vecs, emb: FakeEmbedder, turns: bool = False) -> float:
@@ -83,18 +85,37 @@ def load_postgres(url: str, ids, texts, vecs, emb: FakeEmbedder, turns: bool = F
     from pgvector.psycopg import register_vector
 
     from engram.store.pg import PgStore
+
     PgStore(url, START).close()  # the schema
     t0 = time.perf_counter()
     with psycopg.connect(url) as con:
         register_vector(con)
         con.execute("SET session_replication_role = replica")  # no change-feed rows for a bulk load
         with con.cursor() as cur, cur.copy(f"COPY memories ({COLUMNS}) FROM STDIN WITH (FORMAT BINARY)") as cp:
-            cp.set_types(["text", "text", "text", "float8", "int4", "timestamp", "text", "text",
-                          "timestamp", "bool", "timestamp", "text", "vector"])
+            cp.set_types(
+                [
+                    "text",
+                    "text",
+                    "text",
+                    "float8",
+                    "int4",
+                    "timestamp",
+                    "text",
+                    "text",
+                    "timestamp",
+                    "bool",
+                    "timestamp",
+                    "text",
+                    "vector",
+                ]
+            )
             for r in rows(ids, texts, vecs, turns=turns):
                 cp.write_row(r)
-        con.execute("INSERT INTO meta VALUES ('model_name', %s), ('model_dim', %s) ON CONFLICT (key) "
-                    "DO UPDATE SET value = excluded.value", [emb.name, str(emb.dim)])
+        con.execute(
+            "INSERT INTO meta VALUES ('model_name', %s), ('model_dim', %s) ON CONFLICT (key) "
+            "DO UPDATE SET value = excluded.value",
+            [emb.name, str(emb.dim)],
+        )
         con.commit()
         con.autocommit = True
         con.execute("VACUUM ANALYZE memories")
@@ -105,18 +126,22 @@ def load_duckdb(path: Path, ids, texts, vecs, emb: FakeEmbedder, turns: bool = F
     import duckdb
 
     from engram.store.db import Store
+
     Store(str(path), START).close()  # the schema
     t0 = time.perf_counter()
     con = duckdb.connect(str(path))
     step = 50_000
     for i in range(0, len(ids), step):
-        part = list(rows(ids[i:i + step], texts[i:i + step], vecs[i:i + step], i, turns))
+        part = list(rows(ids[i : i + step], texts[i : i + step], vecs[i : i + step], i, turns))
         cols = [list(c) for c in zip(*part)]
         cols[-1] = [v.tobytes() for v in cols[-1]]
-        con.execute(f"INSERT INTO memories ({COLUMNS}) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
-                    "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), "
-                    "unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::BOOLEAN[]), "
-                    "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::BLOB[])", cols)
+        con.execute(
+            f"INSERT INTO memories ({COLUMNS}) SELECT unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), "
+            "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::INTEGER[]), unnest(?::TIMESTAMP[]), "
+            "unnest(?::VARCHAR[]), unnest(?::VARCHAR[]), unnest(?::TIMESTAMP[]), unnest(?::BOOLEAN[]), "
+            "unnest(?::TIMESTAMP[]), unnest(?::VARCHAR[]), unnest(?::BLOB[])",
+            cols,
+        )
     con.execute("INSERT OR REPLACE INTO meta VALUES ('model_name', ?), ('model_dim', ?)", [emb.name, str(emb.dim)])
     con.execute("CHECKPOINT")
     con.close()
@@ -149,16 +174,18 @@ def exact_vector_top10(eng: Engram, emb: FakeEmbedder, qs) -> list[tuple[list[st
         scores = np.full(idx.n, -np.inf, dtype=np.float32)
         scores[rows_] = idx.vectors[rows_] @ qv
         top = top_rows(scores, rows_, 10)
-        out.append(([idx.ids[r] for r in top], {idx.ids[r]: float(scores[r]) for r in rows_},
-                    float(scores[top[-1]])))
+        out.append(([idx.ids[r] for r in top], {idx.ids[r]: float(scores[r]) for r in rows_}, float(scores[top[-1]])))
     return out
 
 
 def recall_at_10(got: list[list[str]], exact) -> float:
     """Share of the returned ids that belong in an exact top 10: score at least the 10th best
     (so a tie at the boundary, broken another way, still counts)."""
-    return float(np.mean([sum(1 for i in g if scores.get(i, -np.inf) >= kth - 1e-5) / 10
-                          for g, (_, scores, kth) in zip(got, exact)]))
+    return float(
+        np.mean(
+            [sum(1 for i in g if scores.get(i, -np.inf) >= kth - 1e-5) / 10 for g, (_, scores, kth) in zip(got, exact)]
+        )
+    )
 
 
 def hnsw(url: str, emb: FakeEmbedder, qs, ef_search: int) -> dict:
@@ -169,8 +196,10 @@ def hnsw(url: str, emb: FakeEmbedder, qs, ef_search: int) -> dict:
         register_vector(con)
         con.execute("SET maintenance_work_mem = '2GB'")
         t0 = time.perf_counter()
-        con.execute(f"CREATE INDEX IF NOT EXISTS memories_hnsw ON memories USING hnsw "
-                    f"((embedding::vector({DIM})) vector_ip_ops)")
+        con.execute(
+            f"CREATE INDEX IF NOT EXISTS memories_hnsw ON memories USING hnsw "
+            f"((embedding::vector({DIM})) vector_ip_ops)"
+        )
         build_s = time.perf_counter() - t0
         con.execute("SET hnsw.iterative_scan = relaxed_order")
         con.execute(f"SET hnsw.ef_search = {int(ef_search)}")
@@ -178,14 +207,21 @@ def hnsw(url: str, emb: FakeEmbedder, qs, ef_search: int) -> dict:
         for q, user in qs:
             qv = emb.embed_query(q)
             t0 = time.perf_counter()
-            got = con.execute(f"SELECT id FROM memories WHERE user_id = %s AND status = 'active' "
-                              f"ORDER BY embedding::vector({DIM}) <#> %s::vector({DIM}) LIMIT 10",
-                              [user, qv]).fetchall()
+            got = con.execute(
+                f"SELECT id FROM memories WHERE user_id = %s AND status = 'active' "
+                f"ORDER BY embedding::vector({DIM}) <#> %s::vector({DIM}) LIMIT 10",
+                [user, qv],
+            ).fetchall()
             lat.append((time.perf_counter() - t0) * 1000)
             out.append([r[0] for r in got])
-        plan = "\n".join(r[0] for r in con.execute(
-            f"EXPLAIN SELECT id FROM memories WHERE user_id = 'user0' AND status = 'active' "
-            f"ORDER BY embedding::vector({DIM}) <#> %s::vector({DIM}) LIMIT 10", [emb.embed_query("a b")]).fetchall())
+        plan = "\n".join(
+            r[0]
+            for r in con.execute(
+                f"EXPLAIN SELECT id FROM memories WHERE user_id = 'user0' AND status = 'active' "
+                f"ORDER BY embedding::vector({DIM}) <#> %s::vector({DIM}) LIMIT 10",
+                [emb.embed_query("a b")],
+            ).fetchall()
+        )
     return {"build_s": round(build_s, 1), "latency_ms": lat, "top10": out, "uses_index": "memories_hnsw" in plan}
 
 
@@ -193,8 +229,9 @@ def overlap(a: list[list[str]], b: list[list[str]]) -> float:
     return float(np.mean([len(set(x) & set(y)) / max(1, len(y)) for x, y in zip(a, b)]))
 
 
-def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search: int, with_hnsw: bool,
-             turns: bool = False) -> dict:
+def one_size(
+    n: int, url: str | None, work: Path, nq: int, seed: int, ef_search: int, with_hnsw: bool, turns: bool = False
+) -> dict:
     """One size's figures; url None: DuckDB only (recall latency before and after a change to the engine)."""
     emb = FakeEmbedder(DIM, "fake-hash-384")
     t0 = time.perf_counter()
@@ -225,8 +262,11 @@ def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search:
         time_recalls(eng, qs[:20])  # warm
         lat, top = time_recalls(eng, qs)
         out[backend] = top
-        res[backend] = {"open_s": round(open_s, 1), "recall_p50_ms": round(percentile(lat, 50), 2),
-                        "recall_p95_ms": round(percentile(lat, 95), 2)}
+        res[backend] = {
+            "open_s": round(open_s, 1),
+            "recall_p50_ms": round(percentile(lat, 50), 2),
+            "recall_p95_ms": round(percentile(lat, 95), 2),
+        }
         if backend == "postgres":
             exact = exact_vector_top10(eng, emb, qs)
         eng.close()
@@ -236,28 +276,37 @@ def one_size(n: int, url: str | None, work: Path, nq: int, seed: int, ef_search:
     if not with_hnsw:
         return res
     h = hnsw(url, emb, qs, ef_search)
-    res["pgvector_hnsw"] = {"build_s": h["build_s"], "ef_search": ef_search, "uses_index": h["uses_index"],
-                            "topk_p50_ms": round(percentile(h["latency_ms"], 50), 2),
-                            "topk_p95_ms": round(percentile(h["latency_ms"], 95), 2),
-                            "overlap_top10_with_exact": round(overlap(h["top10"], [e[0] for e in exact]), 4),
-                            "recall_at_10_ties_counted": round(recall_at_10(h["top10"], exact), 4),
-                            "full_top10": round(float(np.mean([len(t) == 10 for t in h["top10"]])), 4)}
+    res["pgvector_hnsw"] = {
+        "build_s": h["build_s"],
+        "ef_search": ef_search,
+        "uses_index": h["uses_index"],
+        "topk_p50_ms": round(percentile(h["latency_ms"], 50), 2),
+        "topk_p95_ms": round(percentile(h["latency_ms"], 95), 2),
+        "overlap_top10_with_exact": round(overlap(h["top10"], [e[0] for e in exact]), 4),
+        "recall_at_10_ties_counted": round(recall_at_10(h["top10"], exact), 4),
+        "full_top10": round(float(np.mean([len(t) == 10 for t in h["top10"]])), 4),
+    }
     return res
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m benchmarks.pg_scale", description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="python -m benchmarks.pg_scale", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--sizes", default="100000,1000000")
     p.add_argument("--queries", type=int, default=200)
     p.add_argument("--ef-search", type=int, default=40, help="hnsw.ef_search (pgvector's default is 40)")
     p.add_argument("--seed", type=int, default=16)
-    p.add_argument("--hnsw-max", type=int, default=10**9,
-                   help="build and query the pgvector HNSW index only at sizes up to this")
+    p.add_argument(
+        "--hnsw-max", type=int, default=10**9, help="build and query the pgvector HNSW index only at sizes up to this"
+    )
     p.add_argument("--duckdb-only", action="store_true", help="no PostgreSQL: the DuckDB store's recall alone")
-    p.add_argument("--turns", action="store_true",
-                   help=f"store the memories as turns of conversations ({TURNS_PER_CONVERSATION} in each); "
-                        "with late interaction on, their token vectors are filled in before recall is timed")
+    p.add_argument(
+        "--turns",
+        action="store_true",
+        help=f"store the memories as turns of conversations ({TURNS_PER_CONVERSATION} in each); "
+        "with late interaction on, their token vectors are filled in before recall is timed",
+    )
     a = p.parse_args(argv)
     results = []
     work = Path(tempfile.mkdtemp(prefix="egscale", dir="/tmp"))

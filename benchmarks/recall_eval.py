@@ -40,9 +40,13 @@ from .precision import precision
 MODES = ("bm25", "vector", "hybrid", "hybrid_first", "plain")
 # How each column maps onto recall: hybrid_first is hybrid without the second stage (the same as
 # hybrid when ENGRAM_RERANK is off).
-MODE_KWARGS = {"bm25": {"mode": "bm25"}, "vector": {"mode": "vector"}, "hybrid": {"mode": "hybrid"},
-               "hybrid_first": {"mode": "hybrid", "rerank": False},
-               "plain": {}}  # the bare model, not engram (benchmarks.plain_cosine)
+MODE_KWARGS = {
+    "bm25": {"mode": "bm25"},
+    "vector": {"mode": "vector"},
+    "hybrid": {"mode": "hybrid"},
+    "hybrid_first": {"mode": "hybrid", "rerank": False},
+    "plain": {},
+}  # the bare model, not engram (benchmarks.plain_cosine)
 KINDS = ("paraphrase", "distractor", "exact", "typo", "chinese", "none")
 HALVES = ("tune", "report", "all")
 SESSION = "agent-session-1"
@@ -77,8 +81,7 @@ def store_set(eng, clock, doc: dict) -> tuple[dict[str, str], dict[str, int]]:
     actions: dict[str, int] = defaultdict(int)
     for m in doc["memories"]:
         clock.advance(seconds=40)  # one after another, as an agent writes them
-        r = eng.store(m["content"], memory_type=m.get("memory_type", "fact"),
-                      tags=m.get("tags"), session_id=SESSION)
+        r = eng.store(m["content"], memory_type=m.get("memory_type", "fact"), tags=m.get("tags"), session_id=SESSION)
         ids[m["key"]] = r.memory.id
         actions[r.action] += 1
     clock.advance(minutes=5)
@@ -91,8 +94,7 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
     from engram.models.embedding import load_embedder
 
     settings = settings or Settings.from_env()
-    embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache,
-                                         threads=settings.torch_threads)
+    embedder = embedder or load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     clock = VirtualClock(SET_START)
     eng = Engram(":memory:", settings=settings, embedder=embedder, clock=clock)
     try:
@@ -115,7 +117,8 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
                     got = [h.memory.id for h in hits]
                 ms = (time.perf_counter() - t0) * 1000
                 row["modes"][mode] = {
-                    "n": len(got), "ms": ms,
+                    "n": len(got),
+                    "ms": ms,
                     "hit@1": float(bool(want & set(got[:1]))),
                     "hit@3": float(bool(want & set(got[:3]))),
                     "relevant": [g in want for g in got],
@@ -124,22 +127,32 @@ def run_agent_set(doc: dict, settings=None, embedder=None) -> dict[str, Any]:
             rows.append(row)
         # The none queries once more, as an agent asks them (reinforcement on).
         before = _recall_total(eng)
-        returned = sum(len(eng.recall(q["query"], limit=LIMIT)) for q in doc["queries"]
-                       if q["kind"] == "none")
+        returned = sum(len(eng.recall(q["query"], limit=LIMIT)) for q in doc["queries"] if q["kind"] == "none")
         reinforced = _recall_total(eng) - before
     finally:
         eng.close()
-    return {"rows": rows, "actions": dict(actions), "memories": len(doc["memories"]),
-            "none_recall_returned": returned, "none_recall_reinforced": reinforced,
-            "table": score_rows(rows), "recall_ms": latency(rows)}
+    return {
+        "rows": rows,
+        "actions": dict(actions),
+        "memories": len(doc["memories"]),
+        "none_recall_returned": returned,
+        "none_recall_reinforced": reinforced,
+        "table": score_rows(rows),
+        "recall_ms": latency(rows),
+    }
 
 
 def latency(rows: list[dict]) -> dict[str, dict[str, float | None]]:
     """Recall's p50 / p95 in ms per mode over every query (encoding excluded)."""
     from .locomo.metrics import percentile
 
-    return {m: {"p50": percentile([r["modes"][m]["ms"] for r in rows], 50),
-                "p95": percentile([r["modes"][m]["ms"] for r in rows], 95)} for m in MODES}
+    return {
+        m: {
+            "p50": percentile([r["modes"][m]["ms"] for r in rows], 50),
+            "p95": percentile([r["modes"][m]["ms"] for r in rows], 95),
+        }
+        for m in MODES
+    }
 
 
 def _recall_total(eng) -> int:
@@ -161,13 +174,15 @@ def score_rows(rows: list[dict]) -> dict:
                 p = precision((r["kind"], r["modes"][mode]["relevant"]) for r in sel)
                 if kind == "none":
                     v = p["none_empty"]
-                    cell[mode] = {"hit@1": v, "hit@3": v, "returned": p["none_returned"],
-                                  "no_strong": sum(not any(r["modes"][mode]["strong"]) for r in sel) / len(sel)}
+                    cell[mode] = {
+                        "hit@1": v,
+                        "hit@3": v,
+                        "returned": p["none_returned"],
+                        "no_strong": sum(not any(r["modes"][mode]["strong"]) for r in sel) / len(sel),
+                    }
                 else:
-                    cell[mode] = {k: sum(r["modes"][mode][k] for r in sel) / len(sel)
-                                  for k in ("hit@1", "hit@3")}
-                    cell[mode].update(precision=p["precision"], unrelated=p["unrelated"],
-                                      strong3=strong3(sel, mode))
+                    cell[mode] = {k: sum(r["modes"][mode][k] for r in sel) / len(sel) for k in ("hit@1", "hit@3")}
+                    cell[mode].update(precision=p["precision"], unrelated=p["unrelated"], strong3=strong3(sel, mode))
             out[half][kind] = cell
         # Every answered kind together: the precision an agent meets over its ordinary questions.
         sel = [r for r in rows if r["kind"] != "none" and (half == "all" or r["half"] == half)]
@@ -175,18 +190,23 @@ def score_rows(rows: list[dict]) -> dict:
             cell = {"n": len(sel)}
             for mode in MODES:
                 p = precision((r["kind"], r["modes"][mode]["relevant"]) for r in sel)
-                cell[mode] = {"hit@1": sum(r["modes"][mode]["hit@1"] for r in sel) / len(sel),
-                              "hit@3": sum(r["modes"][mode]["hit@3"] for r in sel) / len(sel),
-                              "precision": p["precision"], "unrelated": p["unrelated"],
-                              "strong3": strong3(sel, mode)}
+                cell[mode] = {
+                    "hit@1": sum(r["modes"][mode]["hit@1"] for r in sel) / len(sel),
+                    "hit@3": sum(r["modes"][mode]["hit@3"] for r in sel) / len(sel),
+                    "precision": p["precision"],
+                    "unrelated": p["unrelated"],
+                    "strong3": strong3(sel, mode),
+                }
             out[half]["answered"] = cell
     return out
 
 
 def strong3(rows: list[dict], mode: str) -> float:
     """The share of answered queries with a memory marked strong and labelled relevant in the top 3."""
-    return sum(any(rel and st for rel, st in zip(r["modes"][mode]["relevant"][:3], r["modes"][mode]["strong"][:3]))
-               for r in rows) / len(rows)
+    return sum(
+        any(rel and st for rel, st in zip(r["modes"][mode]["relevant"][:3], r["modes"][mode]["strong"][:3]))
+        for r in rows
+    ) / len(rows)
 
 
 def run_heldout(path: str | Path, settings=None) -> dict[str, dict]:
@@ -205,8 +225,10 @@ def run_heldout(path: str | Path, settings=None) -> dict[str, dict]:
     late = bool(settings is not None and settings.late_interaction)
     rerank = not late or bool(settings.rerank)
     second = {"ENGRAM_RERANK": str(int(rerank)), "ENGRAM_LATE_INTERACTION": str(int(late))}
-    for label, env, modes in (("first", {"ENGRAM_RERANK": "0", "ENGRAM_LATE_INTERACTION": "0"}, agent_mcp.MODES),
-                              ("reranked", second, ("hybrid",))):
+    for label, env, modes in (
+        ("first", {"ENGRAM_RERANK": "0", "ENGRAM_LATE_INTERACTION": "0"}, agent_mcp.MODES),
+        ("reranked", second, ("hybrid",)),
+    ):
         with tempfile.TemporaryDirectory(prefix="engram-recall-eval-") as tmp:
             try:
                 out[label] = anyio.run(agent_mcp.run_set, data, Path(tmp), modes, env)
@@ -232,78 +254,133 @@ def summary(agent: dict, heldout: dict | None, locomo: dict | None, reranked: bo
             lines.append(
                 f"| agent {half}, {kind} ({cell['n']}) | Hit@1 / Hit@3 / strong@3 | "
                 f"{f['hit@1']:.3f} / {f['hit@3']:.3f} / {f['strong3']:.3f} | "
-                f"{r['hit@1']:.3f} / {r['hit@3']:.3f} / {r['strong3']:.3f} |")
+                f"{r['hit@1']:.3f} / {r['hit@3']:.3f} / {r['strong3']:.3f} |"
+            )
         if "none" in t:
             n = t["none"]
-            row(f"agent {half}, none ({n['n']})", "no strong hit", n["hybrid_first"]["no_strong"],
-                n["hybrid"]["no_strong"])
+            row(
+                f"agent {half}, none ({n['n']})",
+                "no strong hit",
+                n["hybrid_first"]["no_strong"],
+                n["hybrid"]["no_strong"],
+            )
     if heldout:
         f, r = heldout["first"]["modes"]["hybrid"], heldout["reranked"]["modes"]["hybrid"]
         for kind in f["kinds"]:
             a, b = f["kinds"][kind], r["kinds"][kind]
-            lines.append(f"| held-out (MCP), {kind} ({a['n']}) | Hit@1 / Hit@3 / strong@3 | "
-                         f"{a['hit1']:.2f} / {a['hit3']:.2f} / {a['strong3']:.2f} | "
-                         f"{b['hit1']:.2f} / {b['hit3']:.2f} / {b['strong3']:.2f} |")
-        lines.append(f"| held-out (MCP), answered ({f['answered']['n']}) | Hit@3 / strong@3 | "
-                     f"{f['answered']['hit3']:.2f} / {f['answered']['strong3']:.2f} | "
-                     f"{r['answered']['hit3']:.2f} / {r['answered']['strong3']:.2f} |")
-        row(f"held-out (MCP), none ({f['none']['n']})", "no strong hit", f["none"]["no_strong"],
-            r["none"]["no_strong"], "{:.2f}")
+            lines.append(
+                f"| held-out (MCP), {kind} ({a['n']}) | Hit@1 / Hit@3 / strong@3 | "
+                f"{a['hit1']:.2f} / {a['hit3']:.2f} / {a['strong3']:.2f} | "
+                f"{b['hit1']:.2f} / {b['hit3']:.2f} / {b['strong3']:.2f} |"
+            )
+        lines.append(
+            f"| held-out (MCP), answered ({f['answered']['n']}) | Hit@3 / strong@3 | "
+            f"{f['answered']['hit3']:.2f} / {f['answered']['strong3']:.2f} | "
+            f"{r['answered']['hit3']:.2f} / {r['answered']['strong3']:.2f} |"
+        )
+        row(
+            f"held-out (MCP), none ({f['none']['n']})",
+            "no strong hit",
+            f["none"]["no_strong"],
+            r["none"]["no_strong"],
+            "{:.2f}",
+        )
     ms = agent["recall_ms"]
-    lines.append(f"| agent set, recall at limit {LIMIT} | p50 / p95 ms | {ms['hybrid_first']['p50']:.1f} / "
-                 f"{ms['hybrid_first']['p95']:.1f} | {ms['hybrid']['p50']:.1f} / {ms['hybrid']['p95']:.1f} |")
+    lines.append(
+        f"| agent set, recall at limit {LIMIT} | p50 / p95 ms | {ms['hybrid_first']['p50']:.1f} / "
+        f"{ms['hybrid_first']['p95']:.1f} | {ms['hybrid']['p50']:.1f} / {ms['hybrid']['p95']:.1f} |"
+    )
     if locomo is not None:
         f, r = locomo["by_mode"]["hybrid_first"]["overall_1_4"], locomo["by_mode"]["hybrid"]["overall_1_4"]
         for k in ("hit@1", "hit@5", "recall_acc@10", "mrr"):
             row("LoCoMo, all ten conversations", k, f[k], r[k])
         t = locomo["timing"]["recall_ms"]
-        lines.append(f"| LoCoMo, recall at limit 10 | p50 / p95 ms | {t['hybrid_first']['p50']:.1f} / "
-                     f"{t['hybrid_first']['p95']:.1f} | {t['hybrid']['p50']:.1f} / {t['hybrid']['p95']:.1f} |")
+        lines.append(
+            f"| LoCoMo, recall at limit 10 | p50 / p95 ms | {t['hybrid_first']['p50']:.1f} / "
+            f"{t['hybrid_first']['p95']:.1f} | {t['hybrid']['p50']:.1f} / {t['hybrid']['p95']:.1f} |"
+        )
     return lines
 
 
-def markdown(agent: dict, locomo: dict | None, command: str, seconds: float,
-             heldout: dict | None = None, reranked: bool = False, long: dict | None = None) -> str:
+def markdown(
+    agent: dict,
+    locomo: dict | None,
+    command: str,
+    seconds: float,
+    heldout: dict | None = None,
+    reranked: bool = False,
+    long: dict | None = None,
+) -> str:
     lines = [f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}, {seconds:.0f} s).", ""]
-    lines += ["Hybrid recall with the first stage alone and with the reranker (Hit@k, strong@3: a "
-              "right answer marked strong in the top 3; latency without encoding the query):", ""]
+    lines += [
+        "Hybrid recall with the first stage alone and with the reranker (Hit@k, strong@3: a "
+        "right answer marked strong in the top 3; latency without encoding the query):",
+        "",
+    ]
     lines += summary(agent, heldout, locomo, reranked) + [""]
-    lines.append(f"Agent set: {agent['memories']} memories stored in one session "
-                 f"(actions {json.dumps(agent['actions'], sort_keys=True)}), limit {LIMIT}. Per kind "
-                 "Hit@1 / Hit@3 / precision / unrelated memories returned per query / share with a "
-                 "strong right answer in the top 3; for `none`, the fraction of queries that returned "
-                 "no memory / memories returned per query / fraction with no strong memory.")
+    lines.append(
+        f"Agent set: {agent['memories']} memories stored in one session "
+        f"(actions {json.dumps(agent['actions'], sort_keys=True)}), limit {LIMIT}. Per kind "
+        "Hit@1 / Hit@3 / precision / unrelated memories returned per query / share with a "
+        "strong right answer in the top 3; for `none`, the fraction of queries that returned "
+        "no memory / memories returned per query / fraction with no strong memory."
+    )
     for half in HALVES:
-        lines += ["", f"**{half} half**" if half != "all" else "**both halves**", "",
-                  "| kind | n | " + " | ".join(MODES) + " |", "|---|---:|" + "---|" * len(MODES)]
+        lines += [
+            "",
+            f"**{half} half**" if half != "all" else "**both halves**",
+            "",
+            "| kind | n | " + " | ".join(MODES) + " |",
+            "|---|---:|" + "---|" * len(MODES),
+        ]
         for kind, cell in agent["table"][half].items():
             vals = []
             for mode in MODES:
                 c = cell[mode]
-                vals.append(f"{c['hit@1']:.3f} / {c['returned']:.2f} / {c['no_strong']:.3f}" if kind == "none"
-                            else f"{c['hit@1']:.3f} / {c['hit@3']:.3f} / {c['precision']:.2f} / "
-                                 f"{c['unrelated']:.2f} / {c['strong3']:.3f}")
+                vals.append(
+                    f"{c['hit@1']:.3f} / {c['returned']:.2f} / {c['no_strong']:.3f}"
+                    if kind == "none"
+                    else f"{c['hit@1']:.3f} / {c['hit@3']:.3f} / {c['precision']:.2f} / "
+                    f"{c['unrelated']:.2f} / {c['strong3']:.3f}"
+                )
             lines.append(f"| {kind} | {cell['n']} | " + " | ".join(vals) + " |")
-    lines += ["", f"`none` queries asked again with reinforcement on (limit {LIMIT}): "
-                  f"{agent['none_recall_returned']} memories returned, "
-                  f"{agent['none_recall_reinforced']} recall counts grew."]
+    lines += [
+        "",
+        f"`none` queries asked again with reinforcement on (limit {LIMIT}): "
+        f"{agent['none_recall_returned']} memories returned, "
+        f"{agent['none_recall_reinforced']} recall counts grew.",
+    ]
     if long is not None:
         from .long_sessions import markdown as long_markdown
+
         lines += ["", long_markdown(long).rstrip("\n")]
     if locomo is not None:
-        lines += ["", "LoCoMo, all ten conversations, categories 1-4:", "",
-                  "| mode | hit@1 | hit@5 | hit@10 | recall_acc@5 | recall_acc@10 | mrr |",
-                  "|---|---:|---:|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "LoCoMo, all ten conversations, categories 1-4:",
+            "",
+            "| mode | hit@1 | hit@5 | hit@10 | recall_acc@5 | recall_acc@10 | mrr |",
+            "|---|---:|---:|---:|---:|---:|---:|",
+        ]
         for mode, r in locomo["by_mode"].items():
             o = r["overall_1_4"]
-            lines.append(f"| {mode} | " + " | ".join(f"{o[k]:.3f}" for k in
-                         ("hit@1", "hit@5", "hit@10", "recall_acc@5", "recall_acc@10", "mrr")) + " |")
+            lines.append(
+                f"| {mode} | "
+                + " | ".join(
+                    f"{o[k]:.3f}" for k in ("hit@1", "hit@5", "hit@10", "recall_acc@5", "recall_acc@10", "mrr")
+                )
+                + " |"
+            )
         t = locomo["timing"]
-        lines += ["", f"LoCoMo ingest {t['ingest_memories_per_s']:.0f} memories/s; hybrid recall "
-                      f"p50 {t['recall_ms']['hybrid']['p50']:.1f} ms, p95 {t['recall_ms']['hybrid']['p95']:.1f} ms "
-                      f"(encoding excluded); bm25 p50 {t['recall_ms']['bm25']['p50']:.1f} ms."]
+        lines += [
+            "",
+            f"LoCoMo ingest {t['ingest_memories_per_s']:.0f} memories/s; hybrid recall "
+            f"p50 {t['recall_ms']['hybrid']['p50']:.1f} ms, p95 {t['recall_ms']['hybrid']['p95']:.1f} ms "
+            f"(encoding excluded); bm25 p50 {t['recall_ms']['bm25']['p50']:.1f} ms.",
+        ]
     if heldout:
         from .agent_mcp import markdown as heldout_markdown
+
         for label, title in (("first", "reranker off"), ("reranked", "reranker on")):
             lines += ["", f"Held-out set through MCP, {title} (limit 5):", "", heldout_markdown(heldout[label])]
     return "\n".join(lines) + "\n"
@@ -314,13 +391,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agent-set", default=str(default_set_path()), help="labelled agent-memory set")
     ap.add_argument("--locomo-data", default=None, help="locomo10.json (default ../shared/locomo)")
     ap.add_argument("--no-locomo", action="store_true", help="only the agent set (for tuning)")
-    ap.add_argument("--heldout", default=str(Path(__file__).resolve().parent.parent / "tests" / "data"
-                                             / "agent_heldout.json"),
-                    help="held-out set asked through MCP with the reranker off and on")
+    ap.add_argument(
+        "--heldout",
+        default=str(Path(__file__).resolve().parent.parent / "tests" / "data" / "agent_heldout.json"),
+        help="held-out set asked through MCP with the reranker off and on",
+    )
     ap.add_argument("--no-heldout", action="store_true", help="skip the held-out set")
     ap.add_argument("--long-set", default=None, help="long-session set (default tests/data/long_sessions.json)")
-    ap.add_argument("--embed-cache", default=None,
-                    help="LoCoMo content-hash embedding cache (faster reruns; not for reported runs)")
+    ap.add_argument(
+        "--embed-cache", default=None, help="LoCoMo content-hash embedding cache (faster reruns; not for reported runs)"
+    )
     ap.add_argument("--model", default=None, help="embedding model (default ENGRAM_MODEL)")
     ap.add_argument("--out", default=None, help="write the markdown table here")
     ap.add_argument("--json", default=None, help="write the full result (per query) here")
@@ -335,22 +415,51 @@ def main(argv: list[str] | None = None) -> int:
     agent = run_agent_set(load_set(Path(args.agent_set)), settings, embedder)
     heldout = None if args.no_heldout else run_heldout(args.heldout, settings)
     from . import long_sessions
+
     long = long_sessions.run_long_sessions(
         long_sessions.load_set(Path(args.long_set) if args.long_set else long_sessions.default_set_path()),
-        settings, embedder)
+        settings,
+        embedder,
+    )
     locomo = None
     if not args.no_locomo:
         from .locomo.run import run as run_locomo
-        locomo = run_locomo(args.locomo_data, modes=MODES, settings=settings, embedder=embedder,
-                            progress=False, embed_cache=args.embed_cache)
+
+        locomo = run_locomo(
+            args.locomo_data,
+            modes=MODES,
+            settings=settings,
+            embedder=embedder,
+            progress=False,
+            embed_cache=args.embed_cache,
+        )
     command = "python -m benchmarks.recall_eval " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.json:  # first: a long run's figures outlive a failure in the table below
-        Path(args.json).write_text(json.dumps({"agent": agent, "heldout": heldout, "long_sessions": long,
-                                               "locomo": locomo, "rerank": settings.rerank,
-                                               "late_interaction": settings.late_interaction}, indent=1,
-                                              ensure_ascii=False, default=str), encoding="utf-8")
-    md = markdown(agent, locomo, command.strip(), time.perf_counter() - started, heldout,
-                  settings.rerank or settings.late_interaction, long)
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "agent": agent,
+                    "heldout": heldout,
+                    "long_sessions": long,
+                    "locomo": locomo,
+                    "rerank": settings.rerank,
+                    "late_interaction": settings.late_interaction,
+                },
+                indent=1,
+                ensure_ascii=False,
+                default=str,
+            ),
+            encoding="utf-8",
+        )
+    md = markdown(
+        agent,
+        locomo,
+        command.strip(),
+        time.perf_counter() - started,
+        heldout,
+        settings.rerank or settings.late_interaction,
+        long,
+    )
     print(md)
     if args.out:
         Path(args.out).write_text(md, encoding="utf-8")

@@ -64,6 +64,7 @@ def serve(home: Path, fake: bool, port: int | None) -> int:
     from engram.core.settings import Settings
     from engram.server.daemon import Daemon
     from engram.server.rpc import acquire_daemon_lock
+
     faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack to the log
     settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(home)})
     lock = acquire_daemon_lock(settings.socket_path)
@@ -102,8 +103,14 @@ def free_port() -> int:
 
 
 def env_for(home: Path, user: str = "default") -> dict[str, str]:
-    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1",
-            "ENGRAM_TORCH_THREADS": "1", "PYTHONPATH": str(REPO)}
+    return {
+        **os.environ,
+        "ENGRAM_HOME": str(home),
+        "ENGRAM_USER": user,
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_TORCH_THREADS": "1",
+        "PYTHONPATH": str(REPO),
+    }
 
 
 @contextlib.contextmanager
@@ -124,8 +131,12 @@ def start_daemon(home: Path, fake: bool = True, port: int | None = None) -> int:
     from engram.server.rpc_client import RpcClient
 
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
-    with repo_env(home), RpcClient(settings.socket_path, spawn=serve_argv(home, fake, port),
-                                   client="starter", spawn_timeout=180, timeout=180) as c:
+    with (
+        repo_env(home),
+        RpcClient(
+            settings.socket_path, spawn=serve_argv(home, fake, port), client="starter", spawn_timeout=180, timeout=180
+        ) as c,
+    ):
         c.call("health")
         return int(c.server_pid)
 
@@ -151,11 +162,11 @@ def stop_daemon(home: Path) -> None:
 class Ledger:
     """What the daemon acknowledged, and what was in flight when it died."""
 
-    memories: dict[str, str] = field(default_factory=dict)   # memory id -> token its content must hold
-    forgotten: set[str] = field(default_factory=set)         # acknowledged forgets
-    handoffs: dict[str, str] = field(default_factory=dict)   # handoff memory id -> token
+    memories: dict[str, str] = field(default_factory=dict)  # memory id -> token its content must hold
+    forgotten: set[str] = field(default_factory=set)  # acknowledged forgets
+    handoffs: dict[str, str] = field(default_factory=dict)  # handoff memory id -> token
     task_meta: dict[str, int] = field(default_factory=dict)  # metadata key -> last acknowledged value
-    uncertain: list[tuple] = field(default_factory=list)     # ops sent but not answered
+    uncertain: list[tuple] = field(default_factory=list)  # ops sent but not answered
     owned: dict[int, list[str]] = field(default_factory=dict)  # worker -> its memories to update/forget
     refusals: Counter = field(default_factory=Counter)
     task_id: str = ""
@@ -164,8 +175,15 @@ class Ledger:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def crash_worker(socket_path: Path, ledger: Ledger, worker: int, cycle: int, task_id: str,
-                 rng: random.Random, acked: threading.Condition) -> None:
+def crash_worker(
+    socket_path: Path,
+    ledger: Ledger,
+    worker: int,
+    cycle: int,
+    task_id: str,
+    rng: random.Random,
+    acked: threading.Condition,
+) -> None:
     """Stores, updates, handoffs, task updates and forgets until the daemon dies under it."""
     from engram.server.rpc import RpcError
     from engram.server.rpc_client import RpcClient
@@ -192,8 +210,14 @@ def crash_worker(socket_path: Path, ledger: Ledger, worker: int, cycle: int, tas
                 call = ("update_memory", {"memory_id": mid, "content": salad(rng, token)})
             elif kind == "handoff":
                 op = ("handoff", None, token)
-                call = ("session_handoff", {"summary": f"Session {token} stopped mid-way",
-                                            "next_steps": [f"continue {token}"], "task_id": task_id})
+                call = (
+                    "session_handoff",
+                    {
+                        "summary": f"Session {token} stopped mid-way",
+                        "next_steps": [f"continue {token}"],
+                        "task_id": task_id,
+                    },
+                )
             elif kind == "task":
                 key = f"w{worker}"
                 op = ("task", key, seq, ledger.task_meta.get(key))
@@ -266,11 +290,11 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
                 continue
             assert token in m.content, f"{mid}: acknowledged content {token} not there: {m.content!r}"
             if m.status == "active":
-                hits = [h.memory.id for h in eng.recall(token, mode="bm25", limit=3, reinforce=False,
-                                                        graph=False)]
+                hits = [h.memory.id for h in eng.recall(token, mode="bm25", limit=3, reinforce=False, graph=False)]
                 assert mid in hits, f"{mid} not found by keyword {token}"
-                hits = [h.memory.id for h in eng.recall(m.content, mode="vector", limit=3,
-                                                        reinforce=False, graph=False)]
+                hits = [
+                    h.memory.id for h in eng.recall(m.content, mode="vector", limit=3, reinforce=False, graph=False)
+                ]
                 assert mid in hits, f"{mid} not found by its vector"
         for hid, token in ledger.handoffs.items():
             h = db.get_memory(hid)
@@ -291,16 +315,24 @@ def verify_after_crash(db_path: Path, settings: Any, ledger: Ledger, task_id: st
         dim = eng.embedder.dim
         pg = is_database_url(db_path)  # the conditions in its dialect
         size, arg = ("vector_dims(embedding)", dim) if pg else ("octet_length(embedding)", dim * 4)
-        summary = ("metadata::json #>> '{handoff,summary}'" if pg
-                   else "json_extract_string(metadata, '$.handoff.summary')")
+        summary = (
+            "metadata::json #>> '{handoff,summary}'" if pg else "json_extract_string(metadata, '$.handoff.summary')"
+        )
         assert db.count_where("memories", f"embedding IS NULL OR {size} <> ?", [arg]) == 0
         assert db.count_where("memories m", "NOT EXISTS (SELECT 1 FROM memory_events e WHERE e.memory_id = m.id)") == 0
         assert db.count_where("memory_events e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.memory_id)") == 0
-        assert db.count_where("edges e", "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.src) "
-                                   "OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.dst)") == 0
+        assert (
+            db.count_where(
+                "edges e",
+                "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.src) "
+                "OR NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = e.dst)",
+            )
+            == 0
+        )
         assert db.count_where("memories", f"memory_type = 'handoff' AND {summary} IS NULL") == 0
-        assert db.count_where("memories", "status = 'superseded' AND superseded_by NOT IN "
-                                    "(SELECT id FROM memories)") == 0
+        assert (
+            db.count_where("memories", "status = 'superseded' AND superseded_by NOT IN (SELECT id FROM memories)") == 0
+        )
         # Derived indexes agree with the rows.
         rows = db.count_where("memories", "status IN ('active', 'superseded', 'consolidated')")
         assert len(eng.index) == rows, (len(eng.index), rows)
@@ -336,8 +368,7 @@ def settle_uncertain(ledger: Ledger, db_path: Path, settings: Any) -> None:
         store.close()
 
 
-def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
-              log: Any = None) -> dict:
+def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3, log: Any = None) -> dict:
     """Kill the daemon with SIGKILL `kills` times mid-stream; verify the file after each kill."""
     from engram.core.settings import Settings
     from engram.server.rpc_client import RpcClient
@@ -356,12 +387,17 @@ def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
             pid = start_daemon(home)
         acked = threading.Condition()
         target = ledger.acks + rng.randint(5, 40)
-        threads = [threading.Thread(target=crash_worker,
-                                    args=(settings.socket_path, ledger, w, cycle, task_id,
-                                          random.Random(rng.random()), acked), daemon=True)
-                   for w in range(workers)]
+        threads = [
+            threading.Thread(
+                target=crash_worker,
+                args=(settings.socket_path, ledger, w, cycle, task_id, random.Random(rng.random()), acked),
+                daemon=True,
+            )
+            for w in range(workers)
+        ]
         for t in threads:
             t.start()
+
         def enough(target=target, threads=threads) -> bool:
             return ledger.acks >= target or not any(t.is_alive() for t in threads)
 
@@ -376,12 +412,22 @@ def crash_run(home: Path, kills: int, seed: int = 1, workers: int = 3,
         opens.append(checked["open_s"])
         settle_uncertain(ledger, where, settings)
         if log:
-            log(f"kill {cycle + 1}/{kills}: {ledger.acks} acks, {len(ledger.memories)} memories, "
-                f"{checked['edges']} edges, reopened in {checked['open_s']:.2f}s")
-    return {"kills": kills, "acknowledged_ops": ledger.acks, "memories": len(ledger.memories),
-            "forgotten": len(ledger.forgotten), "handoffs": len(ledger.handoffs),
-            "in_flight_at_kill": stats["in_flight_at_kill"], "refused": ledger.refused,
-            "refusals": dict(ledger.refusals), "lost_writes": 0, "reopen_median_s": round(statistics.median(opens), 3)}
+            log(
+                f"kill {cycle + 1}/{kills}: {ledger.acks} acks, {len(ledger.memories)} memories, "
+                f"{checked['edges']} edges, reopened in {checked['open_s']:.2f}s"
+            )
+    return {
+        "kills": kills,
+        "acknowledged_ops": ledger.acks,
+        "memories": len(ledger.memories),
+        "forgotten": len(ledger.forgotten),
+        "handoffs": len(ledger.handoffs),
+        "in_flight_at_kill": stats["in_flight_at_kill"],
+        "refused": ledger.refused,
+        "refusals": dict(ledger.refusals),
+        "lost_writes": 0,
+        "reopen_median_s": round(statistics.median(opens), 3),
+    }
 
 
 # ---------------------------------------------------------------- concurrent agents
@@ -405,22 +451,26 @@ async def _client(kind: str, cid: int, ops: int, home: Path, port: int, task_id:
         http = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=120)
 
         async def call(tool: str, args: dict) -> dict:
-            route = {"store_memory": ("POST", "/memories"), "recall_memory": ("POST", "/search"),
-                     "session_handoff": ("POST", "/handoffs"),
-                     "update_task": ("PATCH", f"/tasks/{args.get('task_id')}")}[tool]
+            route = {
+                "store_memory": ("POST", "/memories"),
+                "recall_memory": ("POST", "/search"),
+                "session_handoff": ("POST", "/handoffs"),
+                "update_task": ("PATCH", f"/tasks/{args.get('task_id')}"),
+            }[tool]
             body = {k: v for k, v in args.items() if not (tool == "update_task" and k == "task_id")}
             r = await http.request(*route, json=body)
             if r.status_code >= 400:
                 raise RuntimeError(f"{tool}: HTTP {r.status_code}: {r.text[:200]}")
             return r.json()
+
         closer = http
     else:
         from mcp.client import Client
 
         if kind == "stdio":
             from mcp.client.stdio import StdioServerParameters
-            target: Any = StdioServerParameters(command=sys.executable, args=["-m", "engram"],
-                                                env=env_for(home))
+
+            target: Any = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=env_for(home))
         else:
             target = f"http://127.0.0.1:{port}/mcp"
         closer = Client(target, read_timeout_seconds=180)
@@ -454,15 +504,28 @@ async def _client(kind: str, cid: int, ops: int, home: Path, port: int, task_id:
                     await call("update_task", {"task_id": task_id, "metadata": {f"client{cid}": i}})
                     meta_last = i
                 else:
-                    r = await call("session_handoff", {"summary": f"Client {cid} handoff {token}",
-                                                       "next_steps": [f"continue {token}"],
-                                                       "task_id": task_id})
+                    r = await call(
+                        "session_handoff",
+                        {
+                            "summary": f"Client {cid} handoff {token}",
+                            "next_steps": [f"continue {token}"],
+                            "task_id": task_id,
+                        },
+                    )
                     handoffs.append(r["handoff_id"])
             except Exception as e:  # noqa: BLE001 - every failure is counted and reported
                 errors.append(f"{kind_of}: {type(e).__name__}: {e}")
             lat.append(time.perf_counter() - t0)
-    return {"kind": kind, "client": cid, "ops": ops, "stored": stored, "handoffs": handoffs,
-            "meta_last": meta_last, "errors": errors, "latencies": lat}
+    return {
+        "kind": kind,
+        "client": cid,
+        "ops": ops,
+        "stored": stored,
+        "handoffs": handoffs,
+        "meta_last": meta_last,
+        "errors": errors,
+        "latencies": lat,
+    }
 
 
 def client_main(kind: str, cid: int, ops: int, home: Path, port: int, task_id: str, seed: int) -> int:
@@ -485,11 +548,36 @@ def concurrent_run(home: Path, clients: int, ops: int, fake: bool = True, log: A
         task_id = c.call("create_task", name="shared work", goal="many agents, one task")["task_id"]
     kinds = [CLIENT_KINDS[i % len(CLIENT_KINDS)] for i in range(clients)]
     t0 = time.perf_counter()
-    procs = [subprocess.Popen([sys.executable, "-m", "benchmarks.reliability", "client", "--kind", k,
-                               "--id", str(i), "--ops", str(ops), "--home", str(home), "--port", str(port),
-                               "--task", task_id, "--seed", str(1000 + i)],
-                              env=env_for(home), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for i, k in enumerate(kinds)]
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "benchmarks.reliability",
+                "client",
+                "--kind",
+                k,
+                "--id",
+                str(i),
+                "--ops",
+                str(ops),
+                "--home",
+                str(home),
+                "--port",
+                str(port),
+                "--task",
+                task_id,
+                "--seed",
+                str(1000 + i),
+            ],
+            env=env_for(home),
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i, k in enumerate(kinds)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=3600)
@@ -510,20 +598,30 @@ def concurrent_run(home: Path, clients: int, ops: int, fake: bool = True, log: A
     handoff_ids = {h["id"] for h in task["handoffs"]}
     lost += [h for r in results for h in r["handoffs"] if h not in handoff_ids]
     meta = task["task"]["metadata"]
-    inconsistent = [r["client"] for r in results
-                    if r["meta_last"] is not None and meta.get(f"client{r['client']}") != r["meta_last"]]
+    inconsistent = [
+        r["client"]
+        for r in results
+        if r["meta_last"] is not None and meta.get(f"client{r['client']}") != r["meta_last"]
+    ]
     lat = sorted(x for r in results for x in r["latencies"])
     total = sum(r["ops"] for r in results)
-    out = {"clients": clients, "kinds": dict(Counter(kinds)), "ops_per_client": ops, "operations": total,
-           "errors": [e for r in results for e in r["errors"]], "lost_writes": len(lost),
-           "inconsistent_task_metadata": inconsistent,
-           "stored": sum(len(r["stored"]) for r in results),
-           "store_actions": dict(Counter(a for r in results for _, _, a in r["stored"])),
-           "handoffs": sum(len(r["handoffs"]) for r in results),
-           "index_fresh": stats["index"]["fresh"],
-           "wall_s": round(wall, 2), "throughput_ops_s": round(total / wall, 1),
-           "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
-           "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1)}
+    out = {
+        "clients": clients,
+        "kinds": dict(Counter(kinds)),
+        "ops_per_client": ops,
+        "operations": total,
+        "errors": [e for r in results for e in r["errors"]],
+        "lost_writes": len(lost),
+        "inconsistent_task_metadata": inconsistent,
+        "stored": sum(len(r["stored"]) for r in results),
+        "store_actions": dict(Counter(a for r in results for _, _, a in r["stored"])),
+        "handoffs": sum(len(r["handoffs"]) for r in results),
+        "index_fresh": stats["index"]["fresh"],
+        "wall_s": round(wall, 2),
+        "throughput_ops_s": round(total / wall, 1),
+        "p50_ms": round(lat[len(lat) // 2] * 1000, 1),
+        "p95_ms": round(lat[int(len(lat) * 0.95)] * 1000, 1),
+    }
     if log:
         log(json.dumps({k: v for k, v in out.items() if k != "errors"}))
     return out
@@ -532,8 +630,9 @@ def concurrent_run(home: Path, clients: int, ops: int, fake: bool = True, log: A
 # ---------------------------------------------------------------- start-up, disk, RSS
 
 
-def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-hash",
-               edges_per_memory: int = 3) -> float:
+def build_rows(
+    db_path: Path, memories: int, dim: int = 384, name: str = "fake-hash", edges_per_memory: int = 3
+) -> float:
     """Write `memories` rows (memory, one history event, a few edges each) straight through Store.
 
     The engine's own write path (resolution, per-memory edges) runs at ~40-90 memories/s on the
@@ -561,19 +660,31 @@ def build_rows(db_path: Path, memories: int, dim: int = 384, name: str = "fake-h
         with store.transaction(), store.buffered():
             for v in vecs:
                 mid = f"m{len(ids):015d}"
-                m = Memory(id=mid, content=sentence(rng), memory_type="fact", importance=0.5, recall_count=0,
-                           created_at=now, last_recalled_at=None, user_id="default", valid_from=now,
-                           updated_at=now)
+                m = Memory(
+                    id=mid,
+                    content=sentence(rng),
+                    memory_type="fact",
+                    importance=0.5,
+                    recall_count=0,
+                    created_at=now,
+                    last_recalled_at=None,
+                    user_id="default",
+                    valid_from=now,
+                    updated_at=now,
+                )
                 store.insert_memory(m, v)
                 ids.append(mid)
     # History and edges in bulk: one event per memory, edges to random earlier memories.
     with store.transaction():
-        store.execute("INSERT INTO memory_events SELECT id, created_at, 'new', "
-                      "'{\"reason\": \"no similar memory\"}' FROM memories")
+        store.execute(
+            "INSERT INTO memory_events SELECT id, created_at, 'new', "
+            '\'{"reason": "no similar memory"}\' FROM memories'
+        )
         for _ in range(edges_per_memory):
             store.execute(
                 "INSERT OR IGNORE INTO edges SELECT id, printf('m%015d', CAST(floor(random() * i) AS BIGINT)), "
-                "0.5, 'default' FROM (SELECT id, CAST(substr(id, 2) AS BIGINT) AS i FROM memories) WHERE i > 0")
+                "0.5, 'default' FROM (SELECT id, CAST(substr(id, 2) AS BIGINT) AS i FROM memories) WHERE i > 0"
+            )
     store.close()
     return time.perf_counter() - t0
 
@@ -594,8 +705,9 @@ def startup_run(memories: int, db: Path | None, log: Any = print) -> dict:
             part = db.with_name(f"{db.stem}-{n}.duckdb") if n < memories else db
             if n in (10_000, memories):
                 build_s = build_rows(part, n)
-                sizes[n] = part.stat().st_size + (Path(f"{part}.wal").stat().st_size
-                                                   if Path(f"{part}.wal").exists() else 0)
+                sizes[n] = part.stat().st_size + (
+                    Path(f"{part}.wal").stat().st_size if Path(f"{part}.wal").exists() else 0
+                )
                 log(f"{n:,} memories: {sizes[n] / 1e6:.1f} MB, built in {build_s:.0f}s", flush=True)
     opens = []
     for _ in range(3):
@@ -605,9 +717,15 @@ def startup_run(memories: int, db: Path | None, log: Any = print) -> dict:
         n, edges = len(eng.index), eng.graph.edge_count()
         rss = rss_kb(os.getpid())
         eng.close()
-    out = {"memories": n, "graph_edges": edges, "open_s": [round(x, 2) for x in opens],
-           "open_median_s": round(statistics.median(opens), 2), "process_rss_mib_after_open": round(rss / 1024),
-           "db": str(db), "build_s": round(build_s, 1)}
+    out = {
+        "memories": n,
+        "graph_edges": edges,
+        "open_s": [round(x, 2) for x in opens],
+        "open_median_s": round(statistics.median(opens), 2),
+        "process_rss_mib_after_open": round(rss / 1024),
+        "db": str(db),
+        "build_s": round(build_s, 1),
+    }
     if sizes:
         out["file_mb"] = {k: round(v / 1e6, 1) for k, v in sizes.items()}
         out["mb_per_10k_memories"] = round((sizes[max(sizes)] / max(sizes)) * 10_000 / 1e6, 2)
@@ -675,17 +793,26 @@ def soak_run(home: Path, ops: int, log: Any = print) -> dict:
     wall = time.perf_counter() - t0
     with RpcClient(settings.socket_path, client="verify") as c:
         stats = c.call("memory_stats")
-    return {"operations": done["ops"], "errors": len(errors), "error_samples": errors[:5],
-            "wall_s": round(wall, 1), "ops_per_s": round(done["ops"] / wall, 1),
-            "memories_at_end": stats["total"], "rss_mib": {k: round(v / 1024, 1) for k, v in samples}}
+    return {
+        "operations": done["ops"],
+        "errors": len(errors),
+        "error_samples": errors[:5],
+        "wall_s": round(wall, 1),
+        "ops_per_s": round(done["ops"] / wall, 1),
+        "memories_at_end": stats["total"],
+        "rss_mib": {k: round(v / 1024, 1) for k, v in samples},
+    }
 
 
 # ---------------------------------------------------------------- entry point
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.reliability", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.reliability",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sub = parser.add_subparsers(dest="cmd", required=True)
     p = sub.add_parser("serve", help="run a daemon (tests use --fake)")
     p.add_argument("--home", required=True)

@@ -85,8 +85,9 @@ def collect(data: Path, conversations: list[int] | None) -> list[dict]:
             for q in conv.questions:
                 if not q.evidence or q.category not in SCORED_CATEGORIES:
                     continue
-                hits = eng.recall(q.question, limit=CANDIDATES, user_id=user_for(ci), reinforce=False,
-                                  mode="hybrid", rerank=False)
+                hits = eng.recall(
+                    q.question, limit=CANDIDATES, user_id=user_for(ci), reinforce=False, mode="hybrid", rerank=False
+                )
                 texts = [h.memory.content for h in hits]
                 t0 = time.perf_counter()
                 logits = np.asarray(ce.score(q.question, texts))
@@ -94,17 +95,24 @@ def collect(data: Path, conversations: list[int] | None) -> list[dict]:
                 maxsim = late.score(q.question, texts)
                 spent["cross-encoder"].append((t1 - t0) * 1000)
                 spent["late interaction"].append((time.perf_counter() - t1) * 1000)
-                rows.append({"conversation": ci, "evidence": q.evidence,
-                             "ids": [_dialog_ids(h.memory.provenance) for h in hits],
-                             "scores": np.array([h.score for h in hits]),
-                             "logits": logits, "maxsim": maxsim})
-            print(f"conversation {ci}: {len(rows)} questions so far, {time.perf_counter() - started:.0f} s",
-                  flush=True)
+                rows.append(
+                    {
+                        "conversation": ci,
+                        "evidence": q.evidence,
+                        "ids": [_dialog_ids(h.memory.provenance) for h in hits],
+                        "scores": np.array([h.score for h in hits]),
+                        "logits": logits,
+                        "maxsim": maxsim,
+                    }
+                )
+            print(f"conversation {ci}: {len(rows)} questions so far, {time.perf_counter() - started:.0f} s", flush=True)
     finally:
         eng.close()
     for name, ms in spent.items():  # each memory's token vectors are computed once, then cached
-        print(f"{name}, {CANDIDATES} candidates a question: p50 {np.percentile(ms, 50):.1f} ms, "
-              f"p95 {np.percentile(ms, 95):.1f} ms")
+        print(
+            f"{name}, {CANDIDATES} candidates a question: p50 {np.percentile(ms, 50):.1f} ms, "
+            f"p95 {np.percentile(ms, 95):.1f} ms"
+        )
     return rows
 
 
@@ -142,8 +150,11 @@ BOTH_WEIGHTS = ((0.5, 0.05), (0.5, 0.1), (0.75, 0.05), (0.75, 0.1), (1.0, 0.1), 
 
 
 def _halves(rows: list[dict]):
-    for name, part in (("0,1,8", lambda c: c in TUNE), ("the others", lambda c: c not in TUNE),
-                       ("all", lambda c: True)):
+    for name, part in (
+        ("0,1,8", lambda c: c in TUNE),
+        ("the others", lambda c: c not in TUNE),
+        ("all", lambda c: True),
+    ):
         sub = [r for r in rows if part(r["conversation"])]
         if sub:
             yield name, sub
@@ -158,9 +169,13 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--data", type=Path, default=default_data_path())
     p.add_argument("--conversations", type=lambda s: [int(x) for x in s.split(",")], default=None)
-    p.add_argument("--keep", type=Path, default=None,
-                   help="a file for the collected scores: written after collecting, read instead of "
-                        "collecting when it exists (to replay other fusions)")
+    p.add_argument(
+        "--keep",
+        type=Path,
+        default=None,
+        help="a file for the collected scores: written after collecting, read instead of "
+        "collecting when it exists (to replay other fusions)",
+    )
     args = p.parse_args()
     if args.keep is not None and args.keep.exists():
         rows = pickle.loads(args.keep.read_bytes())
@@ -179,12 +194,16 @@ def main() -> None:
     for name, sub in _halves(rows):
         first5 = _hit5(sub, lambda r: r["ids"])
         cells = [_hit5(sub, late_reranked, w) for w in LATE_WEIGHTS]
-        print(f"late interaction, {name} ({len(sub)} questions), Hit@5: first stage {first5:.3f} | "
-              + " | ".join(f"weight {w:g} {c:.3f}" for w, c in zip(LATE_WEIGHTS, cells)))
+        print(
+            f"late interaction, {name} ({len(sub)} questions), Hit@5: first stage {first5:.3f} | "
+            + " | ".join(f"weight {w:g} {c:.3f}" for w, c in zip(LATE_WEIGHTS, cells))
+        )
     for name, sub in _halves(rows):
         cells = [_hit5(sub, both_reranked, w, lw) for w, lw in BOTH_WEIGHTS]
-        print(f"both readers over {CANDIDATES}, {name}, Hit@5 | "
-              + " | ".join(f"ce {w:g} late {lw:g} {c:.3f}" for (w, lw), c in zip(BOTH_WEIGHTS, cells)))
+        print(
+            f"both readers over {CANDIDATES}, {name}, Hit@5 | "
+            + " | ".join(f"ce {w:g} late {lw:g} {c:.3f}" for (w, lw), c in zip(BOTH_WEIGHTS, cells))
+        )
 
 
 if __name__ == "__main__":

@@ -77,8 +77,15 @@ def run_cases(eng, clock, cases: list[dict], resolve_conflicts: bool = True) -> 
         ids = [m["id"] for m in active]
         contents = {m["id"]: eng.get(m["id"], user).content for m in active}
         kind = group(case["kind"])
-        row = {"kind": case["kind"], "group": kind, "split": case["split"], "texts": texts,
-               "actions": actions, "active": len(active), "contents": list(contents.values())}
+        row = {
+            "kind": case["kind"],
+            "group": kind,
+            "split": case["split"],
+            "texts": texts,
+            "actions": actions,
+            "active": len(active),
+            "contents": list(contents.values()),
+        }
         if kind == "restatement":
             kept = _kept_texts(eng, ids[0], user) if len(ids) == 1 else set()
             row["ok"] = len(ids) == 1 and all(t in kept for t in texts)
@@ -103,12 +110,15 @@ def summary(rows: list[dict]) -> dict[str, Any]:
         det = [r for r in part if r["group"] == "detail"]
         cnt = [r for r in part if r["group"] == "counter"]
         out[split] = {
-            "restatements": len(res), "one_memory": sum(r["ok"] for r in res),
+            "restatements": len(res),
+            "one_memory": sum(r["ok"] for r in res),
             "one_memory_share": round(sum(r["ok"] for r in res) / max(len(res), 1), 3),
             # One active memory, whether or not it kept every text it was stored as.
             "one_active": sum(r["active"] == 1 for r in res),
-            "details": len(det), "detail_kept": sum(r["ok"] for r in det),
-            "counters": len(cnt), "counters_merged": sum(r["merged"] for r in cnt),
+            "details": len(det),
+            "detail_kept": sum(r["ok"] for r in det),
+            "counters": len(cnt),
+            "counters_merged": sum(r["merged"] for r in cnt),
             "actions": dict(Counter(a for r in part for a in r["actions"][1:])),
         }
     return out
@@ -121,8 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m benchmarks.restatements", description=__doc__.split("\n")[0])
     ap.add_argument("--cases", default=str(CASES_PATH))
     ap.add_argument("--json", help="write every case's outcome here")
-    ap.add_argument("--no-write-resolution", action="store_true",
-                    help="store every text as new: the consolidation run alone")
+    ap.add_argument(
+        "--no-write-resolution", action="store_true", help="store every text as new: the consolidation run alone"
+    )
     args = ap.parse_args(argv)
     settings = Settings.from_env()
     embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)

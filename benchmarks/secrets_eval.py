@@ -27,11 +27,20 @@ def score(items: list[dict], redact: Redactor) -> dict:
     secrets = [(it, s) for it in items for s in it["secrets"]]
     looks = [it for it in items if not it["secrets"]]
     missed = [f"{it['kind']}/{it['where']}" for it, s in secrets if s in redact(it["text"])]
-    changed = [f"{it['kind']}: {it['text'][:60]!r} -> {redact(it['text'])[:60]!r}"
-               for it in looks if redact(it["text"]) != it["text"]]
-    return {"secrets": len(secrets), "kinds": len({it["kind"] for it, _ in secrets}),
-            "removed": 1 - len(missed) / max(len(secrets), 1), "missed": missed,
-            "look_alikes": len(looks), "kept": 1 - len(changed) / max(len(looks), 1), "changed": changed}
+    changed = [
+        f"{it['kind']}: {it['text'][:60]!r} -> {redact(it['text'])[:60]!r}"
+        for it in looks
+        if redact(it["text"]) != it["text"]
+    ]
+    return {
+        "secrets": len(secrets),
+        "kinds": len({it["kind"] for it, _ in secrets}),
+        "removed": 1 - len(missed) / max(len(secrets), 1),
+        "missed": missed,
+        "look_alikes": len(looks),
+        "kept": 1 - len(changed) / max(len(looks), 1),
+        "changed": changed,
+    }
 
 
 def per_text_us(redact_cls: type, text: str, runs: int) -> float:
@@ -54,10 +63,14 @@ def store_cost_us(texts: list[str], redact: bool) -> float:
     import engram.engine.state as parts
     from engram import Engram, Settings
     from engram.models.embedding import FakeEmbedder
+
     given = parts.Redactor
     if not redact:
-        parts.Redactor = type("NoRedaction", (), {"__init__": lambda self, *a: None,
-                                                  "__call__": lambda self, t: t, "value": lambda self, v: v})
+        parts.Redactor = type(
+            "NoRedaction",
+            (),
+            {"__init__": lambda self, *a: None, "__call__": lambda self, t: t, "value": lambda self, v: v},
+        )
     try:
         with tempfile.TemporaryDirectory() as home:
             eng = Engram(":memory:", settings=Settings.from_env({"ENGRAM_HOME": home}), embedder=FakeEmbedder())
@@ -78,34 +91,54 @@ def main() -> None:
     args = ap.parse_args()
     items = json.loads(SET.read_text(encoding="utf-8"))["items"]
     redact = Redactor()
-    for name, part in (("tune", [i for i in items if i["split"] == "tune"]),
-                       ("report", [i for i in items if i["split"] == "report"]), ("both", items)):
+    for name, part in (
+        ("tune", [i for i in items if i["split"] == "tune"]),
+        ("report", [i for i in items if i["split"] == "report"]),
+        ("both", items),
+    ):
         s = score(part, redact)
-        print(f"{name:6} secrets removed {s['removed']:.3f} ({s['secrets'] - len(s['missed'])}/{s['secrets']}, "
-              f"{s['kinds']} kinds); look-alikes byte-identical {s['kept']:.3f} "
-              f"({s['look_alikes'] - len(s['changed'])}/{s['look_alikes']})")
+        print(
+            f"{name:6} secrets removed {s['removed']:.3f} ({s['secrets'] - len(s['missed'])}/{s['secrets']}, "
+            f"{s['kinds']} kinds); look-alikes byte-identical {s['kept']:.3f} "
+            f"({s['look_alikes'] - len(s['changed'])}/{s['look_alikes']})"
+        )
         if name == "both":
             for m in s["missed"]:
                 print(f"  missed: {m}")
             for c in s["changed"]:
                 print(f"  changed: {c}")
-    memory = ("Fixed the flaky upload test: the S3 client retried on 503 but the mock returned 500, so "
-              "tests/unit/test_upload.py now waits on the retry counter instead. See commit 3f2a9c1; "
-              "numpy 1.26.4 stays pinned.")
-    ten_kb = "\n".join(f"$ pytest -q tests/unit/test_{i}.py\n{i * 7} passed in {i}.2s, build 3f2a9c1e at "
-                       f"/home/ana/src/api" for i in range(160))[:10_000]
-    print(f"CPU cost: {per_text_us(Redactor, memory, 400):.0f} µs per typical memory ({len(memory)} chars), "
-          f"{per_text_us(Redactor, ten_kb, 40) / 1000:.2f} ms per 10 kB command output")
+    memory = (
+        "Fixed the flaky upload test: the S3 client retried on 503 but the mock returned 500, so "
+        "tests/unit/test_upload.py now waits on the retry counter instead. See commit 3f2a9c1; "
+        "numpy 1.26.4 stays pinned."
+    )
+    ten_kb = "\n".join(
+        f"$ pytest -q tests/unit/test_{i}.py\n{i * 7} passed in {i}.2s, build 3f2a9c1e at /home/ana/src/api"
+        for i in range(160)
+    )[:10_000]
+    print(
+        f"CPU cost: {per_text_us(Redactor, memory, 400):.0f} µs per typical memory ({len(memory)} chars), "
+        f"{per_text_us(Redactor, ten_kb, 40) / 1000:.2f} ms per 10 kB command output"
+    )
     if args.writes:
         texts = [it["text"] for it in items] * 2
         runs = [(r, store_cost_us(texts, r)) for r in (False, True, False, True)]
         for r in (False, True):
-            print(f"store() {'with' if r else 'without'} redaction: "
-                  + ", ".join(f"{us:.0f}" for done, us in runs if done == r) + " µs CPU per call")
+            print(
+                f"store() {'with' if r else 'without'} redaction: "
+                + ", ".join(f"{us:.0f}" for done, us in runs if done == r)
+                + " µs CPU per call"
+            )
     if args.locomo:
         data = json.loads(args.locomo.read_text(encoding="utf-8"))
-        turns = [t["text"] for conv in data for k, v in conv["conversation"].items()
-                 if k.startswith("session_") and isinstance(v, list) for t in v if t.get("text")]
+        turns = [
+            t["text"]
+            for conv in data
+            for k, v in conv["conversation"].items()
+            if k.startswith("session_") and isinstance(v, list)
+            for t in v
+            if t.get("text")
+        ]
         changed = [t for t in turns if redact(t) != t]
         kept = len(turns) - len(changed)
         print(f"LoCoMo turns byte-identical {kept / len(turns):.4f} ({kept}/{len(turns)})")

@@ -40,7 +40,7 @@ def measure(path: str, bulk: int, single: int, seed: int = 7) -> dict:
             items = [{"content": sentence(rng), "resolve_conflicts": False} for _ in range(bulk)]
             t0 = time.perf_counter()
             for i in range(0, bulk, 500):
-                eng.store_many(items[i:i + 500])
+                eng.store_many(items[i : i + 500])
             bulk_s = time.perf_counter() - t0
             stores, recalls = [], []
             for _ in range(single):
@@ -55,8 +55,13 @@ def measure(path: str, bulk: int, single: int, seed: int = 7) -> dict:
                 recalls.append(time.perf_counter() - t0)
         finally:
             eng.close()
-    return {"bulk_per_s": bulk / bulk_s, "store_p50": pct(stores, 50), "store_p95": pct(stores, 95),
-            "recall_p50": pct(recalls, 50), "recall_p95": pct(recalls, 95)}
+    return {
+        "bulk_per_s": bulk / bulk_s,
+        "store_p50": pct(stores, 50),
+        "store_p95": pct(stores, 95),
+        "recall_p50": pct(recalls, 50),
+        "recall_p95": pct(recalls, 95),
+    }
 
 
 def scale(path: str, n: int, samples: int, seed: int = 11) -> dict:
@@ -80,12 +85,33 @@ def scale(path: str, n: int, samples: int, seed: int = 11) -> dict:
         with store.transaction(), store.buffered():
             for i, (text, vec) in enumerate(zip(texts, vecs)):
                 at = start + timedelta(seconds=lo + i)
-                store.insert_memory(Memory(
-                    id=new_id(), content=text, memory_type="fact", importance=0.5, recall_count=0,
-                    created_at=at, last_recalled_at=None, user_id="bench", task_id=None, session_id=None,
-                    tags=(), metadata={}, provenance=(), status="active", valid_from=at, valid_to=None,
-                    supersedes=None, superseded_by=None, pinned=False, updated_at=at, conversation=None,
-                    stability=None), vec)
+                store.insert_memory(
+                    Memory(
+                        id=new_id(),
+                        content=text,
+                        memory_type="fact",
+                        importance=0.5,
+                        recall_count=0,
+                        created_at=at,
+                        last_recalled_at=None,
+                        user_id="bench",
+                        task_id=None,
+                        session_id=None,
+                        tags=(),
+                        metadata={},
+                        provenance=(),
+                        status="active",
+                        valid_from=at,
+                        valid_to=None,
+                        supersedes=None,
+                        superseded_by=None,
+                        pinned=False,
+                        updated_at=at,
+                        conversation=None,
+                        stability=None,
+                    ),
+                    vec,
+                )
     load_s = time.perf_counter() - t0
     store.close()
     clock = VirtualClock(start + timedelta(seconds=n + 60))
@@ -124,8 +150,11 @@ def main(argv: list[str] | None = None) -> dict:
                 out[(n, "postgres")] = scale(url, n, a.samples)
             for b in ("duckdb", "postgres"):
                 r = out[(n, b)]
-                print(f"| {n:,} | {b} | {r['load_per_s']:.0f} | {r['open_s']:.1f} | {r['recall_p50']:.2f} | "
-                      f"{r['recall_p95']:.2f} |", flush=True)
+                print(
+                    f"| {n:,} | {b} | {r['load_per_s']:.0f} | {r['open_s']:.1f} | {r['recall_p50']:.2f} | "
+                    f"{r['recall_p95']:.2f} |",
+                    flush=True,
+                )
         return out
     with tempfile.TemporaryDirectory() as tmp:
         out["duckdb"] = measure(str(Path(tmp) / "bench.duckdb"), a.bulk, a.single)
@@ -134,8 +163,10 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"| backend | bulk store/s ({a.bulk}) | store p50 ms | store p95 ms | recall p50 ms | recall p95 ms |")
     print("|---|---|---|---|---|---|")
     for b, r in out.items():
-        print(f"| {b} | {r['bulk_per_s']:.0f} | {r['store_p50']:.2f} | {r['store_p95']:.2f} | "
-              f"{r['recall_p50']:.2f} | {r['recall_p95']:.2f} |")
+        print(
+            f"| {b} | {r['bulk_per_s']:.0f} | {r['store_p50']:.2f} | {r['store_p95']:.2f} | "
+            f"{r['recall_p50']:.2f} | {r['recall_p95']:.2f} |"
+        )
     return out
 
 

@@ -52,12 +52,12 @@ def settings_file(client: str, repo: Path, client_home: Path) -> Path:
     return client_home / ".codex" / "hooks.json" if client == "codex" else repo / ".gemini" / "settings.json"
 
 
-def set_up(client: str, repo: Path, client_home: Path, engram_home: Path, shim: Path, log: Path,
-           fast: bool) -> None:
+def set_up(client: str, repo: Path, client_home: Path, engram_home: Path, shim: Path, log: Path, fast: bool) -> None:
     """Install the hooks as a user does, then time the end-of-turn entry (without its fast path
     when not `fast`)."""
     if client == "codex":
         from test_codex_cli import set_up as codex_set_up
+
         codex_set_up(repo, client_home, engram_home, mcp=False)
     else:
         r = engram_cli("hooks", "install", "gemini", "--scope", "project", cwd=repo, env=engram_env(engram_home))
@@ -78,12 +78,22 @@ def set_up(client: str, repo: Path, client_home: Path, engram_home: Path, shim: 
 def trust_all(repo: Path, client_home: Path, engram_home: Path) -> None:
     """Trust the entries as they now are (a changed command is untrusted again in Codex)."""
     from test_codex_cli import AppServer, codex_env
+
     with AppServer(repo, codex_env(client_home, engram_home)) as app:
         (entry,) = app.call("hooks/list", {"cwds": [str(repo)]})["data"]
-        app.call("config/batchWrite", {"edits": [{
-            "keyPath": "hooks.state", "mergeStrategy": "upsert",
-            "value": {h["key"]: {"trusted_hash": h["currentHash"]} for h in entry["hooks"]}}],
-            "reloadUserConfig": True})
+        app.call(
+            "config/batchWrite",
+            {
+                "edits": [
+                    {
+                        "keyPath": "hooks.state",
+                        "mergeStrategy": "upsert",
+                        "value": {h["key"]: {"trusted_hash": h["currentHash"]} for h in entry["hooks"]},
+                    }
+                ],
+                "reloadUserConfig": True,
+            },
+        )
 
 
 def session(client: str, repo: Path, client_home: Path, engram_home: Path) -> float:
@@ -92,18 +102,33 @@ def session(client: str, repo: Path, client_home: Path, engram_home: Path) -> fl
     start = time.monotonic()
     if client == "codex":
         from test_codex_cli import codex, ok
+
         patch = f"*** Begin Patch\n*** Update File: {SCRIPT}\n@@\n-{OLD_LINE}\n+{NEW_LINE}\n*** End Patch\n"
-        script = [[tool("exec_command", cmd=RUN)], [custom_tool("apply_patch", patch)],
-                  [tool("exec_command", cmd=RUN)], [text("Fixed.")]]
+        script = [
+            [tool("exec_command", cmd=RUN)],
+            [custom_tool("apply_patch", patch)],
+            [tool("exec_command", cmd=RUN)],
+            [text("Fixed.")],
+        ]
         with FakeOpenAI(script) as fake:
             ok(codex(repo, "Make the totals script work", fake, client_home, engram_home))
     else:
         from test_gemini_cli import gemini, ok
-        script = [[tool("run_shell_command", command=RUN, description="Print the totals")],
-                  [tool("replace", file_path=str(repo / SCRIPT), old_string=OLD_LINE, new_string=NEW_LINE,
-                        instruction="Fall back to the total")],
-                  [tool("run_shell_command", command=RUN, description="Print the totals again")],
-                  [text("Fixed.")]]
+
+        script = [
+            [tool("run_shell_command", command=RUN, description="Print the totals")],
+            [
+                tool(
+                    "replace",
+                    file_path=str(repo / SCRIPT),
+                    old_string=OLD_LINE,
+                    new_string=NEW_LINE,
+                    instruction="Fall back to the total",
+                )
+            ],
+            [tool("run_shell_command", command=RUN, description="Print the totals again")],
+            [text("Fixed.")],
+        ]
         with FakeGemini(script) as fake:
             ok(gemini(repo, "Make the totals script work", fake, client_home, engram_home))
     return time.monotonic() - start
@@ -130,10 +155,16 @@ def measure(client: str, fast: bool, runs: int, root: Path) -> dict:
         done = wait_until(lambda: len([c for c in captures(engram_home) if " ok " in c]) >= runs + 1 or None)
     finally:
         stop_daemon(engram_home)
-    return {"client": client, "entry": "fast path (detach.sh)" if fast else "direct (engram hook)",
-            "turns": len(waits), "p50_ms": statistics.median(waits), "p95_ms": pct(waits, 0.95),
-            "max_ms": max(waits), "session_wall_p50_s": round(statistics.median(walls), 2),
-            "captured_ok": bool(done)}
+    return {
+        "client": client,
+        "entry": "fast path (detach.sh)" if fast else "direct (engram hook)",
+        "turns": len(waits),
+        "p50_ms": statistics.median(waits),
+        "p95_ms": pct(waits, 0.95),
+        "max_ms": max(waits),
+        "session_wall_p50_s": round(statistics.median(walls), 2),
+        "captured_ok": bool(done),
+    }
 
 
 def main() -> None:

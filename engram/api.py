@@ -70,8 +70,14 @@ class Api:
         ok = False
         try:
             if name != "health":
-                self.eng.touch_session(ctx.session_id, user_id=ctx.user_id, client=ctx.client, pid=ctx.pid,
-                                       project=ctx.project, branch=ctx.branch)
+                self.eng.touch_session(
+                    ctx.session_id,
+                    user_id=ctx.user_id,
+                    client=ctx.client,
+                    pid=ctx.pid,
+                    project=ctx.project,
+                    branch=ctx.branch,
+                )
             result = fn(ctx, **args)
             if name != "health" and isinstance(result, dict):
                 notices = self.eng.claim_notices(ctx.session_id)
@@ -83,13 +89,32 @@ class Api:
             self.metrics.observe(name, time.perf_counter() - start, ok)
 
     # -- memories ------------------------------------------------------------
-    def store_memory(self, ctx: Ctx, content: str, memory_type: str, importance: float,
-                     tags: list[str] | str | None, task_id: str | None, metadata: dict | None,
-                     pinned: bool, conversation: str | None, scope: str) -> dict:
-        r = self.eng.store(content, memory_type=memory_type, importance=importance, tags=tags,
-                           task_id=task_id, metadata=metadata, user_id=ctx.user_id,
-                           session_id=ctx.session_id, pinned=pinned, conversation=conversation,
-                           project=owner(ctx, scope))
+    def store_memory(
+        self,
+        ctx: Ctx,
+        content: str,
+        memory_type: str,
+        importance: float,
+        tags: list[str] | str | None,
+        task_id: str | None,
+        metadata: dict | None,
+        pinned: bool,
+        conversation: str | None,
+        scope: str,
+    ) -> dict:
+        r = self.eng.store(
+            content,
+            memory_type=memory_type,
+            importance=importance,
+            tags=tags,
+            task_id=task_id,
+            metadata=metadata,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            pinned=pinned,
+            conversation=conversation,
+            project=owner(ctx, scope),
+        )
         self.metrics.stored(r.action)
         return r.to_dict()
 
@@ -97,30 +122,62 @@ class Api:
         r = self.eng.update(memory_id, content, user_id=ctx.user_id)
         return r.to_dict()
 
-    def forget_memory(self, ctx: Ctx, memory_id: str | None, query: str | None,
-                      dry_run: bool, all_projects: bool) -> dict:
-        ids = self.eng.forget(memory_id=memory_id, query=query, user_id=ctx.user_id, dry_run=bool(dry_run),
-                              scope=scope_of(ctx, all_projects))
-        return {"deleted": [] if dry_run else ids, "would_delete": ids if dry_run else [],
-                "count": len(ids), "dry_run": bool(dry_run)}
+    def forget_memory(
+        self, ctx: Ctx, memory_id: str | None, query: str | None, dry_run: bool, all_projects: bool
+    ) -> dict:
+        ids = self.eng.forget(
+            memory_id=memory_id,
+            query=query,
+            user_id=ctx.user_id,
+            dry_run=bool(dry_run),
+            scope=scope_of(ctx, all_projects),
+        )
+        return {
+            "deleted": [] if dry_run else ids,
+            "would_delete": ids if dry_run else [],
+            "count": len(ids),
+            "dry_run": bool(dry_run),
+        }
 
     def get_memory(self, ctx: Ctx, memory_id: str, around: int) -> dict:
         view = self.eng.memory_view(memory_id, user_id=ctx.user_id)
         if around:
             from engram.continuity.listing import around as neighbours
+
             view["around"] = neighbours(self.eng, self.eng.get(memory_id, ctx.user_id), around)
         return view
 
-    def recall_memory(self, ctx: Ctx, query: str, limit: int, memory_type: str | None,
-                      task_id: str | None, tags: list[str] | None, as_of: str | None,
-                      mode: str, explain: bool, all_projects: bool, compact: bool) -> dict:
-        out = self.eng.recall_context(query, limit=limit, memory_type=memory_type, task_id=task_id,
-                                      tags=tags, as_of=parse_time(as_of), mode=mode,
-                                      explain=bool(explain), user_id=ctx.user_id,
-                                      session_id=ctx.session_id, scope=scope_of(ctx, all_projects))
+    def recall_memory(
+        self,
+        ctx: Ctx,
+        query: str,
+        limit: int,
+        memory_type: str | None,
+        task_id: str | None,
+        tags: list[str] | None,
+        as_of: str | None,
+        mode: str,
+        explain: bool,
+        all_projects: bool,
+        compact: bool,
+    ) -> dict:
+        out = self.eng.recall_context(
+            query,
+            limit=limit,
+            memory_type=memory_type,
+            task_id=task_id,
+            tags=tags,
+            as_of=parse_time(as_of),
+            mode=mode,
+            explain=bool(explain),
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            scope=scope_of(ctx, all_projects),
+        )
         self.metrics.recalled()
         if compact:  # one line per memory; the full text of those wanted comes from get_memory
             from engram.continuity.listing import compact_rows
+
             out["memories"] = compact_rows(out["memories"])
             out["related_failures"] = compact_rows(out["related_failures"])
             out["handoff"] = {"id": out["handoff"]["id"]} if out.get("handoff") else None
@@ -132,40 +189,80 @@ class Api:
             out["degraded"] = f"keyword (bm25) recall only: the embedding model is unavailable ({self.eng.degraded})"
         return out
 
-    def get_context(self, ctx: Ctx, query: str, max_tokens: int, task_id: str | None, limit: int,
-                    tags: list[str] | str | None, all_projects: bool) -> dict:
-        return self._say_degraded(self.eng.context(query, max_tokens=max_tokens, task_id=task_id, limit=limit,
-                                                   tags=tags, user_id=ctx.user_id, session_id=ctx.session_id,
-                                                   scope=scope_of(ctx, all_projects)))
+    def get_context(
+        self,
+        ctx: Ctx,
+        query: str,
+        max_tokens: int,
+        task_id: str | None,
+        limit: int,
+        tags: list[str] | str | None,
+        all_projects: bool,
+    ) -> dict:
+        return self._say_degraded(
+            self.eng.context(
+                query,
+                max_tokens=max_tokens,
+                task_id=task_id,
+                limit=limit,
+                tags=tags,
+                user_id=ctx.user_id,
+                session_id=ctx.session_id,
+                scope=scope_of(ctx, all_projects),
+            )
+        )
 
     # -- tasks and continuity --------------------------------------------------
     def create_task(self, ctx: Ctx, name: str, goal: str, metadata: dict | None, scope: str) -> dict:
-        t = self.eng.create_task(name, goal, metadata, user_id=ctx.user_id, session_id=ctx.session_id,
-                                 project=owner(ctx, scope))
+        t = self.eng.create_task(
+            name, goal, metadata, user_id=ctx.user_id, session_id=ctx.session_id, project=owner(ctx, scope)
+        )
         return {"task_id": t.id, **t.to_dict()}
 
-    def update_task(self, ctx: Ctx, task_id: str, status: str | None, goal: str | None,
-                    metadata: dict | None, name: str | None) -> dict:
-        t = self.eng.update_task(task_id, status=status, goal=goal, metadata=metadata, name=name,
-                                 user_id=ctx.user_id, session_id=ctx.session_id)
+    def update_task(
+        self, ctx: Ctx, task_id: str, status: str | None, goal: str | None, metadata: dict | None, name: str | None
+    ) -> dict:
+        t = self.eng.update_task(
+            task_id,
+            status=status,
+            goal=goal,
+            metadata=metadata,
+            name=name,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+        )
         return {"task_id": t.id, **t.to_dict()}
 
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
         return self.eng.task_view(task_id, limit=limit, user_id=ctx.user_id, reader=ctx.session_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int, all_projects: bool) -> dict:
-        return {"tasks": self.eng.task_overview(status=status, limit=limit, user_id=ctx.user_id,
-                                                scope=scope_of(ctx, all_projects), reader=ctx.session_id),
-                "project": ctx.project}
+        return {
+            "tasks": self.eng.task_overview(
+                status=status,
+                limit=limit,
+                user_id=ctx.user_id,
+                scope=scope_of(ctx, all_projects),
+                reader=ctx.session_id,
+            ),
+            "project": ctx.project,
+        }
 
     def resume_task(self, ctx: Ctx, task_id: str, max_tokens: int, take_over: bool, claim: bool) -> dict:
-        return self.eng.resume_task(task_id, max_tokens=max_tokens, user_id=ctx.user_id,
-                                    session_id=ctx.session_id if claim else None,
-                                    client=ctx.client, take_over=bool(take_over), reader=ctx.session_id)
+        return self.eng.resume_task(
+            task_id,
+            max_tokens=max_tokens,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id if claim else None,
+            client=ctx.client,
+            take_over=bool(take_over),
+            reader=ctx.session_id,
+        )
 
     def claim_task(self, ctx: Ctx, task_id: str, take_over: bool) -> dict:
-        return self.eng.claim_task(task_id, ctx.session_id, client=ctx.client, take_over=bool(take_over),
-                                   user_id=ctx.user_id)
+        return self.eng.claim_task(
+            task_id, ctx.session_id, client=ctx.client, take_over=bool(take_over), user_id=ctx.user_id
+        )
 
     def release_task(self, ctx: Ctx, task_id: str) -> dict:
         return self.eng.release_task(task_id, ctx.session_id, user_id=ctx.user_id)
@@ -181,8 +278,13 @@ class Api:
 
     def report_interruption(self, ctx: Ctx, reason: str, task_id: str | None) -> dict:
         s = self.eng.report_interruption(ctx.session_id, reason, task_id=task_id, user_id=ctx.user_id)
-        return {"session_id": s.id, "status": s.status, "reason": s.interruption, "task_id": s.task_id,
-                "ended_at": s.ended_at.isoformat() if s.ended_at else None}
+        return {
+            "session_id": s.id,
+            "status": s.status,
+            "reason": s.interruption,
+            "task_id": s.task_id,
+            "ended_at": s.ended_at.isoformat() if s.ended_at else None,
+        }
 
     def memory_prompt(self, ctx: Ctx, all_projects: bool) -> dict:
         return {"prompt": self.eng.prompt_block(user_id=ctx.user_id, scope=scope_of(ctx, all_projects))}
@@ -191,27 +293,61 @@ class Api:
         """The projects the caller's memories and tasks belong to, and how many rows each holds."""
         return {"projects": self.eng.projects(ctx.user_id), "current": ctx.project}
 
-    def session_handoff(self, ctx: Ctx, summary: str, completed: list[str] | None,
-                        in_progress: list[str] | None, blocked: list[str] | None,
-                        next_steps: list[str] | None, task_id: str | None) -> dict:
-        m = self.eng.handoff(summary, completed=completed, in_progress=in_progress, blocked=blocked,
-                             next_steps=next_steps, task_id=task_id,
-                             user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
+    def session_handoff(
+        self,
+        ctx: Ctx,
+        summary: str,
+        completed: list[str] | None,
+        in_progress: list[str] | None,
+        blocked: list[str] | None,
+        next_steps: list[str] | None,
+        task_id: str | None,
+    ) -> dict:
+        m = self.eng.handoff(
+            summary,
+            completed=completed,
+            in_progress=in_progress,
+            blocked=blocked,
+            next_steps=next_steps,
+            task_id=task_id,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            project=ctx.project,
+        )
         self.metrics.stored("new")
-        return self._working(ctx, {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id,
-                                   "created_at": m.created_at.isoformat()})
+        return self._working(
+            ctx, {"handoff_id": m.id, "memory_id": m.id, "task_id": m.task_id, "created_at": m.created_at.isoformat()}
+        )
 
-    def track_failure(self, ctx: Ctx, error: str, component: str, root_cause: str,
-                      task_id: str | None, fix: str | None) -> dict:
-        r = self.eng.track_failure(error, component, root_cause, task_id=task_id, fix=fix,
-                                   user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
+    def track_failure(
+        self, ctx: Ctx, error: str, component: str, root_cause: str, task_id: str | None, fix: str | None
+    ) -> dict:
+        r = self.eng.track_failure(
+            error,
+            component,
+            root_cause,
+            task_id=task_id,
+            fix=fix,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            project=ctx.project,
+        )
         self.metrics.stored(r.action)
         return r.to_dict()
 
-    def track_progress(self, ctx: Ctx, feature: str, status: str, completion: float | None,
-                       task_id: str | None, notes: str) -> dict:
-        m = self.eng.track_progress(feature, status, completion, task_id=task_id, notes=notes,
-                                    user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project)
+    def track_progress(
+        self, ctx: Ctx, feature: str, status: str, completion: float | None, task_id: str | None, notes: str
+    ) -> dict:
+        m = self.eng.track_progress(
+            feature,
+            status,
+            completion,
+            task_id=task_id,
+            notes=notes,
+            user_id=ctx.user_id,
+            session_id=ctx.session_id,
+            project=ctx.project,
+        )
         self.metrics.stored("new")
         return self._working(ctx, {"memory_id": m.id, "task_id": m.task_id, **m.metadata["progress"]})
 
@@ -222,47 +358,98 @@ class Api:
     # -- the agent lifecycle hooks (engram.continuity.lifecycle) ------------------------------
     def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
         from engram.continuity.lifecycle import session_start
+
         return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens, ctx.project)
 
     def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
         from engram.continuity.lifecycle import prompt_memories
+
         return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
 
-    def session_capture(self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None,
-                        task_id: str | None, client: str) -> dict:
+    def session_capture(
+        self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None, task_id: str | None, client: str
+    ) -> dict:
         from engram.continuity.capture import session_capture
-        return session_capture(self.eng, ctx.user_id, ctx.session_id, client or ctx.client, fixes or [],
-                               episodes or [], task_id, ctx.project)
 
-    def session_checkpoint(self, ctx: Ctx, summary: str, completed: list[str] | str | None,
-                           in_progress: list[str] | str | None, blocked: list[str] | str | None,
-                           next_steps: list[str] | str | None, step_statuses: list[str] | None,
-                           failures: list[dict] | None, task_id: str | None, checkpoint: dict,
-                           interrupted: bool) -> dict:
+        return session_capture(
+            self.eng,
+            ctx.user_id,
+            ctx.session_id,
+            client or ctx.client,
+            fixes or [],
+            episodes or [],
+            task_id,
+            ctx.project,
+        )
+
+    def session_checkpoint(
+        self,
+        ctx: Ctx,
+        summary: str,
+        completed: list[str] | str | None,
+        in_progress: list[str] | str | None,
+        blocked: list[str] | str | None,
+        next_steps: list[str] | str | None,
+        step_statuses: list[str] | None,
+        failures: list[dict] | None,
+        task_id: str | None,
+        checkpoint: dict,
+        interrupted: bool,
+    ) -> dict:
         from engram.continuity.lifecycle import session_checkpoint
 
         def items(v: list[str] | str | None) -> list[str]:
             return [v] if isinstance(v, str) else list(v or [])
 
-        return session_checkpoint(self.eng, ctx.user_id, ctx.session_id, summary, items(completed),
-                                  items(in_progress), items(blocked), items(next_steps),
-                                  list(step_statuses or []), list(failures or []), task_id, checkpoint,
-                                  bool(interrupted), ctx.project)
+        return session_checkpoint(
+            self.eng,
+            ctx.user_id,
+            ctx.session_id,
+            summary,
+            items(completed),
+            items(in_progress),
+            items(blocked),
+            items(next_steps),
+            list(step_statuses or []),
+            list(failures or []),
+            task_id,
+            checkpoint,
+            bool(interrupted),
+            ctx.project,
+        )
 
     def capture_conventions(self, ctx: Ctx, prompts: list[str]) -> dict:
         """The conventions the prompts state, stored as facts of the caller's project
         (engram.continuity.conventions); the hooks' checkpoint calls it."""
-        return self.eng.capture_conventions(prompts, user_id=ctx.user_id, session_id=ctx.session_id,
-                                           project=ctx.project)
+        return self.eng.capture_conventions(
+            prompts, user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project
+        )
 
     # -- curation (issue 17: the web panel) ------------------------------------
-    def list_memories(self, ctx: Ctx, memory_type: str | None, task_id: str | None, tag: str | None,
-                      as_of: str | None, status: str, offset: int, limit: int,
-                      in_project: str | None) -> dict:
+    def list_memories(
+        self,
+        ctx: Ctx,
+        memory_type: str | None,
+        task_id: str | None,
+        tag: str | None,
+        as_of: str | None,
+        status: str,
+        offset: int,
+        limit: int,
+        in_project: str | None,
+    ) -> dict:
         """A page of memories, newest first, with filters; total counts every match."""
-        return self.eng.list_memories(memory_type=memory_type, task_id=task_id, tags=[tag] if tag else None,
-                                      as_of=parse_time(as_of), status=status, offset=offset, limit=limit,
-                                      user_id=ctx.user_id, in_project=in_project)
+        return self.eng.list_memories(
+            memory_type=memory_type,
+            task_id=task_id,
+            tags=[tag] if tag else None,
+            as_of=parse_time(as_of),
+            status=status,
+            offset=offset,
+            limit=limit,
+            user_id=ctx.user_id,
+            in_project=in_project,
+        )
 
     def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool) -> dict:
         m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
@@ -290,6 +477,7 @@ class Api:
 
     def consolidate_memory(self, ctx: Ctx, apply: bool) -> dict:
         from engram.admin.maintenance import run_maintenance
+
         # Only the caller's memories: a report names memories and quotes them, and apply deletes.
         # The scheduled job (MaintenanceScheduler) covers every user.
         report = run_maintenance(self.eng, apply=bool(apply), user_id=self._user(ctx))
@@ -304,6 +492,7 @@ class Api:
 
     def memory_stats(self, ctx: Ctx) -> dict:
         from engram.admin.maintenance import memory_stats
+
         user = self._user(ctx)
         stats = memory_stats(self.eng, user_id=user)
         if self.scheduler is not None:
@@ -318,31 +507,36 @@ class Api:
 
     def export_memories(self, ctx: Ctx, path: str) -> dict:
         from engram.admin.export_import import export_jsonl
+
         return export_jsonl(self.eng, path, user_id=self._user(ctx))
 
     def import_memories(self, ctx: Ctx, path: str, on_conflict: str, reembed: bool) -> dict:
         from engram.admin.export_import import import_jsonl
-        return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed),
-                            user_id=self._user(ctx))
+
+        return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed), user_id=self._user(ctx))
 
     def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool) -> dict:
         """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.admin.importers."""
         from engram.admin.importers import import_from
+
         return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
 
     def migrate_store(self, ctx: Ctx, target: str, force: bool) -> dict:
         """The whole store, every user's rows, into another database (a local admin command)."""
         from engram.admin.export_import import migrate_store
+
         return migrate_store(self.eng, target, force=bool(force))
 
     def backup_store(self, ctx: Ctx, dest: str | None) -> dict:
         """A checked copy of the whole DuckDB file, taken in the daemon that owns it (local admin)."""
         from engram.store.backup import take_backup
+
         return take_backup(self.eng, dest)
 
     def scrub_store(self, ctx: Ctx, apply: bool) -> dict:
         """The redactor over every row already stored; with apply, rewritten after a copy (local admin)."""
         from engram.admin.scrub import scrub_store
+
         return scrub_store(self.eng, apply=bool(apply))
 
     def reindex(self, ctx: Ctx, reembed: bool) -> dict:
@@ -356,20 +550,27 @@ class Api:
     # -- per-user keys (local administration: no HTTP route or MCP tool) -------
     def create_key(self, ctx: Ctx, user_id: str, label: str | None) -> dict:
         from engram.admin import keys
+
         return keys.create_key(self.eng, user_id, label)
 
     def list_keys(self, ctx: Ctx, user_id: str | None) -> dict:
         from engram.admin import keys
+
         return {"keys": keys.list_keys(self.eng, user_id)}
 
     def revoke_key(self, ctx: Ctx, key_id: str) -> dict:
         from engram.admin import keys
+
         return keys.revoke_key(self.eng, key_id)
 
     def health(self, ctx: Ctx) -> dict:
-        out = {"status": "degraded" if self.eng.degraded else "ok", "memories": self.eng.index_status()["rows"],
-               "model": self.eng.embedder.name, "backend": getattr(self.eng.embedder, "backend", None),
-               "db": self.eng.path}
+        out = {
+            "status": "degraded" if self.eng.degraded else "ok",
+            "memories": self.eng.index_status()["rows"],
+            "model": self.eng.embedder.name,
+            "backend": getattr(self.eng.embedder, "backend", None),
+            "db": self.eng.path,
+        }
         if self.eng.degraded:
             out["model_error"] = self.eng.degraded
             out["serving"] = "keyword (bm25) recall; stores are kept and embedded when the model is back"

@@ -51,6 +51,7 @@ def _delegate(part: str, method: Callable) -> Callable:
     @functools.wraps(method)
     def call(self, *args, **kwargs):
         return getattr(getattr(self, part), name)(*args, **kwargs)
+
     return call
 
 
@@ -82,9 +83,16 @@ class Engram:
     index_built_at = _shared("index_built_at", "When the derived indexes were last rebuilt.")
     activity_epoch = _shared("activity_epoch", "Bumped when a memory's text changes or memories go.")
 
-    def __init__(self, path: str | Path | None = None, *, settings: Settings | None = None,
-                 embedder: Embedder | None = None, clock: Clock | None = None,
-                 allow_model_change: bool = False, degraded_ok: bool = False):
+    def __init__(
+        self,
+        path: str | Path | None = None,
+        *,
+        settings: Settings | None = None,
+        embedder: Embedder | None = None,
+        clock: Clock | None = None,
+        allow_model_change: bool = False,
+        degraded_ok: bool = False,
+    ):
         """degraded_ok: if the model cannot load, serve keyword recall (see `degraded`) instead
         of failing; the daemon runs so, a library user gets ModelUnavailable."""
         settings = settings or Settings.from_env()

@@ -32,12 +32,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--model", help="embedding model: a name, a Hub id or a local folder (default: ENGRAM_MODEL)")
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
-    p.add_argument("--database-url", dest="database_url",
-                   help="check and migrate this PostgreSQL database (postgresql://...) and use it instead "
-                        "of the DuckDB file (default: ENGRAM_DATABASE_URL)")
+    p.add_argument(
+        "--database-url",
+        dest="database_url",
+        help="check and migrate this PostgreSQL database (postgresql://...) and use it instead "
+        "of the DuckDB file (default: ENGRAM_DATABASE_URL)",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON report instead of text")
-    p.add_argument("--skip-selfcheck", dest="skip_selfcheck", action="store_true",
-                   help="do not store, recall and forget a probe memory")
+    p.add_argument(
+        "--skip-selfcheck",
+        dest="skip_selfcheck",
+        action="store_true",
+        help="do not store, recall and forget a probe memory",
+    )
     return p
 
 
@@ -71,6 +78,7 @@ def find_model(settings: Settings, log=None) -> dict:
         log(f"downloading {repo} into {target} ...")
     try:
         from huggingface_hub import snapshot_download
+
         # Into a side folder first: a download cut short must not look like a usable model.
         snapshot_download(repo, local_dir=partial, ignore_patterns=SKIP_FILES)
     except Exception as e:
@@ -84,6 +92,7 @@ def find_model(settings: Settings, log=None) -> dict:
 def check_extensions() -> list[str]:
     """The DuckDB extensions the store loads when it opens a database (none: see extensions.py)."""
     from engram.store.extensions import LOADED_BY_STORE
+
     return list(LOADED_BY_STORE)
 
 
@@ -115,10 +124,12 @@ def self_check_daemon(socket_path: Path, store: str | None = None) -> dict:
     `store`: the store the probe is meant for; a daemon serving another refuses (StoreMismatch)."""
     from engram.server.rpc import RpcError
     from engram.server.rpc_client import RpcClient
+
     user = f"engram-selfcheck-{uuid.uuid4().hex[:12]}"
     text = PROBE_TEXT.format(tag=uuid.uuid4().hex[:8])
-    with RpcClient(socket_path, session_id=f"setup-{uuid.uuid4().hex}", client="engram-setup",
-                   user_id=user, store=store) as c:
+    with RpcClient(
+        socket_path, session_id=f"setup-{uuid.uuid4().hex}", client="engram-setup", user_id=user, store=store
+    ) as c:
         mid = c.call("store_memory", content=text)["memory_id"]
         try:
             hits = c.call("recall_memory", query=text, limit=1)["memories"]
@@ -169,11 +180,14 @@ def mcp_config(settings: Settings) -> dict:
 
 def _describe(report: dict) -> str:
     m, db, sc, cfg = report["model"], report["database"], report.get("selfcheck"), report["mcp"]
-    lines = [f"model       {m['name']} ({m['source']}: {m.get('path', '-')})"
-             + (f", {m['dim']} dims" if m.get("dim") else "")
-             + (f", encoded with {m['backend']}" if m.get("backend") else "")]
-    lines.append(f"extensions  {', '.join(report['extensions']) or 'none'} loaded "
-                 "(BM25 and vector search run in engram itself)")
+    lines = [
+        f"model       {m['name']} ({m['source']}: {m.get('path', '-')})"
+        + (f", {m['dim']} dims" if m.get("dim") else "")
+        + (f", encoded with {m['backend']}" if m.get("backend") else "")
+    ]
+    lines.append(
+        f"extensions  {', '.join(report['extensions']) or 'none'} loaded (BM25 and vector search run in engram itself)"
+    )
     if db.get("via") == "daemon":
         n = db.get("memories")
         count = f"{n} memor{'y' if n == 1 else 'ies'}" if isinstance(n, int) else "memories unknown"
@@ -184,8 +198,10 @@ def _describe(report: dict) -> str:
     if report.get("postgres"):
         pg = report["postgres"]
         done = f"migrated to v{pg['schema_version']} now" if pg["migrated"] else f"schema v{pg['schema_version']}"
-        lines.append(f"postgres    {pg['path']}: PostgreSQL {pg['server_version']}, pgvector {pg['pgvector']}, "
-                     f"{done}, {pg['memories']} memories")
+        lines.append(
+            f"postgres    {pg['path']}: PostgreSQL {pg['server_version']}, pgvector {pg['pgvector']}, "
+            f"{done}, {pg['memories']} memories"
+        )
     if report.get("scrub"):
         lines.append(f"privacy     {report['scrub']}")
     b = report.get("backups")
@@ -199,8 +215,10 @@ def _describe(report: dict) -> str:
         lines.append("self-check  skipped")
     else:
         modes = ", ".join(sc["recall"])
-        lines.append(f"self-check  store, recall ({modes}), forget via {sc['via']}: "
-                     + ("ok" if sc["ok"] else "FAILED: " + "; ".join(sc["problems"])))
+        lines.append(
+            f"self-check  store, recall ({modes}), forget via {sc['via']}: "
+            + ("ok" if sc["ok"] else "FAILED: " + "; ".join(sc["problems"]))
+        )
     lines += [
         "",
         "Claude Code:",
@@ -226,9 +244,14 @@ def backup_status(settings: Settings) -> dict:
     import time
 
     from engram.store.backup import backup_dir, latest_backup
+
     newest = latest_backup(settings.db_path)
-    out: dict[str, Any] = {"kind": "duckdb", "folder": str(backup_dir(settings.db_path)), "keep": settings.backup_keep,
-                           "latest": str(newest) if newest else None}
+    out: dict[str, Any] = {
+        "kind": "duckdb",
+        "folder": str(backup_dir(settings.db_path)),
+        "keep": settings.backup_keep,
+        "latest": str(newest) if newest else None,
+    }
     if newest:
         out["age_hours"] = round((time.time() - newest.stat().st_mtime) / 3600, 1)
     return out
@@ -249,14 +272,17 @@ def scrub_offer(settings: Settings, created: bool) -> str | None:
         return None  # not said rather than said at every run
     if created:
         return None
-    return ("what was stored before this release may hold secrets: `engram scrub` lists them, "
-            "`engram scrub --apply` removes them (docs/privacy.md)")
+    return (
+        "what was stored before this release may hold secrets: `engram scrub` lists them, "
+        "`engram scrub --apply` removes them (docs/privacy.md)"
+    )
 
 
 def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
     """Every step; raises EngramError (or RpcError) naming the step that failed."""
     from engram.server.rpc import server_running
     from engram.server.rpc_client import RpcClient
+
     report: dict[str, Any] = {"home": str(settings.home)}
     report["model"] = find_model(settings, log)
     report["extensions"] = check_extensions()
@@ -264,34 +290,43 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
         from datetime import datetime, timezone
 
         from engram.store.pg import check_database
+
         report["postgres"] = check_database(settings.database_url, datetime.now(timezone.utc))
     if server_running(settings.socket_path):
-        with RpcClient(settings.socket_path, session_id=f"setup-{uuid.uuid4().hex}",
-                       client="engram-setup", store=settings.store) as c:
+        with RpcClient(
+            settings.socket_path, session_id=f"setup-{uuid.uuid4().hex}", client="engram-setup", store=settings.store
+        ) as c:
             health = c.call("health")
         report["model"]["daemon_model"] = health.get("model")
         report["model"]["backend"] = health.get("backend")
-        report["database"] = {"path": str(health.get("db") or settings.db_path), "via": "daemon",
-                              "memories": health.get("memories")}
+        report["database"] = {
+            "path": str(health.get("db") or settings.db_path),
+            "via": "daemon",
+            "memories": health.get("memories"),
+        }
         report["selfcheck"] = None if skip_selfcheck else self_check_daemon(settings.socket_path, settings.store)
     else:
         from huggingface_hub.utils import disable_progress_bars
 
         from engram.engram import Engram
         from engram.models.embedding import load_embedder
+
         if log:
             log("loading the embedding model ...")
         disable_progress_bars()  # after any download, whose progress is worth showing
-        emb = load_embedder(settings.model, settings.model_cache, settings.torch_threads,
-                            onnx=settings.onnx)
+        emb = load_embedder(settings.model, settings.model_cache, settings.torch_threads, onnx=settings.onnx)
         report["model"]["dim"] = emb.dim
         report["model"]["backend"] = emb.backend
         # "checked" or "trusted": later starts load the graph without torch (see embedding.py).
         report["model"]["onnx_graph"] = getattr(emb, "checked", None)
         created = not settings.database_url and not settings.db_path.exists()
         with Engram(None, settings=settings, embedder=emb) as eng:  # database_url, else the file
-            report["database"] = {"path": eng.path, "via": "postgres" if settings.database_url else "file",
-                                  "created": created, "schema_version": eng.schema_version()}
+            report["database"] = {
+                "path": eng.path,
+                "via": "postgres" if settings.database_url else "file",
+                "created": created,
+                "schema_version": eng.schema_version(),
+            }
             report["selfcheck"] = None if skip_selfcheck else self_check(eng)
     report["scrub"] = scrub_offer(settings, report["database"].get("created", False))
     report["backups"] = backup_status(settings)

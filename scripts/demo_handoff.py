@@ -28,20 +28,40 @@ async def call(client: Client, tool: str, **args) -> dict:
 
 async def main() -> None:
     async with agent() as a:
-        task = (await call(a, "create_task", name="Add CSV export",
-                           goal="Users can export their memories as CSV"))["task_id"]
-        await call(a, "store_memory", content="Exports must be UTF-8 with a header row.",
-                   memory_type="fact", importance=0.8, task_id=task)
-        await call(a, "track_failure", error="UnicodeEncodeError when writing names with accents",
-                   component="exporter", root_cause="file opened with the locale encoding",
-                   fix="open(path, 'w', encoding='utf-8', newline='')", task_id=task)
-        await call(a, "track_progress", feature="CSV writer", status="in_progress", completion=0.6,
-                   task_id=task)
-        await call(a, "session_handoff", summary="CSV writer works; CLI flag, tests and docs are missing",
-                   completed=["CSV writer core"], in_progress=["unicode handling"],
-                   next_steps=["Add a --csv flag to the export command",
-                               "Write tests for the CSV exporter",
-                               "Document CSV export in the README"], task_id=task)
+        task = (await call(a, "create_task", name="Add CSV export", goal="Users can export their memories as CSV"))[
+            "task_id"
+        ]
+        await call(
+            a,
+            "store_memory",
+            content="Exports must be UTF-8 with a header row.",
+            memory_type="fact",
+            importance=0.8,
+            task_id=task,
+        )
+        await call(
+            a,
+            "track_failure",
+            error="UnicodeEncodeError when writing names with accents",
+            component="exporter",
+            root_cause="file opened with the locale encoding",
+            fix="open(path, 'w', encoding='utf-8', newline='')",
+            task_id=task,
+        )
+        await call(a, "track_progress", feature="CSV writer", status="in_progress", completion=0.6, task_id=task)
+        await call(
+            a,
+            "session_handoff",
+            summary="CSV writer works; CLI flag, tests and docs are missing",
+            completed=["CSV writer core"],
+            in_progress=["unicode handling"],
+            next_steps=[
+                "Add a --csv flag to the export command",
+                "Write tests for the CSV exporter",
+                "Document CSV export in the README",
+            ],
+            task_id=task,
+        )
         await call(a, "session_outcome", outcome="success", notes="handed off cleanly")
     print(f"agent A: created task {task}, recorded a failure and progress, handed off with 3 next steps")
 
@@ -56,8 +76,7 @@ async def main() -> None:
             print(f"  pitfall in {f['component']}: {f['error']} (fix: {f.get('fix') or '-'})")
         for m in r["memories"][:4]:
             print(f"  memory [{m['memory_type']}] {m['content'].replace(chr(10), ' | ')[:90]}")
-        await call(b, "track_progress", feature="CSV exporter tests", status="done", completion=1.0,
-                   task_id=task)
+        await call(b, "track_progress", feature="CSV exporter tests", status="done", completion=1.0, task_id=task)
         view = await call(b, "get_task", task_id=task)
         print("\nafter agent B finished the tests, the handoff's next steps read:")
         for s in view["latest_handoff"]["next_steps_validation"]:

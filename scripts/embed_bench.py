@@ -22,10 +22,42 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-WORDS = ["deploy", "service", "replica", "cluster", "timeout", "retry", "postgres", "redis", "owner",
-         "alert", "latency", "pipeline", "staging", "production", "version", "upgrade", "dashboard",
-         "customer", "script", "nightly", "the", "a", "of", "to", "from", "in", "on", "with", "is",
-         "was", "every", "when", "after", "before"]
+WORDS = [
+    "deploy",
+    "service",
+    "replica",
+    "cluster",
+    "timeout",
+    "retry",
+    "postgres",
+    "redis",
+    "owner",
+    "alert",
+    "latency",
+    "pipeline",
+    "staging",
+    "production",
+    "version",
+    "upgrade",
+    "dashboard",
+    "customer",
+    "script",
+    "nightly",
+    "the",
+    "a",
+    "of",
+    "to",
+    "from",
+    "in",
+    "on",
+    "with",
+    "is",
+    "was",
+    "every",
+    "when",
+    "after",
+    "before",
+]
 
 
 def text(rng: random.Random, lo: int, hi: int) -> str:
@@ -45,7 +77,7 @@ def ms_per_text(configs: dict, texts: list[str], rounds: int) -> dict[str, float
     for n in names:
         configs[n](texts[:16])  # warm-up
     for r in range(rounds):
-        for n in names[r % len(names):] + names[:r % len(names)]:
+        for n in names[r % len(names) :] + names[: r % len(names)]:
             t = time.perf_counter()
             configs[n](texts)
             times[n].append(time.perf_counter() - t)
@@ -97,13 +129,15 @@ def main(argv: list[str] | None = None) -> dict:
     def onnx_batch(session):  # embed_batch's path: sorted by length, batches of 64
         def run(ts):
             for i in range(0, len(ts), 64):
-                onnx._onnx.run_in(session, onnx._tokenize(ts[i:i + 64]))
+                onnx._onnx.run_in(session, onnx._tokenize(ts[i : i + 64]))
+
         return run
 
     def torch_batch(large: bool):
         def run(ts):
             for i in range(0, len(ts), 64):
-                torch_._torch.run(torch_._tokenize(ts[i:i + 64]), large)
+                torch_._torch.run(torch_._tokenize(ts[i : i + 64]), large)
+
         return run
 
     texts.sort(key=len, reverse=True)

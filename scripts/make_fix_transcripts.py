@@ -30,8 +30,10 @@ def steps(case: dict) -> list[tuple]:
     passed = case.get("pass", case["cmd"])
     out = [("request", f"`{case['cmd']}` fails, please fix it."), ("run", case["cmd"], case["out"], True)]
     out += [("edit", f, old, new) for f, old, new in case["edits"]]
-    out += [("run", passed, "ok", False),
-            ("answer", f"Fixed: `{passed}` passes now after changing {', '.join(f for f, _, _ in case['edits'])}.")]
+    out += [
+        ("run", passed, "ok", False),
+        ("answer", f"Fixed: `{passed}` passes now after changing {', '.join(f for f, _, _ in case['edits'])}."),
+    ]
     return out
 
 
@@ -40,59 +42,143 @@ def claude(case: dict) -> list[dict]:
     base = {"isSidechain": False, "userType": "external", "cwd": ROOT, "sessionId": case["id"], "version": "2.1.332"}
     for n, step in enumerate(steps(case), 1):
         if step[0] == "request":
-            lines.append({**base, "type": "user", "uuid": f"u{n}", "timestamp": _stamp(n),
-                          "message": {"role": "user", "content": step[1]}})
+            lines.append(
+                {
+                    **base,
+                    "type": "user",
+                    "uuid": f"u{n}",
+                    "timestamp": _stamp(n),
+                    "message": {"role": "user", "content": step[1]},
+                }
+            )
         elif step[0] == "answer":
-            lines.append({**base, "type": "assistant", "uuid": f"a{n}", "timestamp": _stamp(n),
-                          "message": {"role": "assistant", "content": [{"type": "text", "text": step[1]}]}})
+            lines.append(
+                {
+                    **base,
+                    "type": "assistant",
+                    "uuid": f"a{n}",
+                    "timestamp": _stamp(n),
+                    "message": {"role": "assistant", "content": [{"type": "text", "text": step[1]}]},
+                }
+            )
         else:
             if step[0] == "run":
                 call = {"type": "tool_use", "id": f"toolu_{n}", "name": "Bash", "input": {"command": step[1]}}
-                result = {"type": "tool_result", "tool_use_id": f"toolu_{n}",
-                          "content": f"Exit code 1\n{step[2]}" if step[3] else step[2], "is_error": step[3]}
+                result = {
+                    "type": "tool_result",
+                    "tool_use_id": f"toolu_{n}",
+                    "content": f"Exit code 1\n{step[2]}" if step[3] else step[2],
+                    "is_error": step[3],
+                }
             else:
                 _, f, old, new = step
-                args = {"file_path": f"{ROOT}/{f}", "old_string": old, "new_string": new} if old else \
-                    {"file_path": f"{ROOT}/{f}", "content": new}
+                args = (
+                    {"file_path": f"{ROOT}/{f}", "old_string": old, "new_string": new}
+                    if old
+                    else {"file_path": f"{ROOT}/{f}", "content": new}
+                )
                 call = {"type": "tool_use", "id": f"toolu_{n}", "name": "Edit" if old else "Write", "input": args}
                 result = {"type": "tool_result", "tool_use_id": f"toolu_{n}", "content": "The file was updated."}
-            lines.append({**base, "type": "assistant", "uuid": f"a{n}", "timestamp": _stamp(n),
-                          "message": {"role": "assistant", "content": [call]}})
-            lines.append({**base, "type": "user", "uuid": f"r{n}", "timestamp": _stamp(n),
-                          "message": {"role": "user", "content": [result]}})
+            lines.append(
+                {
+                    **base,
+                    "type": "assistant",
+                    "uuid": f"a{n}",
+                    "timestamp": _stamp(n),
+                    "message": {"role": "assistant", "content": [call]},
+                }
+            )
+            lines.append(
+                {
+                    **base,
+                    "type": "user",
+                    "uuid": f"r{n}",
+                    "timestamp": _stamp(n),
+                    "message": {"role": "user", "content": [result]},
+                }
+            )
     return lines
 
 
 def codex(case: dict) -> list[dict]:
-    lines = [{"timestamp": _stamp(0), "type": "session_meta", "payload": {"id": case["id"], "cwd": ROOT,
-                                                                         "cli_version": "0.171.0"}}]
+    lines = [
+        {
+            "timestamp": _stamp(0),
+            "type": "session_meta",
+            "payload": {"id": case["id"], "cwd": ROOT, "cli_version": "0.171.0"},
+        }
+    ]
     for n, step in enumerate(steps(case), 1):
         t = _stamp(n)
         if step[0] == "request":
             lines.append({"timestamp": t, "type": "event_msg", "payload": {"type": "user_message", "message": step[1]}})
         elif step[0] == "answer":
-            lines.append({"timestamp": t, "type": "response_item", "payload": {
-                "type": "message", "role": "assistant", "content": [{"type": "output_text", "text": step[1]}]}})
+            lines.append(
+                {
+                    "timestamp": t,
+                    "type": "response_item",
+                    "payload": {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "output_text", "text": step[1]}],
+                    },
+                }
+            )
         elif step[0] == "run":
-            lines.append({"timestamp": t, "type": "response_item", "payload": {
-                "type": "function_call", "name": "exec_command", "call_id": f"call_{n}",
-                "arguments": json.dumps({"cmd": step[1]})}})
+            lines.append(
+                {
+                    "timestamp": t,
+                    "type": "response_item",
+                    "payload": {
+                        "type": "function_call",
+                        "name": "exec_command",
+                        "call_id": f"call_{n}",
+                        "arguments": json.dumps({"cmd": step[1]}),
+                    },
+                }
+            )
             code = 1 if step[3] else 0
-            lines.append({"timestamp": t, "type": "response_item", "payload": {
-                "type": "function_call_output", "call_id": f"call_{n}",
-                "output": f"Chunk ID: c{n}\nWall time: 0.1000 seconds\nProcess exited with code {code}\n"
-                          f"Original token count: 10\nOutput:\n{step[2]}\n"}})
+            lines.append(
+                {
+                    "timestamp": t,
+                    "type": "response_item",
+                    "payload": {
+                        "type": "function_call_output",
+                        "call_id": f"call_{n}",
+                        "output": f"Chunk ID: c{n}\nWall time: 0.1000 seconds\nProcess exited with code {code}\n"
+                        f"Original token count: 10\nOutput:\n{step[2]}\n",
+                    },
+                }
+            )
         else:
             _, f, old, new = step
             body = "".join(f"-{ln}\n" for ln in old.splitlines()) + "".join(f"+{ln}\n" for ln in new.splitlines())
             verb = "Update" if old else "Add"
             patch = f"*** Begin Patch\n*** {verb} File: {f}\n{'@@' + chr(10) if old else ''}{body}*** End Patch\n"
-            lines.append({"timestamp": t, "type": "response_item", "payload": {
-                "type": "custom_tool_call", "name": "apply_patch", "call_id": f"call_{n}", "input": patch}})
-            lines.append({"timestamp": t, "type": "response_item", "payload": {
-                "type": "custom_tool_call_output", "call_id": f"call_{n}",
-                "output": "Exit code: 0\nWall time: 0 seconds\nOutput:\n"
-                          f"Success. Updated the following files:\nM {f}\n"}})
+            lines.append(
+                {
+                    "timestamp": t,
+                    "type": "response_item",
+                    "payload": {
+                        "type": "custom_tool_call",
+                        "name": "apply_patch",
+                        "call_id": f"call_{n}",
+                        "input": patch,
+                    },
+                }
+            )
+            lines.append(
+                {
+                    "timestamp": t,
+                    "type": "response_item",
+                    "payload": {
+                        "type": "custom_tool_call_output",
+                        "call_id": f"call_{n}",
+                        "output": "Exit code: 0\nWall time: 0 seconds\nOutput:\n"
+                        f"Success. Updated the following files:\nM {f}\n",
+                    },
+                }
+            )
     return lines
 
 
@@ -112,11 +198,20 @@ def gemini(case: dict) -> list[dict]:
         else:
             _, f, old, new = step
             name = "replace" if old else "write_file"
-            args = {"file_path": f"{ROOT}/{f}", "old_string": old, "new_string": new} if old else \
-                {"file_path": f"{ROOT}/{f}", "content": new}
+            args = (
+                {"file_path": f"{ROOT}/{f}", "old_string": old, "new_string": new}
+                if old
+                else {"file_path": f"{ROOT}/{f}", "content": new}
+            )
             output = "Successfully modified file"
-        call = {"id": f"c{n}", "name": name, "args": args, "status": "success", "timestamp": t,
-                "result": [{"functionResponse": {"id": f"c{n}", "name": name, "response": {"output": output}}}]}
+        call = {
+            "id": f"c{n}",
+            "name": name,
+            "args": args,
+            "status": "success",
+            "timestamp": t,
+            "result": [{"functionResponse": {"id": f"c{n}", "name": name, "response": {"output": output}}}],
+        }
         lines.append({"id": mid, "timestamp": t, "type": "gemini", "content": [], "toolCalls": [call]})
     return lines
 

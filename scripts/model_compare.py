@@ -45,8 +45,11 @@ def main(argv: list[str] | None = None) -> dict:
     for name in a.models.split(","):
         t = time.perf_counter()
         models[name] = SentenceTransformerEmbedder(name, settings.model_cache, threads=1)
-        out["models"][name] = {"load_s": round(time.perf_counter() - t, 2), "backend": models[name].backend,
-                               "dim": models[name].dim}
+        out["models"][name] = {
+            "load_s": round(time.perf_counter() - t, 2),
+            "backend": models[name].backend,
+            "dim": models[name].dim,
+        }
     lat: dict[str, list[float]] = {n: [] for n in models}
     for q in queries[:3]:
         for emb in models.values():
@@ -59,15 +62,17 @@ def main(argv: list[str] | None = None) -> dict:
     batch: dict[str, list[float]] = {n: [] for n in models}
     for r in range(a.rounds):
         names = list(models)
-        for name in names[r % len(names):] + names[:r % len(names)]:  # rotated order per round
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # rotated order per round
             t = time.perf_counter()
             models[name].embed_batch(texts)
             batch[name].append((time.perf_counter() - t) * 1000 / len(texts))
     for name in models:
         xs = sorted(lat[name])
-        out["models"][name].update(query_p50_ms=round(xs[len(xs) // 2], 1),
-                                   query_p90_ms=round(xs[int(len(xs) * 0.9)], 1),
-                                   batch_ms_per_text=round(statistics.median(batch[name]), 1))
+        out["models"][name].update(
+            query_p50_ms=round(xs[len(xs) // 2], 1),
+            query_p90_ms=round(xs[int(len(xs) * 0.9)], 1),
+            batch_ms_per_text=round(statistics.median(batch[name]), 1),
+        )
     out["load_after"] = os.getloadavg()[0]
     print(json.dumps(out, indent=1))
     return out

@@ -24,8 +24,16 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 # Playwright's own browser download does not work offline: Debian's chromium, with what keeps it quiet.
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def free_port() -> int:
@@ -42,11 +50,21 @@ def serving(home: Path, token: str, extra_env: dict[str, str] | None = None) -> 
     from engram.server.daemon import stop_or_kill
 
     port = free_port()
-    env = {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_TOKEN": token, "HF_HUB_OFFLINE": "1",
-           "ENGRAM_TORCH_THREADS": "1", **(extra_env or {})}
+    env = {
+        **os.environ,
+        "ENGRAM_HOME": str(home),
+        "ENGRAM_TOKEN": token,
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_TORCH_THREADS": "1",
+        **(extra_env or {}),
+    }
     log = open(home / "serve.log", "wb")  # noqa: SIM115 - closed in the finally below, after the server stops
-    proc = subprocess.Popen([sys.executable, "-m", "engram", "serve", "--http", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "engram", "serve", "--http", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 300
@@ -85,27 +103,54 @@ def seed(home: Path) -> dict[str, str]:
     clock = VirtualClock(datetime.now(timezone.utc) - timedelta(days=30))
     with Engram(settings=Settings.from_env({"ENGRAM_HOME": str(home)}), clock=clock) as eng:
         api = Api(eng)
-        a, b, me = Ctx(session_id="agent-a", client="claude-code"), Ctx(session_id="agent-b", client="codex"), \
-            Ctx(session_id="panel-demo", client="demo")
+        a, b, me = (
+            Ctx(session_id="agent-a", client="claude-code"),
+            Ctx(session_id="agent-b", client="codex"),
+            Ctx(session_id="panel-demo", client="demo"),
+        )
 
         def op(ctx: Ctx, operation: str, **args) -> dict:
             return api.call(operation, args, ctx)
 
-        tid = op(a, "create_task", name="Migrate billing to Postgres",
-                 goal="Move the billing service off MySQL with no downtime")["task_id"]
-        facts = [("The billing service reads its DSN from BILLING_DATABASE_URL", "fact", ["billing"], 0.7),
-                 ("Run the migration with `make migrate ENV=staging` before production", "strategy",
-                  ["billing", "deploy"], 0.8),
-                 ("The staging database is reset every Sunday night", "fact", ["staging"], 0.5),
-                 ("Users prefer invoices as PDF attachments", "fact", ["billing"], 0.6)]
-        ids = [op(a, "store_memory", content=t, memory_type=k, tags=g, importance=i, task_id=tid)["memory_id"]
-               for t, k, g, i in facts]
+        tid = op(
+            a,
+            "create_task",
+            name="Migrate billing to Postgres",
+            goal="Move the billing service off MySQL with no downtime",
+        )["task_id"]
+        facts = [
+            ("The billing service reads its DSN from BILLING_DATABASE_URL", "fact", ["billing"], 0.7),
+            (
+                "Run the migration with `make migrate ENV=staging` before production",
+                "strategy",
+                ["billing", "deploy"],
+                0.8,
+            ),
+            ("The staging database is reset every Sunday night", "fact", ["staging"], 0.5),
+            ("Users prefer invoices as PDF attachments", "fact", ["billing"], 0.6),
+        ]
+        ids = [
+            op(a, "store_memory", content=t, memory_type=k, tags=g, importance=i, task_id=tid)["memory_id"]
+            for t, k, g, i in facts
+        ]
         clock.advance(days=2)
-        op(a, "track_failure", error="pg_dump timed out on the invoices table", component="migration",
-           root_cause="no index on created_at", fix="add the index first", task_id=tid)
-        op(a, "session_handoff", summary="Schema ported; the data copy is next", task_id=tid,
-           completed=["port the schema"],
-           next_steps=["copy the invoices table", "switch reads to Postgres", "drop the MySQL replica"])
+        op(
+            a,
+            "track_failure",
+            error="pg_dump timed out on the invoices table",
+            component="migration",
+            root_cause="no index on created_at",
+            fix="add the index first",
+            task_id=tid,
+        )
+        op(
+            a,
+            "session_handoff",
+            summary="Schema ported; the data copy is next",
+            task_id=tid,
+            completed=["port the schema"],
+            next_steps=["copy the invoices table", "switch reads to Postgres", "drop the MySQL replica"],
+        )
         clock.advance(days=5)
         op(a, "track_progress", feature="copy the invoices table", status="in_progress", completion=0.4, task_id=tid)
         op(a, "report_interruption", reason="context_overflow", task_id=tid)

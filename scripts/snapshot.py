@@ -61,6 +61,7 @@ def cli_surface() -> dict:
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
         from engram.cli import main
+
         main(["hook", "--help"])
     helps["engram hook"] = out.getvalue()
     return helps
@@ -70,8 +71,17 @@ def settings_surface() -> list[dict]:
     from engram.core.settings import SETTINGS
 
     # The home's default is the running user's: shown as documented, not as resolved here.
-    return [{"name": x.name, "env": x.env, "type": str(x.type), "default": x.shown_default(), "help": x.help,
-             "bounds": [repr(x.ge), repr(x.gt), repr(x.le)]} for x in SETTINGS]
+    return [
+        {
+            "name": x.name,
+            "env": x.env,
+            "type": str(x.type),
+            "default": x.shown_default(),
+            "help": x.help,
+            "bounds": [repr(x.ge), repr(x.gt), repr(x.le)],
+        }
+        for x in SETTINGS
+    ]
 
 
 def store_surface() -> dict:
@@ -87,8 +97,10 @@ def store_surface() -> dict:
         path = Path(tmp) / "memories.duckdb"
         open_store(path, datetime.now(timezone.utc)).close()
         con = duckdb.connect(str(path), read_only=True)
-        rows = con.execute("SELECT table_name, column_name, data_type, column_default, is_nullable "
-                           "FROM information_schema.columns ORDER BY table_name, ordinal_position").fetchall()
+        rows = con.execute(
+            "SELECT table_name, column_name, data_type, column_default, is_nullable "
+            "FROM information_schema.columns ORDER BY table_name, ordinal_position"
+        ).fetchall()
         con.close()
     tables: dict[str, list] = {}
     for table, *column in rows:
@@ -99,9 +111,13 @@ def store_surface() -> dict:
 def main() -> None:
     from engram.server.http import openapi_document
 
-    doc = {"mcp": mcp_surface(), "openapi": openapi_document(secured=True, with_mcp=True),
-           "cli": cli_surface(), "settings": settings_surface(),
-           "store": store_surface()}
+    doc = {
+        "mcp": mcp_surface(),
+        "openapi": openapi_document(secured=True, with_mcp=True),
+        "cli": cli_surface(),
+        "settings": settings_surface(),
+        "store": store_surface(),
+    }
     json.dump(doc, sys.stdout, indent=1, sort_keys=True, default=str)
     sys.stdout.write("\n")
 

@@ -45,6 +45,7 @@ fi
 export ENGRAM_E2E_REQUIRE=1
 
 "$VENV/bin/ruff" check .  # under a second; pyproject.toml says which rules and why
+"$VENV/bin/ruff" format --check .  # the formatter: a file it would change fails the run (`ruff format .` fixes it)
 
 # A test file's tests stay on one worker (module-scoped daemons and servers). The DuckDB pass
 # has one worker more than the cores: its tests spend much of their time waiting on the processes

@@ -43,13 +43,20 @@ SHARED_MODEL_CACHE = Path(os.environ["ENGRAM_MODEL_CACHE"])
 
 def git(cwd: Path, *args: str) -> str:
     """Run git in `cwd` with a fixed identity and HOME (no user config leaks in); its stdout."""
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.org", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.org", "HOME": str(cwd), "PATH": os.environ.get("PATH", "/usr/bin:/bin")}
+    env = {
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.org",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.org",
+        "HOME": str(cwd),
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    }
     return subprocess.run(["git", "-C", str(cwd), *args], check=True, capture_output=True, text=True, env=env).stdout
 
 
-def wait_until(condition: Callable[[], object], *, timeout: float = 30, every: float = 0.05,
-               what: str = "the condition"):
+def wait_until(
+    condition: Callable[[], object], *, timeout: float = 30, every: float = 0.05, what: str = "the condition"
+):
     """Poll `condition` until it returns something true, and return that; fail after `timeout`
     seconds. For state another process or thread changes with no event to block on (a daemon's
     exit, a session the server ends after answering): the test waits on that state, never on a
@@ -76,8 +83,12 @@ def make_repo(path: Path, origin: str | None = None) -> Path:
 
 
 def pytest_addoption(parser):
-    parser.addoption("--backend", choices=("duckdb", "postgres"), default="duckdb",
-                     help="the store the suite runs on (postgres: a private pgserver, a database per test)")
+    parser.addoption(
+        "--backend",
+        choices=("duckdb", "postgres"),
+        default="duckdb",
+        help="the store the suite runs on (postgres: a private pgserver, a database per test)",
+    )
 
 
 # The folders whose tests' outcome depends on the store: the PostgreSQL pass runs these (and any
@@ -91,13 +102,32 @@ BACKEND_DIRS = ("store", "engine", "continuity")
 # one drawn last keeps the other workers idle while it runs. scripts/test.sh passes
 # --no-loadscope-reorder, without which xdist reorders the files by their number of tests and
 # the single long tests (the wheel, the concurrency runs) come last.
-LONG_FILES = ("e2e/test_wheel.py", "server/test_hostile.py", "e2e/test_faults.py", "server/test_panel.py",
-              "unit/test_mpnet.py", "e2e/test_claims.py", "unit/test_embedding.py", "e2e/test_gemini_cli.py",
-              "e2e/test_concurrency.py", "server/test_keys.py", "e2e/test_claude_code.py",
-              "e2e/test_multiserver.py", "server/test_mcp_stdio.py", "unit/test_resolve.py", "engine/test_scheduler.py",
-              "server/test_cli.py", "e2e/test_projects.py", "hooks/test_hook_command.py", "store/test_migrate.py",
-              "server/test_http.py", "unit/test_locomo.py", "server/test_first_daemon_memory.py",
-              "server/test_store_mismatch.py", "e2e/test_readme_example.py")
+LONG_FILES = (
+    "e2e/test_wheel.py",
+    "server/test_hostile.py",
+    "e2e/test_faults.py",
+    "server/test_panel.py",
+    "unit/test_mpnet.py",
+    "e2e/test_claims.py",
+    "unit/test_embedding.py",
+    "e2e/test_gemini_cli.py",
+    "e2e/test_concurrency.py",
+    "server/test_keys.py",
+    "e2e/test_claude_code.py",
+    "e2e/test_multiserver.py",
+    "server/test_mcp_stdio.py",
+    "unit/test_resolve.py",
+    "engine/test_scheduler.py",
+    "server/test_cli.py",
+    "e2e/test_projects.py",
+    "hooks/test_hook_command.py",
+    "store/test_migrate.py",
+    "server/test_http.py",
+    "unit/test_locomo.py",
+    "server/test_first_daemon_memory.py",
+    "server/test_store_mismatch.py",
+    "e2e/test_readme_example.py",
+)
 
 
 def _long_first(items) -> None:
@@ -112,8 +142,11 @@ MODEL_FIXTURES = {"real_embedder", "checked_model_cache", "model_home"}
 
 
 def _unmarked_model_tests(items) -> list[str]:
-    return [item.nodeid for item in items if MODEL_FIXTURES & set(getattr(item, "fixturenames", ()))
-            and "model" not in item.keywords]
+    return [
+        item.nodeid
+        for item in items
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())) and "model" not in item.keywords
+    ]
 
 
 def pytest_collection_modifyitems(config, items):
@@ -149,6 +182,7 @@ class PgServer:
 
     def __init__(self, pgserver, psycopg):
         from engram.store.pg import PgStore
+
         self.psycopg = psycopg
         data = tempfile.mkdtemp(prefix="egpg", dir="/tmp")  # short: the server's socket lives in it
         self.server = pgserver.get_server(data, cleanup_mode="delete")
@@ -257,6 +291,7 @@ def eng(settings, fake, clock):
 @pytest.fixture(scope="session")
 def real_embedder():
     from engram.models.embedding import load_embedder
+
     return load_embedder("all-MiniLM-L6-v2", cache_dir=SHARED_MODEL_CACHE)
 
 
@@ -315,6 +350,7 @@ def model_home(checked_model_cache):
     from pathlib import Path
 
     from engram.server.daemon import stop_daemon
+
     home = Path(tempfile.mkdtemp(prefix="egm", dir="/tmp"))
     yield home
     stop_daemon(Settings.from_env({"ENGRAM_HOME": str(home)}))

@@ -27,8 +27,14 @@ def stop_engram_daemon(home: Path) -> None:
 
 def engram_env(home: Path, user: str) -> dict[str, str]:
     db = {"ENGRAM_DATABASE_URL": DATABASES[home]} if home in DATABASES else {}
-    return {**os.environ, "ENGRAM_HOME": str(home), "ENGRAM_USER": user, "HF_HUB_OFFLINE": "1",
-            "ENGRAM_TORCH_THREADS": "1", **db}
+    return {
+        **os.environ,
+        "ENGRAM_HOME": str(home),
+        "ENGRAM_USER": user,
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_TORCH_THREADS": "1",
+        **db,
+    }
 
 
 def stdio(home: Path, user: str) -> Client:

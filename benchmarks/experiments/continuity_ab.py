@@ -63,8 +63,14 @@ class Child:
     def __init__(self, tree: Path, sizes: list[int], background: int, seed: int):
         env = {**os.environ, "PYTHONPATH": str(tree), "HF_HUB_OFFLINE": "1"}
         self.tree = tree
-        self.p = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps(sizes), str(background), str(seed)],
-                                  cwd=tree, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.p = subprocess.Popen(
+            [sys.executable, "-c", CHILD, json.dumps(sizes), str(background), str(seed)],
+            cwd=tree,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         ready = json.loads(self.p.stdout.readline())
         if not Path(ready["ready"]).resolve().is_relative_to(tree):
             raise SystemExit(f"{tree}: imported {ready['ready']}")
@@ -108,8 +114,10 @@ def main(argv: list[str] | None = None) -> dict:
                     times[str(k.tree)]["recall_after_write"][n].append(k.call("recall", n))
         for k in kids:
             k.close()
-    med = {t: {m: {n: round(statistics.median(v), 1) for n, v in per.items()} for m, per in d.items()}
-           for t, d in times.items()}
+    med = {
+        t: {m: {n: round(statistics.median(v), 1) for n, v in per.items()} for m, per in d.items()}
+        for t, d in times.items()
+    }
     this, other = str(HERE), str(kids[1].tree)
     ratio = {m: {n: round(med[this][m][n] / med[other][m][n], 2) for n in sizes} for m in modes}
     out = {"samples": a.samples, "sizes": sizes, "median_ms": med, "this_over_other": ratio}

@@ -63,27 +63,42 @@ def measure(n: int, rounds: int) -> dict:
         finally:
             eng.close()
     store, encode = statistics.median(store_s), statistics.median(encode_s)
-    return {"texts": n, "chars": sum(map(len, texts)), "chunks": len(chunks), "memories": memories,
-            "store_s": store_s, "encode_s": encode_s, "store": store, "encode": encode,
-            "ratio": store / encode, "backend": getattr(emb, "backend", "?"), "load": os.getloadavg()}
+    return {
+        "texts": n,
+        "chars": sum(map(len, texts)),
+        "chunks": len(chunks),
+        "memories": memories,
+        "store_s": store_s,
+        "encode_s": encode_s,
+        "store": store,
+        "encode": encode,
+        "ratio": store / encode,
+        "backend": getattr(emb, "backend", "?"),
+        "load": os.getloadavg(),
+    }
 
 
 def markdown(r: dict, command: str) -> str:
-    return (f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}; load "
-            f"{r['load'][0]:.1f} / {r['load'][1]:.1f} / {r['load'][2]:.1f}; {r['backend']} backend).\n\n"
-            f"{r['texts']} long texts ({r['chars']:,} characters, {r['chunks']} chunks, stored as "
-            f"{r['memories']} memories). Median of {len(r['store_s'])} alternating rounds:\n\n"
-            "| | seconds | chunks/s |\n|---|---:|---:|\n"
-            f"| encode the chunks (embed_batch, one call) | {r['encode']:.2f} | {r['chunks'] / r['encode']:.1f} |\n"
-            f"| Engram.store_many | {r['store']:.2f} | {r['chunks'] / r['store']:.1f} |\n\n"
-            f"store / encode: **{r['ratio']:.2f}×** (rounds: store "
-            + ", ".join(f"{x:.2f}" for x in r["store_s"]) + "; encode "
-            + ", ".join(f"{x:.2f}" for x in r["encode_s"]) + ").\n")
+    return (
+        f"Command: `{command}` ({datetime.now(timezone.utc):%Y-%m-%d}; load "
+        f"{r['load'][0]:.1f} / {r['load'][1]:.1f} / {r['load'][2]:.1f}; {r['backend']} backend).\n\n"
+        f"{r['texts']} long texts ({r['chars']:,} characters, {r['chunks']} chunks, stored as "
+        f"{r['memories']} memories). Median of {len(r['store_s'])} alternating rounds:\n\n"
+        "| | seconds | chunks/s |\n|---|---:|---:|\n"
+        f"| encode the chunks (embed_batch, one call) | {r['encode']:.2f} | {r['chunks'] / r['encode']:.1f} |\n"
+        f"| Engram.store_many | {r['store']:.2f} | {r['chunks'] / r['store']:.1f} |\n\n"
+        f"store / encode: **{r['ratio']:.2f}×** (rounds: store "
+        + ", ".join(f"{x:.2f}" for x in r["store_s"])
+        + "; encode "
+        + ", ".join(f"{x:.2f}" for x in r["encode_s"])
+        + ").\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.experiments.ingest_long",
-                                 description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.experiments.ingest_long", description=__doc__.split("\n")[0]
+    )
     ap.add_argument("--texts", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=None, help="also write the markdown here")

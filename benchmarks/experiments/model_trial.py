@@ -38,13 +38,65 @@ HELDOUT = ROOT / "tests" / "data" / "agent_heldout.json"
 def docstring_sentences(n: int = 3000) -> list[str]:
     """Sentences from the standard library's docstrings: generic English prose that is in every
     Python install and in no test set."""
-    mods = ["os", "json", "re", "collections", "itertools", "functools", "pathlib", "subprocess",
-            "threading", "asyncio", "logging", "argparse", "datetime", "decimal", "statistics",
-            "random", "csv", "sqlite3", "zipfile", "tarfile", "shutil", "tempfile", "socket", "ssl",
-            "unittest", "inspect", "typing", "dataclasses", "enum", "contextlib", "textwrap",
-            "string", "difflib", "heapq", "bisect", "queue", "calendar", "locale", "codecs",
-            "hashlib", "uuid", "base64", "struct", "copy", "pprint", "weakref", "abc", "math",
-            "operator", "io", "time", "platform", "signal", "ast", "dis", "tokenize", "pickletools"]
+    mods = [
+        "os",
+        "json",
+        "re",
+        "collections",
+        "itertools",
+        "functools",
+        "pathlib",
+        "subprocess",
+        "threading",
+        "asyncio",
+        "logging",
+        "argparse",
+        "datetime",
+        "decimal",
+        "statistics",
+        "random",
+        "csv",
+        "sqlite3",
+        "zipfile",
+        "tarfile",
+        "shutil",
+        "tempfile",
+        "socket",
+        "ssl",
+        "unittest",
+        "inspect",
+        "typing",
+        "dataclasses",
+        "enum",
+        "contextlib",
+        "textwrap",
+        "string",
+        "difflib",
+        "heapq",
+        "bisect",
+        "queue",
+        "calendar",
+        "locale",
+        "codecs",
+        "hashlib",
+        "uuid",
+        "base64",
+        "struct",
+        "copy",
+        "pprint",
+        "weakref",
+        "abc",
+        "math",
+        "operator",
+        "io",
+        "time",
+        "platform",
+        "signal",
+        "ast",
+        "dis",
+        "tokenize",
+        "pickletools",
+    ]
     out: set[str] = set()
     for name in mods:
         try:
@@ -71,14 +123,14 @@ def convert(pack: Path, out: Path, center: bool) -> None:
     if b[:8] != b"HMSEMB01":
         raise SystemExit(f"{pack}: not a holographic-memory model pack (no HMSEMB01 header)")
     n = struct.unpack("<Q", b[8:16])[0]
-    head = json.loads(b[16:16 + n])
+    head = json.loads(b[16 : 16 + n])
     off = 16 + n
     out.mkdir(parents=True, exist_ok=True)
-    (out / "tokenizer.json").write_bytes(b[off:off + head["tokenizer_len"]])
+    (out / "tokenizer.json").write_bytes(b[off : off + head["tokenizer_len"]])
     off += head["tokenizer_len"]
     t: dict[str, np.ndarray] = {}
     for spec in head["tensors"]:
-        raw = b[off:off + spec["len"]]
+        raw = b[off : off + spec["len"]]
         off += spec["len"]
         size = int(np.prod(spec["shape"]))
         if spec["dtype"] == "i8":  # int8 values, then one float32 scale per group
@@ -90,46 +142,96 @@ def convert(pack: Path, out: Path, center: bool) -> None:
         raise SystemExit(f"{pack}: {len(b) - off} bytes left over; not the layout this reads")
     a = head["arch"]
     h = a["hidden"]
-    sd = {"embeddings.word_embeddings.weight": t["word_emb"], "embeddings.position_embeddings.weight": t["pos_emb"],
-          "embeddings.token_type_embeddings.weight": t["type_emb"],
-          "embeddings.LayerNorm.weight": t["emb_ln.w"], "embeddings.LayerNorm.bias": t["emb_ln.b"]}
+    sd = {
+        "embeddings.word_embeddings.weight": t["word_emb"],
+        "embeddings.position_embeddings.weight": t["pos_emb"],
+        "embeddings.token_type_embeddings.weight": t["type_emb"],
+        "embeddings.LayerNorm.weight": t["emb_ln.w"],
+        "embeddings.LayerNorm.bias": t["emb_ln.b"],
+    }
     for i in range(a["layers"]):
         p = f"encoder.layer.{i}."
         for j, part in enumerate(("query", "key", "value")):  # one fused qkv matrix in the pack
-            sd[p + f"attention.self.{part}.weight"] = t[f"l{i}.qkv.w"][j * h:(j + 1) * h]
-            sd[p + f"attention.self.{part}.bias"] = t[f"l{i}.qkv.b"][j * h:(j + 1) * h]
-        for short, full in (("ao", "attention.output.dense"), ("f1", "intermediate.dense"), ("f2", "output.dense"),
-                            ("aln", "attention.output.LayerNorm"), ("fln", "output.LayerNorm")):
+            sd[p + f"attention.self.{part}.weight"] = t[f"l{i}.qkv.w"][j * h : (j + 1) * h]
+            sd[p + f"attention.self.{part}.bias"] = t[f"l{i}.qkv.b"][j * h : (j + 1) * h]
+        for short, full in (
+            ("ao", "attention.output.dense"),
+            ("f1", "intermediate.dense"),
+            ("f2", "output.dense"),
+            ("aln", "attention.output.LayerNorm"),
+            ("fln", "output.LayerNorm"),
+        ):
             sd[p + full + ".weight"] = t[f"l{i}.{short}.w"]
             sd[p + full + ".bias"] = t[f"l{i}.{short}.b"]
     save_file({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in sd.items()}, str(out / "model.safetensors"))
-    (out / "config.json").write_text(json.dumps({
-        "architectures": ["RobertaModel"], "model_type": "roberta", "hidden_size": h,
-        "num_hidden_layers": a["layers"], "num_attention_heads": a["heads"], "intermediate_size": a["intermediate"],
-        "vocab_size": a["vocab"], "max_position_embeddings": a["max_positions"], "type_vocab_size": a["type_vocab"],
-        "layer_norm_eps": a["layer_norm_eps"], "hidden_act": "gelu", "pad_token_id": 1, "bos_token_id": 0,
-        "eos_token_id": 2}))
-    (out / "tokenizer_config.json").write_text(json.dumps({
-        "tokenizer_class": "RobertaTokenizerFast", "model_max_length": head["meta"]["max_length"],
-        "bos_token": "<s>", "eos_token": "</s>", "unk_token": "<unk>", "sep_token": "</s>", "cls_token": "<s>",
-        "pad_token": "<pad>", "mask_token": "<mask>"}))
+    (out / "config.json").write_text(
+        json.dumps(
+            {
+                "architectures": ["RobertaModel"],
+                "model_type": "roberta",
+                "hidden_size": h,
+                "num_hidden_layers": a["layers"],
+                "num_attention_heads": a["heads"],
+                "intermediate_size": a["intermediate"],
+                "vocab_size": a["vocab"],
+                "max_position_embeddings": a["max_positions"],
+                "type_vocab_size": a["type_vocab"],
+                "layer_norm_eps": a["layer_norm_eps"],
+                "hidden_act": "gelu",
+                "pad_token_id": 1,
+                "bos_token_id": 0,
+                "eos_token_id": 2,
+            }
+        )
+    )
+    (out / "tokenizer_config.json").write_text(
+        json.dumps(
+            {
+                "tokenizer_class": "RobertaTokenizerFast",
+                "model_max_length": head["meta"]["max_length"],
+                "bos_token": "<s>",
+                "eos_token": "</s>",
+                "unk_token": "<unk>",
+                "sep_token": "</s>",
+                "cls_token": "<s>",
+                "pad_token": "<pad>",
+                "mask_token": "<mask>",
+            }
+        )
+    )
     (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": head["meta"]["max_length"]}))
     (out / "1_Pooling").mkdir(exist_ok=True)
-    (out / "1_Pooling" / "config.json").write_text(json.dumps({
-        "word_embedding_dimension": h, "pooling_mode_cls_token": head["meta"]["pooling"] == "cls",
-        "pooling_mode_mean_tokens": head["meta"]["pooling"] == "mean"}))
+    (out / "1_Pooling" / "config.json").write_text(
+        json.dumps(
+            {
+                "word_embedding_dimension": h,
+                "pooling_mode_cls_token": head["meta"]["pooling"] == "cls",
+                "pooling_mode_mean_tokens": head["meta"]["pooling"] == "mean",
+            }
+        )
+    )
     plain = [("", "Transformer"), ("1_Pooling", "Pooling"), ("2_Normalize", "Normalize")]
     _write_modules(out, plain)
     if center:
         from sentence_transformers import SentenceTransformer
+
         model = SentenceTransformer(str(out), device="cpu", local_files_only=True)  # the plain folder
         mu = model.encode(docstring_sentences(2000), normalize_embeddings=True).mean(0).astype(np.float32)
         (out / "2_Dense").mkdir(exist_ok=True)
-        (out / "2_Dense" / "config.json").write_text(json.dumps({
-            "in_features": h, "out_features": h, "bias": True,
-            "activation_function": "torch.nn.modules.linear.Identity"}))
-        save_file({"linear.weight": torch.eye(h), "linear.bias": torch.from_numpy(-mu)},
-                  str(out / "2_Dense" / "model.safetensors"))
+        (out / "2_Dense" / "config.json").write_text(
+            json.dumps(
+                {
+                    "in_features": h,
+                    "out_features": h,
+                    "bias": True,
+                    "activation_function": "torch.nn.modules.linear.Identity",
+                }
+            )
+        )
+        save_file(
+            {"linear.weight": torch.eye(h), "linear.bias": torch.from_numpy(-mu)},
+            str(out / "2_Dense" / "model.safetensors"),
+        )
         (out / "2_Normalize").rename(out / "3_Normalize")
         _write_modules(out, plain[:2] + [("2_Dense", "Dense"), ("3_Normalize", "Normalize")])
     print(f"{out}: {head['meta']['model']} ({head['quantization']} pack, dequantized){' centred' if center else ''}")
@@ -139,9 +241,14 @@ def _write_modules(out: Path, mods: list[tuple[str, str]]) -> None:
     """modules.json for sentence-transformers, each module's folder made."""
     for path, _ in mods[1:]:
         (out / path).mkdir(exist_ok=True)
-    (out / "modules.json").write_text(json.dumps(
-        [{"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{kind}"}
-         for i, (p, kind) in enumerate(mods)]))
+    (out / "modules.json").write_text(
+        json.dumps(
+            [
+                {"idx": i, "name": str(i), "path": p, "type": f"sentence_transformers.models.{kind}"}
+                for i, (p, kind) in enumerate(mods)
+            ]
+        )
+    )
 
 
 def _embedder(model: str):

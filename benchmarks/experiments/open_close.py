@@ -43,8 +43,9 @@ print(json.dumps({"engram": engram.__file__, "times": out}))
 def sample(tree: Path, n: int, home: str) -> list[float]:
     """n open+close times (seconds) with engram imported from `tree`."""
     env = {**os.environ, "PYTHONPATH": str(tree), "ENGRAM_HOME": home, "HF_HUB_OFFLINE": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(n)], cwd=tree, env=env,
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(n)], cwd=tree, env=env, capture_output=True, text=True, check=True
+    )
     got = json.loads(out.stdout.strip().splitlines()[-1])
     if not Path(got["engram"]).resolve().is_relative_to(tree):
         raise SystemExit(f"timed {got['engram']}, not the engram of {tree}")
@@ -55,8 +56,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--samples", type=int, default=20, help="open+close per round and tree")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--compare", nargs="*", default=[], metavar="DIR",
-                    help="other engram checkouts to time beside this one (e.g. one made with git worktree)")
+    ap.add_argument(
+        "--compare",
+        nargs="*",
+        default=[],
+        metavar="DIR",
+        help="other engram checkouts to time beside this one (e.g. one made with git worktree)",
+    )
     a = ap.parse_args(argv)
     trees = [HERE] + [Path(d).resolve() for d in a.compare]
     times: dict[Path, list[float]] = {t: [] for t in trees}
@@ -64,9 +70,14 @@ def main(argv: list[str] | None = None) -> dict:
         for _ in range(a.rounds):
             for t in trees:
                 times[t] += sample(t, a.samples, home)
-    report = {str(t): {"median_ms": round(1000 * statistics.median(v), 1),
-                       "p90_ms": round(1000 * statistics.quantiles(v, n=10)[-1], 1), "n": len(v)}
-              for t, v in times.items()}
+    report = {
+        str(t): {
+            "median_ms": round(1000 * statistics.median(v), 1),
+            "p90_ms": round(1000 * statistics.quantiles(v, n=10)[-1], 1),
+            "n": len(v),
+        }
+        for t, v in times.items()
+    }
     base = statistics.median(times[HERE])
     for t in trees[1:]:
         report[str(t)]["ratio_to_this_tree"] = round(statistics.median(times[t]) / base, 2)

@@ -73,11 +73,15 @@ def main(argv: list[str] | None = None) -> dict:
         eng.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    out = {"memories": len(eng.index), "ops": args.ops, "actions": dict(actions),
-           "store_p50_ms": pct(store_t, 50), "recall_p50_ms": pct(recall_t, 50),
-           "ms_per_op": {k: round(v[1] * 1000 / args.ops, 2) for k, v in
-                         sorted(stats.items(), key=lambda kv: -kv[1][1])},
-           "calls": {k: v[0] for k, v in stats.items()}}
+    out = {
+        "memories": len(eng.index),
+        "ops": args.ops,
+        "actions": dict(actions),
+        "store_p50_ms": pct(store_t, 50),
+        "recall_p50_ms": pct(recall_t, 50),
+        "ms_per_op": {k: round(v[1] * 1000 / args.ops, 2) for k, v in sorted(stats.items(), key=lambda kv: -kv[1][1])},
+        "calls": {k: v[0] for k, v in stats.items()},
+    }
     print(json.dumps(out, indent=1))
     return out
 

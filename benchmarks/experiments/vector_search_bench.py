@@ -54,10 +54,15 @@ def main(argv: list[str] | None = None) -> dict:
         full.append(time.perf_counter() - t)
         same += set(rows.tolist()) == set(want.tolist())
     eng.close()
-    out = {"memories": int(mask.sum()), "k": args.k, "queries": args.queries,
-           "bounded": idx.basis is not None, "same_top_k": same,
-           "bounded_p50_ms": statistics.median(bounded) * 1000,
-           "full_scan_p50_ms": statistics.median(full) * 1000}
+    out = {
+        "memories": int(mask.sum()),
+        "k": args.k,
+        "queries": args.queries,
+        "bounded": idx.basis is not None,
+        "same_top_k": same,
+        "bounded_p50_ms": statistics.median(bounded) * 1000,
+        "full_scan_p50_ms": statistics.median(full) * 1000,
+    }
     print(json.dumps(out))
     return out
 

@@ -115,12 +115,15 @@ class ContextItem:
     content: str
 
 
-def build_prompt(question: Question, speakers: tuple[str, str],
-                 context: Sequence[ContextItem]) -> tuple[str, tuple[str, str] | None]:
+def build_prompt(
+    question: Question, speakers: tuple[str, str], context: Sequence[ContextItem]
+) -> tuple[str, tuple[str, str] | None]:
     """The prompt, and for an adversarial question the (a), (b) options it offers."""
     lines = "\n".join(f"{format_when(c.when)}: {c.content}" for c in context)
-    head = (f"Below are excerpts from a conversation between two people: {speakers[0]} and "
-            f"{speakers[1]}. Each line starts with the date it was said.\n\n{lines}\n\n")
+    head = (
+        f"Below are excerpts from a conversation between two people: {speakers[0]} and "
+        f"{speakers[1]}. Each line starts with the date it was said.\n\n{lines}\n\n"
+    )
     if question.category == 5:
         options = _options(question)
         q = f"{question.question} Select the correct answer: (a) {options[0]} (b) {options[1]}."
@@ -168,8 +171,12 @@ class AnswerItem:
     context: tuple[ContextItem, ...]
 
 
-def run_answers(items: Sequence[AnswerItem], endpoint: Endpoint, client: httpx.Client | None = None,
-                on_done: Callable[[], None] | None = None) -> dict:
+def run_answers(
+    items: Sequence[AnswerItem],
+    endpoint: Endpoint,
+    client: httpx.Client | None = None,
+    on_done: Callable[[], None] | None = None,
+) -> dict:
     """Answer every item and return F1 overall (categories 1-4) and by category."""
     own = client is None
     client = client or httpx.Client(timeout=60.0)

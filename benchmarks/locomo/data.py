@@ -20,9 +20,26 @@ CATEGORIES: dict[int, str] = {
 }
 SCORED_CATEGORIES: tuple[int, ...] = (1, 2, 3, 4)
 
-_MONTHS = {name: i for i, name in enumerate(
-    ("january", "february", "march", "april", "may", "june", "july", "august",
-     "september", "october", "november", "december"), start=1)}
+_MONTHS = {
+    name: i
+    for i, name in enumerate(
+        (
+            "january",
+            "february",
+            "march",
+            "april",
+            "may",
+            "june",
+            "july",
+            "august",
+            "september",
+            "october",
+            "november",
+            "december",
+        ),
+        start=1,
+    )
+}
 # "1:56 pm on 8 May, 2023"
 _DATE = re.compile(
     r"\s*(\d{1,2}):(\d{2})\s*([ap])\.?m\.?\s+on\s+(\d{1,2})\s+([A-Za-z]+),?\s+(\d{4})\s*$",
@@ -152,8 +169,16 @@ def _conversation(index: int, raw: dict[str, Any]) -> Conversation:
             dia = normalize_dia_id(t["dia_id"])
             if dia is None:
                 raise ValueError(f"conversation {index}: bad dialog id {t['dia_id']!r}")
-            turns.append(Turn(dia_id=dia, speaker=t["speaker"], text=t["text"],
-                              blip_caption=t.get("blip_caption") or None, when=when, session=n))
+            turns.append(
+                Turn(
+                    dia_id=dia,
+                    speaker=t["speaker"],
+                    text=t["text"],
+                    blip_caption=t.get("blip_caption") or None,
+                    when=when,
+                    session=n,
+                )
+            )
         sessions.append(Session(number=n, when=when, turns=tuple(turns)))
     questions = tuple(
         Question(

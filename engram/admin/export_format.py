@@ -62,12 +62,20 @@ class EventLine(Line):
 # Each column kind (engram.store.rows.KINDS) as a field: its type, and its default when the
 # column may be NULL (a line from an older export may lack a later column).
 _FIELD_TYPES: dict[str, tuple[Any, Any]] = {
-    "key": (str, None), "text": (str, None), "float": (float, None), "int": (int, None),
-    "bool": (bool, False), "time": (datetime, None), "list": (list[str], list), "json": (dict[str, Any], dict),
+    "key": (str, None),
+    "text": (str, None),
+    "float": (float, None),
+    "int": (int, None),
+    "bool": (bool, False),
+    "time": (datetime, None),
+    "list": (list[str], list),
+    "json": (dict[str, Any], dict),
 }
 _MEMORY_CHECKS: dict[str, dict[str, Any]] = {
-    "id": {"min_length": 1}, "user_id": {"min_length": 1},
-    "importance": {"ge": 0.0, "le": 1.0}, "recall_count": {"ge": 0},
+    "id": {"min_length": 1},
+    "user_id": {"min_length": 1},
+    "importance": {"ge": 0.0, "le": 1.0},
+    "recall_count": {"ge": 0},
     "stability": {"gt": 0.0, "le": MAX_STABILITY},  # absent in older exports
     "project": {"min_length": 1, "max_length": MAX_PROJECT_CHARS},  # absent before projects: none
 }
@@ -84,9 +92,13 @@ def _memory_field(c: Column) -> tuple[Any, Any]:
 
 
 MemoryLine = create_model(
-    "MemoryLine", __base__=Line, kind=(Literal["memory"], ...),
+    "MemoryLine",
+    __base__=Line,
+    kind=(Literal["memory"], ...),
     **{c.name: _memory_field(c) for c in MEMORY_FIELDS},
-    embedding=(str | None, None), events=(list[EventLine], Field(default_factory=list)))
+    embedding=(str | None, None),
+    events=(list[EventLine], Field(default_factory=list)),
+)
 
 
 class TaskLine(Line):
@@ -136,8 +148,14 @@ class EndLine(Line):
     counts: dict[str, int]
 
 
-MODELS: dict[str, type[Line]] = {"memory": MemoryLine, "task": TaskLine, "session": SessionLine,
-                                 "edge": EdgeLine, "end": EndLine, "header": HeaderLine}
+MODELS: dict[str, type[Line]] = {
+    "memory": MemoryLine,
+    "task": TaskLine,
+    "session": SessionLine,
+    "edge": EdgeLine,
+    "end": EndLine,
+    "header": HeaderLine,
+}
 
 
 def read_lines(f: Any) -> Iterator[tuple[str, Any]]:
@@ -229,27 +247,49 @@ def memory_of(m: Any, redact: Redactor, dim: int, use_vector: bool) -> tuple[Mem
             vec = None
     # Every declared column as the line has it (times in UTC, lists as tuples), the texts redacted.
     fields = {c.name: getattr(m, c.name) for c in MEMORY_FIELDS}
-    fields.update({k: tuple(v) if isinstance(v, list) else _utc(v) for k, v in fields.items()
-                   if isinstance(v, datetime | list)})
-    mem = Memory(**{**fields, "content": content, "tags": tuple(redact(t) for t in m.tags),
-                    "metadata": redact.value(m.metadata)})
+    fields.update(
+        {k: tuple(v) if isinstance(v, list) else _utc(v) for k, v in fields.items() if isinstance(v, datetime | list)}
+    )
+    mem = Memory(
+        **{**fields, "content": content, "tags": tuple(redact(t) for t in m.tags), "metadata": redact.value(m.metadata)}
+    )
     return mem, vec
 
 
 def task_of(t: TaskLine, redact: Redactor) -> Task:
     if t.status not in TASK_STATUSES:
         raise EngramError(f"task {t.id}: unknown status {t.status!r}")
-    return Task(id=t.id, name=redact(t.name), goal=redact(t.goal), status=t.status,
-                metadata=redact.value(t.metadata), user_id=t.user_id,
-                created_at=utc(t.created_at), updated_at=utc(t.updated_at), project=t.project)
+    return Task(
+        id=t.id,
+        name=redact(t.name),
+        goal=redact(t.goal),
+        status=t.status,
+        metadata=redact.value(t.metadata),
+        user_id=t.user_id,
+        created_at=utc(t.created_at),
+        updated_at=utc(t.updated_at),
+        project=t.project,
+    )
 
 
 def session_of(s: SessionLine, redact: Redactor) -> Session:
     status, ended = s.status, _utc(s.ended_at)
     if status == "active":  # its process is not here: it ended when it was last heard from
         status, ended = "ended", utc(s.last_heartbeat)
-    return Session(id=s.id, user_id=s.user_id, client=s.client, pid=s.pid, status=status,
-                   started_at=utc(s.started_at), last_heartbeat=utc(s.last_heartbeat),
-                   ended_at=ended, task_id=s.task_id, outcome=s.outcome,
-                   outcome_notes=redact(s.outcome_notes) if s.outcome_notes else s.outcome_notes,
-                   reported=s.reported, interruption=s.interruption, project=s.project, branch=s.branch)
+    return Session(
+        id=s.id,
+        user_id=s.user_id,
+        client=s.client,
+        pid=s.pid,
+        status=status,
+        started_at=utc(s.started_at),
+        last_heartbeat=utc(s.last_heartbeat),
+        ended_at=ended,
+        task_id=s.task_id,
+        outcome=s.outcome,
+        outcome_notes=redact(s.outcome_notes) if s.outcome_notes else s.outcome_notes,
+        reported=s.reported,
+        interruption=s.interruption,
+        project=s.project,
+        branch=s.branch,
+    )

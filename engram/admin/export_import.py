@@ -65,14 +65,20 @@ def export_jsonl(eng: Engram, path_or_file: str | Path | IO[str], user_id: str |
     Raises ExportIncomplete, and leaves no file at the path, if any table's rows are missing.
     """
     from engram import __version__
+
     db = eng.store_db
     with eng.lock:
         expected = db.table_counts(user_id)
-        header = {"kind": "header", "format": FORMAT, "format_version": FORMAT_VERSION,
-                  "engram_version": __version__,
-                  "model": {"name": eng.embedder.name, "dim": eng.embedder.dim},
-                  "schema_version": db.schema_version(), "exported_at": eng.clock.now().isoformat(),
-                  "user_id": user_id}
+        header = {
+            "kind": "header",
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "engram_version": __version__,
+            "model": {"name": eng.embedder.name, "dim": eng.embedder.dim},
+            "schema_version": db.schema_version(),
+            "exported_at": eng.clock.now().isoformat(),
+            "user_id": user_id,
+        }
         if isinstance(path_or_file, str | Path):
             path = Path(path_or_file)
             try:
@@ -136,16 +142,24 @@ def _count_lines(path: Path) -> dict[str, int]:
 
 
 def _check(expected: dict[str, int], written: dict[str, int], found: dict[str, int]) -> None:
-    short = {t: (expected[t], found.get(t, 0)) for t in TABLES
-             if found.get(t, 0) < expected[t] or written.get(t, 0) < expected[t]}
+    short = {
+        t: (expected[t], found.get(t, 0))
+        for t in TABLES
+        if found.get(t, 0) < expected[t] or written.get(t, 0) < expected[t]
+    }
     if short:
         detail = ", ".join(f"{t}: {have} of {want}" for t, (want, have) in short.items())
         raise ExportIncomplete(f"export incomplete ({detail}); no file was kept")
 
 
 # -- import -----------------------------------------------------------------------------------------------
-def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "error",
-                 reembed: bool = False, user_id: str | None = None) -> dict:
+def import_jsonl(
+    eng: Engram,
+    path: str | Path | IO[str],
+    on_conflict: str = "error",
+    reembed: bool = False,
+    user_id: str | None = None,
+) -> dict:
     """Load a file written by export_jsonl, then rebuild the derived indexes.
 
     on_conflict: "error" refuses the whole file if any memory, task or session id exists here;
@@ -165,8 +179,10 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
         scan = _scan(f)
         header = scan.header
         if header.format_version > FORMAT_VERSION:
-            raise EngramError(f"file format v{header.format_version} is newer than this engram "
-                              f"(reads v{FORMAT_VERSION}); upgrade engram")
+            raise EngramError(
+                f"file format v{header.format_version} is newer than this engram "
+                f"(reads v{FORMAT_VERSION}); upgrade engram"
+            )
         if user_id is not None:
             _check_single_user(scan.users, user_id)
         same_model = (header.model.name, header.model.dim) == (eng.embedder.name, eng.embedder.dim)
@@ -174,32 +190,43 @@ def import_jsonl(eng: Engram, path: str | Path | IO[str], on_conflict: str = "er
             raise ModelMismatch(
                 f"the file was embedded with {header.model.name} ({header.model.dim} dims) but this "
                 f"engram uses {eng.embedder.name} ({eng.embedder.dim} dims); import with reembed=True "
-                f"(`--reembed`) to embed every memory again with {eng.embedder.name}")
+                f"(`--reembed`) to embed every memory again with {eng.embedder.name}"
+            )
         db = eng.store_db
         with eng.lock:
             clash = {t: _existing_ids(db, t, scan.ids[t]) for t in ("memories", "tasks", "sessions")}
             n_clash = sum(len(v) for v in clash.values())
             if n_clash and on_conflict == "error":
-                detail = "; ".join(f"{t}: {len(v)} (e.g. {', '.join(sorted(v)[:3])})"
-                                   for t, v in clash.items() if v)
-                raise ImportConflict(f"{n_clash} id(s) in the file already exist here ({detail}); "
-                                     "nothing was imported. Import into an empty store, or skip "
-                                     "existing ids with on_conflict='skip' (`--skip-existing`)")
+                detail = "; ".join(f"{t}: {len(v)} (e.g. {', '.join(sorted(v)[:3])})" for t, v in clash.items() if v)
+                raise ImportConflict(
+                    f"{n_clash} id(s) in the file already exist here ({detail}); "
+                    "nothing was imported. Import into an empty store, or skip "
+                    "existing ids with on_conflict='skip' (`--skip-existing`)"
+                )
             kept_clash = clash["memories"]
             if user_id is not None:
                 _check_task_links(db, scan.task_refs - (scan.ids["tasks"] - clash["tasks"]), user_id)
                 # A skipped id may be another user's memory: the file's edges must not reach it.
                 kept_clash = {i for i, m in db.get_memories(sorted(kept_clash)).items() if m.user_id == user_id}
-            writer = _Writer(eng, clash, known=(scan.ids["memories"] - clash["memories"]) | kept_clash,
-                             use_vector=same_model, new_source=not kept_clash)
+            writer = _Writer(
+                eng,
+                clash,
+                known=(scan.ids["memories"] - clash["memories"]) | kept_clash,
+                use_vector=same_model,
+                new_source=not kept_clash,
+            )
             with db.transaction():
                 for kind, line in read_lines(f):
                     writer.add(kind, line)
                 writer.flush()
             eng.rebuild_indexes()
             c = writer.counts
-            return {**{t: c[t] for t in TABLES}, "skipped": n_clash, "reembedded": c["reembedded"],
-                    "skipped_edges": c["skipped_edges"]}
+            return {
+                **{t: c[t] for t in TABLES},
+                "skipped": n_clash,
+                "reembedded": c["reembedded"],
+                "skipped_edges": c["skipped_edges"],
+            }
 
 
 @dataclass(frozen=True)
@@ -241,8 +268,7 @@ def _scan(f: IO[str]) -> _Scan:
     if end is None:
         raise EngramError("the file is truncated: no end line; nothing was imported")
     if any(have[t] != end.counts.get(t, 0) for t in have):
-        raise EngramError(f"the file's rows ({have}) do not match its end line ({end.counts}); "
-                          "nothing was imported")
+        raise EngramError(f"the file's rows ({have}) do not match its end line ({end.counts}); nothing was imported")
     return _Scan(header, ids, task_refs, users)
 
 
@@ -250,15 +276,21 @@ class _Writer:
     """The second pass: rows go in as they come, memories and edges IMPORT_BATCH (edges four times
     that) at a time, so no more than a batch is held."""
 
-    def __init__(self, eng: Engram, clash: dict[str, set[str]], known: set[str], use_vector: bool,
-                 new_source: bool):
+    def __init__(self, eng: Engram, clash: dict[str, set[str]], known: set[str], use_vector: bool, new_source: bool):
         self.eng, self.db = eng, eng.store_db
         self.clash, self.known = clash, known
         self.use_vector, self.new_source = use_vector, new_source
         self.memories: list[MemoryLine] = []
         self.edges: list[EdgeLine] = []
-        self.counts = {"memories": 0, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0,
-                       "reembedded": 0, "skipped_edges": 0}
+        self.counts = {
+            "memories": 0,
+            "tasks": 0,
+            "sessions": 0,
+            "edges": 0,
+            "memory_events": 0,
+            "reembedded": 0,
+            "skipped_edges": 0,
+        }
 
     def add(self, kind: str, line: Any) -> None:
         if kind == "task" and line.id not in self.clash["tasks"]:
@@ -289,7 +321,7 @@ class _Writer:
         prepared = [[*memory_of(m, self.eng.redact, dim, self.use_vector), m.events] for m in self.memories]
         to_embed = [k for k, p in enumerate(prepared) if p[1] is None]
         for i in range(0, len(to_embed), 256):
-            batch = to_embed[i:i + 256]
+            batch = to_embed[i : i + 256]
             vecs = self.eng.embedder.embed_batch([prepared[k][0].content for k in batch])
             for k, v in zip(batch, vecs):
                 prepared[k][1] = v
@@ -323,7 +355,7 @@ def _existing_ids(db: Any, table: str, ids: set[str]) -> set[str]:
     todo = sorted(ids)
     found: set[str] = set()
     for i in range(0, len(todo), IMPORT_BATCH):
-        found |= db.existing_ids(table, todo[i:i + IMPORT_BATCH])
+        found |= db.existing_ids(table, todo[i : i + IMPORT_BATCH])
     return found
 
 
@@ -331,10 +363,12 @@ def _check_single_user(users: dict[str, int], user_id: str) -> None:
     others = {u: n for u, n in users.items() if u != user_id}
     if others:
         names = ", ".join(f"{u!r} ({n} rows)" for u, n in sorted(others.items())[:5])
-        raise EngramError(f"the file holds rows of other users ({names}); an import as user "
-                          f"{user_id!r} takes only that user's rows, so nothing was imported. "
-                          "Import it as that user (`engram --user NAME import`), or export one "
-                          "user at a time (`engram --user NAME export`)")
+        raise EngramError(
+            f"the file holds rows of other users ({names}); an import as user "
+            f"{user_id!r} takes only that user's rows, so nothing was imported. "
+            "Import it as that user (`engram --user NAME import`), or export one "
+            "user at a time (`engram --user NAME export`)"
+        )
 
 
 def _check_task_links(db: Any, refs: set[str], user_id: str) -> None:
@@ -343,8 +377,10 @@ def _check_task_links(db: Any, refs: set[str], user_id: str) -> None:
     `refs`: the task ids the file's rows name, less the tasks the file itself brings in."""
     taken = sorted(t for t in refs if (row := db.get_task(t)) is not None and row.user_id != user_id)
     if taken:
-        raise ImportConflict(f"{len(taken)} task id(s) the file links to already exist here for "
-                             f"another user (e.g. {', '.join(taken[:3])}); nothing was imported")
+        raise ImportConflict(
+            f"{len(taken)} task id(s) the file links to already exist here for "
+            f"another user (e.g. {', '.join(taken[:3])}); nothing was imported"
+        )
 
 
 # -- migrate: a whole store into another database ------------------------------------------------------
@@ -374,14 +410,19 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
     Raises MigrationMismatch, leaving the target as it is, when the check fails.
     """
     from engram.engram import Engram
+
     if not isinstance(target, str) or not target.strip():
         raise EngramError("target must be a DuckDB file path or a postgresql:// URL")
     if eng.degraded:
-        raise EngramError(f"cannot migrate while the embedding model is unavailable ({eng.degraded}): "
-                          "the copy is checked with recalls")
+        raise EngramError(
+            f"cannot migrate while the embedding model is unavailable ({eng.degraded}): "
+            "the copy is checked with recalls"
+        )
     if "://" in target and not is_database_url(target):
-        raise EngramError(f"target {target.split('://')[0]}:// is not a database engram knows: give a "
-                          "postgresql:// URL or a DuckDB file path")
+        raise EngramError(
+            f"target {target.split('://')[0]}:// is not a database engram knows: give a "
+            "postgresql:// URL or a DuckDB file path"
+        )
     if not is_database_url(target) and target != ":memory:":
         target = str(Path(target).expanduser().resolve())
     if store_identity(target) == store_identity(eng.path):  # eng.path: a URL without its password
@@ -399,8 +440,10 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
             before = _all_counts(dst)
             if any(before.values()) and not force:
                 held = ", ".join(f"{n} {t}" for t, n in before.items() if n)
-                raise TargetNotEmpty(f"{dst.path} is not empty ({held}); migrate into an empty database, "
-                                     "or add to this one with --force (ids it has are skipped)")
+                raise TargetNotEmpty(
+                    f"{dst.path} is not empty ({held}); migrate into an empty database, "
+                    "or add to this one with --force (ids it has are skipped)"
+                )
             with tempfile.TemporaryDirectory(prefix="engram-migrate-") as tmp:
                 copy = Path(tmp) / "store.jsonl"
                 export_jsonl(eng, copy)
@@ -416,23 +459,30 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
                 for k, v in meta.items():
                     dst.store_db.set_meta(k, v)
             source, copied = _all_counts(eng), _all_counts(dst)
-            short = {t: (n, copied[t]) for t, n in source.items()
-                     if (copied[t] < n if force else copied[t] != n)}
+            short = {t: (n, copied[t]) for t, n in source.items() if (copied[t] < n if force else copied[t] != n)}
             if short:
                 raise MigrationMismatch(
                     f"the copy in {dst.path} does not hold what the source holds ("
                     + ", ".join(f"{t}: {have} of {want}" for t, (want, have) in short.items())
                     + "); another server may have written meanwhile: stop the servers and migrate "
-                    "into an empty database again")
+                    "into an empty database again"
+                )
             recalls = None if any(before.values()) else _same_recalls(eng, dst)
             if recalls is not None and recalls["differ"]:
-                raise MigrationMismatch(f"{len(recalls['differ'])} of {recalls['sampled']} sample recalls "
-                                        f"answer differently in {dst.path} (e.g. {recalls['differ'][0]})")
-            return {"source": eng.path, "target": dst.path, "copied": copied, "before": before,
-                    "skipped": imported["skipped"],
-                    "keys": len(keys), "meta": sorted(meta),
-                    "verified": {"counts": "equal" if not force else "at least the source's",
-                                 "recalls": recalls}}
+                raise MigrationMismatch(
+                    f"{len(recalls['differ'])} of {recalls['sampled']} sample recalls "
+                    f"answer differently in {dst.path} (e.g. {recalls['differ'][0]})"
+                )
+            return {
+                "source": eng.path,
+                "target": dst.path,
+                "copied": copied,
+                "before": before,
+                "skipped": imported["skipped"],
+                "keys": len(keys),
+                "meta": sorted(meta),
+                "verified": {"counts": "equal" if not force else "at least the source's", "recalls": recalls},
+            }
         finally:
             dst.close()
 
@@ -454,13 +504,21 @@ def _same_recalls(here: Engram, there: Engram) -> dict:
     differ = []
     for m in sample:
         query = m.content[:2000]
-        ids = [[h.memory.id for h in e.recall(query, limit=SAMPLE_TOP, user_id=m.user_id, as_of=at,
-                                                      scope=EVERY_PROJECT)]
-               for e in (here, there)]
+        ids = [
+            [h.memory.id for h in e.recall(query, limit=SAMPLE_TOP, user_id=m.user_id, as_of=at, scope=EVERY_PROJECT)]
+            for e in (here, there)
+        ]
         if ids[0] != ids[1]:
             differ.append(f"{m.id}: {ids[0]} here, {ids[1]} there")
     return {"sampled": len(sample), "same": len(sample) - len(differ), "top": SAMPLE_TOP, "differ": differ}
 
 
-__all__ = ["ExportIncomplete", "ImportConflict", "MigrationMismatch", "TargetNotEmpty", "export_jsonl",
-           "import_jsonl", "migrate_store"]
+__all__ = [
+    "ExportIncomplete",
+    "ImportConflict",
+    "MigrationMismatch",
+    "TargetNotEmpty",
+    "export_jsonl",
+    "import_jsonl",
+    "migrate_store",
+]

@@ -80,8 +80,13 @@ def parse_mcp_memory(path: Path) -> list[Item]:
         elif kind == "relation":
             src, dst = _field(r, "from", path, no), _field(r, "to", path, no)
             rel = _field(r, "relationType", path, no).replace("_", " ")
-            items.append(Item(f"{_spoken(src)} {rel} {_spoken(dst)}", _tags("mcp-memory", "relation"),
-                              origin={"relation": [src, r["relationType"], dst]}))
+            items.append(
+                Item(
+                    f"{_spoken(src)} {rel} {_spoken(dst)}",
+                    _tags("mcp-memory", "relation"),
+                    origin={"relation": [src, r["relationType"], dst]},
+                )
+            )
         else:
             raise EngramError(f"{path}: record {no}: type must be 'entity' or 'relation', got {kind!r}")
     return items
@@ -111,8 +116,10 @@ def parse_mem0(path: Path) -> list[Item]:
     if isinstance(data, dict):
         rows = data.get("results", data.get("memories"))
     if not isinstance(rows, list):
-        raise EngramError(f"{path}: not a mem0 export: expected a list of memories, or an object "
-                          "with a 'results' (get_all) or 'memories' list")
+        raise EngramError(
+            f"{path}: not a mem0 export: expected a list of memories, or an object "
+            "with a 'results' (get_all) or 'memories' list"
+        )
     items = []
     for no, r in enumerate(rows, 1):
         if not isinstance(r, dict):
@@ -120,8 +127,11 @@ def parse_mem0(path: Path) -> list[Item]:
         text = _field(r, "memory", path, no)
         cats = r.get("categories") or []
         tags = _tags("mem0", *(c for c in cats if isinstance(c, str)))
-        origin = {k: r[k] for k in ("id", "user_id", "agent_id", "app_id", "run_id", "created_at",
-                                    "updated_at", "metadata") if r.get(k) not in (None, "", {})}
+        origin = {
+            k: r[k]
+            for k in ("id", "user_id", "agent_id", "app_id", "run_id", "created_at", "updated_at", "metadata")
+            if r.get(k) not in (None, "", {})
+        }
         items.append(Item(text, tags, origin=origin))
     return items
 
@@ -144,8 +154,13 @@ def parse_markdown(path: Path) -> list[Item]:
     from the path (folders and file name, relative to the folder given), plus a basic-memory
     observation's [category] and #hashtags. Code blocks and YAML front matter are skipped."""
     if path.is_dir():
-        files = sorted(p for p in path.rglob("*") if p.suffix.lower() in MARKDOWN_SUFFIXES and p.is_file()
-                       and not any(part.startswith(".") for part in p.relative_to(path).parts))
+        files = sorted(
+            p
+            for p in path.rglob("*")
+            if p.suffix.lower() in MARKDOWN_SUFFIXES
+            and p.is_file()
+            and not any(part.startswith(".") for part in p.relative_to(path).parts)
+        )
         if not files:
             raise EngramError(f"{path}: no markdown (.md) files in this folder")
         root = path
@@ -164,9 +179,8 @@ def _markdown_items(text: str, path_tags: tuple[str, ...], rel: str) -> list[Ite
     if lines and lines[0].strip() == "---":  # YAML front matter (basic-memory, many note tools)
         end = next((i for i, x in enumerate(lines[1:], 1) if x.strip() in ("---", "...")), None)
         if end is not None:
-            title = next((x.split(":", 1)[1].strip().strip("'\"") for x in lines[1:end]
-                          if x.startswith("title:")), "")
-            lines = lines[end + 1:]
+            title = next((x.split(":", 1)[1].strip().strip("'\"") for x in lines[1:end] if x.startswith("title:")), "")
+            lines = lines[end + 1 :]
     items: list[Item] = []
     heading = ""
     section = ""  # a basic-memory note's "Observations" or "Relations", under its title
@@ -176,14 +190,17 @@ def _markdown_items(text: str, path_tags: tuple[str, ...], rel: str) -> list[Ite
     def add(text: str) -> None:
         text = _WIKILINK.sub(r"\1", text)
         if section == "relations":  # "- implements [[Long-term memory]]": the note is the subject
-            items.append(Item(f"{heading} {text.strip()}", _tags(*path_tags, "relation"),
-                              origin={"file": rel, "heading": heading}))
+            items.append(
+                Item(
+                    f"{heading} {text.strip()}", _tags(*path_tags, "relation"), origin={"file": rel, "heading": heading}
+                )
+            )
             return
         extra: list[str] = []
         m = _CATEGORY.match(text)
         if m:
             extra.append(m.group(1))
-            text = text[m.end():]
+            text = text[m.end() :]
         hashtags = _HASHTAG.findall(text)
         if hashtags:
             extra += hashtags
@@ -269,8 +286,9 @@ def _ledger_key(source: str, user: str, content: str) -> str:
     return f"{LEDGER_PREFIX}:{source}:{digest}"
 
 
-def import_from(eng: Engram, source: str, path: str | Path, *, dry_run: bool = False,
-                user_id: str | None = None) -> dict:
+def import_from(
+    eng: Engram, source: str, path: str | Path, *, dry_run: bool = False, user_id: str | None = None
+) -> dict:
     """Import `path` as `source` (one of SOURCES) for a user. Returns what was (or, with
     dry_run, would be) stored, item by item, with resolution's action and reason."""
     parse = PARSERS.get(source)
@@ -296,10 +314,18 @@ def import_from(eng: Engram, source: str, path: str | Path, *, dry_run: bool = F
     with eng.lock:
         try:
             with db.transaction():
-                results = eng.store_many([
-                    {"content": it.content, "memory_type": it.memory_type, "tags": list(it.tags),
-                     "user_id": user, "metadata": {"imported_from": source, "origin": it.origin}}
-                    for it, _ in todo])
+                results = eng.store_many(
+                    [
+                        {
+                            "content": it.content,
+                            "memory_type": it.memory_type,
+                            "tags": list(it.tags),
+                            "user_id": user,
+                            "metadata": {"imported_from": source, "origin": it.origin},
+                        }
+                        for it, _ in todo
+                    ]
+                )
                 for (_, key), r in zip(todo, results):
                     db.set_meta(key, r.memory.id)
                 if dry_run:
@@ -310,8 +336,23 @@ def import_from(eng: Engram, source: str, path: str | Path, *, dry_run: bool = F
     rows = []
     for (it, _), r in zip(todo, results):
         actions[r.action] = actions.get(r.action, 0) + 1
-        rows.append({"action": r.action, "content": it.content, "tags": list(it.tags),
-                     "memory_id": None if dry_run else r.memory.id, "target_id": r.previous.id
-                     if r.previous is not None and r.action != "new" else None, "reason": r.reason})
-    return {"source": source, "path": str(path), "dry_run": dry_run, "found": len(items),
-            "skipped": skipped, "stored": len(todo), "actions": actions, "items": rows}
+        rows.append(
+            {
+                "action": r.action,
+                "content": it.content,
+                "tags": list(it.tags),
+                "memory_id": None if dry_run else r.memory.id,
+                "target_id": r.previous.id if r.previous is not None and r.action != "new" else None,
+                "reason": r.reason,
+            }
+        )
+    return {
+        "source": source,
+        "path": str(path),
+        "dry_run": dry_run,
+        "found": len(items),
+        "skipped": skipped,
+        "stored": len(todo),
+        "actions": actions,
+        "items": rows,
+    }

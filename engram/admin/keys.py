@@ -21,8 +21,7 @@ from typing import Any
 from engram.core.ids import new_id
 from engram.core.types import EngramError, NotFound
 
-__all__ = ["KEY_PREFIX", "create_key", "key_hash", "keys_in_use", "list_keys", "new_key", "revoke_key",
-           "user_of"]
+__all__ = ["KEY_PREFIX", "create_key", "key_hash", "keys_in_use", "list_keys", "new_key", "revoke_key", "user_of"]
 
 KEY_PREFIX = "egk_"  # recognisable in a config file or a leaked log, as GitHub's ghp_ is
 MAX_LABEL = 200
@@ -45,9 +44,13 @@ def _check_user(user_id: Any) -> str:
 
 def _public(row: dict) -> dict:
     """A key as listed: never the key, never its hash."""
-    return {"key_id": row["id"], "user_id": row["user_id"], "label": row["label"],
-            "created_at": row["created_at"].isoformat(),
-            "revoked_at": row["revoked_at"].isoformat() if row["revoked_at"] else None}
+    return {
+        "key_id": row["id"],
+        "user_id": row["user_id"],
+        "label": row["label"],
+        "created_at": row["created_at"].isoformat(),
+        "revoked_at": row["revoked_at"].isoformat() if row["revoked_at"] else None,
+    }
 
 
 def create_key(eng: Any, user_id: str, label: str | None) -> dict:
@@ -58,8 +61,7 @@ def create_key(eng: Any, user_id: str, label: str | None) -> dict:
         raise EngramError(f"label must be a string of at most {MAX_LABEL} characters")
     key, key_id, now = new_key(), f"k-{new_id()}", eng.clock.now()
     eng.store_db.insert_key(key_id, user, key_hash(key), label or None, now)
-    return {"key_id": key_id, "user_id": user, "label": label or None, "created_at": now.isoformat(),
-            "key": key}
+    return {"key_id": key_id, "user_id": user, "label": label or None, "created_at": now.isoformat(), "key": key}
 
 
 def list_keys(eng: Any, user_id: str | None) -> list[dict]:

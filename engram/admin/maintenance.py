@@ -50,8 +50,7 @@ log = logging.getLogger(__name__)
 
 CONSOLIDATABLE = ("fact", "strategy", "assumption", "failure")
 # Text evidence that two similar memories are not the same statement: keep both.
-_VETO_BASES = frozenset({"subject-swap", "roles-swapped", "subject-qualifier", "other-fact", "disjoint",
-                         "old-value"})
+_VETO_BASES = frozenset({"subject-swap", "roles-swapped", "subject-qualifier", "other-fact", "disjoint", "old-value"})
 META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 
@@ -95,9 +94,12 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
             # place in the graph); neighbours of deleted memories keep their remaining edges.
             report["edges_refreshed"] = eng.rebuild_edges(new_ids) if new_ids else 0
             totals = maintenance_totals(eng)
-            totals.update(consolidated=totals["consolidated"] + report["consolidated"],
-                          pruned=totals["pruned"] + report["pruned"], runs=totals["runs"] + 1,
-                          last_run=started.isoformat())
+            totals.update(
+                consolidated=totals["consolidated"] + report["consolidated"],
+                pruned=totals["pruned"] + report["pruned"],
+                runs=totals["runs"] + 1,
+                last_run=started.isoformat(),
+            )
             eng.store_db.set_meta(META_TOTALS, json.dumps(totals))
             # Forgotten rows count too: their text must leave the file (Store.erasure_pending).
             report["compacted"] = _flush(eng, deleted=bool(prune["ids"]) or eng.store_db.erasure_pending())
@@ -105,8 +107,7 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
             # under the lock (seconds at 100k memories, with recall waiting) to build the same
             # ones. Rows removed since the last build (forget, replace) leave slots it reclaims.
             idx = eng.index
-            report["reindexed"] = bool(prune["ids"] or new_ids or retired or report["compacted"]
-                                       or len(idx) < idx.n)
+            report["reindexed"] = bool(prune["ids"] or new_ids or retired or report["compacted"] or len(idx) < idx.n)
             if report["reindexed"]:
                 eng.rebuild_indexes()
             if user_id is None:
@@ -125,6 +126,7 @@ def _daily_backup(eng: Engram) -> dict[str, Any] | None:
     """The day's backup (engram.store.backup.daily); a failure is reported and logged, not raised:
     the rest of the run is done and the next run tries again."""
     from engram.store.backup import daily
+
     try:
         return daily(eng, eng.settings.backup_keep)
     except Exception as e:  # noqa: BLE001 - a full disk must not stop pruning and consolidation
@@ -164,6 +166,7 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
         reasons["weak"] += 1
     # Captured episodes have a budget per project: past it, the oldest unused go first.
     from engram.continuity.capture import prune_episodes
+
     weak_ids = set(doomed)
     over = [m for m in prune_episodes(idx, active, s.capture_episode_budget) if m not in weak_ids]
     doomed += over
@@ -171,8 +174,9 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
 
     cutoff = now - timedelta(days=s.consolidated_retention_days)
     # Retired rows stay in the index (status 1-2), so the user's mask covers them too.
-    retired = [r for r in db.retired_memories(("consolidated", "superseded"))
-               if r[0] in idx.row_of and mine[idx.row_of[r[0]]]]
+    retired = [
+        r for r in db.retired_memories(("consolidated", "superseded")) if r[0] in idx.row_of and mine[idx.row_of[r[0]]]
+    ]
     gone = set(doomed)
     for mid, status, _, valid_to in retired:
         if status == "consolidated" and valid_to is not None and valid_to < cutoff:
@@ -200,7 +204,7 @@ def _neighbor_sets(vectors: np.ndarray, threshold: float, block: int = 1024) -> 
     """For each row, the rows (local indices) with cosine >= threshold; blockwise to bound memory."""
     out: list[set[int]] = [set() for _ in range(len(vectors))]
     for a in range(0, len(vectors), block):
-        sims = vectors[a:a + block] @ vectors.T
+        sims = vectors[a : a + block] @ vectors.T
         for i, j in zip(*np.nonzero(sims >= threshold)):
             if a + i != j:
                 out[a + i].add(int(j))
@@ -250,11 +254,19 @@ def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dic
             continue
         mems = eng.store_db.get_memories([idx.ids[members[i]] for i in linked])
         # Chunks of one long text are parts, not duplicates.
-        usable = {i for i in linked if idx.ids[members[i]] in mems
-                  and "chunk_group" not in mems[idx.ids[members[i]]].metadata}
+        usable = {
+            i for i in linked if idx.ids[members[i]] in mems and "chunk_group" not in mems[idx.ids[members[i]]].metadata
+        }
         # Seeds: the strongest memory first, so it anchors its cluster.
-        order = sorted(usable, key=lambda i: (-idx.importance[members[i]], -idx.recall[members[i]],
-                                              idx.created[members[i]], idx.ids[members[i]]))
+        order = sorted(
+            usable,
+            key=lambda i: (
+                -idx.importance[members[i]],
+                -idx.recall[members[i]],
+                idx.created[members[i]],
+                idx.ids[members[i]],
+            ),
+        )
         taken: set[int] = set()
         vecs = idx.vectors[rows_arr]
         for seed in order:
@@ -308,24 +320,33 @@ def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[l
             touched = max(m.last_recalled_at or m.created_at for m in src)
             ids = [m.id for m in src]
             mem = Memory(
-                id=new_id(), content=c["content"], memory_type=seed.memory_type,
+                id=new_id(),
+                content=c["content"],
+                memory_type=seed.memory_type,
                 importance=max(m.importance for m in src),
-                recall_count=sum(m.recall_count for m in src), created_at=now,
+                recall_count=sum(m.recall_count for m in src),
+                created_at=now,
                 # Decay continues from the sources' latest use with the most stable source's
                 # stability: consolidating never revives memories that were fading anyway.
                 last_recalled_at=touched,
                 stability=max(memory_stability(m) for m in src),
-                user_id=seed.user_id, task_id=seed.task_id,
-                session_id=seed.session_id, conversation=seed.conversation,
+                user_id=seed.user_id,
+                task_id=seed.task_id,
+                session_id=seed.session_id,
+                conversation=seed.conversation,
                 tags=tuple(dict.fromkeys(t for m in src for t in m.tags)),
                 metadata={**seed.metadata, "consolidated_from": ids},
                 provenance=tuple(dict.fromkeys([p for m in src for p in m.provenance] + ids)),
-                status="active", valid_from=now, updated_at=now)
+                status="active",
+                valid_from=now,
+                updated_at=now,
+            )
             eng.store_db.insert_memory(mem, vec)
             eng.store_db.add_event(mem.id, now, "consolidate", {"sources": ids})
             for m in src:
-                eng.store_db.update_memory(m.id, status="consolidated", valid_to=now,
-                                           superseded_by=mem.id, updated_at=now)
+                eng.store_db.update_memory(
+                    m.id, status="consolidated", valid_to=now, superseded_by=mem.id, updated_at=now
+                )
                 eng.store_db.add_event(m.id, now, "consolidated", {"into": mem.id})
             new_ids.append(mem.id)
             retired.extend(ids)
@@ -381,22 +402,26 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
             if status == "active":
                 by_type[mtype] = by_type.get(mtype, 0) + k
         idx = eng.index
-        rows = np.flatnonzero(user_rows(idx, user_id) & (idx.status[:idx.n] == 0))
+        rows = np.flatnonzero(user_rows(idx, user_id) & (idx.status[: idx.n] == 0))
         days = to_days(now) - idx.touched[rows]
         st = strength_array(idx.importance[rows], idx.stability[rows], days)
         later = strength_array(idx.importance[rows], idx.stability[rows], days + 7.0)
         hist, _ = np.histogram(st, bins=STRENGTH_BUCKETS)
-        buckets = {_bucket_label(a, b): int(h)
-                   for a, b, h in zip(STRENGTH_BUCKETS, STRENGTH_BUCKETS[1:], hist)}
+        buckets = {_bucket_label(a, b): int(h) for a, b, h in zip(STRENGTH_BUCKETS, STRENGTH_BUCKETS[1:], hist)}
         fading_rows = rows[(later < 2 * s.prune_threshold) & ~idx.pinned[rows]]
         fading = []
         if len(fading_rows):
             mems = db.get_memories([idx.ids[r] for r in fading_rows])
             for m in mems.values():
-                fading.append({"id": m.id, "memory_type": m.memory_type,
-                               "strength": round(memory_strength(m, now), 4),
-                               "days_until_prune": round(days_until_prune(m, s.prune_threshold, now), 2),
-                               "content": m.content[:80]})
+                fading.append(
+                    {
+                        "id": m.id,
+                        "memory_type": m.memory_type,
+                        "strength": round(memory_strength(m, now), 4),
+                        "days_until_prune": round(days_until_prune(m, s.prune_threshold, now), 2),
+                        "content": m.content[:80],
+                    }
+                )
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
         table_rows = db.count_live_memories()
         live = set(rows.tolist())
@@ -411,24 +436,35 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
             "by_type": by_type,
             "by_status": by_status,
             "by_user": by_user,
-            "strength": {"buckets": buckets,
-                         "mean": round(float(st.mean()), 4) if len(st) else None,
-                         "prune_threshold": s.prune_threshold},
-            "fading_soon": {"count": len(fading), "within_days": 7,
-                            "below": 2 * s.prune_threshold, "memories": fading[:50]},
+            "strength": {
+                "buckets": buckets,
+                "mean": round(float(st.mean()), 4) if len(st) else None,
+                "prune_threshold": s.prune_threshold,
+            },
+            "fading_soon": {
+                "count": len(fading),
+                "within_days": 7,
+                "below": 2 * s.prune_threshold,
+                "memories": fading[:50],
+            },
             "totals": maintenance_totals(eng),
             "sessions": db.status_counts("sessions", user_id),
             "tasks": db.status_counts("tasks", user_id),
-            "index": {"built_at": eng.index_built_at.isoformat(),
-                      "rows": len(idx),
-                      "table_rows": table_rows,
-                      "edges": db.count("edges"),
-                      "graph_edges": eng.graph.edge_count(),
-                      "fresh": len(idx) == table_rows},
+            "index": {
+                "built_at": eng.index_built_at.isoformat(),
+                "rows": len(idx),
+                "table_rows": table_rows,
+                "edges": db.count("edges"),
+                "graph_edges": eng.graph.edge_count(),
+                "fresh": len(idx) == table_rows,
+            },
             "late_interaction": {"on": s.late_interaction, "turns": turns, "turns_read": read},
             "disk_bytes": db.file_size(),
-            "model": {"name": eng.embedder.name, "dim": eng.embedder.dim,
-                      "backend": getattr(eng.embedder, "backend", None)},
+            "model": {
+                "name": eng.embedder.name,
+                "dim": eng.embedder.dim,
+                "backend": getattr(eng.embedder, "backend", None),
+            },
         }
 
 

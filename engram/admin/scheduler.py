@@ -48,8 +48,9 @@ class MaintenanceScheduler:
     the same APScheduler trigger to compute fire times.
     """
 
-    def __init__(self, eng: Engram, settings: Settings | None = None, api_metrics: Any = None,
-                 clock: Clock | None = None):
+    def __init__(
+        self, eng: Engram, settings: Settings | None = None, api_metrics: Any = None, clock: Clock | None = None
+    ):
         self.eng = eng
         self.settings = settings or eng.settings
         self.metrics = api_metrics
@@ -82,19 +83,26 @@ class MaintenanceScheduler:
             self._set_due(first)
         elif first <= now + CATCH_UP_DELAY:
             first = now + CATCH_UP_DELAY
-        self._trigger = IntervalTrigger(seconds=self.interval.total_seconds(), start_date=first,
-                                        timezone=UTC)
+        self._trigger = IntervalTrigger(seconds=self.interval.total_seconds(), start_date=first, timezone=UTC)
         if self.virtual:
             self._next = self._trigger.get_next_fire_time(None, self.clock.now())
             return
         self._scheduler = BackgroundScheduler(timezone=UTC)
-        self._scheduler.add_job(self.run_once, trigger=self._trigger, id=JOB_ID, max_instances=1,
-                                coalesce=True, misfire_grace_time=None, replace_existing=True)
+        self._scheduler.add_job(
+            self.run_once,
+            trigger=self._trigger,
+            id=JOB_ID,
+            max_instances=1,
+            coalesce=True,
+            misfire_grace_time=None,
+            replace_existing=True,
+        )
         # Turns written before the late-interaction stage (or while its model was missing) get
         # their token vectors soon after start, in the background, rather than at the next run
         # (hours away) or one recall's candidates at a time.
-        self._scheduler.add_job(self.fill_token_vectors, "date", run_date=now + FILL_DELAY,
-                                id=FILL_JOB_ID, replace_existing=True)
+        self._scheduler.add_job(
+            self.fill_token_vectors, "date", run_date=now + FILL_DELAY, id=FILL_JOB_ID, replace_existing=True
+        )
         self._scheduler.start()
 
     def fill_token_vectors(self) -> int:
@@ -127,8 +135,11 @@ class MaintenanceScheduler:
                 with self._state_lock:
                     self.skipped += 1
                     self.held_elsewhere += 1
-                log.info("maintenance due at %s: another server holds the %r lease and runs it; "
-                         "skipped here", now.isoformat(), LEASE)
+                log.info(
+                    "maintenance due at %s: another server holds the %r lease and runs it; skipped here",
+                    now.isoformat(),
+                    LEASE,
+                )
                 return None
             try:
                 report = run_maintenance(self.eng, apply=True)

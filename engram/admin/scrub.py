@@ -28,28 +28,38 @@ def _preview(text: str) -> str:
     """The redacted text around its first [REDACTED], for the report (never the secret)."""
     at = max(text.find(REDACTED), 0)
     start = max(at - 60, 0)
-    return ("…" if start else "") + text[start:at + 80].replace("\n", " ") + ("…" if at + 80 < len(text) else "")
+    return ("…" if start else "") + text[start : at + 80].replace("\n", " ") + ("…" if at + 80 < len(text) else "")
 
 
 def _found(eng: Any) -> dict[str, list]:
     redact, db = eng.redact, eng.store_db
     memories = []
     for m, _ in db.iter_memory_rows():
-        new = {"content": redact(m.content), "tags": tuple(redact(t) for t in m.tags),
-               "metadata": redact.value(m.metadata)}
+        new = {
+            "content": redact(m.content),
+            "tags": tuple(redact(t) for t in m.tags),
+            "metadata": redact.value(m.metadata),
+        }
         changed = {k: v for k, v in new.items() if v != getattr(m, k)}
         if changed:
             memories.append((m, changed))
-    events = [(mid, ev, new) for mid, evs in db.events_by_memory().items() for ev in evs
-              if (new := redact.value(ev["detail"])) != ev["detail"]]
+    events = [
+        (mid, ev, new)
+        for mid, evs in db.events_by_memory().items()
+        for ev in evs
+        if (new := redact.value(ev["detail"])) != ev["detail"]
+    ]
     tasks = []
     for t in db.all_tasks():
         new = {"name": redact(t.name), "goal": redact(t.goal), "metadata": redact.value(t.metadata)}
         changed = {k: v for k, v in new.items() if v != getattr(t, k)}
         if changed:
             tasks.append((t, changed))
-    sessions = [(s, new) for s, _, _ in db.sessions_with_counts()
-                if s.outcome_notes and (new := redact(s.outcome_notes)) != s.outcome_notes]
+    sessions = [
+        (s, new)
+        for s, _, _ in db.sessions_with_counts()
+        if s.outcome_notes and (new := redact(s.outcome_notes)) != s.outcome_notes
+    ]
     return {"memories": memories, "events": events, "tasks": tasks, "sessions": sessions}
 
 
@@ -58,6 +68,7 @@ def _keep_copy(eng: Any) -> str:
     if not is_database_url(eng.path):
         return take_backup(eng, None, kind="pre-scrub")["path"]
     from engram.admin.export_import import export_jsonl  # PostgreSQL: the dump engram can write itself
+
     folder = eng.settings.home / "backups"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"pre-scrub-{eng.clock.now().strftime('%Y%m%dT%H%M%S%f')}.jsonl"
@@ -71,23 +82,40 @@ def scrub_store(eng: Any, apply: bool = False) -> dict[str, Any]:
     copy's path."""
     with eng.lock:
         found = _found(eng)
-        changes = ([{"kind": "memory", "id": m.id, "memory_type": m.memory_type, "fields": sorted(ch),
-                     "preview": _preview(ch.get("content", m.content))} for m, ch in found["memories"]]
-                   + [{"kind": "history", "id": mid, "action": ev["action"], "fields": ["detail"]}
-                      for mid, ev, _ in found["events"]]
-                   + [{"kind": "task", "id": t.id, "fields": sorted(ch)} for t, ch in found["tasks"]]
-                   + [{"kind": "session", "id": s.id, "fields": ["outcome_notes"]} for s, _ in found["sessions"]])
-        report = {"applied": False, "backup": None, "changes": changes[:SHOWN],
-                  **{k: len(v) for k, v in found.items()}}
+        changes = (
+            [
+                {
+                    "kind": "memory",
+                    "id": m.id,
+                    "memory_type": m.memory_type,
+                    "fields": sorted(ch),
+                    "preview": _preview(ch.get("content", m.content)),
+                }
+                for m, ch in found["memories"]
+            ]
+            + [
+                {"kind": "history", "id": mid, "action": ev["action"], "fields": ["detail"]}
+                for mid, ev, _ in found["events"]
+            ]
+            + [{"kind": "task", "id": t.id, "fields": sorted(ch)} for t, ch in found["tasks"]]
+            + [{"kind": "session", "id": s.id, "fields": ["outcome_notes"]} for s, _ in found["sessions"]]
+        )
+        report = {"applied": False, "backup": None, "changes": changes[:SHOWN], **{k: len(v) for k, v in found.items()}}
         if not apply or not changes:
             return report
         rewritten = [(m, ch) for m, ch in found["memories"] if "content" in ch]
         if rewritten and eng.degraded:
-            raise EngramError(f"the model is unavailable ({eng.degraded}): a scrubbed memory must be embedded "
-                              "again, so nothing was changed; run `engram scrub --apply` once `engram-setup` passes")
+            raise EngramError(
+                f"the model is unavailable ({eng.degraded}): a scrubbed memory must be embedded "
+                "again, so nothing was changed; run `engram scrub --apply` once `engram-setup` passes"
+            )
         report["backup"] = _keep_copy(eng)
-        vectors = dict(zip((m.id for m, _ in rewritten),
-                           eng.embedder.embed_batch([ch["content"] for _, ch in rewritten]) if rewritten else []))
+        vectors = dict(
+            zip(
+                (m.id for m, _ in rewritten),
+                eng.embedder.embed_batch([ch["content"] for _, ch in rewritten]) if rewritten else [],
+            )
+        )
         db = eng.store_db
         with db.transaction():
             for m, ch in found["memories"]:

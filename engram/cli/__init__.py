@@ -33,12 +33,14 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["hook"]:
         # A client runs this at every prompt: parse it alone rather than build every command's parser.
-        return run_hook(hook_arguments(argparse.ArgumentParser(prog="engram hook", description=HOOK_HELP))
-                        .parse_args(args[1:]))
+        return run_hook(
+            hook_arguments(argparse.ArgumentParser(prog="engram hook", description=HOOK_HELP)).parse_args(args[1:])
+        )
     a = build_parser().parse_args(argv)
     if a.command == "hook":
         return run_hook(a)
     from engram.server.rpc import RpcError
+
     try:
         overrides: dict[str, Any] = {"home": Path(a.home).expanduser()} if a.home else {}
         if a.database_url:
@@ -48,8 +50,10 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
         settings = Settings.from_env(**overrides)
         if a.command is None:
             from engram.server.backend import stdio_client
+
             client = stdio_client(settings)  # reaches for the daemon while the MCP SDK imports
             from engram.server.mcp import run_stdio
+
             run_stdio(settings, client)
             return 0
         if a.command == "version":
@@ -57,6 +61,7 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
             return 0
         if a.command == "serve":
             from engram.server.daemon import run_daemon
+
             # Started by hand in the foreground: it stays until stopped, idle or not.
             code = run_daemon(settings, http=a.http, host=a.host, port=a.port, idle_exit=False)
             return code if isinstance(code, int) else 0

@@ -63,8 +63,10 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         path = str(Path(a.path).expanduser().resolve())  # absolute, as above
         if a.source != "engram":
             if a.on_conflict != "error" or a.reembed:
-                raise CliError("--skip-existing and --reembed are for engram export files, not --from "
-                               f"{a.source} (which skips what it imported before)")
+                raise CliError(
+                    "--skip-existing and --reembed are for engram export files, not --from "
+                    f"{a.source} (which skips what it imported before)"
+                )
             return "import_from", {"source": a.source, "path": path, "dry_run": a.dry_run}
         if a.dry_run:
             raise CliError("--dry-run needs --from (an engram export file is checked whole before it is stored)")
@@ -84,39 +86,58 @@ class _Conn:
 CLI_TIMEOUT = 3600.0
 
 
-def _connect(settings: Settings, user: str | None, api_factory: Callable[[Settings], Any] | None,
-             session: str | None = None, allow_model_change: bool = False) -> _Conn:
+def _connect(
+    settings: Settings,
+    user: str | None,
+    api_factory: Callable[[Settings], Any] | None,
+    session: str | None = None,
+    allow_model_change: bool = False,
+) -> _Conn:
     if session is not None and not 1 <= len(session.strip()) <= 200:
         raise CliError("--session must be 1 to 200 characters")
     session_id = session.strip() if session else f"cli-{uuid.uuid4().hex}"
     from engram.core.project import detect_project
+
     project = detect_project()  # the working directory's (docs/projects.md); ENGRAM_PROJECT overrides
     proj, branch = (project.id, project.branch) if project else (None, None)
     if api_factory is None:
         from engram.server.backend import daemon_command
         from engram.server.rpc import server_running
         from engram.server.rpc_client import RpcClient
+
         if allow_model_change and not server_running(settings.socket_path):
             # `reindex --reembed` after changing ENGRAM_MODEL: a daemon refuses a store embedded
             # with another model, so this one command opens the store itself.
             return _in_process(settings, user, session_id, proj, branch)
         # The daemon owns the file (DuckDB allows one writer) and keeps the model loaded between
         # commands: go through it, starting it when none runs, as the stdio server does.
-        client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
-                           client="cli", user_id=user, store=settings.store, timeout=CLI_TIMEOUT,
-                           project=proj, branch=branch, version=__version__)
+        client = RpcClient(
+            settings.socket_path,
+            spawn=daemon_command(settings),
+            session_id=session_id,
+            client="cli",
+            user_id=user,
+            store=settings.store,
+            timeout=CLI_TIMEOUT,
+            project=proj,
+            branch=branch,
+            version=__version__,
+        )
         return _Conn(lambda op, args: client.call(op, **args), lambda: client.close(clean=True))
     api = api_factory(settings)  # the caller keeps ownership of it
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid(), project=proj, branch=branch)
-    return _Conn(lambda op, args: api.call(op, args, ctx),
-                 lambda: api.eng.end_session(session_id, clean=True, user_id=user))
+    return _Conn(
+        lambda op, args: api.call(op, args, ctx), lambda: api.eng.end_session(session_id, clean=True, user_id=user)
+    )
 
 
-def _in_process(settings: Settings, user: str | None, session_id: str, project: str | None,
-                branch: str | None) -> _Conn:
+def _in_process(
+    settings: Settings, user: str | None, session_id: str, project: str | None, branch: str | None
+) -> _Conn:
     """An engine of this process's own, opened to re-embed a store made with another model."""
     from engram.api import Api
     from engram.engram import Engram
+
     eng = Engram(None, settings=settings, allow_model_change=True)  # database_url, else the file
     api = Api(eng)
     ctx = Ctx(session_id=session_id, user_id=user, client="cli", pid=os.getpid(), project=project, branch=branch)
@@ -135,12 +156,14 @@ def run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
     op, args = _request(a)
     if op == "session_outcome" and a.session is None:
         # Without --session the outcome would score this command's own new, empty session.
-        raise CliError("engram outcome needs --session ID: the session whose work it scores "
-                       "(the id its other commands were given)")
+        raise CliError(
+            "engram outcome needs --session ID: the session whose work it scores (the id its other commands were given)"
+        )
     # `reindex --reembed` is what the model guard tells a user to run after changing ENGRAM_MODEL,
     # so it alone opens a store embedded with another model.
-    conn = _connect(settings, a.user, api_factory, a.session,
-                    allow_model_change=op == "reindex" and bool(args.get("reembed")))
+    conn = _connect(
+        settings, a.user, api_factory, a.session, allow_model_change=op == "reindex" and bool(args.get("reembed"))
+    )
     try:
         result = conn.call(op, args)
     finally:

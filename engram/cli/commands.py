@@ -22,6 +22,7 @@ def run_hook(a: argparse.Namespace) -> int:
     if user:
         os.environ["ENGRAM_USER"] = user
     from engram.hooks.run import main as hook_main
+
     return hook_main(a.event, a.client)
 
 
@@ -38,8 +39,10 @@ def run_restore(a: argparse.Namespace, settings: Settings) -> int:
     from engram.store.backup import check_backup, restore
 
     if settings.database_url:
-        raise CliError("engram restore puts back a DuckDB file; restore a PostgreSQL database with its "
-                       "own tools (pg_restore, psql; see docs/backups.md)")
+        raise CliError(
+            "engram restore puts back a DuckDB file; restore a PostgreSQL database with its "
+            "own tools (pg_restore, psql; see docs/backups.md)"
+        )
     check_backup(a.backup)
     # Hold the daemon lock while the file is swapped: a client that reconnects meanwhile would
     # start a daemon on the old file, and its writes would go to the file moved aside.
@@ -49,8 +52,10 @@ def run_restore(a: argparse.Namespace, settings: Settings) -> int:
         if lock is not None:
             break
     else:
-        raise CliError("a client keeps starting the engram daemon again; stop the agents using "
-                       f"{settings.home} and run engram restore again (nothing was changed)")
+        raise CliError(
+            "a client keeps starting the engram daemon again; stop the agents using "
+            f"{settings.home} and run engram restore again (nothing was changed)"
+        )
     try:
         result = restore(Path(a.backup).expanduser().resolve(), settings.db_path, SystemClock().now())
     finally:
@@ -62,6 +67,7 @@ def run_restore(a: argparse.Namespace, settings: Settings) -> int:
 def run_stop(a: argparse.Namespace, settings: Settings) -> int:
     """`engram stop`: ask the daemon to shut down."""
     from engram.server.daemon import stop_daemon
+
     # Returns once the daemon released its lock, so a command run next can open the database.
     stopped = stop_daemon(settings)
     if a.json:
@@ -74,6 +80,7 @@ def run_stop(a: argparse.Namespace, settings: Settings) -> int:
 def run_hooks(a: argparse.Namespace) -> int:
     """The settings files of the clients, edited here: no daemon, no store."""
     from engram.hooks import install as hi
+
     if a.hooks_command == "status":
         return _hooks_status(a)
     try:
@@ -88,8 +95,17 @@ def run_hooks(a: argparse.Namespace) -> int:
         raise CliError(str(e)) from None
     label = hi.CLIENTS[a.client].label
     if a.json:
-        print(json.dumps({"client": a.client, "scope": a.scope, "dry_run": a.dry_run,
-                          "changes": [{"path": str(c.path), "diff": c.diff()} for c in changes]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "client": a.client,
+                    "scope": a.scope,
+                    "dry_run": a.dry_run,
+                    "changes": [{"path": str(c.path), "diff": c.diff()} for c in changes],
+                },
+                indent=2,
+            )
+        )
         return 0
     for c in changes:
         print(c.diff(), end="")
@@ -104,14 +120,21 @@ def run_hooks(a: argparse.Namespace) -> int:
     if done == "installed" and changes:
         # The client runs hooks with its own environment: say which store they will use.
         if options:
-            print(f"They act on the store in {settings.home}" + (f", as user {user}" if user != "default" else "")
-                  + ": give the MCP server the same ENGRAM_HOME (engram-setup prints its entry).")
+            print(
+                f"They act on the store in {settings.home}"
+                + (f", as user {user}" if user != "default" else "")
+                + ": give the MCP server the same ENGRAM_HOME (engram-setup prints its entry)."
+            )
         else:
-            print(f"They act on the default store ({settings.home}), or on the one ENGRAM_HOME names "
-                  "where the client runs.")
+            print(
+                f"They act on the default store ({settings.home}), or on the one ENGRAM_HOME names "
+                "where the client runs."
+            )
         if settings.database_url:
-            print("ENGRAM_DATABASE_URL is not written into the client's settings (it may hold a password): "
-                  "the hooks reach PostgreSQL only where the client runs with it set.")
+            print(
+                "ENGRAM_DATABASE_URL is not written into the client's settings (it may hold a password): "
+                "the hooks reach PostgreSQL only where the client runs with it set."
+            )
         if a.client == "codex" and not a.dry_run:
             print(codex_trust_note(a.scope))
     return 0
@@ -119,6 +142,7 @@ def run_hooks(a: argparse.Namespace) -> int:
 
 def _hooks_status(a: argparse.Namespace) -> int:
     from engram.hooks import install as hi
+
     rows = hi.status()
     if a.json:
         print(json.dumps(rows, indent=2))
@@ -133,8 +157,10 @@ def _hooks_status(a: argparse.Namespace) -> int:
             if r.get("plugin"):
                 state += f" by the plugin {r['plugin']}"
             if r["missing_events"]:
-                state += f"; missing {', '.join(r['missing_events'])}: run `engram hooks install " \
-                         f"{r['client']} --scope {r['scope']}`"
+                state += (
+                    f"; missing {', '.join(r['missing_events'])}: run `engram hooks install "
+                    f"{r['client']} --scope {r['scope']}`"
+                )
             if r["runnable"] is False:
                 state += f"; its command does not run any more: {r['commands'][0]}"
             if "feature_flag" in r and r["feature_flag"] is not True:  # Codex runs no hook without it
@@ -149,9 +175,13 @@ def _hooks_status(a: argparse.Namespace) -> int:
 
 def codex_trust_note(scope: str) -> str:
     """What Codex asks before it runs the hooks install wrote (tests/e2e/test_codex_cli.py)."""
-    note = ("Codex runs a hook only once you trust it, and skips an untrusted one without a word (codex "
-            "exec too): open Codex, type /hooks and trust engram's (again after a reinstall changes them).")
+    note = (
+        "Codex runs a hook only once you trust it, and skips an untrusted one without a word (codex "
+        "exec too): open Codex, type /hooks and trust engram's (again after a reinstall changes them)."
+    )
     if scope == "project":
-        note += ("\nCodex reads a project's .codex/ only once you trust the project itself (its prompt "
-                 "when you first open Codex there, or codex exec --trust).")
+        note += (
+            "\nCodex reads a project's .codex/ only once you trust the project itself (its prompt "
+            "when you first open Codex there, or codex exec --trust)."
+        )
     return note

@@ -23,19 +23,25 @@ def build_parser() -> argparse.ArgumentParser:
         "when none runs; it exits after ENGRAM_IDLE_EXIT seconds without a client.",
     )
     p.add_argument("--home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
-    p.add_argument("--database-url", dest="database_url",
-                   help="use this PostgreSQL database (postgresql://...) instead of the DuckDB file "
-                        "(default: ENGRAM_DATABASE_URL)")
+    p.add_argument(
+        "--database-url",
+        dest="database_url",
+        help="use this PostgreSQL database (postgresql://...) instead of the DuckDB file "
+        "(default: ENGRAM_DATABASE_URL)",
+    )
     p.add_argument("--user", help="user whose memories to use (default: ENGRAM_USER or 'default')")
     p.add_argument("--json", action="store_true", help="print results as JSON for scripts")
-    p.add_argument("--session", help="act in this session (default: a new one per command); give every "
-                   "command of one agent session the same id so outcome applies to it")
-    p.add_argument("--version", action="version", version=f"engram {__version__}",
-                   help="print the version and exit")
+    p.add_argument(
+        "--session",
+        help="act in this session (default: a new one per command); give every "
+        "command of one agent session the same id so outcome applies to it",
+    )
+    p.add_argument("--version", action="version", version=f"engram {__version__}", help="print the version and exit")
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: `engram --json recall x` and `engram recall x --json` both work.
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
-                        help="print the result as JSON for scripts")
+    common.add_argument(
+        "--json", action="store_true", default=argparse.SUPPRESS, help="print the result as JSON for scripts"
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     def cmd(parent, name: str, text: str) -> argparse.ArgumentParser:
@@ -51,8 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
                 if group not in groups:
                     text = GROUPS[group]
                     g = sub.add_parser(group, help=text, description=text)
-                    groups[group] = g.add_subparsers(dest=f"{group}_command", metavar="ACTION", title="actions",
-                                                     required=True)
+                    groups[group] = g.add_subparsers(
+                        dest=f"{group}_command", metavar="ACTION", title="actions", required=True
+                    )
                 parent = groups[group]
             c = cmd(parent, spec.command[-1], spec.help)
             c.set_defaults(op=op.name)
@@ -60,29 +67,61 @@ def build_parser() -> argparse.ArgumentParser:
                 if spec.params is None or param.name in spec.params:
                     _add_param(c, param, spec.command, positional=param.name in spec.positional)
 
-    c = cmd(sub, "import", "Load a file written by `engram export` (the user's rows only), or memories "
-            "from another tool with --from.")
+    c = cmd(
+        sub,
+        "import",
+        "Load a file written by `engram export` (the user's rows only), or memories from another tool with --from.",
+    )
     c.add_argument("path", help="file to read (a file or folder with --from markdown)")
-    c.add_argument("--from", dest="source", choices=IMPORT_SOURCES, default="engram",
-                   help="what the file is: engram (an `engram export` file, the default), mcp-memory (the "
-                   "MCP memory server's memory.json), mem0 (a mem0 export), markdown (notes: headings and "
-                   "bullets become memories, tagged from the path)")
-    c.add_argument("--dry-run", dest="dry_run", action="store_true",
-                   help="with --from: show what would be stored and what resolution would do; store nothing")
-    c.add_argument("--skip-existing", dest="on_conflict", action="store_const", const="skip", default="error",
-                   help="keep rows whose ids already exist and import the rest (default: refuse the file)")
-    c.add_argument("--reembed", action="store_true",
-                   help="accept a file embedded with another model and embed it again with this one")
+    c.add_argument(
+        "--from",
+        dest="source",
+        choices=IMPORT_SOURCES,
+        default="engram",
+        help="what the file is: engram (an `engram export` file, the default), mcp-memory (the "
+        "MCP memory server's memory.json), mem0 (a mem0 export), markdown (notes: headings and "
+        "bullets become memories, tagged from the path)",
+    )
+    c.add_argument(
+        "--dry-run",
+        dest="dry_run",
+        action="store_true",
+        help="with --from: show what would be stored and what resolution would do; store nothing",
+    )
+    c.add_argument(
+        "--skip-existing",
+        dest="on_conflict",
+        action="store_const",
+        const="skip",
+        default="error",
+        help="keep rows whose ids already exist and import the rest (default: refuse the file)",
+    )
+    c.add_argument(
+        "--reembed",
+        action="store_true",
+        help="accept a file embedded with another model and embed it again with this one",
+    )
 
-    c = cmd(sub, "serve", "Run the daemon that owns the database (and optionally the HTTP API) in the "
-            "foreground, until stopped (it does not exit when idle).")
+    c = cmd(
+        sub,
+        "serve",
+        "Run the daemon that owns the database (and optionally the HTTP API) in the "
+        "foreground, until stopped (it does not exit when idle).",
+    )
     c.add_argument("--http", action="store_true", help="also serve the HTTP API and MCP over streamable HTTP")
-    c.add_argument("--host", default=DEFAULT_HTTP_HOST,
-                   help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)")
+    c.add_argument(
+        "--host",
+        default=DEFAULT_HTTP_HOST,
+        help=f"HTTP address (default {DEFAULT_HTTP_HOST}; others need ENGRAM_TOKEN)",
+    )
     c.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT, help=f"HTTP port (default {DEFAULT_HTTP_PORT})")
 
-    c = cmd(sub, "restore", "Check a backup, stop the daemon, and put the backup in place of the DuckDB "
-            "store (the current file is kept aside).")
+    c = cmd(
+        sub,
+        "restore",
+        "Check a backup, stop the daemon, and put the backup in place of the DuckDB "
+        "store (the current file is kept aside).",
+    )
     c.add_argument("backup", help="the backup file (from `engram backup` or ENGRAM_HOME/backups)")
 
     hook_arguments(cmd(sub, "hook", HOOK_HELP))
@@ -92,17 +131,26 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-HOOK_HELP = ("Run one lifecycle hook of a coding agent: its event's JSON on stdin, the client's JSON on "
-             "stdout (see docs/hooks.md). Always exits 0; logs to ENGRAM_HOME/hooks.log.")
+HOOK_HELP = (
+    "Run one lifecycle hook of a coding agent: its event's JSON on stdin, the client's JSON on "
+    "stdout (see docs/hooks.md). Always exits 0; logs to ENGRAM_HOME/hooks.log."
+)
 
 
 def hook_arguments(c: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """`engram hook`'s arguments, added to `c` (the whole parser's subcommand, or a parser of its own)."""
-    c.add_argument("event", help="the client's event name: SessionStart, UserPromptSubmit, PreCompact, "
-                   "SessionEnd, Stop (Claude Code, Codex); SessionStart, BeforeAgent, PreCompress, "
-                   "SessionEnd (Gemini CLI)")
-    c.add_argument("--client", choices=("claude-code", "codex", "gemini"), default="claude-code",
-                   help="which agent runs the hook (default: claude-code)")
+    c.add_argument(
+        "event",
+        help="the client's event name: SessionStart, UserPromptSubmit, PreCompact, "
+        "SessionEnd, Stop (Claude Code, Codex); SessionStart, BeforeAgent, PreCompress, "
+        "SessionEnd (Gemini CLI)",
+    )
+    c.add_argument(
+        "--client",
+        choices=("claude-code", "codex", "gemini"),
+        default="claude-code",
+        help="which agent runs the hook (default: claude-code)",
+    )
     # Written by `hooks install` when the store is not the default one. Own dests: a subcommand's
     # default would otherwise overwrite the global --home / --user.
     c.add_argument("--home", dest="hook_home", help="data folder (default: ENGRAM_HOME or ~/.engram)")
@@ -112,25 +160,35 @@ def hook_arguments(c: argparse.ArgumentParser) -> argparse.ArgumentParser:
 
 def _add_hooks_commands(sub, common: argparse.ArgumentParser) -> None:
     from engram.hooks.install import CLIENTS
-    text = ("Put engram's lifecycle hooks (session start, each prompt, compaction, session end) into an "
-            "agent client's settings, take them out, or show where they are.")
+
+    text = (
+        "Put engram's lifecycle hooks (session start, each prompt, compaction, session end) into an "
+        "agent client's settings, take them out, or show where they are."
+    )
     g = sub.add_parser("hooks", help=text, description=text)
     actions = g.add_subparsers(dest="hooks_command", metavar="ACTION", title="actions", required=True)
     for name, verb in (("install", "Add engram's hooks to"), ("uninstall", "Remove exactly engram's hooks from")):
-        t = (f"{verb} CLIENT's settings file (other settings and hooks stay as they are).")
+        t = f"{verb} CLIENT's settings file (other settings and hooks stay as they are)."
         c = actions.add_parser(name, help=t, description=t, parents=[common])
         c.add_argument("client", choices=list(CLIENTS), help="the agent client")
-        c.add_argument("--scope", choices=("project", "user"), default="user",
-                       help="project: this repository's settings (.claude/, .codex/, .gemini/ at its top); "
-                            "user: your own, for every project (default: user)")
-        c.add_argument("--dry-run", dest="dry_run", action="store_true",
-                       help="print the change as a diff and write nothing")
+        c.add_argument(
+            "--scope",
+            choices=("project", "user"),
+            default="user",
+            help="project: this repository's settings (.claude/, .codex/, .gemini/ at its top); "
+            "user: your own, for every project (default: user)",
+        )
+        c.add_argument(
+            "--dry-run", dest="dry_run", action="store_true", help="print the change as a diff and write nothing"
+        )
     t = "Show, for each client and scope, whether engram's hooks are installed and their command runs."
     actions.add_parser("status", help=t, description=t, parents=[common])
 
 
-GROUPS = {"task": "Create, list, show and update tasks.",
-          "keys": "Per-user keys for a team: make, list and revoke the keys HTTP clients send."}
+GROUPS = {
+    "task": "Create, list, show and update tasks.",
+    "keys": "Per-user keys for a team: make, list and revoke the keys HTTP clients send.",
+}
 # Presentation only the CLI has, added to the declared description of a parameter.
 EXTRA_HELP = {(("remember",), "content"): "; '-' reads it from stdin"}
 

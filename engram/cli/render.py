@@ -63,8 +63,10 @@ def _render_recall(r: dict) -> str:
     lines = []
     for s in r.get("interrupted_sessions") or []:
         task = (s.get("task") or {}).get("name") or "no task"
-        lines.append(f"! interrupted session {s['session_id']} ({s.get('client') or '?'}, {task}), "
-                     f"last seen {_day(s.get('last_heartbeat'))}")
+        lines.append(
+            f"! interrupted session {s['session_id']} ({s.get('client') or '?'}, {task}), "
+            f"last seen {_day(s.get('last_heartbeat'))}"
+        )
     if r.get("read_as"):
         lines.append("searched " + ", ".join(f"{w!r} as {' or '.join(cs)}" for w, cs in r["read_as"].items()))
     if not r["memories"]:
@@ -89,8 +91,7 @@ def _render_recall(r: dict) -> str:
 def _render_forget(r: dict) -> str:
     ids = r["would_delete"] if r["dry_run"] else r["deleted"]
     verb = "would delete" if r["dry_run"] else "deleted"
-    return f"{verb} {r['count']} memor{'y' if r['count'] == 1 else 'ies'}" + \
-        "".join(f"\n  {i}" for i in ids)
+    return f"{verb} {r['count']} memor{'y' if r['count'] == 1 else 'ies'}" + "".join(f"\n  {i}" for i in ids)
 
 
 def _where(row: dict) -> str:
@@ -120,13 +121,18 @@ def _render_task_view(r: dict) -> str:
 
 def _held_line(t: dict) -> list[str]:
     from engram.continuity.claims import describe_claim
+
     held = t.get("held_by")
-    return [f"    held by {describe_claim(held)}" + (" (this session)" if held.get("this_session") else "")] \
-        if held else []
+    return (
+        [f"    held by {describe_claim(held)}" + (" (this session)" if held.get("this_session") else "")]
+        if held
+        else []
+    )
 
 
 def _render_claim(r: dict) -> str:
     from engram.continuity.claims import describe_claim
+
     line = f"claimed {r['claim']['task_id']} for {describe_claim(r['claim'])}"
     if r.get("taken_over"):
         line += f"\n  taken over from {describe_claim(r['taken_over'])} (it is told on its next call)"
@@ -145,18 +151,23 @@ def _render_tasks(r: dict) -> str:
 
 
 def _render_projects(r: dict) -> str:
-    lines = [f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  "
-             f"{p['memories']} memor{'y' if p['memories'] == 1 else 'ies'}, "
-             f"{p['tasks']} task{'' if p['tasks'] == 1 else 's'}" for p in r["projects"]]
+    lines = [
+        f"{'*' if p['id'] == r.get('current') else ' '} {p['id']}  "
+        f"{p['memories']} memor{'y' if p['memories'] == 1 else 'ies'}, "
+        f"{p['tasks']} task{'' if p['tasks'] == 1 else 's'}"
+        for p in r["projects"]
+    ]
     if r.get("current") and all(p["id"] != r["current"] for p in r["projects"]):
         lines.append(f"* {r['current']}  (this directory's; nothing stored yet)")
     return "\n".join(lines) or "no project holds anything yet (every row is global)"
 
 
 def _plan_lines(plan: list[dict]) -> list[str]:
-    return [f"  [{e['status']}] {e['step']}"
-            + (f"  <- {e['evidence']['kind']}: {e['evidence']['text'][:80]}" if e.get("evidence") else "")
-            for e in plan]
+    return [
+        f"  [{e['status']}] {e['step']}"
+        + (f"  <- {e['evidence']['kind']}: {e['evidence']['text'][:80]}" if e.get("evidence") else "")
+        for e in plan
+    ]
 
 
 def _render_handoff(r: dict) -> str:
@@ -228,8 +239,13 @@ def _render_stats(r: dict) -> str:
         rows.append(("", f"buckets: {_counts(st.get('buckets'))} (pruned below {_scalar(st.get('prune_threshold'))})"))
     fading = r.pop("fading_soon", None)
     if isinstance(fading, dict):
-        rows.append(("fading soon", f"{fading.get('count', 0)} within {fading.get('within_days')} days "
-                                    f"(strength below {_scalar(fading.get('below'))})"))
+        rows.append(
+            (
+                "fading soon",
+                f"{fading.get('count', 0)} within {fading.get('within_days')} days "
+                f"(strength below {_scalar(fading.get('below'))})",
+            )
+        )
         for m in fading.get("memories") or []:
             rows.append(("", f"{m['id']} [{m['memory_type']}] {m['days_until_prune']:g} d left: {m['content']}"))
     captured = r.pop("captured", None)
@@ -240,21 +256,41 @@ def _render_stats(r: dict) -> str:
     idx = r.pop("index", None)
     if isinstance(idx, dict):
         fresh = "fresh" if idx.get("fresh") else "stale: run `engram reindex`"
-        rows.append(("index", f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
-                              f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}"))
+        rows.append(
+            (
+                "index",
+                f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
+                f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}",
+            )
+        )
     late = r.pop("late_interaction", None)
     if isinstance(late, dict):
         rows.append(("late reader", _late(late)))
     m = r.pop("maintenance", None)
     if isinstance(m, dict):
-        rows.append(("maintenance", f"every {m.get('interval_hours', 0):g} h, next {_when(m.get('next_run'))}, "
-                                    f"last {_when(m.get('last_run'))}"))
-        rows.append(("", f"{m.get('runs', 0)} runs since the daemon started, {m.get('errors', 0)} errors"
-                         + (f" (last: {m['last_error']})" if m.get("last_error") else "")))
+        rows.append(
+            (
+                "maintenance",
+                f"every {m.get('interval_hours', 0):g} h, next {_when(m.get('next_run'))}, "
+                f"last {_when(m.get('last_run'))}",
+            )
+        )
+        rows.append(
+            (
+                "",
+                f"{m.get('runs', 0)} runs since the daemon started, {m.get('errors', 0)} errors"
+                + (f" (last: {m['last_error']})" if m.get("last_error") else ""),
+            )
+        )
     t = r.pop("totals", None)
     if isinstance(t, dict):
-        rows.append(("all time", f"{t.get('runs', 0):,} maintenance runs, {t.get('consolidated', 0):,} "
-                                 f"consolidated, {t.get('pruned', 0):,} pruned, last {_when(t.get('last_run'))}"))
+        rows.append(
+            (
+                "all time",
+                f"{t.get('runs', 0):,} maintenance runs, {t.get('consolidated', 0):,} "
+                f"consolidated, {t.get('pruned', 0):,} pruned, last {_when(t.get('last_run'))}",
+            )
+        )
     rows.append(("disk", _bytes(r.pop("disk_bytes", None))))
     model = r.pop("model", None)
     if isinstance(model, dict):
@@ -268,14 +304,23 @@ def _render_consolidate(r: dict) -> str:
     clusters = r.pop("clusters", []) or []
     n = r.pop("consolidated", 0)
     verb = "merged" if r.get("applied") else "would merge"
-    rows: list[tuple[str, str]] = [("consolidate", f"{verb} {n} memor{'y' if n == 1 else 'ies'} "
-                                                   f"into {len(clusters)} cluster{'' if len(clusters) == 1 else 's'}")]
+    rows: list[tuple[str, str]] = [
+        (
+            "consolidate",
+            f"{verb} {n} memor{'y' if n == 1 else 'ies'} "
+            f"into {len(clusters)} cluster{'' if len(clusters) == 1 else 's'}",
+        )
+    ]
     for i, c in enumerate(clusters, 1):
         into = f" -> {c['into']}" if c.get("into") else ""
         rows.append(("", f"{i}. {len(c.get('sources') or [])} memories{into}: {c.get('preview', '')}"))
     pruned = r.pop("pruned", 0)
-    rows.append(("prune", f"{'pruned' if r.get('applied') else 'would prune'} {pruned} "
-                          f"({_counts(r.pop('pruned_by_reason', {}))})"))
+    rows.append(
+        (
+            "prune",
+            f"{'pruned' if r.get('applied') else 'would prune'} {pruned} ({_counts(r.pop('pruned_by_reason', {}))})",
+        )
+    )
     for mid in r.pop("pruned_ids", []) or []:
         rows.append(("", mid))
     rows.append(("protected", f"{r.pop('protected', 0)} kept although faded (pinned, open task, latest handoff)"))
@@ -294,8 +339,10 @@ def _render_consolidate(r: dict) -> str:
 def _render_import_from(r: dict) -> str:
     head = "would store" if r["dry_run"] else "stored"
     actions = ", ".join(f"{k} {v}" for k, v in sorted(r["actions"].items())) or "nothing new"
-    lines = [f"{r['source']} {r['path']}: {r['found']} found, {r['skipped']} imported before; "
-             f"{head} {r['stored']} ({actions})"]
+    lines = [
+        f"{r['source']} {r['path']}: {r['found']} found, {r['skipped']} imported before; "
+        f"{head} {r['stored']} ({actions})"
+    ]
     for it in r["items"]:
         target = f" -> {it['target_id']}" if it.get("target_id") else ""
         tags = f" #{' #'.join(it['tags'])}" if it["tags"] else ""
@@ -307,32 +354,54 @@ def _render_import_from(r: dict) -> str:
 
 def _render_new_key(r: dict) -> str:
     label = f" ({r['label']})" if r.get("label") else ""
-    return (f"key {r['key_id']} for user {r['user_id']}{label}:\n{r['key']}\n"
-            "It is shown this once (only its hash is kept): give it to its holder now. "
-            "Clients send it as 'Authorization: Bearer <key>'.")
+    return (
+        f"key {r['key_id']} for user {r['user_id']}{label}:\n{r['key']}\n"
+        "It is shown this once (only its hash is kept): give it to its holder now. "
+        "Clients send it as 'Authorization: Bearer <key>'."
+    )
 
 
 def _render_migrate(r: dict) -> str:
-    rows = [("from", r["source"]), ("to", r["target"]),
-            ("copied", _counts(r["copied"]) + (f" (skipped {r['skipped']} ids it had)" if r["skipped"] else ""))]
+    rows = [
+        ("from", r["source"]),
+        ("to", r["target"]),
+        ("copied", _counts(r["copied"]) + (f" (skipped {r['skipped']} ids it had)" if r["skipped"] else "")),
+    ]
     rows.append(("meta", ", ".join(r["meta"]) or "none"))
     rec = r["verified"]["recalls"]
-    rows.append(("verified", f"row counts {r['verified']['counts']}; "
-                 + (f"{rec['same']} of {rec['sampled']} sample recalls return the same top {rec['top']} ids"
-                    if rec is not None else "sample recalls not compared (the target held rows before)")))
+    rows.append(
+        (
+            "verified",
+            f"row counts {r['verified']['counts']}; "
+            + (
+                f"{rec['same']} of {rec['sampled']} sample recalls return the same top {rec['top']} ids"
+                if rec is not None
+                else "sample recalls not compared (the target held rows before)"
+            ),
+        )
+    )
     return _table(rows)
 
 
 def _render_backup(r: dict) -> str:
-    return _table([("backup", r["path"]), ("size", _bytes(r["bytes"])), ("schema", f"v{r['schema_version']}"),
-                   ("checked", _counts(r["counts"])), ("took", f"{r['seconds']:g} s")])
+    return _table(
+        [
+            ("backup", r["path"]),
+            ("size", _bytes(r["bytes"])),
+            ("schema", f"v{r['schema_version']}"),
+            ("checked", _counts(r["counts"])),
+            ("took", f"{r['seconds']:g} s"),
+        ]
+    )
 
 
 def _render_scrub(r: dict) -> str:
     counts = ", ".join(f"{r[k]} {k}" for k in ("memories", "events", "tasks", "sessions"))
     lines = [f"{'rewritten' if r['applied'] else 'would rewrite'}: {counts}"]
-    lines += [f"  {c['kind']} {c['id']}: {', '.join(c['fields'])}" + (f"  {c['preview']}" if c.get("preview") else "")
-              for c in r["changes"]]
+    lines += [
+        f"  {c['kind']} {c['id']}: {', '.join(c['fields'])}" + (f"  {c['preview']}" if c.get("preview") else "")
+        for c in r["changes"]
+    ]
     if r["backup"]:
         lines.append(f"the store as it was (secrets included; delete it once checked): {r['backup']}")
     elif not r["applied"] and any(r[k] for k in ("memories", "events", "tasks", "sessions")):
@@ -341,16 +410,22 @@ def _render_scrub(r: dict) -> str:
 
 
 def _render_restore(r: dict) -> str:
-    rows = [("restored", f"{r['path']} -> {r['restored_to']}"), ("schema", f"v{r['schema_version']}"),
-            ("checked", _counts(r["counts"]))]
+    rows = [
+        ("restored", f"{r['path']} -> {r['restored_to']}"),
+        ("schema", f"v{r['schema_version']}"),
+        ("checked", _counts(r["counts"])),
+    ]
     if r["previous"]:
         rows.append(("previous file kept", r["previous"]))
     return _table(rows)
 
 
 def _render_keys(r: dict) -> str:
-    rows = [f"{k['key_id']}  {k['user_id']}  {k['label'] or '-'}  created {_when(k['created_at'])}  "
-            + (f"revoked {_when(k['revoked_at'])}" if k["revoked_at"] else "active") for k in r["keys"]]
+    rows = [
+        f"{k['key_id']}  {k['user_id']}  {k['label'] or '-'}  created {_when(k['created_at'])}  "
+        + (f"revoked {_when(k['revoked_at'])}" if k["revoked_at"] else "active")
+        for k in r["keys"]
+    ]
     return "\n".join(rows) or "no keys"
 
 
@@ -358,8 +433,11 @@ def _render_memory(r: dict) -> str:
     lines = [f"{r['id']} [{r['memory_type']}] {_day(r.get('created_at'))}  {_where(r)}", r["content"]]
     if r.get("around"):
         lines.append("in its session:")
-        lines += [f"  {'>' if a['position'] == 0 else ' '} {a['position']:+d} {a['id']} [{a['memory_type']}] "
-                  f"{a['when']}  {a['line']}" for a in r["around"]]
+        lines += [
+            f"  {'>' if a['position'] == 0 else ' '} {a['position']:+d} {a['id']} [{a['memory_type']}] "
+            f"{a['when']}  {a['line']}"
+            for a in r["around"]
+        ]
     return "\n".join(lines)
 
 
@@ -369,8 +447,11 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "recall_memory": _render_recall,
     "get_context": lambda r: r["context"],
     "forget_memory": _render_forget,
-    "keep_memory": lambda r: f"kept {r['memory_id']}: now a {r['memory_type']}, no longer marked automatic"
-    if r["action"] == "keep" else f"{r['memory_id']}: {r['reason']}",
+    "keep_memory": lambda r: (
+        f"kept {r['memory_id']}: now a {r['memory_type']}, no longer marked automatic"
+        if r["action"] == "keep"
+        else f"{r['memory_id']}: {r['reason']}"
+    ),
     "create_task": _task_line,
     "update_task": _task_line,
     "get_task": _render_task_view,
@@ -379,8 +460,11 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "session_handoff": _render_handoff,
     "resume_task": lambda r: r["context"],
     "claim_task": _render_claim,
-    "release_task": lambda r: f"released {r['task_id']}" if r["released"] else
-    f"{r['task_id']} was not held by this session: nothing to release",
+    "release_task": lambda r: (
+        f"released {r['task_id']}"
+        if r["released"]
+        else f"{r['task_id']} was not held by this session: nothing to release"
+    ),
     "memory_prompt": lambda r: r["prompt"].rstrip("\n"),
     "track_progress": lambda r: f"progress saved: {r['memory_id']} {r['feature']} [{r['status']}]",
     "track_failure": _render_store,

@@ -12,8 +12,7 @@ from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
 
-__all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes",
-           "session_capture"]
+__all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes", "session_capture"]
 
 PITFALL_TAG = "pitfall"
 EPISODE_TAG = "episode"
@@ -25,48 +24,81 @@ FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", 
 
 def _fix(raw: Any):
     from engram.continuity.fixes import Fix
+
     if not isinstance(raw, dict) or any(k not in raw for k in FIX_FIELDS):
         raise EngramError(f"a fix must be an object with {', '.join(FIX_FIELDS)}")
     edits = raw["edits"]
-    if not isinstance(edits, list) or not edits or not all(
-            isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits):
+    if (
+        not isinstance(edits, list)
+        or not edits
+        or not all(
+            isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits
+        )
+    ):
         raise EngramError("a fix's edits must be a non-empty list of {file, hunk}")
     for k in ("program", "signature", "command", "passed", "key"):
         if not isinstance(raw[k], str) or not raw[k].strip():
             raise EngramError(f"a fix's {k} must be a non-empty string")
     where = raw["location"] if isinstance(raw["location"], str) else None
-    return Fix(raw["program"][:60], raw["signature"][:300], where, raw["command"][:2000], raw["passed"][:2000],
-               tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]), raw["key"][:64],
-               raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "")
+    return Fix(
+        raw["program"][:60],
+        raw["signature"][:300],
+        where,
+        raw["command"][:2000],
+        raw["passed"][:2000],
+        tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]),
+        raw["key"][:64],
+        raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "",
+    )
 
 
 def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
     """Store one pitfall; True when it is new. The same error fixed the same way (its key) again
     reinforces the memory stored the first time, whatever command showed it."""
     key_tag = f"fix:{fix.key}"
-    page = eng.list_memories(memory_type="failure", tags=[key_tag], limit=1, user_id=user,
-                             in_project=project or "")
+    page = eng.list_memories(memory_type="failure", tags=[key_tag], limit=1, user_id=user, in_project=project or "")
     content = eng.get(page["memories"][0]["id"], user_id=user).content if page["memories"] else fix.content()
     # One the user kept (engram.continuity.keeping) stays unmarked when the fix comes back: the
     # reinforcement takes in the tags it is sent.
     kept = bool(page["memories"]) and AUTO_CAPTURE_TAG not in page["memories"][0]["tags"]
     mark = [] if kept else [AUTO_CAPTURE_TAG]
-    doc = {"error": fix.signature + (f" (at {fix.location})" if fix.location else ""), "component": fix.program,
-           "root_cause": "", "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits)}
-    r = eng.store(content, memory_type="failure", importance=PITFALL_IMPORTANCE,
-                  tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
-                  task_id=task, metadata={"failure": doc, "capture": fix.to_dict()}, user_id=user,
-                  session_id=session_id, chunk=False, project=project)
+    doc = {
+        "error": fix.signature + (f" (at {fix.location})" if fix.location else ""),
+        "component": fix.program,
+        "root_cause": "",
+        "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits),
+    }
+    r = eng.store(
+        content,
+        memory_type="failure",
+        importance=PITFALL_IMPORTANCE,
+        tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
+        task_id=task,
+        metadata={"failure": doc, "capture": fix.to_dict()},
+        user_id=user,
+        session_id=session_id,
+        chunk=False,
+        project=project,
+    )
     return r.action == "new"
 
 
-def session_capture(eng: Any, user: str | None, session_id: str, client: str, fixes: list,
-                    episodes: list, task_id: str | None, project: str | None = None) -> dict:
+def session_capture(
+    eng: Any,
+    user: str | None,
+    session_id: str,
+    client: str,
+    fixes: list,
+    episodes: list,
+    task_id: str | None,
+    project: str | None = None,
+) -> dict:
     """Store a turn's capture: each fix as a pitfall of the session's task, each finished turn
     as an episode of the session (its `conversation`). What is captured at all is the hook's
     decision, by the settings where the client runs it (engram.hooks.run, turn_capture): the
     daemon's own were those of whichever process started it, and would apply to every client."""
     from engram.continuity.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
+
     out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
     items = [_fix(f) for f in fixes]
     turns = []
@@ -83,12 +115,24 @@ def session_capture(eng: Any, user: str | None, session_id: str, client: str, fi
         new = _store_fix(eng, user, session_id, fix, task, project)
         out["fixes" if new else "reinforced"] += 1
     if turns:
-        eng.store_many([dict(content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
-                             memory_type=EPISODE_TYPE, importance=EPISODE_IMPORTANCE,
-                             tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]], task_id=task,
-                             metadata={"episode": {"session": session_id, "client": client}},
-                             user_id=user, session_id=session_id, conversation=session_id[:200],
-                             resolve_conflicts=False, project=project) for t in turns])
+        eng.store_many(
+            [
+                dict(
+                    content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
+                    memory_type=EPISODE_TYPE,
+                    importance=EPISODE_IMPORTANCE,
+                    tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]],
+                    task_id=task,
+                    metadata={"episode": {"session": session_id, "client": client}},
+                    user_id=user,
+                    session_id=session_id,
+                    conversation=session_id[:200],
+                    resolve_conflicts=False,
+                    project=project,
+                )
+                for t in turns
+            ]
+        )
         out["episodes"] = len(turns)
     return out
 
@@ -98,9 +142,11 @@ def prune_episodes(idx: Any, mine: Any, budget: int) -> list[str]:
     before recalled, then least recently touched), for maintenance to remove; pinned ones stay.
     `idx` is the memory index, `mine` the mask of the rows maintenance covers."""
     import numpy as np
+
     n = idx.n
-    rows = np.flatnonzero(mine[:n] & (idx.status[:n] == 0) & (idx.mtype[:n] == MEMORY_TYPES.index(EPISODE_TYPE))
-                          & ~idx.pinned[:n])
+    rows = np.flatnonzero(
+        mine[:n] & (idx.status[:n] == 0) & (idx.mtype[:n] == MEMORY_TYPES.index(EPISODE_TYPE)) & ~idx.pinned[:n]
+    )
     groups: dict[tuple[int, int], list[int]] = {}
     for r in rows:
         groups.setdefault((int(idx.user[r]), int(idx.project[r])), []).append(int(r))
@@ -108,5 +154,5 @@ def prune_episodes(idx: Any, mine: Any, budget: int) -> list[str]:
     for group in groups.values():
         if len(group) > budget:
             group.sort(key=lambda r: (idx.recall[r] > 0, float(idx.touched[r])))
-            doomed += [idx.ids[r] for r in group[:len(group) - budget]]
+            doomed += [idx.ids[r] for r in group[: len(group) - budget]]
     return doomed

@@ -73,8 +73,9 @@ class Claims:
         now = self.clock.now()
         return {t: c for t, c in self.store.task_claims(user_id).items() if self.live(c, now)}
 
-    def claim(self, task_id: str, user_id: str, session_id: str, client: str,
-              take_over: bool = False, refuse: bool = True) -> dict[str, Any]:
+    def claim(
+        self, task_id: str, user_id: str, session_id: str, client: str, take_over: bool = False, refuse: bool = True
+    ) -> dict[str, Any]:
         """Make session_id the task's holder: free or lapsed, or with take_over from a live holder.
 
         Returns {claimed: true, claim, taken_over: the live holder replaced or null}. Held by
@@ -104,14 +105,17 @@ class Claims:
 
     def _won(self, task_id: str, taken: Claim | None) -> dict[str, Any]:
         c = self.store.get_claim(task_id)
-        return {"claimed": True, "claim": c.to_dict() if c else None,
-                "taken_over": taken.to_dict() if taken else None}
+        return {"claimed": True, "claim": c.to_dict() if c else None, "taken_over": taken.to_dict() if taken else None}
 
     def _refused(self, holder: Claim | None, now: datetime, refuse: bool) -> dict[str, Any]:
         held = holder.to_dict() if holder else None
-        message = (f"task {holder.task_id} is held by {describe_claim(held, now)}; work on another task, or "
-                   "call claim_task with take_over=true if the user asked you to take it over or that "
-                   "session is stuck" if holder else "the task's claim changed while claiming it; try again")
+        message = (
+            f"task {holder.task_id} is held by {describe_claim(held, now)}; work on another task, or "
+            "call claim_task with take_over=true if the user asked you to take it over or that "
+            "session is stuck"
+            if holder
+            else "the task's claim changed while claiming it; try again"
+        )
         if refuse:
             raise TaskClaimed(message)
         return {"claimed": False, "claim": held, "message": message}
@@ -122,9 +126,11 @@ class Claims:
         with self.store.transaction():
             current = self.store.get_claim(task_id)
             if current is not None and current.session_id != session_id and self.live(current):
-                raise TaskClaimed(f"task {task_id} is held by {describe_claim(current.to_dict(), self.clock.now())}, "
-                                  "not by this session: only its holder releases it (claim_task with "
-                                  "take_over=true takes it over)")
+                raise TaskClaimed(
+                    f"task {task_id} is held by {describe_claim(current.to_dict(), self.clock.now())}, "
+                    "not by this session: only its holder releases it (claim_task with "
+                    "take_over=true takes it over)"
+                )
             released = current is not None and current.session_id == session_id and self.live(current)
             if current is not None:
                 self.store.delete_claim(task_id, current.session_id)
@@ -138,10 +144,16 @@ class Claims:
         """Take-overs of the session's tasks since its last call, each said once."""
         out = []
         for n in self.store.take_claim_notices(session_id):
-            out.append({"task_id": n["task_id"], "taken_over_by": n["by_session"], "client": n["by_client"],
-                        "at": n["at"].isoformat(),
-                        "message": f"task {n['task_id']} was taken over by session {n['by_session']} "
-                                   f"({n['by_client'] or 'unknown client'}) at {_when(n['at'].isoformat())}: "
-                                   "you no longer hold it; stop working on it (what you record for it "
-                                   "is still kept)"})
+            out.append(
+                {
+                    "task_id": n["task_id"],
+                    "taken_over_by": n["by_session"],
+                    "client": n["by_client"],
+                    "at": n["at"].isoformat(),
+                    "message": f"task {n['task_id']} was taken over by session {n['by_session']} "
+                    f"({n['by_client'] or 'unknown client'}) at {_when(n['at'].isoformat())}: "
+                    "you no longer hold it; stop working on it (what you record for it "
+                    "is still kept)",
+                }
+            )
         return out

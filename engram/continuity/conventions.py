@@ -20,8 +20,14 @@ from typing import Any
 from engram.core.types import AUTO_CAPTURE_TAG, EngramError, Memory, Scope
 from engram.text.convention_sentences import conventions_in, topics_of
 
-__all__ = ["CONVENTION_TAG", "Conventions", "capture_conventions", "conventions_for_prompt", "is_captured_convention",
-           "project_conventions"]
+__all__ = [
+    "CONVENTION_TAG",
+    "Conventions",
+    "capture_conventions",
+    "conventions_for_prompt",
+    "is_captured_convention",
+    "project_conventions",
+]
 
 CONVENTION_TAG = "convention"
 CONVENTION_IMPORTANCE = 0.6  # above a plain fact's 0.5: the user said it as a rule of the project
@@ -57,13 +63,13 @@ def _check_prompts(prompts: Any) -> list[str]:
 
 
 def _known_marks(eng: Any, user: str | None, project: str) -> set[str]:
-    page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, status="any", limit=KNOWN_SCANNED,
-                             user_id=user)
+    page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, status="any", limit=KNOWN_SCANNED, user_id=user)
     return {p for m in page["memories"] for p in eng.get(m["id"], user_id=user).provenance}
 
 
-def capture_conventions(eng: Any, prompts: list[str], user: str | None = None, session_id: str | None = None,
-                        project: str | None = None) -> dict:
+def capture_conventions(
+    eng: Any, prompts: list[str], user: str | None = None, session_id: str | None = None, project: str | None = None
+) -> dict:
     """Store the conventions the user's prompts state as facts of `project`, each resolved
     against what is known. Returns {found, stored: [{memory_id, action, content}], already,
     reason}; outside a project nothing is stored (reason says so)."""
@@ -81,9 +87,17 @@ def capture_conventions(eng: Any, prompts: list[str], user: str | None = None, s
         if mark in known:
             out["already"] += 1
             continue
-        r = eng.store(s, memory_type="fact", importance=CONVENTION_IMPORTANCE, tags=[CONVENTION_TAG, AUTO_CAPTURE_TAG],
-                      metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
-                      provenance=[mark], user_id=user, session_id=session_id, project=project)
+        r = eng.store(
+            s,
+            memory_type="fact",
+            importance=CONVENTION_IMPORTANCE,
+            tags=[CONVENTION_TAG, AUTO_CAPTURE_TAG],
+            metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
+            provenance=[mark],
+            user_id=user,
+            session_id=session_id,
+            project=project,
+        )
         known.add(mark)
         out["stored"].append({"memory_id": r.memory.id, "action": r.action, "content": r.memory.content})
     return out
@@ -103,8 +117,7 @@ def is_captured_convention(m: Memory) -> bool:
     return CONVENTION_TAG in m.tags and (m.metadata or {}).get("captured") == "auto"
 
 
-def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str | None,
-                           limit: int) -> list[Memory]:
+def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str | None, limit: int) -> list[Memory]:
     """The project's conventions a prompt bears on, best first, at most `limit`: those recall
     finds strong and close in meaning (see CLOSE_CAL), then those that
     name a subject the prompt names (engram.text.convention_sentences.TOPICS: "how do I add a dependency?"
@@ -112,8 +125,9 @@ def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str
     query = prompt.strip()[:2000]
     if project is None or not query or limit <= 0:
         return []
-    hits = eng.recall(query, limit=limit, tags=[CONVENTION_TAG], user_id=user, reinforce=False,
-                      scope=Scope.of(project), explain=True)
+    hits = eng.recall(
+        query, limit=limit, tags=[CONVENTION_TAG], user_id=user, reinforce=False, scope=Scope.of(project), explain=True
+    )
     subjects = topics_of(query)
 
     def close(h: Any) -> bool:
@@ -138,8 +152,14 @@ class Conventions:
     def __init__(self, eng: Any):
         self.eng = eng
 
-    def capture(self, prompts: list[str], *, user_id: str | None = None, session_id: str | None = None,
-                project: str | None = None) -> dict:
+    def capture(
+        self,
+        prompts: list[str],
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project: str | None = None,
+    ) -> dict:
         """Store the conventions the user stated in these prompts as facts of `project`
         (capture_conventions)."""
         return capture_conventions(self.eng, prompts, user_id, session_id, project)

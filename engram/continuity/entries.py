@@ -15,7 +15,9 @@ from engram.core.types import Memory
 _FILE = re.compile(
     r"(?<![\w/.-])(?:[\w.-]+/)*[\w-]*[A-Za-z][\w-]*\.(?:py|pyi|js|mjs|ts|tsx|jsx|go|rs|java|kt|rb|php|"
     r"c|h|cc|cpp|hpp|cs|swift|scala|sql|sh|md|rst|txt|json|jsonl|ya?ml|toml|ini|cfg|conf|lock|html|"
-    r"css|scss|vue|svelte|proto|tf|dockerfile|csv)\b")
+    r"css|scss|vue|svelte|proto|tf|dockerfile|csv)\b"
+)
+
 
 def stated_checks(h: Memory, steps: Sequence[str]) -> list[StepCheck]:
     """Each next step of handoff `h` as its own record states it: not_started, except the steps
@@ -28,9 +30,19 @@ def stated_checks(h: Memory, steps: Sequence[str]) -> list[StepCheck]:
     out = []
     for step, status in zip(steps, statuses):
         if status in ("done", "in_progress"):
-            out.append(StepCheck(step, status, {
-                "id": h.id, "kind": "todo_list", "text": f"{status} in the agent's todo list",
-                "created_at": h.created_at.isoformat(), "similarity": 1.0}))
+            out.append(
+                StepCheck(
+                    step,
+                    status,
+                    {
+                        "id": h.id,
+                        "kind": "todo_list",
+                        "text": f"{status} in the agent's todo list",
+                        "created_at": h.created_at.isoformat(),
+                        "similarity": 1.0,
+                    },
+                )
+            )
         else:
             out.append(StepCheck(step, "not_started", None))
     return out
@@ -46,16 +58,30 @@ def unique(items: Sequence[str]) -> list[str]:
 
 def timeline_entry(m: Memory, quality: float) -> dict:
     """A memory as a task's timeline lists it, with its quality score."""
-    return with_documents({"id": m.id, "memory_type": m.memory_type, "content": m.content,
-                           "created_at": m.created_at.isoformat(), "status": m.status,
-                           "session_id": m.session_id, "quality_score": round(quality, 6)}, m)
+    return with_documents(
+        {
+            "id": m.id,
+            "memory_type": m.memory_type,
+            "content": m.content,
+            "created_at": m.created_at.isoformat(),
+            "status": m.status,
+            "session_id": m.session_id,
+            "quality_score": round(quality, 6),
+        },
+        m,
+    )
 
 
 def failure_entry(m: Memory) -> dict:
-    doc = document(m, "failure") or {"error": m.content, "component": "", "root_cause": "",
-                                     "fix": None}
-    return {"id": m.id, "content": m.content, "created_at": m.created_at.isoformat(),
-            "task_id": m.task_id, **doc, "component": doc["component"].lower()}
+    doc = document(m, "failure") or {"error": m.content, "component": "", "root_cause": "", "fix": None}
+    return {
+        "id": m.id,
+        "content": m.content,
+        "created_at": m.created_at.isoformat(),
+        "task_id": m.task_id,
+        **doc,
+        "component": doc["component"].lower(),
+    }
 
 
 def progress_by_feature(mems: Sequence[Memory]) -> dict[str, tuple[Memory, dict]]:
@@ -74,8 +100,7 @@ def progress_by_feature(mems: Sequence[Memory]) -> dict[str, tuple[Memory, dict]
 def to_keep(mems: Sequence[Memory], limit: int = 12) -> list[Memory]:
     """The task's decisions and conventions: its facts, strategies and assumptions, the
     pinned and most important first."""
-    kept = [m for m in mems if m.status == "active"
-            and m.memory_type in ("fact", "strategy", "assumption")]
+    kept = [m for m in mems if m.status == "active" and m.memory_type in ("fact", "strategy", "assumption")]
     kept.sort(key=lambda m: (m.pinned, m.importance, m.created_at), reverse=True)
     return kept[:limit]
 
@@ -94,8 +119,9 @@ def working_set(mems: Sequence[Memory]) -> dict[str, list[str]]:
         text = m.content
         if m.memory_type == "handoff":
             doc = document(m, "handoff") or {}
-            text = " ".join([doc.get("summary", "")] + [x for k in ("completed", "in_progress",
-                                                                    "blocked", "next_steps")
-                                                        for x in doc.get(k, [])])
+            text = " ".join(
+                [doc.get("summary", "")]
+                + [x for k in ("completed", "in_progress", "blocked", "next_steps") for x in doc.get(k, [])]
+            )
         files.extend(f.rstrip(".") for f in _FILE.findall(text))
     return {"files": unique(files), "components": unique(components)}

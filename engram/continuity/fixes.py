@@ -23,32 +23,39 @@ LINE_CHARS = 160
 
 # The line that names the error, most specific first: an exception or a compiler's coded error
 # before a generic "error:", which a wrapper (npm, make) prints around the real one.
-SIGNATURES = [re.compile(p, re.M) for p in (
-    r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?)$",  # Python, Java
-    r"^(FAILED \S+(?: - .*)?)$",  # pytest's short summary
-    r"^(?:> )?(error(?:\[E\d{4}\])?: .+)$",  # rustc, cargo, gradle
-    r"^([\w./-]+:\d+:\d+: [A-Z]+\d+ .+)$",  # ruff, flake8: file:line:col: CODE message
-    r"^\s*\d+:\d+\s+error\s+(.+)$",  # eslint
-    r"^\s*\u25cf (.+)$",  # jest: the failing test's name
-    r"((?:error|warning) TS\d+: .+)$",  # tsc
-    r"^(panic: .+)$",  # Go
-    r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$",  # go build / vet
-    r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$",  # maven: a compiler error or a test's
-    r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$",
-    r"^(Error: .+)$",  # node, docker compose, many CLIs
-    r"^((?:fatal|error|ERROR): .+)$",  # git, make, compilers
-    r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: (?:command not found|No such file or directory|Permission denied))$",
-    r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$",  # bash set -u, make
-    r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$",  # config parse errors
-    r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR)\b.*)$",  # anything saying it failed
-)]
+SIGNATURES = [
+    re.compile(p, re.M)
+    for p in (
+        r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?)$",  # Python, Java
+        r"^(FAILED \S+(?: - .*)?)$",  # pytest's short summary
+        r"^(?:> )?(error(?:\[E\d{4}\])?: .+)$",  # rustc, cargo, gradle
+        r"^([\w./-]+:\d+:\d+: [A-Z]+\d+ .+)$",  # ruff, flake8: file:line:col: CODE message
+        r"^\s*\d+:\d+\s+error\s+(.+)$",  # eslint
+        r"^\s*\u25cf (.+)$",  # jest: the failing test's name
+        r"((?:error|warning) TS\d+: .+)$",  # tsc
+        r"^(panic: .+)$",  # Go
+        r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$",  # go build / vet
+        r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$",  # maven: a compiler error or a test's
+        r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$",
+        r"^(Error: .+)$",  # node, docker compose, many CLIs
+        r"^((?:fatal|error|ERROR): .+)$",  # git, make, compilers
+        r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: "
+        r"(?:command not found|No such file or directory|Permission denied))$",
+        r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$",  # bash set -u, make
+        r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$",  # config parse errors
+        r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR)\b.*)$",  # anything saying it failed
+    )
+]
 # Where the error points: "File "x.py", line 3", "x.rs:3:5", "x.java:[10,5]", "at x.js:3:5".
-LOCATIONS = [re.compile(p) for p in (
-    r'File "([^"]+)", line (\d+)',
-    r"([\w./@-]*\w\.[A-Za-z]{1,6})\((\d+),\d+\)",  # tsc: file.ts(3,5)
-    r"([\w./@-]*\w\.[A-Za-z]{1,6}):\[(\d+),\d+\]",  # maven: File.java:[10,5]
-    r"([\w./@-]*\w\.[A-Za-z]{1,6}):(\d+)(?::\d+)?",
-)]
+LOCATIONS = [
+    re.compile(p)
+    for p in (
+        r'File "([^"]+)", line (\d+)',
+        r"([\w./@-]*\w\.[A-Za-z]{1,6})\((\d+),\d+\)",  # tsc: file.ts(3,5)
+        r"([\w./@-]*\w\.[A-Za-z]{1,6}):\[(\d+),\d+\]",  # maven: File.java:[10,5]
+        r"([\w./@-]*\w\.[A-Za-z]{1,6}):(\d+)(?::\d+)?",
+    )
+]
 EXIT_LINE = re.compile(r"(?i)^(?:exit[ _]code|process exited with code)\b")  # a client's note, not the error
 NOISE = re.compile(r"0x[0-9a-f]+|\b\d+(?:\.\d+)?\s*(?:ms|s|sec|seconds)\b|\bin \d+(?:\.\d+)?s\b", re.I)
 # Programs and wrappers a command is run through, which say nothing of what it does.
@@ -74,8 +81,7 @@ class Fix:
         lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`."]
         if self.detail:
             lines.append(f"Error: {self.detail}")
-        lines += [
-                 "Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
+        lines += ["Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
         for f, hunk in self.edits:
             if len(self.edits) > 1:
                 lines.append(f"{f}:")
@@ -84,14 +90,21 @@ class Fix:
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"program": self.program, "signature": self.signature, "location": self.location,
-                "command": self.command, "passed": self.passed,
-                "edits": [{"file": f, "hunk": h} for f, h in self.edits], "key": self.key, "detail": self.detail}
+        return {
+            "program": self.program,
+            "signature": self.signature,
+            "location": self.location,
+            "command": self.command,
+            "passed": self.passed,
+            "edits": [{"file": f, "hunk": h} for f, h in self.edits],
+            "key": self.key,
+            "detail": self.detail,
+        }
 
 
 def _short(text: str, n: int) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= n else text[:n - 1] + "…"
+    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def error_signature(output: str) -> tuple[str, str | None]:
@@ -105,8 +118,10 @@ def error_signature(output: str) -> tuple[str, str | None]:
             sig = found[-1] if pattern is SIGNATURES[0] else found[0]
             break
     if not sig:
-        sig = next((ln.strip() for ln in reversed(text.splitlines())
-                    if ln.strip() and not EXIT_LINE.match(ln.strip())), "failed")
+        sig = next(
+            (ln.strip() for ln in reversed(text.splitlines()) if ln.strip() and not EXIT_LINE.match(ln.strip())),
+            "failed",
+        )
     where = None
     for pattern in LOCATIONS:
         hits = pattern.findall(text)
@@ -121,8 +136,10 @@ def error_signature(output: str) -> tuple[str, str | None]:
 def error_detail(output: str, signature: str) -> str:
     """Up to three more lines of the output that say what went wrong (a compiler's note, an
     expected/received pair), which a recurrence may quote instead of the signature's line."""
-    keep = re.compile(r"(?i)\b(?:error|expected|received|found|caused|conflict|symbol|because|depends|"
-                      r"not found|no such|cannot|unable|invalid|refused|denied)\b")
+    keep = re.compile(
+        r"(?i)\b(?:error|expected|received|found|caused|conflict|symbol|because|depends|"
+        r"not found|no such|cannot|unable|invalid|refused|denied)\b"
+    )
     out = []
     for line in (output or "").splitlines():
         line = line.strip()
@@ -212,15 +229,17 @@ class FixTracker:
         if failed:
             sig, where = error_signature(output)
             if where and self.root and where.startswith(self.root.rstrip("/") + "/"):
-                where = where[len(self.root.rstrip("/")) + 1:]
+                where = where[len(self.root.rstrip("/")) + 1 :]
             # The same command failing again keeps the edits made so far: a fix in several tries.
             prev = next((o for o in self.open if same_command(o["command"], command)), None)
             edits = prev["edits"] if prev else []
             self.open = [o for o in self.open if o is not prev]
-            first = (prev or {}).get("first") or {"signature": sig, "location": where,
-                                                   "detail": error_detail(output, sig)}
-            self.open.append({"command": command, "signature": sig, "location": where, "edits": edits,
-                              "first": first})
+            first = (prev or {}).get("first") or {
+                "signature": sig,
+                "location": where,
+                "detail": error_detail(output, sig),
+            }
+            self.open.append({"command": command, "signature": sig, "location": where, "edits": edits, "first": first})
             self.open = self.open[-OPEN_KEPT:]
             return None
         done = next((o for o in self.open if same_command(o["command"], command)), None)
@@ -230,12 +249,20 @@ class FixTracker:
         if not done["edits"]:
             return None  # passed without a change: flaky or an environment matter, no fix to learn
         first = done["first"]  # the error as it first appeared, not the last attempt's
-        return _fix(program_of(done["command"]), first["signature"], first["location"], done["command"],
-                    command, done["edits"], str(first.get("detail") or ""))
+        return _fix(
+            program_of(done["command"]),
+            first["signature"],
+            first["location"],
+            done["command"],
+            command,
+            done["edits"],
+            str(first.get("detail") or ""),
+        )
 
 
-def _fix(program: str, signature: str, location: str | None, command: str, passed: str,
-         edits: list, detail: str) -> Fix:
+def _fix(
+    program: str, signature: str, location: str | None, command: str, passed: str, edits: list, detail: str
+) -> Fix:
     merged: dict[str, list[str]] = {}
     for path, change in edits:
         merged.setdefault(path, []).append(change)
@@ -248,5 +275,6 @@ def _fix(program: str, signature: str, location: str | None, command: str, passe
 
 def _trim(text: str) -> str:
     lines = text.splitlines()
-    return "\n".join(lines[:HUNK_LINES] + ([f"… {len(lines) - HUNK_LINES} more changed lines"]
-                                           if len(lines) > HUNK_LINES else []))
+    return "\n".join(
+        lines[:HUNK_LINES] + ([f"… {len(lines) - HUNK_LINES} more changed lines"] if len(lines) > HUNK_LINES else [])
+    )

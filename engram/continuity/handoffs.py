@@ -56,75 +56,142 @@ class Handoffs:
             return project
         return self.p.task(task_id, user_id).project
 
-    def handoff(self, summary: str, *, completed: Sequence[str] | None = None,
-                in_progress: Sequence[str] | None = None, blocked: Sequence[str] | None = None,
-                next_steps: Sequence[str] | None = None, task_id: str | None = None,
-                user_id: str | None = None, session_id: str | None = None,
-                checkpoint: dict | None = None, tags: Sequence[str] | None = None,
-                project: str | None = None) -> Memory:
+    def handoff(
+        self,
+        summary: str,
+        *,
+        completed: Sequence[str] | None = None,
+        in_progress: Sequence[str] | None = None,
+        blocked: Sequence[str] | None = None,
+        next_steps: Sequence[str] | None = None,
+        task_id: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        checkpoint: dict | None = None,
+        tags: Sequence[str] | None = None,
+        project: str | None = None,
+    ) -> Memory:
         """A handoff; `checkpoint`: an automatic one's record (engram.continuity.lifecycle), kept beside the
         document, whose `step_statuses` give each next step the status the agent's todo list gave it."""
-        doc = {"summary": self.p.redact(check_short(summary, "summary", 10_000)),
-               "completed": [self.p.redact(x) for x in check_items(completed, "completed")],
-               "in_progress": [self.p.redact(x) for x in check_items(in_progress, "in_progress")],
-               "blocked": [self.p.redact(x) for x in check_items(blocked, "blocked")],
-               "next_steps": [self.p.redact(x) for x in check_items(next_steps, "next_steps")]}
+        doc = {
+            "summary": self.p.redact(check_short(summary, "summary", 10_000)),
+            "completed": [self.p.redact(x) for x in check_items(completed, "completed")],
+            "in_progress": [self.p.redact(x) for x in check_items(in_progress, "in_progress")],
+            "blocked": [self.p.redact(x) for x in check_items(blocked, "blocked")],
+            "next_steps": [self.p.redact(x) for x in check_items(next_steps, "next_steps")],
+        }
         metadata: dict[str, Any] = {"handoff": doc}
         if checkpoint is not None:
             metadata["checkpoint"] = self.p.redact.value(checkpoint)
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(render_handoff(doc), memory_type="handoff", importance=0.8,
-                             task_id=task_id, metadata=metadata, user_id=user_id, tags=tags,
-                             session_id=session_id, resolve_conflicts=False, chunk=False, project=project)
+            res = self.writes.store(
+                render_handoff(doc),
+                memory_type="handoff",
+                importance=0.8,
+                task_id=task_id,
+                metadata=metadata,
+                user_id=user_id,
+                tags=tags,
+                session_id=session_id,
+                resolve_conflicts=False,
+                chunk=False,
+                project=project,
+            )
             self.sessions.set_task(session_id, task_id)
             return res.memory
 
-    def track_failure(self, error: str, component: str, root_cause: str = "", *,
-                      task_id: str | None = None, fix: str | None = None,
-                      user_id: str | None = None, session_id: str | None = None,
-                      project: str | None = None):
-        doc = {"error": check_short(error, "error", 10_000), "component": check_short(component, "component", 200),
-               "root_cause": check_short(root_cause, "root_cause", 10_000, required=False),
-               "fix": check_short(fix, "fix", 10_000, required=False)}
+    def track_failure(
+        self,
+        error: str,
+        component: str,
+        root_cause: str = "",
+        *,
+        task_id: str | None = None,
+        fix: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project: str | None = None,
+    ):
+        doc = {
+            "error": check_short(error, "error", 10_000),
+            "component": check_short(component, "component", 200),
+            "root_cause": check_short(root_cause, "root_cause", 10_000, required=False),
+            "fix": check_short(fix, "fix", 10_000, required=False),
+        }
         text = f"Failure in {doc['component']}: {doc['error']}"
         for label, value in (("Root cause", doc["root_cause"]), ("Fix", doc["fix"])):
             if value:  # a full stop between the parts, so they do not read as one run-on sentence
                 text = f"{text if text.endswith(SENTENCE_ENDS) else text + '.'} {label}: {value}"
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(text, memory_type="failure", importance=0.6, task_id=task_id,
-                             tags=[f"component:{doc['component'].lower()}"],
-                             metadata={"failure": self.p.redact.value(doc)}, user_id=user_id,
-                             session_id=session_id, chunk=False, project=project)
+            res = self.writes.store(
+                text,
+                memory_type="failure",
+                importance=0.6,
+                task_id=task_id,
+                tags=[f"component:{doc['component'].lower()}"],
+                metadata={"failure": self.p.redact.value(doc)},
+                user_id=user_id,
+                session_id=session_id,
+                chunk=False,
+                project=project,
+            )
             self.sessions.set_task(session_id, task_id)
             return res
 
-    def track_progress(self, feature: str, status: str, completion: float | None = None, *,
-                       task_id: str | None = None, notes: str = "", user_id: str | None = None,
-                       session_id: str | None = None, project: str | None = None) -> Memory:
+    def track_progress(
+        self,
+        feature: str,
+        status: str,
+        completion: float | None = None,
+        *,
+        task_id: str | None = None,
+        notes: str = "",
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project: str | None = None,
+    ) -> Memory:
         feature = check_short(feature, "feature", 2000)
         if status not in PROGRESS_STATUSES:
             raise EngramError(f"status must be one of {', '.join(PROGRESS_STATUSES)}; got {status!r}")
         if completion is None:  # not given: "done" is all of it, not "done (0%)"
             completion = 1.0 if status == "done" else 0.0
-        if isinstance(completion, bool) or not isinstance(completion, int | float) \
-                or not math.isfinite(completion) or not 0 <= completion <= 1:
+        if (
+            isinstance(completion, bool)
+            or not isinstance(completion, int | float)
+            or not math.isfinite(completion)
+            or not 0 <= completion <= 1
+        ):
             raise EngramError(f"completion must be a number between 0 and 1, got {completion!r}")
         notes = check_short(notes, "notes", 10_000, required=False)
-        doc = {"feature": self.p.redact(feature), "status": status, "completion": float(completion),
-               "notes": self.p.redact(notes)}
+        doc = {
+            "feature": self.p.redact(feature),
+            "status": status,
+            "completion": float(completion),
+            "notes": self.p.redact(notes),
+        }
         text = progress_text(doc)
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(text, memory_type="progress", importance=0.5, task_id=task_id,
-                             metadata={"progress": doc}, user_id=user_id, session_id=session_id,
-                             resolve_conflicts=False, chunk=False, project=project)
+            res = self.writes.store(
+                text,
+                memory_type="progress",
+                importance=0.5,
+                task_id=task_id,
+                metadata={"progress": doc},
+                user_id=user_id,
+                session_id=session_id,
+                resolve_conflicts=False,
+                chunk=False,
+                project=project,
+            )
             self.sessions.set_task(session_id, task_id)
             return res.memory
 
-    def latest_handoff(self, user_id: str, task_id: str | None = None, *,
-                       tags: Sequence[str] | None = None) -> Memory | None:
+    def latest_handoff(
+        self, user_id: str, task_id: str | None = None, *, tags: Sequence[str] | None = None
+    ) -> Memory | None:
         """The newest active handoff (of the task; with one of `tags`, as recall filters)."""
         return self.p.store_db.latest_handoff(user_id, task_id, tags)
 
@@ -135,8 +202,7 @@ class Handoffs:
         n = idx.n
         uc = idx.users.get(h.user_id)
         sl = slice(start, n)
-        keep = idx.alive[sl] & (idx.user[sl] == (-2 if uc is None else uc)) \
-            & (idx.created[sl] > to_days(h.created_at))
+        keep = idx.alive[sl] & (idx.user[sl] == (-2 if uc is None else uc)) & (idx.created[sl] > to_days(h.created_at))
         if h.task_id:
             tc = idx.tasks.get(h.task_id)
             keep &= (idx.task[sl] == (-2 if tc is None else tc)) | (idx.task[sl] == -1)
@@ -144,8 +210,9 @@ class Handoffs:
         own = idx.row_of.get(h.id)
         return rows[rows != own] if own is not None else rows
 
-    def _activities(self, rows: np.ndarray, read: dict[str, Memory] | None = None
-                    ) -> tuple[list[Activity], list[np.ndarray | None]]:
+    def _activities(
+        self, rows: np.ndarray, read: dict[str, Memory] | None = None
+    ) -> tuple[list[Activity], list[np.ndarray | None]]:
         """The activities of index rows, each with the vector the index holds for it (handoff
         items, which are not memories of their own, get None: they are embedded once, cached).
         `read` keeps the rows already read, for a caller validating several handoffs."""
@@ -216,15 +283,26 @@ class Handoffs:
     def view(self, h: Memory) -> dict:
         # A handoff memory stored without the engine's document (store_memory with type
         # handoff) is shown as a handoff whose summary is its text.
-        doc = document(h, "handoff") or {"summary": h.content, "completed": [], "in_progress": [],
-                                         "blocked": [], "next_steps": []}
-        view = {"id": h.id, "task_id": h.task_id, "session_id": h.session_id,
-                "created_at": h.created_at.isoformat(), **doc,
-                "next_steps_validation": self.validate_handoff(h)}
+        doc = document(h, "handoff") or {
+            "summary": h.content,
+            "completed": [],
+            "in_progress": [],
+            "blocked": [],
+            "next_steps": [],
+        }
+        view = {
+            "id": h.id,
+            "task_id": h.task_id,
+            "session_id": h.session_id,
+            "created_at": h.created_at.isoformat(),
+            **doc,
+            "next_steps_validation": self.validate_handoff(h),
+        }
         if h.task_id:
             # Steps an earlier handoff planned and nobody finished travel with the latest one.
-            view["open_steps"] = [e for e in self.plan_of(h.user_id, h.task_id)
-                                  if e["status"] in ("in_progress", "not_started")]
+            view["open_steps"] = [
+                e for e in self.plan_of(h.user_id, h.task_id) if e["status"] in ("in_progress", "not_started")
+            ]
         return view
 
     # -- the plan of a task --------------------------------------------------
@@ -240,8 +318,16 @@ class Handoffs:
     def _task_handoffs(self, user: str, task_id: str) -> list[Memory]:
         return self.p.store_db.task_handoffs(user, task_id)
 
-    def _planned_entry(self, step: str, vec: np.ndarray | None, handoff_id: str, entries: list[dict],
-                       vecs: list[np.ndarray], owner: list[int], candidates: int = 3) -> dict | None:
+    def _planned_entry(
+        self,
+        step: str,
+        vec: np.ndarray | None,
+        handoff_id: str,
+        entries: list[dict],
+        vecs: list[np.ndarray],
+        owner: list[int],
+        candidates: int = 3,
+    ) -> dict | None:
         """The plan entry `step` re-plans, or None: among the entries whose wordings are closest
         to it (a handful: a long task's plan holds hundreds of steps), the first that is the
         same step. Two steps of one handoff are never one entry."""
@@ -249,8 +335,14 @@ class Handoffs:
             return None
         if vec is None:  # degraded (see task_plan_of)
             key = step.strip().lower()
-            return next((e for e in entries if e["planned_in"][-1] != handoff_id
-                         and key in (w.strip().lower() for w in e["wordings"])), None)
+            return next(
+                (
+                    e
+                    for e in entries
+                    if e["planned_in"][-1] != handoff_id and key in (w.strip().lower() for w in e["wordings"])
+                ),
+                None,
+            )
         sims = np.stack(vecs) @ vec
         best: dict[int, float] = {}
         for i in np.argsort(-sims):
@@ -294,8 +386,15 @@ class Handoffs:
                     vecs.append(v)
                     if e is None:
                         owner.append(len(entries))
-                        entries.append({"step": step, "wordings": [step], "planned_in": [h.id],
-                                        "first_planned_at": h.created_at.isoformat(), "check": check})
+                        entries.append(
+                            {
+                                "step": step,
+                                "wordings": [step],
+                                "planned_in": [h.id],
+                                "first_planned_at": h.created_at.isoformat(),
+                                "check": check,
+                            }
+                        )
                         continue
                     owner.append(entries.index(e))
                     e["step"] = step  # the latest wording
@@ -310,8 +409,14 @@ class Handoffs:
                 status = check.status
                 if status == "not_started" and e["planned_in"][-1] != latest:
                     status = "dropped"
-                plan.append({"step": e["step"], "status": status,
-                             "evidence": dict(check.evidence) if check.evidence else None,
-                             "planned_in": e["planned_in"], "wordings": e["wordings"],
-                             "first_planned_at": e["first_planned_at"]})
+                plan.append(
+                    {
+                        "step": e["step"],
+                        "status": status,
+                        "evidence": dict(check.evidence) if check.evidence else None,
+                        "planned_in": e["planned_in"],
+                        "wordings": e["wordings"],
+                        "first_planned_at": e["first_planned_at"],
+                    }
+                )
             return plan

@@ -52,9 +52,14 @@ class Keeping:
                 raise EngramError(f"memory {memory_id} is {old.status}; only active memories can be kept")
             was = {"memory_type": old.memory_type, "tags": list(old.tags)}
             if not is_captured(old):
-                return {"memory_id": old.id, "action": "unchanged", "memory_type": old.memory_type,
-                        "tags": list(old.tags), "was": was,
-                        "reason": "not captured automatically (or already kept): nothing to do"}
+                return {
+                    "memory_id": old.id,
+                    "action": "unchanged",
+                    "memory_type": old.memory_type,
+                    "tags": list(old.tags),
+                    "was": was,
+                    "reason": "not captured automatically (or already kept): nothing to do",
+                }
             now = self.p.clock.now()
             fields = _kept_fields(old)
             with self.p.store_db.transaction():
@@ -63,15 +68,22 @@ class Keeping:
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, None)
             self.p.activity_epoch += 1
-        return {"memory_id": mem.id, "action": "keep", "memory_type": mem.memory_type, "tags": list(mem.tags),
-                "was": was}
+        return {
+            "memory_id": mem.id,
+            "action": "keep",
+            "memory_type": mem.memory_type,
+            "tags": list(mem.tags),
+            "was": was,
+        }
 
 
 def _kept_fields(old: Memory) -> dict:
     """The columns that make `old` durable: its mark gone, an episode made a fact."""
     drop = {AUTO_CAPTURE_TAG} | ({EPISODE_TYPE} if old.memory_type == EPISODE_TYPE else set())
-    fields: dict = {"tags": tuple(t for t in old.tags if t not in drop),
-                    "metadata": {**(old.metadata or {}), "captured": "kept"}}
+    fields: dict = {
+        "tags": tuple(t for t in old.tags if t not in drop),
+        "metadata": {**(old.metadata or {}), "captured": "kept"},
+    }
     if old.memory_type == EPISODE_TYPE:
         importance = max(old.importance, KEPT_IMPORTANCE)
         fields.update(memory_type=KEPT_TYPE, importance=importance)

@@ -30,16 +30,21 @@ PROMPT_CONVENTIONS = 2  # captured conventions a prompt may bring
 
 def _open_tasks(eng: Any, user: str | None, project: str | None) -> list[dict]:
     """Open tasks (open, in_progress, blocked) of the project (and of none), most recently active first."""
-    return [t for t in eng.task_overview(limit=1000, user_id=user, scope=Scope.of(project))
-            if t["status"] in OPEN_TASK_STATUSES]
+    return [
+        t
+        for t in eng.task_overview(limit=1000, user_id=user, scope=Scope.of(project))
+        if t["status"] in OPEN_TASK_STATUSES
+    ]
 
 
-def _last_worked_task(eng: Any, user: str | None, open_ids: set[str], exclude: str | None,
-                      project: str | None) -> str | None:
+def _last_worked_task(
+    eng: Any, user: str | None, open_ids: set[str], exclude: str | None, project: str | None
+) -> str | None:
     """The open task the most recent other session in this project worked on, else None."""
     sessions = sorted(eng.list_sessions(user), key=lambda s: s.last_heartbeat, reverse=True)
-    return next((s.task_id for s in sessions
-                 if s.task_id in open_ids and s.id != exclude and s.project == project), None)
+    return next(
+        (s.task_id for s in sessions if s.task_id in open_ids and s.id != exclude and s.project == project), None
+    )
 
 
 def _task_line(t: dict) -> str:
@@ -50,14 +55,15 @@ def _task_line(t: dict) -> str:
         line += f" (last activity {la['at'][:16].replace('T', ' ')}: [{la['memory_type']}] {first})"
     else:
         line += f" (updated {t['last_activity_at'][:16].replace('T', ' ')})"
-    return line if len(line) <= TASK_LINE_CHARS else line[:TASK_LINE_CHARS - 1] + "…"
+    return line if len(line) <= TASK_LINE_CHARS else line[: TASK_LINE_CHARS - 1] + "…"
 
 
 def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None, project: str | None) -> str | None:
     """The project's newest checkpoint that belongs to no task, when it is newer than every open
     task's activity."""
-    page = eng.list_memories(memory_type="handoff", tags=[UNASSIGNED_TAG], limit=1, user_id=user,
-                             in_project=project or "")
+    page = eng.list_memories(
+        memory_type="handoff", tags=[UNASSIGNED_TAG], limit=1, user_id=user, in_project=project or ""
+    )
     if not page["memories"]:
         return None
     h = eng.get(page["memories"][0]["id"], user_id=user)
@@ -70,13 +76,16 @@ def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None, p
     plan = (h.metadata.get("checkpoint") or {}).get("plan") or []
     lines = [f"Last session here ({h.created_at.isoformat()[:16].replace('T', ' ')}, no task):", text]
     if plan:
-        lines.append("Its todo list: " + "; ".join(f"[{p['status']}] {p['step']}" for p in plan
-                                                   if isinstance(p, dict) and "step" in p))
+        lines.append(
+            "Its todo list: "
+            + "; ".join(f"[{p['status']}] {p['step']}" for p in plan if isinstance(p, dict) and "step" in p)
+        )
     return "\n".join(lines)
 
 
-def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens: int,
-                  project: str | None = None) -> dict:
+def session_start(
+    eng: Any, user: str | None, session_id: str | None, max_tokens: int, project: str | None = None
+) -> dict:
     """The block a new session starts with: the open tasks with their last activity, and the
     resume block of the task the last session worked on (else the most recently active one),
     within max_tokens; empty when there is nothing."""
@@ -87,13 +96,17 @@ def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens
     budget = max_tokens - estimate_tokens(closing) - 1
     head = ""
     if tasks:
-        intro = ("engram: the open tasks of this project (call resume_task(task_id) before working on "
-                 "one; record progress, failures and a session_handoff as you go):")
+        intro = (
+            "engram: the open tasks of this project (call resume_task(task_id) before working on "
+            "one; record progress, failures and a session_handoff as you go):"
+        )
         head = pack_sections([(intro, [_task_line(t) for t in tasks[:TASKS_SHOWN]])], max(budget // 3, 60))
     parts = [p for p in [head] if p]
     used = estimate_tokens("<engram>\n" + head)
-    rules = [f"- {' '.join(c['content'].split())[:PROMPT_MEMORY_CHARS]}"
-             for c in project_conventions(eng, user, project, START_CONVENTIONS)]
+    rules = [
+        f"- {' '.join(c['content'].split())[:PROMPT_MEMORY_CHARS]}"
+        for c in project_conventions(eng, user, project, START_CONVENTIONS)
+    ]
     if rules:
         # Within a sixth of the budget, before the resume block: a few lines the user said
         # apply to all work here.
@@ -115,38 +128,55 @@ def session_start(eng: Any, user: str | None, session_id: str | None, max_tokens
     if not parts:
         return {"context": "", "tokens": 0, "task_ids": [], "resumed": None}
     text = "<engram>\n" + "\n".join(parts) + "\n" + closing
-    return {"context": text, "tokens": estimate_tokens(text), "task_ids": [t["id"] for t in tasks],
-            "resumed": resumed}
+    return {"context": text, "tokens": estimate_tokens(text), "task_ids": [t["id"] for t in tasks], "resumed": resumed}
 
 
-def prompt_memories(eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int,
-                    project: str | None = None) -> dict:
+def prompt_memories(
+    eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int, project: str | None = None
+) -> dict:
     """The memories clearly relevant to a prompt (strong hits only, as everything pushed into a
     context unasked; and get_context's share of the best hit), as a short block; empty when none
     is. Nothing is reinforced: a prompt is not a recall the agent asked for."""
     query = prompt.strip()[:2000]
     if not query:
         return {"context": "", "tokens": 0, "memory_ids": []}
-    hits = eng.recall(query, limit=limit, user_id=user, reinforce=False,
-                      min_share=eng.settings.context_min_share, exclude_types=("handoff", "progress", "episode"),
-                      scope=Scope.of(project), strong_only=True)
+    hits = eng.recall(
+        query,
+        limit=limit,
+        user_id=user,
+        reinforce=False,
+        min_share=eng.settings.context_min_share,
+        exclude_types=("handoff", "progress", "episode"),
+        scope=Scope.of(project),
+        strong_only=True,
+    )
     # A failed command whose fix is shown is said once, by the pitfall with the changed lines.
-    fixed = {f"`{c}` failed" for h in hits if "pitfall" in h.memory.tags
-             for c in [(h.memory.metadata.get("capture") or {}).get("command")] if isinstance(c, str)}
+    fixed = {
+        f"`{c}` failed"
+        for h in hits
+        if "pitfall" in h.memory.tags
+        for c in [(h.memory.metadata.get("capture") or {}).get("command")]
+        if isinstance(c, str)
+    }
     hits = [h for h in hits if "pitfall" in h.memory.tags or not any(f in h.memory.content for f in fixed)]
     # A captured convention comes by its own, stricter rule (engram.continuity.conventions).
     shown = [(m, "convention") for m in conventions_for_prompt(eng, user, query, project, PROMPT_CONVENTIONS)]
-    shown += [(h.memory, h.memory.memory_type) for h in hits if not is_captured_convention(h.memory)
-              and h.memory.id not in {m.id for m, _ in shown}]
+    shown += [
+        (h.memory, h.memory.memory_type)
+        for h in hits
+        if not is_captured_convention(h.memory) and h.memory.id not in {m.id for m, _ in shown}
+    ]
     lines = []
     for m, label in shown:
         text = " ".join(m.content.split())
         if len(text) > PROMPT_MEMORY_CHARS:
-            text = text[:PROMPT_MEMORY_CHARS - 1] + "…"
+            text = text[: PROMPT_MEMORY_CHARS - 1] + "…"
         lines.append(f"- [{label}] {text}")
     closing = "</engram-memories>"
-    body = pack_sections([("<engram-memories>\nFrom engram, memories that bear on this request:", lines)],
-                 max_tokens - estimate_tokens(closing))
+    body = pack_sections(
+        [("<engram-memories>\nFrom engram, memories that bear on this request:", lines)],
+        max_tokens - estimate_tokens(closing),
+    )
     if not body:
         return {"context": "", "tokens": 0, "memory_ids": []}
     text = body + "\n" + closing
@@ -169,10 +199,22 @@ def checkpoint_task(eng: Any, user: str | None, given: str | None, project: str 
     return None, "none"
 
 
-def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str, completed: list[str],
-                       in_progress: list[str], blocked: list[str], next_steps: list[str],
-                       step_statuses: list[str], failures: list[dict], task_id: str | None,
-                       checkpoint: dict, interrupted: bool, project: str | None = None) -> dict:
+def session_checkpoint(
+    eng: Any,
+    user: str | None,
+    session_id: str,
+    summary: str,
+    completed: list[str],
+    in_progress: list[str],
+    blocked: list[str],
+    next_steps: list[str],
+    step_statuses: list[str],
+    failures: list[dict],
+    task_id: str | None,
+    checkpoint: dict,
+    interrupted: bool,
+    project: str | None = None,
+) -> dict:
     """Store an automatic checkpoint as a handoff of the session's task (see checkpoint_task),
     with its failed commands as failures; the same checkpoint again stores nothing. `interrupted`
     (auto-compaction) also ends the session as interrupted by context_overflow."""
@@ -185,29 +227,62 @@ def session_checkpoint(eng: Any, user: str | None, session_id: str, summary: str
     # the checkpoints of this user and project: two hooks of one session arriving together
     # (PreCompact and SessionEnd, Codex's Stop and SessionEnd) store one.
     with eng.exclusive(f"checkpoint:{eng.user_of(user)}:{project or ''}"):
-        out = _checkpoint_once(eng, user, session_id, summary, completed, in_progress, blocked, next_steps,
-                               step_statuses, failures, task_id, checkpoint, digest, project)
+        out = _checkpoint_once(
+            eng,
+            user,
+            session_id,
+            summary,
+            completed,
+            in_progress,
+            blocked,
+            next_steps,
+            step_statuses,
+            failures,
+            task_id,
+            checkpoint,
+            digest,
+            project,
+        )
     if interrupted:
         eng.report_interruption(session_id, "context_overflow", task_id=out["task_id"], user_id=user)
         out["interrupted"] = True
     return out
 
 
-def _checkpoint_once(eng: Any, user: str | None, session_id: str, summary: str, completed: list[str],
-                     in_progress: list[str], blocked: list[str], next_steps: list[str], step_statuses: list[str],
-                     failures: list[dict], task_id: str | None, checkpoint: dict, digest: str,
-                     project: str | None) -> dict[str, Any]:
+def _checkpoint_once(
+    eng: Any,
+    user: str | None,
+    session_id: str,
+    summary: str,
+    completed: list[str],
+    in_progress: list[str],
+    blocked: list[str],
+    next_steps: list[str],
+    step_statuses: list[str],
+    failures: list[dict],
+    task_id: str | None,
+    checkpoint: dict,
+    digest: str,
+    project: str | None,
+) -> dict[str, Any]:
     """session_checkpoint's check and write (see there), under its lock."""
     task, why = checkpoint_task(eng, user, task_id, project)
     if task:
         prev = eng.latest_handoff(eng.user_of(user), task)
     else:
-        page = eng.list_memories(memory_type="handoff", tags=[UNASSIGNED_TAG], limit=1, user_id=user,
-                                 in_project=project or "")
+        page = eng.list_memories(
+            memory_type="handoff", tags=[UNASSIGNED_TAG], limit=1, user_id=user, in_project=project or ""
+        )
         prev = eng.get(page["memories"][0]["id"], user_id=user) if page["memories"] else None
     prev_cp = (prev.metadata.get("checkpoint") if prev is not None else None) or {}
-    out: dict[str, Any] = {"task_id": task, "task_from": why, "stored": False, "handoff_id": None,
-                           "failures_recorded": 0, "interrupted": False}
+    out: dict[str, Any] = {
+        "task_id": task,
+        "task_from": why,
+        "stored": False,
+        "handoff_id": None,
+        "failures_recorded": 0,
+        "interrupted": False,
+    }
     if prev_cp.get("digest") == digest:
         out["reason"] = "unchanged since the last checkpoint"
     else:
@@ -217,14 +292,33 @@ def _checkpoint_once(eng: Any, user: str | None, session_id: str, summary: str, 
         for f in failures:
             if not isinstance(f, dict) or not isinstance(f.get("error"), str) or f["error"] in seen:
                 continue
-            eng.track_failure(f["error"][:10_000], str(f.get("component") or "shell")[:200], task_id=task,
-                              user_id=user, session_id=session_id, project=project)
+            eng.track_failure(
+                f["error"][:10_000],
+                str(f.get("component") or "shell")[:200],
+                task_id=task,
+                user_id=user,
+                session_id=session_id,
+                project=project,
+            )
             recorded.append(f["error"])
-        meta = {**checkpoint, "step_statuses": list(step_statuses), "task_from": why,
-                "failures_recorded": sorted(seen | set(recorded))}
-        m = eng.handoff(summary, completed=completed, in_progress=in_progress, blocked=blocked,
-                        next_steps=next_steps, task_id=task, user_id=user,
-                        session_id=session_id, checkpoint=meta, project=project,
-                        tags=[AUTO_TAG] + ([] if task else [UNASSIGNED_TAG]))
+        meta = {
+            **checkpoint,
+            "step_statuses": list(step_statuses),
+            "task_from": why,
+            "failures_recorded": sorted(seen | set(recorded)),
+        }
+        m = eng.handoff(
+            summary,
+            completed=completed,
+            in_progress=in_progress,
+            blocked=blocked,
+            next_steps=next_steps,
+            task_id=task,
+            user_id=user,
+            session_id=session_id,
+            checkpoint=meta,
+            project=project,
+            tags=[AUTO_TAG] + ([] if task else [UNASSIGNED_TAG]),
+        )
         out.update(stored=True, handoff_id=m.id, failures_recorded=len(recorded))
     return out

@@ -16,14 +16,19 @@ AROUND_MAX = 20
 
 def _line(content: str) -> str:
     text = " ".join(content.split())
-    return text if len(text) <= LINE_CHARS else text[:LINE_CHARS - 1] + "…"
+    return text if len(text) <= LINE_CHARS else text[: LINE_CHARS - 1] + "…"
 
 
 def compact_row(m: dict) -> dict:
     """One memory (a hit's or a memory's dict) as a listing row."""
     content = m.get("content") or ""
-    row = {"id": m["id"], "memory_type": m.get("memory_type", "failure"), "line": _line(content),
-           "when": (m.get("created_at") or "")[:16].replace("T", " "), "tokens": estimate_tokens(content)}
+    row = {
+        "id": m["id"],
+        "memory_type": m.get("memory_type", "failure"),
+        "line": _line(content),
+        "when": (m.get("created_at") or "")[:16].replace("T", " "),
+        "tokens": estimate_tokens(content),
+    }
     for k in ("confidence", "pinned"):
         if m.get(k) is not None:
             row[k] = m[k]
@@ -40,6 +45,7 @@ def around(eng: Any, memory: Any, n: int) -> list[dict]:
     if not memory.session_id or n <= 0:
         return []
     import numpy as np
+
     with eng.lock:
         eng.catch_up()
         idx = eng.index
@@ -47,11 +53,15 @@ def around(eng: Any, memory: Any, n: int) -> list[dict]:
         if row is None:
             return []
         k = idx.n
-        same = np.flatnonzero(idx.alive[:k] & (idx.status[:k] == 0) & (idx.session[:k] == idx.session[row])
-                              & (idx.user[:k] == idx.user[row]))
+        same = np.flatnonzero(
+            idx.alive[:k]
+            & (idx.status[:k] == 0)
+            & (idx.session[:k] == idx.session[row])
+            & (idx.user[:k] == idx.user[row])
+        )
         order = sorted(same.tolist(), key=lambda r: (float(idx.created[r]), r))
         at = order.index(row)
-        rows = order[max(0, at - n):at + n + 1]
+        rows = order[max(0, at - n) : at + n + 1]
         ids = [idx.ids[r] for r in rows]
         found = [eng.get(mid, user_id=memory.user_id) for mid in ids]  # at most 2n + 1 reads
     first = at - max(0, at - n)

@@ -41,8 +41,7 @@ __all__ = [
     "validate_steps",
 ]
 
-ACTIVITY_KINDS: tuple[str, ...] = ("progress", "memory", "handoff_completed",
-                                   "handoff_in_progress", "failure")
+ACTIVITY_KINDS: tuple[str, ...] = ("progress", "memory", "handoff_completed", "handoff_in_progress", "failure")
 STEP_STATUSES: tuple[str, ...] = ("not_started", "in_progress", "done")
 
 DEFAULT_THRESHOLD = 0.6
@@ -65,19 +64,20 @@ class StepCheck:
     evidence: dict | None  # the activity that shows the status, None when not_started
 
     def to_dict(self) -> dict[str, Any]:
-        return {"step": self.step, "status": self.status,
-                "evidence": dict(self.evidence) if self.evidence else None}
+        return {"step": self.step, "status": self.status, "evidence": dict(self.evidence) if self.evidence else None}
 
 
 _NEGATION = re.compile(r"\b(?:not|never|no|yet to|unable to|failed to|cannot|\w+n't)\b")
 _OPEN = re.compile(r"\b(?:todo|to-do|to do|pending|planned|still needs?|needs? to|should|backlog)\b")
 _ONGOING = re.compile(
     r"\b(?:started|starting|begun|began|working on|in progress|wip|partially|partial|"
-    r"halfway|half done|ongoing|underway|under way|drafting|draft|still \w+ing|continuing)\b")
+    r"halfway|half done|ongoing|underway|under way|drafting|draft|still \w+ing|continuing)\b"
+)
 _DONE = re.compile(
     r"\b(?:done|finished|complete|completed|merged|fixed|implemented|shipped|deployed|released|"
     r"landed|resolved|closed|live|published|added|wrote|written|created|migrated|upgraded|"
-    r"removed|deleted|refactored|patched|now)\b")
+    r"removed|deleted|refactored|patched|now)\b"
+)
 # Past-tense openers that do not say the work got done.
 _NOT_DONE_VERBS = words("""
     blocked needed planned started stalled failed paused delayed postponed stuck tried attempted
@@ -112,7 +112,7 @@ def _memory_status(text: str, step_w: list[str]) -> str:
 
 
 def _negated(clause: str, at: int) -> bool:
-    return bool(_NEGATION.search(clause[max(0, at - 25):at]))
+    return bool(_NEGATION.search(clause[max(0, at - 25) : at]))
 
 
 def _activity_status(act: Activity, step_w: list[str]) -> str:
@@ -134,9 +134,14 @@ def _activity_status(act: Activity, step_w: list[str]) -> str:
     raise ValueError(f"unknown activity kind {act.kind!r}; expected one of {ACTIVITY_KINDS}")
 
 
-def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedder, *,
-                   threshold: float | None = None,
-                   vectors: Sequence[np.ndarray | None] | None = None) -> list[StepCheck]:
+def validate_steps(
+    steps: Sequence[str],
+    activities: Sequence[Activity],
+    embedder,
+    *,
+    threshold: float | None = None,
+    vectors: Sequence[np.ndarray | None] | None = None,
+) -> list[StepCheck]:
     """For each step, whether later activity carried it out, with the activity that shows it.
 
     ``embedder`` has ``embed_batch(list[str]) -> np.ndarray`` of unit-normalised rows.
@@ -193,10 +198,19 @@ def validate_steps(steps: Sequence[str], activities: Sequence[Activity], embedde
             out.append(StepCheck(step, "not_started", None))
             continue
         _, status, act, p = best
-        out.append(StepCheck(step, status, {
-            "id": act.id, "kind": act.kind, "text": act.text,
-            "created_at": act.created_at.isoformat(), "similarity": round(p.similarity, 4),
-        }))
+        out.append(
+            StepCheck(
+                step,
+                status,
+                {
+                    "id": act.id,
+                    "kind": act.kind,
+                    "text": act.text,
+                    "created_at": act.created_at.isoformat(),
+                    "similarity": round(p.similarity, 4),
+                },
+            )
+        )
     return out
 
 

@@ -27,9 +27,18 @@ class RecallContext:
         self.sessions = sessions
         self.handoffs = handoffs
 
-    def context(self, query: str, *, max_tokens: int = 1500, task_id: str | None = None, limit: int = 20,
-                tags: Sequence[str] | str | None = None, user_id: str | None = None,
-                session_id: str | None = None, scope: Scope = NO_PROJECT) -> dict:
+    def context(
+        self,
+        query: str,
+        *,
+        max_tokens: int = 1500,
+        task_id: str | None = None,
+        limit: int = 20,
+        tags: Sequence[str] | str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        scope: Scope = NO_PROJECT,
+    ) -> dict:
         """One ready-to-read <memory> block within `max_tokens`: the latest handoff with its next
         steps' status, then the relevant memories, then pitfalls, each kept only if it still fits.
         `tags`: only memories (and a handoff) with at least one of them.
@@ -38,20 +47,44 @@ class RecallContext:
         """
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
             raise EngramError("max_tokens must be a whole number from 50 to 100000")
-        r = self.recall_context(query, limit=limit, task_id=task_id, tags=tags,
-                                user_id=user_id, session_id=session_id,
-                                min_share=self.p.settings.context_min_share, scope=scope, strong_only=True,
-                                exclude_types=("episode",))  # a captured turn is not a durable fact
+        r = self.recall_context(
+            query,
+            limit=limit,
+            task_id=task_id,
+            tags=tags,
+            user_id=user_id,
+            session_id=session_id,
+            min_share=self.p.settings.context_min_share,
+            scope=scope,
+            strong_only=True,
+            exclude_types=("episode",),
+        )  # a captured turn is not a durable fact
         text, ids = pack_context(r, max_tokens)
-        return {"context": text, "tokens": estimate_tokens(text), "memory_ids": ids,
-                "interrupted_sessions": r["interrupted_sessions"]}
+        return {
+            "context": text,
+            "tokens": estimate_tokens(text),
+            "memory_ids": ids,
+            "interrupted_sessions": r["interrupted_sessions"],
+        }
 
-    def recall_context(self, query: str, *, limit: int = 10, memory_type: str | None = None,
-                       task_id: str | None = None, tags: Sequence[str] | str | None = None,
-                       as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-                       user_id: str | None = None, session_id: str | None = None,
-                       min_share: float = 0.0, scope: Scope = NO_PROJECT, strong_only: bool = False,
-                       exclude_types: Sequence[str] = ()) -> dict:
+    def recall_context(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        memory_type: str | None = None,
+        task_id: str | None = None,
+        tags: Sequence[str] | str | None = None,
+        as_of: datetime | None = None,
+        mode: str = "hybrid",
+        explain: bool = False,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        min_share: float = 0.0,
+        scope: Scope = NO_PROJECT,
+        strong_only: bool = False,
+        exclude_types: Sequence[str] = (),
+    ) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
         failures of components the hits concern, and sessions that were interrupted.
 
@@ -64,10 +97,21 @@ class RecallContext:
         user = self.p.user_of(user_id)
         tags = check_tags(tags) or None  # one string is one tag, not its characters
         with self.p.lock:
-            ranking = self.recall.ranking(query, limit=limit, memory_type=memory_type, task_id=task_id,
-                                          tags=tags, as_of=as_of, mode=mode, explain=explain, user_id=user,
-                                          min_share=min_share, scope=scope, strong_only=strong_only,
-                                          exclude_types=exclude_types)
+            ranking = self.recall.ranking(
+                query,
+                limit=limit,
+                memory_type=memory_type,
+                task_id=task_id,
+                tags=tags,
+                as_of=as_of,
+                mode=mode,
+                explain=explain,
+                user_id=user,
+                min_share=min_share,
+                scope=scope,
+                strong_only=strong_only,
+                exclude_types=exclude_types,
+            )
             hits = ranking.hits
             handoff, why = None, ""
             if memory_type in (None, "handoff") and as_of is None:
@@ -75,16 +119,23 @@ class RecallContext:
             memories = [self.hit_dict(h) for h in hits]
             if handoff is not None:
                 memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
-                pinned = self.hit_dict(Hit(handoff, max([h.score for h in hits], default=0.0),
-                                           self.p.quality(handoff), confidence="strong", evidence=why))
+                pinned = self.hit_dict(
+                    Hit(
+                        handoff,
+                        max([h.score for h in hits], default=0.0),
+                        self.p.quality(handoff),
+                        confidence="strong",
+                        evidence=why,
+                    )
+                )
                 pinned["pinned"] = True
                 memories.insert(0, pinned)
             out = {
                 "memories": memories,
                 "handoff": self.handoffs.view(handoff) if handoff else None,
                 "related_failures": self.related_failures(
-                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else [],
-                    scope=scope),
+                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else [], scope=scope
+                ),
                 "interrupted_sessions": self.sessions.take_interrupted(user, exclude=session_id, scope=scope),
             }
             if ranking.read_as:
@@ -94,8 +145,9 @@ class RecallContext:
     def hit_dict(self, h: Hit) -> dict:
         return with_documents(h.to_dict(), h.memory)
 
-    def _pinned_handoff(self, hits: list[Hit], user: str, task_id: str | None,
-                        tags: tuple[str, ...] | None) -> tuple[Memory | None, str]:
+    def _pinned_handoff(
+        self, hits: list[Hit], user: str, task_id: str | None, tags: tuple[str, ...] | None
+    ) -> tuple[Memory | None, str]:
         """The handoff recall_context pins, and why: the task's latest (fetched by task), or with no task
         the best strong handoff among the hits just ranked, of an open task or of none; failing
         that, the latest handoff of the open task the best strong hit belongs to (fetched by that
@@ -109,8 +161,11 @@ class RecallContext:
             open_tasks: set[str] = set()
         else:
             open_tasks = {t.id for t in self.p.store_db.list_tasks(user) if t.status not in ("done", "abandoned")}
-        cands = [h for h in strong if h.memory.memory_type == "handoff"
-                 and (h.memory.task_id is None or h.memory.task_id in open_tasks)]
+        cands = [
+            h
+            for h in strong
+            if h.memory.memory_type == "handoff" and (h.memory.task_id is None or h.memory.task_id in open_tasks)
+        ]
         if not cands:
             task = next((h.memory.task_id for h in strong if h.memory.task_id in open_tasks), None)
             found = self.handoffs.latest_handoff(user, task, tags=tags) if task else None
@@ -123,8 +178,9 @@ class RecallContext:
             chosen = self.handoffs.latest_handoff(user, chosen.task_id, tags=tags) or chosen
         return chosen, "a strong hit among the open tasks' handoffs"
 
-    def related_failures(self, hits: list[Hit], user: str, task_ids: Sequence[str] = (), *,
-                          limit: int = 5, scope: Scope = NO_PROJECT) -> list[dict]:
+    def related_failures(
+        self, hits: list[Hit], user: str, task_ids: Sequence[str] = (), *, limit: int = 5, scope: Scope = NO_PROJECT
+    ) -> list[dict]:
         """Earlier failures (seen in `scope`) of the components the hits concern, and of the
         tasks they belong to (a task's own failures are its, whatever the scope)."""
         components: list[str] = []

@@ -24,8 +24,12 @@ def progress_text(doc: dict) -> str:
 def render_handoff(doc: dict) -> str:
     """The handoff as searchable text."""
     lines = [f"Handoff: {doc['summary']}"]
-    for key, label in (("completed", "Completed"), ("in_progress", "In progress"),
-                       ("blocked", "Blocked"), ("next_steps", "Next steps")):
+    for key, label in (
+        ("completed", "Completed"),
+        ("in_progress", "In progress"),
+        ("blocked", "Blocked"),
+        ("next_steps", "Next steps"),
+    ):
         if doc.get(key):
             lines.append(f"{label}: " + "; ".join(doc[key]))
     return "\n".join(lines)
@@ -61,9 +65,12 @@ def render_resume(r: dict, max_tokens: int) -> str:
     head = [f"Task {t['id']}: {t['name']} [{t['status']}]"]
     if r.get("held_by"):
         mine = r["held_by"].get("this_session", False)
-        head.append("Held by: " + ("this session, " if mine else "")
-                    + describe_claim(r["held_by"])
-                    + ("" if mine else ". Another agent is working on it: do not do its work twice"))
+        head.append(
+            "Held by: "
+            + ("this session, " if mine else "")
+            + describe_claim(r["held_by"])
+            + ("" if mine else ". Another agent is working on it: do not do its work twice")
+        )
     if t.get("goal"):
         head.append(f"Goal: {t['goal']}")
     if r["latest_handoff"]:
@@ -72,9 +79,10 @@ def render_resume(r: dict, max_tokens: int) -> str:
     if r["next_step"]:
         head.append(f"Next step: {r['next_step']}")
     order = {"in_progress": 0, "not_started": 1, "unchecked": 1, "done": 2, "dropped": 3}
-    plan = [f"- [{e['status']}] {e['step']}"
-            + (f" (evidence: {e['evidence']['text']})" if e.get("evidence") else "")
-            for e in sorted(r["plan"], key=lambda e: order[e["status"]])]
+    plan = [
+        f"- [{e['status']}] {e['step']}" + (f" (evidence: {e['evidence']['text']})" if e.get("evidence") else "")
+        for e in sorted(r["plan"], key=lambda e: order[e["status"]])
+    ]
     pitfalls = []
     for f in r["pitfalls"]:
         line = f"- [{f['component']}] {f['error']}" if f["component"] else f"- {f['error']}"
@@ -90,19 +98,26 @@ def render_resume(r: dict, max_tokens: int) -> str:
             line += f", last progress: {s['last_progress']['content']}"
         interrupted.append(line)
     ws = r["working_set"]
-    working = ([f"- files: {', '.join(ws['files'])}"] if ws["files"] else []) + \
-        ([f"- components: {', '.join(ws['components'])}"] if ws["components"] else [])
+    working = ([f"- files: {', '.join(ws['files'])}"] if ws["files"] else []) + (
+        [f"- components: {', '.join(ws['components'])}"] if ws["components"] else []
+    )
     closing = "\n</resume>"  # kept whatever the budget, so the block always ends
-    return pack_sections([
-        ("<resume>", head),
-        ("Plan:", plan),
-        ("In progress:", [f"- {x}" for x in r["in_progress"]]),
-        ("Blocked:", [f"- {x}" for x in r["blocked"]]),
-        ("Pitfalls (do not repeat):", pitfalls),
-        ("Interrupted sessions:", interrupted),
-        ("Keep (decisions and conventions):", [f"- {m['content']}" for m in r["keep"]]),
-        ("Working set:", working),
-    ], max_tokens - estimate_tokens(closing)) + closing
+    return (
+        pack_sections(
+            [
+                ("<resume>", head),
+                ("Plan:", plan),
+                ("In progress:", [f"- {x}" for x in r["in_progress"]]),
+                ("Blocked:", [f"- {x}" for x in r["blocked"]]),
+                ("Pitfalls (do not repeat):", pitfalls),
+                ("Interrupted sessions:", interrupted),
+                ("Keep (decisions and conventions):", [f"- {m['content']}" for m in r["keep"]]),
+                ("Working set:", working),
+            ],
+            max_tokens - estimate_tokens(closing),
+        )
+        + closing
+    )
 
 
 def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:  # noqa: C901 - one budgeted pass over the sections in priority order
@@ -133,8 +148,10 @@ def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:  # noqa: C9
     # Reported once (the next recall no longer has them): in the text too, or an agent that reads
     # only the block never learns that the last session was cut off mid-step.
     for s in r.get("interrupted_sessions") or []:
-        line = (f"- interrupted session {s['session_id']} ({s.get('reason') or 'interrupted'}, "
-                f"{(s.get('ended_at') or s.get('last_heartbeat') or '')[:16]})")
+        line = (
+            f"- interrupted session {s['session_id']} ({s.get('reason') or 'interrupted'}, "
+            f"{(s.get('ended_at') or s.get('last_heartbeat') or '')[:16]})"
+        )
         if (s.get("task") or {}).get("name"):
             line += f", task: {s['task']['name']}"
         if s.get("last_progress"):
@@ -192,12 +209,12 @@ def render_prompt(tasks: Sequence[dict], open_steps: Callable[[dict], Sequence[d
     """The memory rules, then the open tasks (from task_overview), each with its open steps."""
     lines = [MEMORY_RULES.rstrip()]
     if tasks:
-        lines += ["", "### Open tasks (engram)",
-                  "Resume one with resume_task(task_id) before working on it."]
+        lines += ["", "### Open tasks (engram)", "Resume one with resume_task(task_id) before working on it."]
         for t in tasks:
             held_by = f"; held by {describe_claim(t['held_by'])}" if t["held_by"] else ""
-            lines.append(f"- {t['id']} [{t['status']}] {t['name']}"
-                         f" (last activity {t['last_activity_at'][:10]}{held_by})")
+            lines.append(
+                f"- {t['id']} [{t['status']}] {t['name']} (last activity {t['last_activity_at'][:10]}{held_by})"
+            )
             for e in open_steps(t):
                 lines.append(f"  - next: {e['step']} [{e['status']}]")
     return "\n".join(lines) + "\n"

@@ -19,9 +19,16 @@ class Sessions:
         self.p = p
         self.beats: dict[str, tuple[str, datetime]] = {}  # session -> (user, heartbeat last written)
 
-    def touch_session(self, session_id: str, *, user_id: str | None = None, client: str = "",
-                      pid: int | None = None, project: str | None = None,
-                      branch: str | None = None) -> None:
+    def touch_session(
+        self,
+        session_id: str,
+        *,
+        user_id: str | None = None,
+        client: str = "",
+        pid: int | None = None,
+        project: str | None = None,
+        branch: str | None = None,
+    ) -> None:
         """Register a session or refresh its heartbeat. Called on every request. A new session
         records the project and branch its client works in.
 
@@ -32,18 +39,29 @@ class Sessions:
         user = self.p.user_of(user_id)
         with self.p.lock:
             beat = self.beats.get(session_id)
-            if (beat is not None and beat[0] == user
-                    and timedelta(0) <= now - beat[1] < self._beat_every()):
+            if beat is not None and beat[0] == user and timedelta(0) <= now - beat[1] < self._beat_every():
                 return
             s = self.p.store_db.get_session(session_id)
             if s is not None and s.user_id != user:
                 # Naming another user's session must not let a caller act in it (outcomes, tasks).
                 raise NotFound(f"no session with id {session_id!r} for this user")
             if s is None:
-                s = Session(id=session_id, user_id=user, client=client or "", pid=pid,
-                            status="active", started_at=now, last_heartbeat=now, ended_at=None,
-                            task_id=None, outcome=None, outcome_notes=None, reported=False,
-                            project=project, branch=branch)
+                s = Session(
+                    id=session_id,
+                    user_id=user,
+                    client=client or "",
+                    pid=pid,
+                    status="active",
+                    started_at=now,
+                    last_heartbeat=now,
+                    ended_at=None,
+                    task_id=None,
+                    outcome=None,
+                    outcome_notes=None,
+                    reported=False,
+                    project=project,
+                    branch=branch,
+                )
                 self.p.store_db.upsert_session(s)
                 # A new session is written anyway: the moment to retire silent ones (not on reads).
                 self.expire_stale_sessions()
@@ -52,8 +70,9 @@ class Sessions:
                 self.p.store_db.update_session(session_id, last_heartbeat=now)
             elif s.status != "active":
                 # A session that was marked interrupted but speaks again is alive after all.
-                self.p.store_db.update_session(session_id, status="active", last_heartbeat=now,
-                                             ended_at=None, reported=False)
+                self.p.store_db.update_session(
+                    session_id, status="active", last_heartbeat=now, ended_at=None, reported=False
+                )
             else:
                 # A silent session reported as interrupted that speaks again may be reported again.
                 fields = {"reported": False} if s.reported else {}
@@ -78,8 +97,9 @@ class Sessions:
             if s is None or s.status != "active" or s.user_id != user:
                 return
             self.beats.pop(session_id, None)
-            self.p.store_db.update_session(session_id, status="ended" if clean else "interrupted",
-                                         ended_at=self.p.clock.now())
+            self.p.store_db.update_session(
+                session_id, status="ended" if clean else "interrupted", ended_at=self.p.clock.now()
+            )
 
     def stale_cutoff(self) -> datetime:
         return self.p.clock.now() - timedelta(seconds=self.p.settings.heartbeat_timeout_s)
@@ -97,8 +117,9 @@ class Sessions:
                 self.beats.pop(s.id, None)
             return len(stale)
 
-    def report_interruption(self, session_id: str, reason: str, *, task_id: str | None = None,
-                            user_id: str | None = None) -> Session:
+    def report_interruption(
+        self, session_id: str, reason: str, *, task_id: str | None = None, user_id: str | None = None
+    ) -> Session:
         """End the session as interrupted, with why (an agent about to lose its context says so).
 
         The next recall of another session reports it once, as for a killed process; resume_task
@@ -112,8 +133,12 @@ class Sessions:
             s = self.p.store_db.get_session(session_id)
             if s is None or s.user_id != self.p.user_of(user_id):
                 raise NotFound(f"no session with id {session_id!r}")
-            fields: dict[str, Any] = {"status": "interrupted", "ended_at": self.p.clock.now(),
-                                      "interruption": reason, "reported": False}
+            fields: dict[str, Any] = {
+                "status": "interrupted",
+                "ended_at": self.p.clock.now(),
+                "interruption": reason,
+                "reported": False,
+            }
             if task_id is not None:
                 fields["task_id"] = task_id
             self.p.store_db.update_session(session_id, **fields)
@@ -123,7 +148,9 @@ class Sessions:
         task = self.p.store_db.get_task(s.task_id) if s.task_id else None
         prog = self.p.store_db.last_session_progress(s.id)
         return {
-            "session_id": s.id, "client": s.client, "started_at": s.started_at.isoformat(),
+            "session_id": s.id,
+            "client": s.client,
+            "started_at": s.started_at.isoformat(),
             "last_heartbeat": s.last_heartbeat.isoformat(),
             "ended_at": (s.ended_at or s.last_heartbeat).isoformat(),
             # reason: what the session reported; "connection_lost" for a killed or silent one
@@ -132,8 +159,9 @@ class Sessions:
             "last_progress": timeline_entry(prog, self.p.quality(prog)) if prog else None,
         }
 
-    def take_interrupted(self, user_id: str | None = None, *, exclude: str | None = None,
-                         scope: Scope = NO_PROJECT) -> list[dict]:
+    def take_interrupted(
+        self, user_id: str | None = None, *, exclude: str | None = None, scope: Scope = NO_PROJECT
+    ) -> list[dict]:
         """Interrupted sessions not reported yet, each with its task and last progress; reported once.
 
         A session silent for longer than the heartbeat timeout counts as interrupted without
@@ -152,8 +180,7 @@ class Sessions:
         if session_id and task_id and self.p.store_db.get_session(session_id) is not None:
             self.p.store_db.update_session(session_id, task_id=task_id)
 
-    def session_outcome(self, session_id: str, outcome: str, notes: str = "", *,
-                        user_id: str | None = None) -> Session:
+    def session_outcome(self, session_id: str, outcome: str, notes: str = "", *, user_id: str | None = None) -> Session:
         if outcome not in OUTCOMES:
             raise EngramError(f"outcome must be 'success' or 'failure'; got {outcome!r}")
         notes = self.p.redact(check_short(notes, "notes", 5000, required=False))

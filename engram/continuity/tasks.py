@@ -30,26 +30,49 @@ class Tasks:
         self.sessions = sessions
         self.claims = Claims(p.store_db, p.clock, p.settings.claim_timeout_s)
 
-    def create_task(self, name: str, goal: str = "", metadata: dict | None = None, *,
-                    user_id: str | None = None, session_id: str | None = None,
-                    project: str | None = None) -> Task:
+    def create_task(
+        self,
+        name: str,
+        goal: str = "",
+        metadata: dict | None = None,
+        *,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        project: str | None = None,
+    ) -> Task:
         """A new open task of `project` (None: of no project, listed in every project)."""
         name = self.p.redact(check_short(name, "name", 500))
         goal = self.p.redact(check_short(goal, "goal", 5000, required=False))
         if metadata is not None and not isinstance(metadata, dict):
             raise EngramError("metadata must be an object")
         now = self.p.clock.now()
-        t = Task(id="t-" + uuid.uuid4().hex[:12], name=name, goal=goal, status="open",
-                 metadata=self.p.redact.value(metadata or {}), user_id=self.p.user_of(user_id),
-                 created_at=now, updated_at=now, project=check_project(project))
+        t = Task(
+            id="t-" + uuid.uuid4().hex[:12],
+            name=name,
+            goal=goal,
+            status="open",
+            metadata=self.p.redact.value(metadata or {}),
+            user_id=self.p.user_of(user_id),
+            created_at=now,
+            updated_at=now,
+            project=check_project(project),
+        )
         with self.p.lock:
             self.p.store_db.insert_task(t)
             self.sessions.set_task(session_id, t.id)
         return t
 
-    def update_task(self, task_id: str, *, status: str | None = None, goal: str | None = None,
-                    metadata: dict | None = None, name: str | None = None,
-                    user_id: str | None = None, session_id: str | None = None) -> Task:
+    def update_task(
+        self,
+        task_id: str,
+        *,
+        status: str | None = None,
+        goal: str | None = None,
+        metadata: dict | None = None,
+        name: str | None = None,
+        user_id: str | None = None,
+        session_id: str | None = None,
+    ) -> Task:
         fields: dict[str, Any] = {}
         if status is not None:
             if status not in TASK_STATUSES:
@@ -73,16 +96,23 @@ class Tasks:
             self.sessions.set_task(session_id, task_id)
             return self.p.store_db.get_task(task_id)
 
-    def list_tasks(self, *, status: str | None = None, user_id: str | None = None,
-                   scope: Scope = NO_PROJECT) -> list[Task]:
+    def list_tasks(
+        self, *, status: str | None = None, user_id: str | None = None, scope: Scope = NO_PROJECT
+    ) -> list[Task]:
         """The user's tasks seen in `scope` (default: those of no project)."""
         if status is not None and status not in TASK_STATUSES:
             raise EngramError(f"status must be one of {', '.join(TASK_STATUSES)}")
         return self.p.store_db.list_tasks(self.p.user_of(user_id), status, scope)
 
-    def task_overview(self, *, status: str | None = None, limit: int = 50,
-                      user_id: str | None = None, scope: Scope = NO_PROJECT,
-                      reader: str | None = None) -> list[dict]:
+    def task_overview(
+        self,
+        *,
+        status: str | None = None,
+        limit: int = 50,
+        user_id: str | None = None,
+        scope: Scope = NO_PROJECT,
+        reader: str | None = None,
+    ) -> list[dict]:
         """Tasks seen in `scope` with their last activity: open ones (open, in_progress,
         blocked) first, then each group by last activity, newest first."""
         check_whole(limit, "limit", 1, 1000)
@@ -95,16 +125,19 @@ class Tasks:
         for t in tasks:
             act = last.get(t.id)
             at = max(t.updated_at, act[0]) if act else t.updated_at
-            d = {**t.to_dict(), "held_by": held(holders.get(t.id), reader),
-                 "last_activity_at": at.isoformat(),
-                 "last_activity": {"at": act[0].isoformat(), "memory_type": act[1], "content": act[2]}
-                 if act else None}
+            d = {
+                **t.to_dict(),
+                "held_by": held(holders.get(t.id), reader),
+                "last_activity_at": at.isoformat(),
+                "last_activity": {"at": act[0].isoformat(), "memory_type": act[1], "content": act[2]} if act else None,
+            }
             out.append((t.status not in OPEN_TASK_STATUSES, -at.timestamp(), d))
         out.sort(key=lambda x: x[:2])
         return [d for *_, d in out[:limit]]
 
-    def task_view(self, task_id: str, *, limit: int = 50, user_id: str | None = None,
-                  reader: str | None = None) -> dict:
+    def task_view(
+        self, task_id: str, *, limit: int = 50, user_id: str | None = None, reader: str | None = None
+    ) -> dict:
         """The task, the newest `limit` of everything linked to it (and of each kind) in time
         order with the totals in counts, and the latest handoff's validation.
 
@@ -144,14 +177,21 @@ class Tasks:
             for s in rows:
                 silent = s.status == "active" and s.last_heartbeat < cutoff
                 state = "interrupted" if silent else s.status
-                reason = s.interruption or ("no heartbeat: the client went away"
-                                            if state == "interrupted" else None)
+                reason = s.interruption or ("no heartbeat: the client went away" if state == "interrupted" else None)
                 out.append({**s.to_dict(), "state": state, "reason": reason})
             return out
 
-    def resume_task(self, task_id: str, *, max_tokens: int = 2000, user_id: str | None = None,
-                    session_id: str | None = None, client: str = "", take_over: bool = False,
-                    reader: str | None = None) -> dict:
+    def resume_task(
+        self,
+        task_id: str,
+        *,
+        max_tokens: int = 2000,
+        user_id: str | None = None,
+        session_id: str | None = None,
+        client: str = "",
+        take_over: bool = False,
+        reader: str | None = None,
+    ) -> dict:
         """Everything the agent taking over a task needs, structured and as one text block that
         fits `max_tokens`: goal and status, the plan with statuses and the next step, what is in
         progress and blocked, pitfalls, what to keep, the working set, interrupted sessions,
@@ -176,30 +216,44 @@ class Tasks:
             features = progress_by_feature(mems)
             evidence = {x for e in plan if e["evidence"] for x in (e["evidence"]["id"], e["evidence"]["text"])}
             open_steps = [e for e in plan if e["status"] in ("in_progress", "not_started")]
-            next_step = next((e for e in open_steps if e["status"] == "in_progress"),
-                             open_steps[0] if open_steps else None)
+            next_step = next(
+                (e for e in open_steps if e["status"] == "in_progress"), open_steps[0] if open_steps else None
+            )
             holder = self.claims.holder(t.id)
             out = {
                 "task": t.to_dict(),
                 "held_by": held(holder, session_id or reader),
-                "latest_handoff": {"id": latest.id, "created_at": latest.created_at.isoformat(),
-                                   "summary": doc.get("summary", "")} if latest else None,
+                "latest_handoff": {
+                    "id": latest.id,
+                    "created_at": latest.created_at.isoformat(),
+                    "summary": doc.get("summary", ""),
+                }
+                if latest
+                else None,
                 "plan": plan,
                 "next_step": next_step["step"] if next_step else None,
                 # Plan steps first; then work in progress no step accounts for (its evidence).
-                "in_progress": unique([e["step"] for e in plan if e["status"] == "in_progress"]
-                                       + [x for x in doc.get("in_progress", []) if x not in evidence]
-                                       + [f for f, (m, p) in features.items()
-                                          if p["status"] == "in_progress" and m.id not in evidence]),
-                "blocked": unique(doc.get("blocked", [])
-                                   + [f + (f": {p['notes']}" if p.get("notes") else "")
-                                      for f, (m, p) in features.items() if p["status"] == "blocked"]),
-                "pitfalls": [failure_entry(m) for m in reversed(mems)
-                             if m.memory_type == "failure" and m.status == "active"],
+                "in_progress": unique(
+                    [e["step"] for e in plan if e["status"] == "in_progress"]
+                    + [x for x in doc.get("in_progress", []) if x not in evidence]
+                    + [f for f, (m, p) in features.items() if p["status"] == "in_progress" and m.id not in evidence]
+                ),
+                "blocked": unique(
+                    doc.get("blocked", [])
+                    + [
+                        f + (f": {p['notes']}" if p.get("notes") else "")
+                        for f, (m, p) in features.items()
+                        if p["status"] == "blocked"
+                    ]
+                ),
+                "pitfalls": [
+                    failure_entry(m) for m in reversed(mems) if m.memory_type == "failure" and m.status == "active"
+                ],
                 "keep": [timeline_entry(m, self.p.quality(m)) for m in to_keep(mems)],
                 "working_set": working_set(mems),
-                "interrupted_sessions": [self.sessions.interrupted_entry(s) for s in
-                                         self.p.store_db.task_sessions(t.id, "interrupted")],
+                "interrupted_sessions": [
+                    self.sessions.interrupted_entry(s) for s in self.p.store_db.task_sessions(t.id, "interrupted")
+                ],
             }
             if claim is not None:
                 out["claim"] = claim
@@ -208,19 +262,29 @@ class Tasks:
             return out
 
     # -- claims (engram/continuity/claims.py) -------------------------------------------
-    def claim_task(self, task_id: str, session_id: str, *, client: str = "", take_over: bool = False,
-                   user_id: str | None = None) -> dict:
+    def claim_task(
+        self, task_id: str, session_id: str, *, client: str = "", take_over: bool = False, user_id: str | None = None
+    ) -> dict:
         """Make the session the task's holder; TaskClaimed names the holder when another live
         session has it (unless take_over)."""
         with self.p.lock:
             t = self.p.task(task_id, user_id)
             if t.status in ("done", "abandoned"):
-                raise EngramError(f"task {task_id} is {t.status}: there is nothing to claim; reopen it "
-                                  "with update_task(status='open') first")
+                raise EngramError(
+                    f"task {task_id} is {t.status}: there is nothing to claim; reopen it "
+                    "with update_task(status='open') first"
+                )
             return self.claims.claim(t.id, t.user_id, session_id, client, take_over)
 
-    def work_on(self, t: Task | str, session_id: str | None, *, client: str = "", take_over: bool = False,
-                user_id: str | None = None) -> dict | None:
+    def work_on(
+        self,
+        t: Task | str,
+        session_id: str | None,
+        *,
+        client: str = "",
+        take_over: bool = False,
+        user_id: str | None = None,
+    ) -> dict | None:
         """The claim a session makes by working on a task (resume_task, track_progress,
         session_handoff): taken when the task is free or lapsed, never refused. None for no
         session or a finished task."""
@@ -244,7 +308,12 @@ class Tasks:
 
     def prompt_block(self, *, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
         """The memory rules for CLAUDE.md / AGENTS.md, followed by the state of the open tasks seen in `scope`."""
-        tasks = [t for t in self.task_overview(user_id=user_id, limit=1000, scope=scope)
-                 if t["status"] in OPEN_TASK_STATUSES][:limit]
-        return render_prompt(tasks, lambda t: [e for e in self.handoffs.plan_of(t["user_id"], t["id"])
-                                               if e["status"] in ("in_progress", "not_started")])
+        tasks = [
+            t for t in self.task_overview(user_id=user_id, limit=1000, scope=scope) if t["status"] in OPEN_TASK_STATUSES
+        ][:limit]
+        return render_prompt(
+            tasks,
+            lambda t: [
+                e for e in self.handoffs.plan_of(t["user_id"], t["id"]) if e["status"] in ("in_progress", "not_started")
+            ],
+        )

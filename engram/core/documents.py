@@ -12,12 +12,25 @@ from engram.core.types import Memory
 # through store_memory with one of these types has no such document, or one someone else
 # wrote; every reader goes through document().
 _DOCUMENTS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
-    "handoff": {"summary": ((str,), None), "completed": ((list,), []), "in_progress": ((list,), []),
-                "blocked": ((list,), []), "next_steps": ((list,), [])},
-    "progress": {"feature": ((str,), None), "status": ((str,), None),
-                 "completion": ((int, float), None), "notes": ((str,), "")},
-    "failure": {"error": ((str,), None), "component": ((str,), None), "root_cause": ((str,), ""),
-                "fix": ((str, type(None)), "")},
+    "handoff": {
+        "summary": ((str,), None),
+        "completed": ((list,), []),
+        "in_progress": ((list,), []),
+        "blocked": ((list,), []),
+        "next_steps": ((list,), []),
+    },
+    "progress": {
+        "feature": ((str,), None),
+        "status": ((str,), None),
+        "completion": ((int, float), None),
+        "notes": ((str,), ""),
+    },
+    "failure": {
+        "error": ((str,), None),
+        "component": ((str,), None),
+        "root_cause": ((str,), ""),
+        "fix": ((str, type(None)), ""),
+    },
 }
 
 
@@ -46,8 +59,11 @@ def document(m: Memory, key: str) -> dict | None:
             out[name] = list(default) if isinstance(default, list) else default
             continue
         v = doc[name]
-        if not isinstance(v, types) or isinstance(v, bool) or \
-                (isinstance(v, list) and not all(isinstance(x, str) for x in v)):
+        if (
+            not isinstance(v, types)
+            or isinstance(v, bool)
+            or (isinstance(v, list) and not all(isinstance(x, str) for x in v))
+        ):
             return None
     return out
 

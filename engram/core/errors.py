@@ -7,10 +7,27 @@ imported them before (engram.core.types.NotFound, engram.admin.export_import.Imp
 
 from __future__ import annotations
 
-__all__ = ["BackupInvalid", "BindRefused", "DatabaseDamaged", "DatabaseLocked", "DatabaseUnavailable", "DiskFull",
-           "EngramError", "ExportIncomplete", "ExtensionError", "ImportConflict", "InvalidArguments",
-           "MigrationMismatch", "ModelMismatch", "ModelUnavailable", "NotFound", "SchemaTooNew", "StoreMismatch",
-           "TargetNotEmpty", "TaskClaimed"]
+__all__ = [
+    "BackupInvalid",
+    "BindRefused",
+    "DatabaseDamaged",
+    "DatabaseLocked",
+    "DatabaseUnavailable",
+    "DiskFull",
+    "EngramError",
+    "ExportIncomplete",
+    "ExtensionError",
+    "ImportConflict",
+    "InvalidArguments",
+    "MigrationMismatch",
+    "ModelMismatch",
+    "ModelUnavailable",
+    "NotFound",
+    "SchemaTooNew",
+    "StoreMismatch",
+    "TargetNotEmpty",
+    "TaskClaimed",
+]
 
 
 class EngramError(ValueError):

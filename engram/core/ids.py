@@ -20,4 +20,4 @@ def new_id() -> str:
     with _id_lock:
         us = max(time.time_ns() // 1000, _last_us + 1)
         _last_us = us
-    return f"{us:013x}{secrets.randbelow(16 ** 3):03x}"
+    return f"{us:013x}{secrets.randbelow(16**3):03x}"

@@ -51,8 +51,7 @@ class Metrics:
         def lbl(d: dict[str, str]) -> str:
             if not d:
                 return ""
-            esc = {k: str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-                   for k, v in d.items()}
+            esc = {k: str(v).replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") for k, v in d.items()}
             return "{" + ",".join(f'{k}="{v}"' for k, v in esc.items()) + "}"
 
         with self._lock:

@@ -52,11 +52,11 @@ def check_project(value: object, name: str = "project") -> str | None:
 
 @dataclass(frozen=True)
 class Project:
-    id: str                  # what memories, tasks and sessions are scoped by
-    name: str                # short, for display: the repository's name
+    id: str  # what memories, tasks and sessions are scoped by
+    name: str  # short, for display: the repository's name
     root: str | None = None  # the work tree's top directory (None when set by ENGRAM_PROJECT)
     branch: str | None = None
-    source: str = "path"     # "env", "origin" or "path"
+    source: str = "path"  # "env", "origin" or "path"
 
 
 _SCP = re.compile(r"^(?:[^@/]+@)?([^:/]+):(?!//)(.+)$")  # git@host:owner/repo(.git)
@@ -68,7 +68,7 @@ def normalise_remote(url: str) -> str:
     if not url:
         return ""
     if url.startswith("file://"):
-        return str(Path(url[len("file://"):]).resolve())
+        return str(Path(url[len("file://") :]).resolve())
     if "://" in url:
         rest = url.split("://", 1)[1]
         host, _, path = rest.partition("/")
@@ -87,8 +87,13 @@ def normalise_remote(url: str) -> str:
 
 def _git(cwd: Path, *args: str) -> str | None:
     try:
-        r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                           timeout=_GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=_GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError) as e:  # no git, or it hung: no project rather than no answer
         log.warning("git %s in %s failed (%s): taken as no project", " ".join(args[:1]), cwd, e)
         return None

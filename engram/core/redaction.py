@@ -37,75 +37,141 @@ _SKIPPED_DETECTORS = {"IPPublicDetector", "ArtifactoryDetector", "BasicAuthDetec
 PRIVATE_SPAN = re.compile(r"<private>[\s\S]*?(?:</private>|\Z)", re.IGNORECASE)
 
 # Formats the library does not know (or knows only in an older shape).
-PEM_BLOCK = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-                       r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)")
+PEM_BLOCK = re.compile(
+    r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
+    r"(?:-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+)
 FORMATS: tuple[str, ...] = (
-    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",          # AWS access key id
+    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",  # AWS access key id
     r"(?i)(?<=aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",
-    r"\bsk-ant-[A-Za-z0-9_\-]{20,}",                                        # Anthropic
-    r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",                  # OpenAI
-    r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",                                      # GitHub tokens
+    r"\bsk-ant-[A-Za-z0-9_\-]{20,}",  # Anthropic
+    r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI
+    r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",  # GitHub tokens
     r"\bgithub_pat_[A-Za-z0-9_]{22,}\b",
-    r"\bglpat-[A-Za-z0-9_\-]{20,}",                                         # GitLab
-    r"\bhf_[A-Za-z0-9]{30,}\b",                                             # Hugging Face
-    r"\bAIza[0-9A-Za-z_\-]{35}\b",                                          # Google API key
-    r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",                                        # Google OAuth client secret
-    r"\bya29\.[A-Za-z0-9_\-]{20,}",                                         # Google OAuth access token
-    r"\bnpm_[A-Za-z0-9]{36}\b",                                             # npm
-    r"\bpypi-[A-Za-z0-9_\-]{50,}",                                          # PyPI
-    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{20,}\b",                     # Stripe
-    r"\bwhsec_[A-Za-z0-9]{24,}\b",                                          # Stripe webhook secret
-    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",                                    # Slack
-    r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+",                    # Slack webhook
-    r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b",                      # SendGrid
-    r"\b(?:AC|SK)[0-9a-f]{32}\b",                                           # Twilio
-    r"(?i)(?<=AccountKey=)[A-Za-z0-9+/=]{40,}",                             # Azure storage
+    r"\bglpat-[A-Za-z0-9_\-]{20,}",  # GitLab
+    r"\bhf_[A-Za-z0-9]{30,}\b",  # Hugging Face
+    r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API key
+    r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",  # Google OAuth client secret
+    r"\bya29\.[A-Za-z0-9_\-]{20,}",  # Google OAuth access token
+    r"\bnpm_[A-Za-z0-9]{36}\b",  # npm
+    r"\bpypi-[A-Za-z0-9_\-]{50,}",  # PyPI
+    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{20,}\b",  # Stripe
+    r"\bwhsec_[A-Za-z0-9]{24,}\b",  # Stripe webhook secret
+    r"\bxox[abposr]-[A-Za-z0-9\-]{10,}",  # Slack
+    r"https://hooks\.slack\.com/services/[A-Za-z0-9/]+",  # Slack webhook
+    r"\bSG\.[A-Za-z0-9_\-]{22}\.[A-Za-z0-9_\-]{43}\b",  # SendGrid
+    r"\b(?:AC|SK)[0-9a-f]{32}\b",  # Twilio
+    r"(?i)(?<=AccountKey=)[A-Za-z0-9+/=]{40,}",  # Azure storage
     r"(?i)(?<=SharedAccessSignature=)[^;\s\"']+|(?<=[?&]sig=)[A-Za-z0-9%+/=]{20,}",  # Azure SAS
-    r"\bdop_v1_[a-f0-9]{64}\b",                                             # DigitalOcean
-    r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b",                              # Shopify
-    r"\bdapi[a-f0-9]{32}\b",                                                # Databricks
-    r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b",                                    # age
-    r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",      # JWT
+    r"\bdop_v1_[a-f0-9]{64}\b",  # DigitalOcean
+    r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}\b",  # Shopify
+    r"\bdapi[a-f0-9]{32}\b",  # Databricks
+    r"\bAGE-SECRET-KEY-1[0-9A-Z]{58}\b",  # age
+    r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",  # JWT
 )
 
 # Names that say their value is secret, as the last part of a name split at _ - . and case
 # (PGPASSWORD, DB_PASS, authToken, --api-key); "key" alone only with one of KEY_OWNERS before it.
-_SECRET_WORDS = ("password", "passwd", "passphrase", "secret", "token", "credential", "credentials",
-                 "auth", "apikey", "pwd", "cookie", "sessionid", "dsn")
+_SECRET_WORDS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "credential",
+    "credentials",
+    "auth",
+    "apikey",
+    "pwd",
+    "cookie",
+    "sessionid",
+    "dsn",
+)
 _EXACT_WORDS = {"pass", "pw", "creds"}
-_KEY_OWNERS = {"api", "private", "access", "secret", "session", "signing", "master", "encryption",
-               "client", "service", "account", "admin", "auth", "app", "license", "webhook", "deploy"}
-_NOT_SECRET_NAMES = {"pwd", "oldpwd", "tokens", "max_tokens", "token_type", "token_count", "auth_type",
-                     "author", "keyboard", "password_hash", "token_url", "auth_url", "secret_name",
-                     "tokenizer", "tokenizers_parallelism", "credential_helper"}
-_PLACEHOLDERS = {"", "none", "null", "nil", "true", "false", "yes", "no", "required", "optional",
-                 "redacted", "xxx", "changeme", "example", "your_password", "your_token", "undefined"}
+_KEY_OWNERS = {
+    "api",
+    "private",
+    "access",
+    "secret",
+    "session",
+    "signing",
+    "master",
+    "encryption",
+    "client",
+    "service",
+    "account",
+    "admin",
+    "auth",
+    "app",
+    "license",
+    "webhook",
+    "deploy",
+}
+_NOT_SECRET_NAMES = {
+    "pwd",
+    "oldpwd",
+    "tokens",
+    "max_tokens",
+    "token_type",
+    "token_count",
+    "auth_type",
+    "author",
+    "keyboard",
+    "password_hash",
+    "token_url",
+    "auth_url",
+    "secret_name",
+    "tokenizer",
+    "tokenizers_parallelism",
+    "credential_helper",
+}
+_PLACEHOLDERS = {
+    "",
+    "none",
+    "null",
+    "nil",
+    "true",
+    "false",
+    "yes",
+    "no",
+    "required",
+    "optional",
+    "redacted",
+    "xxx",
+    "changeme",
+    "example",
+    "your_password",
+    "your_token",
+    "undefined",
+}
 
 _NAME = r"(?<![\w.-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;)}\]]+)"
 ASSIGNED = re.compile(_NAME + r"([\"']?\s*(?:=|:=|:)[ \t]*)" + _VALUE)
 FLAG_VALUE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+)" + r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`-][^\s\"'`]*)")
-URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]+:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)",
-                             re.IGNORECASE)
+URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]+:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
 HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie)(\s*:\s*)([^\r\n\"']+)")
 BEARER = re.compile(r"(?i)\b((?:bearer|token|basic)\s+)([A-Za-z0-9_\-.=+/~]{12,})")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # A line with no run of 16 token characters (12 holding a digit) holds no format token.
 _CANDIDATE = re.compile(r"(?=[A-Za-z_\-+=]*[0-9])[A-Za-z0-9_\-+=]{12,}|[A-Za-z0-9_\-+=]{16,}")
 # A line naming a secret (or carrying a header or a URL with a user) is where the context rules run.
-_SECRET_CUE = re.compile(r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|"
-                         r"://[^\s/@]+:[^\s/@]*@")
+_SECRET_CUE = re.compile(
+    r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|"
+    r"://[^\s/@]+:[^\s/@]*@"
+)
 _RANDOM_TOKEN = re.compile(r"(?<![\w/.+=-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per pattern)
 
 
 def secret_name(name: str) -> str:
-    """"strong" when the name says its value is secret, "key" when it may be (FOO_KEY), else ""."""
+    """ "strong" when the name says its value is secret, "key" when it may be (FOO_KEY), else ""."""
     bare = name.lstrip("-").strip("\"'")
     low = bare.lower()
-    if low in _NOT_SECRET_NAMES or low.endswith(("_url", "_path", "_file", "_dir", "_type", "_count",
-                                                 "_length", "_len", "_ttl", "_expiry", "_expires", "_id")):
+    if low in _NOT_SECRET_NAMES or low.endswith(
+        ("_url", "_path", "_file", "_dir", "_type", "_count", "_length", "_len", "_ttl", "_expiry", "_expires", "_id")
+    ):
         return ""
     parts = [p for p in re.split(r"[_.\-]+", _CAMEL.sub("_", bare).lower()) if p]
     if not parts:
@@ -133,6 +199,7 @@ def looks_random(value: str, least: float = 3.0) -> bool:
 @cache
 def _entropy():
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+
     return Base64HighEntropyString().calculate_shannon_entropy
 
 
@@ -171,6 +238,7 @@ def plain_value(value: str, strong: bool) -> bool:
 def _library_patterns() -> tuple[re.Pattern, ...]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
     from detect_secrets.plugins.base import RegexBasedDetector
+
     pats = []
     for cls in get_mapping_from_secret_type_to_class().values():
         if issubclass(cls, RegexBasedDetector) and cls.__name__ not in _SKIPPED_DETECTORS:

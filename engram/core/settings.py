@@ -122,18 +122,22 @@ class Settings:
     """Tunable behaviour. Defaults are the documented ones; see README."""
 
     home: Path = setting(help="data folder", factory=lambda: Path.home() / ".engram", shown="~/.engram")
-    database_url: str = setting("", "a PostgreSQL URL (postgresql://...) to use instead of the DuckDB file "
-                                "in ENGRAM_HOME", shown="none")
+    database_url: str = setting(
+        "", "a PostgreSQL URL (postgresql://...) to use instead of the DuckDB file in ENGRAM_HOME", shown="none"
+    )
     model: str = setting(DEFAULT_MODEL, "embedding model: a packaged name, a local folder or a Hub id")
     # Each home otherwise exports and checks the model's ONNX graph at its first start (about 15 s
     # here, torch loaded in a child process); homes that share this folder do it once.
-    model_cache_dir: str = setting("", "folder for downloaded models and the checked ONNX graph, shareable "
-                                   "by several homes", env_name="ENGRAM_MODEL_CACHE",
-                                   shown="ENGRAM_HOME/model_cache")
-    reinforce_threshold: float = setting(0.85, "similarity at which a new memory reinforces an existing one",
-                                         ge=0.0, le=1.0)
-    dedup_threshold: float = setting(0.65, "similarity from which merge or replace is considered",
-                                     ge=0.0, le=1.0)
+    model_cache_dir: str = setting(
+        "",
+        "folder for downloaded models and the checked ONNX graph, shareable by several homes",
+        env_name="ENGRAM_MODEL_CACHE",
+        shown="ENGRAM_HOME/model_cache",
+    )
+    reinforce_threshold: float = setting(
+        0.85, "similarity at which a new memory reinforces an existing one", ge=0.0, le=1.0
+    )
+    dedup_threshold: float = setting(0.65, "similarity from which merge or replace is considered", ge=0.0, le=1.0)
     w_bm25: float = setting(0.5, "keyword weight in fusion", ge=0.0)
     w_vector: float = setting(0.5, "vector weight in fusion", ge=0.0)
     graph_depth: int = setting(0, "graph expansion hops (0: off)", ge=0)
@@ -153,76 +157,80 @@ class Settings:
     # Cue bonuses added to a candidate's score (see retrieve): written on a date the query
     # names; opening label ("Name: …") named in the query; mentions a time when asked when.
     date_bonus: float = setting(0.1, "score added to a memory written on a date the query names", ge=0.0)
-    speaker_bonus: float = setting(0.15, "score added to a memory whose opening label the query names",
-                                   ge=0.0)
-    when_bonus: float = setting(0.1, "score added, for a 'When…?' question, to a memory naming a time",
-                                ge=0.0)
+    speaker_bonus: float = setting(0.15, "score added to a memory whose opening label the query names", ge=0.0)
+    when_bonus: float = setting(0.1, "score added, for a 'When…?' question, to a memory naming a time", ge=0.0)
     # Relevance floor (see retrieve): a query gets hits only when its best cosine beats the
     # query's background cosine plus how far it stands out from the store's 5th nearest memory
     # reaches relevance_cosine, or a memory holds relevance_coverage of its IDF mass (or three of
     # its words).
-    relevance_cosine: float = setting(0.24, "least (best − background) + (best − max(5th best, background))"
-                                      " for any hit by meaning", ge=-1.0, le=1.0)
-    relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds",
-                                        ge=0.0, le=1.0)
+    relevance_cosine: float = setting(
+        0.24, "least (best − background) + (best − max(5th best, background)) for any hit by meaning", ge=-1.0, le=1.0
+    )
+    relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds", ge=0.0, le=1.0)
     # The second stage (retrieve.rerank_hits): a cross-encoder reads the query with each of the
     # first stage's best rerank_pairs candidates and orders them by its score (benchmarks/HISTORY.md,
     # issue 27, for what it costs and gives).
     rerank: bool = setting(False, "reorder hybrid recall's first candidates with the cross-encoder (1: on)")
     rerank_pairs: int = setting(12, "candidates the cross-encoder reads per query", ge=1, le=100)
-    rerank_weight: float = setting(0.5, "weight of the cross-encoder's sigmoid beside the first stage's "
-                                   "score over the best", ge=0.0)
+    rerank_weight: float = setting(
+        0.5, "weight of the cross-encoder's sigmoid beside the first stage's score over the best", ge=0.0
+    )
     rerank_threads: int = setting(2, "CPU threads for the cross-encoder and the late-interaction reader", ge=1)
     # The late-interaction stage (ranking.late_hits, models/late_interaction.py): MaxSim of the
     # query's token vectors against each of the first stage's best late_candidates memories' (kept
     # beside their embeddings), fused as score / best + late_weight × z(MaxSim) (benchmarks/HISTORY.md,
     # session 16, for the figures that chose the default and the weight).
-    late_interaction: bool = setting(True, "reorder hybrid recall's first candidates that are turns of a "
-                                     "conversation by late interaction (MaxSim over token vectors kept "
-                                     "with each turn; 0: off)")
+    late_interaction: bool = setting(
+        True,
+        "reorder hybrid recall's first candidates that are turns of a "
+        "conversation by late interaction (MaxSim over token vectors kept "
+        "with each turn; 0: off)",
+    )
     late_candidates: int = setting(40, "candidates the late-interaction stage reads per query", ge=1, le=200)
-    late_weight: float = setting(0.1, "weight of the standardised MaxSim beside the first stage's score "
-                                 "over the best", ge=0.0)
+    late_weight: float = setting(
+        0.1, "weight of the standardised MaxSim beside the first stage's score over the best", ge=0.0
+    )
     # get_context packs only hits scoring at least this share of the best hit's score: a block
     # for a prompt is no place for what merely came along (see Api.get_context).
-    context_min_share: float = setting(0.5, "least share of the best hit's score get_context packs",
-                                       ge=0.0, le=1.0)
+    context_min_share: float = setting(0.5, "least share of the best hit's score get_context packs", ge=0.0, le=1.0)
     edge_threshold: float = setting(0.40, "least similarity for an edge", ge=0.0, le=1.0)
     max_edges: int = setting(5, "edges per memory", ge=0)
-    consolidate_threshold: float = setting(0.70, "similarity at which maintenance consolidates memories",
-                                           ge=0.0, le=1.0)
-    prune_threshold: float = setting(0.05, "strength below which unprotected memories are pruned",
-                                     ge=0.0, le=1.0)
+    consolidate_threshold: float = setting(
+        0.70, "similarity at which maintenance consolidates memories", ge=0.0, le=1.0
+    )
+    prune_threshold: float = setting(0.05, "strength below which unprotected memories are pruned", ge=0.0, le=1.0)
     maintenance_hours: float = setting(12.0, "hours between maintenance runs in the daemon", gt=0.0)
     # A DuckDB store only: PostgreSQL is backed up with pg_dump (docs/backups.md).
-    backup_keep: int = setting(7, "daily backups the maintenance job keeps in ENGRAM_HOME/backups (0: none)",
-                               ge=0)
+    backup_keep: int = setting(7, "daily backups the maintenance job keeps in ENGRAM_HOME/backups (0: none)", ge=0)
     consolidated_retention_days: float = setting(30.0, "days consolidated sources are kept")
-    heartbeat_timeout_s: float = setting(300.0, "seconds of silence before a session counts as interrupted",
-                                         env_name="ENGRAM_HEARTBEAT_TIMEOUT")
+    heartbeat_timeout_s: float = setting(
+        300.0, "seconds of silence before a session counts as interrupted", env_name="ENGRAM_HEARTBEAT_TIMEOUT"
+    )
     # A claim on a task (engram/continuity/claims.py) lapses when its session ends or is interrupted (a
     # killed stdio server: at once, the daemon sees its connection drop), or after this much
     # silence. The stdio server sends a heartbeat every fifth of it while its host is alive, so
     # an agent thinking for an hour between calls keeps its task; only a session that is gone
     # without a disconnect (an HTTP client, a frozen process, a dead server on a shared
     # PostgreSQL) holds a task this long, and take_over frees it sooner.
-    claim_timeout_s: float = setting(120.0, "seconds of silence after which a session's task claims lapse",
-                                     gt=0.0, env_name="ENGRAM_CLAIM_TIMEOUT")
+    claim_timeout_s: float = setting(
+        120.0, "seconds of silence after which a session's task claims lapse", gt=0.0, env_name="ENGRAM_CLAIM_TIMEOUT"
+    )
     # The daemon exits after this many seconds with no client connected (0: never). A restart
     # costs about a second once the model's ONNX graph is checked, while an idle daemon holds
     # some 400 MB; a quarter of an hour spans the pauses of a working session.
-    idle_exit_s: float = setting(900.0, "seconds with no client after which the daemon exits (0: never)",
-                                 ge=0.0, env_name="ENGRAM_IDLE_EXIT")
-    token: str | None = setting(None, "HTTP bearer token; required to bind a non-loopback address",
-                                shown="unset")
+    idle_exit_s: float = setting(
+        900.0, "seconds with no client after which the daemon exits (0: never)", ge=0.0, env_name="ENGRAM_IDLE_EXIT"
+    )
+    token: str | None = setting(None, "HTTP bearer token; required to bind a non-loopback address", shown="unset")
     redact_patterns: tuple[str, ...] = setting((), "extra regexes to redact, one per line", shown="none")
     # A value a rule mistakes for a secret (a test fixture's fake key, a public client id) is
     # listed here and then kept wherever it appears.
     redact_allow: tuple[str, ...] = setting((), "values never redacted, one per line", shown="none")
     chunk_size: int = setting(1000, "characters per chunk of long content")
     chunk_overlap: int = setting(100, "characters shared by consecutive chunks", ge=0)
-    max_content_chars: int = setting(100_000, "the largest content accepted, in characters",
-                                     env_name="ENGRAM_MAX_CONTENT")
+    max_content_chars: int = setting(
+        100_000, "the largest content accepted, in characters", env_name="ENGRAM_MAX_CONTENT"
+    )
     torch_threads: int = setting(1, "CPU threads for a query's embedding")
     onnx: bool = setting(True, "encode with ONNX Runtime when the model allows it (0: torch)")
     user_id: str = setting("default", "the user when a client names none", env_name="ENGRAM_USER")
@@ -236,18 +244,22 @@ class Settings:
     capture_fixes: bool = setting(True, "after each turn, store an error that edits made pass as a pitfall")
     capture_episodes: bool = setting(True, "after each turn, store its request and answer as an episode")
     capture_conventions: bool = setting(True, "store the conventions the user states in prompts as project facts")
-    capture_off_projects: tuple[str, ...] = setting((), "projects in which nothing is captured automatically: "
-                                                    "an id, a name or a path, one per line", shown="none")
-    capture_episode_budget: int = setting(2000, "episodes kept per project; maintenance prunes the oldest unused",
-                                          ge=10, le=1_000_000)
+    capture_off_projects: tuple[str, ...] = setting(
+        (), "projects in which nothing is captured automatically: an id, a name or a path, one per line", shown="none"
+    )
+    capture_episode_budget: int = setting(
+        2000, "episodes kept per project; maintenance prunes the oldest unused", ge=10, le=1_000_000
+    )
     # A project whose sessions must leave nothing behind (a client's code, a private repository):
     # its hooks store nothing and inject nothing. A `.engramignore` file at the work tree's top
     # does the same from inside the repository.
-    hook_exclude: tuple[str, ...] = setting((), "projects the hooks never capture: an id, a name or a path, "
-                                            "one per line", shown="none")
+    hook_exclude: tuple[str, ...] = setting(
+        (), "projects the hooks never capture: an id, a name or a path, one per line", shown="none"
+    )
     # The client waits for the hook (Claude Code 60 s by default); a hook gives up well before.
-    hook_timeout_s: float = setting(8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0,
-                                  env_name="ENGRAM_HOOK_TIMEOUT")
+    hook_timeout_s: float = setting(
+        8.0, "seconds a hook waits for the daemon, starting it included", gt=0.0, env_name="ENGRAM_HOOK_TIMEOUT"
+    )
 
     @property
     def db_path(self) -> Path:
@@ -296,8 +308,11 @@ def _declarations() -> tuple[Setting, ...]:
     for f in fields(Settings):
         spec: Setting = f.metadata["setting"]
         default = f.default_factory() if callable(f.default_factory) else f.default
-        out.append(replace(spec, name=f.name, env=spec.env_name or f"ENGRAM_{f.name.upper()}",
-                           type=types[f.name], default=default))
+        out.append(
+            replace(
+                spec, name=f.name, env=spec.env_name or f"ENGRAM_{f.name.upper()}", type=types[f.name], default=default
+            )
+        )
     return tuple(out)
 
 
@@ -336,8 +351,12 @@ def store_identity(path_or_url: str | Path) -> str:
         port = str(parts.port or "")
     except ValueError:  # not a number: compared as written
         port = parts.netloc.rsplit(":", 1)[-1]
-    values = {"user": unquote(parts.username or ""), "host": unquote(parts.hostname or ""), "port": port,
-              "dbname": unquote(parts.path.lstrip("/"))}
+    values = {
+        "user": unquote(parts.username or ""),
+        "host": unquote(parts.hostname or ""),
+        "port": port,
+        "dbname": unquote(parts.path.lstrip("/")),
+    }
     values |= {k: v for k, v in parse_qsl(parts.query) if k in _STORE_PARAMS and v}
     values["port"] = values["port"] or "5432"
     host = values["host"]

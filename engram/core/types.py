@@ -213,9 +213,13 @@ class Claim:
     session_status: str | None
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "session_id": self.session_id, "client": self.client,
-                "since": self.since.isoformat(),
-                "last_heard": self.last_heard.isoformat() if self.last_heard else None}
+        return {
+            "task_id": self.task_id,
+            "session_id": self.session_id,
+            "client": self.client,
+            "since": self.since.isoformat(),
+            "last_heard": self.last_heard.isoformat() if self.last_heard else None,
+        }
 
 
 @dataclass(frozen=True)

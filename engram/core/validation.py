@@ -82,5 +82,6 @@ def refuse_unknown(where: str, given: Any, accepted: tuple[str, ...]) -> None:
     """Refuse keys that are not accepted: a misspelt argument must not vanish silently."""
     unknown = sorted(str(k) for k in given if k not in accepted)
     if unknown:
-        raise InvalidArguments(f"{where}: unknown argument(s): {', '.join(unknown)}; "
-                               f"accepted: {', '.join(accepted) or '(none)'}")
+        raise InvalidArguments(
+            f"{where}: unknown argument(s): {', '.join(unknown)}; accepted: {', '.join(accepted) or '(none)'}"
+        )

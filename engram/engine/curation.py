@@ -31,10 +31,19 @@ class Curation:
         self.p.memory(memory_id, user_id)
         return self.p.store_db.events(memory_id)
 
-    def list_memories(self, *, memory_type: str | None = None, task_id: str | None = None,
-                      tags: Sequence[str] | None = None, as_of: datetime | None = None,
-                      status: str = "active", offset: int = 0, limit: int = 50,
-                      user_id: str | None = None, in_project: str | None = None) -> dict:
+    def list_memories(
+        self,
+        *,
+        memory_type: str | None = None,
+        task_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        as_of: datetime | None = None,
+        status: str = "active",
+        offset: int = 0,
+        limit: int = 50,
+        user_id: str | None = None,
+        in_project: str | None = None,
+    ) -> dict:
         """One page of the user's memories, newest first, filtered from the derived index (no scan
         of the table, so a page costs the same at 100k memories), each with its strength now.
         in_project: None every project's; "" only those of no project; else only that project's."""
@@ -50,25 +59,33 @@ class Curation:
         with self.p.lock:
             self.indexes.catch_up()
             idx = self.p.index
-            eligible = idx.mask(user, memory_type, task_id, tags, as_of,
-                                listable if status == "any" else (status,))
+            eligible = idx.mask(user, memory_type, task_id, tags, as_of, listable if status == "any" else (status,))
             if in_project is not None:
                 eligible &= idx.in_project(in_project or None, exact=True)
             rows = np.flatnonzero(eligible)
             # Newest first; the row number breaks ties (rows are appended in creation order).
             order = np.lexsort((-rows, -idx.created[rows]))
-            page = [idx.ids[r] for r in rows[order][offset:offset + limit]]
+            page = [idx.ids[r] for r in rows[order][offset : offset + limit]]
             mems = self.p.store_db.get_memories(page)
             now = self.p.clock.now()
             items = [self.memory_summary(mems[i], now) for i in page if i in mems]
         return {"total": len(rows), "offset": offset, "limit": limit, "memories": items}
 
     def memory_summary(self, m: Memory, now: datetime) -> dict:
-        return {"id": m.id, "content": m.content, "memory_type": m.memory_type, "status": m.status,
-                "importance": m.importance, "tags": list(m.tags), "task_id": m.task_id,
-                "pinned": m.pinned, "created_at": m.created_at.isoformat(),
-                "recall_count": m.recall_count, "project": m.project,
-                "strength": round(memory_strength(m, now), 6)}
+        return {
+            "id": m.id,
+            "content": m.content,
+            "memory_type": m.memory_type,
+            "status": m.status,
+            "importance": m.importance,
+            "tags": list(m.tags),
+            "task_id": m.task_id,
+            "pinned": m.pinned,
+            "created_at": m.created_at.isoformat(),
+            "recall_count": m.recall_count,
+            "project": m.project,
+            "strength": round(memory_strength(m, now), 6),
+        }
 
     def strength_curve(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:
         """A memory's strength from its last recall (or creation) until now, and projected `days`
@@ -81,10 +98,14 @@ class Curation:
         touched = m.last_recalled_at or m.created_at
         threshold = self.p.settings.prune_threshold
         return {
-            "memory_id": m.id, "importance": m.importance, "pinned": m.pinned,
+            "memory_id": m.id,
+            "importance": m.importance,
+            "pinned": m.pinned,
             "stability_days": round(stab, 4),
             "initial_stability_days": round(initial_stability(m.memory_type, m.importance), 4),
-            "recall_count": m.recall_count, "last_touched_at": touched.isoformat(), "now": now.isoformat(),
+            "recall_count": m.recall_count,
+            "last_touched_at": touched.isoformat(),
+            "now": now.isoformat(),
             "strength_now": round(memory_strength(m, now), 6),
             "prune_threshold": threshold,
             "days_until_prune": None if m.pinned else round(days_until_prune(m, threshold, now), 2),
@@ -115,12 +136,21 @@ class Curation:
                 sources += e["detail"].get("sources", [])
         found = self.p.store_db.get_memories(sources)
         now = self.p.clock.now()
-        return {"memory_id": m.id,
-                "chain": [{**self.memory_summary(x, now), "valid_from": _iso(x.valid_from),
-                           "valid_to": _iso(x.valid_to), "supersedes": x.supersedes,
-                           "superseded_by": x.superseded_by} for x in chain],
-                "consolidated_from": [self.memory_summary(found[i], now) for i in sources if i in found],
-                "consolidated_from_missing": [i for i in sources if i not in found]}
+        return {
+            "memory_id": m.id,
+            "chain": [
+                {
+                    **self.memory_summary(x, now),
+                    "valid_from": _iso(x.valid_from),
+                    "valid_to": _iso(x.valid_to),
+                    "supersedes": x.supersedes,
+                    "superseded_by": x.superseded_by,
+                }
+                for x in chain
+            ],
+            "consolidated_from": [self.memory_summary(found[i], now) for i in sources if i in found],
+            "consolidated_from_missing": [i for i in sources if i not in found],
+        }
 
 
 def _iso(dt: datetime | None) -> str | None:

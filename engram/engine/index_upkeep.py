@@ -104,6 +104,7 @@ class Indexes:
                     if vec is None:
                         missing.append(m)
                     yield m, vec
+
             idx.load(rows())
             if missing and not p.model_changed and not p.degraded:
                 self.reembed(missing, idx)
@@ -180,8 +181,13 @@ class Indexes:
 
     def new_index(self, capacity: int = 1024) -> MemoryIndex:
         s = self.p.settings
-        idx = MemoryIndex(self.p.embedder.dim, capacity, context_window=s.context_window,
-                          context_weight=s.context_weight, context_terms=s.context_terms)
+        idx = MemoryIndex(
+            self.p.embedder.dim,
+            capacity,
+            context_window=s.context_window,
+            context_weight=s.context_weight,
+            context_terms=s.context_terms,
+        )
         # A query word the model knows is a real word, never corrected as a typo (search/bm25.py).
         # Read from the model's files, so keyword recall keeps it while the model cannot load.
         idx.bm25.known_words = model_words(s.model, s.model_cache)
@@ -190,7 +196,7 @@ class Indexes:
     def reembed(self, memories: Sequence[Memory], idx: MemoryIndex) -> None:
         p = self.p
         for i in range(0, len(memories), 256):
-            batch = memories[i:i + 256]
+            batch = memories[i : i + 256]
             vecs = p.embedder.embed_batch([m.content for m in batch])
             with p.store_db.transaction():
                 for m, v in zip(batch, vecs):
@@ -229,8 +235,9 @@ class Indexes:
                         continue
                     cand = np.flatnonzero((idx.user[: idx.n] == idx.user[r]) & (idx.status[: idx.n] == 0))
                     cand = cand[cand != r]
-                    edges = nearest_edges(mid, idx.cosine(idx.vectors[r]), idx.ids, cand,
-                                          p.settings.edge_threshold, p.settings.max_edges)
+                    edges = nearest_edges(
+                        mid, idx.cosine(idx.vectors[r]), idx.ids, cand, p.settings.edge_threshold, p.settings.max_edges
+                    )
                     p.store_db.add_edges(idx.users.names[idx.user[r]], edges)
                     p.graph.add_edges(edges)
                     n += len(edges)
@@ -239,8 +246,7 @@ class Indexes:
     def status(self) -> dict[str, Any]:
         """The derived indexes: memory rows and graph edges held, and when they were built."""
         self.catch_up()
-        return {"rows": len(self.p.index), "edges": self.p.graph.edge_count(),
-                "built_at": self.p.index_built_at}
+        return {"rows": len(self.p.index), "edges": self.p.graph.edge_count(), "built_at": self.p.index_built_at}
 
     def counts(self) -> dict[tuple[str, str], int]:
         """Memories by (memory_type, status) as the index holds them (after catch_up)."""

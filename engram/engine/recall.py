@@ -41,12 +41,26 @@ class Recall:
         # The reranker, loaded at the first recall needing it.
         self.ce = OnDemand(lambda: CrossEncoder(threads=p.settings.rerank_threads), "reranker")
 
-    def recall(self, query: str, *, limit: int = 10, memory_type: str | None = None,
-               task_id: str | None = None, tags: Sequence[str] | str | None = None,
-               as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-               user_id: str | None = None, graph: bool = True, reinforce: bool = True,
-               exclude_types: Sequence[str] = (), min_share: float = 0.0,
-               scope: Scope = NO_PROJECT, strong_only: bool = False, rerank: bool | None = None) -> list[Hit]:
+    def recall(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        memory_type: str | None = None,
+        task_id: str | None = None,
+        tags: Sequence[str] | str | None = None,
+        as_of: datetime | None = None,
+        mode: str = "hybrid",
+        explain: bool = False,
+        user_id: str | None = None,
+        graph: bool = True,
+        reinforce: bool = True,
+        exclude_types: Sequence[str] = (),
+        min_share: float = 0.0,
+        scope: Scope = NO_PROJECT,
+        strong_only: bool = False,
+        rerank: bool | None = None,
+    ) -> list[Hit]:
         """Hybrid search, then (with the `rerank` setting) the cross-encoder's order of the first
         candidates. Each hit is `strong` or `weak` (ranking.confidence); only strong hits are
         reinforced (unless reinforce=False); a query nothing stored is relevant to returns
@@ -57,17 +71,45 @@ class Recall:
         strong_only: return only strong hits (what is pushed into a context unasked).
         rerank: False keeps the first stage's order even with the `rerank` or `late_interaction`
         setting on (to compare)."""
-        return self.ranking(query, limit=limit, memory_type=memory_type, task_id=task_id, tags=tags, as_of=as_of,
-                            mode=mode, explain=explain, user_id=user_id, graph=graph, reinforce=reinforce,
-                            exclude_types=exclude_types, min_share=min_share, scope=scope,
-                            strong_only=strong_only, rerank=rerank).hits
+        return self.ranking(
+            query,
+            limit=limit,
+            memory_type=memory_type,
+            task_id=task_id,
+            tags=tags,
+            as_of=as_of,
+            mode=mode,
+            explain=explain,
+            user_id=user_id,
+            graph=graph,
+            reinforce=reinforce,
+            exclude_types=exclude_types,
+            min_share=min_share,
+            scope=scope,
+            strong_only=strong_only,
+            rerank=rerank,
+        ).hits
 
-    def ranking(self, query: str, *, limit: int = 10, memory_type: str | None = None,
-                task_id: str | None = None, tags: Sequence[str] | str | None = None,
-                as_of: datetime | None = None, mode: str = "hybrid", explain: bool = False,
-                user_id: str | None = None, graph: bool = True, reinforce: bool = True,
-                exclude_types: Sequence[str] = (), min_share: float = 0.0,
-                scope: Scope = NO_PROJECT, strong_only: bool = False, rerank: bool | None = None) -> Ranking:
+    def ranking(
+        self,
+        query: str,
+        *,
+        limit: int = 10,
+        memory_type: str | None = None,
+        task_id: str | None = None,
+        tags: Sequence[str] | str | None = None,
+        as_of: datetime | None = None,
+        mode: str = "hybrid",
+        explain: bool = False,
+        user_id: str | None = None,
+        graph: bool = True,
+        reinforce: bool = True,
+        exclude_types: Sequence[str] = (),
+        min_share: float = 0.0,
+        scope: Scope = NO_PROJECT,
+        strong_only: bool = False,
+        rerank: bool | None = None,
+    ) -> Ranking:
         """recall's hits with the words it read as misspelt (see recall): the arguments are checked
         here, once, and the filter and corrections are worked out once for both."""
         check_text(query, "query", 10_000)
@@ -106,18 +148,37 @@ class Recall:
             tokens = self.indexes.tokens
             late = second and cfg.late_interaction and not tokens.failed and bool(idx.turn[: len(mask)][mask].any())
             ce = self.cross_encoder() if second else None
-            ranked = rank(idx, self.p.graph, query, qvec, mask, to_days(as_of or now), mode=mode,
-                          weights=self.p.weights,
-                          limit=max(limit, cfg.late_candidates if late else 0, cfg.rerank_pairs if ce else 0),
-                          session_failures=failures, use_graph=graph,
-                          reference_cos=None if qvec is None else self.reference @ qvec, corrections=read_as)
+            ranked = rank(
+                idx,
+                self.p.graph,
+                query,
+                qvec,
+                mask,
+                to_days(as_of or now),
+                mode=mode,
+                weights=self.p.weights,
+                limit=max(limit, cfg.late_candidates if late else 0, cfg.rerank_pairs if ce else 0),
+                session_failures=failures,
+                use_graph=graph,
+                reference_cos=None if qvec is None else self.reference @ qvec,
+                corrections=read_as,
+            )
             if late:
                 # Turns of a conversation only (see engine/token_vectors.py for why).
-                ranked = late_hits(ranked, lambda rows: tokens.scores(query, rows),
-                                   cfg.late_candidates, cfg.late_weight, reads=lambda r: bool(idx.turn[r]))
+                ranked = late_hits(
+                    ranked,
+                    lambda rows: tokens.scores(query, rows),
+                    cfg.late_candidates,
+                    cfg.late_weight,
+                    reads=lambda r: bool(idx.turn[r]),
+                )
             if ce is not None:
-                ranked = rerank_hits(ranked, lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
-                                     cfg.rerank_pairs, cfg.rerank_weight)
+                ranked = rerank_hits(
+                    ranked,
+                    lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
+                    cfg.rerank_pairs,
+                    cfg.rerank_weight,
+                )
             ranked = ranked[:limit]
             if strong_only:
                 ranked = [t for t in ranked if confidence(t[2])[0] == "strong"]
@@ -134,7 +195,8 @@ class Recall:
                 best = max(score for _, score, _ in strong)
                 share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in strong}
                 mems = self.p.store_db.reinforce(
-                    list(share), now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0)))
+                    list(share), now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0))
+                )
                 idx.touch(mems.values())
             rest = [i for i in ids if i not in mems]
             if rest:
@@ -143,8 +205,15 @@ class Recall:
             for (_, score, parts), mid in zip(ranked, ids):
                 m = mems[mid]
                 s, f = self.p.outcomes.get(m.session_id, (0, 0))
-                hits.append(Hit(m, score, quality_score(m.importance, m.recall_count, s, f),
-                                parts if explain else None, *confidence(parts)))
+                hits.append(
+                    Hit(
+                        m,
+                        score,
+                        quality_score(m.importance, m.recall_count, s, f),
+                        parts if explain else None,
+                        *confidence(parts),
+                    )
+                )
             return Ranking(hits, read_as)
 
     def cross_encoder(self) -> CrossEncoder | None:

@@ -47,6 +47,7 @@ class Resolution:
 
 _PRIORITY = {"reinforce": 3, "replace": 2, "merge": 1, "new": 0}
 
+
 def sentence_count(text: str) -> int:
     """How many sentences `text` holds (at least 1). A line break ends one too: a merge joins
     its two texts with one, and the result holds two statements however they were punctuated."""
@@ -138,8 +139,12 @@ def decide(
                 if again is not None:
                     action, c = "reinforce", again
             if action == "new":
-                c = Comparison("unrelated", "several sentences, not near-identical", "compound",
-                               c.overlap if c is not None else 0.0)
+                c = Comparison(
+                    "unrelated",
+                    "several sentences, not near-identical",
+                    "compound",
+                    c.overlap if c is not None else 0.0,
+                )
         else:
             c = compare_detail(content, new)
             action = _action(c, sim, reinforce_threshold, dedup_threshold)

@@ -26,8 +26,15 @@ from engram.store.redacting import RedactingStore
 class EngineState:
     """The state every module of the engine shares (see the module docstring)."""
 
-    def __init__(self, settings: Settings, clock: Clock, store_db: MemoryStore, embedder: Embedder,
-                 degraded: str | None, path: str):
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        store_db: MemoryStore,
+        embedder: Embedder,
+        degraded: str | None,
+        path: str,
+    ):
         self.settings = settings
         self.clock = clock
         self.redact = Redactor(settings.redact_patterns, settings.redact_allow)

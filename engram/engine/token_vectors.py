@@ -126,12 +126,15 @@ class TokenVectors:
             return 0
         done = 0
         for start in range(0, len(todo), FILL_BATCH):
-            part = todo[start:start + FILL_BATCH]
+            part = todo[start : start + FILL_BATCH]
             vecs = reader.encode([t for _, _, t in part])
             with self.p.lock:
                 idx = self.p.index
-                still = [(t, v) for t, v in zip(part, vecs)
-                         if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.texts[r]) == t[1]]
+                still = [
+                    (t, v)
+                    for t, v in zip(part, vecs)
+                    if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.texts[r]) == t[1]
+                ]
                 if still:
                     self._keep([t for t, _ in still], [v for _, v in still])
                     done += len(still)
@@ -150,10 +153,12 @@ class TokenVectors:
         fresh = dict(zip((mid for mid, _, _ in todo), reader.encode([t for _, _, t in todo])))
         if todo:
             self._keep(todo, list(fresh.values()))
-        got = {mid: from_bytes(blob) for mid, _, blob in self.p.store_db.token_vectors(
-            [i for i in ids if i not in fresh])}
-        gone = [(i, text_hash(idx.texts[r]), idx.texts[r]) for i, r in zip(ids, rows)
-                if i not in fresh and i not in got]
+        got = {
+            mid: from_bytes(blob) for mid, _, blob in self.p.store_db.token_vectors([i for i in ids if i not in fresh])
+        }
+        gone = [
+            (i, text_hash(idx.texts[r]), idx.texts[r]) for i, r in zip(ids, rows) if i not in fresh and i not in got
+        ]
         if gone:  # another server rewrote the text (its row went) before this index heard of it
             vecs = reader.encode([t for _, _, t in gone])
             self._keep(gone, vecs)

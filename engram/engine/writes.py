@@ -45,7 +45,7 @@ class _BatchSims:
 
     def sims(self, vec: np.ndarray, col: int) -> np.ndarray:
         idx = self.index
-        out = np.concatenate([self.base[col], idx.vectors[self.n0: idx.n] @ vec])
+        out = np.concatenate([self.base[col], idx.vectors[self.n0 : idx.n] @ vec])
         for r in self.dirty:
             out[r] = idx.vectors[r] @ vec
         return out
@@ -59,13 +59,25 @@ class Writes:
         self.indexes = indexes
         self.batch: _BatchSims | None = None  # the similarities of the store_many batch being stored
 
-    def store(self, content: str, *, memory_type: str = "fact", importance: float = 0.5,
-              tags: Sequence[str] | None = None, task_id: str | None = None,
-              metadata: dict | None = None, provenance: Sequence[str] = (),
-              user_id: str | None = None, session_id: str | None = None, pinned: bool = False,
-              created_at: datetime | None = None, resolve_conflicts: bool = True,
-              conversation: str | None = None, chunk: bool = True,
-              project: str | None = None) -> StoreResult:
+    def store(
+        self,
+        content: str,
+        *,
+        memory_type: str = "fact",
+        importance: float = 0.5,
+        tags: Sequence[str] | None = None,
+        task_id: str | None = None,
+        metadata: dict | None = None,
+        provenance: Sequence[str] = (),
+        user_id: str | None = None,
+        session_id: str | None = None,
+        pinned: bool = False,
+        created_at: datetime | None = None,
+        resolve_conflicts: bool = True,
+        conversation: str | None = None,
+        chunk: bool = True,
+        project: str | None = None,
+    ) -> StoreResult:
         """Store one memory, resolving it against what is already known.
 
         Returns the action taken (new, reinforce, merge, replace) and the memory touched.
@@ -77,12 +89,27 @@ class Writes:
         project it belongs to (None: none, seen from every project); it is resolved only against
         memories of the same project, so one project's convention never replaces another's.
         """
-        return self.store_many([dict(content=content, memory_type=memory_type, importance=importance,
-                                     tags=tags, task_id=task_id, metadata=metadata,
-                                     provenance=provenance, user_id=user_id, session_id=session_id,
-                                     pinned=pinned, created_at=created_at,
-                                     resolve_conflicts=resolve_conflicts,
-                                     conversation=conversation, chunk=chunk, project=project)])[0]
+        return self.store_many(
+            [
+                dict(
+                    content=content,
+                    memory_type=memory_type,
+                    importance=importance,
+                    tags=tags,
+                    task_id=task_id,
+                    metadata=metadata,
+                    provenance=provenance,
+                    user_id=user_id,
+                    session_id=session_id,
+                    pinned=pinned,
+                    created_at=created_at,
+                    resolve_conflicts=resolve_conflicts,
+                    conversation=conversation,
+                    chunk=chunk,
+                    project=project,
+                )
+            ]
+        )[0]
 
     def prepare(self, item: dict) -> dict:
         s = self.p.settings
@@ -128,8 +155,11 @@ class Writes:
             self.p.task(task_id, user)
         waves: list[list[tuple[dict, list[str]]]] = [[]]
         for p in prepared:
-            chunks = (split_chunks(p["content"], self.p.settings.chunk_size, self.p.settings.chunk_overlap)
-                      if p["chunk"] else [p["content"]])
+            chunks = (
+                split_chunks(p["content"], self.p.settings.chunk_size, self.p.settings.chunk_overlap)
+                if p["chunk"]
+                else [p["content"]]
+            )
             if sum(len(c) for _, c in waves[-1]) >= STORE_WAVE:
                 waves.append([])
             waves[-1].append((p, chunks))
@@ -151,11 +181,10 @@ class Writes:
                             vecs = ahead.pop().result()
                         if i + 1 < len(waves):
                             ahead.append(pool.submit(embed, waves[i + 1]))
-                        self.batch = _BatchSims(self.p.index, vecs) if vecs is not None and len(vecs) > 1 \
-                            else None
+                        self.batch = _BatchSims(self.p.index, vecs) if vecs is not None and len(vecs) > 1 else None
                         k = 0
                         for p, chunks in wave:
-                            part = [None] * len(chunks) if vecs is None else vecs[k:k + len(chunks)]
+                            part = [None] * len(chunks) if vecs is None else vecs[k : k + len(chunks)]
                             if len(chunks) == 1:
                                 out.append(self._store_one(p, part[0], k))
                             else:
@@ -179,9 +208,12 @@ class Writes:
         # whole text can be put back together byte for byte.
         starts = [a for a, _ in chunk_spans(p["content"], self.p.settings.chunk_size, self.p.settings.chunk_overlap)]
         for i, (text, v, at) in enumerate(zip(chunks, vecs, starts, strict=True)):
-            q = dict(p, content=text, resolve_conflicts=False,
-                     metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks),
-                                   chunk_start=at))
+            q = dict(
+                p,
+                content=text,
+                resolve_conflicts=False,
+                metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks), chunk_start=at),
+            )
             results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
         links = [(a, b, 1.0) for a, b in pairwise(ids)]
@@ -189,14 +221,15 @@ class Writes:
             self.p.store_db.add_edges(p["user_id"], links)
         self.p.graph.add_edges(links)
         first = results[0]
-        return StoreResult("new", first.memory, reason=f"split into {len(ids)} chunks",
-                           chunks=tuple(ids))
+        return StoreResult("new", first.memory, reason=f"split into {len(ids)} chunks", chunks=tuple(ids))
 
     def _store_one(self, p: dict, vec: np.ndarray | None, col: int = 0) -> StoreResult:
         now = p["created_at"] or self.p.clock.now()
         if vec is None:  # degraded: nothing to compare with, so no resolution and no edges
-            why = f"stored without a vector (the embedding model is unavailable: {self.p.degraded}); " \
+            why = (
+                f"stored without a vector (the embedding model is unavailable: {self.p.degraded}); "
                 "it is embedded when the model is back"
+            )
             return self._insert(resolution.Resolution("new", None, None, why), p, None, now, None, ())
         idx = self.p.index
         user_code = idx.users.get(p["user_id"])
@@ -204,13 +237,16 @@ class Writes:
         # true now: a later turn on the same subject neither replaces it nor is merged into it
         # (both were said; a question about either needs its own turn), as a captured episode is
         # never resolved either. Only the same turn stored again is recognised (_same_turn).
-        resolving = (p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES
-                     and p["conversation"] is None)
+        resolving = p["resolve_conflicts"] and p["memory_type"] in RESOLVABLE_TYPES and p["conversation"] is None
         peers = same_type = np.zeros(0, dtype=np.int64)
         sims = None
         if user_code is not None and idx.n:
-            mine = idx.alive[: idx.n] & (idx.user[: idx.n] == user_code) & (idx.status[: idx.n] == 0) \
+            mine = (
+                idx.alive[: idx.n]
+                & (idx.user[: idx.n] == user_code)
+                & (idx.status[: idx.n] == 0)
                 & idx.in_project(p["project"], exact=True)
+            )
             # A statement is resolved against statements only: a turn stays as it was said.
             same = mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"])) & ~idx.turn[: idx.n]
             peers, same_type = np.flatnonzero(mine), np.flatnonzero(same)
@@ -225,16 +261,20 @@ class Writes:
         decision = resolution.Resolution("new", None, None, "no similar memory")
         again = self._same_turn(p, sims, peers) if p["conversation"] is not None and p["resolve_conflicts"] else None
         if again is not None:
-            decision = resolution.Resolution("reinforce", idx.ids[again], float(sims[again]),
-                                             "the same turn of this conversation, stored again")
+            decision = resolution.Resolution(
+                "reinforce", idx.ids[again], float(sims[again]), "the same turn of this conversation, stored again"
+            )
         elif resolving and len(same_type):
             top = top_rows(sims, same_type, 5)
             top = top[sims[top] >= min(resolution.SIMILARITY_FLOOR, self.p.settings.dedup_threshold)]
             candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
             if candidates:
-                decision = resolution.decide(p["content"], candidates,
-                                          reinforce_threshold=self.p.settings.reinforce_threshold,
-                                          dedup_threshold=self.p.settings.dedup_threshold)
+                decision = resolution.decide(
+                    p["content"],
+                    candidates,
+                    reinforce_threshold=self.p.settings.reinforce_threshold,
+                    dedup_threshold=self.p.settings.dedup_threshold,
+                )
         if decision.action == "reinforce":
             return self._reinforce(decision, p, now)
         if decision.action == "merge":
@@ -256,30 +296,52 @@ class Writes:
 
     def _insert(self, decision, p: dict, vec: np.ndarray, now: datetime, sims, peers) -> StoreResult:
         old = None
-        mem = Memory(id=new_id(), content=p["content"], memory_type=p["memory_type"],
-                     importance=p["importance"], recall_count=0, created_at=now,
-                     last_recalled_at=None, user_id=p["user_id"], task_id=p["task_id"],
-                     session_id=p["session_id"], tags=p["tags"], metadata=p["metadata"],
-                     provenance=p["provenance"], status="active", valid_from=now,
-                     pinned=p["pinned"], updated_at=now, conversation=p["conversation"],
-                     project=p["project"])
+        mem = Memory(
+            id=new_id(),
+            content=p["content"],
+            memory_type=p["memory_type"],
+            importance=p["importance"],
+            recall_count=0,
+            created_at=now,
+            last_recalled_at=None,
+            user_id=p["user_id"],
+            task_id=p["task_id"],
+            session_id=p["session_id"],
+            tags=p["tags"],
+            metadata=p["metadata"],
+            provenance=p["provenance"],
+            status="active",
+            valid_from=now,
+            pinned=p["pinned"],
+            updated_at=now,
+            conversation=p["conversation"],
+            project=p["project"],
+        )
         edges = []
         if sims is not None and len(peers):
-            edges = nearest_edges(mem.id, sims, self.p.index.ids, peers,
-                                  self.p.settings.edge_threshold, self.p.settings.max_edges)
+            edges = nearest_edges(
+                mem.id, sims, self.p.index.ids, peers, self.p.settings.edge_threshold, self.p.settings.max_edges
+            )
         with self.p.store_db.transaction():
             if decision.action == "replace":
                 old = self.p.store_db.get_memory(decision.target_id)
                 # The current version answers for the sources of the one it replaces.
-                mem = Memory(**{**mem.__dict__, "supersedes": old.id,
-                                "importance": max(mem.importance, old.importance),
-                                "provenance": tuple(dict.fromkeys(old.provenance + mem.provenance))})
-                self.p.store_db.update_memory(old.id, status="superseded", valid_to=now,
-                                            superseded_by=mem.id, updated_at=now)
+                mem = Memory(
+                    **{
+                        **mem.__dict__,
+                        "supersedes": old.id,
+                        "importance": max(mem.importance, old.importance),
+                        "provenance": tuple(dict.fromkeys(old.provenance + mem.provenance)),
+                    }
+                )
+                self.p.store_db.update_memory(
+                    old.id, status="superseded", valid_to=now, superseded_by=mem.id, updated_at=now
+                )
                 self.p.store_db.add_event(old.id, now, "superseded", {"by": mem.id, "reason": decision.reason})
             self.p.store_db.insert_memory(mem, vec)
-            self.p.store_db.add_event(mem.id, now, decision.action,
-                                    {"reason": decision.reason, "target": decision.target_id})
+            self.p.store_db.add_event(
+                mem.id, now, decision.action, {"reason": decision.reason, "target": decision.target_id}
+            )
             self.p.store_db.add_edges(mem.user_id, edges, new_source=True)
         self.p.index.upsert(mem, vec)
         self.p.graph.add_edges(edges)
@@ -292,16 +354,21 @@ class Writes:
     def _absorbed(old: Memory, p: dict, now: datetime, **changes: Any) -> tuple[Memory, dict]:
         """`old` after taking in a new store `p` (reinforce, merge): the higher importance, both
         sets of sources and tags, plus `changes`. Returns it and the fields to write."""
-        fields = dict(importance=max(old.importance, p["importance"]),
-                      provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
-                      tags=tuple(dict.fromkeys(old.tags + p["tags"])), updated_at=now, **changes)
+        fields = dict(
+            importance=max(old.importance, p["importance"]),
+            provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
+            tags=tuple(dict.fromkeys(old.tags + p["tags"])),
+            updated_at=now,
+            **changes,
+        )
         return replace(old, **fields), fields
 
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
         old = self.p.store_db.get_memory(decision.target_id)
         # Storing a known fact again is a use of it, as a recall is (decay.py).
-        mem, fields = self._absorbed(old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now,
-                                     stability=recalled_stability(old, now))
+        mem, fields = self._absorbed(
+            old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now, stability=recalled_stability(old, now)
+        )
         with self.p.store_db.transaction():
             self.p.store_db.update_memory(old.id, **fields)
             self.p.store_db.add_event(old.id, now, "reinforce", {"reason": decision.reason, "added": p["content"]})
@@ -315,9 +382,9 @@ class Writes:
         mem, fields = self._absorbed(old, p, now, content=content)
         with self.p.store_db.transaction():
             self.p.store_db.update_memory(old.id, embedding=vec, **fields)
-            self.p.store_db.add_event(old.id, now, "merge",
-                                    {"reason": decision.reason, "previous": old.content,
-                                     "added": p["content"]})
+            self.p.store_db.add_event(
+                old.id, now, "merge", {"reason": decision.reason, "previous": old.content, "added": p["content"]}
+            )
         row = self.p.index.upsert(mem, vec)
         self.p.activity_epoch += 1  # a memory's text changed: validations that read it are stale
         if self.batch is not None:
@@ -340,7 +407,8 @@ class Writes:
                 raise EngramError(
                     f"memory {memory_id} is a {old.memory_type} record, whose text is written from "
                     f"its fields (read by the task's plan and timeline); record a new one with "
-                    f"{RECORD_TOOLS[old.memory_type]} instead of rewriting its text")
+                    f"{RECORD_TOOLS[old.memory_type]} instead of rewriting its text"
+                )
             now = self.p.clock.now()
             vec = self.p.embedder.embed_batch([content])[0]
             with self.p.store_db.transaction():
@@ -353,8 +421,15 @@ class Writes:
         self.indexes.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 
-    def forget(self, memory_id: str | None = None, *, query: str | None = None,
-               user_id: str | None = None, dry_run: bool = False, scope: Scope = NO_PROJECT) -> list[str]:
+    def forget(
+        self,
+        memory_id: str | None = None,
+        *,
+        query: str | None = None,
+        user_id: str | None = None,
+        dry_run: bool = False,
+        scope: Scope = NO_PROJECT,
+    ) -> list[str]:
         """Delete a memory by id (any project's), or every memory in `scope` that contains all
         the words of `query`.
 
@@ -377,6 +452,7 @@ class Writes:
 
     def _matching_all_terms(self, query: str, user: str, scope: Scope) -> list[str]:
         from engram.text.tokens import tokenize
+
         terms = set(tokenize(query, query=True))
         if not terms:
             raise EngramError("query has no searchable words")

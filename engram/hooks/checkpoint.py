@@ -29,8 +29,13 @@ FAILURES_RECORDED = 5
 
 def _git(cwd: Path, *args: str) -> str | None:
     try:
-        r = subprocess.run(["git", "-C", str(cwd), *args], capture_output=True, text=True,
-                           timeout=GIT_TIMEOUT, stdin=subprocess.DEVNULL)
+        r = subprocess.run(
+            ["git", "-C", str(cwd), *args],
+            capture_output=True,
+            text=True,
+            timeout=GIT_TIMEOUT,
+            stdin=subprocess.DEVNULL,
+        )
     except (OSError, subprocess.SubprocessError):
         return None
     return r.stdout if r.returncode == 0 else None
@@ -54,8 +59,13 @@ def git_state(cwd: str | Path | None) -> dict | None:
         if " -> " in path:  # a rename: the new name
             path = path.split(" -> ", 1)[1]
         changed.append(path.strip('"'))
-    return {"root": top.strip(), "branch": None if branch in ("", "HEAD") else branch,
-            "head": sha or None, "subject": subject or None, "uncommitted": changed}
+    return {
+        "root": top.strip(),
+        "branch": None if branch in ("", "HEAD") else branch,
+        "head": sha or None,
+        "subject": subject or None,
+        "uncommitted": changed,
+    }
 
 
 def _component(command: str) -> str:
@@ -78,12 +88,21 @@ def _component(command: str) -> str:
 
 def _relative(path: str, root: str | None) -> str:
     if root and path.startswith(root.rstrip("/") + "/"):
-        return path[len(root.rstrip("/")) + 1:]
+        return path[len(root.rstrip("/")) + 1 :]
     return path
 
 
-def build_checkpoint(s: Session, git: dict | None, *, client: str, event: str, detail: str = "",
-                     session_id: str = "", transcript: str = "", cwd: str | None = None) -> dict | None:
+def build_checkpoint(
+    s: Session,
+    git: dict | None,
+    *,
+    client: str,
+    event: str,
+    detail: str = "",
+    session_id: str = "",
+    transcript: str = "",
+    cwd: str | None = None,
+) -> dict | None:
     """The checkpoint operation's arguments for the session, or None when it did nothing to record.
     Paths are shown relative to the work tree (else to cwd)."""
     if s.empty():
@@ -94,8 +113,11 @@ def build_checkpoint(s: Session, git: dict | None, *, client: str, event: str, d
     files = [_relative(f, root) for f in s.files]
     failures = s.failures()
     when = f"{event} ({detail})" if detail else event
-    lines = [f"Automatic checkpoint at {when} of a {client} session"
-             + (" (after the agent's own handoff)" if s.agent_handoffs else "") + "."]
+    lines = [
+        f"Automatic checkpoint at {when} of a {client} session"
+        + (" (after the agent's own handoff)" if s.agent_handoffs else "")
+        + "."
+    ]
     if s.requests:
         last = s.requests[-1]
         cut = last if len(last) <= SUMMARY_REQUEST_CHARS else last[:SUMMARY_REQUEST_CHARS] + "…"
@@ -106,16 +128,23 @@ def build_checkpoint(s: Session, git: dict | None, *, client: str, event: str, d
         lines.append(f"Files edited: {shown}{more}.")
     if s.commands_run:
         failed = "; ".join(f"`{c.command[:200]}`" for c in failures[-3:])
-        lines.append(f"Commands: {s.commands_run} run, {len(failures)} failed"
-                     + (f": {failed}" if failed else "") + ".")
+        lines.append(
+            f"Commands: {s.commands_run} run, {len(failures)} failed" + (f": {failed}" if failed else "") + "."
+        )
     if git:
         where = f"branch {git['branch']}" if git.get("branch") else "a detached HEAD"
         head = f" at {git['head']} ({git['subject']})" if git.get("head") else ""
         dirty = git.get("uncommitted") or []
-        lines.append(f"Git: {where}{head}; "
-                     + (f"uncommitted: {', '.join(dirty[:FILES_SHOWN])}"
-                        + (f" and {len(dirty) - FILES_SHOWN} more" if len(dirty) > FILES_SHOWN else "")
-                        if dirty else "nothing uncommitted") + ".")
+        lines.append(
+            f"Git: {where}{head}; "
+            + (
+                f"uncommitted: {', '.join(dirty[:FILES_SHOWN])}"
+                + (f" and {len(dirty) - FILES_SHOWN} more" if len(dirty) > FILES_SHOWN else "")
+                if dirty
+                else "nothing uncommitted"
+            )
+            + "."
+        )
     record = {
         "requests": s.requests,
         "plan": [{"step": t.text, "status": t.status} for t in plan],
@@ -128,10 +157,19 @@ def build_checkpoint(s: Session, git: dict | None, *, client: str, event: str, d
     # What the session did, without when or why it was checkpointed: the same transcript read
     # again (PreCompact, then SessionEnd with nothing in between) gives the same digest.
     digest = hashlib.sha256(json.dumps(record, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    meta: dict[str, Any] = {"automatic": True, "client": client, "event": event, "detail": detail,
-                            "session": session_id, "transcript": transcript, "entries": s.entries,
-                            "skipped": s.skipped, "after_agent_handoff": bool(s.agent_handoffs),
-                            "digest": digest, **record}
+    meta: dict[str, Any] = {
+        "automatic": True,
+        "client": client,
+        "event": event,
+        "detail": detail,
+        "session": session_id,
+        "transcript": transcript,
+        "entries": s.entries,
+        "skipped": s.skipped,
+        "after_agent_handoff": bool(s.agent_handoffs),
+        "digest": digest,
+        **record,
+    }
     return {
         "summary": "\n".join(lines),
         "completed": [t.text for t in plan if t.status == "done"],
@@ -139,8 +177,13 @@ def build_checkpoint(s: Session, git: dict | None, *, client: str, event: str, d
         "blocked": [t.text for t in plan if t.status == "blocked"],
         "next_steps": [t.text for t in plan],
         "step_statuses": [t.status for t in plan],
-        "failures": [{"error": f"`{c.command[:500]}` failed" + (f": {c.error}" if c.error else ""),
-                      "component": _component(c.command)} for c in failures[-FAILURES_RECORDED:]],
+        "failures": [
+            {
+                "error": f"`{c.command[:500]}` failed" + (f": {c.error}" if c.error else ""),
+                "component": _component(c.command),
+            }
+            for c in failures[-FAILURES_RECORDED:]
+        ],
         "task_id": s.task_id,
         "checkpoint": meta,
     }

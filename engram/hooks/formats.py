@@ -48,8 +48,12 @@ def _claude(path: Path, s: Session) -> None:
             for b in content if isinstance(content, list) else []:
                 if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str):
                     s.tool_call(str(b.get("id")), b["name"], b.get("input"))
-                elif isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str) \
-                        and not e.get("isSidechain"):
+                elif (
+                    isinstance(b, dict)
+                    and b.get("type") == "text"
+                    and isinstance(b.get("text"), str)
+                    and not e.get("isSidechain")
+                ):
                     s.answer(b["text"])
             continue
         if e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain"):
@@ -58,14 +62,21 @@ def _claude(path: Path, s: Session) -> None:
             if not content.lstrip().startswith(("<command-", "<local-command", "<bash-", "<system-reminder")):
                 s.request(content)
             continue
-        results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"] \
-            if isinstance(content, list) else []
+        results = (
+            [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+            if isinstance(content, list)
+            else []
+        )
         for b in results:
-            s.tool_result(str(b.get("tool_use_id")), text_of(b.get("content")), bool(b.get("is_error")),
-                          e.get("toolUseResult"))
+            s.tool_result(
+                str(b.get("tool_use_id")), text_of(b.get("content")), bool(b.get("is_error")), e.get("toolUseResult")
+            )
         if not results and isinstance(content, list):
-            text = "\n".join(b.get("text", "") for b in content
-                             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str))
+            text = "\n".join(
+                b.get("text", "")
+                for b in content
+                if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
+            )
             if text and not text.lstrip().startswith(("<command-", "<local-command", "[Request interrupted")):
                 s.request(text)
 
@@ -80,8 +91,11 @@ def _gemini_message(m: dict, s: Session) -> list[tuple]:
         # Only the text parts: a user record also carries the function responses sent back.
         content = m.get("content")
         parts = content if isinstance(content, list) else [content]
-        text = "\n".join(p if isinstance(p, str) else p["text"] for p in parts
-                         if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str)))
+        text = "\n".join(
+            p if isinstance(p, str) else p["text"]
+            for p in parts
+            if isinstance(p, str) or (isinstance(p, dict) and isinstance(p.get("text"), str))
+        )
         text = HOOK_CONTEXT.sub("", text).strip()  # what hooks added to the prompt is not the user's
         if not text or text.startswith(("/", "<session_context>")):
             return []
@@ -99,8 +113,9 @@ def _gemini_message(m: dict, s: Session) -> list[tuple]:
         if status in ("cancelled", "executing", "scheduled", "validating", "awaiting_approval"):
             continue  # never ran, or has not finished
         output = text_of(c.get("result")) or text_of(c.get("resultDisplay"))
-        events.append(("tool", c["name"], c.get("args") if isinstance(c.get("args"), dict) else {},
-                       output, status == "error"))
+        events.append(
+            ("tool", c["name"], c.get("args") if isinstance(c.get("args"), dict) else {}, output, status == "error")
+        )
     return events
 
 
@@ -118,8 +133,10 @@ def _gemini(path: Path, s: Session) -> None:  # noqa: C901 - a branch per entry 
         except OSError as e:
             raise TranscriptError(f"transcript {path} cannot be read: {e.strerror or e}") from None
         if size > MAX_JSON_DOCUMENT_BYTES:
-            raise TranscriptError(f"transcript {path} is {size:,} bytes, over the {MAX_JSON_DOCUMENT_BYTES:,} "
-                                  "read whole for a one-document Gemini session")
+            raise TranscriptError(
+                f"transcript {path} is {size:,} bytes, over the {MAX_JSON_DOCUMENT_BYTES:,} "
+                "read whole for a one-document Gemini session"
+            )
         try:
             doc = json.loads(path.read_bytes())
         except (OSError, ValueError) as e:
@@ -136,7 +153,7 @@ def _gemini(path: Path, s: Session) -> None:  # noqa: C901 - a branch per entry 
             rid = r["$rewindTo"]
             if rid in messages:
                 keys = list(messages)
-                for k in keys[keys.index(rid):]:
+                for k in keys[keys.index(rid) :]:
                     del messages[k]
             else:
                 messages.clear()
@@ -193,7 +210,7 @@ def _codex_output(raw: Any) -> tuple[str, bool]:
     head = CODEX_OUTPUT_HEADER.match(text)
     if head:
         code = CODEX_HEADER_EXIT.search(head.group(1))
-        out = text[head.end():]
+        out = text[head.end() :]
         if code and code.group(1) != "0":
             return f"{out.rstrip()}\nexit code: {code.group(1)}", True
         return out, False
@@ -218,8 +235,12 @@ def _codex(path: Path, s: Session) -> None:
         request = None
         if kind == "event_msg" and ptype == "user_message" and isinstance(p.get("message"), str):
             request = p["message"]
-        elif kind == "event_msg" and ptype == "item_completed" and isinstance(p.get("item"), dict) \
-                and p["item"].get("type") == "UserMessage":
+        elif (
+            kind == "event_msg"
+            and ptype == "item_completed"
+            and isinstance(p.get("item"), dict)
+            and p["item"].get("type") == "UserMessage"
+        ):
             request = text_of(p["item"].get("content"))
         if request is not None:
             if request != last_request:

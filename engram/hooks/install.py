@@ -86,37 +86,72 @@ class Client:
 # the key), which it clamps to 3 s and kills after. Stop runs in the background (detach.sh), so at
 # the end of `codex exec` the two checkpoint the same transcript side by side: whichever comes first
 # stores it and the other stores nothing new; SessionEnd adds a turn interrupted before its Stop.
-CLIENTS: dict[str, Client] = {c.name: c for c in (
-    Client("claude-code", "Claude Code", (
-        Event("SessionStart", 30), Event("UserPromptSubmit", 10),
-        # SessionEnd's budget is 1.5 s unless a hook asks for more with its own timeout.
-        Event("PreCompact", 60), Event("SessionEnd", 60), Event("Stop", 60, background=True)),
-        timeout_unit_ms=False),
-    Client("codex", "Codex", (
-        Event("SessionStart", 30), Event("UserPromptSubmit", 10),
-        Event("PreCompact", 60), Event("Stop", 60, background=True), Event("SessionEnd", 3)),
-        timeout_unit_ms=False),
-    # Not PreCompress: Gemini CLI 0.61 fires it before every model call, ahead of its own check of
-    # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
-    # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
-    Client("gemini", "Gemini CLI", (
-        Event("SessionStart", 30), Event("BeforeAgent", 10), Event("SessionEnd", 60),
-        Event("AfterAgent", 30, background=True)),
-        timeout_unit_ms=True),
-)}
+CLIENTS: dict[str, Client] = {
+    c.name: c
+    for c in (
+        Client(
+            "claude-code",
+            "Claude Code",
+            (
+                Event("SessionStart", 30),
+                Event("UserPromptSubmit", 10),
+                # SessionEnd's budget is 1.5 s unless a hook asks for more with its own timeout.
+                Event("PreCompact", 60),
+                Event("SessionEnd", 60),
+                Event("Stop", 60, background=True),
+            ),
+            timeout_unit_ms=False,
+        ),
+        Client(
+            "codex",
+            "Codex",
+            (
+                Event("SessionStart", 30),
+                Event("UserPromptSubmit", 10),
+                Event("PreCompact", 60),
+                Event("Stop", 60, background=True),
+                Event("SessionEnd", 3),
+            ),
+            timeout_unit_ms=False,
+        ),
+        # Not PreCompress: Gemini CLI 0.61 fires it before every model call, ahead of its own check of
+        # whether to compress (ChatCompressionService.compress), so it would add a checkpoint's wait to
+        # each turn and report a compaction that did not happen. SessionEnd checkpoints the session.
+        Client(
+            "gemini",
+            "Gemini CLI",
+            (
+                Event("SessionStart", 30),
+                Event("BeforeAgent", 10),
+                Event("SessionEnd", 60),
+                Event("AfterAgent", 30, background=True),
+            ),
+            timeout_unit_ms=True,
+        ),
+    )
+}
 
 CODEX_FEATURE_MARK = "# added by engram hooks install"
 # How the user removes a plugin that carries engram's hooks, to install them by hand instead.
-REMOVE_PLUGIN = {"claude-code": "claude plugin uninstall {}", "codex": "codex plugin remove {}",
-                 "gemini": "gemini extensions uninstall {}"}
+REMOVE_PLUGIN = {
+    "claude-code": "claude plugin uninstall {}",
+    "codex": "codex plugin remove {}",
+    "gemini": "gemini extensions uninstall {}",
+}
 
 
 def project_root(cwd: Path) -> Path:
     """The repository's top folder (where the client looks for project settings), else cwd."""
     import subprocess  # here and below: `engram hook`, run at every prompt, builds the parser that imports this
+
     try:
-        out = subprocess.run(["git", "-C", str(cwd), "rev-parse", "--show-toplevel"], capture_output=True,
-                             text=True, timeout=10, check=False)
+        out = subprocess.run(
+            ["git", "-C", str(cwd), "rev-parse", "--show-toplevel"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return cwd
     return Path(out.stdout.strip()) if out.returncode == 0 and out.stdout.strip() else cwd
@@ -150,6 +185,7 @@ def store_options(home: Path | None, user: str | None) -> list[str]:
     MCP server was configured with (engram-setup prints them into the server's entry only). The
     defaults are left out, so a default install reads the same as before."""
     from engram.core.settings import Settings
+
     default = Settings()
     out: list[str] = []
     if home is not None and Path(home).expanduser() != default.home:
@@ -257,14 +293,13 @@ def _engram_groups(hooks: dict[str, Any], client: str) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for event, groups in hooks.items():
         for g in groups:
-            for h in (g.get("hooks") if isinstance(g, dict) and isinstance(g.get("hooks"), list) else []):
+            for h in g.get("hooks") if isinstance(g, dict) and isinstance(g.get("hooks"), list) else []:
                 if isinstance(h, dict) and is_engram_hook(h.get("command"), client):
                     found.setdefault(event, []).append(g)
     return found
 
 
-def _installed(data: dict[str, Any], client: Client, argv: list[str] | None,
-               options: Sequence[str]) -> dict[str, Any]:
+def _installed(data: dict[str, Any], client: Client, argv: list[str] | None, options: Sequence[str]) -> dict[str, Any]:
     """`data` with exactly engram's current entries for this client (the rest untouched)."""
     hooks = data.get("hooks", {})
     wanted = {e.name: _group(client, e, argv, options) for e in client.events}
@@ -301,6 +336,7 @@ def _codex_feature(text: str | None, path: Path, enable: bool) -> str | None:
     Edited as text, so the user's comments and layout stay; only lines marked as engram's are removed.
     """
     import tomllib
+
     text = text or ""
     try:
         config = tomllib.loads(text)
@@ -316,16 +352,20 @@ def _codex_feature(text: str | None, path: Path, enable: bool) -> str | None:
     if features.get("hooks") is True:
         return None
     if "hooks" in features:
-        raise InstallError(f"{path} turns Codex hooks off ([features] hooks = {features['hooks']!r}); set it "
-                           "to true yourself to use engram's hooks (nothing was changed)")
+        raise InstallError(
+            f"{path} turns Codex hooks off ([features] hooks = {features['hooks']!r}); set it "
+            "to true yourself to use engram's hooks (nothing was changed)"
+        )
     header = re.compile(r"^\s*\[\s*features\s*\]\s*(#.*)?$")
     for i, ln in enumerate(lines):
         if header.match(ln):
             lines.insert(i + 1, f"hooks = true  {CODEX_FEATURE_MARK}\n")
             return "".join(lines)
     if "features" in config:  # dotted keys or an inline table: no header to add a line under
-        raise InstallError(f"{path} defines features without a [features] table; add hooks = true to them "
-                           "yourself (nothing was changed)")
+        raise InstallError(
+            f"{path} defines features without a [features] table; add hooks = true to them "
+            "yourself (nothing was changed)"
+        )
     sep = "" if not text or text.endswith("\n") else "\n"  # no blank line: uninstall leaves no trace
     return f"{text}{sep}[features]  {CODEX_FEATURE_MARK}\nhooks = true  {CODEX_FEATURE_MARK}\n"
 
@@ -343,11 +383,15 @@ class Change:
 
     def diff(self) -> str:
         import difflib
+
         a = (self.before or "").splitlines(keepends=True)
         b = (self.after or "").splitlines(keepends=True)
         name = str(self.path)
-        return "".join(difflib.unified_diff(a, b, "/dev/null" if self.before is None else name,
-                                            "/dev/null" if self.after is None else name))
+        return "".join(
+            difflib.unified_diff(
+                a, b, "/dev/null" if self.before is None else name, "/dev/null" if self.after is None else name
+            )
+        )
 
     def write(self) -> None:
         if self.after is None:
@@ -368,8 +412,14 @@ def _client(name: str) -> Client:
         raise InstallError(f"unknown client {name!r}; one of: {', '.join(CLIENTS)}") from None
 
 
-def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
-          argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
+def _plan(
+    client_name: str,
+    scope: Scope,
+    cwd: Path | None,
+    enable: bool,
+    argv: list[str] | None = None,
+    options: Sequence[str] = (),
+) -> list[Change]:
     """Every file change install (enable) or uninstall makes, all checked before any is written."""
     client = _client(client_name)
     cwd = cwd or Path.cwd()
@@ -394,14 +444,23 @@ def _plan(client_name: str, scope: Scope, cwd: Path | None, enable: bool,
     return changes
 
 
-def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_run: bool = False,
-            argv: list[str] | None = None, options: Sequence[str] = ()) -> list[Change]:
+def install(
+    client: str,
+    scope: Scope = "user",
+    *,
+    cwd: Path | None = None,
+    dry_run: bool = False,
+    argv: list[str] | None = None,
+    options: Sequence[str] = (),
+) -> list[Change]:
     """Add engram's hooks for `client`; returns the changes (written unless dry_run). `options`:
     store_options, written after each command. Refused while a plugin runs them (hooks/plugins.py)."""
     for p in plugin_hooks(_client(client).name, project_root(cwd or Path.cwd())):
-        raise InstallError(f"engram's {CLIENTS[client].label} hooks come from the plugin {p['id']} ({p['path']}); "
-                           f"not adding a second copy. To manage them by hand instead, remove it first: "
-                           f"{REMOVE_PLUGIN[client].format(p['id'])}")
+        raise InstallError(
+            f"engram's {CLIENTS[client].label} hooks come from the plugin {p['id']} ({p['path']}); "
+            f"not adding a second copy. To manage them by hand instead, remove it first: "
+            f"{REMOVE_PLUGIN[client].format(p['id'])}"
+        )
     changes = _plan(client, scope, cwd, True, argv, options)
     if not dry_run:
         for c in changes:
@@ -409,8 +468,7 @@ def install(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_
     return changes
 
 
-def uninstall(client: str, scope: Scope = "user", *, cwd: Path | None = None,
-              dry_run: bool = False) -> list[Change]:
+def uninstall(client: str, scope: Scope = "user", *, cwd: Path | None = None, dry_run: bool = False) -> list[Change]:
     """Remove exactly the entries install added for `client` (the rest of each file as it is)."""
     changes = _plan(client, scope, cwd, False)
     if not dry_run:
@@ -433,21 +491,43 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
                 rows.append({**row, "installed": False, "error": str(e)})
                 continue
             found = _engram_groups(data.get("hooks", {}), client.name)
-            commands = sorted({h["command"] for gs in found.values() for g in gs for h in g["hooks"]
-                               if isinstance(h, dict) and is_engram_hook(h.get("command"), client.name)})
+            commands = sorted(
+                {
+                    h["command"]
+                    for gs in found.values()
+                    for g in gs
+                    for h in g["hooks"]
+                    if isinstance(h, dict) and is_engram_hook(h.get("command"), client.name)
+                }
+            )
             missing = [e.name for e in client.events if e.name not in found]
-            row.update(installed=bool(found), events=sorted(found), missing_events=missing if found else [],
-                       commands=commands, runnable=all(_runnable(c) for c in commands) if commands else None,
-                       store=_store_of(commands[0]) if commands else None)
+            row.update(
+                installed=bool(found),
+                events=sorted(found),
+                missing_events=missing if found else [],
+                commands=commands,
+                runnable=all(_runnable(c) for c in commands) if commands else None,
+                store=_store_of(commands[0]) if commands else None,
+            )
             if client.name == "codex" and found:
                 row["feature_flag"] = _codex_flag(codex_dir(scope, cwd) / "config.toml")
             rows.append(row)
     for client in CLIENTS.values():
         for p in plugin_hooks(client.name, project_root(cwd)):
-            rows.append({"client": client.name, "scope": "plugin", "path": p["path"], "plugin": p["id"],
-                         "installed": True, "events": p["events"],
-                         "missing_events": [e.name for e in client.events if e.name not in p["events"]],
-                         "commands": [], "runnable": p["runnable"], "store": None})
+            rows.append(
+                {
+                    "client": client.name,
+                    "scope": "plugin",
+                    "path": p["path"],
+                    "plugin": p["id"],
+                    "installed": True,
+                    "events": p["events"],
+                    "missing_events": [e.name for e in client.events if e.name not in p["events"]],
+                    "commands": [],
+                    "runnable": p["runnable"],
+                    "store": None,
+                }
+            )
     return rows
 
 
@@ -471,6 +551,7 @@ def _runnable(command: str) -> bool:
 
 def _codex_flag(path: Path) -> bool | None:
     import tomllib
+
     try:
         features = tomllib.loads(path.read_text(encoding="utf-8")).get("features", {})
     except (OSError, tomllib.TOMLDecodeError):

@@ -52,8 +52,14 @@ def plugin_hooks(client: str, project: Path | None = None) -> list[dict[str, Any
     for pid, root in roots:
         events = _engram_events(root, client)
         if events:
-            found.append({"id": pid, "path": str(root / "hooks" / "hooks.json"), "events": sorted(events),
-                          "runnable": all(_runnable(c, root, client) for cs in events.values() for c in cs)})
+            found.append(
+                {
+                    "id": pid,
+                    "path": str(root / "hooks" / "hooks.json"),
+                    "events": sorted(events),
+                    "runnable": all(_runnable(c, root, client) for cs in events.values() for c in cs),
+                }
+            )
     return found
 
 
@@ -62,9 +68,17 @@ def _engram_events(root: Path, client: str) -> dict[str, list[str]]:
     hooks = data.get("hooks") if isinstance(data, dict) else None
     if not isinstance(hooks, dict):
         return {}
-    events = {event: [h["command"] for g in groups if isinstance(g, dict) and isinstance(g.get("hooks"), list)
-                      for h in g["hooks"] if isinstance(h, dict) and is_engram_hook(h.get("command"), client)]
-              for event, groups in hooks.items() if isinstance(groups, list)}
+    events = {
+        event: [
+            h["command"]
+            for g in groups
+            if isinstance(g, dict) and isinstance(g.get("hooks"), list)
+            for h in g["hooks"]
+            if isinstance(h, dict) and is_engram_hook(h.get("command"), client)
+        ]
+        for event, groups in hooks.items()
+        if isinstance(groups, list)
+    }
     return {e: cs for e, cs in events.items() if cs}
 
 
@@ -87,7 +101,7 @@ def _claude_roots(project: Path | None) -> list[tuple[str, Path]]:
     installed = _json(config / "plugins" / "installed_plugins.json")
     plugins = installed.get("plugins") if isinstance(installed, dict) else None
     out = []
-    for pid, installs in (plugins.items() if isinstance(plugins, dict) else ()):
+    for pid, installs in plugins.items() if isinstance(plugins, dict) else ():
         for inst in installs if enabled.get(pid) and isinstance(installs, list) else ():
             if not isinstance(inst, dict) or not isinstance(inst.get("installPath"), str):
                 continue
@@ -100,17 +114,21 @@ def _claude_roots(project: Path | None) -> list[tuple[str, Path]]:
 
 def _codex_roots(project: Path | None) -> list[tuple[str, Path]]:
     import tomllib
+
     home = Path(os.environ.get("CODEX_HOME") or Path.home() / ".codex")
     try:
         plugins = tomllib.loads((home / "config.toml").read_text(encoding="utf-8")).get("plugins", {})
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
         return []
     out = []
-    for pid, entry in (plugins.items() if isinstance(plugins, dict) else ()):
+    for pid, entry in plugins.items() if isinstance(plugins, dict) else ():
         name, _, market = pid.partition("@")
         if isinstance(entry, dict) and entry.get("enabled") is True and market:
-            out += [(pid, version) for version in sorted((home / "plugins" / "cache" / market / name).glob("*"))
-                    if version.is_dir()]
+            out += [
+                (pid, version)
+                for version in sorted((home / "plugins" / "cache" / market / name).glob("*"))
+                if version.is_dir()
+            ]
     return out
 
 
@@ -121,8 +139,11 @@ def _gemini_roots(project: Path | None) -> list[tuple[str, Path]]:
     out = []
     for folder in sorted(p for p in base.glob("*") if p.is_dir()):
         link = _json(folder / ".gemini-extension-install.json")
-        root = Path(link["source"]) if isinstance(link, dict) and link.get("type") == "link" \
-            and isinstance(link.get("source"), str) else folder
+        root = (
+            Path(link["source"])
+            if isinstance(link, dict) and link.get("type") == "link" and isinstance(link.get("source"), str)
+            else folder
+        )
         overrides = rules.get(folder.name, {}).get("overrides", []) if isinstance(rules, dict) else []
         on = True
         for rule in overrides if isinstance(overrides, list) else ():

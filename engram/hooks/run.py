@@ -37,14 +37,29 @@ CLIENTS = ("claude-code", "codex", "gemini")
 EVENTS: dict[str, dict[str, str]] = {
     # Claude Code also captures at SessionEnd: `claude -p` exits right after its last turn, which
     # can end the asynchronous Stop hook before it has handed the capture over.
-    "claude-code": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-                    "SessionEnd": "checkpoint+capture", "Stop": "capture"},
-    "gemini": {"SessionStart": "start", "BeforeAgent": "prompt", "PreCompress": "checkpoint",
-               "SessionEnd": "checkpoint", "AfterAgent": "capture"},
+    "claude-code": {
+        "SessionStart": "start",
+        "UserPromptSubmit": "prompt",
+        "PreCompact": "checkpoint",
+        "SessionEnd": "checkpoint+capture",
+        "Stop": "capture",
+    },
+    "gemini": {
+        "SessionStart": "start",
+        "BeforeAgent": "prompt",
+        "PreCompress": "checkpoint",
+        "SessionEnd": "checkpoint",
+        "AfterAgent": "capture",
+    },
     # Codex checkpoints at the end of each turn (Stop) and of the session (SessionEnd, 0.171), and
     # captures the turn at Stop too.
-    "codex": {"SessionStart": "start", "UserPromptSubmit": "prompt", "PreCompact": "checkpoint",
-              "Stop": "checkpoint+capture", "SessionEnd": "checkpoint"},
+    "codex": {
+        "SessionStart": "start",
+        "UserPromptSubmit": "prompt",
+        "PreCompact": "checkpoint",
+        "Stop": "checkpoint+capture",
+        "SessionEnd": "checkpoint",
+    },
 }
 
 
@@ -69,8 +84,7 @@ def canonical_event(client: str, event: str) -> str | None:
 
 def _additional_context(event: str, text: str) -> str:
     # The same shape in all three clients' references: hookSpecificOutput.additionalContext.
-    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}},
-                      ensure_ascii=False)
+    return json.dumps({"hookSpecificOutput": {"hookEventName": event, "additionalContext": text}}, ensure_ascii=False)
 
 
 def _home() -> Path:
@@ -100,10 +114,19 @@ def _connect(settings: Any, client: str, session_id: str, project: Any, timeout:
     server and the CLI detect theirs)."""
     from engram.server.backend import daemon_command
     from engram.server.rpc_client import RpcClient
-    return RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=session_id,
-                     client=client, user_id=settings.user_id, store=settings.store, timeout=timeout,
-                     spawn_timeout=timeout, project=project.id if project else None,
-                     branch=project.branch if project else None)
+
+    return RpcClient(
+        settings.socket_path,
+        spawn=daemon_command(settings),
+        session_id=session_id,
+        client=client,
+        user_id=settings.user_id,
+        store=settings.store,
+        timeout=timeout,
+        spawn_timeout=timeout,
+        project=project.id if project else None,
+        branch=project.branch if project else None,
+    )
 
 
 def _start(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
@@ -112,9 +135,11 @@ def _start(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
     r = rpc.call("session_start", max_tokens=settings.hook_start_tokens)
     if not r["context"]:
         return HookOutcome(message=f"source={payload.get('source')}: nothing to inject")
-    return HookOutcome(_additional_context(event, r["context"]),
-                       message=f"source={payload.get('source')}: injected {r['tokens']} tokens "
-                               f"({len(r['task_ids'])} open tasks, resumed {r['resumed']})")
+    return HookOutcome(
+        _additional_context(event, r["context"]),
+        message=f"source={payload.get('source')}: injected {r['tokens']} tokens "
+        f"({len(r['task_ids'])} open tasks, resumed {r['resumed']})",
+    )
 
 
 def _prompt(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
@@ -128,15 +153,19 @@ def _prompt(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
     r = rpc.call("prompt_memories", prompt=prompt, max_tokens=settings.hook_prompt_tokens)
     if not r["context"]:
         return HookOutcome(message="no memory clearly relevant")
-    return HookOutcome(_additional_context(event, r["context"]),
-                       message=f"added {len(r['memory_ids'])} memories ({r['tokens']} tokens)")
+    return HookOutcome(
+        _additional_context(event, r["context"]),
+        message=f"added {len(r['memory_ids'])} memories ({r['tokens']} tokens)",
+    )
 
 
-def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_id: str,
-                project: Any, connect) -> HookOutcome:
+def _checkpoint(
+    settings: Any, client: str, event: str, payload: dict, session_id: str, project: Any, connect
+) -> HookOutcome:
     from engram.hooks.checkpoint import build_checkpoint, git_state
     from engram.hooks.formats import read_transcript
     from engram.hooks.transcript import TranscriptError
+
     if not settings.hook_checkpoint:
         return HookOutcome(status="skipped", message="ENGRAM_HOOK_CHECKPOINT is off")
     path = payload.get("transcript_path")
@@ -146,12 +175,22 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
         s = read_transcript(Path(path).expanduser(), client)
     except TranscriptError as e:
         return HookOutcome(status="skipped", message=f"no checkpoint: {e}")
-    bad = f"; skipped {s.skipped} unreadable entries ({', '.join(f'{k}: {v}' for k, v in s.skip_reasons.items())})" \
-        if s.skipped else ""
+    bad = (
+        f"; skipped {s.skipped} unreadable entries ({', '.join(f'{k}: {v}' for k, v in s.skip_reasons.items())})"
+        if s.skipped
+        else ""
+    )
     detail = str(payload.get("trigger") or payload.get("reason") or "")
-    args = build_checkpoint(s, git_state(payload.get("cwd")), client=client, event=event, detail=detail,
-                            session_id=session_id, transcript=path,
-                            cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None)
+    args = build_checkpoint(
+        s,
+        git_state(payload.get("cwd")),
+        client=client,
+        event=event,
+        detail=detail,
+        session_id=session_id,
+        transcript=path,
+        cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None,
+    )
     stated = s.stated if settings.capture_conventions and not capture_off(settings, project) else []
     if args is None and not stated:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
@@ -163,14 +202,19 @@ def _checkpoint(settings: Any, client: str, event: str, payload: dict, session_i
             r = rpc.call("session_checkpoint", interrupted=auto, **args)
         if stated:
             c = rpc.call("capture_conventions", prompts=stated)
-            said = f", conventions: {len(c['stored'])} stored, {c['already']} already" \
-                + (f" ({c['reason']})" if c["reason"] else "")
+            said = f", conventions: {len(c['stored'])} stored, {c['already']} already" + (
+                f" ({c['reason']})" if c["reason"] else ""
+            )
     if args is None:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{said}{bad}")
     what = f"stored {r['handoff_id']}" if r["stored"] else f"stored nothing ({r.get('reason')})"
-    return HookOutcome(message=f"checkpoint of {s.entries} entries: {what}, task {r['task_id']} "
-                               f"({r['task_from']}), {r['failures_recorded']} failures"
-                               + (", reported context_overflow" if r["interrupted"] else "") + said + bad)
+    return HookOutcome(
+        message=f"checkpoint of {s.entries} entries: {what}, task {r['task_id']} "
+        f"({r['task_from']}), {r['failures_recorded']} failures"
+        + (", reported context_overflow" if r["interrupted"] else "")
+        + said
+        + bad
+    )
 
 
 def _detach_capture(settings: Any, client: str, event: str, payload: dict, session_id: str) -> HookOutcome:
@@ -192,12 +236,16 @@ def _detach_capture(settings: Any, client: str, event: str, payload: dict, sessi
             os.dup2(null, fd)
         start = time.monotonic()
         from engram.core.project import detect_project  # in the child: git's answer is not worth the agent's wait
+
         cwd = payload.get("cwd")
         project = detect_project(cwd) if isinstance(cwd, str) and cwd else None
         out = _capture_now(settings, client, payload, session_id, project)
         stamp = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        _log(settings.home, f"{stamp} {client} {event}:capture pid={os.getpid()} {out.status} "
-                            f"{(time.monotonic() - start) * 1000:.0f}ms: {out.message}")
+        _log(
+            settings.home,
+            f"{stamp} {client} {event}:capture pid={os.getpid()} {out.status} "
+            f"{(time.monotonic() - start) * 1000:.0f}ms: {out.message}",
+        )
     except BaseException:  # noqa: BLE001 - the child must never return into the hook's code
         code = 1
     finally:
@@ -208,6 +256,7 @@ def _capture_now(settings: Any, client: str, payload: dict, session_id: str, pro
     from engram.hooks.checkpoint import git_state
     from engram.hooks.turn_capture import capture_turns
     from engram.server.rpc import RpcError
+
     off = capture_off(settings, project)
     if off:
         return HookOutcome(status="skipped", message=f"capture is off in this project ({off})")
@@ -217,8 +266,11 @@ def _capture_now(settings: Any, client: str, payload: dict, session_id: str, pro
     try:
         cwd = payload.get("cwd") if isinstance(payload.get("cwd"), str) else None
         root = (git_state(cwd) or {}).get("root") or cwd
-        return HookOutcome(message=capture_turns(
-            settings, client, payload, lambda: _connect(settings, client, session_id, project, budget), root))
+        return HookOutcome(
+            message=capture_turns(
+                settings, client, payload, lambda: _connect(settings, client, session_id, project, budget), root
+            )
+        )
     except HookTimeout:
         return HookOutcome(status="error", message=f"capture gave up after {budget:g}s")
     except RpcError as e:
@@ -276,8 +328,9 @@ def _read_event(stdin: IO[bytes]) -> dict | HookOutcome:
     except ValueError as e:
         return HookOutcome(status="error", message=f"input is not JSON ({e}); ignored")
     if not isinstance(payload, dict):
-        return HookOutcome(status="error",
-                           message=f"input is not a JSON object (got {type(payload).__name__}); ignored")
+        return HookOutcome(
+            status="error", message=f"input is not a JSON object (got {type(payload).__name__}); ignored"
+        )
     return payload
 
 
@@ -285,9 +338,11 @@ def _plugin_handles(client: str, payload: dict) -> bool:
     """This hook is a copy in a settings file beside the engram plugin's own hooks, which handle
     the event (the plugin's launcher marks its runs with VIA_PLUGIN)."""
     from engram.hooks.plugins import VIA_PLUGIN, plugin_hooks
+
     if os.environ.get(VIA_PLUGIN):
         return False
     from engram.hooks.install import project_root
+
     cwd = payload.get("cwd")
     return bool(plugin_hooks(client, project_root(Path(cwd)) if isinstance(cwd, str) and cwd else None))
 
@@ -296,14 +351,17 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     """Handle one hook event; never raises (everything ends as an outcome)."""
     from engram.core.project import detect_project
     from engram.core.settings import Settings
+
     try:
         settings = settings or Settings.from_env()
     except ValueError as e:
         return HookOutcome(status="error", message=f"bad setting: {e}")
     name = canonical_event(client, event)
     if name is None:
-        return HookOutcome(status="skipped", message=f"{client} has no hook event {event!r} engram handles "
-                                                     f"(it handles {', '.join(EVENTS[client])})")
+        return HookOutcome(
+            status="skipped",
+            message=f"{client} has no hook event {event!r} engram handles (it handles {', '.join(EVENTS[client])})",
+        )
     payload = _read_event(stdin)
     if isinstance(payload, HookOutcome):
         return payload
@@ -328,13 +386,16 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
     from engram.server.rpc import RpcError
+
     # A checkpoint waits for a daemon that is still starting as long as its whole budget allows
     # (the clients give these events 60 s): it is the only record of the session, and the first
     # daemon of a new home can take longer than hook_timeout_s to start on a loaded machine.
     wait = budget if kind == "checkpoint" else settings.hook_timeout_s
     try:
+
         def connect():
             return _connect(settings, client, session_id, project, wait)
+
         if kind == "checkpoint":
             # Gemini CLI does not wait for SessionEnd hooks, and a closing terminal hangs up on
             # its children: the checkpoint (a few seconds at most) finishes anyway.
@@ -359,6 +420,7 @@ def main(event: str, client: str, stdin: IO[bytes] | None = None, stdout: IO[str
     home = _home()
     try:
         from engram.core.settings import Settings
+
         settings = Settings.from_env()
         home = settings.home
     except Exception:  # noqa: BLE001 - run_hook reports the bad setting
@@ -384,6 +446,7 @@ def _redacted(message: str, settings: Any) -> str:
     """The message as the store would keep it: an error can quote a command with its password."""
     try:
         from engram.core.redaction import Redactor
+
         if settings is not None:
             return Redactor(settings.redact_patterns, settings.redact_allow)(message)
         return Redactor()(message)

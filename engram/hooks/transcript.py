@@ -37,21 +37,36 @@ EDIT_CHARS = 20_000  # of an edit's old and new text compared for its changed li
 
 # engram's MCP tools as each client names them: mcp__engram__create_task (Claude Code, Codex),
 # mcp_engram_create_task (Gemini CLI); any server name containing "engram".
-ENGRAM_TOOL = re.compile(r"engram\w*?_+(create_task|resume_task|update_task|get_task|track_progress|"
-                         r"track_failure|session_handoff|store_memory|report_interruption)$")
+ENGRAM_TOOL = re.compile(
+    r"engram\w*?_+(create_task|resume_task|update_task|get_task|track_progress|"
+    r"track_failure|session_handoff|store_memory|report_interruption)$"
+)
 # Gemini CLI adds a hook's additionalContext to the prompt inside these tags.
 HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
 # Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
 # CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
 EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
-TODO_STATUSES = {"pending": "pending", "not_started": "pending", "planned": "pending",
-                 "in_progress": "in_progress", "completed": "done", "done": "done",
-                 "cancelled": "cancelled", "canceled": "cancelled", "deleted": "cancelled",
-                 "blocked": "blocked"}
+TODO_STATUSES = {
+    "pending": "pending",
+    "not_started": "pending",
+    "planned": "pending",
+    "in_progress": "in_progress",
+    "completed": "done",
+    "done": "done",
+    "cancelled": "cancelled",
+    "canceled": "cancelled",
+    "deleted": "cancelled",
+    "blocked": "blocked",
+}
 # A Codex goal's status: it is worked on (active) until complete; paused or blocked, still open.
-GOAL_STATUSES = {"active": "in_progress", "complete": "done", "completed": "done", "paused": "pending",
-                 "blocked": "blocked"}
+GOAL_STATUSES = {
+    "active": "in_progress",
+    "complete": "done",
+    "completed": "done",
+    "paused": "pending",
+    "blocked": "blocked",
+}
 
 
 class TranscriptError(Exception):
@@ -272,8 +287,14 @@ class Session:
             failed = True
         error = _tail(output, ERROR_CHARS) if failed else ""
         self.commands_run += 1
-        self._record({"k": "command", "command": cmd[:2000], "failed": failed,
-                      "output": _head_tail(output, CAPTURE_CHARS) if failed else ""})
+        self._record(
+            {
+                "k": "command",
+                "command": cmd[:2000],
+                "failed": failed,
+                "output": _head_tail(output, CAPTURE_CHARS) if failed else "",
+            }
+        )
         self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
 
 
@@ -306,7 +327,7 @@ def _patch_pairs(patch: str) -> list[tuple[str, str, str]]:
 def _head_tail(text: str, n: int) -> str:
     """A long output's start and end (a compiler names the error first, a traceback last)."""
     text = (text or "").strip()
-    return text if len(text) <= n else text[:n // 3] + "\n…\n" + text[-(n - n // 3):]
+    return text if len(text) <= n else text[: n // 3] + "\n…\n" + text[-(n - n // 3) :]
 
 
 def _tail(text: str, n: int) -> str:

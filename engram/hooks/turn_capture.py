@@ -42,8 +42,7 @@ def _load(path: Path, transcript: str) -> dict:
     except (OSError, ValueError):
         state = None
     if not isinstance(state, dict) or state.get("v") != STATE_VERSION or state.get("transcript") != transcript:
-        return {"v": STATE_VERSION, "transcript": transcript, "offset": 0, "events": 0, "open": [],
-                "pending": None}
+        return {"v": STATE_VERSION, "transcript": transcript, "offset": 0, "events": 0, "open": [], "pending": None}
     return state
 
 
@@ -59,6 +58,7 @@ def read_new_events(path: Path, client: str, state: dict) -> tuple[list[dict], A
     """The events of the transcript after those the state says were captured, and the session read."""
     from engram.hooks.formats import READERS
     from engram.hooks.transcript import Session
+
     s = Session(client=client, timeline=[])
     size = path.stat().st_size
     jsonl = client != "gemini"
@@ -76,7 +76,7 @@ def read_new_events(path: Path, client: str, state: dict) -> tuple[list[dict], A
 
 def _relative(path: str, root: str | None) -> str:
     if root and path.startswith(root.rstrip("/") + "/"):
-        return path[len(root.rstrip("/")) + 1:]
+        return path[len(root.rstrip("/")) + 1 :]
     return path
 
 
@@ -130,31 +130,50 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         turns, pending = turns_of(events, state.get("pending"))
         # The user's prompts new in this capture that state a convention, stored as the project's
         # facts (continuity/conventions.py: a restatement reinforces, a session's prompt counts once).
-        stated = [e["text"] for e in events if e["k"] == "request" and conventions_in(e["text"])] \
-            if settings.capture_conventions else []
-        episodes = [{"request": t["request"][:EPISODE_CHARS], "answer": t["answer"][:EPISODE_CHARS]}
-                    for t in turns][-MAX_EPISODES:] if settings.capture_episodes else []
+        stated = (
+            [e["text"] for e in events if e["k"] == "request" and conventions_in(e["text"])]
+            if settings.capture_conventions
+            else []
+        )
+        episodes = (
+            [{"request": t["request"][:EPISODE_CHARS], "answer": t["answer"][:EPISODE_CHARS]} for t in turns][
+                -MAX_EPISODES:
+            ]
+            if settings.capture_episodes
+            else []
+        )
         stored = {"fixes": 0, "episodes": 0}
         task = s.task_id or state.get("task")  # named through engram's tools in this turn or before
         if fixes or episodes or stated:
             with connect() as rpc:
                 if fixes or episodes:
-                    stored = rpc.call("session_capture", fixes=fixes, episodes=episodes, task_id=task,
-                                      client=client)
+                    stored = rpc.call("session_capture", fixes=fixes, episodes=episodes, task_id=task, client=client)
                 if stated:
                     said = rpc.call("capture_conventions", prompts=stated[-MAX_STATED:])
                     stored["conventions"] = len(said.get("stored") or [])
         # The errors waiting for their fix and a turn's request wait on disk: redacted as the store
         # would redact them (a failing command's output can hold a token).
         from engram.core.redaction import Redactor
+
         redact = Redactor(settings.redact_patterns, settings.redact_allow)
-        calls = {k: [name, args] for k, (name, args) in list(s.pending_calls.items())[-PENDING_CALLS:]} \
-            if client != "gemini" else {}
-        state.update(offset=s.end_offset, events=state["events"] + len(events), open=redact.value(tracker.state()),
-                     pending=redact.value(pending), calls=redact.value(calls), task=task)
+        calls = (
+            {k: [name, args] for k, (name, args) in list(s.pending_calls.items())[-PENDING_CALLS:]}
+            if client != "gemini"
+            else {}
+        )
+        state.update(
+            offset=s.end_offset,
+            events=state["events"] + len(events),
+            open=redact.value(tracker.state()),
+            pending=redact.value(pending),
+            calls=redact.value(calls),
+            task=task,
+        )
         _save(state_path, state)
     finally:
         os.close(lock)
-    return (f"captured {len(events)} events: {len(fixes)} fixes ({stored.get('fixes', 0)} new), "
-            f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
-            f"{len(stated)} prompts stating a convention ({stored.get('conventions', 0)} stored)")
+    return (
+        f"captured {len(events)} events: {len(fixes)} fixes ({stored.get('fixes', 0)} new), "
+        f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
+        f"{len(stated)} prompts stating a convention ({stored.get('conventions', 0)} stored)"
+    )

@@ -66,6 +66,7 @@ class _QueryCache:
 BATCH_SIZE = 64  # texts per forward pass in a batch (sorted by length, as encode() does)
 LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forward)
 
+
 class TorchModel:
     """The sentence-transformers model on torch: the model's own tokens and vectors, and the
     reference the ONNX graph is exported from and checked against (onnx_runtime.Reference)."""
@@ -103,8 +104,9 @@ class TorchModel:
         return np.asarray(v.numpy(), dtype=np.float32)
 
 
-def load_torch_model(model: str, path: str, source: str, cache_dir: Path | None, threads: int,
-                     allow_download: bool) -> TorchModel:
+def load_torch_model(
+    model: str, path: str, source: str, cache_dir: Path | None, threads: int, allow_download: bool
+) -> TorchModel:
     """The sentence-transformers model on the CPU, offline unless allow_download (from the Hub)."""
     if source == "hub" and not allow_download:
         # Without this the library would try the network and hang or fail obscurely.
@@ -149,9 +151,15 @@ class SentenceTransformerEmbedder:
     (engram.models.onnx_verify) and then trusts its manifest: torch never enters a long-lived process.
     """
 
-    def __init__(self, model: str = "all-MiniLM-L6-v2", cache_dir: Path | None = None,
-                 threads: int = 1, allow_download: bool = False, onnx: bool = True,
-                 check_in_child: bool = False):
+    def __init__(
+        self,
+        model: str = "all-MiniLM-L6-v2",
+        cache_dir: Path | None = None,
+        threads: int = 1,
+        allow_download: bool = False,
+        onnx: bool = True,
+        check_in_child: bool = False,
+    ):
         path, source = resolve_model_path(model, cache_dir)
         self.name = model
         self.source = source
@@ -242,7 +250,7 @@ class SentenceTransformerEmbedder:
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), BATCH_SIZE):
-            idx = order[start:start + BATCH_SIZE]
+            idx = order[start : start + BATCH_SIZE]
             out[idx] = self._forward(self._tokenize([texts[i] for i in idx]), large)
         return out
 
@@ -318,14 +326,16 @@ _shared: dict[tuple, SentenceTransformerEmbedder] = {}
 _shared_lock = threading.Lock()
 
 
-def load_embedder(model: str, cache_dir: Path | None = None, threads: int = 1,
-                  allow_download: bool = False, onnx: bool | None = None) -> SentenceTransformerEmbedder:
+def load_embedder(
+    model: str, cache_dir: Path | None = None, threads: int = 1, allow_download: bool = False, onnx: bool | None = None
+) -> SentenceTransformerEmbedder:
     """One loaded model per (name, cache, threads, backend choice) in a process.
 
     onnx None: as ENGRAM_ONNX says (on unless it is 0/false).
     """
     if onnx is None:
         from engram.core.settings import onnx_from_env
+
         onnx = onnx_from_env()
     key = (model, str(cache_dir), threads, onnx)
     with _shared_lock:

@@ -39,8 +39,8 @@ class LateReader:
 
     def __init__(self, folder: Path | None = None, threads: int = 2):
         self.session, self.tokenizer = onnx_model(
-            *reranker_files(folder, _FOLDER, what="late-interaction reader", setting="ENGRAM_LATE_INTERACTION"),
-            threads)
+            *reranker_files(folder, _FOLDER, what="late-interaction reader", setting="ENGRAM_LATE_INTERACTION"), threads
+        )
         self.tokenizer.no_truncation()  # a long memory is read window by window (_windows)
         self._lock = threading.Lock()
 
@@ -71,8 +71,9 @@ class LateReader:
         other vectors (cosine about 0.99); a text must get the same ones whenever it is written."""
         x = np.array([ids], dtype=np.int64)
         with self._lock:
-            h = self.session.run(None, {"input_ids": x, "attention_mask": np.ones_like(x),
-                                        "token_type_ids": np.zeros_like(x)})[0][0, :, :TOKEN_DIM]
+            h = self.session.run(
+                None, {"input_ids": x, "attention_mask": np.ones_like(x), "token_type_ids": np.zeros_like(x)}
+            )[0][0, :, :TOKEN_DIM]
         return from_bytes(to_bytes(h / (np.linalg.norm(h, axis=1, keepdims=True) + 1e-8)))
 
 
@@ -86,7 +87,7 @@ def _windows(ids: list[int]) -> list[list[int]]:
     width = MAX_TOKENS - 2
     step = width - WINDOW_OVERLAP
     starts = range(0, max(len(body) - WINDOW_OVERLAP, 1), step)
-    return [[first, *body[a:a + width], last] for a in starts]
+    return [[first, *body[a : a + width], last] for a in starts]
 
 
 def maxsim(query: np.ndarray, docs: Sequence[np.ndarray]) -> np.ndarray:

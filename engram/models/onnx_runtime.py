@@ -140,8 +140,9 @@ class OnnxRuntime:
         else:
             why = f"its vectors differ by {err:.2g}"
         if err > ONNX_TOLERANCE:
-            log.warning("large batches stay on one thread: the %d-thread session failed (%s)",
-                        ONNX_LARGE_BATCH_THREADS, why)
+            log.warning(
+                "large batches stay on one thread: the %d-thread session failed (%s)", ONNX_LARGE_BATCH_THREADS, why
+            )
             return self.session
         return session
 
@@ -150,9 +151,11 @@ class OnnxRuntime:
         if self._lower:
             texts = [t.lower() for t in texts]
         enc = self._fast.encode_batch(texts)
-        return {"input_ids": np.array([e.ids for e in enc], dtype=np.int64),
-                "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
-                "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64)}
+        return {
+            "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
+            "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
+            "token_type_ids": np.array([e.type_ids for e in enc], dtype=np.int64),
+        }
 
     # ------------------------------------------------------------------ the trusted path
 
@@ -178,8 +181,12 @@ class OnnxRuntime:
             if v.shape != (1, self.dim) or not abs(float(np.linalg.norm(v)) - 1.0) < 1e-3:
                 raise ValueError(f"a probe gave a {v.shape} vector, not one unit vector of {self.dim}")
         except Exception as e:  # noqa: BLE001 - any failure here means: check it again with torch
-            log.warning("checked ONNX graph %s cannot be used (%s: %s); checking it again with torch",
-                        target, type(e).__name__, str(e)[:200])
+            log.warning(
+                "checked ONNX graph %s cannot be used (%s: %s); checking it again with torch",
+                target,
+                type(e).__name__,
+                str(e)[:200],
+            )
             self._fast, self.inputs = None, ()
             return False
         self.session, self.file, self.checked = session, target, "trusted"
@@ -190,10 +197,17 @@ class OnnxRuntime:
         recorded a checked graph. On any failure this process checks the graph itself."""
         import subprocess
         import sys
+
         cmd = [sys.executable, "-m", "engram.models.onnx_verify", self.name, str(self.cache_dir), str(self.threads)]
         try:
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=CHECK_CHILD_TIMEOUT_S,
-                               stdin=subprocess.DEVNULL, check=False)
+            r = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=CHECK_CHILD_TIMEOUT_S,
+                stdin=subprocess.DEVNULL,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError) as e:
             log.warning("could not check the ONNX graph in a child process (%s); checking it here", e)
             return False
@@ -231,14 +245,12 @@ class OnnxRuntime:
                 session = _ort_session(str(target), self.threads)
                 err = self._error(session, reference)
             except Exception as e:  # noqa: BLE001 - a truncated or corrupt file: export again
-                log.warning("cached ONNX graph %s is unreadable (%s); exporting it again",
-                            target, type(e).__name__)
+                log.warning("cached ONNX graph %s is unreadable (%s); exporting it again", target, type(e).__name__)
             else:
                 if err <= ONNX_TOLERANCE:
                     self.session, self.file = session, target
                     return f"cached graph {target}"
-                log.warning("cached ONNX graph %s differs from torch by %.2g; exporting it again",
-                            target, err)
+                log.warning("cached ONNX graph %s differs from torch by %.2g; exporting it again", target, err)
         try:
             graph = self._export(reference)
             session = _ort_session(graph, self.threads)
@@ -272,14 +284,23 @@ class OnnxRuntime:
         if self.file is None:
             return False  # exported in memory only: there is nothing for a later start to trust
         tr = reference.model[0]
-        info = {"format": ONNX_FORMAT, "graph": self.file.name,
-                "graph_bytes": self.file.stat().st_size, "inputs": list(self.inputs),
-                "dim": reference.dim, "max_seq_length": int(reference.model.max_seq_length),
-                "lower": bool(getattr(tr, "do_lower_case", False))}
+        info = {
+            "format": ONNX_FORMAT,
+            "graph": self.file.name,
+            "graph_bytes": self.file.stat().st_size,
+            "inputs": list(self.inputs),
+            "dim": reference.dim,
+            "max_seq_length": int(reference.model.max_seq_length),
+            "lower": bool(getattr(tr, "do_lower_case", False)),
+        }
         try:
             tok = getattr(tr, "tokenizer", None)
-            info.update(tokenizer=str(tokenizer_file(Path(self.path))), pad_id=int(tok.pad_token_id),
-                        pad_token=str(tok.pad_token), pad_type_id=int(getattr(tok, "pad_token_type_id", 0)))
+            info.update(
+                tokenizer=str(tokenizer_file(Path(self.path))),
+                pad_id=int(tok.pad_token_id),
+                pad_token=str(tok.pad_token),
+                pad_type_id=int(getattr(tok, "pad_token_type_id", 0)),
+            )
             fast = _fast_tokenizer(info)
             self._fast, self._lower = fast, info["lower"]
             for texts in [[t] for t in ONNX_PROBES] + [list(ONNX_PROBES[:-1])]:
@@ -289,8 +310,12 @@ class OnnxRuntime:
                         raise ValueError(f"its {n} differ from the model's on {texts[0][:30]!r}")
         except Exception as e:  # noqa: BLE001 - the graph still serves; only later starts pay for torch
             self._fast = None
-            log.info("later starts will load torch to check the graph again: the `tokenizers` "
-                     "tokenizer is not usable (%s: %s)", type(e).__name__, str(e)[:200])
+            log.info(
+                "later starts will load torch to check the graph again: the `tokenizers` "
+                "tokenizer is not usable (%s: %s)",
+                type(e).__name__,
+                str(e)[:200],
+            )
             return False
         try:
             _write_atomic(self.file.with_suffix(".json"), json.dumps(info, indent=1).encode())
@@ -312,9 +337,16 @@ class OnnxRuntime:
         buf = io.BytesIO()
         with reference.lock, warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the tracer's warnings about shape-dependent branches
-            torch.onnx.export(module, tuple(example[n] for n in names), buf, input_names=list(names),
-                              output_names=["embedding"], dynamic_axes=axes,
-                              opset_version=ONNX_OPSET, dynamo=False)
+            torch.onnx.export(
+                module,
+                tuple(example[n] for n in names),
+                buf,
+                input_names=list(names),
+                output_names=["embedding"],
+                dynamic_axes=axes,
+                opset_version=ONNX_OPSET,
+                dynamo=False,
+            )
         return buf.getvalue()
 
     def _error(self, session, reference: Reference) -> float:
@@ -339,8 +371,11 @@ def _graph_path(name: str, path: str, cache_dir: Path | None) -> Path | None:
     files = []
     for f in sorted(root.rglob("*")):
         rel = f.relative_to(root)
-        if f.is_file() and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth", ".txt", ".model") \
-                and not {"onnx", "openvino"} & set(rel.parts[:-1]):
+        if (
+            f.is_file()
+            and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth", ".txt", ".model")
+            and not {"onnx", "openvino"} & set(rel.parts[:-1])
+        ):
             st = f.stat()
             files.append([str(rel), st.st_size, st.st_mtime_ns])
     key = json.dumps([ONNX_FORMAT, ONNX_OPSET, str(root.resolve()), files, _versions()])
@@ -398,8 +433,9 @@ def _fast_tokenizer(info: dict):
 
     tok = Tokenizer.from_file(info["tokenizer"])
     tok.enable_truncation(max_length=int(info["max_seq_length"]))
-    tok.enable_padding(pad_id=int(info["pad_id"]), pad_token=str(info["pad_token"]),
-                       pad_type_id=int(info["pad_type_id"]))
+    tok.enable_padding(
+        pad_id=int(info["pad_id"]), pad_token=str(info["pad_token"]), pad_type_id=int(info["pad_type_id"])
+    )
     return tok
 
 
@@ -424,6 +460,7 @@ def _mean_pooled(torch, transformer, names: tuple[str, ...]):
 
 def _ort_session(model: str | bytes, threads: int):
     import onnxruntime as ort
+
     so = ort.SessionOptions()
     so.intra_op_num_threads = threads
     so.inter_op_num_threads = 1
@@ -442,6 +479,7 @@ def export_lock(target: Path) -> Iterator[None]:
     files is not possible, each checks on its own, as before."""
     try:
         import fcntl
+
         target.parent.mkdir(parents=True, exist_ok=True)
         fh = open(target.with_name(f".{target.stem}.lock"), "a")  # noqa: SIM115 - held to the end of the block
     except (ImportError, OSError):

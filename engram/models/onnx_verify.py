@@ -14,6 +14,7 @@ from pathlib import Path
 
 def main(argv: list[str]) -> int:
     from engram.models.embedding import SentenceTransformerEmbedder
+
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr, format="%(message)s")
     model, cache, threads = argv[0], Path(argv[1]), int(argv[2])
     emb = SentenceTransformerEmbedder(model, cache, threads, check_in_child=False)

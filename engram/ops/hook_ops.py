@@ -9,38 +9,68 @@ from engram.ops.declarations import TOKENS, Items, Op, Param
 HOOK_OPS = (
     # The agent lifecycle hooks (`engram hook`, engram.hooks): what a session starts with, the
     # memories a prompt bears on, and the automatic checkpoint before the context is lost.
-    Op("session_start", (
-        Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
-    )),
-    Op("prompt_memories", (
-        Param("prompt", str, "The prompt the user submitted."),
-        Param("max_tokens", int, "Token budget for the block (50-100000).", 300, **TOKENS),
-        Param("limit", int, "Most memories to show (1-20).", 3, ge=1, le=20),
-    )),
-    Op("session_checkpoint", (
-        Param("summary", str, "What the session touched, as the checkpoint's summary."),
-        Param("completed", Items, "Todo items done.", None),
-        Param("in_progress", Items, "Todo items started.", None),
-        Param("blocked", Items, "Todo items blocked.", None),
-        Param("next_steps", Items, "The todo list, in order.", None),
-        Param("step_statuses", list[Literal["pending", "in_progress", "done", "blocked"]] | None,
-              "The status of each next step, as the todo list gave it.", None),
-        Param("failures", list[dict[str, Any]] | None, "Failed commands: [{error, component}].", None),
-        Param("task_id", str | None, "The task the transcript shows the session working on.", None),
-        Param("checkpoint", dict[str, Any], "The checkpoint's record (digest, client, event, plan, files, "
-              "commands, requests, git)."),
-        Param("interrupted", bool, "The context is being compacted automatically: also report the "
-              "interruption (context_overflow).", False),
-    )),
-    Op("capture_conventions", (
-        Param("prompts", list[str], "The user's prompts (at most 500); the sentences that state a "
-              "convention of the project are stored as its facts."),
-    )),
-    Op("session_capture", (
-        Param("fixes", list[dict[str, Any]] | None, "Errors fixed by edits: [{program, signature, location, "
-              "command, passed, edits: [{file, hunk}], key}] (engram.continuity.fixes.Fix).", None),
-        Param("episodes", list[dict[str, str]] | None, "Finished turns: [{request, answer}].", None),
-        Param("task_id", str | None, "The task the transcript shows the session working on.", None),
-        Param("client", str, "The coding agent the session runs in.", ""),
-    )),
+    Op("session_start", (Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),)),
+    Op(
+        "prompt_memories",
+        (
+            Param("prompt", str, "The prompt the user submitted."),
+            Param("max_tokens", int, "Token budget for the block (50-100000).", 300, **TOKENS),
+            Param("limit", int, "Most memories to show (1-20).", 3, ge=1, le=20),
+        ),
+    ),
+    Op(
+        "session_checkpoint",
+        (
+            Param("summary", str, "What the session touched, as the checkpoint's summary."),
+            Param("completed", Items, "Todo items done.", None),
+            Param("in_progress", Items, "Todo items started.", None),
+            Param("blocked", Items, "Todo items blocked.", None),
+            Param("next_steps", Items, "The todo list, in order.", None),
+            Param(
+                "step_statuses",
+                list[Literal["pending", "in_progress", "done", "blocked"]] | None,
+                "The status of each next step, as the todo list gave it.",
+                None,
+            ),
+            Param("failures", list[dict[str, Any]] | None, "Failed commands: [{error, component}].", None),
+            Param("task_id", str | None, "The task the transcript shows the session working on.", None),
+            Param(
+                "checkpoint",
+                dict[str, Any],
+                "The checkpoint's record (digest, client, event, plan, files, commands, requests, git).",
+            ),
+            Param(
+                "interrupted",
+                bool,
+                "The context is being compacted automatically: also report the interruption (context_overflow).",
+                False,
+            ),
+        ),
+    ),
+    Op(
+        "capture_conventions",
+        (
+            Param(
+                "prompts",
+                list[str],
+                "The user's prompts (at most 500); the sentences that state a "
+                "convention of the project are stored as its facts.",
+            ),
+        ),
+    ),
+    Op(
+        "session_capture",
+        (
+            Param(
+                "fixes",
+                list[dict[str, Any]] | None,
+                "Errors fixed by edits: [{program, signature, location, "
+                "command, passed, edits: [{file, hunk}], key}] (engram.continuity.fixes.Fix).",
+                None,
+            ),
+            Param("episodes", list[dict[str, str]] | None, "Finished turns: [{request, answer}].", None),
+            Param("task_id", str | None, "The task the transcript shows the session working on.", None),
+            Param("client", str, "The coding agent the session runs in.", ""),
+        ),
+    ),
 )

@@ -22,19 +22,29 @@ from engram.ops.declarations import (
 
 # The first MCP tools the calling model sees, in this order (engram.ops.table).
 MEMORY_TOOLS = (
-    Op("recall_memory", (
-        Param("query", str, "What you need to know, in plain words."),
-        Param("limit", int, "Most memories to return (1-1000).", 10, ge=1, le=1000),
-        Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None, flag="--type"),
-        TASK_ID,
-        TAGS,
-        Param("as_of", str | None, "ISO date/time: answer as the memory stood then (no reinforcement).", None),
-        Param("mode", SearchModeT, "hybrid (default), bm25 (exact words) or vector.", "hybrid"),
-        Param("explain", bool, "Include each hit's score breakdown.", False),
-        ALL_PROJECTS,
-        Param("compact", bool, "List each memory in one line (id, memory_type, line, when, tokens) "
-              "instead of its full text; then get_memory the ids you need.", False),
-    ), mcp="read", title="Recall memories", description="""\
+    Op(
+        "recall_memory",
+        (
+            Param("query", str, "What you need to know, in plain words."),
+            Param("limit", int, "Most memories to return (1-1000).", 10, ge=1, le=1000),
+            Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None, flag="--type"),
+            TASK_ID,
+            TAGS,
+            Param("as_of", str | None, "ISO date/time: answer as the memory stood then (no reinforcement).", None),
+            Param("mode", SearchModeT, "hybrid (default), bm25 (exact words) or vector.", "hybrid"),
+            Param("explain", bool, "Include each hit's score breakdown.", False),
+            ALL_PROJECTS,
+            Param(
+                "compact",
+                bool,
+                "List each memory in one line (id, memory_type, line, when, tokens) "
+                "instead of its full text; then get_memory the ids you need.",
+                False,
+            ),
+        ),
+        mcp="read",
+        title="Recall memories",
+        description="""\
 Search long-term memory. Call at the start of every task and whenever you need a fact, decision,
 convention or past failure you may have learned before.
 
@@ -52,26 +62,41 @@ project you work in and those of no project (all_projects: every project's). Mem
 "episode" are earlier turns of your sessions (the request and the answer), captured
 automatically; "failure" memories tagged "pitfall" are errors a session fixed, with the changed
 lines. For a long search, ask compact=true first.""",
-       http=Http("POST", "/search", "Hybrid search with continuity context"),
-       cli=(Cli(("recall",), "Search memories by meaning and keywords.", positional=("query",)),)),
-
-    Op("store_memory", (
-        Param("content", str, "One self-contained fact, decision or lesson."),
-        Param("memory_type", MemoryTypeT,
-              "fact, strategy (how to do something), assumption, failure, handoff or progress.", "fact",
-              flag="--type"),
-        Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, ge=0, le=1),
-        TAGS,
-        TASK_ID,
-        METADATA,
-        Param("pinned", bool, "Never decay or prune this memory.", False, flag="--pin"),
-        Param("conversation", str | None, (
-            "Only for turns of a conversation (e.g. importing a chat): the conversation's id. Turns "
-            "of one conversation are searched with the turns just before them, and each turn is "
-            "kept as said (never merged into or replacing another memory); leave it out for a "
-            "self-contained memory."), None),
-        SCOPE,
-    ), mcp="write_idempotent", title="Store a memory", description="""\
+        http=Http("POST", "/search", "Hybrid search with continuity context"),
+        cli=(Cli(("recall",), "Search memories by meaning and keywords.", positional=("query",)),),
+    ),
+    Op(
+        "store_memory",
+        (
+            Param("content", str, "One self-contained fact, decision or lesson."),
+            Param(
+                "memory_type",
+                MemoryTypeT,
+                "fact, strategy (how to do something), assumption, failure, handoff or progress.",
+                "fact",
+                flag="--type",
+            ),
+            Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, ge=0, le=1),
+            TAGS,
+            TASK_ID,
+            METADATA,
+            Param("pinned", bool, "Never decay or prune this memory.", False, flag="--pin"),
+            Param(
+                "conversation",
+                str | None,
+                (
+                    "Only for turns of a conversation (e.g. importing a chat): the conversation's id. Turns "
+                    "of one conversation are searched with the turns just before them, and each turn is "
+                    "kept as said (never merged into or replacing another memory); leave it out for a "
+                    "self-contained memory."
+                ),
+                None,
+            ),
+            SCOPE,
+        ),
+        mcp="write_idempotent",
+        title="Store a memory",
+        description="""\
 Remember something worth knowing in a later session: a decision and its reason, a project
 convention, a user preference, a working command, a lesson learned. Write it so it makes sense
 on its own. Do not store secrets or transient chatter.
@@ -81,123 +106,223 @@ reason, ...}: action is new, reinforce (already known; strengthened), merge (add
 close memory, both texts kept as written), or replace (contradicts and supersedes
 previous_id). The text is stored exactly as sent. Content over 1000
 characters is split into linked chunks (chunk_ids); over 100,000 characters is refused.""",
-       http=Http("POST", "/memories", "Store a memory (resolved against what is known)"),
-       cli=(Cli(("remember",), "Store a memory (resolved against what is already known).",
-                positional=("content",)),)),
-
-    Op("update_memory", (
-        Param("memory_id", str, "Id of the memory to rewrite."),
-        Param("content", str, "The corrected full text."),
-    ), mcp="write", title="Update a memory", description="""\
+        http=Http("POST", "/memories", "Store a memory (resolved against what is known)"),
+        cli=(Cli(("remember",), "Store a memory (resolved against what is already known).", positional=("content",)),),
+    ),
+    Op(
+        "update_memory",
+        (
+            Param("memory_id", str, "Id of the memory to rewrite."),
+            Param("content", str, "The corrected full text."),
+        ),
+        mcp="write",
+        title="Update a memory",
+        description="""\
 Rewrite a memory you recalled that is wrong, outdated or should absorb new detail. The old
 text stays in its history; the same text writes nothing. A handoff, failure or progress record
 is not rewritten (its text is made from the fields the plan reads): record a new one.
 Returns {action: "update", memory_id, content, previous_id}.""",
-       http=Http("PATCH", "/memories/{memory_id}", "Rewrite a memory's content (its history keeps the old text)")),
-
-    Op("forget_memory", (
-        Param("memory_id", str | None, "Id of one memory to delete.", None),
-        Param("query", str | None, "Delete every memory containing all these words.", None),
-        Param("dry_run", bool, "Only list what would be deleted.", False),
-        Param("all_projects", bool, "With query: match every project's memories, not only this "
-              "project's and the global ones.", False),
-    ), mcp="destructive", title="Forget memories", description="""\
+        http=Http("PATCH", "/memories/{memory_id}", "Rewrite a memory's content (its history keeps the old text)"),
+    ),
+    Op(
+        "forget_memory",
+        (
+            Param("memory_id", str | None, "Id of one memory to delete.", None),
+            Param("query", str | None, "Delete every memory containing all these words.", None),
+            Param("dry_run", bool, "Only list what would be deleted.", False),
+            Param(
+                "all_projects",
+                bool,
+                "With query: match every project's memories, not only this project's and the global ones.",
+                False,
+            ),
+        ),
+        mcp="destructive",
+        title="Forget memories",
+        description="""\
 Permanently delete memories: give exactly one of memory_id or query. Use it when the user asks
 you to forget something or a memory holds data that must not be kept; use update_memory to
 correct instead. Irreversible: run with dry_run=true first when deleting by query.
 Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
-       http=Http("DELETE", "/memories/{memory_id}", "Delete a memory for good"),
-       cli=(Cli(("forget",), "Delete memories for good: one by id, or all that match every word of --query.",
-                positional=("memory_id",)),)),
-
-    Op("get_context", (
-        Param("query", str, "What you are about to work on."),
-        Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
-        TASK_ID,
-        Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
-        Param("tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None,
-              flag="--tag"),
-        ALL_PROJECTS,
-    ), mcp="read", title="Get context block", description="""\
+        http=Http("DELETE", "/memories/{memory_id}", "Delete a memory for good"),
+        cli=(
+            Cli(
+                ("forget",),
+                "Delete memories for good: one by id, or all that match every word of --query.",
+                positional=("memory_id",),
+            ),
+        ),
+    ),
+    Op(
+        "get_context",
+        (
+            Param("query", str, "What you are about to work on."),
+            Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
+            TASK_ID,
+            Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
+            Param(
+                "tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None, flag="--tag"
+            ),
+            ALL_PROJECTS,
+        ),
+        mcp="read",
+        title="Get context block",
+        description="""\
 Like recall_memory, but returns one ready-to-read <memory> text block that fits a token budget:
 the latest handoff with next-step status, relevant memories, then pitfalls. Use it to prime
 yourself at the start of a session. Only strong matches go in (recall_memory also shows the weak
 ones), so an empty block means nothing stored clearly concerns the query. Returns {context,
 tokens, memory_ids, interrupted_sessions}.""",
-       http=Http("POST", "/context", "A token-budgeted memory block for a prompt"),
-       cli=(Cli(("context",), "Print a token-budgeted memory block to paste into a prompt.",
-                positional=("query",)),)),
+        http=Http("POST", "/context", "A token-budgeted memory block for a prompt"),
+        cli=(Cli(("context",), "Print a token-budgeted memory block to paste into a prompt.", positional=("query",)),),
+    ),
 )
 
 # Listed to the model after the task tools.
 MORE_MEMORY_TOOLS = (
-    Op("consolidate_memory", (
-        Param("apply", bool, "false: only report the plan; true: carry it out.", False),
-    ), mcp="write", title="Consolidate memory", description="""\
+    Op(
+        "consolidate_memory",
+        (Param("apply", bool, "false: only report the plan; true: carry it out.", False),),
+        mcp="write",
+        title="Consolidate memory",
+        description="""\
 Tidy memory: consolidate clusters of near-duplicate memories and prune decayed, unimportant
 ones. Runs on a schedule anyway; call it with apply=false to preview, apply=true when asked to
 clean up. Returns a report of what was (or would be) consolidated and pruned.""",
-       # Over HTTP, POST /maintenance means "do it now"; apply=false previews.
-       http=Http("POST", "/maintenance", "Consolidate and prune now", empty_body_ok=True,
-                 defaults=(("apply", True),)),
-       cli=(Cli(("consolidate",), "Merge near-duplicates and prune faded memories (dry run by default)."),)),
-
-    Op("memory_stats", mcp="read", title="Memory statistics", description="""\
+        # Over HTTP, POST /maintenance means "do it now"; apply=false previews.
+        http=Http("POST", "/maintenance", "Consolidate and prune now", empty_body_ok=True, defaults=(("apply", True),)),
+        cli=(Cli(("consolidate",), "Merge near-duplicates and prune faded memories (dry run by default)."),),
+    ),
+    Op(
+        "memory_stats",
+        mcp="read",
+        title="Memory statistics",
+        description="""\
 Counts and health of the memory store: memories by type and status, tasks, sessions,
 index freshness and maintenance status. Use it when asked what engram holds.""",
-       http=Http("GET", "/stats", "Counts, sizes and maintenance status"),
-       cli=(Cli(("stats",), "Show counts, sizes and maintenance status."),)),
-
+        http=Http("GET", "/stats", "Counts, sizes and maintenance status"),
+        cli=(Cli(("stats",), "Show counts, sizes and maintenance status."),),
+    ),
     # What a compact recall_memory listing points to: one memory in full, and its session around it.
-    Op("get_memory", (
-        Param("memory_id", str, "Id of the memory."),
-        Param("around", int, "Also list this many memories before and after it in its session "
-              "(0-20): what happened around an episode.", 0, ge=0, le=20),
-    ), mcp="read", title="Get a memory", description="""\
+    Op(
+        "get_memory",
+        (
+            Param("memory_id", str, "Id of the memory."),
+            Param(
+                "around",
+                int,
+                "Also list this many memories before and after it in its session "
+                "(0-20): what happened around an episode.",
+                0,
+                ge=0,
+                le=20,
+            ),
+        ),
+        mcp="read",
+        title="Get a memory",
+        description="""\
 One memory in full (from a compact recall_memory listing), with its history; with around=N, also
 the N memories before and after it in the session it was stored in, one line each (what happened
 around a captured turn). Returns {id, content, memory_type, tags, created_at, ..., around: [{id,
 memory_type, line, when, tokens, position}]}.""",
-       http=Http("GET", "/memories/{memory_id}", "One memory with its history (?around=N: its session's "
-                 "neighbours)", query=("around",)),
-       cli=(Cli(("show",), "Show one memory in full (--around N: the memories before and after it in its "
-                "session).", positional=("memory_id",)),)),
+        http=Http(
+            "GET",
+            "/memories/{memory_id}",
+            "One memory with its history (?around=N: its session's neighbours)",
+            query=("around",),
+        ),
+        cli=(
+            Cli(
+                ("show",),
+                "Show one memory in full (--around N: the memories before and after it in its session).",
+                positional=("memory_id",),
+            ),
+        ),
+    ),
 )
 
 CURATION = (
     # Curation: the web panel at /ui (engram.panel) is a client of these.
-    Op("list_memories", (
-        Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None),
-        Param("task_id", str | None, "Only memories of this task.", None),
-        Param("tag", str | None, "Only memories with this tag.", None),
-        Param("as_of", str | None, "ISO date/time: the memories that were valid then.", None),
-        Param("status", Literal["active", "superseded", "consolidated", "any"],
-              "active (default), superseded, consolidated or any.", "active"),
-        Param("offset", int, "Matches to skip (paging).", 0, ge=0, le=1_000_000_000),
-        Param("limit", int, "Memories per page (1-500).", 50, ge=1, le=500),
-        Param("in_project", str | None, "Only memories of this project (an id from GET /projects); "
-              "empty: only those of no project; left out: every project's.", None),
-    ), http=Http("GET", "/memories", "A page of memories, newest first "
-                 "(?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=, ?in_project=)",
-                 query=("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit", "in_project"))),
-    Op("pin_memory", (
-        Param("memory_id", str, "Id of the memory."),
-        Param("pinned", bool, "false unpins.", True),
-    ), http=Http("POST", "/memories/{memory_id}/pin", "Pin or unpin a memory", empty_body_ok=True)),
+    Op(
+        "list_memories",
+        (
+            Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None),
+            Param("task_id", str | None, "Only memories of this task.", None),
+            Param("tag", str | None, "Only memories with this tag.", None),
+            Param("as_of", str | None, "ISO date/time: the memories that were valid then.", None),
+            Param(
+                "status",
+                Literal["active", "superseded", "consolidated", "any"],
+                "active (default), superseded, consolidated or any.",
+                "active",
+            ),
+            Param("offset", int, "Matches to skip (paging).", 0, ge=0, le=1_000_000_000),
+            Param("limit", int, "Memories per page (1-500).", 50, ge=1, le=500),
+            Param(
+                "in_project",
+                str | None,
+                "Only memories of this project (an id from GET /projects); "
+                "empty: only those of no project; left out: every project's.",
+                None,
+            ),
+        ),
+        http=Http(
+            "GET",
+            "/memories",
+            "A page of memories, newest first "
+            "(?memory_type=, ?task_id=, ?tag=, ?as_of=, ?status=, ?offset=, ?limit=, ?in_project=)",
+            query=("memory_type", "task_id", "tag", "as_of", "status", "offset", "limit", "in_project"),
+        ),
+    ),
+    Op(
+        "pin_memory",
+        (
+            Param("memory_id", str, "Id of the memory."),
+            Param("pinned", bool, "false unpins.", True),
+        ),
+        http=Http("POST", "/memories/{memory_id}/pin", "Pin or unpin a memory", empty_body_ok=True),
+    ),
     # The user vouching for what capture stored: not an MCP tool (an agent has no view to judge it).
-    Op("keep_memory", (Param("memory_id", str, "Id of the memory."),),
-       http=Http("POST", "/memories/{memory_id}/keep", "Keep a memory captured automatically: it loses "
-                 "its automatic mark and an episode becomes a fact", empty_body_ok=True),
-       cli=(Cli(("keep",), "Keep a memory captured automatically (an episode becomes a fact; the mark goes).",
-                positional=("memory_id",)),)),
-    Op("memory_strength", (
-        Param("memory_id", str, "Id of the memory."),
-        Param("days", int, "Days to project ahead (1-3650).", 90, ge=1, le=3650),
-    ), http=Http("GET", "/memories/{memory_id}/strength",
-                 "Strength since the last recall and projected (?days=)", query=("days",))),
-    Op("memory_versions", (Param("memory_id", str, "Id of the memory."),),
-       http=Http("GET", "/memories/{memory_id}/versions",
-                 "The supersession chain and consolidation sources of a memory")),
-    Op("task_sessions", (Param("task_id", str, "Id of the task."),),
-       http=Http("GET", "/tasks/{task_id}/sessions", "The sessions that worked on a task")),
+    Op(
+        "keep_memory",
+        (Param("memory_id", str, "Id of the memory."),),
+        http=Http(
+            "POST",
+            "/memories/{memory_id}/keep",
+            "Keep a memory captured automatically: it loses its automatic mark and an episode becomes a fact",
+            empty_body_ok=True,
+        ),
+        cli=(
+            Cli(
+                ("keep",),
+                "Keep a memory captured automatically (an episode becomes a fact; the mark goes).",
+                positional=("memory_id",),
+            ),
+        ),
+    ),
+    Op(
+        "memory_strength",
+        (
+            Param("memory_id", str, "Id of the memory."),
+            Param("days", int, "Days to project ahead (1-3650).", 90, ge=1, le=3650),
+        ),
+        http=Http(
+            "GET",
+            "/memories/{memory_id}/strength",
+            "Strength since the last recall and projected (?days=)",
+            query=("days",),
+        ),
+    ),
+    Op(
+        "memory_versions",
+        (Param("memory_id", str, "Id of the memory."),),
+        http=Http(
+            "GET", "/memories/{memory_id}/versions", "The supersession chain and consolidation sources of a memory"
+        ),
+    ),
+    Op(
+        "task_sessions",
+        (Param("task_id", str, "Id of the task."),),
+        http=Http("GET", "/tasks/{task_id}/sessions", "The sessions that worked on a task"),
+    ),
 )

@@ -16,8 +16,8 @@ __all__ = ["arguments_model", "body_model", "body_params", "path_params"]
 
 def _model(model_name: str, params: tuple[Param, ...], defaults: dict[str, Any]) -> Any:
     from pydantic import ConfigDict, create_model
-    fields = {p.name: (p.annotated(), defaults.get(p.name, p.default if not p.required else ...))
-              for p in params}
+
+    fields = {p.name: (p.annotated(), defaults.get(p.name, p.default if not p.required else ...)) for p in params}
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 
 
@@ -47,4 +47,3 @@ def body_model(name: str) -> Any:
     if op.http is None or op.http.method in ("GET", "DELETE"):
         return None
     return _model(op.model_name, body_params(op), dict(op.http.defaults))
-

@@ -10,7 +10,14 @@ from engram.ops.task_ops import TASK_TOOLS
 
 # MCP tools are listed to the calling model in this order, and the CLI's commands too: the blocks
 # keep the order the operations were always declared in.
-OPS_LIST: tuple[Op, ...] = (*MEMORY_TOOLS, *TASK_TOOLS, *MORE_MEMORY_TOOLS, *STORE_WIDE, *CURATION, *HOOK_OPS,
-                            *ADMINISTRATION)
+OPS_LIST: tuple[Op, ...] = (
+    *MEMORY_TOOLS,
+    *TASK_TOOLS,
+    *MORE_MEMORY_TOOLS,
+    *STORE_WIDE,
+    *CURATION,
+    *HOOK_OPS,
+    *ADMINISTRATION,
+)
 OPS: dict[str, Op] = {op.name: op for op in OPS_LIST}
 TOOLS: tuple[str, ...] = tuple(op.name for op in OPS_LIST if op.mcp is not None)

@@ -20,8 +20,8 @@ PREFIX = "/ui"
 # The page may load only its own files and talk only to its own origin; nothing may frame it.
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; "
-                               "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
-                               "base-uri 'none'; form-action 'self'",
+    "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; "
+    "base-uri 'none'; form-action 'self'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-cache",
@@ -43,5 +43,7 @@ def routes() -> list:
     async def to_index(request: Request) -> Response:
         return RedirectResponse(PREFIX + "/", status_code=307)
 
-    return [Route(PREFIX, to_index, methods=["GET"]),
-            Mount(PREFIX, app=_Files(directory=STATIC, html=True), name="panel")]
+    return [
+        Route(PREFIX, to_index, methods=["GET"]),
+        Mount(PREFIX, app=_Files(directory=STATIC, html=True), name="panel"),
+    ]

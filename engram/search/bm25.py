@@ -60,8 +60,8 @@ class _Postings:
         if k > len(self.rows):
             self.rows = np.resize(self.rows, max(k, 2 * len(self.rows)))
             self.tfs = np.resize(self.tfs, max(k, 2 * len(self.tfs)))
-        self.rows[self.n: k] = rows
-        self.tfs[self.n: k] = tfs
+        self.rows[self.n : k] = rows
+        self.tfs[self.n : k] = tfs
         self.n = k
         self.live += len(rows)
 
@@ -107,8 +107,9 @@ class BM25Index:
 
     def add_many(self, items: list[tuple[int, str, tuple[int, ...]]], context_weight: float = 0.0) -> None:
         """add() for many rows (row, text, context rows), postings appended per term at once."""
-        self._index([(row, Counter(tokenize(text, seen=self.surface)), context) for row, text, context in items],
-                    context_weight)
+        self._index(
+            [(row, Counter(tokenize(text, seen=self.surface)), context) for row, text, context in items], context_weight
+        )
 
     def set_context(self, row: int, context: tuple[int, ...], context_weight: float) -> None:
         """Re-index a row with another context (one of its context rows was removed)."""
@@ -184,8 +185,14 @@ class BM25Index:
         out: dict[str, tuple[str, ...]] = {}
         tried: set[str] = set()
         for w in _WORD.findall(query.lower()):
-            if (len(w) < SPELL_MIN_LEN or w in tried or w in STOPWORDS or w in self.known_words
-                    or CJK.search(w) or term(w) in self.postings):
+            if (
+                len(w) < SPELL_MIN_LEN
+                or w in tried
+                or w in STOPWORDS
+                or w in self.known_words
+                or CJK.search(w)
+                or term(w) in self.postings
+            ):
                 continue
             if len(tried) == SPELL_MAX_WORDS:
                 break  # a pasted log or listing: its first words are tried, not every one
@@ -208,8 +215,9 @@ class BM25Index:
                 out[w] = tuple(c for _, c in best)
         return out
 
-    def query_terms(self, query: str, allowed: np.ndarray | None = None,
-                    corrections: dict[str, tuple[str, ...]] | None = None) -> list[tuple[tuple[str, ...], int]]:
+    def query_terms(
+        self, query: str, allowed: np.ndarray | None = None, corrections: dict[str, tuple[str, ...]] | None = None
+    ) -> list[tuple[tuple[str, ...], int]]:
         """The query's distinct terms (tokenize(query=True)), each as (the terms it is read as,
         how often the query has it): itself, or for a misspelt word the terms of the stored words
         it may stand for (see corrections; `corrections`: theirs, when the caller has them)."""
@@ -218,8 +226,9 @@ class BM25Index:
         fixed = {term(w): tuple(dict.fromkeys(term(c) for c in cs)) for w, cs in corrections.items()}
         return [(fixed.get(t, (t,)), qtf) for t, qtf in Counter(tokenize(query, query=True)).items()]
 
-    def ideal_score(self, query: str, allowed: np.ndarray | None = None,
-                    terms: list[tuple[tuple[str, ...], int]] | None = None) -> float:
+    def ideal_score(
+        self, query: str, allowed: np.ndarray | None = None, terms: list[tuple[tuple[str, ...], int]] | None = None
+    ) -> float:
         """The score of an average-length document holding each query term once: a per-query
         scale that, unlike the best hit's score, does not inflate a weak match to 1. `terms`:
         query_terms(query, allowed), when the caller has them already."""
@@ -227,16 +236,22 @@ class BM25Index:
             terms = self.query_terms(query, allowed)
         return sum(max(self.idf(t) for t in alts) * qtf for alts, qtf in terms)
 
-    def scores(self, query: str, size: int, allowed: np.ndarray | None = None,
-               k1: float | None = None, b: float | None = None) -> np.ndarray:
+    def scores(
+        self, query: str, size: int, allowed: np.ndarray | None = None, k1: float | None = None, b: float | None = None
+    ) -> np.ndarray:
         """BM25 score of every row below `size` (0 where no query term occurs or not allowed);
         k1 and b default to the index's own."""
         return self.match(query, size, allowed, k1, b)[0]
 
-    def match(self, query: str, size: int, allowed: np.ndarray | None = None,
-              k1: float | None = None, b: float | None = None,
-              terms: list[tuple[tuple[str, ...], int]] | None = None
-              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def match(
+        self,
+        query: str,
+        size: int,
+        allowed: np.ndarray | None = None,
+        k1: float | None = None,
+        b: float | None = None,
+        terms: list[tuple[tuple[str, ...], int]] | None = None,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(BM25 score, coverage, words held) of every row below `size`. Coverage is the share
         of the query's IDF mass that the row holds: 1.0 when it has every query term, and a term
         it only borrows from its context counts at the context weight. A term no row has counts
@@ -254,7 +269,7 @@ class BM25Index:
         k1 = self.k1 if k1 is None else k1
         b = self.b if b is None else b
         mass = 0.0
-        for alts, qtf in (self.query_terms(query, allowed) if terms is None else terms):
+        for alts, qtf in self.query_terms(query, allowed) if terms is None else terms:
             found = [(t, p) for t in alts if (p := self.postings.get(t)) is not None]
             if not found:
                 # About half the bigrams of a CJK question straddle two words and are in no text:
@@ -276,16 +291,19 @@ class BM25Index:
             held[~allowed[:size]] = 0.0
         return out, cover, held
 
-    def _term_match(self, p: _Postings, idf: float, qtf: int, size: int, k1: float, b: float,
-                    avgdl: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _term_match(
+        self, p: _Postings, idf: float, qtf: int, size: int, k1: float, b: float, avgdl: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """One query term's (BM25 score, IDF held, held) per row below `size` (see match)."""
         rows, tf = p.rows[: p.n], p.tfs[: p.n]
         inside = rows < size
         rows, tf = rows[inside], tf[inside]
         s = idf * qtf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * self.doc_len[rows] / avgdl))
-        return (np.bincount(rows, weights=s, minlength=size),
-                np.bincount(rows, weights=idf * qtf * np.minimum(tf, 1.0), minlength=size),
-                np.bincount(rows, weights=np.minimum(tf, 1.0), minlength=size))
+        return (
+            np.bincount(rows, weights=s, minlength=size),
+            np.bincount(rows, weights=idf * qtf * np.minimum(tf, 1.0), minlength=size),
+            np.bincount(rows, weights=np.minimum(tf, 1.0), minlength=size),
+        )
 
     def score(self, query: str, allowed: np.ndarray | None = None) -> dict[int, float]:
         """BM25 score per row for rows that share a term with the query."""

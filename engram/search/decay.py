@@ -142,9 +142,11 @@ def ranking_penalty(failures: int) -> float:
     return 0.7 if failures > 1 else 1.0
 
 
-def strength_points(importance: float, stability: float, last_touched: datetime, start: datetime,
-                    end: datetime, steps: int = 40) -> list[dict]:
+def strength_points(
+    importance: float, stability: float, last_touched: datetime, start: datetime, end: datetime, steps: int = 40
+) -> list[dict]:
     """strength() sampled at steps + 1 evenly spaced times from start to end (a chart's points)."""
     times = [start + (end - start) * i / steps for i in range(steps + 1)]
-    return [{"at": t.isoformat(), "strength": round(strength(importance, stability, last_touched, t), 6)}
-            for t in times]
+    return [
+        {"at": t.isoformat(), "strength": round(strength(importance, stability, last_touched, t), 6)} for t in times
+    ]

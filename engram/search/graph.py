@@ -10,8 +10,9 @@ import numpy as np
 from engram.search.memory_index import top_rows
 
 
-def nearest_edges(new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarray,
-                  threshold: float, max_edges: int) -> list[tuple[str, str, float]]:
+def nearest_edges(
+    new_id: str, sims: np.ndarray, ids: list, candidates: np.ndarray, threshold: float, max_edges: int
+) -> list[tuple[str, str, float]]:
     """Edges from a new memory to its most similar peers (sim >= threshold, at most max_edges)."""
     if max_edges <= 0 or not len(candidates):
         return []

@@ -83,9 +83,17 @@ class _Codes(dict):
 
 
 class MemoryIndex:
-    def __init__(self, dim: int, capacity: int = 1024, *, context_window: int = 0,
-                 context_weight: float = 0.0, context_terms: float = 0.0,
-                 context_gap_days: float = 1.0 / 24, bounded_min_rows: int | None = None):
+    def __init__(
+        self,
+        dim: int,
+        capacity: int = 1024,
+        *,
+        context_window: int = 0,
+        context_weight: float = 0.0,
+        context_terms: float = 0.0,
+        context_gap_days: float = 1.0 / 24,
+        bounded_min_rows: int | None = None,
+    ):
         self.dim = dim
         # Up to context_window earlier memories of the same user and conversation, created at
         # most context_gap_days before, give a row its context.
@@ -124,6 +132,7 @@ class MemoryIndex:
             if old is not None:
                 new[: len(old)] = old
             setattr(self, name, new)
+
         grow("vectors", np.float32, 0.0)
         grow("search", np.float32, 0.0)
         grow("alive", bool, False)
@@ -157,8 +166,11 @@ class MemoryIndex:
         """Rows held by (memory_type, status), every pair listed, zeros included."""
         n = self.n
         alive = self.alive[:n]
-        return {(mtype, status): int((alive & (self.status[:n] == scode) & (self.mtype[:n] == tcode)).sum())
-                for status, scode in STATUS_CODES.items() for tcode, mtype in enumerate(MEMORY_TYPES)}
+        return {
+            (mtype, status): int((alive & (self.status[:n] == scode) & (self.mtype[:n] == tcode)).sum())
+            for status, scode in STATUS_CODES.items()
+            for tcode, mtype in enumerate(MEMORY_TYPES)
+        }
 
     def __len__(self) -> int:
         return len(self.row_of)
@@ -243,9 +255,11 @@ class MemoryIndex:
         key = (int(self.user[row]), conversation)
         recent = self._recent.setdefault(key, [])
         t = self.created[row]
-        ctx = tuple(r for r in reversed(recent[-self.context_window:])
-                    if self.alive[r] and self.status[r] == 0
-                    and 0.0 <= t - self.created[r] <= self.context_gap_days)
+        ctx = tuple(
+            r
+            for r in reversed(recent[-self.context_window :])
+            if self.alive[r] and self.status[r] == 0 and 0.0 <= t - self.created[r] <= self.context_gap_days
+        )
         recent.append(row)
         del recent[: -self.context_window]
         return ctx
@@ -313,8 +327,9 @@ class MemoryIndex:
             self.resid[name] = np.zeros(self.capacity, dtype=np.float32)
             self._project(name, every)
 
-    def top_cosine(self, q: np.ndarray, mask: np.ndarray, k: int,
-                   name: str = "search") -> tuple[np.ndarray, np.ndarray]:
+    def top_cosine(
+        self, q: np.ndarray, mask: np.ndarray, k: int, name: str = "search"
+    ) -> tuple[np.ndarray, np.ndarray]:
         """The k rows of `mask` whose `name` vectors (search or vectors) have the highest dot
         product with q, best first, and those exact values: the same answer as a full scan."""
         return self.nearest(q, [mask], k, name)[0]
@@ -334,8 +349,9 @@ class MemoryIndex:
         vector's dot product with q (the module docstring)."""
         return np.maximum(self.vectors[rows] @ q, self.search[rows] @ q)
 
-    def nearest(self, q: np.ndarray, masks: list[np.ndarray], k: int,
-                name: str = "search") -> list[tuple[np.ndarray, np.ndarray]]:
+    def nearest(
+        self, q: np.ndarray, masks: list[np.ndarray], k: int, name: str = "search"
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
         """top_cosine for several masks, reading the rows once.
 
         With many rows a full scan reads 1.5 KB per row. Instead each row is scored against its
@@ -409,9 +425,16 @@ class MemoryIndex:
         r = self.row_of.get(memory_id)
         return None if r is None else self.vectors[r]
 
-    def mask(self, user_id: str, memory_type: str | None = None, task_id: str | None = None,
-             tags: tuple[str, ...] | None = None, as_of: datetime | None = None,
-             statuses: tuple[str, ...] = ("active",), scope: Scope | None = None) -> np.ndarray:
+    def mask(
+        self,
+        user_id: str,
+        memory_type: str | None = None,
+        task_id: str | None = None,
+        tags: tuple[str, ...] | None = None,
+        as_of: datetime | None = None,
+        statuses: tuple[str, ...] = ("active",),
+        scope: Scope | None = None,
+    ) -> np.ndarray:
         """Rows eligible for a read; `scope` None: every project's (engram.core.types.Scope)."""
         n = self.n
         uc = self.users.get(user_id)

@@ -61,14 +61,23 @@ from engram.text.tokens import tokenize
 
 # Unrelated sentences (see the module docstring); their embeddings are computed once per engine.
 REFERENCE_TEXTS: tuple[str, ...] = (
-    "The weather was mild this afternoon.", "She bought a new pair of shoes.",
-    "The train leaves at seven.", "He is reading a book about history.",
-    "We had pasta for dinner.", "The meeting was moved to next week.",
-    "The file could not be opened.", "They painted the fence green.",
-    "My brother lives near the coast.", "The shop closes early on Sundays.",
-    "今天天气很好。", "他在看一本书。", "会议改到下周了。",
-    "今日はいい天気です。", "彼は本を読んでいます。",
-    "오늘은 날씨가 좋습니다.", "그는 책을 읽고 있습니다.",
+    "The weather was mild this afternoon.",
+    "She bought a new pair of shoes.",
+    "The train leaves at seven.",
+    "He is reading a book about history.",
+    "We had pasta for dinner.",
+    "The meeting was moved to next week.",
+    "The file could not be opened.",
+    "They painted the fence green.",
+    "My brother lives near the coast.",
+    "The shop closes early on Sundays.",
+    "今天天气很好。",
+    "他在看一本书。",
+    "会议改到下周了。",
+    "今日はいい天気です。",
+    "彼は本を読んでいます。",
+    "오늘은 날씨가 좋습니다.",
+    "그는 책을 읽고 있습니다.",
 )
 
 
@@ -142,16 +151,30 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
             out["speaker"] = sp
         if when:
             out["when"] = weights.when_bonus * np.array(
-                [dates.mentions_time(index.texts[r] or "") for r in c], dtype=np.float64)
+                [dates.mentions_time(index.texts[r] or "") for r in c], dtype=np.float64
+            )
         return out
+
     return bonuses
 
 
-def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.ndarray | None,  # noqa: C901 - debt: the ranking pipeline, to split with issue 24's facade work
-         mask: np.ndarray, now_days: float, *, mode: str, weights: Weights, limit: int,
-         session_failures: dict[int, int] | None = None, use_graph: bool = True,
-         reference_cos: np.ndarray | None = None, floor: bool = True,
-         corrections: dict[str, tuple[str, ...]] | None = None) -> list[tuple[int, float, dict[str, float]]]:
+def rank(  # noqa: C901 - debt: the ranking pipeline, to split with the query object (issue 48)
+    index: MemoryIndex,
+    graph: MemoryGraph | None,
+    query: str,
+    qvec: np.ndarray | None,
+    mask: np.ndarray,
+    now_days: float,
+    *,
+    mode: str,
+    weights: Weights,
+    limit: int,
+    session_failures: dict[int, int] | None = None,
+    use_graph: bool = True,
+    reference_cos: np.ndarray | None = None,
+    floor: bool = True,
+    corrections: dict[str, tuple[str, ...]] | None = None,
+) -> list[tuple[int, float, dict[str, float]]]:
     """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first; nothing
     when the query has no evidence of relevance (see the module docstring). `reference_cos`:
     the query's cosines to REFERENCE_TEXTS (needed with a query vector).
@@ -171,8 +194,7 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     held = np.zeros(n)
     if mode in ("hybrid", "bm25"):
         terms = index.bm25.query_terms(query, mask, corrections)  # misspelt words read once (bm25.py)
-        raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b,
-                                            terms=terms)
+        raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b, terms=terms)
         top = float(raw.max()) if n else 0.0
         if top > 0:
             # Divided, not capped: a cap at 1 tied every row that scored above the ideal (each
@@ -197,9 +219,11 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
     # carry turn_coverage of its IDF mass; an independent memory, and a turn holding only common
     # words of the query, need the general rule.
     turn_words = (held >= weights.turn_terms - 1e-9) & (cover >= weights.turn_coverage) & index.turn[:n]
-    words = mode != "vector" and (best_cover >= weights.relevance_coverage
-                                  or float(held.max() if n else 0.0) >= weights.relevance_terms
-                                  or bool(turn_words.any()))
+    words = mode != "vector" and (
+        best_cover >= weights.relevance_coverage
+        or float(held.max() if n else 0.0) >= weights.relevance_terms
+        or bool(turn_words.any())
+    )
     gate = meaning >= weights.relevance_cosine or words
     if not gate and floor:
         return []
@@ -291,10 +315,21 @@ def rank(index: MemoryIndex, graph: MemoryGraph | None, query: str, qvec: np.nda
         if not passed and floor:
             continue
         b = bonus.get(r, (0.0, 0))[0]
-        parts = {"bm25": float(bm25[r]), "cosine": float(max(cos[r], 0.0)), "strength": st,
-                 "decay": d, "graph": b, "date": 0.0, "speaker": 0.0, "when": 0.0, "base": s,
-                 "coverage": float(cover[r]), "background": bg, "floor": float(passed),
-                 "meaning": float(meaning) if np.isfinite(meaning) else -1.0}
+        parts = {
+            "bm25": float(bm25[r]),
+            "cosine": float(max(cos[r], 0.0)),
+            "strength": st,
+            "decay": d,
+            "graph": b,
+            "date": 0.0,
+            "speaker": 0.0,
+            "when": 0.0,
+            "base": s,
+            "coverage": float(cover[r]),
+            "background": bg,
+            "floor": float(passed),
+            "meaning": float(meaning) if np.isfinite(meaning) else -1.0,
+        }
         parts.update(cue_parts.get(r, {}))
         out.append((r, s + b, parts))
     out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
@@ -316,8 +351,12 @@ def best_chunk_only(index: MemoryIndex, ranked: list[tuple[int, float, dict[str,
     return out
 
 
-def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray],
-                pairs: int, weight: float) -> list[tuple[int, float, dict[str, float]]]:
+def rerank_hits(
+    ranked: list[tuple[int, float, dict[str, float]]],
+    score: Callable[[list[int]], np.ndarray],
+    pairs: int,
+    weight: float,
+) -> list[tuple[int, float, dict[str, float]]]:
     """Reorder the first stage's best `pairs` hits by their score over the best one's plus
     `weight` × sigmoid(logit / 2), `score(rows)` giving the cross-encoder's logit for each row.
 
@@ -335,16 +374,21 @@ def rerank_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callab
         parts["rerank"] = float(logit)
         # With the late-interaction stage on too, its term stays in (the two readers add up:
         # benchmarks/HISTORY.md, session 13).
-        fused = (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0)) \
-            + parts.get("late_term", 0.0)
+        fused = (
+            (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0)) + parts.get("late_term", 0.0)
+        )
         read.append((fused, i, (r, s, parts)))
     read.sort(key=lambda t: (-t[0], t[1]))
     return [t for _, _, t in read] + tail
 
 
-def late_hits(ranked: list[tuple[int, float, dict[str, float]]], score: Callable[[list[int]], np.ndarray | None],
-              candidates: int, weight: float,
-              reads: Callable[[int], bool] | None = None) -> list[tuple[int, float, dict[str, float]]]:
+def late_hits(
+    ranked: list[tuple[int, float, dict[str, float]]],
+    score: Callable[[list[int]], np.ndarray | None],
+    candidates: int,
+    weight: float,
+    reads: Callable[[int], bool] | None = None,
+) -> list[tuple[int, float, dict[str, float]]]:
     """Reorder the first stage's best `candidates` hits by their score over the best one's plus
     `weight` × z, z the late-interaction MaxSim (`score(rows)`, one per row read; None: no
     reader, nothing moves) standardised over the rows read (benchmarks/HISTORY.md, sessions

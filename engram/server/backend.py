@@ -23,8 +23,17 @@ HEARTBEAT = "__heartbeat__"
 
 log = logging.getLogger(__name__)
 
-__all__ = ["KEY_USER", "Backend", "LocalBackend", "RemoteBackend", "SessionBackends", "daemon_command",
-           "derived_session_id", "header_user", "stdio_client"]
+__all__ = [
+    "KEY_USER",
+    "Backend",
+    "LocalBackend",
+    "RemoteBackend",
+    "SessionBackends",
+    "daemon_command",
+    "derived_session_id",
+    "header_user",
+    "stdio_client",
+]
 
 
 class Backend(Protocol):
@@ -66,13 +75,21 @@ def stdio_client(settings: Any) -> RpcClient:
     both one after the other. Errors surface on that call instead.
     """
     from engram.core.project import detect_project
+
     # The host (Claude Code, Codex, Gemini CLI) starts this server in the directory it works in:
     # that directory's project is this session's (docs/projects.md).
     project = detect_project()
-    client = RpcClient(settings.socket_path, spawn=daemon_command(settings), session_id=uuid.uuid4().hex,
-                       client="stdio", user_id=settings.user_id, store=settings.store,
-                       project=project.id if project else None, branch=project.branch if project else None,
-                       version=__version__)
+    client = RpcClient(
+        settings.socket_path,
+        spawn=daemon_command(settings),
+        session_id=uuid.uuid4().hex,
+        client="stdio",
+        user_id=settings.user_id,
+        store=settings.store,
+        project=project.id if project else None,
+        branch=project.branch if project else None,
+        version=__version__,
+    )
 
     def warm_up() -> None:
         try:
@@ -123,8 +140,9 @@ class SessionBackends:
             pass
         return self.for_request(headers, conn, key_user)
 
-    def for_request(self, headers: Mapping[str, str] | None, conn: Any = None,
-                    key_user: str | None = None) -> LocalBackend:
+    def for_request(
+        self, headers: Mapping[str, str] | None, conn: Any = None, key_user: str | None = None
+    ) -> LocalBackend:
         """The backend for one request, from its headers (and its connection when no session header).
 
         A handshake-era client sends `mcp-session-id`: one engram session per MCP session, ended

@@ -61,8 +61,13 @@ class Daemon:
         self.store = store_identity(self.eng.path)
         # The versions every client is told in the hello: a newer client replaces this daemon.
         self.versions = {"version": __version__, "schema": self.eng.schema_version()}
-        self.rpc = RpcServer(settings.socket_path, self.handle, on_connect=self.on_connect,
-                             on_disconnect=self.on_disconnect, hello=self.versions)
+        self.rpc = RpcServer(
+            settings.socket_path,
+            self.handle,
+            on_connect=self.on_connect,
+            on_disconnect=self.on_disconnect,
+            hello=self.versions,
+        )
         self.stop_requested = threading.Event()
         self.idle_exit = False  # set when wait() returned because no client came for idle_exit_s
         self._last_active = time.monotonic()
@@ -77,19 +82,31 @@ class Daemon:
         self._last_active = time.monotonic()
         if method == SHUTDOWN:
             if params.get("reason") == "upgrade":
-                log.info("%s (pid %s) of engram %s asks this daemon (engram %s) to finish and exit",
-                         peer.client, peer.pid, params.get("version"), __version__)
+                log.info(
+                    "%s (pid %s) of engram %s asks this daemon (engram %s) to finish and exit",
+                    peer.client,
+                    peer.pid,
+                    params.get("version"),
+                    __version__,
+                )
             else:
                 log.info("shutdown requested by %s (pid %s)", peer.client, peer.pid)
             self.stop_requested.set()
             return {"stopping": True, "pid": os.getpid()}
         if method == HEARTBEAT:
-            self.eng.touch_session(peer.session_id, user_id=peer.user_id, client=peer.client, pid=peer.pid,
-                                   project=peer.project, branch=peer.branch)
+            self.eng.touch_session(
+                peer.session_id,
+                user_id=peer.user_id,
+                client=peer.client,
+                pid=peer.pid,
+                project=peer.project,
+                branch=peer.branch,
+            )
             # The claim timeout that counts is this daemon's: the client beats at its pace.
             return {"next_in_s": self.settings.claim_timeout_s / 5}
-        return self.api.call(method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid,
-                                                 peer.project, peer.branch))
+        return self.api.call(
+            method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid, peer.project, peer.branch)
+        )
 
     def on_connect(self, peer: Peer) -> None:
         """Refuse a client that means another store: its calls would land in this one.
@@ -99,13 +116,19 @@ class Daemon:
         """
         check_project(peer.project, "the hello's project")  # refused with the reason, before any call
         if peer.store is not None and peer.store != self.store:
-            log.warning("refused %s (pid %s): it asked for %s, this daemon serves %s",
-                        peer.client, peer.pid, peer.store, self.store)
+            log.warning(
+                "refused %s (pid %s): it asked for %s, this daemon serves %s",
+                peer.client,
+                peer.pid,
+                peer.store,
+                self.store,
+            )
             raise StoreMismatch(
                 f"the engram daemon for {self.settings.home} (pid {os.getpid()}) serves {self.store}, "
                 f"not {peer.store}; nothing was done. Run `engram stop` (same ENGRAM_HOME) so the next "
                 f"command starts a daemon for {peer.store}, or give that store its own ENGRAM_HOME "
-                "(--home)")
+                "(--home)"
+            )
 
     def on_disconnect(self, peer: Peer, clean: bool) -> None:
         self._last_active = time.monotonic()
@@ -149,8 +172,12 @@ class Daemon:
                 self.eng.catch_up()
             except Exception as e:  # noqa: BLE001 - the database away a moment: the next look retries
                 if not failing and not self._stopping:
-                    log.warning("could not read the change feed: %s: %s (retrying every %g s)",
-                                type(e).__name__, e, FRESH_EVERY_S)
+                    log.warning(
+                        "could not read the change feed: %s: %s (retrying every %g s)",
+                        type(e).__name__,
+                        e,
+                        FRESH_EVERY_S,
+                    )
                 failing = True
             else:
                 if failing:
@@ -213,12 +240,22 @@ def build_http_app(api: Api, settings: Settings, host: str = DEFAULT_HTTP_HOST) 
 
     sessions = SessionBackends(api, client="http", user_id=settings.user_id)
     mcp = build_mcp(sessions)
-    return build_app(api, token=settings.token, mcp_app=mcp.streamable_http_app(host=host),
-                     settings=settings, end_mcp_session=sessions.end)
+    return build_app(
+        api,
+        token=settings.token,
+        mcp_app=mcp.streamable_http_app(host=host),
+        settings=settings,
+        end_mcp_session=sessions.end,
+    )
 
 
-def run_daemon(settings: Settings | None = None, http: bool = False, host: str = DEFAULT_HTTP_HOST,
-               port: int = DEFAULT_HTTP_PORT, idle_exit: bool = True) -> int:
+def run_daemon(
+    settings: Settings | None = None,
+    http: bool = False,
+    host: str = DEFAULT_HTTP_HOST,
+    port: int = DEFAULT_HTTP_PORT,
+    idle_exit: bool = True,
+) -> int:
     """Serve until stopped; returns the exit code. Returns 0 at once if another daemon already serves.
 
     idle_exit False: never exit for want of clients (`engram serve`, run by hand in the foreground).
@@ -228,18 +265,24 @@ def run_daemon(settings: Settings | None = None, http: bool = False, host: str =
         settings = replace(settings, idle_exit_s=0.0)
     if http:
         from engram.server.http import check_bind
+
         check_bind(host, settings.token)  # before anything else: a refusal must not start a daemon
     if not logging.getLogger().handlers:
-        logging.basicConfig(level=logging.INFO,
-                            format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(process)d %(levelname)s %(name)s: %(message)s")
     lock = acquire_daemon_lock(settings.socket_path)
     if lock is None:
         holder = _lock_holder(settings.socket_path)
-        log.warning("another engram daemon%s already serves %s; not starting a second one",
-                    f" (pid {holder})" if holder else "", settings.socket_path)
+        log.warning(
+            "another engram daemon%s already serves %s; not starting a second one",
+            f" (pid {holder})" if holder else "",
+            settings.socket_path,
+        )
         if http:
-            print(f"engram: a daemon{f' (pid {holder})' if holder else ''} is already running; run "
-                  "`engram stop` first to restart it with these options", file=sys.stderr)
+            print(
+                f"engram: a daemon{f' (pid {holder})' if holder else ''} is already running; run "
+                "`engram stop` first to restart it with these options",
+                file=sys.stderr,
+            )
         return 0
     try:
         daemon = Daemon(settings)

@@ -48,10 +48,14 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 16 * 1024 * 1024
 # Every route takes ?project=: the project the request reads and writes in (docs/projects.md).
 PROJECT_PARAM = "project"
-_PROJECT_DOC = {"name": PROJECT_PARAM, "in": "query", "required": False,
-                "description": "The project this request works in (e.g. github.com/me/repo): reads see "
-                               "its rows and those of no project, writes belong to it. Left out: no project.",
-                "schema": {"type": "string"}}
+_PROJECT_DOC = {
+    "name": PROJECT_PARAM,
+    "in": "query",
+    "required": False,
+    "description": "The project this request works in (e.g. github.com/me/repo): reads see "
+    "its rows and those of no project, writes belong to it. Left out: no project.",
+    "schema": {"type": "string"},
+}
 PUBLIC_PATHS = frozenset({"/healthz"})
 
 
@@ -95,9 +99,21 @@ class JsonRoute:
         return tuple(self.body.model_fields) if self.body is not None else ()
 
 
-OPS = tuple(JsonRoute(op.http.method, op.http.path, op.name, op.http.summary, ops.body_model(op.name),
-                   op.http.status, op.http.empty_body_ok, op.http.query, op.http.defaults)
-            for op in ops.OPS_LIST if op.http is not None)
+OPS = tuple(
+    JsonRoute(
+        op.http.method,
+        op.http.path,
+        op.name,
+        op.http.summary,
+        ops.body_model(op.name),
+        op.http.status,
+        op.http.empty_body_ok,
+        op.http.query,
+        op.http.defaults,
+    )
+    for op in ops.OPS_LIST
+    if op.http is not None
+)
 
 
 # ---------------------------------------------------------------- helpers
@@ -148,8 +164,9 @@ async def _read_json(request: Request, empty_ok: bool) -> Any:
 
 def _memory_gauges(api: Any) -> dict[str, list[tuple[dict[str, str], float]]]:
     """Memories by type and status, counted from the derived index (no database round trip)."""
-    series = [({"memory_type": mtype, "status": status}, count)
-              for (mtype, status), count in api.eng.index_counts().items()]
+    series = [
+        ({"memory_type": mtype, "status": status}, count) for (mtype, status), count in api.eng.index_counts().items()
+    ]
     return {"engram_memories": series}
 
 
@@ -226,8 +243,11 @@ class _Auth:
             return None, _unauthorized(why)
         other = sorted(claimed - {user})
         if other:
-            return None, error(403, f"this key acts for user {user!r} only, and X-Engram-User names "
-                                    f"{other[0]!r}: leave X-Engram-User out (the key is the user)")
+            return None, error(
+                403,
+                f"this key acts for user {user!r} only, and X-Engram-User names "
+                f"{other[0]!r}: leave X-Engram-User out (the key is the user)",
+            )
         return user, None
 
     async def __call__(self, scope, receive, send) -> None:
@@ -269,22 +289,33 @@ def _text(raw: bytes) -> str:
 
 
 def _unauthorized(why: str) -> JSON:
-    return error(401, f"{why}: send 'Authorization: Bearer <key>' (a key from `engram keys create`) "
-                      "or 'Authorization: Bearer <ENGRAM_TOKEN>'", **{"WWW-Authenticate": "Bearer"})
+    return error(
+        401,
+        f"{why}: send 'Authorization: Bearer <key>' (a key from `engram keys create`) "
+        "or 'Authorization: Bearer <ENGRAM_TOKEN>'",
+        **{"WWW-Authenticate": "Bearer"},
+    )
 
 
 _ERROR = {"content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-_UNAUTHORIZED = {"description": "no credential, or a wrong, unknown or revoked one, when ENGRAM_TOKEN is set "
-                                "or keys exist", **_ERROR,
-                 "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}}}
+_UNAUTHORIZED = {
+    "description": "no credential, or a wrong, unknown or revoked one, when ENGRAM_TOKEN is set or keys exist",
+    **_ERROR,
+    "headers": {"WWW-Authenticate": {"schema": {"type": "string"}, "description": "Bearer"}},
+}
 _KEY_OTHER_USER = "a key whose X-Engram-User names another user than the key's (a key acts for its user only)"
 # The refusals _Auth makes, by path (None: every other path it guards); kept beside it so the
 # document says what the middleware does.
 AUTH_RESPONSES: dict[str | None, dict[str, dict]] = {
     None: {"401": _UNAUTHORIZED, "403": {"description": _KEY_OTHER_USER, **_ERROR}},
-    "/metrics": {"401": _UNAUTHORIZED,
-                 "403": {"description": f"any key: /metrics counts every user's memories and needs "
-                                        f"ENGRAM_TOKEN; or {_KEY_OTHER_USER}", **_ERROR}},
+    "/metrics": {
+        "401": _UNAUTHORIZED,
+        "403": {
+            "description": f"any key: /metrics counts every user's memories and needs "
+            f"ENGRAM_TOKEN; or {_KEY_OTHER_USER}",
+            **_ERROR,
+        },
+    },
 }
 
 
@@ -310,17 +341,26 @@ class _EndingSessions:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
-            elif (message["type"] == "http.response.body" and not message.get("more_body")
-                  and 200 <= status < 300 and headers.get("mcp-session-id")):
+            elif (
+                message["type"] == "http.response.body"
+                and not message.get("more_body")
+                and 200 <= status < 300
+                and headers.get("mcp-session-id")
+            ):
                 await run_in_threadpool(self.end, headers, scope.get(KEY_USER))
             await send(message)
 
         await self.app(scope, receive, capture)
 
 
-def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = None,  # noqa: C901 - the route table and its handlers
-              settings: Any = None, end_mcp_session: Callable[[dict[str, str], str | None], None] | None = None
-              ) -> Starlette:
+def build_app(  # noqa: C901 - the route table and its handlers
+    api: Any,
+    *,
+    token: str | None = _FROM_SETTINGS,
+    mcp_app: Any = None,
+    settings: Any = None,
+    end_mcp_session: Callable[[dict[str, str], str | None], None] | None = None,
+) -> Starlette:
     """The HTTP API over `api` (an engram.api.Api). With `mcp_app`, also serves MCP at /mcp;
     `end_mcp_session(headers, key_user)` runs when a client closes its MCP session.
 
@@ -354,8 +394,9 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
         peer = f"{client.host}:{client.port}" if client else "?"
         # The user is part of the key: one connection may act for several users, each in its own session.
         session_id = derived_session_id("http", nonce, token_hash, peer, user or "")
-        return LocalBackend(api, Ctx(session_id=session_id, user_id=user, client="http", project=project),
-                            end_after=True)
+        return LocalBackend(
+            api, Ctx(session_id=session_id, user_id=user, client="http", project=project), end_after=True
+        )
 
     def make_endpoint(spec: JsonRoute) -> Callable:
         async def endpoint(request: Request) -> Response:
@@ -370,11 +411,13 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
             # A misspelt filter (`?type=fact` for memory_type) must not vanish into an unfiltered answer.
             refuse_unknown(spec.op, request.query_params.keys(), spec.query + (PROJECT_PARAM,))
             # Only one value is read per parameter: a second must not be dropped without a word.
-            repeated = sorted({k for k, _ in request.query_params.multi_items()
-                               if len(request.query_params.getlist(k)) > 1})
+            repeated = sorted(
+                {k for k, _ in request.query_params.multi_items() if len(request.query_params.getlist(k)) > 1}
+            )
             if repeated:
-                raise BadRequest(422, f"{spec.op}: query parameter(s) given more than once: "
-                                      f"{', '.join(repeated)}; give each once")
+                raise BadRequest(
+                    422, f"{spec.op}: query parameter(s) given more than once: {', '.join(repeated)}; give each once"
+                )
             args.update((k, v) for k, v in request.query_params.items() if k != PROJECT_PARAM)
             args.update(request.path_params)
             result = await run_in_threadpool(backend_for(request).call, spec.op, args)
@@ -385,8 +428,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
 
     async def metrics(request: Request) -> Response:
         gauges = await run_in_threadpool(_memory_gauges, api)
-        return PlainTextResponse(api.metrics.render(gauges),
-                                 media_type="text/plain; version=0.0.4; charset=utf-8")
+        return PlainTextResponse(api.metrics.render(gauges), media_type="text/plain; version=0.0.4; charset=utf-8")
 
     async def healthz(request: Request) -> Response:
         result = await run_in_threadpool(api.call, "health", {}, Ctx(session_id="http-health", client="http"))
@@ -399,15 +441,16 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
         return JSON(doc)
 
     routes = [Route(s.path, _guard(make_endpoint(s)), methods=[s.method]) for s in OPS]
-    routes += [Route("/metrics", _guard(metrics), methods=["GET"]),
-               Route("/healthz", _guard(healthz), methods=["GET"]),
-               Route("/openapi.json", _guard(openapi), methods=["GET"])]
+    routes += [
+        Route("/metrics", _guard(metrics), methods=["GET"]),
+        Route("/healthz", _guard(healthz), methods=["GET"]),
+        Route("/openapi.json", _guard(openapi), methods=["GET"]),
+    ]
     routes += panel_routes()  # the web panel at /ui
     lifespan = None
     if mcp_app is not None:
         # The SDK's app routes /mcp itself; a Route (not a Mount) passes the path through unchanged.
-        routes.append(Route("/mcp", mcp_app if end_mcp_session is None
-                            else _EndingSessions(mcp_app, end_mcp_session)))
+        routes.append(Route("/mcp", mcp_app if end_mcp_session is None else _EndingSessions(mcp_app, end_mcp_session)))
 
         @contextlib.asynccontextmanager
         async def lifespan(app):
@@ -433,8 +476,7 @@ def build_app(api: Any, *, token: str | None = _FROM_SETTINGS, mcp_app: Any = No
 def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
     """OpenAPI 3.1 description of the routes, built from the same table and models that serve them."""
     models = sorted({s.body for s in OPS if s.body is not None}, key=lambda m: m.__name__)
-    _, defs = models_json_schema([(m, "validation") for m in models],
-                                 ref_template="#/components/schemas/{model}")
+    _, defs = models_json_schema([(m, "validation") for m in models], ref_template="#/components/schemas/{model}")
     schemas = dict(defs.get("$defs", {}))
     schemas["Error"] = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
     err = _ERROR
@@ -444,16 +486,27 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
         entry: dict[str, Any] = {
             "operationId": s.op,
             "summary": s.summary,
-            "responses": {str(s.status): {"description": "OK", **obj},
-                          "400": {"description": "bad JSON or invalid UTF-8", **err},
-                          "422": {"description": "invalid arguments", **err}},
+            "responses": {
+                str(s.status): {"description": "OK", **obj},
+                "400": {"description": "bad JSON or invalid UTF-8", **err},
+                "422": {"description": "invalid arguments", **err},
+            },
         }
         op = ops.OPS[s.op]
-        params = [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}}
-                  for n in ops.path_params(s.path)]
-        params += [{"name": p.name, "in": "query", "required": p.required, "description": p.description,
-                    "schema": TypeAdapter(p.type).json_schema()}
-                   for p in op.params if p.name in s.query]
+        params = [
+            {"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in ops.path_params(s.path)
+        ]
+        params += [
+            {
+                "name": p.name,
+                "in": "query",
+                "required": p.required,
+                "description": p.description,
+                "schema": TypeAdapter(p.type).json_schema(),
+            }
+            for p in op.params
+            if p.name in s.query
+        ]
         if params:
             entry["responses"]["404"] = {"description": "unknown id", **err}
         entry["parameters"] = params + [_PROJECT_DOC]
@@ -463,21 +516,49 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
                 "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{s.body.__name__}"}}},
             }
         paths.setdefault(s.path, {})[s.method.lower()] = entry
-    paths["/metrics"] = {"get": {"operationId": "metrics", "summary": "Prometheus metrics",
-                                 "responses": {"200": {"description": "Prometheus text format 0.0.4",
-                                                       "content": {"text/plain": {"schema": {"type": "string"}}}}}}}
-    paths["/healthz"] = {"get": {"operationId": "healthz", "summary": "Liveness (never needs the token)",
-                                 "security": [], "responses": {"200": {"description": "OK", **obj}}}}
-    paths["/openapi.json"] = {"get": {"operationId": "openapi", "summary": "This document",
-                                      "responses": {"200": {"description": "OK", **obj}}}}
+    paths["/metrics"] = {
+        "get": {
+            "operationId": "metrics",
+            "summary": "Prometheus metrics",
+            "responses": {
+                "200": {
+                    "description": "Prometheus text format 0.0.4",
+                    "content": {"text/plain": {"schema": {"type": "string"}}},
+                }
+            },
+        }
+    }
+    paths["/healthz"] = {
+        "get": {
+            "operationId": "healthz",
+            "summary": "Liveness (never needs the token)",
+            "security": [],
+            "responses": {"200": {"description": "OK", **obj}},
+        }
+    }
+    paths["/openapi.json"] = {
+        "get": {
+            "operationId": "openapi",
+            "summary": "This document",
+            "responses": {"200": {"description": "OK", **obj}},
+        }
+    }
     if with_mcp:
-        paths["/mcp"] = {"post": {"operationId": "mcp", "summary": "MCP over streamable HTTP",
-                                  "responses": {"200": {"description": "MCP response"}}}}
+        paths["/mcp"] = {
+            "post": {
+                "operationId": "mcp",
+                "summary": "MCP over streamable HTTP",
+                "responses": {"200": {"description": "MCP response"}},
+            }
+        }
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
-        "info": {"title": "engram", "version": __version__,
-                 "description": "Long-term memory and task continuity for AI agents. Errors are "
-                                "{\"error\": message}. Headers: X-Engram-Session, X-Engram-User."},
+        "info": {
+            "title": "engram",
+            "version": __version__,
+            "description": "Long-term memory and task continuity for AI agents. Errors are "
+            '{"error": message}. Headers: X-Engram-Session, X-Engram-User.',
+        },
         "paths": paths,
         "components": {"schemas": schemas},
     }
@@ -493,4 +574,3 @@ def openapi_document(secured: bool = False, with_mcp: bool = False) -> dict:
         doc["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         doc["security"] = [{"bearer": []}]
     return doc
-

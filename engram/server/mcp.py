@@ -30,8 +30,18 @@ from engram.server.mcp_logging import client_logs
 from engram.server.rpc import RpcError
 from engram.server.rpc_client import RpcClient
 
-__all__ = ["TASKS_URI", "TASK_RESUME_URI", "TOOL_NAMES", "EngramMCP", "build_mcp", "daemon_command", "keep_alive",
-           "main", "run_stdio", "task_completion"]
+__all__ = [
+    "TASKS_URI",
+    "TASK_RESUME_URI",
+    "TOOL_NAMES",
+    "EngramMCP",
+    "build_mcp",
+    "daemon_command",
+    "keep_alive",
+    "main",
+    "run_stdio",
+    "task_completion",
+]
 
 log = logging.getLogger(__name__)
 
@@ -50,15 +60,17 @@ with track_progress and errors with track_failure, and call session_handoff befo
 next session can continue (then report_interruption if you are being cut off)."""
 
 ANNOTATIONS = {
-    "read": ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
-                            open_world_hint=False),
-    "write": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False,
-                             open_world_hint=False),
+    "read": ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+    "write": ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False
+    ),
     # Storing the same thing twice reinforces it instead of duplicating it.
-    "write_idempotent": ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
-                                        open_world_hint=False),
-    "destructive": ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
-                                   open_world_hint=False),
+    "write_idempotent": ToolAnnotations(
+        read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
+    ),
+    "destructive": ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
 }
 
 
@@ -80,14 +92,14 @@ class EngramMCP(MCPServer):
         self.complete: Callable[[Context, CompleteRequestParams], Completion] | None = None
         self.client_logs = client_logs()
         self.middleware.append(self.client_logs.middleware)
-        self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams,
-                                                  self.client_logs.set_level)
+        self._lowlevel_server.add_request_handler("logging/setLevel", SetLevelRequestParams, self.client_logs.set_level)
         self._lowlevel_server.add_request_handler("completion/complete", CompleteRequestParams, self._complete)
 
     async def _complete(self, ctx: Any, params: CompleteRequestParams) -> CompleteResult:
         if self.complete is None:
             return CompleteResult(completion=Completion(values=[]))
         import anyio.to_thread
+
         context = Context(request_context=ctx, mcp_server=self)
         completion = await anyio.to_thread.run_sync(self.complete, context, params)
         return CompleteResult(completion=completion)
@@ -97,6 +109,7 @@ class EngramMCP(MCPServer):
         if read is None or context is None:
             return await super().read_resource(uri, context)
         import anyio.to_thread
+
         text = await anyio.to_thread.run_sync(read, context)
         return [ReadResourceContents(content=text, mime_type="application/json")]
 
@@ -128,9 +141,15 @@ def _tool_function(name: str, run: Callable[[str, Context, dict[str, Any]], dict
     def tool(ctx: Context, **arguments: Any) -> dict[str, Any]:
         return run(name, ctx, arguments)
 
-    params = [inspect.Parameter(p.name, inspect.Parameter.KEYWORD_ONLY, annotation=p.annotated(),
-                                default=inspect.Parameter.empty if p.required else p.default)
-              for p in op.params]
+    params = [
+        inspect.Parameter(
+            p.name,
+            inspect.Parameter.KEYWORD_ONLY,
+            annotation=p.annotated(),
+            default=inspect.Parameter.empty if p.required else p.default,
+        )
+        for p in op.params
+    ]
     params.append(inspect.Parameter("ctx", inspect.Parameter.KEYWORD_ONLY, annotation=Context))
     tool.__signature__ = inspect.Signature(params, return_annotation=dict[str, Any])  # type: ignore[attr-defined]
     tool.__annotations__ = {"ctx": Context, "return": dict[str, Any]}  # where the SDK looks for the context
@@ -155,8 +174,7 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
 
     for name in TOOLS:
         op = OPS[name]
-        mcp.add_tool(_tool_function(name, run), title=op.title, annotations=ANNOTATIONS[op.mcp],
-                     structured_output=True)
+        mcp.add_tool(_tool_function(name, run), title=op.title, annotations=ANNOTATIONS[op.mcp], structured_output=True)
     _add_prompts_and_resources(mcp, backend_factory)
     return mcp
 
@@ -170,8 +188,7 @@ def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Contex
         try:
             return backend_factory(ctx).call(name, args)
         except (EngramError, RpcError) as e:
-            kind = ResourceNotFoundError if isinstance(e, NotFound) or getattr(e, "kind", "") == "NotFound" \
-                else error
+            kind = ResourceNotFoundError if isinstance(e, NotFound) or getattr(e, "kind", "") == "NotFound" else error
             raise kind(str(e)) from None
 
     def open_tasks(ctx: Context) -> str:
@@ -189,29 +206,48 @@ def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Contex
         return task_completion(tasks, arg.value)
 
     mcp.complete = complete
-    mcp.resource(TASKS_URI, name="open_tasks", title="Open tasks", mime_type="application/json",
-                 description="The open tasks (open, in_progress, blocked) as list_tasks gives them, most "
-                             "recently active first, each with held_by (the session working on it, or null).")(
-        lambda: open_tasks(None))  # never called without a context: read_resource answers it
+    mcp.resource(
+        TASKS_URI,
+        name="open_tasks",
+        title="Open tasks",
+        mime_type="application/json",
+        description="The open tasks (open, in_progress, blocked) as list_tasks gives them, most "
+        "recently active first, each with held_by (the session working on it, or null).",
+    )(lambda: open_tasks(None))  # never called without a context: read_resource answers it
 
-    @mcp.resource(TASK_RESUME_URI, name="task_resume", title="Resume block of a task", mime_type="text/plain",
-                  description="The resume_task text block of one task (plan, next step, pitfalls, who holds "
-                              "it); reading it claims nothing.")
+    @mcp.resource(
+        TASK_RESUME_URI,
+        name="task_resume",
+        title="Resume block of a task",
+        mime_type="text/plain",
+        description="The resume_task text block of one task (plan, next step, pitfalls, who holds "
+        "it); reading it claims nothing.",
+    )
     def task_resume(task_id: str, ctx: Context) -> str:
         return call(ctx, "resume_task", {"task_id": task_id, "claim": False}, ResourceError)["context"]
 
-    @mcp.prompt(name="resume", title="Resume a task",
-                description="Continue a task where the last session stopped: its resume block (plan with "
-                            "each step's status, next step, pitfalls, working set). Without task_id, the open "
-                            "task active most recently that no other session holds. Claims the task.")
+    @mcp.prompt(
+        name="resume",
+        title="Resume a task",
+        description="Continue a task where the last session stopped: its resume block (plan with "
+        "each step's status, next step, pitfalls, working set). Without task_id, the open "
+        "task active most recently that no other session holds. Claims the task.",
+    )
     def resume(ctx: Context, task_id: str | None = None) -> list[UserMessage]:
         if not task_id:
             tasks = call(ctx, "list_tasks", {"limit": 1000}, ValueError)["tasks"]
-            free = [t for t in tasks if t["status"] in OPEN_TASK_STATUSES
-                    and (t["held_by"] is None or t["held_by"]["this_session"])]
+            free = [
+                t
+                for t in tasks
+                if t["status"] in OPEN_TASK_STATUSES and (t["held_by"] is None or t["held_by"]["this_session"])
+            ]
             if not free:
-                return [UserMessage("engram has no open task that no other session holds. "
-                                    "Call list_tasks to see every task, or create_task to start one.")]
+                return [
+                    UserMessage(
+                        "engram has no open task that no other session holds. "
+                        "Call list_tasks to see every task, or create_task to start one."
+                    )
+                ]
             task_id = free[0]["id"]
         r = call(ctx, "resume_task", {"task_id": task_id}, ValueError)
         notice = "".join(f"\n(Note: {n['message']})" for n in r.get("claim_notices", []))
@@ -240,6 +276,7 @@ def run_stdio(settings: Any = None, client: RpcClient | None = None) -> None:
     """
     if settings is None:
         from engram.core.settings import Settings
+
         settings = Settings.from_env()
     if client is None:
         client = stdio_client(settings)

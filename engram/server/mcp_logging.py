@@ -21,13 +21,17 @@ __all__ = ["LEVELS", "ClientLogs", "client_logs", "mcp_level", "python_level"]
 
 # The MCP levels (RFC 5424's), least severe first, and the Python level each starts at.
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
-_PYTHON = dict(zip(LEVELS, (logging.DEBUG, logging.INFO, 25, logging.WARNING, logging.ERROR, logging.CRITICAL,
-                            60, 70), strict=True))
+_PYTHON = dict(
+    zip(
+        LEVELS, (logging.DEBUG, logging.INFO, 25, logging.WARNING, logging.ERROR, logging.CRITICAL, 60, 70), strict=True
+    )
+)
 
 # The request being handled, set by ClientLogs.middleware: a record logged while it runs (on the event
 # loop or in the worker thread a tool runs in, which copies this) goes to that request's client.
 _request: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contextvars.ContextVar(
-    "engram_mcp_request", default=None)
+    "engram_mcp_request", default=None
+)
 
 
 def python_level(level: str) -> int:
@@ -37,8 +41,7 @@ def python_level(level: str) -> int:
 
 def mcp_level(levelno: int) -> str:
     """The most severe MCP level at or below a Python record's level."""
-    return next(name for name in reversed(LEVELS) if _PYTHON[name] <= levelno) if levelno >= logging.DEBUG \
-        else "debug"
+    return next(name for name in reversed(LEVELS) if _PYTHON[name] <= levelno) if levelno >= logging.DEBUG else "debug"
 
 
 @functools.cache

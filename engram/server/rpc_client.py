@@ -153,9 +153,7 @@ class RpcClient:
             line = read_line(self._file, MAX_RESPONSE_BYTES)
         except TimeoutError:
             self._drop()  # a late reply would be mistaken for the next one's
-            raise RpcError(
-                f"engram daemon did not answer {method} within {self.timeout:g}s", "Timeout"
-            ) from None
+            raise RpcError(f"engram daemon did not answer {method} within {self.timeout:g}s", "Timeout") from None
         except OverflowError:
             self._drop()
             raise RpcError("response too large", "ProtocolError") from None
@@ -261,14 +259,22 @@ class RpcClient:
         """
         old = {"pid": self.server_pid, "version": self.server_version, "schema": self.server_schema}
         self.replaced.append(old)
-        log.warning("the engram daemon (pid %s) runs version %s, this client %s: asking it to finish and "
-                    "exit, then starting this version's", self.server_pid, self.server_version or "older",
-                    self.version)
+        log.warning(
+            "the engram daemon (pid %s) runs version %s, this client %s: asking it to finish and "
+            "exit, then starting this version's",
+            self.server_pid,
+            self.server_version or "older",
+            self.version,
+        )
         req_id = next(self._ids)
         try:
             assert self._sock is not None
-            self._sock.sendall(dumps({"id": req_id, "method": "__shutdown__",
-                                      "params": {"reason": "upgrade", "version": self.version}}), _SEND_FLAGS)
+            self._sock.sendall(
+                dumps(
+                    {"id": req_id, "method": "__shutdown__", "params": {"reason": "upgrade", "version": self.version}}
+                ),
+                _SEND_FLAGS,
+            )
             self._read_reply(req_id, "__shutdown__")
         except (RpcError, OSError):
             pass  # it may close before answering
@@ -276,8 +282,10 @@ class RpcClient:
         deadline = time.monotonic() + self.spawn_timeout
         while not lock_is_free(self.socket_path):
             if time.monotonic() > deadline:
-                raise RpcError(f"the older engram daemon (pid {old['pid']}) did not exit within "
-                               f"{self.spawn_timeout:g}s", "DaemonUnavailable")
+                raise RpcError(
+                    f"the older engram daemon (pid {old['pid']}) did not exit within {self.spawn_timeout:g}s",
+                    "DaemonUnavailable",
+                )
             time.sleep(0.05)  # waiting on another process to exit; there is nothing to block on
         self._connect()
 
@@ -334,11 +342,13 @@ class RpcClient:
 
 def _older(a: str, b: str) -> bool:
     """Version a is older than b (release numbers compared as numbers; anything else as text)."""
+
     def key(v: str) -> tuple:
         parts = []
         for x in v.replace("-", ".").replace("+", ".").split("."):
             parts.append((0, int(x), "") if x.isdigit() else (1, 0, x))
         return tuple(parts)
+
     return key(a) < key(b)
 
 

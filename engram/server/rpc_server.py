@@ -259,9 +259,7 @@ class RpcServer:
         except (ValueError, AttributeError):
             hello = None
         if not isinstance(hello, dict):
-            self._send(
-                conn, {"ok": False, "error": {"message": "expected hello first", "kind": "ProtocolError"}}
-            )
+            self._send(conn, {"ok": False, "error": {"message": "expected hello first", "kind": "ProtocolError"}})
             return None
         pid = hello.get("pid")
         peer = Peer(

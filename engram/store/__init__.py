@@ -17,6 +17,7 @@ def open_store(path_or_url: str | Path, now: datetime) -> MemoryStore:
     """The store at a PostgreSQL URL (PgStore) or a DuckDB file / ":memory:" (Store)."""
     if is_database_url(path_or_url):
         from engram.store.pg import PgStore  # psycopg is an optional extra: imported only when asked for
+
         return PgStore(str(path_or_url), now)
     return Store(path_or_url, now)
 

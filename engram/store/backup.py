@@ -32,8 +32,21 @@ from engram.store.backup_files import (
 )
 from engram.store.db import inspect_file, is_disk_full
 
-__all__ = ["BACKUP_DIR", "BackupInvalid", "backup_dir", "backup_path", "check_backup", "copy_file",
-           "daily", "list_backups", "latest_backup", "restore", "rotate", "take_backup"]
+__all__ = [
+    "BACKUP_DIR",
+    "BackupInvalid",
+    "backup_dir",
+    "backup_path",
+    "check_backup",
+    "copy_file",
+    "daily",
+    "list_backups",
+    "latest_backup",
+    "restore",
+    "rotate",
+    "take_backup",
+]
+
 
 def rotate(db_path: str | Path, keep: int) -> list[str]:
     """Remove the daily backups beyond the newest `keep`; returns the removed paths."""
@@ -59,8 +72,10 @@ def take_backup(eng: Any, dest: str | Path | None = None, kind: str = "memories"
     is removed: a backup that cannot be restored must not be found as the newest.
     """
     if is_url(eng.path):
-        raise EngramError("engram backup copies a DuckDB file; a PostgreSQL database is backed up "
-                          "with its own tools: pg_dump (see docs/backups.md)")
+        raise EngramError(
+            "engram backup copies a DuckDB file; a PostgreSQL database is backed up "
+            "with its own tools: pg_dump (see docs/backups.md)"
+        )
     t0 = time.perf_counter()
     target = backup_path(eng.path, dest, eng.clock.now(), kind)
     if target.resolve() == Path(eng.path).resolve():
@@ -69,8 +84,9 @@ def take_backup(eng: Any, dest: str | Path | None = None, kind: str = "memories"
         eng.backup(target)
     except OSError as e:
         if is_disk_full(e):
-            raise DiskFull(f"cannot write the backup {target}: the disk is full; nothing was written "
-                           "and the store is unchanged") from None
+            raise DiskFull(
+                f"cannot write the backup {target}: the disk is full; nothing was written and the store is unchanged"
+            ) from None
         raise EngramError(f"cannot write the backup {target}: {e.strerror or e}") from None
     try:
         report = check_backup(target)

@@ -73,8 +73,9 @@ class MemoryStore(Protocol):
     def update_memory(self, memory_id: str, embedding: np.ndarray | None = None, **fields: Any) -> None:
         """Set fields of Memory (by name; not id) and optionally the embedding."""
 
-    def reinforce(self, ids: Sequence[str], now: datetime,
-                  grow: Callable[[Memory, datetime], float]) -> dict[str, Memory]:
+    def reinforce(
+        self, ids: Sequence[str], now: datetime, grow: Callable[[Memory, datetime], float]
+    ) -> dict[str, Memory]:
         """Count a recall of each memory, set its stability to grow(memory, now), return them as
         they are now. The counts may be written later (see Store.reinforce), never lost to a read."""
 
@@ -114,8 +115,9 @@ class MemoryStore(Protocol):
     def task_handoffs(self, user_id: str, task_id: str) -> list[Memory]:
         """The task's handoffs but deleted ones, oldest first."""
 
-    def latest_handoff(self, user_id: str, task_id: str | None = None,
-                       tags: Sequence[str] | None = None) -> Memory | None:
+    def latest_handoff(
+        self, user_id: str, task_id: str | None = None, tags: Sequence[str] | None = None
+    ) -> Memory | None:
         """The newest active handoff of the user (of the task; carrying one of `tags`)."""
 
     def last_session_progress(self, session_id: str) -> Memory | None:
@@ -182,8 +184,9 @@ class MemoryStore(Protocol):
     def stale_sessions(self, before: datetime) -> list[Session]:
         """Active sessions of any user whose last heartbeat is older than `before`."""
 
-    def unreported_interruptions(self, user_id: str, stale_before: datetime,
-                                 exclude: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Session]:
+    def unreported_interruptions(
+        self, user_id: str, stale_before: datetime, exclude: str | None = None, scope: Scope = EVERY_PROJECT
+    ) -> list[Session]:
         """The user's sessions (seen in `scope`) not reported yet that are interrupted, or active
         with a last heartbeat older than `stale_before`, but `exclude`; oldest first."""
 
@@ -216,8 +219,7 @@ class MemoryStore(Protocol):
     def delete_session_claims(self, session_id: str) -> list[str]:
         """Drop every claim the session holds; the task ids."""
 
-    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str,
-                         now: datetime) -> None:
+    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str, now: datetime) -> None:
         """Tell session_id, on its next call, that by_session took task_id over."""
 
     def take_claim_notices(self, session_id: str) -> list[dict]:
@@ -262,8 +264,7 @@ class MemoryStore(Protocol):
     def existing_ids(self, table: str, ids: Sequence[str]) -> set[str]:
         """Which of the ids exist in "memories", "tasks" or "sessions"."""
 
-    def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000
-                         ) -> Iterable[tuple[Memory, bytes | None]]:
+    def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000) -> Iterable[tuple[Memory, bytes | None]]:
         """Every memory row of any status, with its embedding, oldest first."""
 
     def events_by_memory(self, user_id: str | None = None) -> dict[str, list[dict]]: ...

@@ -54,6 +54,7 @@ def is_disk_full(e: BaseException) -> bool:
     """A DuckDB (or OS) error caused by a full disk (or quota)."""
     if isinstance(e, OSError):
         import errno
+
         return e.errno in (errno.ENOSPC, errno.EDQUOT)
     text = str(e).lower()
     return "no space left" in text or "disk quota" in text or "disk full" in text
@@ -125,8 +126,9 @@ def missing_bytes(con: duckdb.DuckDBPyConnection, path: str) -> int:
         return 0
     # used_blocks, not total_blocks: DuckDB itself cuts free blocks off the end of the file at a
     # checkpoint while still counting them, so only the used ones must all be in it.
-    row = con.execute("SELECT block_size, used_blocks FROM pragma_database_size() "
-                      "WHERE database_name = current_database()").fetchone()
+    row = con.execute(
+        "SELECT block_size, used_blocks FROM pragma_database_size() WHERE database_name = current_database()"
+    ).fetchone()
     if row is None:
         return 0
     need = DUCKDB_HEADER_BYTES + int(row[0]) * int(row[1])
@@ -152,8 +154,10 @@ def inspect_file(path: Path) -> dict[str, Any]:
         if short:
             raise BackupInvalid(f"{path} is truncated: {short} bytes of its blocks are missing")
         if version is None or version > SCHEMA_VERSION:
-            raise BackupInvalid(f"{path} has schema v{version}; this engram reads up to v{SCHEMA_VERSION}"
-                                + ("; upgrade engram to restore it" if version else ""))
+            raise BackupInvalid(
+                f"{path} has schema v{version}; this engram reads up to v{SCHEMA_VERSION}"
+                + ("; upgrade engram to restore it" if version else "")
+            )
         present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
         counts = {}
         for table in _schema.TABLES:  # every table, the ledger too (rows.TABLES: the countable ones)
@@ -179,8 +183,9 @@ class Store(SqlStore):
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
-            self.con = duckdb.connect(self.path) if self.path == ":memory:" else _Connection(
-                self.path, self._runtime_error)
+            self.con = (
+                duckdb.connect(self.path) if self.path == ":memory:" else _Connection(self.path, self._runtime_error)
+            )
         except duckdb.IOException as e:
             if "could not set lock" in str(e).lower() or "conflicting lock" in str(e).lower():
                 # Not just "lock": a damaged file's error names a "block".
@@ -217,16 +222,22 @@ class Store(SqlStore):
         if self.path == ":memory:":
             return EngramError(f"cannot open an in-memory database: {e}")
         if is_disk_full(e):
-            return DiskFull(f"cannot open {self.path}: the disk holding it is full ({_first_line(e)}); "
-                            "free some space and try again. Nothing was changed")
+            return DiskFull(
+                f"cannot open {self.path}: the disk holding it is full ({_first_line(e)}); "
+                "free some space and try again. Nothing was changed"
+            )
         newest = latest_backup(self.path)
-        advice = (f"the newest backup is {newest}: `engram restore {newest}` puts it in place (the "
-                  "damaged file is kept aside)" if newest else
-                  f"no backup was found in {Path(self.path).parent / 'backups'}")
+        advice = (
+            f"the newest backup is {newest}: `engram restore {newest}` puts it in place (the "
+            "damaged file is kept aside)"
+            if newest
+            else f"no backup was found in {Path(self.path).parent / 'backups'}"
+        )
         return DatabaseDamaged(
             f"cannot open the engram database {self.path}: {_first_line(e)}. The file is damaged or "
             f"is not an engram database; engram left it untouched (it did not rename, move, truncate "
-            f"or replace it). {advice[0].upper() + advice[1:]}.")
+            f"or replace it). {advice[0].upper() + advice[1:]}."
+        )
 
     def _runtime_error(self, e: Exception, fatal: bool = False) -> EngramError | None:
         """What a failed statement means to the user: a full disk, a damaged file, else None.
@@ -235,10 +246,15 @@ class Store(SqlStore):
         is in the WAL, so the write that met it may be stored after all.
         """
         if is_disk_full(e):
-            done = ("a checkpoint could not be written, so this write may or may not be stored "
-                    "(look before repeating it)" if fatal else "this write was not stored")
-            return DiskFull(f"the disk holding {self.path} is full: {done}. Reads keep working and "
-                            f"writes resume by themselves once space is freed ({_first_line(e)})")
+            done = (
+                "a checkpoint could not be written, so this write may or may not be stored (look before repeating it)"
+                if fatal
+                else "this write was not stored"
+            )
+            return DiskFull(
+                f"the disk holding {self.path} is full: {done}. Reads keep working and "
+                f"writes resume by themselves once space is freed ({_first_line(e)})"
+            )
         text = str(e)
         if "Corrupt database file" in text or "Could not read enough bytes" in text:
             return self._damaged(e)
@@ -259,8 +275,9 @@ class Store(SqlStore):
         self._begun_with = self._recalls
 
     def _in_transaction(self) -> None:
-        if self._recalls and (len(self._recalls) >= RECALL_WRITE_MAX or
-                              time.monotonic() - self._recalls_since >= RECALL_WRITE_DELAY_S):
+        if self._recalls and (
+            len(self._recalls) >= RECALL_WRITE_MAX or time.monotonic() - self._recalls_since >= RECALL_WRITE_DELAY_S
+        ):
             self._flush_recalls()  # counted recalls ride on this commit
 
     def _before_commit(self) -> None:
@@ -300,8 +317,10 @@ class Store(SqlStore):
         elif p.memories:
             self.con.execute(f"{_MEM_INSERT} SELECT {_unnest(_MEM_TYPES)}", _columns(p.memories))
         if p.events:
-            self.con.execute("INSERT INTO memory_events SELECT "
-                             + _unnest(("VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR")), _columns(p.events))
+            self.con.execute(
+                "INSERT INTO memory_events SELECT " + _unnest(("VARCHAR", "TIMESTAMP", "VARCHAR", "VARCHAR")),
+                _columns(p.events),
+            )
         edge_types = _unnest(("VARCHAR", "VARCHAR", "DOUBLE", "VARCHAR"))
         if p.new_edges:  # a plain insert: checking for conflicts costs 3 ms a statement
             self.con.execute("INSERT INTO edges SELECT " + edge_types, _columns(list(p.new_edges.values())))
@@ -331,8 +350,9 @@ class Store(SqlStore):
         row = memory_values(m) + [None if embedding is None else self._vector(embedding)]
         self._add(lambda p: p.memories.append(row))
 
-    def reinforce(self, ids: Sequence[str], now: datetime,
-                  grow: Callable[[Memory, datetime], float]) -> dict[str, Memory]:
+    def reinforce(
+        self, ids: Sequence[str], now: datetime, grow: Callable[[Memory, datetime], float]
+    ) -> dict[str, Memory]:
         """Count a recall of each memory, set its stability to grow(memory, now), return them as they are now.
 
         The counts are held, not committed on their own: a commit costs a disk flush (5-10 ms
@@ -369,8 +389,7 @@ class Store(SqlStore):
         if held is None:
             return m
         n, at, stability = held
-        return replace(m, recall_count=m.recall_count + n, last_recalled_at=aware(ts(at)),
-                       stability=stability)
+        return replace(m, recall_count=m.recall_count + n, last_recalled_at=aware(ts(at)), stability=stability)
 
     def _flush_recalls(self) -> None:
         if not self._recalls:
@@ -381,8 +400,8 @@ class Store(SqlStore):
             "UPDATE memories SET recall_count = recall_count + c.n, last_recalled_at = c.at, "
             "stability = c.s FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::INTEGER[]) AS n, "
             "unnest(?::TIMESTAMP[]) AS at, unnest(?::DOUBLE[]) AS s) c WHERE memories.id = c.id",
-            [ids, [counted[i][0] for i in ids], [ts(counted[i][1]) for i in ids],
-             [counted[i][2] for i in ids]])
+            [ids, [counted[i][0] for i in ids], [ts(counted[i][1]) for i in ids], [counted[i][2] for i in ids]],
+        )
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
         with self._lock:
@@ -403,8 +422,7 @@ class Store(SqlStore):
             self._write_held()
             cur = self.con.cursor()
         try:
-            cur.execute(f"SELECT {MEM_SELECT}, embedding FROM memories WHERE {where} ORDER BY created_at, id",
-                        params)
+            cur.execute(f"SELECT {MEM_SELECT}, embedding FROM memories WHERE {where} ORDER BY created_at, id", params)
             while rows := cur.fetchmany(batch):
                 for r in rows:
                     yield row_to_memory(r[:-1]), r[-1]
@@ -416,10 +434,11 @@ class Store(SqlStore):
         with self._lock:
             self._flush()
             for i in range(0, len(ids), 1000):
-                part = list(ids[i:i + 1000])
+                part = list(ids[i : i + 1000])
                 where, params = DUCKDB.key_in("id", part)
-                rows = self.con.execute(f"SELECT {MEM_SELECT}, embedding FROM memories "
-                                        f"WHERE {where} AND status <> 'deleted'", params).fetchall()
+                rows = self.con.execute(
+                    f"SELECT {MEM_SELECT}, embedding FROM memories WHERE {where} AND status <> 'deleted'", params
+                ).fetchall()
                 out += [(self._counted(row_to_memory(r[:-1])), r[-1]) for r in rows]
         return out
 

@@ -32,8 +32,7 @@ def extension_file(name: str) -> Path:
     if not path.exists():
         found = sorted(p.parent.name for p in root.glob(f"*/{name}.duckdb_extension"))
         raise ExtensionError(
-            f"duckdb-extension-{name} ships {', '.join(found) or 'nothing'} but duckdb is "
-            f"v{version}; run: {hint}"
+            f"duckdb-extension-{name} ships {', '.join(found) or 'nothing'} but duckdb is v{version}; run: {hint}"
         )
     return path
 

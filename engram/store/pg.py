@@ -34,10 +34,11 @@ try:
 except ImportError:  # the optional `postgres` extra
     psycopg = None  # type: ignore[assignment]
 
-_MEM_INSERT = (f"INSERT INTO memories ({MEM_SELECT}, embedding) VALUES "
-               f"({', '.join(['%s'] * len(MEMORY_COLUMNS))}, %b)")
-_EDGE_UPSERT = ("INSERT INTO edges (src, dst, weight, user_id) VALUES (%s, %s, %s, %s) ON CONFLICT (src, dst) "
-                "DO UPDATE SET weight = excluded.weight, user_id = excluded.user_id")
+_MEM_INSERT = f"INSERT INTO memories ({MEM_SELECT}, embedding) VALUES ({', '.join(['%s'] * len(MEMORY_COLUMNS))}, %b)"
+_EDGE_UPSERT = (
+    "INSERT INTO edges (src, dst, weight, user_id) VALUES (%s, %s, %s, %s) ON CONFLICT (src, dst) "
+    "DO UPDATE SET weight = excluded.weight, user_id = excluded.user_id"
+)
 # Two servers starting at once must not both migrate: every migration step takes this
 # transaction-scoped advisory lock first (an arbitrary constant: "engram" in ASCII).
 MIGRATION_LOCK = 0x656E6772616D
@@ -52,8 +53,7 @@ def redact_url(url: str) -> str:
     if "@" in netloc:
         user, host = netloc.rsplit("@", 1)
         netloc = f"{user.split(':', 1)[0]}@{host}"
-    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True)
-                       if k != "password"], safe="/")
+    query = urlencode([(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "password"], safe="/")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -79,7 +79,8 @@ def connect(url: str) -> Any:
     shown = redact_url(url)
     if psycopg is None:
         raise DatabaseUnavailable(
-            f"{shown}: PostgreSQL support is not installed; run: pip install 'engram-recall[postgres]'")
+            f"{shown}: PostgreSQL support is not installed; run: pip install 'engram-recall[postgres]'"
+        )
     try:
         con = psycopg.connect(url, autocommit=True, connect_timeout=10)
     except psycopg.Error as e:
@@ -124,8 +125,10 @@ def migrate(con: Any, now: datetime, target: int | None = None) -> list[int]:
     while True:
         with con.transaction():
             con.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])
-            con.execute("CREATE TABLE IF NOT EXISTS schema_version "
-                        "(version integer PRIMARY KEY, description text, applied_at timestamp)")
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version "
+                "(version integer PRIMARY KEY, description text, applied_at timestamp)"
+            )
             have = current_version(con)
             if have > latest:
                 raise schema_too_new(have, latest)
@@ -228,7 +231,8 @@ class PgStore(SqlStore):
                 raise
             self.con = connect(self.url)
             raise DatabaseUnavailable(
-                f"{self.path}: the connection was lost ({str(e).strip()}); reconnected, try again") from None
+                f"{self.path}: the connection was lost ({str(e).strip()}); reconnected, try again"
+            ) from None
 
     def _answers(self) -> bool:
         """Whether the connection still serves a statement. A failure libpq reports itself (no
@@ -257,8 +261,9 @@ class PgStore(SqlStore):
         row = memory_values(m) + [_vec(embedding)]
         self._add(lambda p: p.memories.append(row))
 
-    def reinforce(self, ids: Sequence[str], now: datetime,
-                  grow: Callable[[Memory, datetime], float]) -> dict[str, Memory]:
+    def reinforce(
+        self, ids: Sequence[str], now: datetime, grow: Callable[[Memory, datetime], float]
+    ) -> dict[str, Memory]:
         """Count a recall of each memory and set its stability to grow(memory, now), written now.
 
         Another server must see the counts, and two servers may reinforce one memory at once:
@@ -273,19 +278,23 @@ class PgStore(SqlStore):
                 # commit is visible to every server at once and a crash can lose only the last
                 # few recall counts, never a memory: DuckDB's Store makes the same trade.
                 self._run("SET LOCAL synchronous_commit = off")
-            rows = self._rows(f"SELECT {MEM_SELECT} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE",
-                              [list(ids)])
+            rows = self._rows(
+                f"SELECT {MEM_SELECT} FROM memories WHERE id = ANY(%s) ORDER BY id FOR UPDATE", [list(ids)]
+            )
             if not rows:
                 return {}
             out = {}
             for r in rows:
                 m = row_to_memory(r)
-                out[m.id] = replace(m, recall_count=m.recall_count + 1, last_recalled_at=aware(ts(now)),
-                                    stability=grow(m, now))
-            self._run("UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = %s, "
-                      "stability = c.s FROM unnest(%s::text[], %s::double precision[]) AS c(id, s) "
-                      "WHERE memories.id = c.id",
-                      [ts(now), list(out), [m.stability for m in out.values()]])
+                out[m.id] = replace(
+                    m, recall_count=m.recall_count + 1, last_recalled_at=aware(ts(now)), stability=grow(m, now)
+                )
+            self._run(
+                "UPDATE memories SET recall_count = recall_count + 1, last_recalled_at = %s, "
+                "stability = c.s FROM unnest(%s::text[], %s::double precision[]) AS c(id, s) "
+                "WHERE memories.id = c.id",
+                [ts(now), list(out), [m.stability for m in out.values()]],
+            )
             return out
 
     def get_memories(self, ids: Sequence[str]) -> dict[str, Memory]:
@@ -303,8 +312,9 @@ class PgStore(SqlStore):
             if after is not None:
                 cond += " AND (created_at, id) > (?, ?)"
                 p += list(after)
-            sql = (f"SELECT {MEM_SELECT}, embedding FROM memories WHERE {cond} "
-                   f"ORDER BY created_at, id LIMIT {int(batch)}")
+            sql = (
+                f"SELECT {MEM_SELECT}, embedding FROM memories WHERE {cond} ORDER BY created_at, id LIMIT {int(batch)}"
+            )
             rows = self._rows(_marks(sql) if p else sql, p, binary=True)
             for r in rows:
                 yield row_to_memory(r[:-1]), _vec_bytes(r[-1])
@@ -315,8 +325,11 @@ class PgStore(SqlStore):
     def index_rows(self, ids: Sequence[str]) -> list[tuple[Memory, bytes | None]]:
         if not ids:
             return []
-        rows = self._rows(f"SELECT {MEM_SELECT}, embedding FROM memories WHERE id = ANY(%s) "
-                          "AND status <> 'deleted'", [list(ids)], binary=True)
+        rows = self._rows(
+            f"SELECT {MEM_SELECT}, embedding FROM memories WHERE id = ANY(%s) AND status <> 'deleted'",
+            [list(ids)],
+            binary=True,
+        )
         return [(row_to_memory(r[:-1]), _vec_bytes(r[-1])) for r in rows]
 
     # -- the database ------------------------------------------------------------
@@ -331,8 +344,10 @@ class PgStore(SqlStore):
             self._flush()
 
     def backup(self, dest: Any) -> int:
-        raise EngramError("engram backup copies a DuckDB file; a PostgreSQL database is backed up "
-                          "with its own tools: pg_dump (see docs/backups.md)")
+        raise EngramError(
+            "engram backup copies a DuckDB file; a PostgreSQL database is backed up "
+            "with its own tools: pg_dump (see docs/backups.md)"
+        )
 
     def compact(self) -> bool:
         """VACUUM FULL the tables deleted rows live in: each is rewritten into new files and the
@@ -369,7 +384,9 @@ class PgStore(SqlStore):
                 "WITH s AS (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) "
                 "SELECT (SELECT xmin FROM s)::text::bigint, c.seq, c.memory_id FROM (SELECT 1) one "
                 "LEFT JOIN changes c ON c.xid >= %s::text::xid8 AND c.xid < (SELECT xmin FROM s) "
-                "ORDER BY c.seq", [str(mark)])
+                "ORDER BY c.seq",
+                [str(mark)],
+            )
         new_mark = int(rows[0][0]) if rows else mark
         ids: dict[str, None] = {}
         edges = False
@@ -402,7 +419,8 @@ class PgStore(SqlStore):
         rows = self._rows(
             "INSERT INTO leases VALUES (%s, %s, %s) ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, "
             "until = excluded.until WHERE leases.until < %s OR leases.holder = excluded.holder RETURNING holder",
-            [name, holder, ts(now + timedelta(seconds=seconds)), ts(now)])
+            [name, holder, ts(now + timedelta(seconds=seconds)), ts(now)],
+        )
         return bool(rows)
 
 
@@ -415,8 +433,14 @@ def check_database(url: str, now: datetime) -> dict[str, Any]:
         with store._lock:
             server = con.execute("SHOW server_version").fetchone()[0]
             vector = con.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()[0]
-        return {"path": store.path, "via": "postgres", "server_version": server, "pgvector": vector,
-                "schema_version": store.schema_version(), "migrated": store.migrated,
-                "memories": store.count("memories")}
+        return {
+            "path": store.path,
+            "via": "postgres",
+            "server_version": server,
+            "pgvector": vector,
+            "schema_version": store.schema_version(),
+            "migrated": store.migrated,
+            "memories": store.count("memories"),
+        }
     finally:
         store.close()

@@ -69,4 +69,3 @@ class RedactingStore:
 
     def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
         self.inner.add_session_outcome(session_id, outcome, self._redact(notes) if notes else notes)
-

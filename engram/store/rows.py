@@ -67,9 +67,23 @@ MEMORY_COLUMNS: tuple[str, ...] = tuple(c.name for c in MEMORY_FIELDS)
 MEM_SELECT = ", ".join(MEMORY_COLUMNS)
 
 TASK_COLUMNS = ("id", "name", "goal", "status", "metadata", "user_id", "created_at", "updated_at", "project")
-SESSION_COLUMNS = ("id", "user_id", "client", "pid", "status", "started_at", "last_heartbeat",
-                   "ended_at", "task_id", "outcome", "outcome_notes", "reported", "interruption",
-                   "project", "branch")
+SESSION_COLUMNS = (
+    "id",
+    "user_id",
+    "client",
+    "pid",
+    "status",
+    "started_at",
+    "last_heartbeat",
+    "ended_at",
+    "task_id",
+    "outcome",
+    "outcome_notes",
+    "reported",
+    "interruption",
+    "project",
+    "branch",
+)
 KEY_COLUMNS = ("id", "user_id", "key_hash", "label", "created_at", "revoked_at")
 TABLES = ("memories", "tasks", "sessions", "edges", "memory_events", "meta", "api_keys")
 
@@ -94,13 +108,25 @@ def _number(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
 
 # Stored value -> field value, by kind (None: as it comes).
 _FROM_ROW: dict[str, Callable[[Any], Any] | None] = {
-    "key": None, "text": None, "float": _number(float), "int": _number(int), "bool": bool,
-    "time": aware, "list": lambda v: tuple(v or ()), "json": lambda v: json.loads(v) if v else {},
+    "key": None,
+    "text": None,
+    "float": _number(float),
+    "int": _number(int),
+    "bool": bool,
+    "time": aware,
+    "list": lambda v: tuple(v or ()),
+    "json": lambda v: json.loads(v) if v else {},
 }
 # Field value -> stored value, by kind.
 _TO_ROW: dict[str, Callable[[Any], Any] | None] = {
-    "key": None, "text": None, "float": None, "int": None, "bool": None, "time": ts,
-    "list": list, "json": lambda v: json.dumps(v) if v else None,
+    "key": None,
+    "text": None,
+    "float": None,
+    "int": None,
+    "bool": None,
+    "time": ts,
+    "list": list,
+    "json": lambda v: json.dumps(v) if v else None,
 }
 # (position, converter) of the columns whose stored value is not the field's as it comes.
 _MEMORY_FROM = tuple((i, f) for i, c in enumerate(MEMORY_FIELDS) if (f := _FROM_ROW[c.kind]) is not None)
@@ -158,35 +184,86 @@ def row_to_key(r: Sequence[Any]) -> dict:
 
 
 def row_to_task(r: Sequence[Any]) -> Task:
-    return Task(id=r[0], name=r[1], goal=r[2] or "", status=r[3],
-                metadata=json.loads(r[4]) if r[4] else {}, user_id=r[5],
-                created_at=aware(r[6]), updated_at=aware(r[7]), project=r[8])
+    return Task(
+        id=r[0],
+        name=r[1],
+        goal=r[2] or "",
+        status=r[3],
+        metadata=json.loads(r[4]) if r[4] else {},
+        user_id=r[5],
+        created_at=aware(r[6]),
+        updated_at=aware(r[7]),
+        project=r[8],
+    )
 
 
 def task_values(t: Task) -> list[Any]:
-    return [t.id, t.name, t.goal, t.status, json.dumps(t.metadata), t.user_id,
-            ts(t.created_at), ts(t.updated_at), t.project]
+    return [
+        t.id,
+        t.name,
+        t.goal,
+        t.status,
+        json.dumps(t.metadata),
+        t.user_id,
+        ts(t.created_at),
+        ts(t.updated_at),
+        t.project,
+    ]
 
 
 def row_to_session(r: Sequence[Any]) -> Session:
-    return Session(id=r[0], user_id=r[1], client=r[2] or "", pid=r[3], status=r[4],
-                   started_at=aware(r[5]), last_heartbeat=aware(r[6]), ended_at=aware(r[7]),
-                   task_id=r[8], outcome=r[9], outcome_notes=r[10], reported=bool(r[11]),
-                   interruption=r[12], project=r[13], branch=r[14])
+    return Session(
+        id=r[0],
+        user_id=r[1],
+        client=r[2] or "",
+        pid=r[3],
+        status=r[4],
+        started_at=aware(r[5]),
+        last_heartbeat=aware(r[6]),
+        ended_at=aware(r[7]),
+        task_id=r[8],
+        outcome=r[9],
+        outcome_notes=r[10],
+        reported=bool(r[11]),
+        interruption=r[12],
+        project=r[13],
+        branch=r[14],
+    )
 
 
 def session_values(s: Session) -> list[Any]:
-    return [s.id, s.user_id, s.client, s.pid, s.status, ts(s.started_at), ts(s.last_heartbeat),
-            ts(s.ended_at), s.task_id, s.outcome, s.outcome_notes, s.reported, s.interruption,
-            s.project, s.branch]
+    return [
+        s.id,
+        s.user_id,
+        s.client,
+        s.pid,
+        s.status,
+        ts(s.started_at),
+        ts(s.last_heartbeat),
+        ts(s.ended_at),
+        s.task_id,
+        s.outcome,
+        s.outcome_notes,
+        s.reported,
+        s.interruption,
+        s.project,
+        s.branch,
+    ]
 
 
 def row_to_claim(r: Sequence[Any]) -> Claim:
     # Claiming is hearing from the session: its heartbeat row is written at most every few
     # seconds (Engram._beat_every), so it may be older than the claim itself.
     since, beat = aware(r[4]), aware(r[5])
-    return Claim(task_id=r[0], user_id=r[1], session_id=r[2], client=r[3] or "", since=since,
-                 last_heard=None if beat is None else max(beat, since), session_status=r[6])
+    return Claim(
+        task_id=r[0],
+        user_id=r[1],
+        session_id=r[2],
+        client=r[3] or "",
+        since=since,
+        last_heard=None if beat is None else max(beat, since),
+        session_status=r[6],
+    )
 
 
 def event_dict(at: datetime, action: str, detail: str | None) -> dict:

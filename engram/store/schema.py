@@ -26,10 +26,28 @@ from engram.store.rows import MEMORY_TABLE, Column
 # on DuckDB), pgvector's vector without a fixed dimension (the model decides it, meta.model_dim
 # records it), and ids COLLATE "C" (sorted by bytes, as DuckDB sorts them).
 SQL_TYPES: dict[str, dict[str, str]] = {
-    "duckdb": {"key": "VARCHAR", "text": "VARCHAR", "float": "DOUBLE", "int": "INTEGER", "bool": "BOOLEAN",
-               "time": "TIMESTAMP", "list": "VARCHAR[]", "json": "VARCHAR", "vector": "BLOB"},
-    "postgres": {"key": 'text COLLATE "C"', "text": "text", "float": "double precision", "int": "integer",
-                 "bool": "boolean", "time": "timestamp", "list": "text[]", "json": "text", "vector": "vector"},
+    "duckdb": {
+        "key": "VARCHAR",
+        "text": "VARCHAR",
+        "float": "DOUBLE",
+        "int": "INTEGER",
+        "bool": "BOOLEAN",
+        "time": "TIMESTAMP",
+        "list": "VARCHAR[]",
+        "json": "VARCHAR",
+        "vector": "BLOB",
+    },
+    "postgres": {
+        "key": 'text COLLATE "C"',
+        "text": "text",
+        "float": "double precision",
+        "int": "integer",
+        "bool": "boolean",
+        "time": "timestamp",
+        "list": "text[]",
+        "json": "text",
+        "vector": "vector",
+    },
 }
 
 
@@ -57,6 +75,7 @@ def memory_ddl(backend: str, version: int) -> list[str]:
         raise ValueError(f"schema v{version} adds {len(columns)} memory columns; one a version")
     return [f"ALTER TABLE memories ADD COLUMN {column_sql(c, backend)}" for c in columns]
 
+
 # Version 7 on both backends: a memory recalled before spaced stability keeps the benefit it had.
 STABILITY_BACKFILL = """UPDATE memories SET stability = (1 + 0.2 * recall_count) / ((CASE memory_type
     WHEN 'strategy' THEN 0.10 WHEN 'assumption' THEN 0.20 WHEN 'failure' THEN 0.35
@@ -65,10 +84,12 @@ STABILITY_BACKFILL = """UPDATE memories SET stability = (1 + 0.2 * recall_count)
 
 # Never edit a shipped migration: add a new one at the end.
 MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("initial schema", [
-        """CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
-        *memory_ddl("duckdb", 1),
-        """CREATE TABLE tasks (
+    (
+        "initial schema",
+        [
+            """CREATE TABLE meta (key VARCHAR PRIMARY KEY, value VARCHAR)""",
+            *memory_ddl("duckdb", 1),
+            """CREATE TABLE tasks (
             id VARCHAR PRIMARY KEY,
             name VARCHAR NOT NULL,
             goal VARCHAR,
@@ -78,7 +99,7 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at TIMESTAMP NOT NULL,
             updated_at TIMESTAMP NOT NULL
         )""",
-        """CREATE TABLE sessions (
+            """CREATE TABLE sessions (
             id VARCHAR PRIMARY KEY,
             user_id VARCHAR NOT NULL,
             client VARCHAR,
@@ -92,48 +113,60 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
             outcome_notes VARCHAR,
             reported BOOLEAN NOT NULL DEFAULT false
         )""",
-        """CREATE TABLE edges (
+            """CREATE TABLE edges (
             src VARCHAR NOT NULL,
             dst VARCHAR NOT NULL,
             weight DOUBLE NOT NULL,
             user_id VARCHAR NOT NULL,
             PRIMARY KEY (src, dst)
         )""",
-    ]),
+        ],
+    ),
     # DuckDB 1.5 cannot commit two ALTERs of one table (holding rows) in a single
     # transaction, so each migration alters a table at most once.
     ("pinned memories", memory_ddl("duckdb", 2)),
     ("memory update time", memory_ddl("duckdb", 3)),
-    ("session successes, memory history", [
-        "ALTER TABLE sessions ADD COLUMN successes INTEGER DEFAULT 0",
-        """CREATE TABLE memory_events (
+    (
+        "session successes, memory history",
+        [
+            "ALTER TABLE sessions ADD COLUMN successes INTEGER DEFAULT 0",
+            """CREATE TABLE memory_events (
             memory_id VARCHAR NOT NULL,
             happened_at TIMESTAMP NOT NULL,
             action VARCHAR NOT NULL,
             detail VARCHAR
         )""",
-    ]),
+        ],
+    ),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
     # Only memories of one conversation share neighbour context (see index.py).
     ("memory conversation", memory_ddl("duckdb", 6)),
     # Spaced stability replaces the flat recall-count multiplier (decay.py). NULL means "never
     # recalled: the initial stability applies". A memory recalled before this version keeps the
     # benefit it had: S₀ × (1 + 0.2 × recall_count), with S₀ from the rates of that time.
-    ("memory stability", [
-        *memory_ddl("duckdb", 7),
-        STABILITY_BACKFILL,
-    ]),
+    (
+        "memory stability",
+        [
+            *memory_ddl("duckdb", 7),
+            STABILITY_BACKFILL,
+        ],
+    ),
     # Why a session stopped, when it said so (report_interruption); NULL for a killed one.
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption VARCHAR"]),
     # Per-user keys for a team (engram/admin/keys.py): only each key's hash is kept, never the key.
-    ("api keys", ["""CREATE TABLE api_keys (
+    (
+        "api keys",
+        [
+            """CREATE TABLE api_keys (
             id VARCHAR PRIMARY KEY,
             user_id VARCHAR NOT NULL,
             key_hash VARCHAR NOT NULL UNIQUE,
             label VARCHAR,
             created_at TIMESTAMP NOT NULL,
             revoked_at TIMESTAMP
-        )"""]),
+        )"""
+        ],
+    ),
     # Projects (engram/core/project.py, docs/projects.md): NULL is "no project", so every row stored
     # before this version stays visible from inside and outside any project. One ALTER per
     # table per migration (see above), hence four.
@@ -145,53 +178,70 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
     # a claim is taken by an insert that finds no row, or by an update conditional on the holder
     # read before it, so two racing sessions cannot both win. claim_notices tells a session,
     # on its next call, that another took its task over.
-    ("task claims", [
-        """CREATE TABLE claims (
+    (
+        "task claims",
+        [
+            """CREATE TABLE claims (
             task_id VARCHAR PRIMARY KEY,
             user_id VARCHAR NOT NULL,
             session_id VARCHAR NOT NULL,
             client VARCHAR,
             claimed_at TIMESTAMP NOT NULL
         )""",
-        """CREATE TABLE claim_notices (
+            """CREATE TABLE claim_notices (
             session_id VARCHAR NOT NULL,
             task_id VARCHAR NOT NULL,
             by_session VARCHAR NOT NULL,
             by_client VARCHAR,
             happened_at TIMESTAMP NOT NULL
         )""",
-    ]),
+        ],
+    ),
     # Token vectors of the late-interaction reader (models/late_interaction.py), derived like the
     # embedding but kept in a table of their own: int8, several KB a memory, read only when
     # that stage is on. text_hash says which text they were computed from (a changed text is
     # encoded again); rows of deleted memories go with them (sql.delete_memories).
-    ("token vectors", [
-        """CREATE TABLE token_vectors (
+    (
+        "token vectors",
+        [
+            """CREATE TABLE token_vectors (
             memory_id VARCHAR PRIMARY KEY,
             text_hash VARCHAR NOT NULL,
             vectors BLOB NOT NULL
         )""",
-    ]),
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
 # Every table MIGRATIONS makes (plus the ledger): what a backup's integrity check reads in full.
-TABLES = ("schema_version", "meta", "memories", "tasks", "sessions", "edges", "memory_events", "api_keys",
-          "token_vectors")
+TABLES = (
+    "schema_version",
+    "meta",
+    "memories",
+    "tasks",
+    "sessions",
+    "edges",
+    "memory_events",
+    "api_keys",
+    "token_vectors",
+)
 
 # The Postgres twins, position for position, in SQL_TYPES' types. Ids sort COLLATE "C" (bytes, as
 # DuckDB sorts them) whatever the database's locale: ids sort in write order. Version 1 also creates what only Postgres
 # has: the change feed (changes, filled by triggers in the writing transaction) and leases,
 # which let several servers share one database (see pg.py).
 PG_MIGRATIONS: list[tuple[str, list[str]]] = [
-    ("initial schema", [
-        """CREATE TABLE meta (key text PRIMARY KEY, value text)""",
-        *memory_ddl("postgres", 1),
-        "CREATE INDEX memories_user_task ON memories (user_id, task_id)",
-        # iter_index_rows / iter_memory_rows read in (created_at, id) order, a batch at a time.
-        "CREATE INDEX memories_created ON memories (created_at, id)",
-        "CREATE INDEX memories_session ON memories (session_id)",
-        """CREATE TABLE tasks (
+    (
+        "initial schema",
+        [
+            """CREATE TABLE meta (key text PRIMARY KEY, value text)""",
+            *memory_ddl("postgres", 1),
+            "CREATE INDEX memories_user_task ON memories (user_id, task_id)",
+            # iter_index_rows / iter_memory_rows read in (created_at, id) order, a batch at a time.
+            "CREATE INDEX memories_created ON memories (created_at, id)",
+            "CREATE INDEX memories_session ON memories (session_id)",
+            """CREATE TABLE tasks (
             id text COLLATE "C" PRIMARY KEY,
             name text NOT NULL,
             goal text,
@@ -201,7 +251,7 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             created_at timestamp NOT NULL,
             updated_at timestamp NOT NULL
         )""",
-        """CREATE TABLE sessions (
+            """CREATE TABLE sessions (
             id text COLLATE "C" PRIMARY KEY,
             user_id text NOT NULL,
             client text,
@@ -215,105 +265,123 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
             outcome_notes text,
             reported boolean NOT NULL DEFAULT false
         )""",
-        """CREATE TABLE edges (
+            """CREATE TABLE edges (
             src text COLLATE "C" NOT NULL,
             dst text COLLATE "C" NOT NULL,
             weight double precision NOT NULL,
             user_id text NOT NULL,
             PRIMARY KEY (src, dst)
         )""",
-        "CREATE INDEX edges_dst ON edges (dst)",
-        # The change feed: one row per memory written (memory_id) or per statement that changed
-        # edges (memory_id NULL), stamped with the writing transaction's id so a reader hands
-        # out only rows no running transaction can still add to (PgStore.changes_since).
-        """CREATE TABLE changes (
+            "CREATE INDEX edges_dst ON edges (dst)",
+            # The change feed: one row per memory written (memory_id) or per statement that changed
+            # edges (memory_id NULL), stamped with the writing transaction's id so a reader hands
+            # out only rows no running transaction can still add to (PgStore.changes_since).
+            """CREATE TABLE changes (
             seq bigserial PRIMARY KEY,
             xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
             memory_id text,
             at timestamptz NOT NULL DEFAULT clock_timestamp()
         )""",
-        "CREATE INDEX changes_xid ON changes (xid)",
-        "CREATE INDEX changes_at ON changes (at)",
-        """CREATE FUNCTION engram_memory_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+            "CREATE INDEX changes_xid ON changes (xid)",
+            "CREATE INDEX changes_at ON changes (at)",
+            """CREATE FUNCTION engram_memory_changed() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 INSERT INTO changes (memory_id) VALUES (CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END);
                 RETURN NULL;
             END $$""",
-        """CREATE TRIGGER memories_changed AFTER INSERT OR UPDATE OR DELETE ON memories
+            """CREATE TRIGGER memories_changed AFTER INSERT OR UPDATE OR DELETE ON memories
             FOR EACH ROW EXECUTE FUNCTION engram_memory_changed()""",
-        # Edges change in bulk: one row per statement that touched any (transition tables
-        # tell an empty DELETE apart; they allow one event per trigger, hence three).
-        """CREATE FUNCTION engram_edges_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+            # Edges change in bulk: one row per statement that touched any (transition tables
+            # tell an empty DELETE apart; they allow one event per trigger, hence three).
+            """CREATE FUNCTION engram_edges_changed() RETURNS trigger LANGUAGE plpgsql AS $$
             BEGIN
                 IF EXISTS (SELECT 1 FROM touched) THEN
                     INSERT INTO changes (memory_id) VALUES (NULL);
                 END IF;
                 RETURN NULL;
             END $$""",
-        """CREATE TRIGGER edges_inserted AFTER INSERT ON edges REFERENCING NEW TABLE AS touched
+            """CREATE TRIGGER edges_inserted AFTER INSERT ON edges REFERENCING NEW TABLE AS touched
             FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
-        """CREATE TRIGGER edges_updated AFTER UPDATE ON edges REFERENCING NEW TABLE AS touched
+            """CREATE TRIGGER edges_updated AFTER UPDATE ON edges REFERENCING NEW TABLE AS touched
             FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
-        """CREATE TRIGGER edges_deleted AFTER DELETE ON edges REFERENCING OLD TABLE AS touched
+            """CREATE TRIGGER edges_deleted AFTER DELETE ON edges REFERENCING OLD TABLE AS touched
             FOR EACH STATEMENT EXECUTE FUNCTION engram_edges_changed()""",
-        """CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, until timestamp NOT NULL)""",
-    ]),
+            """CREATE TABLE leases (name text PRIMARY KEY, holder text NOT NULL, until timestamp NOT NULL)""",
+        ],
+    ),
     ("pinned memories", memory_ddl("postgres", 2)),
     ("memory update time", memory_ddl("postgres", 3)),
-    ("session successes, memory history", [
-        "ALTER TABLE sessions ADD COLUMN successes integer DEFAULT 0",
-        """CREATE TABLE memory_events (
+    (
+        "session successes, memory history",
+        [
+            "ALTER TABLE sessions ADD COLUMN successes integer DEFAULT 0",
+            """CREATE TABLE memory_events (
             memory_id text COLLATE "C" NOT NULL,
             happened_at timestamp NOT NULL,
             action text NOT NULL,
             detail text
         )""",
-        "CREATE INDEX memory_events_memory ON memory_events (memory_id)",
-    ]),
+            "CREATE INDEX memory_events_memory ON memory_events (memory_id)",
+        ],
+    ),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures integer DEFAULT 0"]),
     ("memory conversation", memory_ddl("postgres", 6)),
-    ("memory stability", [
-        *memory_ddl("postgres", 7),
-        STABILITY_BACKFILL,
-    ]),
+    (
+        "memory stability",
+        [
+            *memory_ddl("postgres", 7),
+            STABILITY_BACKFILL,
+        ],
+    ),
     ("session interruption reason", ["ALTER TABLE sessions ADD COLUMN interruption text"]),
-    ("api keys", ["""CREATE TABLE api_keys (
+    (
+        "api keys",
+        [
+            """CREATE TABLE api_keys (
             id text COLLATE "C" PRIMARY KEY,
             user_id text NOT NULL,
             key_hash text NOT NULL UNIQUE,
             label text,
             created_at timestamp NOT NULL,
             revoked_at timestamp
-        )"""]),
+        )"""
+        ],
+    ),
     ("memory project", memory_ddl("postgres", 10)),
     ("task project", ["ALTER TABLE tasks ADD COLUMN project text"]),
     ("session project", ["ALTER TABLE sessions ADD COLUMN project text"]),
     ("session branch", ["ALTER TABLE sessions ADD COLUMN branch text"]),
-    ("task claims", [
-        """CREATE TABLE claims (
+    (
+        "task claims",
+        [
+            """CREATE TABLE claims (
             task_id text COLLATE "C" PRIMARY KEY,
             user_id text NOT NULL,
             session_id text COLLATE "C" NOT NULL,
             client text,
             claimed_at timestamp NOT NULL
         )""",
-        "CREATE INDEX claims_session ON claims (session_id)",
-        """CREATE TABLE claim_notices (
+            "CREATE INDEX claims_session ON claims (session_id)",
+            """CREATE TABLE claim_notices (
             session_id text COLLATE "C" NOT NULL,
             task_id text COLLATE "C" NOT NULL,
             by_session text NOT NULL,
             by_client text,
             happened_at timestamp NOT NULL
         )""",
-        "CREATE INDEX claim_notices_session ON claim_notices (session_id)",
-    ]),
-    ("token vectors", [
-        """CREATE TABLE token_vectors (
+            "CREATE INDEX claim_notices_session ON claim_notices (session_id)",
+        ],
+    ),
+    (
+        "token vectors",
+        [
+            """CREATE TABLE token_vectors (
             memory_id text COLLATE "C" PRIMARY KEY,
             text_hash text NOT NULL,
             vectors bytea NOT NULL
         )""",
-    ]),
+        ],
+    ),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 
@@ -323,7 +391,8 @@ def schema_too_new(have: int, latest: int) -> SchemaTooNew:
     return SchemaTooNew(
         f"the database is at schema v{have}, newer than this engram {VERSION} reads (schema "
         f"v{latest}): a newer engram migrated it. Nothing was changed. Upgrade engram (pip install -U "
-        "engram-recall) and run it again, or restore a backup taken before the upgrade (engram restore)")
+        "engram-recall) and run it again, or restore a backup taken before the upgrade (engram restore)"
+    )
 
 
 def current_version(con: duckdb.DuckDBPyConnection) -> int:

@@ -142,8 +142,7 @@ class SqlStore(TaskRows):
         return r[0][0] if r else None
 
     def set_meta(self, key: str, value: str) -> None:
-        self._sql("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-                  [key, value])
+        self._sql("INSERT INTO meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value", [key, value])
 
     def meta_items(self) -> dict[str, str]:
         return dict(self._sql(f"SELECT key, value FROM meta ORDER BY key{self.dialect.collate}"))
@@ -173,16 +172,16 @@ class SqlStore(TaskRows):
     def iter_index_rows(self, batch: int = 5000) -> Iterable[tuple[Memory, bytes | None]]:
         return self._iter_rows("status <> 'deleted'", [], batch)
 
-    def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000
-                         ) -> Iterable[tuple[Memory, bytes | None]]:
+    def iter_memory_rows(self, user_id: str | None = None, batch: int = 2000) -> Iterable[tuple[Memory, bytes | None]]:
         where, params = of_user(user_id)
         return self._iter_rows(where, params, batch)
 
     def get_memory(self, memory_id: str) -> Memory | None:
         return self.get_memories([memory_id]).get(memory_id)
 
-    def _memories_where(self, where: str, params: Sequence[Any] = (), order: str = "created_at, id",
-                        limit: int | None = None) -> list[Memory]:
+    def _memories_where(
+        self, where: str, params: Sequence[Any] = (), order: str = "created_at, id", limit: int | None = None
+    ) -> list[Memory]:
         tail = f" LIMIT {int(limit)}" if limit is not None else ""
         rows = self._sql(f"SELECT {MEM_SELECT} FROM memories WHERE {where} ORDER BY {order}{tail}", params)
         return [row_to_memory(r) for r in rows]
@@ -192,10 +191,12 @@ class SqlStore(TaskRows):
 
     def task_handoffs(self, user_id: str, task_id: str) -> list[Memory]:
         return self._memories_where(
-            "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'", [user_id, task_id])
+            "user_id = ? AND task_id = ? AND memory_type = 'handoff' AND status <> 'deleted'", [user_id, task_id]
+        )
 
-    def latest_handoff(self, user_id: str, task_id: str | None = None,
-                       tags: Sequence[str] | None = None) -> Memory | None:
+    def latest_handoff(
+        self, user_id: str, task_id: str | None = None, tags: Sequence[str] | None = None
+    ) -> Memory | None:
         where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
         if task_id is not None:
             where += " AND task_id = ?"
@@ -207,8 +208,11 @@ class SqlStore(TaskRows):
 
     def last_session_progress(self, session_id: str) -> Memory | None:
         rows = self._memories_where(
-            "session_id = ? AND memory_type = 'progress' AND status <> 'deleted'", [session_id],
-            order="created_at DESC, id DESC", limit=1)
+            "session_id = ? AND memory_type = 'progress' AND status <> 'deleted'",
+            [session_id],
+            order="created_at DESC, id DESC",
+            limit=1,
+        )
         return rows[0] if rows else None
 
     def active_failures_tagged(self, user_id: str, tag: str, scope: Scope = EVERY_PROJECT) -> list[Memory]:
@@ -216,19 +220,24 @@ class SqlStore(TaskRows):
         return self._memories_where(
             f"user_id = ? AND memory_type = 'failure' AND status = 'active' AND "
             f"{self.dialect.holds.format(col='tags')} AND {where}",
-            [user_id, tag, *params], order="created_at DESC")
+            [user_id, tag, *params],
+            order="created_at DESC",
+        )
 
     def active_failures_of_task(self, user_id: str, task_id: str) -> list[Memory]:
         return self._memories_where(
             "user_id = ? AND memory_type = 'failure' AND status = 'active' AND task_id = ?",
-            [user_id, task_id], order="created_at DESC")
+            [user_id, task_id],
+            order="created_at DESC",
+        )
 
     def active_failure_tags(self, user_id: str, prefix: str, scope: Scope = EVERY_PROJECT) -> list[str]:
         where, params = project_filter(scope)
         rows = self._sql(
             "SELECT DISTINCT t FROM (SELECT unnest(tags) AS t FROM memories WHERE user_id = ? "
             f"AND memory_type = 'failure' AND status = 'active' AND {where}) s WHERE starts_with(t, ?)",
-            [user_id, *params, prefix])
+            [user_id, *params, prefix],
+        )
         return [r[0] for r in rows]
 
     def delete_memories(self, ids: Sequence[str]) -> None:
@@ -239,8 +248,10 @@ class SqlStore(TaskRows):
             # Deleted rows' bytes stay on disk until the database is rewritten: the next
             # maintenance run compacts while this flag is set (see compact()).
             self.set_meta(ERASURE_PENDING, "1")
-            self._sql(f"DELETE FROM edges WHERE {d.one_of.format(col='src')} OR {d.one_of.format(col='dst')}",
-                      [list(ids), list(ids)])
+            self._sql(
+                f"DELETE FROM edges WHERE {d.one_of.format(col='src')} OR {d.one_of.format(col='dst')}",
+                [list(ids), list(ids)],
+            )
             self._sql(f"DELETE FROM memory_events WHERE {d.one_of.format(col='memory_id')}", [list(ids)])
             self._sql(f"DELETE FROM token_vectors WHERE {d.one_of.format(col='memory_id')}", [list(ids)])
             where, params = d.key_in("id", ids)
@@ -251,9 +262,11 @@ class SqlStore(TaskRows):
         """Keep (memory_id, text_hash, vectors) rows, replacing a memory's earlier ones."""
         with self.transaction():
             for mid, text_hash, blob in rows:
-                self._sql("INSERT INTO token_vectors VALUES (?, ?, ?) ON CONFLICT (memory_id) DO UPDATE "
-                          "SET text_hash = excluded.text_hash, vectors = excluded.vectors",
-                          [mid, text_hash, blob])
+                self._sql(
+                    "INSERT INTO token_vectors VALUES (?, ?, ?) ON CONFLICT (memory_id) DO UPDATE "
+                    "SET text_hash = excluded.text_hash, vectors = excluded.vectors",
+                    [mid, text_hash, blob],
+                )
 
     def token_hashes(self) -> dict[str, str]:
         """The text hash of every kept row, by memory id (without the vectors)."""
@@ -267,19 +280,25 @@ class SqlStore(TaskRows):
         if not ids:
             return []
         where, params = self.dialect.key_in("memory_id", ids)
-        return [(m, h, bytes(b)) for m, h, b in
-                self._sql(f"SELECT memory_id, text_hash, vectors FROM token_vectors WHERE {where}", params)]
+        return [
+            (m, h, bytes(b))
+            for m, h, b in self._sql(f"SELECT memory_id, text_hash, vectors FROM token_vectors WHERE {where}", params)
+        ]
 
     def add_event(self, memory_id: str, now: datetime, action: str, detail: dict | None = None) -> None:
         self._add(lambda p: p.events.append([memory_id, ts(now), action, json.dumps(detail) if detail else None]))
 
     def set_event_detail(self, memory_id: str, at: datetime, action: str, detail: dict | None) -> None:
-        self._sql("UPDATE memory_events SET detail = ? WHERE memory_id = ? AND happened_at = ? AND action = ?",
-                  [json.dumps(detail) if detail else None, memory_id, ts(at), action])
+        self._sql(
+            "UPDATE memory_events SET detail = ? WHERE memory_id = ? AND happened_at = ? AND action = ?",
+            [json.dumps(detail) if detail else None, memory_id, ts(at), action],
+        )
 
     def events(self, memory_id: str) -> list[dict]:
-        rows = self._sql("SELECT happened_at, action, detail FROM memory_events "
-                         "WHERE memory_id = ? ORDER BY happened_at", [memory_id])
+        rows = self._sql(
+            "SELECT happened_at, action, detail FROM memory_events WHERE memory_id = ? ORDER BY happened_at",
+            [memory_id],
+        )
         return [event_dict(*r) for r in rows]
 
     def count(self, table: str) -> int:
@@ -306,13 +325,16 @@ class SqlStore(TaskRows):
             into = p.new_edges if new_source else p.edges
             for src, dst, w in edges:  # a later weight for the same pair wins, as with one INSERT each
                 into[(src, dst)] = [src, dst, float(w), user_id]
+
         self._add(put)
 
     def delete_edges_of(self, ids: Sequence[str]) -> None:
         if ids:
             d = self.dialect
-            self._sql(f"DELETE FROM edges WHERE {d.one_of.format(col='src')} OR {d.one_of.format(col='dst')}",
-                      [list(ids), list(ids)])
+            self._sql(
+                f"DELETE FROM edges WHERE {d.one_of.format(col='src')} OR {d.one_of.format(col='dst')}",
+                [list(ids), list(ids)],
+            )
 
     def all_edges(self) -> list[tuple[str, str, float, str]]:
         return self._sql("SELECT src, dst, weight, user_id FROM edges")
@@ -322,33 +344,45 @@ class SqlStore(TaskRows):
         rows = self._sql(
             "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY user_id, task_id "
             "ORDER BY created_at DESC, id DESC) AS k FROM memories "
-            "WHERE memory_type = 'handoff' AND status = 'active') ranked WHERE k = 1")
+            "WHERE memory_type = 'handoff' AND status = 'active') ranked WHERE k = 1"
+        )
         return {r[0] for r in rows}
 
     def retired_memories(self, statuses: Sequence[str]) -> list[tuple[str, str, str | None, datetime | None]]:
-        rows = self._sql("SELECT id, status, superseded_by, valid_to FROM memories "
-                         f"WHERE {self.dialect.one_of.format(col='status')}", [list(statuses)])
+        rows = self._sql(
+            "SELECT id, status, superseded_by, valid_to FROM memories "
+            f"WHERE {self.dialect.one_of.format(col='status')}",
+            [list(statuses)],
+        )
         return [(r[0], r[1], r[2], aware(r[3])) for r in rows]
 
     def existing_ids(self, table: str, ids: Sequence[str]) -> set[str]:
         if table not in ("memories", "tasks", "sessions") or not ids:
             return set()
-        return {r[0] for r in self._sql(f"SELECT id FROM {table} WHERE {self.dialect.one_of.format(col='id')}",
-                                        [list(ids)])}
+        return {
+            r[0] for r in self._sql(f"SELECT id FROM {table} WHERE {self.dialect.one_of.format(col='id')}", [list(ids)])
+        }
 
     def memory_counts(self, user_id: str | None = None) -> list[tuple[str, str, str, int]]:
         where, params = of_user(user_id)
         c = self.dialect.collate
-        return [(r[0], r[1], r[2], int(r[3])) for r in self._sql(
-            f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
-            f"GROUP BY 1, 2, 3 ORDER BY user_id{c}, memory_type{c}, status{c}, 4", params)]
+        return [
+            (r[0], r[1], r[2], int(r[3]))
+            for r in self._sql(
+                f"SELECT user_id, memory_type, status, count(*) FROM memories WHERE {where} "
+                f"GROUP BY 1, 2, 3 ORDER BY user_id{c}, memory_type{c}, status{c}, 4",
+                params,
+            )
+        ]
 
     def status_counts(self, table: str, user_id: str | None = None) -> dict[str, int]:
         if table not in ("tasks", "sessions"):
             raise KeyError(table)
         where, params = of_user(user_id)
-        return {r[0]: int(r[1]) for r in self._sql(
-            f"SELECT status, count(*) FROM {table} WHERE {where} GROUP BY status", params)}
+        return {
+            r[0]: int(r[1])
+            for r in self._sql(f"SELECT status, count(*) FROM {table} WHERE {where} GROUP BY status", params)
+        }
 
     def erasure_pending(self) -> bool:
         """True when deleted rows may still have bytes on disk (compact() clears it)."""
@@ -360,9 +394,11 @@ class SqlStore(TaskRows):
         where, params = of_user(user_id)
         out = {t: self.count_where(t, where, params) for t in ("memories", "tasks", "sessions", "edges")}
         where, params = of_user(user_id, "m.user_id")
-        out["memory_events"] = int(self._sql(
-            f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {where}",
-            params)[0][0])
+        out["memory_events"] = int(
+            self._sql(
+                f"SELECT count(*) FROM memory_events e JOIN memories m ON m.id = e.memory_id WHERE {where}", params
+            )[0][0]
+        )
         return out
 
     def events_by_memory(self, user_id: str | None = None) -> dict[str, list[dict]]:
@@ -370,7 +406,9 @@ class SqlStore(TaskRows):
         rows = self._sql(
             "SELECT e.memory_id, e.happened_at, e.action, e.detail FROM memory_events e "
             f"JOIN memories m ON m.id = e.memory_id WHERE {where} "
-            f"ORDER BY e.memory_id{self.dialect.collate}, e.happened_at", params)
+            f"ORDER BY e.memory_id{self.dialect.collate}, e.happened_at",
+            params,
+        )
         out: dict[str, list[dict]] = {}
         for r in rows:
             out.setdefault(r[0], []).append(event_dict(*r[1:]))
@@ -379,8 +417,7 @@ class SqlStore(TaskRows):
     def user_edges(self, user_id: str | None = None) -> list[tuple[str, str, float, str]]:
         where, params = of_user(user_id)
         c = self.dialect.collate
-        return self._sql(f"SELECT src, dst, weight, user_id FROM edges WHERE {where} ORDER BY src{c}, dst{c}",
-                         params)
+        return self._sql(f"SELECT src, dst, weight, user_id FROM edges WHERE {where} ORDER BY src{c}, dst{c}", params)
 
     # -- per-user keys ---------------------------------------------------------
     def insert_key(self, key_id: str, user_id: str, key_hash: str, label: str | None, now: datetime) -> None:
@@ -392,13 +429,15 @@ class SqlStore(TaskRows):
 
     def list_keys(self, user_id: str | None) -> list[dict]:
         where, params = of_user(user_id)
-        rows = self._sql(f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys WHERE {where} ORDER BY created_at, id",
-                         params)
+        rows = self._sql(f"SELECT {', '.join(KEY_COLUMNS)} FROM api_keys WHERE {where} ORDER BY created_at, id", params)
         return [row_to_key(r) for r in rows]
 
     def revoke_key(self, key_id: str, now: datetime) -> bool:
-        return bool(self._sql("UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id",
-                              [ts(now), key_id]))
+        return bool(
+            self._sql(
+                "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL RETURNING id", [ts(now), key_id]
+            )
+        )
 
     def keys_in_use(self) -> bool:
         return bool(self._sql("SELECT EXISTS (SELECT 1 FROM api_keys)")[0][0])

@@ -25,8 +25,10 @@ from engram.store.rows import (
 _SESSION_SELECT = f"SELECT {', '.join(SESSION_COLUMNS)} FROM sessions"
 _TASK_SELECT = f"SELECT {', '.join(TASK_COLUMNS)} FROM tasks"
 # The claim with its holder's heartbeat and status (a LEFT JOIN: a session row may be gone).
-_CLAIM_SELECT = ("SELECT c.task_id, c.user_id, c.session_id, c.client, c.claimed_at, s.last_heartbeat, "
-                 "s.status FROM claims c LEFT JOIN sessions s ON s.id = c.session_id")
+_CLAIM_SELECT = (
+    "SELECT c.task_id, c.user_id, c.session_id, c.client, c.claimed_at, s.last_heartbeat, "
+    "s.status FROM claims c LEFT JOIN sessions s ON s.id = c.session_id"
+)
 
 
 class TaskRows:
@@ -37,8 +39,10 @@ class TaskRows:
 
     # -- tasks ---------------------------------------------------------------
     def insert_task(self, t: Task) -> None:
-        self._sql(f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) VALUES ({', '.join('?' * len(TASK_COLUMNS))})",
-                  task_values(t))
+        self._sql(
+            f"INSERT INTO tasks ({', '.join(TASK_COLUMNS)}) VALUES ({', '.join('?' * len(TASK_COLUMNS))})",
+            task_values(t),
+        )
 
     def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
         sets, params = ["updated_at = ?"], [ts(now)]
@@ -68,7 +72,8 @@ class TaskRows:
             "SELECT task_id, created_at, memory_type, content, row_number() OVER "
             "(PARTITION BY task_id ORDER BY created_at DESC, id DESC) AS k FROM memories "
             "WHERE user_id = ? AND task_id IS NOT NULL AND status <> 'deleted') ranked WHERE k = 1",
-            [user_id])
+            [user_id],
+        )
         return {r[0]: (aware(r[1]), r[2], r[3]) for r in rows}
 
     def task_sessions(self, task_id: str, status: str) -> list[Session]:
@@ -87,15 +92,20 @@ class TaskRows:
         return row_to_session(r[0]) if r else None
 
     def upsert_session(self, s: Session) -> None:
-        self._sql(f"INSERT INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES "
-                  f"({', '.join('?' * len(SESSION_COLUMNS))}) ON CONFLICT (id) DO UPDATE SET "
-                  + ", ".join(f"{c} = excluded.{c}" for c in SESSION_COLUMNS[1:]), session_values(s))
+        self._sql(
+            f"INSERT INTO sessions ({', '.join(SESSION_COLUMNS)}) VALUES "
+            f"({', '.join('?' * len(SESSION_COLUMNS))}) ON CONFLICT (id) DO UPDATE SET "
+            + ", ".join(f"{c} = excluded.{c}" for c in SESSION_COLUMNS[1:]),
+            session_values(s),
+        )
 
     def update_session(self, session_id: str, **fields: Any) -> None:
         values = session_field_values(fields)
         if values:
-            self._sql(f"UPDATE sessions SET {', '.join(f'{k} = ?' for k, _ in values)} WHERE id = ?",
-                      [v for _, v in values] + [session_id])
+            self._sql(
+                f"UPDATE sessions SET {', '.join(f'{k} = ?' for k, _ in values)} WHERE id = ?",
+                [v for _, v in values] + [session_id],
+            )
 
     def _sessions_where(self, where: str, params: Sequence[Any] = (), order: str = "started_at") -> list[Session]:
         return [row_to_session(r) for r in self._sql(f"{_SESSION_SELECT} WHERE {where} ORDER BY {order}", params)]
@@ -107,43 +117,55 @@ class TaskRows:
         return self._sessions_where(
             "user_id = ? AND (task_id = ? OR id IN (SELECT DISTINCT session_id FROM memories "
             "WHERE task_id = ? AND user_id = ? AND session_id IS NOT NULL))",
-            [user_id, task_id, task_id, user_id])
+            [user_id, task_id, task_id, user_id],
+        )
 
     def stale_sessions(self, before: datetime) -> list[Session]:
         return self._sessions_where("status = 'active' AND last_heartbeat < ?", [ts(before)])
 
-    def unreported_interruptions(self, user_id: str, stale_before: datetime,
-                                 exclude: str | None = None, scope: Scope = EVERY_PROJECT) -> list[Session]:
+    def unreported_interruptions(
+        self, user_id: str, stale_before: datetime, exclude: str | None = None, scope: Scope = EVERY_PROJECT
+    ) -> list[Session]:
         """Interrupted sessions, and active ones silent since `stale_before` (as good as
         interrupted), not reported yet, but `exclude`."""
         where, params = project_filter(scope)
         return self._sessions_where(
             "NOT reported AND user_id = ? AND id <> ? AND (status = 'interrupted' OR "
             f"(status = 'active' AND last_heartbeat < ?)) AND {where}",
-            [user_id, exclude or "", ts(stale_before), *params])
+            [user_id, exclude or "", ts(stale_before), *params],
+        )
 
     def projects(self, user_id: str) -> list[tuple[str, int, int]]:
         rows = self._sql(
             "SELECT project, sum(m), sum(t) FROM (SELECT project, 1 AS m, 0 AS t FROM memories "
             "WHERE user_id = ? AND project IS NOT NULL AND status <> 'deleted' UNION ALL "
             "SELECT project, 0, 1 FROM tasks WHERE user_id = ? AND project IS NOT NULL) u "
-            "GROUP BY project ORDER BY project", [user_id, user_id])
+            "GROUP BY project ORDER BY project",
+            [user_id, user_id],
+        )
         return [(r[0], int(r[1]), int(r[2])) for r in rows]
 
     def add_session_outcome(self, session_id: str, outcome: str, notes: str) -> None:
         col = {"success": "successes", "failure": "failures"}[outcome]
-        self._sql(f"UPDATE sessions SET {col} = coalesce({col}, 0) + 1, outcome = ?, "
-                  "outcome_notes = ? WHERE id = ?", [outcome, notes, session_id])
+        self._sql(
+            f"UPDATE sessions SET {col} = coalesce({col}, 0) + 1, outcome = ?, outcome_notes = ? WHERE id = ?",
+            [outcome, notes, session_id],
+        )
 
     def session_outcomes(self) -> dict[str, tuple[int, int]]:
-        rows = self._sql("SELECT id, coalesce(successes, 0), coalesce(failures, 0) FROM sessions "
-                         "WHERE coalesce(successes, 0) + coalesce(failures, 0) > 0")
+        rows = self._sql(
+            "SELECT id, coalesce(successes, 0), coalesce(failures, 0) FROM sessions "
+            "WHERE coalesce(successes, 0) + coalesce(failures, 0) > 0"
+        )
         return {r[0]: (int(r[1]), int(r[2])) for r in rows}
 
     def sessions_with_counts(self, user_id: str | None = None) -> list[tuple[Session, int, int]]:
         where, params = of_user(user_id)
-        rows = self._sql(f"SELECT {', '.join(SESSION_COLUMNS)}, coalesce(successes, 0), "
-                         f"coalesce(failures, 0) FROM sessions WHERE {where} ORDER BY started_at, id", params)
+        rows = self._sql(
+            f"SELECT {', '.join(SESSION_COLUMNS)}, coalesce(successes, 0), "
+            f"coalesce(failures, 0) FROM sessions WHERE {where} ORDER BY started_at, id",
+            params,
+        )
         return [(row_to_session(r[:-2]), int(r[-2]), int(r[-1])) for r in rows]
 
     # -- task claims (engram/continuity/claims.py) ------------------------------------------
@@ -158,34 +180,48 @@ class TaskRows:
         return {r[0]: row_to_claim(r) for r in self._sql(f"{_CLAIM_SELECT} WHERE c.user_id = ?", [user_id])}
 
     def insert_claim(self, task_id: str, user_id: str, session_id: str, client: str, now: datetime) -> bool:
-        return bool(self._sql(
-            "INSERT INTO claims VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING RETURNING task_id",
-            [task_id, user_id, session_id, client, ts(now)]))
+        return bool(
+            self._sql(
+                "INSERT INTO claims VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO NOTHING RETURNING task_id",
+                [task_id, user_id, session_id, client, ts(now)],
+            )
+        )
 
     def swap_claim(self, task_id: str, holder: str, session_id: str, client: str, now: datetime) -> bool:
-        return bool(self._sql(
-            "UPDATE claims SET session_id = ?, client = ?, claimed_at = ? WHERE task_id = ? AND session_id = ? "
-            "RETURNING task_id", [session_id, client, ts(now), task_id, holder]))
+        return bool(
+            self._sql(
+                "UPDATE claims SET session_id = ?, client = ?, claimed_at = ? WHERE task_id = ? AND session_id = ? "
+                "RETURNING task_id",
+                [session_id, client, ts(now), task_id, holder],
+            )
+        )
 
     def delete_claim(self, task_id: str, session_id: str | None = None) -> bool:
         if session_id is None:
             return bool(self._sql("DELETE FROM claims WHERE task_id = ? RETURNING task_id", [task_id]))
-        return bool(self._sql("DELETE FROM claims WHERE task_id = ? AND session_id = ? RETURNING task_id",
-                              [task_id, session_id]))
+        return bool(
+            self._sql(
+                "DELETE FROM claims WHERE task_id = ? AND session_id = ? RETURNING task_id", [task_id, session_id]
+            )
+        )
 
     def delete_session_claims(self, session_id: str) -> list[str]:
         return [r[0] for r in self._sql("DELETE FROM claims WHERE session_id = ? RETURNING task_id", [session_id])]
 
-    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str,
-                         now: datetime) -> None:
-        self._sql("INSERT INTO claim_notices VALUES (?, ?, ?, ?, ?)",
-                  [session_id, task_id, by_session, by_client, ts(now)])
+    def add_claim_notice(self, session_id: str, task_id: str, by_session: str, by_client: str, now: datetime) -> None:
+        self._sql(
+            "INSERT INTO claim_notices VALUES (?, ?, ?, ?, ?)", [session_id, task_id, by_session, by_client, ts(now)]
+        )
 
     def take_claim_notices(self, session_id: str) -> list[dict]:
         # Read first: every call asks, and a DELETE that finds nothing still costs a write.
         if not self._sql("SELECT 1 FROM claim_notices WHERE session_id = ? LIMIT 1", [session_id]):
             return []
-        rows = self._sql("DELETE FROM claim_notices WHERE session_id = ? "
-                         "RETURNING task_id, by_session, by_client, happened_at", [session_id])
-        return sorted(({"task_id": r[0], "by_session": r[1], "by_client": r[2] or "", "at": aware(r[3])}
-                       for r in rows), key=lambda n: n["at"])
+        rows = self._sql(
+            "DELETE FROM claim_notices WHERE session_id = ? RETURNING task_id, by_session, by_client, happened_at",
+            [session_id],
+        )
+        return sorted(
+            ({"task_id": r[0], "by_session": r[1], "by_client": r[2] or "", "at": aware(r[3])} for r in rows),
+            key=lambda n: n["at"],
+        )

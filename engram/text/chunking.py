@@ -38,8 +38,7 @@ def chunk_spans(text: str, size: int = 1000, overlap: int = 100) -> list[tuple[i
         if len(text) - start <= size:
             spans.append((start, len(text)))
             return spans
-        end = (last(sentences, start, start + size) or last(words, start + size // 2, start + size)
-               or start + size)
+        end = last(sentences, start, start + size) or last(words, start + size // 2, start + size) or start + size
         spans.append((start, end))
         if not text[end:].strip():  # only whitespace left: it belongs to this chunk
             spans[-1] = (start, len(text))

@@ -30,19 +30,24 @@ _TAGGED = re.compile(r"<(hook_context|engram[\w-]*|system-reminder)>.*?</\1>", r
 _LOG_LINE = re.compile(
     r"^\s*(?:Traceback \(|File \"|at \S+ \(|E {2,}|FAILED\b|PASSED\b|ERROR\b|npm (?:ERR|WARN)!|"
     r"\w*(?:Error|Exception|Warning)\b:|error(?:\[\w+\])?:|warning:|fatal:|panic:|\$ |>>> |\.\.\. |"
-    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[\d\d:\d\d|\[?(?:INFO|DEBUG|WARN|TRACE)\b)")
+    r"\d{4}-\d\d-\d\d[ T]\d\d:\d\d|\[\d\d:\d\d|\[?(?:INFO|DEBUG|WARN|TRACE)\b)"
+)
 _QUOTED = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|「[^」\n]*」|『[^』\n]*』|«[^»\n]*»|`[^`\n]*`")
 # Split after . ! ? (then a space) and after the CJK full stops; not after e.g., i.e., vs., etc.
 _SENTENCE_END = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\betc)(?<=[.!?])\s+|(?<=[。！？])")
 
 # -- lead-ins dropped from the start; those that mark a memo make the rest a convention
-_MEMO = (r"remember(?: that)?|please remember(?: that)?|keep in mind(?: that)?|note that|note|fyi|"
-         r"just so you know|for the record|for your information|heads up|important|here'?s the deal|"
-         r"let'?s settle this|decision|the rule is|"
-         r"请记住|记住|记得|注意|重要|顺便说一下|recuerda que|souviens-toi que|rappelle-toi que|merk dir")
-_POLITE = (r"ok(?:ay)?|so|and|also|oh|hey|hi|well|alright|thanks|thank you|great|cool|btw|by the way|"
-           r"one more thing|please|pls|kindly|"
-           r"好的|好|嗯|对了|另外|还有|顺便|请|谢谢")
+_MEMO = (
+    r"remember(?: that)?|please remember(?: that)?|keep in mind(?: that)?|note that|note|fyi|"
+    r"just so you know|for the record|for your information|heads up|important|here'?s the deal|"
+    r"let'?s settle this|decision|the rule is|"
+    r"请记住|记住|记得|注意|重要|顺便说一下|recuerda que|souviens-toi que|rappelle-toi que|merk dir"
+)
+_POLITE = (
+    r"ok(?:ay)?|so|and|also|oh|hey|hi|well|alright|thanks|thank you|great|cool|btw|by the way|"
+    r"one more thing|please|pls|kindly|"
+    r"好的|好|嗯|对了|另外|还有|顺便|请|谢谢"
+)
 _LEAD = re.compile(rf"^(?:(?P<memo>{_MEMO})|(?:{_POLITE}))(?![a-zA-Z0-9_-])[\s,:;.!—，：；。！、-]*", re.I)
 _TRAIL = re.compile(r"[\s,]*(?:please|thanks|thank you|thx|谢谢)\s*(?=[.!。！]?$)", re.I)
 
@@ -50,76 +55,96 @@ _TRAIL = re.compile(r"[\s,]*(?:please|thanks|thank you|thx|谢谢)\s*(?=[.!。�
 _QUESTION_START = re.compile(
     r"^(?:how|what|why|where|which|who|whom|when|is|are|was|were|do(?!n't| not)|does|did|can|could|"
     r"would|will|shall|may|might|isn't|aren't|doesn't|didn't|won't|wouldn't|shouldn't|should(?= we| i\b))\b",
-    re.I)
-_QUESTION_ZH = re.compile(r"[？?]|[吗呢么][。！]?$|怎么|为什么|是不是|要不要|能不能|可不可以|哪个|哪里|如何|什么|"
-                          r"ますか|ですか|¿")
-_HYPOTHETICAL = re.compile(r"^(?:if|what if|suppose|supposing|imagine|maybe|perhaps|let'?s try|let'?s see|"
-                           r"would|could we|如果|假如|要是|假设|もし|si\b|wenn\b)", re.I)
-_THIRD_PARTY = re.compile(r"^(?:they|he|she|people|some people|many|most|my (?:colleague|coworker|boss|friend|"
-                          r"manager|team ?lead)\w*|the upstream|upstream|their|his|her|the other team|"
-                          r"他们|他|她|别人|有人|对方)\b|\b(?:says|said|recommends)\b", re.I)
+    re.I,
+)
+_QUESTION_ZH = re.compile(
+    r"[？?]|[吗呢么][。！]?$|怎么|为什么|是不是|要不要|能不能|可不可以|哪个|哪里|如何|什么|"
+    r"ますか|ですか|¿"
+)
+_HYPOTHETICAL = re.compile(
+    r"^(?:if|what if|suppose|supposing|imagine|maybe|perhaps|let'?s try|let'?s see|"
+    r"would|could we|如果|假如|要是|假设|もし|si\b|wenn\b)",
+    re.I,
+)
+_THIRD_PARTY = re.compile(
+    r"^(?:they|he|she|people|some people|many|most|my (?:colleague|coworker|boss|friend|"
+    r"manager|team ?lead)\w*|the upstream|upstream|their|his|her|the other team|"
+    r"他们|他|她|别人|有人|对方)\b|\b(?:says|said|recommends)\b",
+    re.I,
+)
 _NEAR_MISS = re.compile(
     r"\b(?:never ?mind|always (?:get|getting|gets|fail|fails|failing|happen|happens|break|breaks|crash|crashes|"
     r"forget|forgets|is a)|never (?:worked|works|seen|saw|happened)|(?:don't|do not|never) (?:worry|bother|"
     r"know|think|understand|see|care|get|remember|mind|forget|do that|do this)|run into|ran into|"
     r"must (?:be something|have)|should probably|"
     r"always is\b)|不用了|别担心|不要担心|不要紧|没关系|总是(?:遇到|失败|报错|出错|出现)|一直(?:报错|失败)",
-    re.I)
-_ONE_OFF = re.compile(r"\b(?:this time|for now|right now|for the moment|at the moment|today|this once|yet|"
-                      r"in this pr|in this commit|this one|until i)\b|这次|先不要|先别|现在先|暂时|今天", re.I)
+    re.I,
+)
+_ONE_OFF = re.compile(
+    r"\b(?:this time|for now|right now|for the moment|at the moment|today|this once|yet|"
+    r"in this pr|in this commit|this one|until i)\b|这次|先不要|先别|现在先|暂时|今天",
+    re.I,
+)
 _REQUEST_START = re.compile(
     r"^(?:fix|add|run|write|update|rename|refactor|make|create|remove|delete|revert|split|find|check|look|"
     r"show|explain|implement|move|change|convert|continue|go|try|commit|push|help|debug|investigate|review|"
     r"bump|build|test|let'?s|can you|could you|帮我|给|把|跑|继续|更新|修)\b"
-    r"(?!\s+(?:messages?|files?|cases?|suites?|names?|runs?|scripts?)\b)", re.I)  # "commit messages must ..."
+    r"(?!\s+(?:messages?|files?|cases?|suites?|names?|runs?|scripts?)\b)",
+    re.I,
+)  # "commit messages must ..."
 
 # -- what states one (tested on the sentence with quoted spans blanked out)
 _GENERAL = r"always|never|everywhere|every time|whenever|for all|for every|for anything|in general"
-_TRIGGERS = [re.compile(p, re.I) for p in (
-    r"^(?:always|never|don'?t|do not|don't ever|no more than|avoid)\b",
-    r"[:;,]\s*(?:always|never|don'?t|do not)\b",
-    r"\bwe(?:'ve| have|'re| are)?\s+(?:always|never|usually|generally|only|now|all|normally|typically|"
-    r"consistently|don'?t|do not|standardi[sz]ed|decided|agreed|switched|moved|settled|chose|go with|went with|"
-    r"use|prefer|install|deploy|run|write|keep|name|format|store|follow|build|test|squash|rebase|merge|pin|"
-    r"target|avoid|require|ship|release|vendor|log|commit|tag|document|call|handle|return|put|prefix|host|"
-    r"manage|lint|check|track|publish|version|using)\b",
-    r"^we'll\b",  # after "Decision:" (a memo lead-in); a plain "we'll fix it" is not one
-    r"\bi (?:always|never|prefer)\b",
-    r"\bprefer\b.*\b(?:over|to|rather than|instead of)\b|^prefer\b",
-    r"\b(?:from now on|going forward|moving forward|henceforth|from here on|in future)\b",
-    r"\b(?:our|the) (?:convention|rule|policy|standard|practice|style|guideline)s?\b.*\b(?:is|are)\b",
-    r"\bin this (?:repo|repository|project|codebase|code base|service|monorepo|team)\b",
-    r"^(?:all|every|each|any|no)\b.*\b(?:must|should|need|needs|has to|have to|are|is)\b",
-    r"^(?!(?:it|this|that|i|you|he|she|they|there|which|what)\b)[\w .,/'-]{2,60}?\bmust\b",
-    r"^(?!(?:it|this|that|i|you|he|she|they|there|which|what|the|my|your)\b)[\w .,/'-]{2,60}?\bshould\b",
-    r"\b(?:is|are|must be)\s+(?:always|never)\b",
-    rf"^(?:please )?(?:use|keep|put|write|name|run)\b.*\b(?:{_GENERAL})\b",
-    # Chinese
-    r"^(?:我们|咱们)(?:的)?\s*(?:一般|通常|都|统一|一律|总是|一直|只|从不|从来不|决定|约定|规定|习惯|用|使用|采用|"
-    r"不|部署|约定|规范|惯例|.{0,12}都)",
-    r"(?:^|[，,])\s*(?:永远|绝不|绝对不|千万)?(?:不要|别|禁止|不准|不许|切勿|不能)",
-    r"^(?:以后|今后|往后|从现在(?:开始|起))",
-    r"统一|一律|必须|务必|一定要|都要|都以|都用|都放|优先(?:用|使用|考虑)",
-    r"在这个(?:仓库|项目|代码库|repo)",
-    r"^所有.*(?:都|必须|要)",
-    # Japanese, Spanish, French, German
-    r"今後|これから(?:は)?|常に|必ず|絶対に|決して|ないでください|このリポジトリでは|このプロジェクトでは",
-    r"\b(?:a partir de ahora|de ahora en adelante|siempre|nunca|jamás|usamos|utilizamos|no uses|"
-    r"en este (?:repo|proyecto))\b",
-    r"\b(?:désormais|à partir de maintenant|toujours|jamais|on utilise|nous utilisons|n'utilise|"
-    r"dans ce (?:dépôt|projet|repo))\b",
-    r"\b(?:ab jetzt|von nun an|künftig|immer|niemals|nie|wir (?:verwenden|nutzen|benutzen)|"
-    r"in diesem (?:repo|projekt))\b",
-)]
+_TRIGGERS = [
+    re.compile(p, re.I)
+    for p in (
+        r"^(?:always|never|don'?t|do not|don't ever|no more than|avoid)\b",
+        r"[:;,]\s*(?:always|never|don'?t|do not)\b",
+        r"\bwe(?:'ve| have|'re| are)?\s+(?:always|never|usually|generally|only|now|all|normally|typically|"
+        r"consistently|don'?t|do not|standardi[sz]ed|decided|agreed|switched|moved|settled|chose|go with|went with|"
+        r"use|prefer|install|deploy|run|write|keep|name|format|store|follow|build|test|squash|rebase|merge|pin|"
+        r"target|avoid|require|ship|release|vendor|log|commit|tag|document|call|handle|return|put|prefix|host|"
+        r"manage|lint|check|track|publish|version|using)\b",
+        r"^we'll\b",  # after "Decision:" (a memo lead-in); a plain "we'll fix it" is not one
+        r"\bi (?:always|never|prefer)\b",
+        r"\bprefer\b.*\b(?:over|to|rather than|instead of)\b|^prefer\b",
+        r"\b(?:from now on|going forward|moving forward|henceforth|from here on|in future)\b",
+        r"\b(?:our|the) (?:convention|rule|policy|standard|practice|style|guideline)s?\b.*\b(?:is|are)\b",
+        r"\bin this (?:repo|repository|project|codebase|code base|service|monorepo|team)\b",
+        r"^(?:all|every|each|any|no)\b.*\b(?:must|should|need|needs|has to|have to|are|is)\b",
+        r"^(?!(?:it|this|that|i|you|he|she|they|there|which|what)\b)[\w .,/'-]{2,60}?\bmust\b",
+        r"^(?!(?:it|this|that|i|you|he|she|they|there|which|what|the|my|your)\b)[\w .,/'-]{2,60}?\bshould\b",
+        r"\b(?:is|are|must be)\s+(?:always|never)\b",
+        rf"^(?:please )?(?:use|keep|put|write|name|run)\b.*\b(?:{_GENERAL})\b",
+        # Chinese
+        r"^(?:我们|咱们)(?:的)?\s*(?:一般|通常|都|统一|一律|总是|一直|只|从不|从来不|决定|约定|规定|习惯|用|使用|采用|"
+        r"不|部署|约定|规范|惯例|.{0,12}都)",
+        r"(?:^|[，,])\s*(?:永远|绝不|绝对不|千万)?(?:不要|别|禁止|不准|不许|切勿|不能)",
+        r"^(?:以后|今后|往后|从现在(?:开始|起))",
+        r"统一|一律|必须|务必|一定要|都要|都以|都用|都放|优先(?:用|使用|考虑)",
+        r"在这个(?:仓库|项目|代码库|repo)",
+        r"^所有.*(?:都|必须|要)",
+        # Japanese, Spanish, French, German
+        r"今後|これから(?:は)?|常に|必ず|絶対に|決して|ないでください|このリポジトリでは|このプロジェクトでは",
+        r"\b(?:a partir de ahora|de ahora en adelante|siempre|nunca|jamás|usamos|utilizamos|no uses|"
+        r"en este (?:repo|proyecto))\b",
+        r"\b(?:désormais|à partir de maintenant|toujours|jamais|on utilise|nous utilisons|n'utilise|"
+        r"dans ce (?:dépôt|projet|repo))\b",
+        r"\b(?:ab jetzt|von nun an|künftig|immer|niemals|nie|wir (?:verwenden|nutzen|benutzen)|"
+        r"in diesem (?:repo|projekt))\b",
+    )
+]
 
 
 def _without_quotes(prompt: str) -> str:
     """The prompt without what the user quoted or pasted: code blocks, tagged hook output,
     blockquote lines, lines of a log, indented code."""
     text = _TAGGED.sub("\n", _FENCE.sub("\n", prompt))
-    kept = [line for line in text.splitlines()
-            if not line.lstrip().startswith(">") and not _LOG_LINE.match(line)
-            and not re.match(r"^(?: {4}|\t)", line)]
+    kept = [
+        line
+        for line in text.splitlines()
+        if not line.lstrip().startswith(">") and not _LOG_LINE.match(line) and not re.match(r"^(?: {4}|\t)", line)
+    ]
     return "\n".join(kept)
 
 
@@ -132,7 +157,7 @@ def _clean(sentence: str) -> tuple[str, bool]:
         if not m or m.end() == 0:
             break
         memo = memo or m.group("memo") is not None
-        s = s[m.end():].lstrip()
+        s = s[m.end() :].lstrip()
     s = _TRAIL.sub("", s).strip()
     if s[:1].isascii() and s[:1].islower():
         s = s[0].upper() + s[1:]
@@ -183,8 +208,24 @@ def conventions_in(prompt: str) -> list[str]:
 # every codebase has conventions on, each with the words that name it; a convention and a
 # prompt that name the same subject are about the same thing.
 TOPICS: dict[str, tuple[str, ...]] = {
-    "dependencies": ("dependency", "dependencies", "package", "packages", "pip", "uv", "poetry", "pipenv",
-                     "conda", "npm", "pnpm", "yarn", "requirements", "lockfile", "依赖", "安装包"),
+    "dependencies": (
+        "dependency",
+        "dependencies",
+        "package",
+        "packages",
+        "pip",
+        "uv",
+        "poetry",
+        "pipenv",
+        "conda",
+        "npm",
+        "pnpm",
+        "yarn",
+        "requirements",
+        "lockfile",
+        "依赖",
+        "安装包",
+    ),
     "logging": ("log", "logs", "logging", "logger", "日志"),
     # Not "password" or "API key": a prompt names them about a form field as often as a secret.
     "secrets": ("secret", "secrets", "credential", "credentials", ".env", "密钥"),
@@ -192,8 +233,19 @@ TOPICS: dict[str, tuple[str, ...]] = {
     "branches": ("branch", "branches", "rebase", "squash", "force-push", "分支"),
     "deploys": ("deploy", "deploys", "deploying", "deployment", "release", "releases", "部署", "发布"),
     "migrations": ("migration", "migrations", "迁移"),
-    "formatting": ("format", "formatting", "formatter", "lint", "linter", "linting", "ruff", "black",
-                   "prettier", "eslint", "格式化"),
+    "formatting": (
+        "format",
+        "formatting",
+        "formatter",
+        "lint",
+        "linter",
+        "linting",
+        "ruff",
+        "black",
+        "prettier",
+        "eslint",
+        "格式化",
+    ),
     "tests": ("test", "tests", "testing", "pytest", "unittest", "jest", "vitest", "测试"),
     "money": ("money", "price", "prices", "amount", "amounts", "currency", "金额"),
 }

@@ -15,8 +15,20 @@ import numpy as np
 
 from engram.core.clock import SECONDS_PER_DAY
 
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _ABBR = {m[:3]: i for i, m in enumerate(_MONTHS, start=1)} | {"sept": 9}
 _MONTH = "|".join(sorted(set(_MONTHS) | set(_ABBR), key=len, reverse=True))
 
@@ -35,12 +47,12 @@ def _y(n: int) -> str:
 
 _DATE = re.compile(
     r"\b(?:"
-    r"(?P<iy>(?:19|20)\d\d)-(?P<im>\d{1,2})-(?P<id>\d{1,2})"          # 2023-10-13
-    rf"|{_d(1)}\s+(?:of\s+)?{_m(1)}(?:,?\s+{_y(1)})?"                    # 13 October 2023
-    rf"|{_m(2)}\s+{_d(2)}(?:,?\s+{_y(2)})?(?!\d)"                        # October 13, 2023
-    rf"|{_m(3)},?\s+{_y(3)}"                                            # October 2023
-    rf"|{_m(4)}"                                                        # October
-    rf"|{_y(5)}"                                                        # 2023
+    r"(?P<iy>(?:19|20)\d\d)-(?P<im>\d{1,2})-(?P<id>\d{1,2})"  # 2023-10-13
+    rf"|{_d(1)}\s+(?:of\s+)?{_m(1)}(?:,?\s+{_y(1)})?"  # 13 October 2023
+    rf"|{_m(2)}\s+{_d(2)}(?:,?\s+{_y(2)})?(?!\d)"  # October 13, 2023
+    rf"|{_m(3)},?\s+{_y(3)}"  # October 2023
+    rf"|{_m(4)}"  # October
+    rf"|{_y(5)}"  # 2023
     r")\b",
     re.IGNORECASE,
 )
@@ -83,8 +95,13 @@ def query_dates(text: str, slack_days: float = 1.0) -> list[tuple]:
                 out.append(("span", _days(int(y), 1, 1), _days(int(y) + 1, 1, 1)))
                 continue
             bare = name.lower().rstrip(".")
-            if d is None and y is None and (bare not in _MONTHS or (bare == "may" and (
-                    not name[0].isupper() or not text[:mt.start()].strip()))):
+            if (
+                d is None
+                and y is None
+                and (
+                    bare not in _MONTHS or (bare == "may" and (not name[0].isupper() or not text[: mt.start()].strip()))
+                )
+            ):
                 continue  # a bare "mar", "jun" or the verb "may" is too often another word
             m = _month(name)
             if y is None and d is None:
@@ -113,8 +130,10 @@ def match(selectors: list[tuple], days: np.ndarray, slack_days: float = 1.0) -> 
         if cal is None:
             dt = (np.nan_to_num(days) * SECONDS_PER_DAY).astype("datetime64[s]")
             month_start = dt.astype("datetime64[M]")
-            cal = (month_start.astype(np.int64) % 12 + 1,
-                   (dt.astype("datetime64[D]") - month_start).astype(np.int64) + 1)
+            cal = (
+                month_start.astype(np.int64) % 12 + 1,
+                (dt.astype("datetime64[D]") - month_start).astype(np.int64) + 1,
+            )
         if sel[0] == "month":
             hit |= cal[0] == sel[1]
         else:

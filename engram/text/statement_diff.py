@@ -149,8 +149,9 @@ def compare_detail(old: str, new: str) -> Comparison:
     if c.basis == "disjoint":
         return c
     if _swapped(a, b) and {t.stem for t in _bag(a)} == {t.stem for t in _bag(b)}:
-        return Comparison("unrelated", "the same words with two parts exchanged", "roles-swapped",
-                          c.overlap, c.new_values)
+        return Comparison(
+            "unrelated", "the same words with two parts exchanged", "roles-swapped", c.overlap, c.new_values
+        )
     if c.relation == "same" and c.basis != "reworded":
         return c
     # "reworded" allows one new word; a line of a merged memory needs the stricter reading.
@@ -207,8 +208,12 @@ def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decisi
         vals_new = {t.stem for _, t in b.content() if t.value}
         others = vals_old - vals_new
         if others and ((vals_new and not vals_new & vals_old) or a.change_markers):
-            return out("unrelated", f"ends {_stem_words(b, vals_new) if vals_new else 'a state'} while the "
-                       f"old memory states {_stem_words(a, others)}", "old-value")
+            return out(
+                "unrelated",
+                f"ends {_stem_words(b, vals_new) if vals_new else 'a state'} while the "
+                f"old memory states {_stem_words(a, others)}",
+                "old-value",
+            )
 
     swaps = [r for r in regions if r.old_subject and r.new_subject and absent(r)]
     if swaps:
@@ -250,14 +255,7 @@ def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decisi
         # A word that also appears elsewhere in the other text was moved, not changed.
         moved = any(t.stem in stems_new for t in r.old) or any(t.stem in stems_old for t in r.new)
         has_value = any(t.value for t in r.old + r.new)
-        if (
-            r.old
-            and r.new
-            and not moved
-            and r.where != "head"
-            and small
-            and (has_value or r.where == "object")
-        ):
+        if r.old and r.new and not moved and r.where != "head" and small and (has_value or r.where == "object"):
             numeric = any(t.kind == "num" for t in r.old + r.new)
             if not numeric and _set_valued(a, prefix):
                 return out("addition", f"another value of a many-valued fact: {_words(r.new)}", "set-valued")
@@ -276,9 +274,7 @@ def _diff(old: str, new: str) -> Comparison:  # noqa: C901 - resolution's decisi
         return out("same", "old already says this and more", "subset")
     if all(r.op == "insert" for r in regions):
         return out("addition", f"adds detail: {_words(novel)}", "elaboration")
-    if all(r.where == "head" and _only_verb_changed(a, b, r) for r in regions) and not any(
-        t.value for t in novel
-    ):
+    if all(r.where == "head" and _only_verb_changed(a, b, r) for r in regions) and not any(t.value for t in novel):
         return out("same", "reworded predicate", "reworded")
     new_info = {t.stem for t in novel} - stems_old
     if len(new_info) <= 1 and not any(t.value for t in novel if t.stem in new_info):
@@ -394,8 +390,7 @@ def _swapped(a: Parsed, b: Parsed) -> bool:
 
 
 def _neighbours(bag: Sequence[Token], stem: str) -> set[str]:
-    return {bag[k + d].stem for k, t in enumerate(bag) if t.stem == stem
-            for d in (-1, 1) if 0 <= k + d < len(bag)}
+    return {bag[k + d].stem for k, t in enumerate(bag) if t.stem == stem for d in (-1, 1) if 0 <= k + d < len(bag)}
 
 
 def _restates(a: Parsed, b: Parsed) -> str | None:

@@ -19,10 +19,16 @@ from engram.text.tokens import MORE_FUNCTION_WORDS, STOPWORDS, stem
 # Function words: the base table and MORE_FUNCTION_WORDS, with the adverbs of frequency and the
 # politeness words a statement's value does not lie in. "hers" and "yours" of the base table were
 # never in this one: they read as words here.
-STATEMENT_STOPWORDS = (STOPWORDS | MORE_FUNCTION_WORDS | frozenset("""
+STATEMENT_STOPWORDS = (
+    STOPWORDS
+    | MORE_FUNCTION_WORDS
+    | frozenset(
+        """
 's it's across within upon even really quite rather always usually often sometimes many much several
 please kindly ok okay
-""".split())) - {"hers", "yours"}
+""".split()
+    )
+) - {"hers", "yours"}
 
 _AUX = frozenset(
     """
@@ -105,10 +111,7 @@ allow forbid|allow deny|enable disable|always never|before after|inside outside|
 minimum maximum|lower higher|lowercase uppercase|encrypted unencrypted|valid invalid|safe unsafe
 """
 # Pairs of stems that state opposite values of the same property.
-ANTONYMS = {
-    frozenset(stem(w) for w in pair.split())
-    for pair in _ANTONYM_WORDS.replace("\n", "").strip("|").split("|")
-}
+ANTONYMS = {frozenset(stem(w) for w in pair.split()) for pair in _ANTONYM_WORDS.replace("\n", "").strip("|").split("|")}
 
 # Negating prefixes: "dislikes" = "does not like", "unavailable" = "not available".
 NEG_PREFIXES = ("dis", "un", "in", "im", "non", "non-")
@@ -149,9 +152,7 @@ _CHANGE_MARKERS = _markers(
         (_change_verb("replaced replacing replaces", "by|with"), "replaced"),
         (_change_verb("upgraded downgraded updated renamed rescheduled postponed", "from|to"), "updated to"),
         (
-            _change_verb(
-                "increased decreased reduced raised lowered bumped scaled extended shortened cut", "from|to"
-            ),
+            _change_verb("increased decreased reduced raised lowered bumped scaled extended shortened cut", "from|to"),
             "changed to",
         ),
         (_AUX_PREFIX + r"(?:rescheduled|postponed)\b", "rescheduled"),
@@ -162,9 +163,7 @@ _CHANGE_MARKERS = _markers(
 )
 
 # Markers that end the old state without naming a new one: they negate it.
-NEGATING_MARKERS = frozenset(
-    ["no longer", "not anymore", "anymore", "used to", "stopped", "formerly", "previously"]
-)
+NEGATING_MARKERS = frozenset(["no longer", "not anymore", "anymore", "used to", "stopped", "formerly", "previously"])
 
 # Words that say "the current state is": a change only when something else also changed.
 _NOW_MARKERS = re.compile(r"\b(?:now|currently|nowadays|these days|as of now|from now on)\b", re.IGNORECASE)
@@ -377,12 +376,7 @@ def _find_verb(tokens: Sequence[Token]) -> int:
             continue
         if prev in _DETERMINERS or (i and tokens[i - 1].kind == "num"):
             continue  # a noun right after "the" / "'s" / "24"
-        if (
-            i - 1 == first_content
-            and prev.endswith("s")
-            and not prev.endswith("ss")
-            and not t.low.endswith("s")
-        ):
+        if i - 1 == first_content and prev.endswith("s") and not prev.endswith("ss") and not t.low.endswith("s"):
             return i  # bare plural subject + base verb: "Sessions expire", "Deploys go"
         nxt = tokens[i + 1].low if i + 1 < len(tokens) else ""
         if t.low in _COMMON_VERBS:

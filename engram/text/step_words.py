@@ -21,6 +21,7 @@ SIM_WEIGHT = 0.5
 # contrasts (import/export 0.58) as close as synonyms (toggle/switch 0.59).
 WORD_SYNONYM_SIM = 0.8
 
+
 def words(text: str) -> frozenset[str]:
     return frozenset(text.split())
 
@@ -31,11 +32,15 @@ _TOKEN = re.compile(r"--?[a-z0-9][a-z0-9_\-]*|#\d+|[a-z0-9]+(?:[._\-'][a-z0-9]+)
 # Function words: the base table and MORE_FUNCTION_WORDS, with the negations, helper verbs,
 # connectives and abbreviations a step's subject does not lie in. "hers", "him" and "yours" of the
 # base table were never in this one: they read as words here.
-STEP_STOPWORDS = (STOPWORDS | MORE_FUNCTION_WORDS | words("""
+STEP_STOPWORDS = (
+    STOPWORDS
+    | MORE_FUNCTION_WORDS
+    | words("""
     too also else instead once again further yet now while both above below without
     doing done having get got getting make made makes let lets
     not no nor etc eg ie
-""")) - {"hers", "him", "yours"}
+""")
+) - {"hers", "him", "yours"}
 
 # Verbs and status words that say *that* work happened, not *what* it was about.
 # They are dropped from content words so "Added X" and "X finished" compare on X.
@@ -51,12 +56,24 @@ _GENERIC = words("""
 
 # Abbreviations expand before stemming, so both spellings meet on the same stems.
 _EXPAND: dict[str, tuple[str, ...]] = {
-    "cli": ("command", "line"), "pr": ("pull", "request"), "prs": ("pull", "request"),
-    "db": ("database",), "dbs": ("database",), "repo": ("repository",),
-    "repos": ("repository",), "docs": ("documentation",), "doc": ("documentation",),
-    "config": ("configuration",), "configs": ("configuration",), "auth": ("authentication",),
-    "env": ("environment",), "envs": ("environment",), "e2e": ("end", "to", "end"),
-    "k8s": ("kubernetes",), "perf": ("performance",), "ui": ("interface",),
+    "cli": ("command", "line"),
+    "pr": ("pull", "request"),
+    "prs": ("pull", "request"),
+    "db": ("database",),
+    "dbs": ("database",),
+    "repo": ("repository",),
+    "repos": ("repository",),
+    "docs": ("documentation",),
+    "doc": ("documentation",),
+    "config": ("configuration",),
+    "configs": ("configuration",),
+    "auth": ("authentication",),
+    "env": ("environment",),
+    "envs": ("environment",),
+    "e2e": ("end", "to", "end"),
+    "k8s": ("kubernetes",),
+    "perf": ("performance",),
+    "ui": ("interface",),
 }
 
 # Common software synonyms the embedding model does not rate close at word level.
@@ -72,21 +89,59 @@ _SYNONYMS: tuple[tuple[str, ...], ...] = (
 # Sets whose members name *different* things of one kind. A step naming one
 # member is not carried out by an activity naming another.
 _CONTRASTS: tuple[tuple[tuple[str, ...], ...], ...] = (
-    (("staging",), ("production", "prod"), ("development", "dev"), ("qa",), ("sandbox",),
-     ("localhost",)),
-    (("import",), ("export",)), (("upload",), ("download",)), (("input",), ("output",)),
-    (("inbound",), ("outbound",)), (("request",), ("response",)), (("client",), ("server",)),
-    (("frontend",), ("backend",)), (("encrypt", "encryption"), ("decrypt", "decryption")),
-    (("encode", "encoding"), ("decode", "decoding")), (("enable",), ("disable",)),
-    (("login",), ("logout",)), (("min", "minimum"), ("max", "maximum")),
+    (("staging",), ("production", "prod"), ("development", "dev"), ("qa",), ("sandbox",), ("localhost",)),
+    (("import",), ("export",)),
+    (("upload",), ("download",)),
+    (("input",), ("output",)),
+    (("inbound",), ("outbound",)),
+    (("request",), ("response",)),
+    (("client",), ("server",)),
+    (("frontend",), ("backend",)),
+    (("encrypt", "encryption"), ("decrypt", "decryption")),
+    (("encode", "encoding"), ("decode", "decoding")),
+    (("enable",), ("disable",)),
+    (("login",), ("logout",)),
+    (("min", "minimum"), ("max", "maximum")),
     (("ios",), ("android",), ("windows",), ("linux",), ("macos",)),
     (("aws",), ("gcp",), ("azure",)),
-    (("english",), ("spanish",), ("french",), ("german",), ("italian",), ("portuguese",),
-     ("dutch",), ("russian",), ("japanese",), ("chinese",), ("korean",), ("arabic",)),
-    (("python",), ("javascript", "js"), ("typescript",), ("java",), ("rust",),
-     ("ruby",), ("php",), ("kotlin",), ("swift",), ("golang",)),
-    (("postgres", "postgresql"), ("mysql",), ("sqlite",), ("mongodb", "mongo"), ("redis",),
-     ("memcached",), ("dynamodb",), ("elasticsearch",), ("cassandra",), ("duckdb",)),
+    (
+        ("english",),
+        ("spanish",),
+        ("french",),
+        ("german",),
+        ("italian",),
+        ("portuguese",),
+        ("dutch",),
+        ("russian",),
+        ("japanese",),
+        ("chinese",),
+        ("korean",),
+        ("arabic",),
+    ),
+    (
+        ("python",),
+        ("javascript", "js"),
+        ("typescript",),
+        ("java",),
+        ("rust",),
+        ("ruby",),
+        ("php",),
+        ("kotlin",),
+        ("swift",),
+        ("golang",),
+    ),
+    (
+        ("postgres", "postgresql"),
+        ("mysql",),
+        ("sqlite",),
+        ("mongodb", "mongo"),
+        ("redis",),
+        ("memcached",),
+        ("dynamodb",),
+        ("elasticsearch",),
+        ("cassandra",),
+        ("duckdb",),
+    ),
 )
 
 
@@ -97,8 +152,9 @@ def _inflections(word: str) -> tuple[str, ...]:
 
 
 # Number words become digits, so "one hour" and "1 hour" agree as identifiers do.
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER_WORDS = {
+    w: str(i) for i, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve".split())
+}
 
 
 def _canon_table() -> tuple[dict[str, str], dict[str, int]]:
@@ -183,6 +239,7 @@ def _content_cached(text: str) -> tuple[tuple[str, str], ...]:
 
 # ---------------------------------------------------------------- matching
 
+
 @dataclass(frozen=True)
 class _Pair:
     score: float
@@ -217,8 +274,7 @@ def _align(step_w: list[str], act_w: list[str], word_sim) -> list[int | None]:
     for s in step_w:
         hit = next((j for j, a in enumerate(act_w) if j not in used and s == a), None)
         if hit is None:
-            hit = next((j for j, a in enumerate(act_w)
-                        if j not in used and _same_word(s, a, word_sim)), None)
+            hit = next((j for j, a in enumerate(act_w) if j not in used and _same_word(s, a, word_sim)), None)
         if hit is None:  # a repeated word may match an already linked one
             hit = next((j for j, a in enumerate(act_w) if _same_word(s, a, word_sim)), None)
         else:
@@ -294,12 +350,19 @@ def match_score(step: str, activity_text: str, embedder) -> dict[str, Any]:
     sw, aw = [c for c, _ in sc], [c for c, _ in ac]
     vec = embedder.embed_batch([step, activity_text])
     p = pair(sw, aw, float(vec[0] @ vec[1]), word_sims([sc], [ac], embedder))
-    return {"score": p.score, "similarity": p.similarity, "coverage": p.coverage,
-            "conflict": p.conflict, "step_words": sw, "activity_words": aw}
+    return {
+        "score": p.score,
+        "similarity": p.similarity,
+        "coverage": p.coverage,
+        "conflict": p.conflict,
+        "step_words": sw,
+        "activity_words": aw,
+    }
 
 
-def word_sims(step_cs: list[list[tuple[str, str]]], act_cs: list[list[tuple[str, str]]],
-               embedder) -> dict[tuple[str, str], float]:
+def word_sims(
+    step_cs: list[list[tuple[str, str]]], act_cs: list[list[tuple[str, str]]], embedder
+) -> dict[tuple[str, str], float]:
     """Cosine of every (step word, activity word) pair, keyed by canonical form.
 
     The surface word is embedded: a stem such as "set" (from "settings") means

@@ -15,54 +15,130 @@ _stemmer_lock = threading.Lock()
 
 # The base stopword table: what BM25 drops. Statement reading and step matching drop more (and
 # keep a few of these); each declares its differences against this table and the next.
-STOPWORDS = frozenset("""
+STOPWORDS = frozenset(
+    """
 a an and are as at be been but by can could did do does for from had has have he her hers him his
 how i if in into is it its me my of on or our she so that the their them then there these they this
 those to was we were what when where which who whom why will with would you your yours am about
-""".split())
+""".split()
+)
 # Closed-class words beyond the base table (prepositions, quantifiers, modals, adverbs of degree):
 # BM25 keeps them; statement reading and step matching both drop them, with words of their own.
-MORE_FUNCTION_WORDS = frozenset("""
+MORE_FUNCTION_WORDS = frozenset(
+    """
 here us whose than onto over under after before during until via per up down out off through between
 being shall should may might must very just only still already all any every each some more most few
 other same such own
-""".split())
+""".split()
+)
 
 
 # English irregular verbs: past forms -> the base form. The stemmer joins "painted" and "paint"
 # but not "bought" and "buy", and questions ask with the base form after "did" ("When did she
 # buy the figurines?", "Where did we go?") about a text that says "I bought them", "we went".
 # Forms that are as often another word are left out ("left", "rose", "ground", "bore", "lay").
-_IRREGULAR = {past: base for base, forms in {
-    "arise": "arose arisen", "become": "became", "begin": "began begun",
-    "bite": "bitten", "blow": "blew blown", "break": "broke broken", "bring": "brought",
-    "build": "built", "burn": "burnt", "buy": "bought", "catch": "caught", "choose": "chose chosen",
-    "come": "came", "creep": "crept", "deal": "dealt", "dig": "dug",
-    "draw": "drew drawn", "dream": "dreamt", "drink": "drank drunk", "drive": "drove driven",
-    "eat": "ate eaten", "fall": "fallen", "feed": "fed", "feel": "felt", "fight": "fought",
-    "find": "found", "flee": "fled", "fly": "flew flown", "forbid": "forbade forbidden",
-    "forget": "forgot forgotten", "forgive": "forgave forgiven", "freeze": "froze frozen",
-    "get": "got gotten", "give": "gave given", "go": "went gone", "grow": "grew grown",
-    "hang": "hung", "hear": "heard", "hide": "hid hidden", "hold": "held", "keep": "kept",
-    "know": "knew known", "lead": "led", "lend": "lent", "lose": "lost", "make": "made",
-    "mean": "meant", "meet": "met", "pay": "paid", "ride": "rode ridden", "ring": "rang rung",
-    "rise": "risen", "run": "ran", "say": "said", "see": "saw seen", "seek": "sought",
-    "sell": "sold", "send": "sent", "shake": "shook shaken", "shine": "shone", "shoot": "shot",
-    "sing": "sang sung", "sink": "sank sunk", "sit": "sat", "sleep": "slept", "slide": "slid",
-    "speak": "spoke spoken", "spend": "spent", "stand": "stood", "steal": "stole stolen",
-    "stick": "stuck", "sting": "stung", "strike": "struck", "swim": "swam swum",
-    "swing": "swung", "take": "took taken", "teach": "taught", "tear": "torn", "tell": "told",
-    "think": "thought", "throw": "threw thrown", "understand": "understood", "wake": "woke woken",
-    "wear": "wore worn", "win": "won", "write": "wrote written",
-}.items() for past in forms.split()}
+_IRREGULAR = {
+    past: base
+    for base, forms in {
+        "arise": "arose arisen",
+        "become": "became",
+        "begin": "began begun",
+        "bite": "bitten",
+        "blow": "blew blown",
+        "break": "broke broken",
+        "bring": "brought",
+        "build": "built",
+        "burn": "burnt",
+        "buy": "bought",
+        "catch": "caught",
+        "choose": "chose chosen",
+        "come": "came",
+        "creep": "crept",
+        "deal": "dealt",
+        "dig": "dug",
+        "draw": "drew drawn",
+        "dream": "dreamt",
+        "drink": "drank drunk",
+        "drive": "drove driven",
+        "eat": "ate eaten",
+        "fall": "fallen",
+        "feed": "fed",
+        "feel": "felt",
+        "fight": "fought",
+        "find": "found",
+        "flee": "fled",
+        "fly": "flew flown",
+        "forbid": "forbade forbidden",
+        "forget": "forgot forgotten",
+        "forgive": "forgave forgiven",
+        "freeze": "froze frozen",
+        "get": "got gotten",
+        "give": "gave given",
+        "go": "went gone",
+        "grow": "grew grown",
+        "hang": "hung",
+        "hear": "heard",
+        "hide": "hid hidden",
+        "hold": "held",
+        "keep": "kept",
+        "know": "knew known",
+        "lead": "led",
+        "lend": "lent",
+        "lose": "lost",
+        "make": "made",
+        "mean": "meant",
+        "meet": "met",
+        "pay": "paid",
+        "ride": "rode ridden",
+        "ring": "rang rung",
+        "rise": "risen",
+        "run": "ran",
+        "say": "said",
+        "see": "saw seen",
+        "seek": "sought",
+        "sell": "sold",
+        "send": "sent",
+        "shake": "shook shaken",
+        "shine": "shone",
+        "shoot": "shot",
+        "sing": "sang sung",
+        "sink": "sank sunk",
+        "sit": "sat",
+        "sleep": "slept",
+        "slide": "slid",
+        "speak": "spoke spoken",
+        "spend": "spent",
+        "stand": "stood",
+        "steal": "stole stolen",
+        "stick": "stuck",
+        "sting": "stung",
+        "strike": "struck",
+        "swim": "swam swum",
+        "swing": "swung",
+        "take": "took taken",
+        "teach": "taught",
+        "tear": "torn",
+        "tell": "told",
+        "think": "thought",
+        "throw": "threw thrown",
+        "understand": "understood",
+        "wake": "woke woken",
+        "wear": "wore worn",
+        "win": "won",
+        "write": "wrote written",
+    }.items()
+    for past in forms.split()
+}
 
 # Chinese, Japanese and Korean script: hiragana, katakana, CJK ideographs, hangul. These
 # languages do not put spaces between words (Korean puts them between phrases with particles
 # attached), so their text is split into overlapping character bigrams ("部署环境" -> 部署 署环
 # 环境): a two-character word, the commonest length in Chinese, is then one term, and no
 # dictionary or segmenter model is needed.
-CJK = re.compile(r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
-                  r"\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+")
+CJK = re.compile(
+    r"[\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u3400-\u4dbf\u4e00-\u9fff"
+    r"\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]+"
+)
 # Function characters that end a run as a space would: Chinese particles and question words
 # (the stopwords of a question such as "周会是什么时候"), Japanese case particles. Without them a
 # question's bigrams are mostly words no memory holds, which would read as missing evidence.
@@ -101,7 +177,7 @@ def _cjk_terms(run: str, query: bool) -> list[str]:
         if len(part) == 1:
             terms.append(part)
             continue
-        terms.extend(part[i:i + 2] for i in range(len(part) - 1))
+        terms.extend(part[i : i + 2] for i in range(len(part) - 1))
         if not query:
             terms.extend(part)
     return terms
@@ -122,7 +198,7 @@ def tokenize(text: str, query: bool = False, seen: dict[str, str] | None = None)
         if CJK.search(w):
             pos = 0
             for m in CJK.finditer(w):
-                out.extend(tokenize(w[pos:m.start()], query, seen))
+                out.extend(tokenize(w[pos : m.start()], query, seen))
                 out.extend(_cjk_terms(m.group(), query))
                 pos = m.end()
             out.extend(tokenize(w[pos:], query, seen))

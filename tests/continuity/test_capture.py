@@ -39,7 +39,7 @@ class InProcess:
 
 def test_an_error_fixed_by_edits_is_one_fix_and_one_never_fixed_is_none():
     t = FixTracker(root="/r")
-    out = 'Traceback (most recent call last):\n  File "/r/app/cfg.py", line 12, in load\nKeyError: \'timeout\''
+    out = "Traceback (most recent call last):\n  File \"/r/app/cfg.py\", line 12, in load\nKeyError: 'timeout'"
     assert t.command("python -m pytest tests/test_cfg.py -x", True, out) is None
     assert t.command("pytest tests/test_cfg.py", False) is None  # passed with no edit: no fix
     t = FixTracker(root="/r")
@@ -71,6 +71,7 @@ def test_the_same_fix_twice_is_one_reinforced_pitfall(eng):
     api = Api(eng)
     case = next(c for c in cases() if c["id"] == "rust-unresolved-import")
     from benchmarks.fix_recall import captured_fix
+
     fix = captured_fix("claude-code", case).to_dict()
     ctx = Ctx(session_id="s1", project=PROJECT)
     first = api.call("session_capture", {"fixes": [fix]}, ctx)
@@ -108,8 +109,11 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
     assert "Assistant: Fixed:" in ep.content
     # The per-prompt injection and get_context carry the pitfall, never the episode; the
     # checkpoint's failure of the same command is said by the pitfall alone.
-    failed = eng.track_failure("`python -m pytest tests/test_config.py -x` failed: KeyError: 'timeout' "
-                               "in test_defaults", "pytest", project=PROJECT).memory.id
+    failed = eng.track_failure(
+        "`python -m pytest tests/test_config.py -x` failed: KeyError: 'timeout' in test_defaults",
+        "pytest",
+        project=PROJECT,
+    ).memory.id
     shown = prompt_memories(eng, None, "KeyError: 'timeout' in test_defaults", 300, 3, PROJECT)
     assert shown["memory_ids"] and ep.id not in shown["memory_ids"] and failed not in shown["memory_ids"]
     assert "pitfall" in eng.get(shown["memory_ids"][0]).tags
@@ -120,8 +124,11 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
     # process started it, do not turn capture off for every client.
     eng.settings.__dict__["capture_episodes"] = False
     eng.settings.__dict__["capture_off_projects"] = ("example.com/private",)
-    sent = api.call("session_capture", {"episodes": [{"request": "a", "answer": "b"}]},
-                    Ctx(session_id="x", project="example.com/private"))
+    sent = api.call(
+        "session_capture",
+        {"episodes": [{"request": "a", "answer": "b"}]},
+        Ctx(session_id="x", project="example.com/private"),
+    )
     assert sent["episodes"] == 1
 
 
@@ -131,8 +138,9 @@ def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_pat
     api = Api(eng)
     src = (DATA / "claude-code" / "py-keyerror.jsonl").read_text()
     for name, settings, said in (
-            ("no-episodes", replace(eng.settings, capture_episodes=False), "1 fixes (1 new), 0 turns (0 stored)"),
-            ("no-fixes", replace(eng.settings, capture_fixes=False), "0 fixes (0 new), 1 turns (1 stored)")):
+        ("no-episodes", replace(eng.settings, capture_episodes=False), "1 fixes (1 new), 0 turns (0 stored)"),
+        ("no-fixes", replace(eng.settings, capture_fixes=False), "0 fixes (0 new), 1 turns (1 stored)"),
+    ):
         transcript = tmp_path / f"{name}.jsonl"
         transcript.write_text(src)
         payload = {"transcript_path": str(transcript), "session_id": name, "cwd": "/repo"}
@@ -145,6 +153,7 @@ def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_pat
 
 def test_maintenance_keeps_each_projects_episodes_within_budget(eng):
     from engram.admin.maintenance import run_maintenance
+
     eng.settings.__dict__["capture_episode_budget"] = 10
     api = Api(eng)
     turns = [{"request": f"question {i} about the parser", "answer": f"answer {i}"} for i in range(14)]
@@ -159,6 +168,7 @@ def test_maintenance_keeps_each_projects_episodes_within_budget(eng):
 
 def test_the_fixture_transcripts_are_those_the_script_renders():
     from scripts.make_fix_transcripts import main
+
     assert main(["--check"]) == 0
 
 
@@ -166,6 +176,7 @@ def test_the_fixture_transcripts_are_those_the_script_renders():
 @pytest.mark.parametrize("client", ["claude-code", "codex", "gemini"])
 def test_a_fix_is_in_the_top_3_when_its_error_comes_back(client, settings, real_embedder, clock, tmp_path):
     from engram import Engram
+
     assert len(cases()) >= 30
     with Engram(tmp_path / "m.duckdb", settings=settings, embedder=real_embedder, clock=clock) as eng:
         r = measure(eng, client)
@@ -176,15 +187,20 @@ def test_a_fix_is_in_the_top_3_when_its_error_comes_back(client, settings, real_
 
 
 def _a_captured_session(api: Api) -> None:
-    turns = [{"request": "How is the ledger's CSV parsed?", "answer": "With csv.DictReader in ledger/io.py."},
-             {"request": "Why does the import fail on semicolons?", "answer": "The dialect is sniffed from "
-              "one line only; pass delimiter=';' for bank exports."},
-             {"request": "Add a test for it", "answer": "Added tests/test_io.py::test_semicolon."}]
+    turns = [
+        {"request": "How is the ledger's CSV parsed?", "answer": "With csv.DictReader in ledger/io.py."},
+        {
+            "request": "Why does the import fail on semicolons?",
+            "answer": "The dialect is sniffed from one line only; pass delimiter=';' for bank exports.",
+        },
+        {"request": "Add a test for it", "answer": "Added tests/test_io.py::test_semicolon."},
+    ]
     api.call("session_capture", {"episodes": turns}, Ctx(session_id="claude-code:s1", project=PROJECT))
 
 
 def test_compact_listing_then_full_text_and_what_happened_around_from_the_cli(eng, capsys):
     from engram.cli import main
+
     api = Api(eng)
     _a_captured_session(api)
 
@@ -193,6 +209,7 @@ def test_compact_listing_then_full_text_and_what_happened_around_from_the_cli(en
         return capsys.readouterr().out
 
     import os
+
     os.environ["ENGRAM_PROJECT"] = PROJECT
     try:
         listing = cli("recall", "semicolons delimiter bank exports", "--compact", "--type", "episode")
@@ -211,12 +228,16 @@ def test_compact_listing_and_around_over_http(eng, settings, serve):
     import httpx
 
     from engram.server.http import build_app
+
     api = Api(eng)
     _a_captured_session(api)
     base = serve(build_app(api, token=None, settings=settings))
     with httpx.Client(base_url=base, timeout=30) as c:
-        r = c.post("/search", params={"project": PROJECT},
-                   json={"query": "semicolons bank exports", "compact": True, "memory_type": "episode"})
+        r = c.post(
+            "/search",
+            params={"project": PROJECT},
+            json={"query": "semicolons bank exports", "compact": True, "memory_type": "episode"},
+        )
         assert r.status_code == 200, r.text
         rows = r.json()["memories"]
         assert rows and set(rows[0]) >= {"id", "memory_type", "line", "when", "tokens"} and "content" not in rows[0]
@@ -231,15 +252,20 @@ def test_captured_text_goes_through_redaction(eng):
     """A key in a failing command's output, an edit or a turn is never stored as it was."""
     key = "ghp_" + "a1B2c3D4e5" * 4
     t = FixTracker()
-    t.command("curl -H 'Authorization: token " + key + "' https://api.example.org/x", True,
-              f"curl: (22) The requested URL returned error: 401 for token {key}")
+    t.command(
+        "curl -H 'Authorization: token " + key + "' https://api.example.org/x",
+        True,
+        f"curl: (22) The requested URL returned error: 401 for token {key}",
+    )
     t.edit("deploy.sh", f"TOKEN={key}\n", "TOKEN=${GITHUB_TOKEN}\n")
     fix = t.command("curl -H 'Authorization: token " + key + "' https://api.example.org/x", False)
     assert fix is not None and key in fix.content()  # the hook's side holds it only in memory
     api = Api(eng)
-    api.call("session_capture", {"fixes": [fix.to_dict()],
-                                 "episodes": [{"request": f"use {key} to deploy", "answer": "Done."}]},
-             Ctx(session_id="s", project=PROJECT))
+    api.call(
+        "session_capture",
+        {"fixes": [fix.to_dict()], "episodes": [{"request": f"use {key} to deploy", "answer": "Done."}]},
+        Ctx(session_id="s", project=PROJECT),
+    )
     stored = [eng.get(m["id"]) for m in eng.list_memories(in_project=PROJECT, limit=50)["memories"]]
     assert {m.memory_type for m in stored} == {"failure", "episode"}
     for m in stored:
@@ -248,6 +274,7 @@ def test_captured_text_goes_through_redaction(eng):
 
 def test_an_error_waiting_for_its_fix_is_kept_on_disk_redacted(eng, tmp_path):
     from scripts.make_fix_transcripts import claude
+
     key = "sk-ant-" + "x1Y2z3" * 5
     case = {"id": "secret", "cmd": "./deploy.sh", "out": f"error: token {key} was refused", "edits": []}
     lines = claude(case)[:3]  # the request and the failing command; no fix yet
@@ -263,6 +290,7 @@ def test_an_error_waiting_for_its_fix_is_kept_on_disk_redacted(eng, tmp_path):
 def test_unrelated_prompts_get_nothing_captured_injected(settings, real_embedder, clock, tmp_path):
     from benchmarks.fix_recall import noise
     from engram import Engram
+
     with Engram(tmp_path / "m.duckdb", settings=settings, embedder=real_embedder, clock=clock) as eng:
         r = noise(eng, "claude-code")
     assert r["prompts"] >= 50 and r["nothing_injected_rate"] >= 0.95, r

@@ -11,11 +11,17 @@ from engram import EngramError, NotFound
 def test_failure_text_reads_as_sentences(eng):
     """The error, root cause and fix are separate sentences, never one run-on line; text that
     already ends a sentence gets no second full stop."""
-    r = eng.track_failure("redirect_uri_mismatch from the provider", "oauth-callback",
-                          "trailing slash in the registered URI", fix="register it without the slash")
-    assert r.memory.content == ("Failure in oauth-callback: redirect_uri_mismatch from the provider. "
-                                "Root cause: trailing slash in the registered URI. "
-                                "Fix: register it without the slash")
+    r = eng.track_failure(
+        "redirect_uri_mismatch from the provider",
+        "oauth-callback",
+        "trailing slash in the registered URI",
+        fix="register it without the slash",
+    )
+    assert r.memory.content == (
+        "Failure in oauth-callback: redirect_uri_mismatch from the provider. "
+        "Root cause: trailing slash in the registered URI. "
+        "Fix: register it without the slash"
+    )
     r = eng.track_failure("Build failed!", "ci", fix="pin the runner image.")
     assert r.memory.content == "Failure in ci: Build failed! Fix: pin the runner image."
     assert eng.track_failure("timeout", "worker").memory.content == "Failure in worker: timeout"
@@ -42,8 +48,13 @@ def test_a_long_handoff_failure_or_progress_is_one_record(eng, settings):
     h = eng.handoff("A long handoff", completed=["the writer core"], next_steps=steps, task_id=t.id)
     assert len(h.content) > settings.chunk_size and "chunk_group" not in h.metadata
     failure = eng.track_failure("UnicodeEncodeError " * 80, "exporter", "locale encoding " * 40, task_id=t.id)
-    progress = eng.track_progress("CSV exporter tests", "in_progress", 0.5, task_id=t.id,
-                                  notes="covered: " + "accents, emoji, right-to-left text; " * 40)
+    progress = eng.track_progress(
+        "CSV exporter tests",
+        "in_progress",
+        0.5,
+        task_id=t.id,
+        notes="covered: " + "accents, emoji, right-to-left text; " * 40,
+    )
     assert failure.action == "new" and failure.chunks == () and "chunk_group" not in progress.metadata
     view = eng.task_view(t.id)
     assert view["counts"] == {"timeline": 3, "handoffs": 1, "failures": 1, "progress": 1, "memories": 0}

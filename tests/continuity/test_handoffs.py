@@ -21,17 +21,37 @@ def test_two_session_handoff_scenario(tmp_path, settings, clock, real_embedder):
 
     # Session A: a task, a failure, progress, a handoff with three next steps...
     task = api.call("create_task", {"name": "CSV export", "goal": "Export memories as CSV"}, A)["task_id"]
-    api.call("track_failure", {"error": "UnicodeEncodeError writing CSV", "component": "exporter",
-                               "root_cause": "file opened without utf-8", "task_id": task}, A)
+    api.call(
+        "track_failure",
+        {
+            "error": "UnicodeEncodeError writing CSV",
+            "component": "exporter",
+            "root_cause": "file opened without utf-8",
+            "task_id": task,
+        },
+        A,
+    )
     clock.advance(minutes=10)
-    api.call("track_progress", {"feature": "CSV writer", "status": "in_progress", "completion": 0.6,
-                                "task_id": task}, A)
+    api.call(
+        "track_progress", {"feature": "CSV writer", "status": "in_progress", "completion": 0.6, "task_id": task}, A
+    )
     clock.advance(minutes=10)
-    steps = ["Add a --csv flag to the export command", "Write tests for the CSV exporter",
-             "Document CSV export in the README"]
-    api.call("session_handoff", {"summary": "CSV writer works for ASCII; flag and docs missing",
-                                 "completed": ["CSV writer core"], "in_progress": ["unicode fix"],
-                                 "next_steps": steps, "task_id": task}, A)
+    steps = [
+        "Add a --csv flag to the export command",
+        "Write tests for the CSV exporter",
+        "Document CSV export in the README",
+    ]
+    api.call(
+        "session_handoff",
+        {
+            "summary": "CSV writer works for ASCII; flag and docs missing",
+            "completed": ["CSV writer core"],
+            "in_progress": ["unicode fix"],
+            "next_steps": steps,
+            "task_id": task,
+        },
+        A,
+    )
     # ...then starts on a second task without ending (a crash).
     api.call("create_task", {"name": "Unrelated cleanup"}, A)
     eng.end_session("session-A", clean=False)
@@ -46,10 +66,21 @@ def test_two_session_handoff_scenario(tmp_path, settings, clock, real_embedder):
     assert api.call("recall_memory", {"query": "CSV export"}, B)["interrupted_sessions"] == []
 
     clock.advance(minutes=30)
-    api.call("track_progress", {"feature": "CSV exporter tests written and passing", "status": "done",
-                                "completion": 1.0, "task_id": task}, B)
-    api.call("session_handoff", {"summary": "Tests done", "completed": ["CSV exporter tests"],
-                                 "next_steps": [steps[0], steps[2]], "task_id": task}, B)
+    api.call(
+        "track_progress",
+        {"feature": "CSV exporter tests written and passing", "status": "done", "completion": 1.0, "task_id": task},
+        B,
+    )
+    api.call(
+        "session_handoff",
+        {
+            "summary": "Tests done",
+            "completed": ["CSV exporter tests"],
+            "next_steps": [steps[0], steps[2]],
+            "task_id": task,
+        },
+        B,
+    )
     eng.end_session("session-B", clean=True)
 
     # Session C sees step 2 done (with evidence) and the other two not started.
@@ -98,8 +129,13 @@ def test_a_step_started_then_no_longer_planned_is_not_dropped(eng, clock):
 
 def test_later_handoff_items_are_evidence_for_earlier_steps(eng, clock):
     t = three_step_task(eng, clock)
-    h2 = eng.handoff("Progress", completed=["csv flag for the export command"],
-                     in_progress=["csv exporter tests"], next_steps=["write csv exporter tests"], task_id=t.id)
+    h2 = eng.handoff(
+        "Progress",
+        completed=["csv flag for the export command"],
+        in_progress=["csv exporter tests"],
+        next_steps=["write csv exporter tests"],
+        task_id=t.id,
+    )
     plan = {e["step"]: e for e in eng.task_plan(t.id)}
     assert plan["add csv flag to export command"]["status"] == "done"
     assert plan["add csv flag to export command"]["evidence"]["kind"] == "handoff_completed"
@@ -141,8 +177,9 @@ def test_validation_reuses_stored_vectors_and_reads_only_new_rows(settings, cloc
     assert emb.texts == ["csv export"]  # the query only: checks, steps and words are kept
     # New evidence after the cached look is picked up.
     eng.track_progress("csv exporter tests", "in_progress", 0.5, task_id=t.id)
-    steps = {c["step"]: c["status"] for c in eng.recall_context("csv", task_id=t.id)["handoff"]
-             ["next_steps_validation"]}
+    steps = {
+        c["step"]: c["status"] for c in eng.recall_context("csv", task_id=t.id)["handoff"]["next_steps_validation"]
+    }
     assert steps["write csv exporter tests"] == "in_progress"
     eng.close()
 

@@ -29,9 +29,20 @@ def api(eng):
 def captured(api: Api) -> dict[str, str]:
     """One capture of each kind, stored through the operations the hooks call: {kind: memory id}."""
     fix = captured_fix("claude-code", next(c for c in cases() if c["id"] == "rust-unresolved-import"))
-    api.call("session_capture", {"fixes": [fix.to_dict()], "client": "claude-code",
-                                 "episodes": [{"request": "Why does the nightly export stall?",
-                                               "answer": "The exporter waits on a lock the backup job holds."}]}, CTX)
+    api.call(
+        "session_capture",
+        {
+            "fixes": [fix.to_dict()],
+            "client": "claude-code",
+            "episodes": [
+                {
+                    "request": "Why does the nightly export stall?",
+                    "answer": "The exporter waits on a lock the backup job holds.",
+                }
+            ],
+        },
+        CTX,
+    )
     said = api.call("capture_conventions", {"prompts": ["In this repo we install packages with uv, never pip."]}, CTX)
     assert said["stored"], said
     page = api.call("list_memories", {"tag": AUTO_CAPTURE_TAG}, CTX)["memories"]

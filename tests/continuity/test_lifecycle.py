@@ -26,13 +26,21 @@ def ctx(sid: str = "claude-code:s1") -> Ctx:
 def checkpoint_args(digest: str = "d1", task_id: str | None = None, session: str = "claude-code:s1", **kw) -> dict:
     args = {
         "summary": "Automatic checkpoint at SessionEnd of a claude-code session.\nFiles edited: src/retry.py.",
-        "completed": ["Add retry with backoff"], "in_progress": ["Write the retry tests"], "blocked": [],
+        "completed": ["Add retry with backoff"],
+        "in_progress": ["Write the retry tests"],
+        "blocked": [],
         "next_steps": ["Add retry with backoff", "Write the retry tests", "Update the changelog"],
         "step_statuses": ["done", "in_progress", "pending"],
         "failures": [{"error": "`pytest -q` failed: 1 failed", "component": "pytest"}],
         "task_id": task_id,
-        "checkpoint": {"automatic": True, "digest": digest, "session": session, "client": "claude-code",
-                       "event": "SessionEnd", "plan": [{"step": "Add retry with backoff", "status": "done"}]},
+        "checkpoint": {
+            "automatic": True,
+            "digest": digest,
+            "session": session,
+            "client": "claude-code",
+            "event": "SessionEnd",
+            "plan": [{"step": "Add retry with backoff", "status": "done"}],
+        },
     }
     return {**args, **kw}
 
@@ -44,8 +52,11 @@ def test_a_checkpoint_is_a_handoff_of_the_transcripts_task_with_the_todo_statuse
     assert r["failures_recorded"] == 1
     resume = api.call("resume_task", {"task_id": t["task_id"]}, ctx("reader"))
     plan = {e["step"]: e["status"] for e in resume["plan"]}
-    assert plan == {"Add retry with backoff": "done", "Write the retry tests": "in_progress",
-                    "Update the changelog": "not_started"}
+    assert plan == {
+        "Add retry with backoff": "done",
+        "Write the retry tests": "in_progress",
+        "Update the changelog": "not_started",
+    }
     assert resume["next_step"] == "Write the retry tests"
     assert [p["component"] for p in resume["pitfalls"]] == ["pytest"]
     assert "src/retry.py" in resume["working_set"]["files"]
@@ -74,8 +85,9 @@ def test_two_checkpoints_of_one_session_at_once_store_one(api, settings, fake, c
     """Two threads of one server, and on PostgreSQL two servers on one database, race the same
     checkpoint: the digest check and the write are one step (engram.continuity.lifecycle, Engram.exclusive)."""
     t = api.call("create_task", {"name": "HTTP client retry"}, ctx("other"))
-    second = Engram(memory_path(settings), settings=settings, embedder=fake, clock=clock) \
-        if backend == "postgres" else None
+    second = (
+        Engram(memory_path(settings), settings=settings, embedder=fake, clock=clock) if backend == "postgres" else None
+    )
     apis = [api, Api(second) if second else api]
     start, results = threading.Barrier(2), [None, None]
 
@@ -126,8 +138,11 @@ def test_session_start_resumes_the_task_the_last_session_worked_on_within_the_bu
     b = api.call("create_task", {"name": "Task B"}, ctx("x"))
     api.call("session_checkpoint", checkpoint_args(task_id=a["task_id"]), ctx("claude-code:old"))
     clock.advance(seconds=30)
-    api.call("track_progress", {"feature": "poke B", "status": "in_progress", "task_id": b["task_id"]},
-             ctx("claude-code:last"))  # the last session worked on B
+    api.call(
+        "track_progress",
+        {"feature": "poke B", "status": "in_progress", "task_id": b["task_id"]},
+        ctx("claude-code:last"),
+    )  # the last session worked on B
     start = api.call("session_start", {"max_tokens": 1500}, ctx("claude-code:new"))
     assert start["resumed"] == b["task_id"]
     assert set(start["task_ids"]) == {a["task_id"], b["task_id"]}

@@ -19,8 +19,7 @@ def test_get_context_text_tells_of_an_interrupted_session(eng):
     eng.touch_session("A", client="agent-a")
     t = eng.create_task("Rate limiter", session_id="A")
     eng.track_progress("token bucket middleware", "in_progress", 0.5, task_id=t.id, session_id="A")
-    eng.handoff("Bucket half done", next_steps=["finish the token bucket middleware"], task_id=t.id,
-                session_id="A")
+    eng.handoff("Bucket half done", next_steps=["finish the token bucket middleware"], task_id=t.id, session_id="A")
     eng.report_interruption("A", "context_overflow", task_id=t.id)
     eng.touch_session("B")
     out = eng.context("rate limiter", task_id=t.id, session_id="B")
@@ -36,10 +35,13 @@ def test_pitfalls_are_listed_once_and_without_empty_brackets(eng):
     """A failure stored with store_memory has no component: get_context and resume_task print it
     without `[]`; a pitfall get_context already packed as a memory is not printed again."""
     t = eng.create_task("OAuth2 login", goal="Replace session cookies with OAuth2")
-    eng.store("Never log the OAuth2 refresh token; debug logs leaked it once.", memory_type="failure",
-              task_id=t.id)
-    eng.track_failure("redirect_uri_mismatch from the OAuth2 provider", "oauth-callback",
-                      "trailing slash in the registered URI", task_id=t.id)
+    eng.store("Never log the OAuth2 refresh token; debug logs leaked it once.", memory_type="failure", task_id=t.id)
+    eng.track_failure(
+        "redirect_uri_mismatch from the OAuth2 provider",
+        "oauth-callback",
+        "trailing slash in the registered URI",
+        task_id=t.id,
+    )
     text = eng.context("OAuth2 refresh token and redirect", task_id=t.id)["context"]
     assert "[]" not in text
     for needle in ("Never log the OAuth2 refresh token", "redirect_uri_mismatch"):
@@ -53,15 +55,20 @@ def test_pitfalls_are_listed_once_and_without_empty_brackets(eng):
 def test_recall_context_ranks_once_and_pins_the_handoff_from_those_hits(eng, monkeypatch):
     import engram.engine.recall
     from engram.search import ranking as retrieve
+
     calls = []
 
     def counted(*args, **kwargs):
         calls.append(kwargs.get("limit"))
         return retrieve.rank(*args, **kwargs)
+
     monkeypatch.setattr(engram.engine.recall, "rank", counted)
     task = eng.create_task("Billing export")
-    h = eng.handoff("Billing export writes the invoice CSV; the totals row is missing",
-                    next_steps=["Add the totals row to the invoice CSV"], task_id=task.id)
+    h = eng.handoff(
+        "Billing export writes the invoice CSV; the totals row is missing",
+        next_steps=["Add the totals row to the invoice CSV"],
+        task_id=task.id,
+    )
     eng.store("The invoice CSV uses semicolons as separators")
     eng.store("Deploys go to Fly.io from the main branch")
     r = eng.recall_context("invoice CSV totals row")
@@ -82,8 +89,7 @@ def test_a_hit_of_an_open_task_pins_that_tasks_latest_handoff(eng):
     that task's last session stopped (fetched by the task); a done task's does not."""
     task = eng.create_task("Search tuning")
     h = eng.handoff("Stopped halfway through the session", next_steps=["Measure again"], task_id=task.id)
-    eng.track_failure("The reindex job ran out of memory on the 2 GB runner", component="reindex",
-                      task_id=task.id)
+    eng.track_failure("The reindex job ran out of memory on the 2 GB runner", component="reindex", task_id=task.id)
     r = eng.recall_context("reindex job out of memory runner")
     assert r["handoff"] is not None and r["handoff"]["id"] == h.id
     assert r["memories"][0]["pinned"] and "open task" in r["memories"][0]["evidence"]
@@ -93,6 +99,7 @@ def test_a_hit_of_an_open_task_pins_that_tasks_latest_handoff(eng):
 
 def test_prompt_block_has_the_rules_and_open_tasks(eng, clock):
     from engram.continuity.rendering import MEMORY_RULES
+
     t = three_step_task(eng, clock)
     closed = eng.create_task("Closed one")
     eng.update_task(closed.id, status="done")
@@ -106,5 +113,6 @@ def test_readme_memory_rules_block_is_the_one_engram_prompt_prints():
     from pathlib import Path
 
     from engram.continuity.rendering import MEMORY_RULES
+
     readme = (Path(__file__).resolve().parents[2] / "docs" / "mcp.md").read_text(encoding="utf-8")
     assert "```markdown\n" + MEMORY_RULES + "```" in readme

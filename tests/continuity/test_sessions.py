@@ -35,8 +35,7 @@ def test_session_outcome_downweights_failing_sessions(eng):
     eng.touch_session("good")
     eng.touch_session("bad")
     g = eng.store("Cache invalidation uses version keys.", session_id="good").memory
-    b = eng.store("Cache invalidation uses TTL keys only.", session_id="bad",
-                  resolve_conflicts=False).memory
+    b = eng.store("Cache invalidation uses TTL keys only.", session_id="bad", resolve_conflicts=False).memory
     before = {h.memory.id: h.score for h in eng.recall("cache invalidation keys", reinforce=False)}
     eng.session_outcome("bad", "failure", "broke prod")
     eng.session_outcome("bad", "failure", "broke prod again")

@@ -81,10 +81,21 @@ def _resumable(eng, clock):
     t = three_step_task(eng, clock)
     eng.touch_session("S")
     eng.store("CSV columns follow the export JSON field order.", importance=0.9, task_id=t.id)
-    eng.track_failure("UnicodeEncodeError writing CSV", "exporter", "file opened without utf-8",
-                      task_id=t.id, fix="open engram/admin/export_import.py output with encoding='utf-8'")
-    eng.track_progress("csv exporter tests", "in_progress", 0.4, task_id=t.id, session_id="S",
-                       notes="tests/store/test_transfer.py has the first two cases")
+    eng.track_failure(
+        "UnicodeEncodeError writing CSV",
+        "exporter",
+        "file opened without utf-8",
+        task_id=t.id,
+        fix="open engram/admin/export_import.py output with encoding='utf-8'",
+    )
+    eng.track_progress(
+        "csv exporter tests",
+        "in_progress",
+        0.4,
+        task_id=t.id,
+        session_id="S",
+        notes="tests/store/test_transfer.py has the first two cases",
+    )
     eng.track_progress("tsv output", "blocked", 0.1, task_id=t.id, notes="waiting on a decision")
     eng.report_interruption("S", "rate_limit", task_id=t.id)
     return t
@@ -95,21 +106,30 @@ def test_resume_task_gives_the_continuation(eng, clock):
     r = eng.resume_task(t.id)
     assert r["task"]["id"] == t.id and r["latest_handoff"]["summary"] == "Writer works"
     assert {e["step"]: e["status"] for e in r["plan"]} == {
-        "add csv flag to export command": "not_started", "write csv exporter tests": "in_progress",
-        "support tsv output": "in_progress"}
+        "add csv flag to export command": "not_started",
+        "write csv exporter tests": "in_progress",
+        "support tsv output": "in_progress",
+    }
     assert r["next_step"] == "write csv exporter tests"
     assert "tsv output: waiting on a decision" in r["blocked"]
     (pit,) = r["pitfalls"]
     assert (pit["component"], pit["root_cause"]) == ("exporter", "file opened without utf-8")
     assert [m["content"] for m in r["keep"]] == ["CSV columns follow the export JSON field order."]
-    assert r["working_set"] == {"files": ["engram/admin/export_import.py", "tests/store/test_transfer.py"],
-                                "components": ["exporter"]}
+    assert r["working_set"] == {
+        "files": ["engram/admin/export_import.py", "tests/store/test_transfer.py"],
+        "components": ["exporter"],
+    }
     (s,) = r["interrupted_sessions"]
     assert s["session_id"] == "S" and s["reason"] == "rate_limit"
     text = r["context"]
     assert text.startswith("<resume>\nTask " + t.id) and text.endswith("</resume>")
-    for needle in ("Next step: write csv exporter tests", "[in_progress] write csv exporter tests",
-                   "root cause: file opened without utf-8", "rate_limit", "tests/store/test_transfer.py"):
+    for needle in (
+        "Next step: write csv exporter tests",
+        "[in_progress] write csv exporter tests",
+        "root cause: file opened without utf-8",
+        "rate_limit",
+        "tests/store/test_transfer.py",
+    ):
         assert needle in text
     assert r["tokens"] <= 2000
     # Read-only: the interruption is still news for the next recall.

@@ -18,8 +18,10 @@ ROOT = Path(__file__).resolve().parents[2]
 # `npm ci --prefix .cache/npm` with tests/e2e/clients/package*.json copied there (see scripts/test.sh).
 NPM_BIN = Path(os.environ.get("ENGRAM_E2E_NPM", ROOT / ".cache" / "npm")) / "node_modules" / ".bin"
 ENGRAM = Path(sys.executable).parent / "engram"
-NPM_INSTALL = ("mkdir -p .cache/npm && cp tests/e2e/clients/package*.json .cache/npm/ && "
-               "npm ci --prefix .cache/npm --no-audit --no-fund")
+NPM_INSTALL = (
+    "mkdir -p .cache/npm && cp tests/e2e/clients/package*.json .cache/npm/ && "
+    "npm ci --prefix .cache/npm --no-audit --no-fund"
+)
 
 
 def client_bin(name: str) -> Path:
@@ -55,8 +57,13 @@ def engram_env(home: Path) -> dict[str, str]:
     # PYTHONPATH too when the tests run with one (a checkout whose engram is not the venv's install):
     # the hooks and MCP servers the clients start must run the engram under test.
     path = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
-    return {"ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", "ENGRAM_TORCH_THREADS": "1",
-            "ENGRAM_MODEL_CACHE": os.environ["ENGRAM_MODEL_CACHE"], **path}
+    return {
+        "ENGRAM_HOME": str(home),
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_TORCH_THREADS": "1",
+        "ENGRAM_MODEL_CACHE": os.environ["ENGRAM_MODEL_CACHE"],
+        **path,
+    }
 
 
 def client_env(home: Path) -> dict[str, str]:
@@ -114,5 +121,6 @@ def _alive(pid: int) -> bool:
 
 
 def engram_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ENGRAM), *args], cwd=cwd, env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run(
+        [str(ENGRAM), *args], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
+    )

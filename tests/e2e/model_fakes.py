@@ -152,20 +152,47 @@ class FakeAnthropic(_Server):
         content = []
         for b in blocks:
             if b["type"] == "tool_use":
-                content.append({"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": b["name"],
-                                "input": b["input"]})
+                content.append(
+                    {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:20]}", "name": b["name"], "input": b["input"]}
+                )
             else:
                 content.append(b)
         stop = "tool_use" if any(b["type"] == "tool_use" for b in content) else "end_turn"
-        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0,
-                 "cache_read_input_tokens": 0}
+        usage = {"input_tokens": 10, "output_tokens": 5, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
         if not body.get("stream"):
-            self._json(h, 200, {"id": msg_id, "type": "message", "role": "assistant", "model": body.get("model"),
-                                "content": content, "stop_reason": stop, "stop_sequence": None, "usage": usage})
+            self._json(
+                h,
+                200,
+                {
+                    "id": msg_id,
+                    "type": "message",
+                    "role": "assistant",
+                    "model": body.get("model"),
+                    "content": content,
+                    "stop_reason": stop,
+                    "stop_sequence": None,
+                    "usage": usage,
+                },
+            )
             return
-        events: list[tuple[str | None, Any]] = [("message_start", {"type": "message_start", "message": {
-            "id": msg_id, "type": "message", "role": "assistant", "model": body.get("model") or self.model,
-            "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}})]
+        events: list[tuple[str | None, Any]] = [
+            (
+                "message_start",
+                {
+                    "type": "message_start",
+                    "message": {
+                        "id": msg_id,
+                        "type": "message",
+                        "role": "assistant",
+                        "model": body.get("model") or self.model,
+                        "content": [],
+                        "stop_reason": None,
+                        "stop_sequence": None,
+                        "usage": usage,
+                    },
+                },
+            )
+        ]
         for i, b in enumerate(content):
             if b["type"] == "tool_use":
                 start = {**b, "input": {}}
@@ -173,12 +200,22 @@ class FakeAnthropic(_Server):
             else:
                 start = {"type": "text", "text": ""}
                 delta = {"type": "text_delta", "text": b["text"]}
-            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
-                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
-                       ("content_block_stop", {"type": "content_block_stop", "index": i})]
-        events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop, "stop_sequence": None},
-                                      "usage": {"output_tokens": 5}}),
-                   ("message_stop", {"type": "message_stop"})]
+            events += [
+                ("content_block_start", {"type": "content_block_start", "index": i, "content_block": start}),
+                ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}),
+                ("content_block_stop", {"type": "content_block_stop", "index": i}),
+            ]
+        events += [
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": 5},
+                },
+            ),
+            ("message_stop", {"type": "message_stop"}),
+        ]
         self._sse(h, events)
 
 
@@ -225,10 +262,11 @@ class FakeGemini(_Server):
                 parts = [{"text": json.dumps(least_value(schema or {"type": "object"}))}]
             else:
                 parts = [{"text": "Scripted session"}]
-        response = {"candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP",
-                                    "index": 0}],
-                    "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
-                    "modelVersion": "gemini-2.5-flash"}
+        response = {
+            "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}],
+            "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5, "totalTokenCount": 15},
+            "modelVersion": "gemini-2.5-flash",
+        }
         if ":streamGenerateContent" in path:
             self._sse(h, [(None, response)])
         else:
@@ -247,8 +285,7 @@ def least_value(schema: dict[str, Any]) -> Any:
 
 
 def gemini_text(body: dict[str, Any]) -> str:
-    return json.dumps({"system": body.get("systemInstruction"), "contents": body.get("contents")},
-                      ensure_ascii=False)
+    return json.dumps({"system": body.get("systemInstruction"), "contents": body.get("contents")}, ensure_ascii=False)
 
 
 class FakeOpenAI(_Server):
@@ -278,26 +315,41 @@ class FakeOpenAI(_Server):
             call_id = f"call_{uuid.uuid4().hex[:20]}"
             if b["type"] == "tool_use":
                 namespace, _, name = b["name"].rpartition("/")
-                item = {"type": "function_call", "name": name, "arguments": json.dumps(b["input"]),
-                        "call_id": call_id}
+                item = {"type": "function_call", "name": name, "arguments": json.dumps(b["input"]), "call_id": call_id}
                 items.append({**item, "namespace": namespace} if namespace else item)
             elif b["type"] == "custom_tool":
-                items.append({"type": "custom_tool_call", "name": b["name"], "input": b["input"],
-                              "call_id": call_id})
+                items.append({"type": "custom_tool_call", "name": b["name"], "input": b["input"], "call_id": call_id})
             else:
-                items.append({"type": "message", "role": "assistant", "status": "completed",
-                              "content": [{"type": "output_text", "text": b["text"], "annotations": []}]})
+                items.append(
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "status": "completed",
+                        "content": [{"type": "output_text", "text": b["text"], "annotations": []}],
+                    }
+                )
         response_id = f"resp_{uuid.uuid4().hex[:20]}"
-        events: list[tuple[str | None, Any]] = [("response.created", {
-            "type": "response.created", "response": {"id": response_id, "status": "in_progress"}})]
+        events: list[tuple[str | None, Any]] = [
+            ("response.created", {"type": "response.created", "response": {"id": response_id, "status": "in_progress"}})
+        ]
         for i, item in enumerate(items):
             item = {"id": f"item_{uuid.uuid4().hex[:20]}", **item}
-            events.append(("response.output_item.done",
-                           {"type": "response.output_item.done", "output_index": i, "item": item}))
-        usage = {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 5,
-                 "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 15}
-        events.append(("response.completed", {"type": "response.completed", "response": {
-            "id": response_id, "status": "completed", "usage": usage}}))
+            events.append(
+                ("response.output_item.done", {"type": "response.output_item.done", "output_index": i, "item": item})
+            )
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 5,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 15,
+        }
+        events.append(
+            (
+                "response.completed",
+                {"type": "response.completed", "response": {"id": response_id, "status": "completed", "usage": usage}},
+            )
+        )
         self._sse(h, events)
 
 

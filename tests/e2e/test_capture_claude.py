@@ -86,8 +86,9 @@ def test_the_fix_comes_back_with_the_error(after_a_fix):
         result_of(claude(repo, COMES_BACK, fake, client_home, engram_home))
         seen = anthropic_text(fake.loop_requests()[0])
     # The request body is JSON: the lines are there with their quotes escaped.
-    assert "KeyError: 'sum'" in seen and quoted(f"+ {NEW_LINE}") in seen and quoted(f"- {OLD_LINE}") in seen, \
-        seen[-3000:]
+    assert "KeyError: 'sum'" in seen and quoted(f"+ {NEW_LINE}") in seen and quoted(f"- {OLD_LINE}") in seen, seen[
+        -3000:
+    ]
     assert "Pitfall (python3)" in seen
 
 
@@ -124,13 +125,23 @@ def test_capture_turned_off_in_the_clients_settings_captures_nothing(tmp_path):
             [text("Fixed: the totals have no 'sum' key, so the script falls back to 'total'.")],
         ]
         with FakeAnthropic(script) as fake:
-            result_of(claude(repo, "Make the totals script work. In this repo we always run scripts with "
-                                   "python3, never python.", fake, client_home, engram_home))
+            result_of(
+                claude(
+                    repo,
+                    "Make the totals script work. In this repo we always run scripts with python3, never python.",
+                    fake,
+                    client_home,
+                    engram_home,
+                )
+            )
             assert not fake.errors and not fake.script
         line = wait_until(lambda: next(iter(captures(engram_home)), None))
         assert " skipped " in line and f"ENGRAM_CAPTURE_OFF_PROJECTS names {repo}" in line, line
-        end = wait_until(lambda: next((ln for ln in (engram_home / "hooks.log").read_text().splitlines()
-                                       if " SessionEnd pid=" in ln), None))
+        end = wait_until(
+            lambda: next(
+                (ln for ln in (engram_home / "hooks.log").read_text().splitlines() if " SessionEnd pid=" in ln), None
+            )
+        )
         assert " ok " in end and "checkpoint of" in end and "conventions" not in end, end
         stats = json.loads(engram_cli("--json", "stats", cwd=repo, env=env).stdout)
         assert stats["captured"] == {"pitfall": 0, "episode": 0}, (engram_home / "hooks.log").read_text()

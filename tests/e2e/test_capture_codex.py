@@ -27,9 +27,12 @@ def after_a_fix(tmp_path_factory):
     (repo / SCRIPT).write_text(BUGGY)
     try:
         set_up(repo, client_home, engram_home, mcp=False)
-        script = [[tool("exec_command", cmd=RUN)], [custom_tool("apply_patch", PATCH)],
-                  [tool("exec_command", cmd=RUN)],
-                  [text("Fixed: the totals have no 'sum' key, so the script falls back to 'total'.")]]
+        script = [
+            [tool("exec_command", cmd=RUN)],
+            [custom_tool("apply_patch", PATCH)],
+            [tool("exec_command", cmd=RUN)],
+            [text("Fixed: the totals have no 'sum' key, so the script falls back to 'total'.")],
+        ]
         with FakeOpenAI(script) as fake:
             ok(codex(repo, "Make the totals script work", fake, client_home, engram_home))
             assert not fake.errors and not fake.script

@@ -24,8 +24,15 @@ def after_a_fix(tmp_path_factory):
     setup_repo(repo, engram_home)
     script = [
         [tool("run_shell_command", command=RUN, description="Print the totals")],
-        [tool("replace", file_path=str(repo / SCRIPT), old_string=OLD_LINE, new_string=NEW_LINE,
-              instruction="Fall back to the total when there is no sum")],
+        [
+            tool(
+                "replace",
+                file_path=str(repo / SCRIPT),
+                old_string=OLD_LINE,
+                new_string=NEW_LINE,
+                instruction="Fall back to the total when there is no sum",
+            )
+        ],
         [tool("run_shell_command", command=RUN, description="Print the totals again")],
         [text("Fixed: the totals have no 'sum' key, so the script falls back to 'total'.")],
     ]

@@ -43,8 +43,10 @@ async def test_two_stdio_servers_racing_for_claims_get_one_winner_each_round(hom
 async def test_an_idle_but_live_holder_keeps_its_claim_past_the_timeout(home):
     """The stdio server's heartbeats keep the session heard from while its agent works without
     calling a tool: after three claim timeouts of no calls the task is still held."""
-    async with claims_race.server(home, CLAIM_TIMEOUT) as (holder, _), \
-            claims_race.server(home, CLAIM_TIMEOUT) as (other, _):
+    async with (
+        claims_race.server(home, CLAIM_TIMEOUT) as (holder, _),
+        claims_race.server(home, CLAIM_TIMEOUT) as (other, _),
+    ):
         t = (await holder.call_tool("create_task", {"name": "Long think"})).structured_content["task_id"]
         assert (await claims_race.claim(holder, t))[0]
         await anyio.sleep(CLAIM_TIMEOUT * 3)  # real time: the heartbeats are what is under test
@@ -60,8 +62,9 @@ async def test_take_over_is_told_to_the_first_session_and_loses_nothing(home):
         assert held["client"] == "stdio" and held["this_session"] is False
         taken = await b.call_tool("claim_task", {"task_id": t, "take_over": True})
         assert not taken.is_error and taken.structured_content["taken_over"]["session_id"] == held["session_id"]
-        r = (await a.call_tool("track_progress", {"feature": "step one", "status": "done", "task_id": t})
-             ).structured_content
+        r = (
+            await a.call_tool("track_progress", {"feature": "step one", "status": "done", "task_id": t})
+        ).structured_content
         assert r["claim_notices"][0]["task_id"] == t and "taken over" in r["claim_notices"][0]["message"]
         assert r["claim"]["claimed"] is False  # kept, and a is told who holds the task now
         view = (await b.call_tool("get_task", {"task_id": t})).structured_content
@@ -74,8 +77,9 @@ async def test_take_over_is_told_to_the_first_session_and_loses_nothing(home):
 
 def engram(home, *args: str) -> subprocess.CompletedProcess:
     env = claims_race.engram_env(home, CLAIM_TIMEOUT)
-    return subprocess.run([sys.executable, "-m", "engram", *args], env=env, capture_output=True, text=True,
-                          timeout=claims_race.TIMEOUT)
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *args], env=env, capture_output=True, text=True, timeout=claims_race.TIMEOUT
+    )
 
 
 async def test_the_cli_shows_the_holder_and_claims_releases_and_takes_over(home):
@@ -96,4 +100,3 @@ async def test_the_cli_shows_the_holder_and_claims_releases_and_takes_over(home)
         assert released.returncode != 0 and "only its holder releases it" in released.stderr
         out = json.loads(engram(home, "--json", "task", "show", t).stdout)
         assert out["held_by"]["session_id"] == mine
-

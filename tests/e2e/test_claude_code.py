@@ -29,21 +29,55 @@ TODO_OPEN = "Map CSV columns to ledger fields"
 FAILED = "python3 -c 'import ledger_csv_dialects'"
 EDITED = "ledger_import.py"
 LEDGER_IMPORT = "import csv\n\n\ndef header(path):\n    with open(path) as f:\n        return next(csv.reader(f))\n"
-ALLOWED = ",".join(["Bash", "Write", "Edit", "Read", "TaskCreate", "TaskUpdate", "TaskList",
-                    "mcp__engram__create_task", "mcp__engram__track_progress", "mcp__engram__resume_task",
-                    "mcp__engram__recall_memory"])
+ALLOWED = ",".join(
+    [
+        "Bash",
+        "Write",
+        "Edit",
+        "Read",
+        "TaskCreate",
+        "TaskUpdate",
+        "TaskList",
+        "mcp__engram__create_task",
+        "mcp__engram__track_progress",
+        "mcp__engram__resume_task",
+        "mcp__engram__recall_memory",
+    ]
+)
 
 
-def claude(repo: Path, prompt: str, fake: FakeAnthropic, client_home: Path, engram_home: Path,
-           mcp: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
+def claude(
+    repo: Path,
+    prompt: str,
+    fake: FakeAnthropic,
+    client_home: Path,
+    engram_home: Path,
+    mcp: bool = True,
+    timeout: float = 300,
+) -> subprocess.CompletedProcess:
     """One unattended `claude -p` session in `repo`, as a user with hooks installed would run it."""
-    env = {"PATH": os.environ["PATH"], "HOME": str(client_home), "ANTHROPIC_BASE_URL": fake.url,
-           "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **client_env(engram_home)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(client_home),
+        "ANTHROPIC_BASE_URL": fake.url,
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "ENABLE_TOOL_SEARCH": "false",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **client_env(engram_home),
+    }
     argv = [str(client_bin("claude")), "-p", prompt, "--output-format", "json", "--allowedTools", ALLOWED]
     if mcp:
-        config = {"mcpServers": {"engram": {"type": "stdio", "command": sys.executable, "args": ["-m", "engram"],
-                                            "env": engram_env(engram_home)}}}
+        config = {
+            "mcpServers": {
+                "engram": {
+                    "type": "stdio",
+                    "command": sys.executable,
+                    "args": ["-m", "engram"],
+                    "env": engram_env(engram_home),
+                }
+            }
+        }
         argv += ["--mcp-config", json.dumps(config), "--strict-mcp-config"]
     return subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
 
@@ -59,8 +93,12 @@ def install_hooks(repo: Path, engram_home: Path) -> None:
     hooks = json.loads((repo / ".claude" / "settings.json").read_text())["hooks"]
     assert set(hooks) == {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd", "Stop"}
     assert hooks["Stop"][0]["hooks"][0]["async"] is True  # the turn's capture runs in the background
-    assert all(shlex.split(h["command"])[-2:] == ["--home", str(engram_home)]
-               for gs in hooks.values() for g in gs for h in g["hooks"])
+    assert all(
+        shlex.split(h["command"])[-2:] == ["--home", str(engram_home)]
+        for gs in hooks.values()
+        for g in gs
+        for h in g["hooks"]
+    )
 
 
 def status_of(dumped: str, item: str) -> str:
@@ -84,15 +122,28 @@ def task_id_from(body: dict) -> str:
 def session_a_script(repo: Path) -> list:
     return [
         [tool("mcp__engram__create_task", name=TASK, goal=GOAL)],
-        [tool("TaskCreate", subject=TODO_DONE, description="Read the header and keep the column names",
-              activeForm="Parsing the CSV header row")],
-        [tool("TaskCreate", subject=TODO_OPEN, description="date, amount, payee to ledger fields",
-              activeForm="Mapping CSV columns")],
+        [
+            tool(
+                "TaskCreate",
+                subject=TODO_DONE,
+                description="Read the header and keep the column names",
+                activeForm="Parsing the CSV header row",
+            )
+        ],
+        [
+            tool(
+                "TaskCreate",
+                subject=TODO_OPEN,
+                description="date, amount, payee to ledger fields",
+                activeForm="Mapping CSV columns",
+            )
+        ],
         [tool("TaskUpdate", taskId="1", status="in_progress")],
         [tool("Write", file_path=str(repo / EDITED), content=LEDGER_IMPORT)],
         [tool("TaskUpdate", taskId="1", status="completed")],
-        lambda body: [tool("mcp__engram__track_progress", feature="CSV header parsing", status="done",
-                           task_id=task_id_from(body))],
+        lambda body: [
+            tool("mcp__engram__track_progress", feature="CSV header parsing", status="done", task_id=task_id_from(body))
+        ],
         [tool("Bash", command=FAILED, description="Check the CSV dialects module")],
         [text("The dialects module is missing; stopping here for now.")],
     ]
@@ -121,8 +172,13 @@ def after_session_a(tmp_path_factory):
             assert {"mcp__engram__create_task", "TaskCreate", "Bash"} <= tools
             # The failing command really failed in A (so B's pitfall is a real one).
             assert any("ledger_csv_dialects" in r for r in tool_results(loop[-1]))
-            called = {c["name"] for m in loop[-1]["messages"] if m["role"] == "assistant"
-                      and isinstance(m["content"], list) for c in m["content"] if c.get("type") == "tool_use"}
+            called = {
+                c["name"]
+                for m in loop[-1]["messages"]
+                if m["role"] == "assistant" and isinstance(m["content"], list)
+                for c in m["content"]
+                if c.get("type") == "tool_use"
+            }
             assert "mcp__engram__create_task" in called and "mcp__engram__session_handoff" not in called
         assert (repo / EDITED).exists()
         yield root, repo, engram_home, client_home
@@ -140,8 +196,9 @@ def test_session_b_starts_with_what_session_a_did(after_session_a):
     # Each item with its status ("[status] item" in the plan): the done one done, the open one not.
     assert status_of(first, TODO_DONE) in ("done", "completed"), first
     assert status_of(first, TODO_OPEN) not in ("done", "completed"), first
-    assert 0 <= first.lower().find("pitfall") < first.rfind("ledger_csv_dialects"), \
+    assert 0 <= first.lower().find("pitfall") < first.rfind("ledger_csv_dialects"), (
         "A's failed command is not given as a pitfall"
+    )
     assert EDITED in first, "A's edited file is missing"
 
 
@@ -161,9 +218,11 @@ def test_a_failing_hook_leaves_the_session_running(tmp_path, engram_home, client
     blocker.write_text("a file where ENGRAM_HOME's parent should be\n")
     broken_home = blocker / "home"  # nothing can be created under a file: every hook fails
     install_hooks(repo, broken_home)
-    script = [[tool("TaskCreate", subject="Tidy the README", description="typos", activeForm="Tidying")],
-              [tool("Bash", command="echo tidy", description="tidy")],
-              [text("Tidied.")]]
+    script = [
+        [tool("TaskCreate", subject="Tidy the README", description="typos", activeForm="Tidying")],
+        [tool("Bash", command="echo tidy", description="tidy")],
+        [text("Tidied.")],
+    ]
     with FakeAnthropic(script) as fake:
         p = claude(repo, "Tidy the README", fake, client_home, broken_home, mcp=False)
         r = result_of(p)

@@ -37,11 +37,22 @@ def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_reposito
     install_hooks(other, engram_home)
     try:
         with FakeAnthropic([[text("Set up; httpx is added.")]]) as fake:
-            result_of(claude(repo, f"Thanks! Add httpx to the project. Btw, {CONVENTION} Then run the tests.",
-                             fake, client_home, engram_home, mcp=False))
+            result_of(
+                claude(
+                    repo,
+                    f"Thanks! Add httpx to the project. Btw, {CONVENTION} Then run the tests.",
+                    fake,
+                    client_home,
+                    engram_home,
+                    mcp=False,
+                )
+            )
         with FakeAnthropic([[text("The footer typo is fixed.")]]) as fake:
-            result_of(claude(repo, "Fix the typo in the footer of the landing page.", fake, client_home,
-                             engram_home, mcp=False))
+            result_of(
+                claude(
+                    repo, "Fix the typo in the footer of the landing page.", fake, client_home, engram_home, mcp=False
+                )
+            )
             unrelated = anthropic_text(fake.loop_requests()[0])
         # B starts with the project's conventions, and its unrelated prompt brings none.
         assert "Conventions of this project" in unrelated and CONVENTION in unrelated, unrelated[-3000:]
@@ -50,7 +61,7 @@ def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_reposito
             result_of(claude(repo, "How do I add a dependency here?", fake, client_home, engram_home, mcp=False))
             seen = anthropic_text(fake.loop_requests()[0])  # what the model sees before it answers
         # Given with the prompt (the per-prompt block), not only at the session's start.
-        memories = seen[seen.find("<engram-memories>"):seen.find("</engram-memories>")]
+        memories = seen[seen.find("<engram-memories>") : seen.find("</engram-memories>")]
         assert f"[convention] {CONVENTION}" in memories, seen[-3000:]
         with FakeAnthropic([[text("Use the project's package manager.")]]) as fake:
             result_of(claude(other, "How do I add a dependency here?", fake, client_home, engram_home, mcp=False))

@@ -17,19 +17,31 @@ pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]
 SET = json.loads((Path(__file__).resolve().parents[1] / "data" / "secrets_set.json").read_text(encoding="utf-8"))
 ITEMS = {(it["kind"], it["where"]): it for it in SET["items"] if it["secrets"]}
 PRIVATE = "the on-call phone is 555-0199"
-PROMPT = "\n".join(ITEMS[(k, "prompt")]["text"] for k in ("url_password", "stripe_key", "huggingface_token", "jwt")) \
+PROMPT = (
+    "\n".join(ITEMS[(k, "prompt")]["text"] for k in ("url_password", "stripe_key", "huggingface_token", "jwt"))
     + f"\n<private>{PRIVATE}</private>\nPlease check the staging database."
+)
 COMMAND = ITEMS[("env_password", "command")]["text"]  # PGPASSWORD=... psql -h db -U app
 OUTPUT = ITEMS[("slack_bot_token", "output")]["text"]  # echoed by the failing command
-SECRETS = [ITEMS[(k, w)]["secrets"][0] for k, w in (("url_password", "prompt"), ("stripe_key", "prompt"),
-                                                    ("huggingface_token", "prompt"), ("jwt", "prompt"),
-                                                    ("env_password", "command"), ("slack_bot_token", "output"))]
+SECRETS = [
+    ITEMS[(k, w)]["secrets"][0]
+    for k, w in (
+        ("url_password", "prompt"),
+        ("stripe_key", "prompt"),
+        ("huggingface_token", "prompt"),
+        ("jwt", "prompt"),
+        ("env_password", "command"),
+        ("slack_bot_token", "output"),
+    )
+]
 
 
 def script() -> list:
     failing = f"echo '{OUTPUT}' >&2; {COMMAND} || exit 3"
-    return [[tool("Bash", command=failing, description="Try the staging database")],
-            [text("The database refused the login; stopping here.")]]
+    return [
+        [tool("Bash", command=failing, description="Try the staging database")],
+        [text("The database refused the login; stopping here.")],
+    ]
 
 
 @pytest.fixture
@@ -39,6 +51,7 @@ def client_home(tmp_path):
 
 def test_a_session_with_secrets_leaves_none_in_the_store_or_the_log(tmp_path, engram_home, client_home):
     import duckdb
+
     repo = git_repo(tmp_path / "shop", "https://github.com/acme/shop.git")
     install_hooks(repo, engram_home)
     try:

@@ -30,19 +30,27 @@ EVENTS = {"SessionStart", "UserPromptSubmit", "PreCompact", "SessionEnd"}
 USER_SETTINGS = '{\n  "theme": "dark",\n  "permissions": {\n    "allow": ["Bash(ls:*)"]\n  }\n}\n'
 
 
-def claude(args: list[str], home: Path, cwd: Path, fake: FakeAnthropic | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess:
+def claude(
+    args: list[str], home: Path, cwd: Path, fake: FakeAnthropic | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     # engram on PATH, as after `pipx install engram-recall`; the venv's, which runs this test.
-    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(home),
-           "ANTHROPIC_API_KEY": "sk-ant-fake", "ENABLE_TOOL_SEARCH": "false", "DISABLE_AUTOUPDATER": "1",
-           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", **client_env(home / ".engram"),
-           # The plugin's MCP server starts in about a second; on a loaded 2-core runner its start
-           # can pass Claude Code's default wait, and its tools are then silently left out.
-           "MCP_TIMEOUT": "120000"}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(home),
+        "ANTHROPIC_API_KEY": "sk-ant-fake",
+        "ENABLE_TOOL_SEARCH": "false",
+        "DISABLE_AUTOUPDATER": "1",
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+        **client_env(home / ".engram"),
+        # The plugin's MCP server starts in about a second; on a loaded 2-core runner its start
+        # can pass Claude Code's default wait, and its tools are then silently left out.
+        "MCP_TIMEOUT": "120000",
+    }
     if fake is not None:
         env["ANTHROPIC_BASE_URL"] = fake.url
-    return subprocess.run([str(client_bin("claude")), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [str(client_bin("claude")), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def ok(p: subprocess.CompletedProcess) -> str:
@@ -79,12 +87,22 @@ def hook_lines(home: Path) -> list[list[str]]:
 
 def test_a_session_gets_the_tools_the_start_context_and_a_checkpoint(installed):
     home, repo = installed
-    script = [[tool(f"{PREFIX}create_task", name=TASK, goal="A CSV of the day's entries at 02:00")],
-              [tool("TaskCreate", subject=TODO, description="cron at 02:00", activeForm="Scheduling")],
-              [text("Task set up; stopping here.")]]
+    script = [
+        [tool(f"{PREFIX}create_task", name=TASK, goal="A CSV of the day's entries at 02:00")],
+        [tool("TaskCreate", subject=TODO, description="cron at 02:00", activeForm="Scheduling")],
+        [text("Task set up; stopping here.")],
+    ]
     with FakeAnthropic(script) as fake:
-        a = json.loads(ok(claude(["-p", "Set up the nightly export", "--output-format", "json",
-                                  "--allowedTools", ALLOWED], home, repo, fake)))
+        a = json.loads(
+            ok(
+                claude(
+                    ["-p", "Set up the nightly export", "--output-format", "json", "--allowedTools", ALLOWED],
+                    home,
+                    repo,
+                    fake,
+                )
+            )
+        )
         assert a["is_error"] is False and not fake.errors and not fake.script, (a, fake.errors)
         tools = {t["name"] for t in fake.loop_requests()[0]["tools"]}
         assert {f"{PREFIX}create_task", f"{PREFIX}resume_task", f"{PREFIX}session_handoff"} <= tools, tools
@@ -102,8 +120,9 @@ def test_hooks_status_sees_the_plugin_and_install_adds_no_second_copy(installed)
     env = {"HOME": str(home), **client_env(home / ".engram")}
     rows = json.loads(engram_cli("hooks", "status", "--json", cwd=repo, env=env).stdout)
     plugin = [r for r in rows if r["scope"] == "plugin"]
-    assert [(r["client"], r["plugin"], set(r["events"]), r["runnable"]) for r in plugin] == \
-        [("claude-code", "engram@engram", EVENTS, True)]
+    assert [(r["client"], r["plugin"], set(r["events"]), r["runnable"]) for r in plugin] == [
+        ("claude-code", "engram@engram", EVENTS, True)
+    ]
     before = (home / ".claude" / "settings.json").read_bytes()
     r = engram_cli("hooks", "install", "claude-code", cwd=repo, env=env)
     assert r.returncode != 0 and "come from the plugin engram@engram" in r.stderr, r.stderr
@@ -118,8 +137,10 @@ def test_a_copy_in_the_settings_beside_the_plugin_runs_no_hook_twice(installed):
     before = settings.read_text()
     data = json.loads(before)
     engram = Path(sys.executable).parent / "engram"
-    data["hooks"] = {e: [{"hooks": [{"type": "command", "command": f"{engram} hook {e} --client claude-code",
-                                     "timeout": 30}]}] for e in EVENTS}
+    data["hooks"] = {
+        e: [{"hooks": [{"type": "command", "command": f"{engram} hook {e} --client claude-code", "timeout": 30}]}]
+        for e in EVENTS
+    }
     settings.write_text(json.dumps(data, indent=2))
     try:
         seen = len(hook_lines(home))

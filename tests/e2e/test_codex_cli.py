@@ -35,23 +35,48 @@ OBJECTIVE = "Ship the limiter behind a feature flag"
 
 def codex_env(client_home: Path, engram_home: Path) -> dict[str, str]:
     """Codex's environment: its home (config.toml, hooks.json, sessions) under the test's folder."""
-    return {"PATH": os.environ["PATH"], "HOME": str(client_home), "CODEX_HOME": str(client_home / ".codex"),
-            KEY_VAR: "sk-fake", **client_env(engram_home)}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": str(client_home),
+        "CODEX_HOME": str(client_home / ".codex"),
+        KEY_VAR: "sk-fake",
+        **client_env(engram_home),
+    }
 
 
-def codex(repo: Path, prompt: str, fake: FakeOpenAI, client_home: Path, engram_home: Path,
-          timeout: float = 300) -> subprocess.CompletedProcess:
+def codex(
+    repo: Path, prompt: str, fake: FakeOpenAI, client_home: Path, engram_home: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """One unattended `codex exec` session in `repo`, the model a custom provider at the fake.
 
     The provider comes on the command line (`-c`), so config.toml holds only what the user's own
     commands wrote. No sandbox: bubblewrap's namespaces are not available everywhere the tests run.
     """
-    provider = (f'{{name="fake", base_url="{fake.url}/v1", wire_api="responses", env_key="{KEY_VAR}", '
-                'supports_websockets=false, request_max_retries=0, stream_max_retries=0}')
-    argv = [str(client_bin("codex")), "exec", "-c", f'model="{fake.model}"', "-c", 'model_provider="fake"',
-            "-c", f"model_providers.fake={provider}", "--dangerously-bypass-approvals-and-sandbox", prompt]
-    return subprocess.run(argv, cwd=repo, env=codex_env(client_home, engram_home), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=timeout)
+    provider = (
+        f'{{name="fake", base_url="{fake.url}/v1", wire_api="responses", env_key="{KEY_VAR}", '
+        "supports_websockets=false, request_max_retries=0, stream_max_retries=0}"
+    )
+    argv = [
+        str(client_bin("codex")),
+        "exec",
+        "-c",
+        f'model="{fake.model}"',
+        "-c",
+        'model_provider="fake"',
+        "-c",
+        f"model_providers.fake={provider}",
+        "--dangerously-bypass-approvals-and-sandbox",
+        prompt,
+    ]
+    return subprocess.run(
+        argv,
+        cwd=repo,
+        env=codex_env(client_home, engram_home),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def ok(p: subprocess.CompletedProcess) -> str:
@@ -63,14 +88,22 @@ class AppServer:
     """`codex app-server` over stdio: the JSON-RPC its TUI uses for /hooks."""
 
     def __init__(self, repo: Path, env: dict[str, str]):
-        self.proc = subprocess.Popen([str(client_bin("codex")), "app-server"], cwd=repo, env=env, text=True,
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [str(client_bin("codex")), "app-server"],
+            cwd=repo,
+            env=env,
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         self.next_id = 0
 
     def call(self, method: str, params: dict) -> dict:
         self.next_id += 1
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method,
-                                          "params": params}) + "\n")
+        self.proc.stdin.write(
+            json.dumps({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}) + "\n"
+        )
         self.proc.stdin.flush()
         while line := self.proc.stdout.readline():  # notifications come in between
             msg = json.loads(line)
@@ -110,10 +143,19 @@ def trust_hooks(repo: Path, env: dict[str, str]) -> list[dict]:
         # Codex read every event install wrote, each new to it: untrusted, so not run yet.
         assert {h["eventName"] for h in hooks} == {e[0].lower() + e[1:] for e in EVENTS}, hooks
         assert {h["trustStatus"] for h in hooks} == {"untrusted"}
-        app.call("config/batchWrite", {"edits": [{
-            "keyPath": "hooks.state", "mergeStrategy": "upsert",
-            "value": {h["key"]: {"trusted_hash": h["currentHash"]} for h in hooks}}],
-            "reloadUserConfig": True})
+        app.call(
+            "config/batchWrite",
+            {
+                "edits": [
+                    {
+                        "keyPath": "hooks.state",
+                        "mergeStrategy": "upsert",
+                        "value": {h["key"]: {"trusted_hash": h["currentHash"]} for h in hooks},
+                    }
+                ],
+                "reloadUserConfig": True,
+            },
+        )
         hooks = engram_hooks(app, repo)
         assert {h["trustStatus"] for h in hooks} == {"trusted"} and all(h["enabled"] for h in hooks), hooks
         return hooks
@@ -131,8 +173,14 @@ def set_up(repo: Path, client_home: Path, engram_home: Path, mcp: bool = True) -
         # What README's `codex mcp add engram -- engram` writes, with this test's home for engram
         # (Codex passes an MCP server only the variables it is given).
         extra = [f"--env={k}={v}" for k, v in engram_env(engram_home).items()]
-        r = subprocess.run([str(client_bin("codex")), "mcp", "add", "engram", *extra, "--", str(ENGRAM)],
-                           cwd=repo, env=env, capture_output=True, text=True, timeout=60)
+        r = subprocess.run(
+            [str(client_bin("codex")), "mcp", "add", "engram", *extra, "--", str(ENGRAM)],
+            cwd=repo,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         assert r.returncode == 0, r.stderr
     trust_hooks(repo, env)
 
@@ -150,6 +198,7 @@ def when_offered(fake: FakeOpenAI, namespace: str, step: list, wait_s: int = 60)
         waited.append(1)
         fake.script.insert(0, run)
         return [tool("exec_command", cmd="sleep 1")]
+
     return run
 
 
@@ -168,8 +217,12 @@ def sessions(tmp_path_factory):
         with FakeOpenAI() as fake:
             fake.script = [
                 [tool("exec_command", cmd=FAILED)],
-                [custom_tool("apply_patch", f"*** Begin Patch\n*** Add File: {EDITED}\n+class Limiter:\n"
-                                            "+    pass\n*** End Patch\n")],
+                [
+                    custom_tool(
+                        "apply_patch",
+                        f"*** Begin Patch\n*** Add File: {EDITED}\n+class Limiter:\n+    pass\n*** End Patch\n",
+                    )
+                ],
                 when_offered(fake, "mcp__engram", [tool("mcp__engram/create_task", name=TASK, goal=GOAL)]),
                 [tool("create_goal", objective=OBJECTIVE)],  # 0.171's plan tool for codex exec
                 [text("The redis backend module is missing; stopping.")],
@@ -188,8 +241,14 @@ def sessions(tmp_path_factory):
         rollouts = sorted((client_home / ".codex" / "sessions").rglob("rollout-*.jsonl"))  # named by time
         assert len(rollouts) == 2
         meta = json.loads(rollouts[0].read_text().splitlines()[0])
-        yield {"repo": repo, "engram_home": engram_home, "task_id": m.group(1), "first_a": first_a,
-               "first_b": first_b, "session_a": meta["payload"]["id"]}
+        yield {
+            "repo": repo,
+            "engram_home": engram_home,
+            "task_id": m.group(1),
+            "first_a": first_a,
+            "first_b": first_b,
+            "session_a": meta["payload"]["id"],
+        }
     finally:
         stop_daemon(engram_home)
 
@@ -209,8 +268,9 @@ def test_the_hooks_run_once_trusted(sessions):
 def test_session_b_starts_with_what_session_a_did(sessions):
     first = sessions["first_b"]  # what the model sees before it does anything
     assert TASK in first and sessions["task_id"] in first, "session B's first request lacks A's task"
-    assert 0 <= first.lower().find("pitfall") < first.rfind("ratelimit_backend_redis"), \
+    assert 0 <= first.lower().find("pitfall") < first.rfind("ratelimit_backend_redis"), (
         "A's failed command is not given as a pitfall"
+    )
     assert EDITED in first, "A's patched file is missing"
     assert REQUEST in first, "A's request is missing"
     # A's goal (Codex's plan in codex exec) is the plan's open item: "[in_progress] objective".

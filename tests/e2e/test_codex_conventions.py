@@ -30,8 +30,15 @@ def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_reposito
     try:
         set_up(repo, client_home, engram_home, mcp=False)  # the user's hooks: every repository's sessions
         with FakeOpenAI([[text("Set up; httpx is added.")]]) as fake:
-            ok(codex(repo, f"Thanks! Add httpx to the project. Btw, {CONVENTION} Then run the tests.",
-                     fake, client_home, engram_home))
+            ok(
+                codex(
+                    repo,
+                    f"Thanks! Add httpx to the project. Btw, {CONVENTION} Then run the tests.",
+                    fake,
+                    client_home,
+                    engram_home,
+                )
+            )
         # Stop's capture runs detached from the agent: wait until it (or SessionEnd) stored it.
         wait_until(lambda: convention_stored(engram_home))
         with FakeOpenAI([[text("The footer typo is fixed.")]]) as fake:
@@ -44,7 +51,7 @@ def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_reposito
             ok(codex(repo, ASKED, fake, client_home, engram_home))
             seen = openai_text(fake.loop_requests()[0])  # what the model sees before it answers
         # Given with the prompt (UserPromptSubmit's block), not only at the session's start.
-        memories = seen[seen.find("<engram-memories>"):seen.find("</engram-memories>")]
+        memories = seen[seen.find("<engram-memories>") : seen.find("</engram-memories>")]
         assert f"[convention] {CONVENTION}" in memories, seen[-3000:]
         with FakeOpenAI([[text("Use the project's package manager.")]]) as fake:
             ok(codex(other, ASKED, fake, client_home, engram_home))

@@ -29,20 +29,46 @@ EVENTS = {"sessionStart", "userPromptSubmit", "preCompact", "stop", "sessionEnd"
 
 def env_of(home: Path) -> dict[str, str]:
     # engram on PATH, as after `pipx install engram-recall`; the venv's, which runs this test.
-    return {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(home),
-            KEY_VAR: "sk-fake", **client_env(home / ".engram")}
+    return {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(home),
+        KEY_VAR: "sk-fake",
+        **client_env(home / ".engram"),
+    }
 
 
 def codex(args: list[str], home: Path, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(client_bin("codex")), *args], cwd=cwd, env=env_of(home), stdin=subprocess.DEVNULL,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(client_bin("codex")), *args],
+        cwd=cwd,
+        env=env_of(home),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def session(prompt: str, fake: FakeOpenAI, home: Path, repo: Path) -> subprocess.CompletedProcess:
-    provider = (f'{{name="fake", base_url="{fake.url}/v1", wire_api="responses", env_key="{KEY_VAR}", '
-                'supports_websockets=false, request_max_retries=0, stream_max_retries=0}')
-    return codex(["exec", "-c", f'model="{fake.model}"', "-c", 'model_provider="fake"', "-c",
-                  f"model_providers.fake={provider}", "--dangerously-bypass-approvals-and-sandbox", prompt], home, repo)
+    provider = (
+        f'{{name="fake", base_url="{fake.url}/v1", wire_api="responses", env_key="{KEY_VAR}", '
+        "supports_websockets=false, request_max_retries=0, stream_max_retries=0}"
+    )
+    return codex(
+        [
+            "exec",
+            "-c",
+            f'model="{fake.model}"',
+            "-c",
+            'model_provider="fake"',
+            "-c",
+            f"model_providers.fake={provider}",
+            "--dangerously-bypass-approvals-and-sandbox",
+            prompt,
+        ],
+        home,
+        repo,
+    )
 
 
 def ok(p: subprocess.CompletedProcess) -> str:
@@ -60,9 +86,19 @@ def trust_plugin_hooks(home: Path, repo: Path) -> None:
     with AppServer(repo, env_of(home)) as app:
         hooks = plugin_hooks(app, repo)
         assert {h["eventName"] for h in hooks} == EVENTS, hooks
-        app.call("config/batchWrite", {"edits": [{
-            "keyPath": "hooks.state", "mergeStrategy": "upsert",
-            "value": {h["key"]: {"trusted_hash": h["currentHash"]} for h in hooks}}], "reloadUserConfig": True})
+        app.call(
+            "config/batchWrite",
+            {
+                "edits": [
+                    {
+                        "keyPath": "hooks.state",
+                        "mergeStrategy": "upsert",
+                        "value": {h["key"]: {"trusted_hash": h["currentHash"]} for h in hooks},
+                    }
+                ],
+                "reloadUserConfig": True,
+            },
+        )
         assert {h["trustStatus"] for h in plugin_hooks(app, repo)} == {"trusted"}
 
 
@@ -76,8 +112,10 @@ def test_the_plugin_in_codex_gives_tools_start_context_and_a_checkpoint(tmp_path
         config_installed = (home / ".codex" / "config.toml").read_text()
         trust_plugin_hooks(home, repo)
         with FakeOpenAI() as fake:
-            fake.script = [when_offered(fake, "mcp__engram", [tool("mcp__engram/create_task", name=TASK)]),
-                           [text("Task created; stopping.")]]
+            fake.script = [
+                when_offered(fake, "mcp__engram", [tool("mcp__engram/create_task", name=TASK)]),
+                [text("Task created; stopping.")],
+            ]
             ok(session("Archive the old invoices", fake, home, repo))
             assert not fake.errors and not fake.script, fake.errors
             last = json.dumps(fake.loop_requests()[-1]["input"])
@@ -89,9 +127,11 @@ def test_the_plugin_in_codex_gives_tools_start_context_and_a_checkpoint(tmp_path
             assert TASK in openai_text(fake.loop_requests()[0])
         cli_env = {"HOME": str(home), **client_env(home / ".engram")}
         rows = json.loads(engram_cli("hooks", "status", "--json", cwd=repo, env=cli_env).stdout)
-        assert [(r["client"], r["plugin"], set(r["events"]), r["runnable"]) for r in rows if r["scope"] == "plugin"] \
-            == [("codex", "engram@engram", {"SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd"},
-                 True)]
+        assert [
+            (r["client"], r["plugin"], set(r["events"]), r["runnable"]) for r in rows if r["scope"] == "plugin"
+        ] == [
+            ("codex", "engram@engram", {"SessionStart", "UserPromptSubmit", "PreCompact", "Stop", "SessionEnd"}, True)
+        ]
         r = engram_cli("hooks", "install", "codex", cwd=repo, env=cli_env)
         assert r.returncode != 0 and "codex plugin remove engram@engram" in r.stderr, r.stderr
         ok(codex(["plugin", "remove", "engram@engram"], home, repo))
@@ -100,7 +140,7 @@ def test_the_plugin_in_codex_gives_tools_start_context_and_a_checkpoint(tmp_path
         # What remains is the trust the user gave the plugin's hooks (hooks.state, keyed by their
         # file), as Codex keeps it for any hook: no plugin, marketplace or server entry.
         assert "[plugins." not in after and "[marketplaces." not in after and "mcp_servers" not in after, after
-        assert "[plugins.\"engram@engram\"]" in config_installed
+        assert '[plugins."engram@engram"]' in config_installed
         assert not list((home / ".codex" / "plugins" / "cache").glob("engram/*"))
     finally:
         stop_daemon(home / ".engram")

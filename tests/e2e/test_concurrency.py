@@ -70,9 +70,16 @@ def home(tmp_path):
 
 def test_three_client_processes_interleave_without_losing_anything(home):
     env = {**engram_env(home, "default"), "TEST_TIMEOUT": str(TIMEOUT)}
-    procs = [subprocess.Popen([sys.executable, "-c", WORKER, str(w), str(OPS)], env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for w in range(WORKERS)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(w), str(OPS)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for w in range(WORKERS)
+    ]
     results = []
     for p in procs:
         out, err = p.communicate(timeout=600)
@@ -89,8 +96,7 @@ def test_three_client_processes_interleave_without_losing_anything(home):
         missing = []
         async with stdio(home, "default") as c:
             for token, memory_id, _ in stored:
-                rec = await ok(c, "recall_memory", {"query": token, "mode": "bm25", "memory_type": "fact",
-                                                    "limit": 1})
+                rec = await ok(c, "recall_memory", {"query": token, "mode": "bm25", "memory_type": "fact", "limit": 1})
                 hits = rec["memories"]
                 if not hits or hits[0]["id"] != memory_id or token not in hits[0]["content"]:
                     missing.append(token)

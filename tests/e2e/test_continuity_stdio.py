@@ -43,28 +43,59 @@ async def recall_until_reported(client, query: str) -> list[dict]:
 async def test_five_sessions_three_handoffs_seven_steps(home):
     # Session 1: the task, a decision, a pitfall, the first plan (five steps).
     async with stdio(home, USER) as s1:
-        tid = (await ok(s1, "create_task", {"name": "CSV export",
-                                            "goal": "Users can export their memories as CSV"}))["task_id"]
-        await ok(s1, "store_memory", {"content": "CSV columns follow the export JSON field order.",
-                                      "importance": 0.9, "task_id": tid})
-        await ok(s1, "track_failure", {"error": "UnicodeEncodeError writing CSV", "component": "exporter",
-                                       "root_cause": "file opened without utf-8",
-                                       "fix": "open the file with encoding='utf-8' in engram/admin/export_import.py",
-                                       "task_id": tid})
-        h1 = await ok(s1, "session_handoff", {"summary": "CSV writer core works for ASCII",
-                                              "next_steps": [FLAG, TESTS, DOCS, TSV, STREAM], "task_id": tid})
+        tid = (await ok(s1, "create_task", {"name": "CSV export", "goal": "Users can export their memories as CSV"}))[
+            "task_id"
+        ]
+        await ok(
+            s1,
+            "store_memory",
+            {"content": "CSV columns follow the export JSON field order.", "importance": 0.9, "task_id": tid},
+        )
+        await ok(
+            s1,
+            "track_failure",
+            {
+                "error": "UnicodeEncodeError writing CSV",
+                "component": "exporter",
+                "root_cause": "file opened without utf-8",
+                "fix": "open the file with encoding='utf-8' in engram/admin/export_import.py",
+                "task_id": tid,
+            },
+        )
+        h1 = await ok(
+            s1,
+            "session_handoff",
+            {
+                "summary": "CSV writer core works for ASCII",
+                "next_steps": [FLAG, TESTS, DOCS, TSV, STREAM],
+                "task_id": tid,
+            },
+        )
 
     # Session 2: finishes the flag and the streaming, re-plans the rest (TSV no longer planned).
     async with stdio(home, USER) as s2:
         rec = await ok(s2, "recall_memory", {"query": "CSV export", "task_id": tid})
         assert rec["handoff"]["id"] == h1["handoff_id"]
-        flag_done = await ok(s2, "track_progress", {"feature": "--csv flag on the export command",
-                                                    "status": "done", "completion": 1.0, "task_id": tid})
-        stream_done = await ok(s2, "track_progress", {"feature": "CSV export streams rows instead of loading "
-                                                      "the whole table", "status": "done", "completion": 1.0,
-                                                      "task_id": tid})
-        h2 = await ok(s2, "session_handoff", {"summary": "Flag and streaming done",
-                                              "next_steps": [TESTS_REWORDED, DOCS, ESCAPE], "task_id": tid})
+        flag_done = await ok(
+            s2,
+            "track_progress",
+            {"feature": "--csv flag on the export command", "status": "done", "completion": 1.0, "task_id": tid},
+        )
+        stream_done = await ok(
+            s2,
+            "track_progress",
+            {
+                "feature": "CSV export streams rows instead of loading the whole table",
+                "status": "done",
+                "completion": 1.0,
+                "task_id": tid,
+            },
+        )
+        h2 = await ok(
+            s2,
+            "session_handoff",
+            {"summary": "Flag and streaming done", "next_steps": [TESTS_REWORDED, DOCS, ESCAPE], "task_id": tid},
+        )
 
     # Session 3: starts escaping and is killed mid-step.
     async with stdio(home, USER) as s4:
@@ -73,9 +104,16 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
         s3 = stdio(home, USER)
         await s3.__aenter__()
         (s3_pid,) = child_pids() - before
-        escape_started = await ok(s3, "track_progress", {"feature": "escaping formula characters in CSV cells",
-                                                         "status": "in_progress", "completion": 0.3,
-                                                         "task_id": tid})
+        escape_started = await ok(
+            s3,
+            "track_progress",
+            {
+                "feature": "escaping formula characters in CSV cells",
+                "status": "in_progress",
+                "completion": 0.3,
+                "task_id": tid,
+            },
+        )
         os.kill(s3_pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
             await s3.__aexit__(None, None, None)
@@ -84,11 +122,20 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
         (killed,) = await recall_until_reported(s4, "CSV export")
         assert killed["task"]["id"] == tid and killed["reason"] == "connection_lost"
         assert killed["last_progress"]["id"] == escape_started["memory_id"]
-        tests_started = await ok(s4, "track_progress", {"feature": "CSV exporter tests", "status": "in_progress",
-                                                        "completion": 0.5, "task_id": tid})
-        h3 = await ok(s4, "session_handoff", {"summary": "Tests half written; escaping was interrupted",
-                                              "next_steps": [TESTS_REWORDED, DOCS, ESCAPE, PROGRESS_BAR],
-                                              "task_id": tid})
+        tests_started = await ok(
+            s4,
+            "track_progress",
+            {"feature": "CSV exporter tests", "status": "in_progress", "completion": 0.5, "task_id": tid},
+        )
+        h3 = await ok(
+            s4,
+            "session_handoff",
+            {
+                "summary": "Tests half written; escaping was interrupted",
+                "next_steps": [TESTS_REWORDED, DOCS, ESCAPE, PROGRESS_BAR],
+                "task_id": tid,
+            },
+        )
         gone = await ok(s4, "report_interruption", {"reason": "context_overflow", "task_id": tid})
         assert gone["status"] == "interrupted" and gone["reason"] == "context_overflow"
         s4_id = gone["session_id"]
@@ -99,7 +146,8 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
         assert tasks[0]["id"] == tid and tasks[0]["last_activity"]["memory_type"] == "handoff"
         rec = await ok(s5, "recall_memory", {"query": "CSV export"})
         assert [(s["session_id"], s["reason"]) for s in rec["interrupted_sessions"]] == [
-            (s4_id, "context_overflow")]  # the kill was reported to session 4 already: not again
+            (s4_id, "context_overflow")
+        ]  # the kill was reported to session 4 already: not again
         assert (await ok(s5, "recall_memory", {"query": "CSV export"}))["interrupted_sessions"] == []
 
         view = await ok(s5, "get_task", {"task_id": tid})
@@ -109,10 +157,15 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
         assert len(plan) == 7
         by_step = {e["step"]: e for e in plan}
         assert set(by_step) == {FLAG, TESTS_REWORDED, DOCS, TSV, STREAM, ESCAPE, PROGRESS_BAR}
-        expect = {FLAG: ("done", flag_done["memory_id"]), STREAM: ("done", stream_done["memory_id"]),
-                  TESTS_REWORDED: ("in_progress", tests_started["memory_id"]),
-                  ESCAPE: ("in_progress", escape_started["memory_id"]),
-                  DOCS: ("not_started", None), PROGRESS_BAR: ("not_started", None), TSV: ("dropped", None)}
+        expect = {
+            FLAG: ("done", flag_done["memory_id"]),
+            STREAM: ("done", stream_done["memory_id"]),
+            TESTS_REWORDED: ("in_progress", tests_started["memory_id"]),
+            ESCAPE: ("in_progress", escape_started["memory_id"]),
+            DOCS: ("not_started", None),
+            PROGRESS_BAR: ("not_started", None),
+            TSV: ("dropped", None),
+        }
         for step, (status, evidence) in expect.items():
             e = by_step[step]
             assert e["status"] == status, (step, e)
@@ -135,8 +188,14 @@ async def test_five_sessions_three_handoffs_seven_steps(home):
     assert "engram/admin/export_import.py" in resume["working_set"]["files"]
     assert [m["content"] for m in resume["keep"]] == ["CSV columns follow the export JSON field order."]
     text = resume["context"]
-    for needle in (f"[done] {FLAG}", f"[dropped] {TSV}", f"[in_progress] {ESCAPE}", "context_overflow",
-                   "connection_lost", "root cause: file opened without utf-8"):
+    for needle in (
+        f"[done] {FLAG}",
+        f"[dropped] {TSV}",
+        f"[in_progress] {ESCAPE}",
+        "context_overflow",
+        "connection_lost",
+        "root cause: file opened without utf-8",
+    ):
         assert needle in text, needle
     assert resume["tokens"] <= 2000
     print("\n" + text)

@@ -72,8 +72,9 @@ def _check_disk(out: dict) -> None:
     assert out["resumed_after_free_s"] is not None  # the same daemon took writes again, no restart
 
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("mount"),
-                                reason="mounting a small tmpfs for the store needs root")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("mount"), reason="mounting a small tmpfs for the store needs root"
+)
 
 
 @needs_root

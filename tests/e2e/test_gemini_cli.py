@@ -25,22 +25,29 @@ EDITED = "limiter.py"
 REQUEST = "Add a rate limiter to the public API"
 
 
-def gemini(repo: Path, prompt: str, fake: FakeGemini, client_home: Path, engram_home: Path,
-           timeout: float = 300) -> subprocess.CompletedProcess:
+def gemini(
+    repo: Path, prompt: str, fake: FakeGemini, client_home: Path, engram_home: Path, timeout: float = 300
+) -> subprocess.CompletedProcess:
     """One unattended `gemini -p` session in `repo` (API-key auth selected in its user settings)."""
     settings = client_home / ".gemini" / "settings.json"
     if not settings.exists():
         settings.parent.mkdir(parents=True)
         settings.write_text(json.dumps({"security": {"auth": {"selectedType": "gemini-api-key"}}}))
-    env = {"PATH": os.environ["PATH"], "HOME": str(client_home), "GOOGLE_GEMINI_BASE_URL": fake.url,
-           "GEMINI_API_KEY": "fake-key", "GEMINI_CLI_TRUST_WORKSPACE": "true", **client_env(engram_home)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "HOME": str(client_home),
+        "GOOGLE_GEMINI_BASE_URL": fake.url,
+        "GEMINI_API_KEY": "fake-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        **client_env(engram_home),
+    }
     argv = [str(client_bin("gemini")), "-p", prompt, "--yolo", "--output-format", "json"]
     return subprocess.run(argv, cwd=repo, env=env, capture_output=True, text=True, timeout=timeout)
 
 
 def ok(p: subprocess.CompletedProcess) -> dict:
     assert p.returncode == 0, f"gemini exited {p.returncode}\nstdout: {p.stdout[-3000:]}\nstderr: {p.stderr[-3000:]}"
-    return json.loads(p.stdout[p.stdout.find("{"):])
+    return json.loads(p.stdout[p.stdout.find("{") :])
 
 
 def setup_repo(repo: Path, engram_home: Path) -> None:
@@ -50,8 +57,9 @@ def setup_repo(repo: Path, engram_home: Path) -> None:
     settings = json.loads(path.read_text())
     assert {"SessionStart", "BeforeAgent", "SessionEnd"} <= set(settings["hooks"])
     # engram's MCP server beside the hooks, as a user adds it (`gemini mcp add engram ...` writes the same).
-    settings["mcpServers"] = {"engram": {"command": sys.executable, "args": ["-m", "engram"],
-                                         "env": engram_env(engram_home), "trust": True}}
+    settings["mcpServers"] = {
+        "engram": {"command": sys.executable, "args": ["-m", "engram"], "env": engram_env(engram_home), "trust": True}
+    }
     path.write_text(json.dumps(settings, indent=2))
 
 
@@ -95,8 +103,9 @@ def test_session_end_checkpoint_reaches_the_next_session_start(session_b_start):
     first = session_b_start
     assert TASK in first, "session B's first request lacks A's task"
     assert "ratelimit_backend_redis" in first, "A's failed command is missing"
-    assert 0 <= first.lower().find("pitfall") < first.rfind("ratelimit_backend_redis"), \
+    assert 0 <= first.lower().find("pitfall") < first.rfind("ratelimit_backend_redis"), (
         "A's failed command is not given as a pitfall"
+    )
     assert EDITED in first, "A's written file is missing"
 
 

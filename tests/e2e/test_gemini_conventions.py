@@ -38,8 +38,15 @@ def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_reposito
     setup_repo(other, engram_home)
     try:
         with FakeGemini([[text("Set up; httpx is added.")]]) as fake:
-            ok(gemini(repo, f"Thanks! Add httpx to the project. Btw, {CONVENTION} Then run the tests.",
-                      fake, client_home, engram_home))
+            ok(
+                gemini(
+                    repo,
+                    f"Thanks! Add httpx to the project. Btw, {CONVENTION} Then run the tests.",
+                    fake,
+                    client_home,
+                    engram_home,
+                )
+            )
         # AfterAgent's capture runs detached from the agent: wait until it (or SessionEnd) stored it.
         wait_until(lambda: convention_stored(engram_home))
         with FakeGemini([[text("The footer typo is fixed.")]]) as fake:
@@ -52,7 +59,7 @@ def test_a_convention_from_session_a_reaches_session_c_and_stays_in_its_reposito
             ok(gemini(repo, ASKED, fake, client_home, engram_home))
             seen = sent(fake)
         # Given with the prompt (BeforeAgent's block), not only at the session's start.
-        memories = seen[seen.find("<engram-memories>"):seen.find("</engram-memories>")]
+        memories = seen[seen.find("<engram-memories>") : seen.find("</engram-memories>")]
         assert f"[convention] {CONVENTION}" in memories, seen[-3000:]
         with FakeGemini([[text("Use the project's package manager.")]]) as fake:
             ok(gemini(other, ASKED, fake, client_home, engram_home))

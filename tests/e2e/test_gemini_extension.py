@@ -26,15 +26,28 @@ TASK = "Retry queue for failed webhooks"
 USER_SETTINGS = '{"security": {"auth": {"selectedType": "gemini-api-key"}}}'
 
 
-def gemini(args: list[str], home: Path, cwd: Path, fake: FakeGemini | None = None,
-           timeout: float = 300) -> subprocess.CompletedProcess:
+def gemini(
+    args: list[str], home: Path, cwd: Path, fake: FakeGemini | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess:
     # engram on PATH, as after `pipx install engram-recall`; the venv's, which runs this test.
-    env = {"PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}", "HOME": str(home),
-           "GEMINI_API_KEY": "fake-key", "GEMINI_CLI_TRUST_WORKSPACE": "true", **client_env(home / ".engram")}
+    env = {
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "HOME": str(home),
+        "GEMINI_API_KEY": "fake-key",
+        "GEMINI_CLI_TRUST_WORKSPACE": "true",
+        **client_env(home / ".engram"),
+    }
     if fake is not None:
         env["GOOGLE_GEMINI_BASE_URL"] = fake.url
-    return subprocess.run([str(client_bin("gemini")), *args], cwd=cwd, env=env, capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(client_bin("gemini")), *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def ok(p: subprocess.CompletedProcess) -> str:
@@ -45,20 +58,25 @@ def ok(p: subprocess.CompletedProcess) -> str:
 
 def gemini_ok(p: subprocess.CompletedProcess) -> dict:
     out = ok(p)
-    return json.loads(p.stdout[p.stdout.find("{"):]) if out else {}
+    return json.loads(p.stdout[p.stdout.find("{") :]) if out else {}
 
 
 def declared(body: dict, suffix: str) -> list[str]:
-    return [d["name"] for t in body.get("tools", []) for d in t.get("functionDeclarations", [])
-            if d["name"].endswith(suffix)]
+    return [
+        d["name"]
+        for t in body.get("tools", [])
+        for d in t.get("functionDeclarations", [])
+        if d["name"].endswith(suffix)
+    ]
 
 
 def check_status_and_install(home: Path, repo: Path) -> None:
     """`engram hooks status` names the extension's hooks; `engram hooks install gemini` adds no copy."""
     env = {"HOME": str(home), **client_env(home / ".engram")}
     rows = json.loads(engram_cli("hooks", "status", "--json", cwd=repo, env=env).stdout)
-    assert [(r["client"], r["plugin"], r["events"], r["runnable"]) for r in rows if r["scope"] == "plugin"] == \
-        [("gemini", "engram", ["AfterAgent", "BeforeAgent", "SessionEnd", "SessionStart"], True)]
+    assert [(r["client"], r["plugin"], r["events"], r["runnable"]) for r in rows if r["scope"] == "plugin"] == [
+        ("gemini", "engram", ["AfterAgent", "BeforeAgent", "SessionEnd", "SessionStart"], True)
+    ]
     r = engram_cli("hooks", "install", "gemini", cwd=repo, env=env)
     assert r.returncode != 0 and "come from the plugin engram" in r.stderr, r.stderr
     assert "gemini extensions uninstall engram" in r.stderr
@@ -76,11 +94,14 @@ def test_linked_extension_gives_tools_start_context_and_a_checkpoint_and_leaves_
     try:
         ok(gemini(["extensions", "link", str(EXTENSION), "--consent"], home, repo))
         assert "engram (0.1.0)" in ok(gemini(["extensions", "list"], home, repo))
-        script = [lambda body: [tool(declared(body, "create_task")[0], name=TASK, goal="Retry with backoff")],
-                  [text("Task created; stopping.")]]
+        script = [
+            lambda body: [tool(declared(body, "create_task")[0], name=TASK, goal="Retry with backoff")],
+            [text("Task created; stopping.")],
+        ]
         with FakeGemini(script) as fake:
-            gemini_ok(gemini(["-p", "Add a retry queue for webhooks", "--yolo", "--output-format", "json"], home,
-                             repo, fake))
+            gemini_ok(
+                gemini(["-p", "Add a retry queue for webhooks", "--yolo", "--output-format", "json"], home, repo, fake)
+            )
             assert not fake.errors and not fake.script, fake.errors
             first = fake.loop_requests()[0]
             assert declared(first, "resume_task") and declared(first, "session_handoff")
@@ -90,8 +111,10 @@ def test_linked_extension_gives_tools_start_context_and_a_checkpoint_and_leaves_
         # A copy of the hooks in the user's settings too (as written before the extension came):
         # each event runs once, the copy stands aside.
         engram = Path(sys.executable).parent / "engram"
-        copy = {e: [{"hooks": [{"type": "command", "command": f"{engram} hook {e} --client gemini",
-                                "timeout": 30000}]}] for e in ("SessionStart", "BeforeAgent", "SessionEnd")}
+        copy = {
+            e: [{"hooks": [{"type": "command", "command": f"{engram} hook {e} --client gemini", "timeout": 30000}]}]
+            for e in ("SessionStart", "BeforeAgent", "SessionEnd")
+        }
         settings.write_text(json.dumps({**json.loads(USER_SETTINGS), "hooks": copy}))
         seen = len((home / ".engram" / "hooks.log").read_text().splitlines())
         # A's SessionEnd hook checkpointed it; B's SessionStart hook gives the task.
@@ -100,11 +123,14 @@ def test_linked_extension_gives_tools_start_context_and_a_checkpoint_and_leaves_
             assert TASK in gemini_text(fake.loop_requests()[0])
         settings.write_text(USER_SETTINGS)
         log = (home / ".engram" / "hooks.log").read_text().splitlines()
-        assert {ln.split()[2] for ln in log[:seen] if " gemini " in ln and " ok " in ln} >= {"SessionStart",
-                                                                                            "SessionEnd"}
+        assert {ln.split()[2] for ln in log[:seen] if " gemini " in ln and " ok " in ln} >= {
+            "SessionStart",
+            "SessionEnd",
+        }
         for event in ("SessionStart", "BeforeAgent", "SessionEnd"):
-            assert sorted(ln.split()[4] for ln in log[seen:] if f" gemini {event} " in ln) == ["ok", "skipped"], \
-                log[seen:]
+            assert sorted(ln.split()[4] for ln in log[seen:] if f" gemini {event} " in ln) == ["ok", "skipped"], log[
+                seen:
+            ]
         ok(gemini(["extensions", "uninstall", "engram"], home, repo))
         assert settings.read_text() == USER_SETTINGS  # the extension never touched the user's settings
         assert not (home / ".gemini" / "extensions" / "engram").exists()

@@ -35,8 +35,10 @@ async def a_task(home) -> str:
     """A task with a handoff, written by a session that has ended since (so nobody holds it)."""
     async with claims_race.server(home, 120) as (c, _):
         t = (await c.call_tool("create_task", {"name": "Move logs to the new bucket"})).structured_content
-        await c.call_tool("session_handoff", {"summary": "Bucket made", "task_id": t["task_id"],
-                                              "next_steps": ["point the shipper at the bucket"]})
+        await c.call_tool(
+            "session_handoff",
+            {"summary": "Bucket made", "task_id": t["task_id"], "next_steps": ["point the shipper at the bucket"]},
+        )
         return t["task_id"]
 
 
@@ -46,8 +48,9 @@ async def test_python_sdk_stdio_client_lists_and_reads_the_prompt_and_resources(
         block = (await c.call_tool("resume_task", {"task_id": tid, "claim": False})).structured_content["context"]
         assert [p.name for p in (await c.list_prompts()).prompts] == ["resume"]
         assert [str(r.uri) for r in (await c.list_resources()).resources] == ["engram://tasks"]
-        assert [t.uri_template for t in (await c.list_resource_templates()).resource_templates] == \
-            ["engram://tasks/{task_id}/resume"]
+        assert [t.uri_template for t in (await c.list_resource_templates()).resource_templates] == [
+            "engram://tasks/{task_id}/resume"
+        ]
         tasks = json.loads((await c.read_resource("engram://tasks")).contents[0].text)["tasks"]
         assert tid in [t["id"] for t in tasks]
         assert (await c.read_resource(f"engram://tasks/{tid}/resume")).contents[0].text == block
@@ -59,17 +62,24 @@ async def test_typescript_sdk_client_lists_and_reads_the_prompt_and_resources(ho
     node = shutil.which("node")
     if node is None:
         pytest.skip("node is not installed: the TypeScript SDK client cannot run")
-    assert (TS_SDK / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir(), \
+    assert (TS_SDK / "node_modules" / "@modelcontextprotocol" / "sdk").is_dir(), (
         f"the TypeScript MCP SDK is not installed; run from {ROOT}: {TS_INSTALL}"
+    )
     tid = await a_task(home)
     env = claims_race.engram_env(home, 120)
-    run = subprocess.run([node, str(ROOT / "tests" / "e2e" / "mcp_ts_client.mjs"), str(TS_SDK), sys.executable, tid],
-                         env=env, capture_output=True, text=True, timeout=claims_race.TIMEOUT)
+    run = subprocess.run(
+        [node, str(ROOT / "tests" / "e2e" / "mcp_ts_client.mjs"), str(TS_SDK), sys.executable, tid],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=claims_race.TIMEOUT,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     out = json.loads(run.stdout)
     assert out["server"]["name"] == "engram"
-    assert [(p["name"], p["arguments"]) for p in out["prompts"]] == \
-        [("resume", [{"name": "task_id", "required": False}])]
+    assert [(p["name"], p["arguments"]) for p in out["prompts"]] == [
+        ("resume", [{"name": "task_id", "required": False}])
+    ]
     assert [r["uri"] for r in out["resources"]] == ["engram://tasks"]
     assert [t["uriTemplate"] for t in out["templates"]] == ["engram://tasks/{task_id}/resume"]
     assert tid in [t["id"] for t in json.loads(out["tasks"][0]["text"])["tasks"]]

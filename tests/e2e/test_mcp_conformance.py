@@ -22,9 +22,18 @@ from scripts.screenshots import serving
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]
 
 # Every server scenario `conformance list --server` (0.1.16) names that any server can pass.
-SCENARIOS = ("server-initialize", "ping", "logging-set-level", "completion-complete", "tools-list",
-             "tools-call-error", "resources-list", "prompts-list", "server-sse-multiple-streams",
-             "dns-rebinding-protection")
+SCENARIOS = (
+    "server-initialize",
+    "ping",
+    "logging-set-level",
+    "completion-complete",
+    "tools-list",
+    "tools-call-error",
+    "resources-list",
+    "prompts-list",
+    "server-sse-multiple-streams",
+    "dns-rebinding-protection",
+)
 
 
 @pytest.fixture(scope="module")
@@ -54,5 +63,10 @@ def test_conformance_scenario(url, scenario, tmp_path):
 
 def run_suite(cwd: Path, *args: str) -> subprocess.CompletedProcess:
     # The suite writes its results/ folder in its working directory: the test's own.
-    return subprocess.run([str(client_bin("node")), str(client_bin("conformance")), *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [str(client_bin("node")), str(client_bin("conformance")), *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )

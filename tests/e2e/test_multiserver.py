@@ -22,6 +22,7 @@ def servers(pg_url, settings, fake, clock):
         e = Engram(pg_url, settings=settings, embedder=fake, clock=clock)
         opened.append(e)
         return e
+
     yield open_one
     for e in opened:
         e.close()
@@ -53,9 +54,14 @@ def test_a_server_opened_later_and_one_kept_fresh_rank_alike(servers, settings, 
     afterwards and as a DuckDB engram given the same writes."""
     a, b = servers(), servers()
     duck = Engram(":memory:", settings=settings, embedder=fake, clock=clock)
-    texts = ["Postgres runs on port 5432 in staging", "Redis caches session tokens for an hour",
-             "The deploy pipeline runs on every merge to main", "Backups are written to S3 nightly",
-             "Alerts go to the on-call phone after five minutes", "Postgres replicas lag by a second"]
+    texts = [
+        "Postgres runs on port 5432 in staging",
+        "Redis caches session tokens for an hour",
+        "The deploy pipeline runs on every merge to main",
+        "Backups are written to S3 nightly",
+        "Alerts go to the on-call phone after five minutes",
+        "Postgres replicas lag by a second",
+    ]
     for i, t in enumerate(texts):
         (a if i % 2 else b).store(t, importance=0.3 + 0.1 * i)
         duck.store(t, importance=0.3 + 0.1 * i)
@@ -73,6 +79,7 @@ def test_a_server_opened_later_and_one_kept_fresh_rank_alike(servers, settings, 
 
 def test_the_upkeep_runs_once_per_database(servers, settings, clock):
     from engram.admin.scheduler import MaintenanceScheduler
+
     a, b = servers(), servers()
     sa, sb = MaintenanceScheduler(a, settings, clock=clock), MaintenanceScheduler(b, settings, clock=clock)
     sa.start()
@@ -107,8 +114,16 @@ def test_three_servers_six_clients_one_killed(pg_url, checked_model_cache):
     """benchmarks/multiserver.py at a small size: three `engram serve --http` processes on one
     database, three REST and three MCP clients, server 0 SIGKILLed after 40% of the operations."""
     from benchmarks.multiserver import run
-    res = run(servers_n=3, clients=6, ops=20, kill_at=0.4, heartbeat_s=5.0,
-              model_cache=checked_model_cache, database_url=pg_url)
+
+    res = run(
+        servers_n=3,
+        clients=6,
+        ops=20,
+        kill_at=0.4,
+        heartbeat_s=5.0,
+        model_cache=checked_model_cache,
+        database_url=pg_url,
+    )
     assert res["killed_at"] is not None and res["ops"] == 6 * 20
     assert res["errors"] == 0, res["error_samples"]
     assert res["writes_acked"] > 40

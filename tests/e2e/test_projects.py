@@ -20,6 +20,8 @@ from tests.conftest import git, make_repo
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]
 
 TIMEOUT = 180
+
+
 @pytest.fixture
 def places(tmp_path):
     """Repository A (no origin: its path is the project), repository B (an origin), a worktree of
@@ -41,15 +43,24 @@ def env_for(home: Path) -> dict[str, str]:
 
 
 def cli(home: Path, cwd: Path, *argv: str) -> dict:
-    r = subprocess.run([sys.executable, "-m", "engram.cli", "--json", *argv], capture_output=True, text=True,
-                       env=env_for(home), cwd=cwd, timeout=300, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "engram.cli", "--json", *argv],
+        capture_output=True,
+        text=True,
+        env=env_for(home),
+        cwd=cwd,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
 
 def stdio(home: Path, cwd: Path) -> Client:
-    return Client(StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=env_for(home),
-                                        cwd=str(cwd)), read_timeout_seconds=TIMEOUT)
+    return Client(
+        StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=env_for(home), cwd=str(cwd)),
+        read_timeout_seconds=TIMEOUT,
+    )
 
 
 async def ok(client: Client, tool: str, args: dict | None = None) -> dict:
@@ -84,8 +95,10 @@ async def test_two_repositories_and_a_worktree_through_cli_and_stdio(model_home,
 
     alpha = {"Alpha builds its frontend with Vite and pnpm.", "Alpha's frontend build output goes to dist/alpha."}
     beta = {"Beta builds its frontend with webpack and yarn.", "Beta's frontend build output goes to public/build."}
-    glob = {"The user likes every frontend build to print its duration.",
-            "Frontend builds run on the user's laptop, never on the CI runner at night."}
+    glob = {
+        "The user likes every frontend build to print its duration.",
+        "Frontend builds run on the user's laptop, never on the CI runner at night.",
+    }
     alpha_tasks = {"Alpha: migrate the frontend build to Vite 6", "Alpha: split the frontend build per route"}
     beta_tasks = {"Beta: cache the frontend build in CI"}
     glob_tasks = {"Renew the frontend build certificates", "Beta: drop the legacy frontend build"}
@@ -123,19 +136,32 @@ async def test_two_repositories_and_a_worktree_through_cli_and_stdio(model_home,
 
     projects = cli(home, outside, "projects")
     assert {p["id"]: (p["memories"], p["tasks"]) for p in projects["projects"]} == {
-        str(a.resolve()): (2, 2), "github.com/me/beta": (2, 1)}
+        str(a.resolve()): (2, 2),
+        "github.com/me/beta": (2, 1),
+    }
     assert projects["current"] is None
 
     # The sessions recorded where they worked: the worktree's is A's project on its own branch.
-    subprocess.run([sys.executable, "-m", "engram.cli", "stop"], env=env_for(home), cwd=outside, check=True,
-                   capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "engram.cli", "stop"],
+        env=env_for(home),
+        cwd=outside,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     con = duckdb.connect(str(home / "memories.duckdb"), read_only=True)
     try:
         seen = set(con.execute("SELECT client, project, branch FROM sessions").fetchall())
     finally:
         con.close()
-    assert {("stdio", str(a.resolve()), "feature"), ("stdio", "github.com/me/beta", "main"),
-            ("cli", str(a.resolve()), "main"), ("cli", None, None), ("stdio", None, None)} <= seen
+    assert {
+        ("stdio", str(a.resolve()), "feature"),
+        ("stdio", "github.com/me/beta", "main"),
+        ("cli", str(a.resolve()), "main"),
+        ("cli", None, None),
+        ("stdio", None, None),
+    } <= seen
 
 
 @pytest.mark.anyio
@@ -143,9 +169,17 @@ async def test_engram_project_overrides_the_directory(model_home, places):
     home, a, b = model_home, places["a"], places["b"]
     e = env_for(home)
     e["ENGRAM_PROJECT"] = "github.com/me/beta"
-    r = subprocess.run([sys.executable, "-m", "engram.cli", "--json", "remember", "Beta ships on Thursdays."],
-                       capture_output=True, text=True, env=e, cwd=a, timeout=300, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "engram.cli", "--json", "remember", "Beta ships on Thursdays."],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=a,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     assert {m["content"] for m in cli(home, b, "recall", "when does beta ship")["memories"]} == {
-        "Beta ships on Thursdays."}
+        "Beta ships on Thursdays."
+    }
     assert cli(home, a, "recall", "when does beta ship")["memories"] == []

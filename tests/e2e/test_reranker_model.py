@@ -27,23 +27,33 @@ def test_the_model_files_ship_in_the_installed_wheel():
 
 
 def test_it_reads_the_question_with_its_answer(ce):
-    logits = ce.score("When is the staging database refreshed?", [
-        "The staging database is refreshed from production every Sunday night.",
-        "The user's cat is called Miso.",
-        "Deploys go out on Tuesdays after review. " * 60,  # longer than the cap: cut, not refused
-    ])
+    logits = ce.score(
+        "When is the staging database refreshed?",
+        [
+            "The staging database is refreshed from production every Sunday night.",
+            "The user's cat is called Miso.",
+            "Deploys go out on Tuesdays after review. " * 60,  # longer than the cap: cut, not refused
+        ],
+    )
     assert logits[0] > 0 > logits[1]
     assert logits[0] > logits[2]
 
 
 def test_recall_runs_the_second_stage_with_the_real_models(settings, real_embedder, clock, monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    e = Engram(memory_path(settings), settings=replace(settings, rerank=True, rerank_pairs=4),
-               embedder=real_embedder, clock=clock)
+    e = Engram(
+        memory_path(settings),
+        settings=replace(settings, rerank=True, rerank_pairs=4),
+        embedder=real_embedder,
+        clock=clock,
+    )
     try:
-        for t in ("The staging database is refreshed from production every Sunday night.",
-                  "Staging deploys need a green CI run.", "The user's cat is called Miso.",
-                  "Production backups are kept for thirty days."):
+        for t in (
+            "The staging database is refreshed from production every Sunday night.",
+            "Staging deploys need a green CI run.",
+            "The user's cat is called Miso.",
+            "Production backups are kept for thirty days.",
+        ):
             e.store(t)
         hits = e.recall("when does staging get a fresh copy of prod data", explain=True)
         assert hits and "Sunday" in hits[0].memory.content

@@ -38,11 +38,16 @@ def dump_duckdb(path: Path) -> str:
     con = duckdb.connect(str(path), read_only=True)
     try:
         out = []
-        for (table,) in con.execute("SELECT table_name FROM information_schema.tables "
-                                    "WHERE table_schema = 'main'").fetchall():
-            cols = [c for (c, t) in con.execute(
-                "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?",
-                [table]).fetchall() if "FLOAT" not in t and "BLOB" not in t]
+        for (table,) in con.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
+        ).fetchall():
+            cols = [
+                c
+                for (c, t) in con.execute(
+                    "SELECT column_name, data_type FROM information_schema.columns WHERE table_name = ?", [table]
+                ).fetchall()
+                if "FLOAT" not in t and "BLOB" not in t
+            ]
             select = ", ".join(f'CAST("{c}" AS VARCHAR)' for c in cols)
             for row in con.execute(f'SELECT {select} FROM "{table}"').fetchall():
                 out.append(" ".join(str(v) for v in row))
@@ -54,14 +59,28 @@ def dump_duckdb(path: Path) -> str:
 async def through_mcp(home: Path, secrets: list[tuple[str, str]]) -> str:
     params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, "default"))
     async with Client(params, read_timeout_seconds=180) as c:
-        task = await ok(c, "create_task", {"name": f"deploy with {secrets[0][1]}", "goal": secrets[1][0],
-                                           "metadata": {"env": secrets[2][0]}})
+        task = await ok(
+            c,
+            "create_task",
+            {"name": f"deploy with {secrets[0][1]}", "goal": secrets[1][0], "metadata": {"env": secrets[2][0]}},
+        )
         tid = task["task_id"]
-        await ok(c, "store_memory", {"content": secrets[3][0] + f" <private>{PRIVATE}</private>",
-                                     "tags": ["deploy"], "metadata": {"cmd": secrets[4][0]}, "task_id": tid})
+        await ok(
+            c,
+            "store_memory",
+            {
+                "content": secrets[3][0] + f" <private>{PRIVATE}</private>",
+                "tags": ["deploy"],
+                "metadata": {"cmd": secrets[4][0]},
+                "task_id": tid,
+            },
+        )
         await ok(c, "track_failure", {"error": secrets[5][0], "component": "deploy", "task_id": tid})
-        await ok(c, "session_handoff", {"summary": secrets[6][0], "next_steps": [secrets[7][0]],
-                                        "blocked": [secrets[8][0]], "task_id": tid})
+        await ok(
+            c,
+            "session_handoff",
+            {"summary": secrets[6][0], "next_steps": [secrets[7][0]], "blocked": [secrets[8][0]], "task_id": tid},
+        )
         await ok(c, "session_outcome", {"outcome": "failure", "notes": secrets[9][0]})
         return tid
 
@@ -104,8 +123,12 @@ def test_no_secret_reaches_any_stored_column_the_log_the_export_or_the_backup(mo
     assert r.returncode == 0, r.stderr
     stop_daemon(Settings.from_env({"ENGRAM_HOME": str(home)}))
 
-    places = {"store": dump_duckdb(home / "memories.duckdb"), "backup": dump_duckdb(backup),
-              "export": export.read_text(), "hooks.log": (home / "hooks.log").read_text()}
+    places = {
+        "store": dump_duckdb(home / "memories.duckdb"),
+        "backup": dump_duckdb(backup),
+        "export": export.read_text(),
+        "hooks.log": (home / "hooks.log").read_text(),
+    }
     for where, text in places.items():
         kept = sorted({s[:12] + "…" for _, s in every if s in text})
         assert not kept, f"secrets found in the {where}: {kept}"
@@ -131,9 +154,12 @@ def test_an_excluded_project_stores_nothing_and_the_log_says_so(tmp_path, how):
         env["ENGRAM_HOOK_EXCLUDE"] = f"/nowhere\n{repo}"
     text, secret = texts("prompt")[0]
     transcript = write_jsonl(tmp_path / "s.jsonl", [claude_entry("user", text)])
-    for event, extra in (("SessionStart", {"source": "startup"}), ("UserPromptSubmit", {"prompt": text}),
-                         ("PreCompact", {"transcript_path": str(transcript), "trigger": "auto"}),
-                         ("SessionEnd", {"transcript_path": str(transcript), "reason": "other"})):
+    for event, extra in (
+        ("SessionStart", {"source": "startup"}),
+        ("UserPromptSubmit", {"prompt": text}),
+        ("PreCompact", {"transcript_path": str(transcript), "trigger": "auto"}),
+        ("SessionEnd", {"transcript_path": str(transcript), "reason": "other"}),
+    ):
         out, line = hook(home, event, payload(event, repo, **extra), env=env)
         assert out is None and " skipped " in line and "project excluded from capture" in line, line
         assert "nothing stored" in line and secret not in line
@@ -145,15 +171,25 @@ def test_engram_scrub_on_a_store_an_older_release_wrote(model_home, real_embedde
     from engram import Engram
     from engram.core.ids import new_id
     from engram.core.types import Memory
+
     home = model_home
     planted = [it for it in SET["items"] if it["secrets"]][:6]
     clean = [it for it in SET["items"] if not it["secrets"]][:6]
     # Rows as the previous release stored them: straight to the database, unredacted.
-    eng = Engram(home / "memories.duckdb", settings=Settings.from_env({"ENGRAM_HOME": str(home)}),
-                 embedder=real_embedder)
+    eng = Engram(
+        home / "memories.duckdb", settings=Settings.from_env({"ENGRAM_HOME": str(home)}), embedder=real_embedder
+    )
     for it in planted + clean:
-        m = Memory(id=new_id(), content=it["text"], memory_type="fact", importance=0.5, recall_count=0,
-                   created_at=eng.clock.now(), last_recalled_at=None, user_id="default")
+        m = Memory(
+            id=new_id(),
+            content=it["text"],
+            memory_type="fact",
+            importance=0.5,
+            recall_count=0,
+            created_at=eng.clock.now(),
+            last_recalled_at=None,
+            user_id="default",
+        )
         eng.store_db.inner.insert_memory(m, real_embedder.embed_batch([m.content])[0])
     eng.close()
     secrets = [it["secrets"][0] for it in planted]

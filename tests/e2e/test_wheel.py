@@ -46,8 +46,19 @@ def test_the_wheel_installs_into_a_fresh_venv_and_serves_mcp(work):
     shutil.copytree(REPO / "engram", src / "engram", ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(REPO / name, src / name)
-    run(sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", work / "dist", src,
-        cwd=work)
+    run(
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "-q",
+        "--no-deps",
+        "--no-build-isolation",
+        "-w",
+        work / "dist",
+        src,
+        cwd=work,
+    )
     (wheel,) = (work / "dist").glob("*.whl")
     assert wheel.name.startswith(DIST.replace("-", "_") + "-")
 
@@ -64,8 +75,11 @@ def test_the_wheel_installs_into_a_fresh_venv_and_serves_mcp(work):
     assert where.startswith(str(venv))
     # The web panel's static files are package data: every one of them is in the installed package.
     panel = Path(where).parent / "panel" / "static"
-    shipped = sorted(p.relative_to(REPO / "engram" / "panel" / "static").as_posix()
-                     for p in (REPO / "engram" / "panel" / "static").rglob("*") if p.is_file())
+    shipped = sorted(
+        p.relative_to(REPO / "engram" / "panel" / "static").as_posix()
+        for p in (REPO / "engram" / "panel" / "static").rglob("*")
+        if p.is_file()
+    )
     assert shipped and all((panel / rel).is_file() for rel in shipped), shipped
 
     home = work / "home"

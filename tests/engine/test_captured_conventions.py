@@ -31,8 +31,9 @@ def _captured(eng, project=HERE) -> list[dict]:
 
 @pytest.mark.model
 def test_a_convention_said_in_passing_is_a_fact_of_the_project_marked_automatic(real):
-    r = real.capture_conventions(["Thanks! " + UV + " Can you add httpx?", "please run the tests"],
-                                 session_id="claude-code:a", project=HERE)
+    r = real.capture_conventions(
+        ["Thanks! " + UV + " Can you add httpx?", "please run the tests"], session_id="claude-code:a", project=HERE
+    )
     assert (r["found"], [s["action"] for s in r["stored"]]) == (1, ["new"])
     (m,) = _captured(real)
     mem = real.get(m["id"])
@@ -47,8 +48,9 @@ def test_a_convention_said_in_passing_is_a_fact_of_the_project_marked_automatic(
 @pytest.mark.model
 def test_a_restatement_reinforces_and_a_correction_replaces(real):
     first = real.capture_conventions(["We target Python 3.11 in this project."], session_id="s1", project=HERE)
-    said = real.capture_conventions(["From now on remember: we target Python 3.11 in this project."],
-                                    session_id="s2", project=HERE)
+    said = real.capture_conventions(
+        ["From now on remember: we target Python 3.11 in this project."], session_id="s2", project=HERE
+    )
     assert said["stored"][0]["action"] == "reinforce", said
     assert said["stored"][0]["memory_id"] == first["stored"][0]["memory_id"]
     fixed = real.capture_conventions(["We target Python 3.12 in this project."], session_id="s3", project=HERE)
@@ -83,9 +85,16 @@ def test_the_prompt_that_needs_it_gets_it_and_another_repository_gets_nothing(re
 def test_a_session_starts_with_the_most_used_conventions_within_its_budget(real):
     for i in range(3):  # said in three sessions: the most used
         real.capture_conventions(["We always squash-merge feature branches."], session_id=f"s{i}", project=HERE)
-    for i, rule in enumerate(["Never commit directly to main.", "Use Decimal for money, never float.",
-                              UV, "Tests should never hit the network.", "We deploy only from the release branch.",
-                              "Always add a changelog entry for user-facing changes."]):
+    for i, rule in enumerate(
+        [
+            "Never commit directly to main.",
+            "Use Decimal for money, never float.",
+            UV,
+            "Tests should never hit the network.",
+            "We deploy only from the release branch.",
+            "Always add a changelog entry for user-facing changes.",
+        ]
+    ):
         real.capture_conventions([rule], session_id=f"t{i}", project=HERE)
     start = session_start(real, None, None, 300, HERE)
     lines = start["context"].splitlines()

@@ -15,10 +15,14 @@ from engram import Engram
 from engram.models.on_demand import OnDemand
 from tests.conftest import memory_path
 
-FACTS = ["The staging database is refreshed from production every Sunday night",
-         "Lunch is at noon in the cafeteria", "Deploys go out on Tuesdays after review",
-         "The office plants are watered by Anna", "Invoices are sent monthly by accounting",
-         "The printer on floor two jams often"]
+FACTS = [
+    "The staging database is refreshed from production every Sunday night",
+    "Lunch is at noon in the cafeteria",
+    "Deploys go out on Tuesdays after review",
+    "The office plants are watered by Anna",
+    "Invoices are sent monthly by accounting",
+    "The printer on floor two jams often",
+]
 CLEAR = "staging database refreshed Sunday night"
 # Shares one or two words with several facts and answers none: plausible hits, none strong.
 VAGUE = "what about the staging printer invoices plants lunch"
@@ -81,8 +85,12 @@ class WordScorer:
 
 @pytest.fixture
 def reng(settings, fake, clock):
-    e = Engram(memory_path(settings), settings=replace(settings, rerank=True, rerank_pairs=3,
-                                                      rerank_weight=5.0), embedder=fake, clock=clock)
+    e = Engram(
+        memory_path(settings),
+        settings=replace(settings, rerank=True, rerank_pairs=3, rerank_weight=5.0),
+        embedder=fake,
+        clock=clock,
+    )
     yield e
     e.close()
 

@@ -15,14 +15,17 @@ def day(y, m, d):
     return to_days(datetime(y, m, d, 12, tzinfo=timezone.utc))
 
 
-@pytest.mark.parametrize("text,inside,outside", [
-    ("What did we decide on October 13, 2023?", [day(2023, 10, 13), day(2023, 10, 14)], [day(2023, 10, 16)]),
-    ("notes from 13 Oct 2023", [day(2023, 10, 13)], [day(2023, 11, 13)]),
-    ("the 2023-10-13 release", [day(2023, 10, 12)], [day(2023, 10, 20)]),
-    ("what happened in October 2023", [day(2023, 10, 1), day(2023, 10, 31)], [day(2023, 11, 1), day(2022, 10, 5)]),
-    ("camping in June", [day(2021, 6, 3), day(2023, 6, 30)], [day(2023, 7, 1)]),
-    ("anything in 2022?", [day(2022, 1, 1), day(2022, 12, 31)], [day(2023, 1, 1)]),
-])
+@pytest.mark.parametrize(
+    "text,inside,outside",
+    [
+        ("What did we decide on October 13, 2023?", [day(2023, 10, 13), day(2023, 10, 14)], [day(2023, 10, 16)]),
+        ("notes from 13 Oct 2023", [day(2023, 10, 13)], [day(2023, 11, 13)]),
+        ("the 2023-10-13 release", [day(2023, 10, 12)], [day(2023, 10, 20)]),
+        ("what happened in October 2023", [day(2023, 10, 1), day(2023, 10, 31)], [day(2023, 11, 1), day(2022, 10, 5)]),
+        ("camping in June", [day(2021, 6, 3), day(2023, 6, 30)], [day(2023, 7, 1)]),
+        ("anything in 2022?", [day(2022, 1, 1), day(2022, 12, 31)], [day(2023, 1, 1)]),
+    ],
+)
 def test_query_dates_select_the_named_range(text, inside, outside):
     sel = query_dates(text)
     assert sel
@@ -30,8 +33,10 @@ def test_query_dates_select_the_named_range(text, inside, outside):
     assert not match(sel, np.array(outside)).any()
 
 
-@pytest.mark.parametrize("text", ["What may I do next?", "May I ask a question?", "the mar on the table",
-                                  "no dates here", "February 30, 2023"])
+@pytest.mark.parametrize(
+    "text",
+    ["What may I do next?", "May I ask a question?", "the mar on the table", "no dates here", "February 30, 2023"],
+)
 def test_words_that_are_not_dates_select_nothing(text):
     assert query_dates(text) == []
 
@@ -55,8 +60,9 @@ def test_memory_written_on_the_named_date_ranks_first(plain, fake, clock):
     eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
     t0 = datetime(2024, 3, 3, 10, tzinfo=timezone.utc)
     a = eng.store("Decided the rollout plan for the billing service", created_at=t0, resolve_conflicts=False).memory
-    b = eng.store("Decided the rollout plan for the search service", created_at=t0 + timedelta(days=20),
-                  resolve_conflicts=False).memory
+    b = eng.store(
+        "Decided the rollout plan for the search service", created_at=t0 + timedelta(days=20), resolve_conflicts=False
+    ).memory
     hits = eng.recall("What rollout plan did we decide on 3 March 2024?", explain=True, reinforce=False)
     assert hits[0].memory.id == a.id and hits[0].parts["date"] == plain.date_bonus
     assert {h.memory.id: h.parts["date"] for h in hits}[b.id] == 0.0
@@ -70,8 +76,10 @@ def test_opening_label_named_in_the_query_gets_the_speaker_bonus(plain, fake, cl
     eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
     ann = eng.store("Ann: the staging database moves to the new cluster", resolve_conflicts=False).memory
     bob = eng.store("Bob: the staging database moves to the new cluster next", resolve_conflicts=False).memory
-    hits = {h.memory.id: h for h in eng.recall("What did Ann say about the staging database?",
-                                                explain=True, reinforce=False)}
+    hits = {
+        h.memory.id: h
+        for h in eng.recall("What did Ann say about the staging database?", explain=True, reinforce=False)
+    }
     assert hits[ann.id].parts["speaker"] == plain.speaker_bonus
     assert hits[bob.id].parts["speaker"] == 0.0
     assert hits[ann.id].score > hits[bob.id].score
@@ -82,11 +90,9 @@ def test_when_question_prefers_a_memory_that_says_when(plain, fake, clock):
     eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
     timed = eng.store("The payment outage happened yesterday evening", resolve_conflicts=False).memory
     other = eng.store("The payment outage happened in the eu region", resolve_conflicts=False).memory
-    hits = {h.memory.id: h for h in eng.recall("When did the payment outage happen?", explain=True,
-                                                reinforce=False)}
+    hits = {h.memory.id: h for h in eng.recall("When did the payment outage happen?", explain=True, reinforce=False)}
     assert hits[timed.id].parts["when"] == plain.when_bonus and hits[other.id].parts["when"] == 0.0
-    plainq = {h.memory.id: h for h in eng.recall("Where did the payment outage happen?", explain=True,
-                                                 reinforce=False)}
+    plainq = {h.memory.id: h for h in eng.recall("Where did the payment outage happen?", explain=True, reinforce=False)}
     assert plainq[timed.id].parts["when"] == 0.0
     eng.close()
 

@@ -43,8 +43,9 @@ def test_list_memories_pages_newest_first_with_a_total(api, eng, clock):
     m = first["memories"][0]
     assert m["content"] == "memory number 6" and m["status"] == "active" and m["pinned"] is False
     got = eng.get(m["id"])
-    assert m["strength"] == round(strength(got.importance, initial_stability("fact", got.importance),
-                                           got.created_at, clock.now()), 6)
+    assert m["strength"] == round(
+        strength(got.importance, initial_stability("fact", got.importance), got.created_at, clock.now()), 6
+    )
 
 
 def test_list_memories_filters_by_type_tag_task_status_and_as_of(api, eng, clock):
@@ -68,15 +69,18 @@ def test_list_memories_filters_by_type_tag_task_status_and_as_of(api, eng, clock
     assert call(api, "list_memories", Ctx(session_id="other", user_id="someone-else"))["total"] == 0
 
 
-@pytest.mark.parametrize("args, message", [
-    ({"limit": 0}, "limit must be a whole number from 1 to 500"),
-    ({"limit": 501}, "limit must be a whole number from 1 to 500"),
-    ({"offset": -1}, "offset must be a whole number from 0"),
-    ({"limit": "ten"}, "limit: Input should be a valid integer.*got 'ten'"),
-    ({"status": "deleted"}, "status: Input should be 'active', 'superseded', 'consolidated' or 'any'"),
-    ({"memory_type": "opinion"}, "memory_type"),
-    ({"as_of": "yesterday"}, "not an ISO 8601"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        ({"limit": 0}, "limit must be a whole number from 1 to 500"),
+        ({"limit": 501}, "limit must be a whole number from 1 to 500"),
+        ({"offset": -1}, "offset must be a whole number from 0"),
+        ({"limit": "ten"}, "limit: Input should be a valid integer.*got 'ten'"),
+        ({"status": "deleted"}, "status: Input should be 'active', 'superseded', 'consolidated' or 'any'"),
+        ({"memory_type": "opinion"}, "memory_type"),
+        ({"as_of": "yesterday"}, "not an ISO 8601"),
+    ],
+)
 def test_list_memories_names_bad_arguments(api, args, message):
     with pytest.raises(EngramError, match=message):
         call(api, "list_memories", **args)

@@ -25,7 +25,8 @@ def test_strength_matches_hand_computed_values():
     assert s == pytest.approx(0.5 * math.exp(-1.0), rel=1e-12)
     s0 = decay.initial_stability("failure", 0.5)
     assert decay.strength(0.5, s0, START, START + timedelta(days=5)) == pytest.approx(
-        0.5 * math.exp(-0.35 * 0.6 * 5), rel=1e-12)
+        0.5 * math.exp(-0.35 * 0.6 * 5), rel=1e-12
+    )
 
 
 def test_days_count_from_last_touch_and_never_negative():
@@ -57,8 +58,7 @@ def test_growth_formula_spaced_beats_crammed():
     crammed = decay.grown_stability(s, START, START + timedelta(minutes=5))
     assert s < crammed < s * 1.002
     # However long the wait, a recall multiplies stability by at most 1 + GROWTH.
-    assert decay.grown_stability(s, START, START + timedelta(days=10_000)) == pytest.approx(
-        s * (1 + decay.GROWTH))
+    assert decay.grown_stability(s, START, START + timedelta(days=10_000)) == pytest.approx(s * (1 + decay.GROWTH))
     assert decay.grown_stability(decay.MAX_STABILITY, START, START + timedelta(days=1e5)) == decay.MAX_STABILITY
 
 
@@ -72,8 +72,8 @@ def test_days_until_threshold():
 def test_quality_score_formula():
     assert decay.quality_score(0.5, 0) == pytest.approx(0.5)
     assert decay.quality_score(0.5, 3) == pytest.approx(0.65)
-    assert decay.quality_score(0.5, 10) == pytest.approx(0.75)        # recall bonus capped at 0.5
-    assert decay.quality_score(0.9, 10) == 1.0                        # clamped
+    assert decay.quality_score(0.5, 10) == pytest.approx(0.75)  # recall bonus capped at 0.5
+    assert decay.quality_score(0.9, 10) == 1.0  # clamped
     assert decay.quality_score(0.5, 0, failures=2) == pytest.approx(0.25)
     assert decay.quality_score(0.5, 0, successes=1) == pytest.approx(0.55)
     assert decay.ranking_penalty(1) == 1.0 and decay.ranking_penalty(2) < 1.0
@@ -99,10 +99,10 @@ def test_retrieval_weight_demotes_but_never_buries():
 # --- the engine on a virtual clock ---------------------------------------------------------------
 # Each memory below has words of its own, so a recall of one finds only that one.
 
+
 def _strength(eng, memory_id: str) -> float:
     m = eng.get(memory_id)
-    return decay.strength(m.importance, decay.memory_stability(m), m.last_recalled_at or m.created_at,
-                          eng.clock.now())
+    return decay.strength(m.importance, decay.memory_stability(m), m.last_recalled_at or m.created_at, eng.clock.now())
 
 
 def _recall(eng, query: str, memory_id: str) -> None:
@@ -172,6 +172,7 @@ def test_used_keeps_and_unused_fades_over_120_days(eng, clock):
 
 def test_stability_survives_reopen_and_held_recall_counts(tmp_path, settings, fake, clock):
     from engram import Engram
+
     path = tmp_path / "s.duckdb"
     with Engram(path, settings=settings, embedder=fake, clock=clock) as eng:
         mid = eng.store("Backups run at 03:00 UTC to the cold bucket.", importance=0.5).memory.id
@@ -197,7 +198,8 @@ def test_storing_a_known_fact_again_is_a_spaced_use(eng, clock):
     again = eng.store("The user prefers dark mode.", importance=0.5)
     assert again.action == "reinforce"
     assert again.memory.stability == pytest.approx(
-        decay.grown_stability(decay.initial_stability("fact", 0.5), START, START + timedelta(days=10)))
+        decay.grown_stability(decay.initial_stability("fact", 0.5), START, START + timedelta(days=10))
+    )
     assert eng.get(first.id).stability == pytest.approx(again.memory.stability)
 
 

@@ -110,9 +110,15 @@ def test_explain_gives_score_parts(eng):
     assert set(h.parts) >= {"bm25", "cosine", "strength", "decay", "graph"}
     assert h.parts["decay"] == pytest.approx(retrieval_weight(h.parts["strength"], eng.settings.decay_floor))
     w = eng.settings
-    assert h.score == pytest.approx(w.w_bm25 * h.parts["bm25"] + w.w_vector * h.parts["cosine"] * h.parts["decay"]
-                                    + h.parts["date"] + h.parts["speaker"] + h.parts["when"]
-                                    + h.parts["graph"], rel=1e-6)
+    assert h.score == pytest.approx(
+        w.w_bm25 * h.parts["bm25"]
+        + w.w_vector * h.parts["cosine"] * h.parts["decay"]
+        + h.parts["date"]
+        + h.parts["speaker"]
+        + h.parts["when"]
+        + h.parts["graph"],
+        rel=1e-6,
+    )
 
 
 def test_filters_are_exact_not_after_top_k(eng):
@@ -129,8 +135,10 @@ def test_filters_are_exact_not_after_top_k(eng):
 def test_vector_results_equal_exact_search_after_deletes(settings, fake, clock):
     # Without context the search vector is the memory's own, so ranking must equal exact cosine.
     eng = Engram(":memory:", settings=replace(settings, context_window=0), embedder=fake, clock=clock)
-    ids = [eng.store(f"note {i} about topic {i % 7} and item {i % 11}", resolve_conflicts=False).memory.id
-           for i in range(80)]
+    ids = [
+        eng.store(f"note {i} about topic {i % 7} and item {i % 11}", resolve_conflicts=False).memory.id
+        for i in range(80)
+    ]
     gone = set(ids[::3])
     for i in gone:
         eng.forget(memory_id=i)
@@ -162,15 +170,18 @@ def test_user_isolation(eng):
     assert eng.get(a.id, user_id="alice").content.startswith("Alice")
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    (dict(content=""), "must not be empty"),
-    (dict(content=42), "must be a string"),
-    (dict(content="x", importance=1.5), "between 0 and 1"),
-    (dict(content="x", importance=float("nan")), "between 0 and 1"),
-    (dict(content="x", memory_type="opinion"), "memory_type must be one of"),
-    (dict(content="x", tags="a,b".split(",") + [3]), "tags must be a list of strings"),
-    (dict(content="x" * 100_001), "the limit is 100,000"),
-])
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(content=""), "must not be empty"),
+        (dict(content=42), "must be a string"),
+        (dict(content="x", importance=1.5), "between 0 and 1"),
+        (dict(content="x", importance=float("nan")), "between 0 and 1"),
+        (dict(content="x", memory_type="opinion"), "memory_type must be one of"),
+        (dict(content="x", tags="a,b".split(",") + [3]), "tags must be a list of strings"),
+        (dict(content="x" * 100_001), "the limit is 100,000"),
+    ],
+)
 def test_bad_input_is_refused_and_nothing_is_lost(eng, kwargs, message):
     keep = eng.store("A memory that must survive bad input.").memory
     with pytest.raises(EngramError, match=message):
@@ -202,33 +213,41 @@ def _whole_text(eng, chunk_ids) -> str:
     mems = [eng.get(i) for i in chunk_ids]
     out = ""
     for m in mems:
-        out += m.content[len(out) - m.metadata["chunk_start"]:]
+        out += m.content[len(out) - m.metadata["chunk_start"] :]
     return out
 
 
-@pytest.mark.parametrize("text", [
-    " ".join(f"Sentence {i} explains part {i} of the design." for i in range(80)),
-    "\n\n".join(f"  Paragraph {i}:\tindented,  double  spaced   text, with a trailing space. " * 4
-                for i in range(12)) + "\n",
-    "x" * 2500 + " tail",  # no sentence or word boundary for 2,500 characters
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        " ".join(f"Sentence {i} explains part {i} of the design." for i in range(80)),
+        "\n\n".join(
+            f"  Paragraph {i}:\tindented,  double  spaced   text, with a trailing space. " * 4 for i in range(12)
+        )
+        + "\n",
+        "x" * 2500 + " tail",  # no sentence or word boundary for 2,500 characters
+    ],
+)
 def test_chunks_are_verbatim_slices_that_rebuild_the_text(eng, text):
     r = eng.store(text)
     assert len(r.chunks) >= 3
     for i in r.chunks:
         m = eng.get(i)
         start = m.metadata["chunk_start"]
-        assert text[start:start + len(m.content)] == m.content
+        assert text[start : start + len(m.content)] == m.content
         assert len(m.content) <= eng.settings.chunk_size
     assert _whole_text(eng, r.chunks) == text
 
 
-@pytest.mark.parametrize("text", [
-    "  leading and trailing spaces  ",
-    "lower-case start, no final stop",
-    "Tabs\tand\nnew lines\r\nkept",
-    "ünïcödé — 部署 ✓ emoji 🚀",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "  leading and trailing spaces  ",
+        "lower-case start, no final stop",
+        "Tabs\tand\nnew lines\r\nkept",
+        "ünïcödé — 部署 ✓ emoji 🚀",
+    ],
+)
 def test_stored_and_updated_text_comes_back_byte_for_byte(eng, text):
     m = eng.store(text).memory
     assert eng.get(m.id).content == text
@@ -284,14 +303,14 @@ def test_reopen_file_keeps_rows_and_indexes(tmp_path, settings, clock):
 
 def test_model_identity_guard(tmp_path, settings, clock):
     from engram import ModelMismatch
+
     path = tmp_path / "m.duckdb"
     e = Engram(path, settings=settings, embedder=FakeEmbedder(64, "model-a"), clock=clock)
     m = e.store("kept across a model change").memory
     e.close()
     with pytest.raises(ModelMismatch, match="engram reindex --reembed"):
         Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock)
-    e = Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock,
-               allow_model_change=True)
+    e = Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock, allow_model_change=True)
     assert e.reembed_all() == 1
     e.close()
     e = Engram(path, settings=settings, embedder=FakeEmbedder(32, "model-b"), clock=clock)
@@ -307,16 +326,16 @@ def test_graph_bonus_reaches_neighbours(settings, fake, clock):
     got = {h.memory.id: h.parts for h in hits}
     assert a.id in got and b.id in got
     assert got[b.id]["graph"] > 0
-    nograph = {h.memory.id: h.parts for h in eng.recall("kestrel service", explain=True, graph=False,
-                                                       reinforce=False)}
+    nograph = {h.memory.id: h.parts for h in eng.recall("kestrel service", explain=True, graph=False, reinforce=False)}
     assert nograph.get(b.id, {"graph": 0})["graph"] == 0
 
 
 def test_context_finds_a_reply_by_the_subject_said_just_before(settings, fake, clock):
     eng = Engram(":memory:", settings=replace(settings, context_window=2), embedder=fake, clock=clock)
     eng.store("Has anyone tried the kestrel deployment pipeline?", conversation="c1", resolve_conflicts=False)
-    reply = eng.store("Yes, twice last week, and it broke both times.", conversation="c1",
-                      resolve_conflicts=False).memory
+    reply = eng.store(
+        "Yes, twice last week, and it broke both times.", conversation="c1", resolve_conflicts=False
+    ).memory
     eng.store("Lunch options near the office include ramen.", conversation="c2", resolve_conflicts=False)
     got = [h.memory.id for h in eng.recall("kestrel deployment pipeline", mode="bm25", reinforce=False)]
     assert reply.id in got  # found through its context ...
@@ -366,9 +385,12 @@ def test_opening_builds_the_same_index_as_writing_one_by_one(settings, fake, clo
 
 def test_a_large_batch_is_stored_in_waves_in_order(eng, monkeypatch):
     import engram.engine.writes as writes_module
+
     monkeypatch.setattr(writes_module, "STORE_WAVE", 16)  # several waves, embedded ahead
-    items = [{"content": f"Service number {i} runs the {w} job nightly.", "resolve_conflicts": False}
-             for i, w in enumerate(["billing", "search", "mail", "backup"] * 10)]
+    items = [
+        {"content": f"Service number {i} runs the {w} job nightly.", "resolve_conflicts": False}
+        for i, w in enumerate(["billing", "search", "mail", "backup"] * 10)
+    ]
     items.append({"content": items[3]["content"]})  # in a later wave: the same text as the fourth
     results = eng.store_many(items)
     assert [r.memory.content for r in results[:40]] == [it["content"] for it in items[:40]]
@@ -391,8 +413,7 @@ def test_independent_memories_borrow_no_words(settings, fake, clock):
 
 def test_a_replaced_turn_stops_lending_its_words(settings, fake, clock):
     eng = Engram(":memory:", settings=replace(settings, context_window=2), embedder=fake, clock=clock)
-    first = eng.store("We are moving the kestrel cluster.", conversation="chat-1",
-                      resolve_conflicts=False).memory
+    first = eng.store("We are moving the kestrel cluster.", conversation="chat-1", resolve_conflicts=False).memory
     reply = eng.store("Yes, next week.", conversation="chat-1", resolve_conflicts=False).memory
     assert reply.id in [h.memory.id for h in eng.recall("kestrel", mode="bm25", reinforce=False)]
     eng.store_db.update_memory(first.id, status="superseded")  # what a replace does to it
@@ -412,6 +433,7 @@ def test_conversation_must_be_a_string(eng):
 
 def test_index_status_and_counts_are_read_from_the_index(eng):
     from engram.core.types import MEMORY_TYPES
+
     eng.store("Deploys go to Fly.io from the main branch.")
     eng.store("Run the migrations before restarting the web workers.", memory_type="strategy")
     st = eng.index_status()

@@ -35,26 +35,38 @@ def contents(eng) -> dict[str, tuple[str, ...]]:
 def test_mcp_memory_entities_observations_and_relations():
     items = parse_mcp_memory(DATA / "memory.json")
     assert [i.content for i in items] == [
-        "John Smith: Speaks fluent Spanish", "John Smith: Graduated in 2019",
-        "John Smith: Prefers morning meetings", "Anthropic: Builds the Claude models",
+        "John Smith: Speaks fluent Spanish",
+        "John Smith: Graduated in 2019",
+        "John Smith: Prefers morning meetings",
+        "Anthropic: Builds the Claude models",
         "Project Atlas is a project",  # no observations: the entity itself is kept
-        "John Smith works at Anthropic", "John Smith leads Project Atlas"]
+        "John Smith works at Anthropic",
+        "John Smith leads Project Atlas",
+    ]
     assert items[0].tags == ("mcp-memory", "person") and items[-1].tags == ("mcp-memory", "relation")
     assert items[0].origin == {"entity": "John_Smith"}
 
 
 def test_mcp_memory_older_single_object_form(tmp_path):
     f = tmp_path / "memory.json"
-    f.write_text(json.dumps({"entities": [{"name": "Ana", "entityType": "person", "observations": ["Owns the API"]}],
-                             "relations": [{"from": "Ana", "to": "Billing", "relationType": "maintains"}]}))
+    f.write_text(
+        json.dumps(
+            {
+                "entities": [{"name": "Ana", "entityType": "person", "observations": ["Owns the API"]}],
+                "relations": [{"from": "Ana", "to": "Billing", "relationType": "maintains"}],
+            }
+        )
+    )
     assert [i.content for i in parse_mcp_memory(f)] == ["Ana: Owns the API", "Ana maintains Billing"]
 
 
 def test_mem0_export_memories_categories_and_origin():
     items = parse_mem0(DATA / "mem0_export.json")
-    assert [i.content for i in items] == ["Dev works at TechCorp as a senior engineer",
-                                          "Prefers morning meetings and async communication",
-                                          "Is allergic to peanuts"]
+    assert [i.content for i in items] == [
+        "Dev works at TechCorp as a senior engineer",
+        "Prefers morning meetings and async communication",
+        "Is allergic to peanuts",
+    ]
     assert items[1].tags == ("mem0", "preferences", "work")
     assert items[0].origin["id"] == "3c90c3cc-0d44-4b50-8888-8dd25736052a"
     assert items[0].origin["created_at"] == "2025-06-02T10:15:00.000000-07:00"
@@ -67,24 +79,31 @@ def test_markdown_headings_bullets_paragraphs_and_tags_from_the_path():
     assert got == [
         ("Project guide: This repository holds the billing service.", ("claude",)),
         ("Testing: Run the tests with `pytest -x` before every commit.", ("claude",)),
-        ("Testing: Never mock the database; use the `pg` fixture instead. It starts a throwaway "
-         "Postgres in Docker.", ("claude",)),  # a bullet's continuation line stays with it
+        (
+            "Testing: Never mock the database; use the `pg` fixture instead. It starts a throwaway Postgres in Docker.",
+            ("claude",),
+        ),  # a bullet's continuation line stays with it
         ("Deploys: Deploys go to Fly.io from `main`.", ("claude",)),
         ("Deploys: Rollbacks use `fly releases rollback`.", ("claude",)),
         # A basic-memory note: front matter skipped, observations' [category] and #tags kept.
         ("engram: Store everything in one DuckDB file", ("notes", "projects", "engram", "decision", "storage")),
-        ("engram: The daemon owns the database; clients talk to it over a Unix socket",
-         ("notes", "projects", "engram", "fact")),
-        ("engram: Warm commands answer in under half a second",
-         ("notes", "projects", "engram", "requirement", "performance")),
+        (
+            "engram: The daemon owns the database; clients talk to it over a Unix socket",
+            ("notes", "projects", "engram", "fact"),
+        ),
+        (
+            "engram: Warm commands answer in under half a second",
+            ("notes", "projects", "engram", "requirement", "performance"),
+        ),
         ("engram implements Long-term memory", ("notes", "projects", "engram", "relation")),
     ]  # the code block and the table are not memories
     one = parse_markdown(DATA / "CLAUDE.md")
     assert [i.content for i in one] == [c for c, t in got if t == ("claude",)]
 
 
-@pytest.mark.parametrize("source, name", [("mcp-memory", "memory.json"), ("mem0", "mem0_export.json"),
-                                          ("markdown", ".")])
+@pytest.mark.parametrize(
+    "source, name", [("mcp-memory", "memory.json"), ("mem0", "mem0_export.json"), ("markdown", ".")]
+)
 def test_import_stores_each_item_and_a_second_run_adds_nothing(api, eng, source, name):
     path = str(DATA / name)
     first = api.call("import_from", {"source": source, "path": path}, CTX)
@@ -113,8 +132,9 @@ def test_the_dry_run_shows_what_resolution_would_do_and_stores_nothing(api, eng)
     assert all(i["memory_id"] is None for i in dry["items"])
     # The real run does what the dry run said, and a dry run after it has nothing to store.
     real = api.call("import_from", {"source": "markdown", "path": str(DATA / "CLAUDE.md")}, CTX)
-    assert [(i["action"], i["content"], i["target_id"]) for i in real["items"]] == \
-        [(i["action"], i["content"], i["target_id"]) for i in dry["items"]]
+    assert [(i["action"], i["content"], i["target_id"]) for i in real["items"]] == [
+        (i["action"], i["content"], i["target_id"]) for i in dry["items"]
+    ]
     again = api.call("import_from", {"source": "markdown", "path": str(DATA / "CLAUDE.md"), "dry_run": True}, CTX)
     assert again["stored"] == 0 and again["skipped"] == 5
 
@@ -126,13 +146,16 @@ def test_the_same_file_for_another_user_is_imported_again(api, eng):
     assert bob["stored"] == 3 and eng.get(bob["items"][0]["memory_id"], "bob").user_id == "bob"
 
 
-@pytest.mark.parametrize("source, text, fragment", [
-    ("mcp-memory", '{"type":"entity","name":"A","observations":["x"]}\n{oops\n', "line 2 is not valid JSON"),
-    ("mcp-memory", '{"type":"person","name":"A"}\n', "type must be 'entity' or 'relation'"),
-    ("mcp-memory", '{"type":"relation","from":"A","relationType":"knows"}\n', "'to' must be a non-empty string"),
-    ("mem0", '{"count": 3}', "not a mem0 export"),
-    ("mem0", '[{"id": "1"}]', "'memory' must be a non-empty string"),
-])
+@pytest.mark.parametrize(
+    "source, text, fragment",
+    [
+        ("mcp-memory", '{"type":"entity","name":"A","observations":["x"]}\n{oops\n', "line 2 is not valid JSON"),
+        ("mcp-memory", '{"type":"person","name":"A"}\n', "type must be 'entity' or 'relation'"),
+        ("mcp-memory", '{"type":"relation","from":"A","relationType":"knows"}\n', "'to' must be a non-empty string"),
+        ("mem0", '{"count": 3}', "not a mem0 export"),
+        ("mem0", '[{"id": "1"}]', "'memory' must be a non-empty string"),
+    ],
+)
 def test_malformed_files_are_refused_with_the_reason(api, tmp_path, source, text, fragment):
     f = tmp_path / "in.json"
     f.write_text(text)

@@ -35,17 +35,22 @@ def api(eng):
 @pytest.fixture
 def alice_data(api):
     """Everything alice owns: a task, memories of every kind, a session with an outcome."""
+
     def call(op, **kw):
         return api.call(op, kw, ALICE)
 
     task = call("create_task", name="alice migration", goal="move the orders table")["task_id"]
     mem = call("store_memory", content="Alice's orders table lives in Postgres 16", task_id=task)["memory_id"]
-    handoff = call("session_handoff", summary="Alice stopped at the orders backfill", task_id=task,
-                   next_steps=["finish the orders backfill"])["handoff_id"]
-    fail = call("track_failure", error="orders backfill timed out", component="orders-db",
-                task_id=task)["memory_id"]
-    prog = call("track_progress", feature="orders backfill", status="in_progress", completion=0.5,
-                task_id=task)["memory_id"]
+    handoff = call(
+        "session_handoff",
+        summary="Alice stopped at the orders backfill",
+        task_id=task,
+        next_steps=["finish the orders backfill"],
+    )["handoff_id"]
+    fail = call("track_failure", error="orders backfill timed out", component="orders-db", task_id=task)["memory_id"]
+    prog = call("track_progress", feature="orders backfill", status="in_progress", completion=0.5, task_id=task)[
+        "memory_id"
+    ]
     call("session_outcome", outcome="success")
     return {"task": task, "memories": [mem, handoff, fail, prog]}
 
@@ -72,10 +77,12 @@ def test_another_user_cannot_read_update_or_delete_through_any_operation(api, al
     assert bob("forget_memory", query="orders backfill")["count"] == 0
     assert refused(bob, "get_task", task_id=task)
     assert refused(bob, "update_task", task_id=task, status="done")
-    for op, kw in [("store_memory", {"content": "bob's note"}),
-                   ("session_handoff", {"summary": "bob's handoff"}),
-                   ("track_failure", {"error": "x", "component": "y"}),
-                   ("track_progress", {"feature": "x", "status": "done"})]:
+    for op, kw in [
+        ("store_memory", {"content": "bob's note"}),
+        ("session_handoff", {"summary": "bob's handoff"}),
+        ("track_failure", {"error": "x", "component": "y"}),
+        ("track_progress", {"feature": "x", "status": "done"}),
+    ]:
         assert refused(bob, op, task_id=task, **kw)  # cannot attach to alice's task
     assert bob("list_tasks")["tasks"] == []
     for mode in ("hybrid", "bm25", "vector"):
@@ -105,8 +112,10 @@ def test_user_from_the_rpc_hello_is_isolated(settings, fake, clock, alice_data, 
     daemon.api = api
     daemon.start()
     try:
-        with RpcClient(settings.socket_path, user_id="bob", client="bob") as bob, \
-                RpcClient(settings.socket_path, user_id="alice", client="alice") as alice:
+        with (
+            RpcClient(settings.socket_path, user_id="bob", client="bob") as bob,
+            RpcClient(settings.socket_path, user_id="alice", client="alice") as alice,
+        ):
             for mid in alice_data["memories"]:
                 with pytest.raises(RpcError) as e:
                     bob.call("get_memory", memory_id=mid)
@@ -130,11 +139,18 @@ PG_SAME = "Staging database runs PostgreSQL 16 on port 5433"
 
 def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
     eng = api.eng
+
     def plant(user, text, **kw):
         return eng.store(text, user_id=user, resolve_conflicts=False, **kw).memory.id
 
-    mine = {u: {plant(u, PG, importance=0.9), plant(u, PG_SAME, importance=0.9),
-                plant(u, "Lunch order was pasta", importance=0.1)} for u in ("alice", "bob")}
+    mine = {
+        u: {
+            plant(u, PG, importance=0.9),
+            plant(u, PG_SAME, importance=0.9),
+            plant(u, "Lunch order was pasta", importance=0.1),
+        }
+        for u in ("alice", "bob")
+    }
     clock.advance(days=40)  # the duplicates cluster, the lunch note fades below the prune line
     sched = MaintenanceScheduler(eng, eng.settings, api_metrics=api.metrics, clock=clock)
     api.scheduler = sched
@@ -152,8 +168,9 @@ def test_maintenance_reports_and_changes_only_the_callers_memories(api, clock):
     applied = api.call("consolidate_memory", {"apply": True}, BOB)
     assert named(applied) == mine["bob"] and applied["consolidated"] == 2 and applied["pruned"] == 1
     assert {eng.store_db.get_memory(i).status for i in mine["alice"]} == {"active"}
-    assert all(eng.store_db.get_memory(i) is None or eng.store_db.get_memory(i).status == "consolidated"
-               for i in mine["bob"])
+    assert all(
+        eng.store_db.get_memory(i) is None or eng.store_db.get_memory(i).status == "consolidated" for i in mine["bob"]
+    )
     # Bob's run is the last one the schedule saw: alice's stats show none of it, bob's its counts
     # without ids or texts.
     assert api.call("memory_stats", {}, ALICE)["maintenance"]["last_report"] is None
@@ -174,8 +191,10 @@ def test_mcp_over_http_acts_as_the_user_header(api, alice_data, settings, serve)
     url = serve(build_http_app(api, settings)) + "/mcp"
 
     async def as_user(headers: dict, tool: str, args: dict) -> dict:
-        async with create_mcp_http_client(headers=headers) as http, \
-                Client(streamable_http_client(url, http_client=http)) as c:
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as c,
+        ):
             r = await c.call_tool(tool, args)
             assert not r.is_error, r.content
             return r.structured_content
@@ -209,8 +228,10 @@ def test_mcp_http_sessions_end_cleanly(api, settings, serve, mode):
         return api.eng.store_db.user_sessions("carol")
 
     async def main() -> None:
-        async with create_mcp_http_client(headers={"X-Engram-User": "carol"}) as http, \
-                Client(streamable_http_client(url, http_client=http), mode=mode) as c:
+        async with (
+            create_mcp_http_client(headers={"X-Engram-User": "carol"}) as http,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as c,
+        ):
             assert not (await c.call_tool("store_memory", {"content": "Carol deploys on Tuesdays"})).is_error
             assert not (await c.call_tool("recall_memory", {"query": "deploys"})).is_error
             if mode == "legacy":
@@ -302,18 +323,27 @@ def test_a_client_naming_another_users_session_cannot_end_it(settings, api, alic
 
 def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data, settings, serve):
     from dataclasses import replace
+
     base = serve(build_http_app(api, replace(settings, token=TOKEN)))
     auth = {"Authorization": f"Bearer {TOKEN}"}
-    paths = {op.path.replace("{memory_id}", alice_data["memories"][0]).replace("{task_id}", alice_data["task"])
-             for op in OPS}
-    routes = [(op.method, op.path.replace("{memory_id}", alice_data["memories"][0])
-               .replace("{task_id}", alice_data["task"])) for op in OPS]
+    paths = {
+        op.path.replace("{memory_id}", alice_data["memories"][0]).replace("{task_id}", alice_data["task"]) for op in OPS
+    }
+    routes = [
+        (op.method, op.path.replace("{memory_id}", alice_data["memories"][0]).replace("{task_id}", alice_data["task"]))
+        for op in OPS
+    ]
     routes += [("GET", "/metrics"), ("GET", "/openapi.json"), ("POST", "/mcp"), ("GET", "/mcp")]
     assert len(paths) >= 10
     with httpx.Client(base_url=base, timeout=30) as c:
         for method, path in routes:
-            for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN},
-                            {"Authorization": f"bearer  {TOKEN}x"}, {"X-Engram-User": "alice"}):
+            for headers in (
+                {},
+                {"Authorization": "Bearer wrong"},
+                {"Authorization": TOKEN},
+                {"Authorization": f"bearer  {TOKEN}x"},
+                {"X-Engram-User": "alice"},
+            ):
                 r = c.request(method, path, headers=headers, json={"content": "x", "query": "x"})
                 assert r.status_code == 401, (method, path, headers, r.status_code)
                 assert "token" in r.json()["error"]
@@ -336,8 +366,12 @@ def test_http_user_header_isolates_and_token_guards_every_route(api, alice_data,
     assert api.eng.get(mid, "alice").status == "active"
 
 
-SECRETS = ["sk-ant-api03-" + "Q" * 40, "AKIA" + "ABCDEFGHIJKLMNOP", "ghp_" + "z" * 36,
-           "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----"]
+SECRETS = [
+    "sk-ant-api03-" + "Q" * 40,
+    "AKIA" + "ABCDEFGHIJKLMNOP",
+    "ghp_" + "z" * 36,
+    "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY-----",
+]
 
 
 def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, clock):
@@ -346,6 +380,7 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
     eng.store_db.con.execute("PRAGMA force_compression='uncompressed'")
     api = Api(eng)
     ctx = Ctx("s-redact", client="test")
+
     def call(op, **kw):
         return api.call(op, kw, ctx)
 
@@ -353,11 +388,19 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
         s = f"key {secret} here"
         task = call("create_task", name=f"task {i} {s}", goal=s, metadata={"k": s, "nested": [s]})["task_id"]
         call("update_task", task_id=task, goal=f"new goal {s}", name=f"renamed {i} {s}", metadata={"k2": s})
-        mid = call("store_memory", content=f"memory {i} holds {s}", tags=[f"tag{i}", s],
-                   metadata={"m": s}, task_id=task)["memory_id"]
+        mid = call(
+            "store_memory", content=f"memory {i} holds {s}", tags=[f"tag{i}", s], metadata={"m": s}, task_id=task
+        )["memory_id"]
         call("update_memory", memory_id=mid, content=f"memory {i} updated with {s}")
-        call("session_handoff", summary=f"handoff {i} {s}", completed=[s], in_progress=[s], blocked=[s],
-             next_steps=[s], task_id=task)
+        call(
+            "session_handoff",
+            summary=f"handoff {i} {s}",
+            completed=[s],
+            in_progress=[s],
+            blocked=[s],
+            next_steps=[s],
+            task_id=task,
+        )
         call("track_failure", error=f"error {i} {s}", component=f"comp{i}", root_cause=s, fix=s, task_id=task)
         call("track_progress", feature=f"feature {i} {s}", status="done", notes=s, task_id=task)
         call("session_outcome", outcome="success", notes=s)
@@ -377,15 +420,24 @@ def test_secrets_are_redacted_on_every_write_path(tmp_path, settings, fake, cloc
             lines.append(json.dumps(d))
         elif d["kind"] == "header":
             lines.append(line)
-    lines.append(json.dumps({"kind": "end", "counts": {"memories": len(lines) - 1, "tasks": 0, "sessions": 0,
-                                                       "edges": 0, "memory_events": 0}}))
+    lines.append(
+        json.dumps(
+            {
+                "kind": "end",
+                "counts": {"memories": len(lines) - 1, "tasks": 0, "sessions": 0, "edges": 0, "memory_events": 0},
+            }
+        )
+    )
     imported = tmp_path / "import.jsonl"
     imported.write_text("\n".join(lines) + "\n")
     import_jsonl(eng, imported)
 
-    text_columns = {"memories": ["content", "metadata", "array_to_string(tags, ' ')"],
-                    "memory_events": ["detail"], "tasks": ["name", "goal", "metadata"],
-                    "sessions": ["outcome_notes"]}
+    text_columns = {
+        "memories": ["content", "metadata", "array_to_string(tags, ' ')"],
+        "memory_events": ["detail"],
+        "tasks": ["name", "goal", "metadata"],
+        "sessions": ["outcome_notes"],
+    }
     db = eng.store_db
     assert db.count_where("memories", "id LIKE 'imp%'") > 0
     assert db.count_where("memories", "content LIKE '%[REDACTED]%'") >= 4 * len(SECRETS)

@@ -28,8 +28,13 @@ TURNS = [
     "Melanie: Running in the morning clears my head before work.",
     "Caroline: My friends from the support group threw me a birthday party.",
 ]
-QUERIES = ["What did Melanie paint?", "What is Caroline researching?", "Where did Melanie take the kids?",
-           "What did the support group do for Caroline?", "Who made a bowl in pottery class?"]
+QUERIES = [
+    "What did Melanie paint?",
+    "What is Caroline researching?",
+    "Where did Melanie take the kids?",
+    "What did the support group do for Caroline?",
+    "Who made a bowl in pottery class?",
+]
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +43,12 @@ def reader() -> LateReader:
 
 
 def open_engram(settings, fake, clock, *, late: bool = True, path: str | None = None) -> Engram:
-    return Engram(path or settings.database_url or ":memory:", settings=replace(settings, late_interaction=late),
-                  embedder=fake, clock=clock)
+    return Engram(
+        path or settings.database_url or ":memory:",
+        settings=replace(settings, late_interaction=late),
+        embedder=fake,
+        clock=clock,
+    )
 
 
 def test_the_reader_gives_unit_token_vectors_and_maxsim_finds_the_answer(reader):
@@ -128,8 +137,9 @@ def test_a_store_written_without_them_is_filled_in_when_the_stage_is_on(settings
     try:
         assert e.indexes.tokens.encoded == 0  # opening does not wait for them
         assert memory_stats(e)["late_interaction"] == {"on": True, "turns": len(TURNS), "turns_read": 0}
-        hits = [h for h in e.recall("What is Caroline researching?", reinforce=False, explain=True)
-                if h.memory.conversation]
+        hits = [
+            h for h in e.recall("What is Caroline researching?", reinforce=False, explain=True) if h.memory.conversation
+        ]
         assert hits and all("late" in h.parts for h in hits)  # the candidates read are filled in now
         assert 0 < e.indexes.tokens.encoded == len(e.indexes.p.store_db.token_vectors())
         assert memory_stats(e)["late_interaction"]["turns_read"] == len(hits)
@@ -169,8 +179,9 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
     from engram.admin.export_import import export_jsonl, import_jsonl
 
     e = open_engram(settings, fake, clock)
-    target = Engram(":memory:", settings=replace(settings, late_interaction=True, database_url=None),
-                    embedder=fake, clock=clock)
+    target = Engram(
+        ":memory:", settings=replace(settings, late_interaction=True, database_url=None), embedder=fake, clock=clock
+    )
     try:
         e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
         export_jsonl(e, tmp_path / "dump.jsonl")
@@ -179,8 +190,9 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
         assert target.fill_token_vectors() == len(TURNS)
         assert len(target.indexes.p.store_db.token_vectors()) == len(TURNS)
         q = "What is Caroline researching?"
-        assert [h.memory.id for h in target.recall(q, reinforce=False)] == \
-            [h.memory.id for h in e.recall(q, reinforce=False)]
+        assert [h.memory.id for h in target.recall(q, reinforce=False)] == [
+            h.memory.id for h in e.recall(q, reinforce=False)
+        ]
     finally:
         target.close()
         e.close()
@@ -210,6 +222,7 @@ def test_the_daemons_scheduler_fills_them_in_soon_after_start(settings, fake, tm
 
     from engram.admin.scheduler import MaintenanceScheduler
     from engram.core.clock import SystemClock
+
     path = settings.database_url or str(tmp_path / "old.duckdb")
     e = open_engram(settings, fake, SystemClock(), late=False, path=path)
     try:
@@ -266,12 +279,13 @@ def test_a_long_text_is_read_to_its_end(reader):
     """A reply longer than the encoder reads at once is read window by window: a sentence at
     its end counts in MaxSim (a cut at the first MAX_TOKENS word pieces never saw it)."""
     from engram.models.late_interaction import MAX_TOKENS
+
     filler = " ".join(["The committee met on Tuesday and discussed the budget for the coming year."] * 20)
     key = "The spare key is hidden under the blue flowerpot by the back door."
-    long_text, = reader.encode([f"{filler} {key}"])
+    (long_text,) = reader.encode([f"{filler} {key}"])
     assert len(long_text) > 2 * MAX_TOKENS  # every word piece has its vector
     q = reader.encode_query("Where is the spare key hidden?")
     with_key, without = maxsim(q, [long_text, reader.encode([filler])[0]])
     assert with_key > without + 0.05
-    short, = reader.encode([key])  # a text that fits is read in one run, as before
+    (short,) = reader.encode([key])  # a text that fits is read in one run, as before
     assert len(short) < MAX_TOKENS

@@ -8,17 +8,26 @@ from datetime import datetime, timedelta, timezone
 from engram import Engram
 
 WHEN = datetime(2024, 5, 1, 9, 0, tzinfo=timezone.utc)
-PARAGRAPH = ("The lighthouse keeper logged the weather every hour and wrote the ferry times in the "
-             "margin of the harbour book, which the harbour office kept for ten years. ")
+PARAGRAPH = (
+    "The lighthouse keeper logged the weather every hour and wrote the ferry times in the "
+    "margin of the harbour book, which the harbour office kept for ten years. "
+)
 
 
 def test_a_long_turn_is_one_hit_and_leaves_the_other_places_to_other_turns(eng):
     long_turn = PARAGRAPH * 30  # about 5,000 characters: several chunks, each about the harbour
     results = eng.store_many(
         [{"content": long_turn, "conversation": "c1", "created_at": WHEN, "provenance": ("c1:t1",)}]
-        + [{"content": f"The harbour book {i} lists the ferry times for the island route.",
-            "conversation": f"c{i + 2}", "created_at": WHEN + timedelta(days=i), "provenance": (f"c{i + 2}:t0",)}
-           for i in range(4)])
+        + [
+            {
+                "content": f"The harbour book {i} lists the ferry times for the island route.",
+                "conversation": f"c{i + 2}",
+                "created_at": WHEN + timedelta(days=i),
+                "provenance": (f"c{i + 2}:t0",),
+            }
+            for i in range(4)
+        ]
+    )
     assert len(results[0].chunks) >= 4
     for mode in ("bm25", "vector", "hybrid"):
         hits = eng.recall("harbour book ferry times", limit=5, mode=mode, reinforce=False)
@@ -74,10 +83,12 @@ def test_the_same_turn_stored_again_is_one_turn_but_the_same_words_elsewhere_are
 def test_a_turn_weighs_the_same_whatever_its_age_or_use(eng, clock):
     """Neither age nor reinforcement moves a turn's decay weight off the floor; a statement
     recalled a moment ago weighs above it (decay demotes what faded)."""
-    old = eng.store("We planted the apple tree by the north fence.", conversation="c1",
-                    created_at=clock.now() - timedelta(days=900)).memory
-    new = eng.store("We planted the pear tree by the south fence.", conversation="c2",
-                    created_at=clock.now() - timedelta(hours=2)).memory
+    old = eng.store(
+        "We planted the apple tree by the north fence.", conversation="c1", created_at=clock.now() - timedelta(days=900)
+    ).memory
+    new = eng.store(
+        "We planted the pear tree by the south fence.", conversation="c2", created_at=clock.now() - timedelta(hours=2)
+    ).memory
     fact = eng.store("The plum tree grows by the east fence.").memory
     for _ in range(3):  # reinforcing: each strong hit is touched now
         eng.recall("apple tree north fence", mode="vector")

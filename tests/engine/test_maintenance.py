@@ -60,8 +60,10 @@ def test_near_duplicates_merge_into_one_memory_with_all_provenance(eng, clock):
     # Normal recall sees only the merged memory; as_of before the run still sees the sources.
     hits = [h.memory.id for h in eng.recall("staging database port", reinforce=False)]
     assert new.id in hits and not {a.id, b.id, c.id} & set(hits)
-    before = [h.memory.id for h in eng.recall("staging database port", reinforce=False,
-                                              as_of=clock.now() - timedelta(hours=1))]
+    before = [
+        h.memory.id
+        for h in eng.recall("staging database port", reinforce=False, as_of=clock.now() - timedelta(hours=1))
+    ]
     assert {a.id, b.id, c.id} <= set(before) and new.id not in before
     assert [e["action"] for e in eng.history(a.id)][-1] == "consolidated"
     assert eng.history(new.id)[0]["action"] == "consolidate"
@@ -270,8 +272,18 @@ def test_fading_soon_and_prune_follow_stability_on_a_virtual_clock(eng, clock):
 @pytest.mark.parametrize("apply", [True, False])
 def test_report_shape(eng, apply):
     r = run_maintenance(eng, apply=apply)
-    for key in ("applied", "consolidated", "clusters", "pruned", "pruned_ids", "protected",
-                "edges_refreshed", "started_at", "finished_at", "duration_s"):
+    for key in (
+        "applied",
+        "consolidated",
+        "clusters",
+        "pruned",
+        "pruned_ids",
+        "protected",
+        "edges_refreshed",
+        "started_at",
+        "finished_at",
+        "duration_s",
+    ):
         assert key in r
     assert r["applied"] is apply
 

@@ -26,11 +26,14 @@ def recalled(api: Api, c: Ctx, query: str, **kw) -> set[str]:
 def test_each_project_sees_its_own_and_the_global_memories(api):
     api.call("store_memory", {"content": "Alpha formats the code with tabs."}, ctx(A))
     api.call("store_memory", {"content": "Beta formats the code with spaces."}, ctx(B))
-    api.call("store_memory", {"content": "The user wants the code formatted before each commit.",
-                              "scope": "global"}, ctx(A))
+    api.call(
+        "store_memory", {"content": "The user wants the code formatted before each commit.", "scope": "global"}, ctx(A)
+    )
     api.call("store_memory", {"content": "Format the code with the house style when unsure."}, ctx(None))
-    glob = {"The user wants the code formatted before each commit.",
-            "Format the code with the house style when unsure."}
+    glob = {
+        "The user wants the code formatted before each commit.",
+        "Format the code with the house style when unsure.",
+    }
     assert recalled(api, ctx(A), "how to format the code") == glob | {"Alpha formats the code with tabs."}
     assert recalled(api, ctx(B), "how to format the code") == glob | {"Beta formats the code with spaces."}
     assert recalled(api, ctx(None), "how to format the code") == glob
@@ -72,8 +75,11 @@ def test_tasks_are_scoped_and_a_task_by_id_works_everywhere(api):
     # the task belongs to the task's project.
     assert api.call("get_task", {"task_id": ta["task_id"]}, ctx(B))["task"]["project"] == A
     api.call("track_progress", {"feature": "login form", "status": "in_progress", "task_id": ta["task_id"]}, ctx(B))
-    h = api.call("session_handoff", {"summary": "Login form half done", "next_steps": ["wire the submit"],
-                                     "task_id": ta["task_id"]}, ctx(B))
+    h = api.call(
+        "session_handoff",
+        {"summary": "Login form half done", "next_steps": ["wire the submit"], "task_id": ta["task_id"]},
+        ctx(B),
+    )
     assert api.call("get_memory", {"memory_id": h["memory_id"]}, ctx(B))["project"] == A
     r = api.call("resume_task", {"task_id": ta["task_id"]}, ctx(B))
     assert r["next_step"] == "wire the submit" and "login form" in r["in_progress"]
@@ -88,8 +94,7 @@ def test_forget_by_query_deletes_only_what_the_caller_sees(api, eng):
     g = eng.store("Old staging password rotation note global").memory.id
     r = api.call("forget_memory", {"query": "staging password rotation", "dry_run": True}, ctx(A))
     assert set(r["would_delete"]) == {a, g}
-    r = api.call("forget_memory", {"query": "staging password rotation", "all_projects": True, "dry_run": True},
-                 ctx(A))
+    r = api.call("forget_memory", {"query": "staging password rotation", "all_projects": True, "dry_run": True}, ctx(A))
     assert set(r["would_delete"]) == {a, b, g}
     api.call("forget_memory", {"memory_id": b}, ctx(A))  # by id: any project's
     assert set(eng.forget(query="staging password rotation", scope=EVERY_PROJECT, dry_run=True)) == {a, g}
@@ -100,8 +105,10 @@ def test_pitfalls_and_interrupted_sessions_are_the_projects(api, eng):
     api.call("track_failure", {"error": "npm ERESOLVE", "component": "installer"}, ctx(B))
     api.call("store_memory", {"content": "The installer needs the lock file."}, ctx(A))
     api.call("store_memory", {"content": "The installer needs the lock file, in beta too."}, ctx(B))
+
     def fails(c: Ctx) -> set[str]:
         return {f["error"] for f in api.call("recall_memory", {"query": "installer lock file"}, c)["related_failures"]}
+
     assert fails(ctx(A)) == {"pip timeout"} and fails(ctx(B)) == {"npm ERESOLVE"}
     # A session of A that went away is reported to A's next session, not to B's.
     eng.touch_session("gone", client="stdio", project=A, branch="main")
@@ -126,14 +133,17 @@ def test_list_memories_filters_by_project(api, eng):
     assert page(in_project=A) == {"alpha row"}
     assert page(in_project="") == {"global row"}
     assert api.call("list_projects", {}, ctx(A)) == {
-        "projects": [{"id": A, "memories": 1, "tasks": 0}, {"id": B, "memories": 1, "tasks": 0}], "current": A}
+        "projects": [{"id": A, "memories": 1, "tasks": 0}, {"id": B, "memories": 1, "tasks": 0}],
+        "current": A,
+    }
 
 
 def test_engine_defaults_to_no_project_and_refuses_a_bad_project(eng):
     eng.store("Scoped convention about retries.", project=A)
     eng.store("Global convention about retries.")
     assert [h.memory.content for h in eng.recall("convention about retries", reinforce=False)] == [
-        "Global convention about retries."]
+        "Global convention about retries."
+    ]
     assert len(eng.recall("convention about retries", reinforce=False, scope=Scope(A))) == 2
     assert len(eng.recall("convention about retries", reinforce=False, scope=NO_PROJECT)) == 1
     with pytest.raises(EngramError, match="project"):

@@ -21,15 +21,28 @@ CTX = Ctx(session_id="cli:test")
 
 def secret_in(eng: Engram, secrets: list[str]) -> list[str]:
     db = eng.store_db
-    text = json.dumps([[m.content, m.tags, m.metadata] for m, _ in db.iter_memory_rows()]
-                      + [db.events_by_memory()] + [t.to_dict() for t in db.all_tasks()]
-                      + [s.outcome_notes for s, _, _ in db.sessions_with_counts()], default=str)
+    text = json.dumps(
+        [[m.content, m.tags, m.metadata] for m, _ in db.iter_memory_rows()]
+        + [db.events_by_memory()]
+        + [t.to_dict() for t in db.all_tasks()]
+        + [s.outcome_notes for s, _, _ in db.sessions_with_counts()],
+        default=str,
+    )
     return [s[:10] for s in secrets if s in text]
 
 
 def memory(text: str, **kw) -> Memory:
-    return Memory(id=new_id(), content=text, memory_type="fact", importance=0.5, recall_count=0, created_at=START,
-                  last_recalled_at=None, user_id="default", **kw)
+    return Memory(
+        id=new_id(),
+        content=text,
+        memory_type="fact",
+        importance=0.5,
+        recall_count=0,
+        created_at=START,
+        last_recalled_at=None,
+        user_id="default",
+        **kw,
+    )
 
 
 def test_a_write_that_skips_the_engines_redaction_is_redacted_by_the_store(eng, fake):
@@ -46,13 +59,34 @@ def test_a_write_that_skips_the_engines_redaction_is_redacted_by_the_store(eng, 
     db.update_memory(m.id, metadata={"cmd": [text()]})
     db.add_event(m.id, START, "update", {"previous": text()})
     db.set_event_detail(m.id, START, "update", {"previous": text()})
-    t = Task(id="t-" + new_id()[:12], name=text(), goal=text(), status="open", metadata={"e": text()},
-             user_id="default", created_at=START, updated_at=START)
+    t = Task(
+        id="t-" + new_id()[:12],
+        name=text(),
+        goal=text(),
+        status="open",
+        metadata={"e": text()},
+        user_id="default",
+        created_at=START,
+        updated_at=START,
+    )
     db.insert_task(t)
     db.update_task(t.id, START, goal=text(), metadata={"e": text()})
-    db.upsert_session(Session(id="s1", user_id="default", client="cli", pid=None, status="active", started_at=START,
-                              last_heartbeat=START, ended_at=None, task_id=None, outcome=None,
-                              outcome_notes=text(), reported=False))
+    db.upsert_session(
+        Session(
+            id="s1",
+            user_id="default",
+            client="cli",
+            pid=None,
+            status="active",
+            started_at=START,
+            last_heartbeat=START,
+            ended_at=None,
+            task_id=None,
+            outcome=None,
+            outcome_notes=text(),
+            reported=False,
+        )
+    )
     db.add_session_outcome("s1", "failure", text())
     db.update_session("s1", outcome_notes=text())
     assert len(used) == 14 and not secret_in(eng, used)

@@ -46,8 +46,11 @@ def test_japanese_and_korean_are_searchable(eng):
 
 
 def test_a_query_matching_nothing_returns_and_reinforces_nothing(eng):
-    for text in ("Deploys go to Fly.io from main.", "The API is versioned in the URL path.",
-                 "Tests run with make test."):
+    for text in (
+        "Deploys go to Fly.io from main.",
+        "The API is versioned in the URL path.",
+        "Tests run with make test.",
+    ):
         eng.store(text, resolve_conflicts=False)
     before = {m.id: m.recall_count for m, _ in eng.store_db.iter_memory_rows()}
     assert eng.recall("plan a dinner", mode="bm25") == []
@@ -65,22 +68,30 @@ def test_bm25_takes_three_words_of_a_long_question_as_evidence(eng):
     """A long question spreads its IDF mass over many words, so no memory holds half of it;
     three of its words in one memory are evidence (bm25 mode is also the degraded mode)."""
     deck = eng.store("Melanie painted a sunrise over the lake last summer.", resolve_conflicts=False).memory
-    for text in ("Deploys go to Fly.io from main.", "The API is versioned in the URL path.",
-                 "Tests run with make test.", "The office closes early on Fridays."):
+    for text in (
+        "Deploys go to Fly.io from main.",
+        "The API is versioned in the URL path.",
+        "Tests run with make test.",
+        "The office closes early on Fridays.",
+    ):
         eng.store(text, resolve_conflicts=False)
     question = "What did Melanie paint at the lake during the holidays with her kids and friends?"
     hits = eng.recall(question, mode="bm25", reinforce=False, explain=True)
     assert [h.memory.id for h in hits] == [deck.id]
     assert hits[0].parts["coverage"] < 0.55  # let in by its words, not by the coverage rule
     # Two shared words ("Melanie", "paint") are not enough.
-    assert eng.recall("Did Melanie paint anything for her friends at school?", mode="bm25",
-                      reinforce=False) == []
+    assert eng.recall("Did Melanie paint anything for her friends at school?", mode="bm25", reinforce=False) == []
 
 
-CHAT = ["Melanie: My knee injury was a real setback for my running this autumn.",
-        "Caroline: Oh no, I hope it heals quickly.", "Melanie: Thanks, I am resting it for now.",
-        "Caroline: I went to a pottery class with friends.", "Melanie: That sounds lovely!",
-        "Caroline: We made bowls and a little vase.", "Melanie: You should show me some time."]
+CHAT = [
+    "Melanie: My knee injury was a real setback for my running this autumn.",
+    "Caroline: Oh no, I hope it heals quickly.",
+    "Melanie: Thanks, I am resting it for now.",
+    "Caroline: I went to a pottery class with friends.",
+    "Melanie: That sounds lovely!",
+    "Caroline: We made bowls and a little vase.",
+    "Melanie: You should show me some time.",
+]
 
 
 @pytest.mark.parametrize("conversation", ["chat-1", None])
@@ -91,8 +102,12 @@ def test_two_words_of_a_question_are_evidence_in_a_turn_of_a_conversation(settin
     (context_window 0) each turn holds only its own words, so the shares below are plain."""
     eng = Engram(":memory:", settings=replace(settings, context_window=0), embedder=fake, clock=clock)
     try:
-        ids = [r.memory.id for r in eng.store_many([{"content": t, "conversation": conversation,
-                                                     "resolve_conflicts": False} for t in CHAT])]
+        ids = [
+            r.memory.id
+            for r in eng.store_many(
+                [{"content": t, "conversation": conversation, "resolve_conflicts": False} for t in CHAT]
+            )
+        ]
         question = "What setback did Melanie have with bowls or friends?"  # two of its four words
         hits = eng.recall(question, mode="bm25", reinforce=False, explain=True)
         if conversation is None:
@@ -101,15 +116,18 @@ def test_two_words_of_a_question_are_evidence_in_a_turn_of_a_conversation(settin
         assert [h.memory.id for h in hits] == [ids[0]]
         assert 0.36 <= hits[0].parts["coverage"] < 0.55  # not half the mass, nor three words
         # Two words that carry little of the mass are still no evidence.
-        assert eng.recall("What setback did Melanie have at the dentist, the bakery or the gym?",
-                          mode="bm25", reinforce=False) == []
+        assert (
+            eng.recall(
+                "What setback did Melanie have at the dentist, the bakery or the gym?", mode="bm25", reinforce=False
+            )
+            == []
+        )
     finally:
         eng.close()
 
 
 def test_the_floor_can_be_lowered(settings, fake, clock):
-    loose = Engram(":memory:", settings=replace(settings, relevance_coverage=0.0), embedder=fake,
-                   clock=clock)
+    loose = Engram(":memory:", settings=replace(settings, relevance_coverage=0.0), embedder=fake, clock=clock)
     loose.store("Our CI runners live in the eu-west-1 region.", resolve_conflicts=False)
     assert len(loose.recall("Where do penguins live?", mode="bm25", reinforce=False)) == 1
     loose.close()
@@ -123,8 +141,10 @@ def test_settings_reject_a_floor_out_of_range(settings):
 def _long_text(topic_word: str, needle: str) -> str:
     rnd = random.Random(1)
     words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima".split()
-    sents = [f"The {topic_word} step {i} {topic_word}s " + " ".join(rnd.choice(words) for _ in range(8)) + "."
-             for i in range(60)]
+    sents = [
+        f"The {topic_word} step {i} {topic_word}s " + " ".join(rnd.choice(words) for _ in range(8)) + "."
+        for i in range(60)
+    ]
     sents[20] = needle
     return " ".join(sents)
 
@@ -133,8 +153,10 @@ def _long_text(topic_word: str, needle: str) -> str:
 def test_the_chunk_holding_the_words_ranks_first(eng, mode):
     rnd = random.Random(2)
     for i in range(30):
-        eng.store(f"Note {i}: " + " ".join(rnd.choice(["oak", "elm", "ash", "fir", "yew"]) for _ in range(6)),
-                  resolve_conflicts=False)
+        eng.store(
+            f"Note {i}: " + " ".join(rnd.choice(["oak", "elm", "ash", "fir", "yew"]) for _ in range(6)),
+            resolve_conflicts=False,
+        )
     r = eng.store(_long_text("deploy", "A failed canary means the deploy must roll back with the rollback script."))
     assert len(r.chunks) > 3
     hits = eng.recall("deploy rollback", mode=mode, reinforce=False)
@@ -159,8 +181,14 @@ def test_pinned_handoff_obeys_limit_tags_and_relevance(api):
     api.call("store_memory", {"content": "Deploys go to Fly.io from main after CI passes."}, ctx)
     api.call("store_memory", {"content": "Deploy previews are built for every pull request."}, ctx)
     api.call("store_memory", {"content": "部署在每周三进行。", "tags": ["zh"]}, ctx)
-    api.call("session_handoff", {"summary": "Deploy pipeline: migrated the deploy job to the new runner",
-                                 "next_steps": ["deploy the staging branch"]}, ctx)
+    api.call(
+        "session_handoff",
+        {
+            "summary": "Deploy pipeline: migrated the deploy job to the new runner",
+            "next_steps": ["deploy the staging branch"],
+        },
+        ctx,
+    )
     out = api.call("recall_memory", {"query": "deploy", "limit": 2}, ctx)
     assert len(out["memories"]) == 2
     # With a tag filter the handoff (untagged) is not pinned; only tagged memories come back.
@@ -186,6 +214,7 @@ def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, sett
     import json
 
     from benchmarks.recall_eval import KINDS, default_set_path, load_set, run_agent_set
+
     doc = load_set(default_set_path())
     assert len(doc["memories"]) >= 100 and len(doc["queries"]) >= 150
     kinds = {q["kind"] for q in doc["queries"]}
@@ -197,11 +226,17 @@ def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, sett
         if q["kind"] == "paraphrase":
             assert not set(tokenize(q["query"])) & set(tokenize(text[q["expect"][0]])), q["query"]
     # The harness on a small set: a hit, a miss and a none query are scored as such.
-    small = {"memories": [{"key": "a", "content": "Deploys go to Fly.io from main."},
-                          {"key": "b", "content": "The cache TTL is five minutes."}],
-             "queries": [{"kind": "exact", "query": "Fly.io deploys", "expect": ["a"], "half": "tune"},
-                         {"kind": "exact", "query": "cache TTL", "expect": ["a"], "half": "tune"},
-                         {"kind": "none", "query": "banana bread", "expect": [], "half": "tune"}]}
+    small = {
+        "memories": [
+            {"key": "a", "content": "Deploys go to Fly.io from main."},
+            {"key": "b", "content": "The cache TTL is five minutes."},
+        ],
+        "queries": [
+            {"kind": "exact", "query": "Fly.io deploys", "expect": ["a"], "half": "tune"},
+            {"kind": "exact", "query": "cache TTL", "expect": ["a"], "half": "tune"},
+            {"kind": "none", "query": "banana bread", "expect": [], "half": "tune"},
+        ],
+    }
     path = tmp_path / "set.json"
     path.write_text(json.dumps(small))
     out = run_agent_set(load_set(path), settings, fake)
@@ -212,8 +247,11 @@ def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, sett
     # scored as agent_mcp scores them, and recall's latency at limit 10.
     from benchmarks.agent_mcp import summarise
     from benchmarks.recall_eval import summary
-    answers = [{"kind": "exact", "expect": ["a"], "top": [["a", 1.0, "strong"]]},
-               {"kind": "none", "expect": [], "top": [["b", 0.5, "weak"]]}]
+
+    answers = [
+        {"kind": "exact", "expect": ["a"], "top": [["a", 1.0, "strong"]]},
+        {"kind": "none", "expect": [], "top": [["b", 0.5, "weak"]]},
+    ]
     held = {"modes": {"hybrid": summarise(answers)}}
     lines = "\n".join(summary(out, {"first": held, "reranked": held}, None, reranked=False))
     assert "| agent tune, exact (2) | Hit@1 / Hit@3 / strong@3 | 0.500 / 0.500 / " in lines
@@ -228,10 +266,10 @@ def test_agent_set_is_well_formed_and_the_harness_scores_it(tmp_path, fake, sett
 
 
 def test_min_share_cuts_weak_hits_before_they_are_reinforced(eng):
-    strong = eng.store("Deploy checklist: tag the release, then deploy from main.",
-                       resolve_conflicts=False).memory
-    weak = eng.store("The deploy checklist tag cache lives in Redis; the release bot reads it.",
-                     resolve_conflicts=False).memory
+    strong = eng.store("Deploy checklist: tag the release, then deploy from main.", resolve_conflicts=False).memory
+    weak = eng.store(
+        "The deploy checklist tag cache lives in Redis; the release bot reads it.", resolve_conflicts=False
+    ).memory
     query = "deploy checklist tag release main"
     hits = eng.recall(query, mode="bm25", reinforce=False)
     assert [h.memory.id for h in hits] == [strong.id, weak.id]
@@ -244,12 +282,12 @@ def test_min_share_cuts_weak_hits_before_they_are_reinforced(eng):
 def test_get_context_packs_only_hits_near_the_best(settings, fake, clock):
     ctx = Ctx("s1")
     for share, expect in ((0.0, 2), (1.0, 1)):
-        e = Engram(":memory:", settings=replace(settings, context_min_share=share), embedder=fake,
-                   clock=clock)
+        e = Engram(":memory:", settings=replace(settings, context_min_share=share), embedder=fake, clock=clock)
         api = Api(e)
         api.call("store_memory", {"content": "Deploy checklist: tag the release, then deploy from main."}, ctx)
-        api.call("store_memory",
-                 {"content": "The deploy checklist tag cache lives in Redis; the release bot reads it."}, ctx)
+        api.call(
+            "store_memory", {"content": "The deploy checklist tag cache lives in Redis; the release bot reads it."}, ctx
+        )
         out = api.call("get_context", {"query": "deploy checklist tag release main"}, ctx)
         assert len(out["memory_ids"]) == expect
         e.close()
@@ -290,13 +328,15 @@ def test_one_incidental_word_is_no_evidence_when_a_memory_holds_more(eng):
     assert incidental.id in [h.memory.id for h in eng.recall(q, mode="bm25", reinforce=False)]
 
 
-FACTS = ("Production deploys run from the main branch through GitHub Actions to Fly.io.",
-         "The user prefers a dark editor theme with a 15 px font.",
-         "The orders service keeps its data in PostgreSQL 16 on RDS.",
-         "The staging database is wiped and reseeded every Sunday night.",
-         "Python code is formatted with black and checked with ruff.",
-         "Marta is on call this week; page her through Opsgenie.",
-         "Third-party API keys live in Vault under secret/app; never paste them in chat.")
+FACTS = (
+    "Production deploys run from the main branch through GitHub Actions to Fly.io.",
+    "The user prefers a dark editor theme with a 15 px font.",
+    "The orders service keeps its data in PostgreSQL 16 on RDS.",
+    "The staging database is wiped and reseeded every Sunday night.",
+    "Python code is formatted with black and checked with ruff.",
+    "Marta is on call this week; page her through Opsgenie.",
+    "Third-party API keys live in Vault under secret/app; never paste them in chat.",
+)
 
 
 @pytest.mark.model
@@ -305,8 +345,12 @@ def test_a_question_gets_its_answer_not_the_whole_store(settings, clock, real_em
     near neighbour, where the floor by background alone returns more."""
     e = Engram(":memory:", settings=settings, embedder=real_embedder, clock=clock)
     ids = [e.store(f).memory.id for f in FACTS]
-    for q, want in (("which database holds the orders", 2), ("how is python code formatted", 4),
-                    ("where are the api keys", 6), ("who do I page if prod breaks", 5)):
+    for q, want in (
+        ("which database holds the orders", 2),
+        ("how is python code formatted", 4),
+        ("where are the api keys", 6),
+        ("who do I page if prod breaks", 5),
+    ):
         hits = e.recall(q)
         assert hits[0].memory.id == ids[want], q
         assert len(hits) <= 2, (q, [h.memory.content for h in hits])
@@ -321,8 +365,16 @@ def test_a_question_gets_its_answer_not_the_whole_store(settings, clock, real_em
 
 def test_precision_counts_unrelated_hits_per_answered_query():
     from benchmarks.precision import precision
-    p = precision([("exact", [True, False, False]), ("paraphrase", []), ("typo", [False, True]),
-                   ("none", []), ("none", [False, False])])
+
+    p = precision(
+        [
+            ("exact", [True, False, False]),
+            ("paraphrase", []),
+            ("typo", [False, True]),
+            ("none", []),
+            ("none", [False, False]),
+        ]
+    )
     assert p["n"] == 3 and p["none_n"] == 2
     assert p["precision"] == pytest.approx((1 / 3 + 1 / 2) / 2)  # over the queries that returned something
     assert p["unrelated"] == pytest.approx((2 + 0 + 1) / 3)  # a query returning nothing counts 0

@@ -27,8 +27,14 @@ def engram_cmd():
     session), stopped at the end."""
     home = Path(tempfile.mkdtemp(prefix="egr"))  # short: the socket path has a length limit
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    daemon = subprocess.Popen([sys.executable, "-m", "engram.cli", "serve"], env=env, cwd=REPO,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    daemon = subprocess.Popen(
+        [sys.executable, "-m", "engram.cli", "serve"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+
     def listening() -> bool:
         assert daemon.poll() is None, "the daemon exited"
         return (home / "engram.sock").exists()
@@ -36,16 +42,29 @@ def engram_cmd():
     wait_until(listening, timeout=300, every=0.2, what="the daemon to listen")
 
     def run(*argv: str) -> dict:
-        r = subprocess.run([sys.executable, "-m", "engram.cli", "--json", *argv], capture_output=True,
-                           text=True, env=env, cwd=REPO, timeout=300, check=False)
+        r = subprocess.run(
+            [sys.executable, "-m", "engram.cli", "--json", *argv],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=300,
+            check=False,
+        )
         assert r.returncode == 0, r.stderr
         return json.loads(r.stdout)
 
     try:
         yield run
     finally:
-        subprocess.run([sys.executable, "-m", "engram.cli", "stop"], env=env, cwd=REPO,
-                       capture_output=True, timeout=120, check=False)
+        subprocess.run(
+            [sys.executable, "-m", "engram.cli", "stop"],
+            env=env,
+            cwd=REPO,
+            capture_output=True,
+            timeout=120,
+            check=False,
+        )
         if daemon.poll() is None:
             daemon.kill()
         daemon.wait(30)
@@ -63,9 +82,14 @@ def test_a_fact_does_not_answer_for_the_one_stored_before_it(engram_cmd):
 
 
 def test_a_question_nothing_answers_returns_and_reinforces_nothing(engram_cmd):
-    ids = [engram_cmd("remember", t)["memory_id"] for t in (
-        "The billing service is written in Go.", "CI runs on GitHub Actions.",
-        "The API gateway rate-limits to 100 requests per minute.")]
+    ids = [
+        engram_cmd("remember", t)["memory_id"]
+        for t in (
+            "The billing service is written in Go.",
+            "CI runs on GitHub Actions.",
+            "The API gateway rate-limits to 100 requests per minute.",
+        )
+    ]
     out = engram_cmd("recall", "plan a dinner")
     assert out["memories"] == [] and out["handoff"] is None
     assert engram_cmd("context", "plan a dinner")["memory_ids"] == []
@@ -99,23 +123,28 @@ def test_chinese_recall_and_forget_by_query(engram_cmd):
 @pytest.fixture
 def agent_eng(real_embedder, settings):
     eng = Engram(":memory:", settings=settings, embedder=real_embedder)
-    for text in ("The user lives in Lisbon and works remotely.",
-                 "Our CI runners live in the eu-west-1 region on GitHub Actions.",
-                 "Terraform state lives in an S3 bucket with DynamoDB locking.",
-                 "The user drinks oat-milk flat whites and dislikes filter coffee.",
-                 "The nightly build runs every morning at 06:00 UTC.",
-                 "Releases are cut on Wednesdays; Friday deploys are forbidden."):
+    for text in (
+        "The user lives in Lisbon and works remotely.",
+        "Our CI runners live in the eu-west-1 region on GitHub Actions.",
+        "Terraform state lives in an S3 bucket with DynamoDB locking.",
+        "The user drinks oat-milk flat whites and dislikes filter coffee.",
+        "The nightly build runs every morning at 06:00 UTC.",
+        "Releases are cut on Wednesdays; Friday deploys are forbidden.",
+    ):
         eng.store(text, resolve_conflicts=False)
     yield eng
     eng.close()
 
 
-@pytest.mark.parametrize("query,expect", [
-    ("What hot beverage do they order?", "flat whites"),        # paraphrase: no shared word
-    ("Where does the user live?", "Lisbon"),                    # "live": the runners, the state
-    ("What does the user drink every morning?", "flat whites"),  # "every morning": the build
-    ("Which weekday do we ship new versions?", "Wednesdays"),
-])
+@pytest.mark.parametrize(
+    "query,expect",
+    [
+        ("What hot beverage do they order?", "flat whites"),  # paraphrase: no shared word
+        ("Where does the user live?", "Lisbon"),  # "live": the runners, the state
+        ("What does the user drink every morning?", "flat whites"),  # "every morning": the build
+        ("Which weekday do we ship new versions?", "Wednesdays"),
+    ],
+)
 def test_meaning_beats_an_incidental_shared_word(agent_eng, query, expect):
     assert expect in agent_eng.recall(query, reinforce=False)[0].memory.content
 
@@ -144,17 +173,21 @@ def first_day(real_embedder, settings):
     eng.close()
 
 
-@pytest.mark.parametrize("query,expect", [
-    ("how do we ship releases", "Releases are cut"),
-    ("where are secrets kept", "1Password"),
-    ("when is staging wiped", "staging database is reset"),
-])
+@pytest.mark.parametrize(
+    "query,expect",
+    [
+        ("how do we ship releases", "Releases are cut"),
+        ("where are secrets kept", "1Password"),
+        ("when is staging wiped", "staging database is reset"),
+    ],
+)
 def test_a_natural_question_finds_its_fact_in_a_small_store(first_day, query, expect):
     assert expect in first_day.recall(query, reinforce=False)[0].memory.content
 
 
-@pytest.mark.parametrize("query", ["what's the user's favourite food", "plan a dinner for Saturday",
-                                   "book a flight to Berlin"])
+@pytest.mark.parametrize(
+    "query", ["what's the user's favourite food", "plan a dinner for Saturday", "book a flight to Berlin"]
+)
 def test_a_small_store_gives_no_memory_to_a_question_nothing_answers(first_day, query):
     """A few memories on other topics leave the best far above the store's 5th nearest; that
     gap is no evidence (the crowd counts no lower than the background)."""

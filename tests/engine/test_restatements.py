@@ -94,8 +94,10 @@ def test_consolidation_makes_what_write_time_let_through_one_memory(real, clock)
 @pytest.mark.model
 def test_same_words_another_fact_stay_apart_through_consolidation(real):
     kept = [
-        ("The staging database is refreshed from production every Sunday night.",
-         "The production database is refreshed from staging every Sunday night."),
+        (
+            "The staging database is refreshed from production every Sunday night.",
+            "The production database is refreshed from staging every Sunday night.",
+        ),
         ("Alice reviews Bob's pull requests.", "Bob reviews Alice's pull requests."),
         ("The platform team owns the ingress controller.", "The ingress controller team owns the platform."),
     ]

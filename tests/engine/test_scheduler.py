@@ -24,8 +24,13 @@ def test_a_year_of_virtual_time_fires_every_twelve_hours(eng, clock):
         clock.advance(hours=6)
         if step % 4 == 0:
             day = step // 4
-            noise.append(eng.store(f"Scratch note {day}: rebuilt widget w{day} for test run r{day}",
-                                   importance=0.2, resolve_conflicts=False).memory.id)
+            noise.append(
+                eng.store(
+                    f"Scratch note {day}: rebuilt widget w{day} for test run r{day}",
+                    importance=0.2,
+                    resolve_conflicts=False,
+                ).memory.id
+            )
             if day % 10 == 0:
                 eng.recall("production cluster region", limit=3)
         for report in sched.tick():

@@ -26,19 +26,48 @@ def old_store(settings, fake, clock, tmp_path):
     path = settings.database_url or str(tmp_path / "memories.duckdb")
     eng = Engram(path, settings=settings, embedder=fake, clock=clock)
     raw = eng.store_db.inner  # what the previous release wrote through: no redaction
-    task = Task(id="t-" + new_id()[:12], name=f"deploy with {PLANTED[0]['secrets'][0]}", goal=PLANTED[1]["text"],
-                status="open", metadata={"env": PLANTED[2]["text"]}, user_id="default", created_at=START,
-                updated_at=START)
+    task = Task(
+        id="t-" + new_id()[:12],
+        name=f"deploy with {PLANTED[0]['secrets'][0]}",
+        goal=PLANTED[1]["text"],
+        status="open",
+        metadata={"env": PLANTED[2]["text"]},
+        user_id="default",
+        created_at=START,
+        updated_at=START,
+    )
     raw.insert_task(task)
     for it in PLANTED[3:] + CLEAN:
-        m = Memory(id=new_id(), content=it["text"], memory_type="fact", importance=0.5, recall_count=0,
-                   created_at=START, last_recalled_at=None, user_id="default", tags=("import",),
-                   metadata={"cmd": it["text"]} if it["secrets"] else {"n": 1})
+        m = Memory(
+            id=new_id(),
+            content=it["text"],
+            memory_type="fact",
+            importance=0.5,
+            recall_count=0,
+            created_at=START,
+            last_recalled_at=None,
+            user_id="default",
+            tags=("import",),
+            metadata={"cmd": it["text"]} if it["secrets"] else {"n": 1},
+        )
         raw.insert_memory(m, fake.embed_batch([m.content])[0])
         raw.add_event(m.id, START, "update", {"previous": it["text"]})
-    raw.upsert_session(Session(id="s-old", user_id="default", client="cli", pid=None, status="ended",
-                               started_at=START, last_heartbeat=START, ended_at=START, task_id=None,
-                               outcome="failure", outcome_notes=PLANTED[4]["text"], reported=True))
+    raw.upsert_session(
+        Session(
+            id="s-old",
+            user_id="default",
+            client="cli",
+            pid=None,
+            status="ended",
+            started_at=START,
+            last_heartbeat=START,
+            ended_at=START,
+            task_id=None,
+            outcome="failure",
+            outcome_notes=PLANTED[4]["text"],
+            reported=True,
+        )
+    )
     eng.rebuild_indexes()
     yield eng
     eng.close()
@@ -50,9 +79,13 @@ def rows(eng: Engram) -> dict[str, tuple]:
 
 def stored_text(eng: Engram) -> str:
     db = eng.store_db
-    return json.dumps([[m.content, m.tags, m.metadata] for m, _ in db.iter_memory_rows()]
-                      + [db.events_by_memory()] + [t.to_dict() for t in db.all_tasks()]
-                      + [s.outcome_notes for s, _, _ in db.sessions_with_counts()], default=str)
+    return json.dumps(
+        [[m.content, m.tags, m.metadata] for m, _ in db.iter_memory_rows()]
+        + [db.events_by_memory()]
+        + [t.to_dict() for t in db.all_tasks()]
+        + [s.outcome_notes for s, _, _ in db.sessions_with_counts()],
+        default=str,
+    )
 
 
 def test_scrub_finds_the_planted_secrets_then_removes_them_after_a_copy_and_changes_nothing_else(old_store):
@@ -89,6 +122,7 @@ def test_scrub_finds_the_planted_secrets_then_removes_them_after_a_copy_and_chan
         assert secrets[5] in copy.read_text()
     else:
         import duckdb
+
         con = duckdb.connect(str(copy), read_only=True)
         assert con.execute("SELECT count(*) FROM memories WHERE content = ?", [PLANTED[5]["text"]]).fetchone()[0] == 1
         con.close()

@@ -15,8 +15,16 @@ from tests.hooks.test_hook_conventions import git_init, transcript
 
 TURN = [
     {"type": "user", "uuid": "u1", "message": {"role": "user", "content": "Why does the nightly export fail?"}},
-    {"type": "assistant", "uuid": "a1", "message": {"role": "assistant", "content": [
-        {"type": "text", "text": "The export job runs out of disk in /var/tmp; point TMPDIR at /data/tmp."}]}},
+    {
+        "type": "assistant",
+        "uuid": "a1",
+        "message": {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "The export job runs out of disk in /var/tmp; point TMPDIR at /data/tmp."}
+            ],
+        },
+    },
 ]
 
 
@@ -47,8 +55,13 @@ def test_a_project_named_by_path_where_the_hooks_run_is_not_captured(model_home,
 
     line = stop_with_a_turn(model_home, tmp_path, private, "p1", env=off)
     assert " skipped " in line and f"ENGRAM_CAPTURE_OFF_PROJECTS names {private}" in line, line
-    end = payload("SessionEnd", private, session="p2", transcript_path=str(transcript(tmp_path, private)),
-                  reason="prompt_input_exit")
+    end = payload(
+        "SessionEnd",
+        private,
+        session="p2",
+        transcript_path=str(transcript(tmp_path, private)),
+        reason="prompt_input_exit",
+    )
     _, line = hook(model_home, "SessionEnd", end, env=off)
     assert " ok " in line and "conventions" not in line, line  # the checkpoint ran, nothing captured
     assert json.loads(engram(model_home, "--json", "stats").stdout)["captured"]["episode"] == 0

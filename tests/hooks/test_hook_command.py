@@ -23,18 +23,26 @@ DATA = REPO / "tests" / "data" / "hooks"
 ENGRAM = [sys.executable, "-m", "engram.cli"]
 
 
-def engram(home: Path, *argv: str, stdin: str | bytes = "", env: dict | None = None,
-           timeout: float = 120, cwd: Path | None = None) -> subprocess.CompletedProcess:
+def engram(
+    home: Path,
+    *argv: str,
+    stdin: str | bytes = "",
+    env: dict | None = None,
+    timeout: float = 120,
+    cwd: Path | None = None,
+) -> subprocess.CompletedProcess:
     """The command run in `cwd` (its project is that directory's; default: outside any repository)."""
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     e.pop("ENGRAM_PROJECT", None)
     data = stdin.encode() if isinstance(stdin, str) else stdin
-    return subprocess.run([*ENGRAM, *argv], input=data, capture_output=True, env=e, cwd=cwd or "/",
-                          timeout=timeout, check=False)
+    return subprocess.run(
+        [*ENGRAM, *argv], input=data, capture_output=True, env=e, cwd=cwd or "/", timeout=timeout, check=False
+    )
 
 
-def hook(home: Path, event: str, payload: dict | str | bytes, client: str = "claude-code",
-         env: dict | None = None) -> tuple[dict | None, str]:
+def hook(
+    home: Path, event: str, payload: dict | str | bytes, client: str = "claude-code", env: dict | None = None
+) -> tuple[dict | None, str]:
     """Run one hook; returns (its stdout JSON or None when it printed nothing, its log line)."""
     before = log_lines(home)
     raw = payload if isinstance(payload, str | bytes) else json.dumps(payload)
@@ -42,7 +50,7 @@ def hook(home: Path, event: str, payload: dict | str | bytes, client: str = "cla
     assert r.returncode == 0, r.stderr
     assert r.stderr == b"", r.stderr  # nothing for the client to show as an error
     # The turn's capture runs detached and logs its own line when it is done (any time later).
-    lines = [ln for ln in log_lines(home)[len(before):] if ":capture " not in ln]
+    lines = [ln for ln in log_lines(home)[len(before) :] if ":capture " not in ln]
     assert len(lines) == 1, lines
     out = r.stdout.decode()
     return (json.loads(out) if out.strip() else None), lines[0]
@@ -85,8 +93,14 @@ def transcript_for(tmp_path: Path, repo: Path, task_id: str, name: str = "t.json
 
 
 def payload(event: str, repo: Path, session: str = "s1", **kw) -> dict:
-    return {"session_id": session, "transcript_path": "", "cwd": str(repo), "hook_event_name": event,
-            "permission_mode": "default", **kw}
+    return {
+        "session_id": session,
+        "transcript_path": "",
+        "cwd": str(repo),
+        "hook_event_name": event,
+        "permission_mode": "default",
+        **kw,
+    }
 
 
 @pytest.mark.model
@@ -94,13 +108,13 @@ def test_a_session_checkpointed_at_its_end_is_what_the_next_one_starts_with(mode
     # An empty home: the first hook starts the daemon and has nothing to inject.
     out, line = hook(model_home, "SessionStart", payload("SessionStart", repo, source="startup"))
     assert out is None and " ok " in line and "nothing to inject" in line
-    r = engram(model_home, "--json", "task", "create", "HTTP client retry", "--goal", "retries with backoff",
-               cwd=repo)
+    r = engram(model_home, "--json", "task", "create", "HTTP client retry", "--goal", "retries with backoff", cwd=repo)
     task = json.loads(r.stdout)["task_id"]
     t = transcript_for(tmp_path, repo, task)
 
-    out, line = hook(model_home, "SessionEnd", payload("SessionEnd", repo, transcript_path=str(t),
-                                                        reason="prompt_input_exit"))
+    out, line = hook(
+        model_home, "SessionEnd", payload("SessionEnd", repo, transcript_path=str(t), reason="prompt_input_exit")
+    )
     assert out is None and f"task {task} (transcript)" in line and "1 failures" in line
     # The same transcript again (SessionEnd after PreCompact, a retried hook): nothing new.
     out, line = hook(model_home, "SessionEnd", payload("SessionEnd", repo, transcript_path=str(t), reason="other"))
@@ -138,14 +152,18 @@ def test_a_session_checkpointed_at_its_end_is_what_the_next_one_starts_with(mode
 def test_auto_compaction_checkpoints_and_reports_context_overflow(model_home, repo, tmp_path):
     task = json.loads(engram(model_home, "--json", "task", "create", "Compaction work", cwd=repo).stdout)["task_id"]
     t = transcript_for(tmp_path, repo, task)
-    out, line = hook(model_home, "PreCompact", payload("PreCompact", repo, transcript_path=str(t), trigger="auto",
-                                                        custom_instructions=""))
+    out, line = hook(
+        model_home,
+        "PreCompact",
+        payload("PreCompact", repo, transcript_path=str(t), trigger="auto", custom_instructions=""),
+    )
     assert out is None and "reported context_overflow" in line
     sessions = json.loads(engram(model_home, "--json", "resume", task, cwd=repo).stdout)["interrupted_sessions"]
     assert [(s["session_id"], s["reason"]) for s in sessions] == [("claude-code:s1", "context_overflow")]
     # A manual compaction checkpoints but is no interruption.
-    out, line = hook(model_home, "PreCompact", payload("PreCompact", repo, session="s9", transcript_path=str(t),
-                                                        trigger="manual"))
+    out, line = hook(
+        model_home, "PreCompact", payload("PreCompact", repo, session="s9", transcript_path=str(t), trigger="manual")
+    )
     assert "context_overflow" not in line
 
 
@@ -153,16 +171,23 @@ def test_auto_compaction_checkpoints_and_reports_context_overflow(model_home, re
 def test_the_prompt_hook_adds_only_clearly_relevant_memories(model_home, repo):
     engram(model_home, "remember", "The HTTP client retries with exponential backoff capped at 30 seconds", cwd=repo)
     engram(model_home, "remember", "Deploys go to Fly.io from the main branch every Thursday", cwd=repo)
-    out, line = hook(model_home, "UserPromptSubmit",
-                     payload("UserPromptSubmit", repo, prompt="How should the HTTP client back off when it retries?"))
+    out, line = hook(
+        model_home,
+        "UserPromptSubmit",
+        payload("UserPromptSubmit", repo, prompt="How should the HTTP client back off when it retries?"),
+    )
     text = context_of(out, "UserPromptSubmit")
     assert "exponential backoff capped at 30 seconds" in text and "Fly.io" not in text
-    out, line = hook(model_home, "UserPromptSubmit",
-                     payload("UserPromptSubmit", repo, prompt="write a haiku about cats"))
+    out, line = hook(
+        model_home, "UserPromptSubmit", payload("UserPromptSubmit", repo, prompt="write a haiku about cats")
+    )
     assert out is None and "no memory clearly relevant" in line
-    out, line = hook(model_home, "UserPromptSubmit",
-                     payload("UserPromptSubmit", repo, prompt="How should the HTTP client back off?"),
-                     env={"ENGRAM_HOOK_PROMPT": "0"})
+    out, line = hook(
+        model_home,
+        "UserPromptSubmit",
+        payload("UserPromptSubmit", repo, prompt="How should the HTTP client back off?"),
+        env={"ENGRAM_HOOK_PROMPT": "0"},
+    )
     assert out is None and "ENGRAM_HOOK_PROMPT is off" in line
 
 
@@ -170,23 +195,31 @@ def test_the_prompt_hook_adds_only_clearly_relevant_memories(model_home, repo):
 def test_gemini_cli_events(model_home, repo, tmp_path):
     task = json.loads(engram(model_home, "--json", "task", "create", "Date parser", cwd=repo).stdout)["task_id"]
     t = tmp_path / "session-gem.jsonl"
-    t.write_text((DATA / "gemini_session.jsonl").read_text().replace("t-aaaaaaaaaaaa", task)
-                 .replace("/tmp/gem-repo", str(repo)))
+    t.write_text(
+        (DATA / "gemini_session.jsonl").read_text().replace("t-aaaaaaaaaaaa", task).replace("/tmp/gem-repo", str(repo))
+    )
     base = {"session_id": "gem-1", "transcript_path": str(t), "cwd": str(repo), "timestamp": "2026-12-01T10:00:00Z"}
-    out, line = hook(model_home, "PreCompress", {**base, "hook_event_name": "PreCompress", "trigger": "auto"},
-                     client="gemini")
+    out, line = hook(
+        model_home, "PreCompress", {**base, "hook_event_name": "PreCompress", "trigger": "auto"}, client="gemini"
+    )
     assert out is None and f"task {task} (transcript)" in line and "reported context_overflow" in line
-    out, line = hook(model_home, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"},
-                     client="gemini")
+    out, line = hook(
+        model_home, "SessionStart", {**base, "hook_event_name": "SessionStart", "source": "startup"}, client="gemini"
+    )
     text = context_of(out, "SessionStart")
     assert "- [done] Reproduce the flaky test" in text and "- [in_progress] Fix dates.py" in text
     assert "day is out of range for month" in text and "dates.py" in text
     engram(model_home, "remember", "Dates are parsed with dateutil, never strptime", cwd=repo)
-    out, line = hook(model_home, "BeforeAgent", {**base, "hook_event_name": "BeforeAgent",
-                                                 "prompt": "which library parses dates here?"}, client="gemini")
+    out, line = hook(
+        model_home,
+        "BeforeAgent",
+        {**base, "hook_event_name": "BeforeAgent", "prompt": "which library parses dates here?"},
+        client="gemini",
+    )
     assert "dateutil" in context_of(out, "BeforeAgent")
-    out, line = hook(model_home, "SessionEnd", {**base, "hook_event_name": "SessionEnd", "reason": "exit"},
-                     client="gemini")
+    out, line = hook(
+        model_home, "SessionEnd", {**base, "hook_event_name": "SessionEnd", "reason": "exit"}, client="gemini"
+    )
     assert "stored nothing (unchanged" in line
 
 
@@ -207,10 +240,14 @@ def test_hostile_transcripts_are_logged_and_the_session_goes_on(model_home, repo
         f.write(b"\x80\x81\x82\x00 binary \xff\n")
         f.write(b'{"type": "user", "message": {"content": "' + b"y" * (17 * 1024 * 1024) + b'"}}\n')
         f.write(b'{"type": "a-future-entry", "whatever": [1, 2]}\n')
-        f.write(b'{"type": "assistant", "message": {"content": [{"type": "tool_use", "id": "w", "name": "Write", '
-                b'"input": {"file_path": "' + str(repo).encode() + b'/src/login.py", "content": "x"}}]}}\n')
-        f.write(b'{"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "w", '
-                b'"content": "ok"}]}}\n')
+        f.write(
+            b'{"type": "assistant", "message": {"content": [{"type": "tool_use", "id": "w", "name": "Write", '
+            b'"input": {"file_path": "' + str(repo).encode() + b'/src/login.py", "content": "x"}}]}}\n'
+        )
+        f.write(
+            b'{"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "w", '
+            b'"content": "ok"}]}}\n'
+        )
         f.write(b'{"type": "user", "message": {"content": "cut mid-wri')
     out, line = hook(model_home, "SessionEnd", payload("SessionEnd", repo, transcript_path=str(bad)))
     assert out is None and " ok " in line and "stored " in line
@@ -224,8 +261,12 @@ def test_hostile_transcripts_are_logged_and_the_session_goes_on(model_home, repo
 
 def test_bad_input_never_breaks_the_agent(tmp_path):
     home = tmp_path / "home"
-    for raw, why in [("{not json", "input is not JSON"), ("[1, 2]", "input is not a JSON object (got list)"),
-                     ("", "input is not a JSON object (got NoneType)"), (b"\xff\xfe\x00", "input is not JSON")]:
+    for raw, why in [
+        ("{not json", "input is not JSON"),
+        ("[1, 2]", "input is not a JSON object (got list)"),
+        ("", "input is not a JSON object (got NoneType)"),
+        (b"\xff\xfe\x00", "input is not JSON"),
+    ]:
         out, line = hook(home, "SessionStart", raw)
         assert out is None and " error " in line and why in line, line
     out, line = hook(home, "Notification", {"session_id": "s"})
@@ -240,8 +281,12 @@ def test_bad_input_never_breaks_the_agent(tmp_path):
 @pytest.mark.model
 def test_a_daemon_that_cannot_start_is_logged_and_the_hook_exits_0(model_home, tmp_path):
     (model_home / "memories.duckdb").mkdir()  # the database path is a folder: the daemon exits
-    out, line = hook(model_home, "SessionStart", {"session_id": "s", "cwd": str(tmp_path), "source": "startup"},
-                     env={"ENGRAM_HOOK_TIMEOUT": "30"})
+    out, line = hook(
+        model_home,
+        "SessionStart",
+        {"session_id": "s", "cwd": str(tmp_path), "source": "startup"},
+        env={"ENGRAM_HOOK_TIMEOUT": "30"},
+    )
     assert out is None and " error " in line and "engram daemon" in line and "exited with code" in line, line
 
 
@@ -264,8 +309,9 @@ def test_a_daemon_that_does_not_answer_is_given_up_on_within_the_timeout(tmp_pat
     th = threading.Thread(target=accept, daemon=True)
     th.start()
     try:
-        out, line = hook(home, "UserPromptSubmit", {"session_id": "s", "prompt": "anything"},
-                         env={"ENGRAM_HOOK_TIMEOUT": "1"})
+        out, line = hook(
+            home, "UserPromptSubmit", {"session_id": "s", "prompt": "anything"}, env={"ENGRAM_HOOK_TIMEOUT": "1"}
+        )
         assert out is None and " error " in line and "engram daemon" in line and "timed out" in line, line
         ms = int(line.split(" error ")[1].split("ms")[0])
         # The 1 s budget plus the interpreter's start, not the socket's default 30 s: well within

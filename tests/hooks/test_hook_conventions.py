@@ -20,8 +20,16 @@ PROMPTS = [
 def transcript(tmp_path, repo, prompts=PROMPTS):
     """A Claude Code transcript of a session in which the user said `prompts`."""
     p = tmp_path / "conventions.jsonl"
-    lines = [{"type": "user", "cwd": str(repo), "sessionId": "c1", "uuid": f"u{i}",
-              "message": {"role": "user", "content": text}} for i, text in enumerate(prompts)]
+    lines = [
+        {
+            "type": "user",
+            "cwd": str(repo),
+            "sessionId": "c1",
+            "uuid": f"u{i}",
+            "message": {"role": "user", "content": text},
+        }
+        for i, text in enumerate(prompts)
+    ]
     p.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     return p
 
@@ -66,13 +74,16 @@ def test_a_gemini_prompt_carrying_the_session_start_context_is_searched_without_
     repo = git_init(tmp_path / "shop")
     end = payload("SessionEnd", repo, session="g1", transcript_path=str(transcript(tmp_path, repo)), reason="exit")
     assert "conventions: " in hook(model_home, "SessionEnd", end)[1]  # stored now or by an earlier test
-    start = ("<hook_context>&lt;engram&gt;\nConventions of this project (said by the user):\n"
-             "- In this repo we install packages with uv, never pip.\n&lt;/engram&gt;</hook_context>\n\n")
+    start = (
+        "<hook_context>&lt;engram&gt;\nConventions of this project (said by the user):\n"
+        "- In this repo we install packages with uv, never pip.\n&lt;/engram&gt;</hook_context>\n\n"
+    )
     unrelated = payload("BeforeAgent", repo, session="g2", prompt=start + "Fix the typo in the footer of the page.")
     out, line = hook(model_home, "BeforeAgent", unrelated, client="gemini")
     assert out is None and "no memory clearly relevant" in line, line
     asked = payload("BeforeAgent", repo, session="g3", prompt=start + "How do I add a dependency here?")
     assert "[convention] In this repo we install packages" in context_of(
-        hook(model_home, "BeforeAgent", asked, client="gemini")[0], "BeforeAgent")
+        hook(model_home, "BeforeAgent", asked, client="gemini")[0], "BeforeAgent"
+    )
     only = payload("BeforeAgent", repo, session="g4", prompt=start)
     assert "no prompt in the input" in hook(model_home, "BeforeAgent", only, client="gemini")[1]

@@ -74,8 +74,11 @@ def test_detach_sh_hands_the_event_to_the_command_and_returns_at_once(recorder):
 
 def test_the_plugin_launcher_detaches_the_same_way(recorder):
     script, env, *_ = recorder
-    stdin, args = detached([str(LAUNCHER), "--detach", "hook", "AfterAgent", "--client", "gemini"],
-                           {**env, "ENGRAM_BIN": str(script)}, recorder)
+    stdin, args = detached(
+        [str(LAUNCHER), "--detach", "hook", "AfterAgent", "--client", "gemini"],
+        {**env, "ENGRAM_BIN": str(script)},
+        recorder,
+    )
     assert stdin == EVENT.decode()
     assert args == "hook AfterAgent --client gemini via=1\n"  # still marked as the plugin's own run
 
@@ -86,7 +89,8 @@ def test_without_a_private_file_the_command_runs_in_the_foreground(tmp_path):
     script.write_text(f'#!/bin/sh\ncat >"{out}"\n')
     script.chmod(0o755)
     env = {"PATH": os.environ["PATH"], "TMPDIR": str(tmp_path / "missing")}
-    r = subprocess.run(["/bin/sh", str(DETACH), str(script), "hook", "Stop"], input=EVENT, env=env,
-                       capture_output=True, timeout=30)
+    r = subprocess.run(
+        ["/bin/sh", str(DETACH), str(script), "hook", "Stop"], input=EVENT, env=env, capture_output=True, timeout=30
+    )
     assert (r.returncode, r.stdout, r.stderr) == (0, b"", b"")
     assert out.read_bytes() == EVENT  # nothing lost: it waited for the command instead

@@ -20,21 +20,55 @@ ENGRAM = [str(Path(sys.executable).parent / "engram")]
 # Claude Code: https://docs.claude.com/en/docs/claude-code/hooks ("Configuration", "Structure",
 # "Hook Events"): hooks.EVENT is a list of {matcher?, hooks: [{type: "command", command, timeout?}]},
 # timeout in seconds.
-CLAUDE_EVENTS = {"PreToolUse", "PostToolUse", "PostToolUseFailure", "Notification", "UserPromptSubmit", "Stop",
-                 "SubagentStart", "SubagentStop", "PreCompact", "PostCompact", "SessionStart", "SessionEnd",
-                 "PermissionRequest"}
+CLAUDE_EVENTS = {
+    "PreToolUse",
+    "PostToolUse",
+    "PostToolUseFailure",
+    "Notification",
+    "UserPromptSubmit",
+    "Stop",
+    "SubagentStart",
+    "SubagentStop",
+    "PreCompact",
+    "PostCompact",
+    "SessionStart",
+    "SessionEnd",
+    "PermissionRequest",
+}
 # Codex: openai/codex codex-rs/config/src/hook_config.rs: HooksFile {hooks}, HookEventsToml's renamed
 # fields, MatcherGroup {matcher?, hooks}, HookHandlerConfig::Command {command, commandWindows?,
 # timeout? (u64 seconds), async?, statusMessage?} tagged by "type". The events are those of 0.171.0
 # (`codex app-server generate-json-schema`, HookEventName); it clamps a SessionEnd hook's timeout to
 # 3 s, with a warning at every start for a longer one (tests/e2e/test_codex_cli.py: none).
-CODEX_EVENTS = {"PreToolUse", "PermissionRequest", "PostToolUse", "PreCompact", "PostCompact", "SessionStart",
-                "SessionEnd", "UserPromptSubmit", "SubagentStart", "SubagentStop", "Stop"}
+CODEX_EVENTS = {
+    "PreToolUse",
+    "PermissionRequest",
+    "PostToolUse",
+    "PreCompact",
+    "PostCompact",
+    "SessionStart",
+    "SessionEnd",
+    "UserPromptSubmit",
+    "SubagentStart",
+    "SubagentStop",
+    "Stop",
+}
 # Gemini CLI: google-gemini/gemini-cli docs/hooks/reference.md ("Configuration schema") and the
 # settings schema's HookDefinitionArray: {matcher?, sequential?, hooks: [{type, command, name?,
 # description?, timeout? (milliseconds)}]}.
-GEMINI_EVENTS = {"BeforeTool", "AfterTool", "BeforeAgent", "AfterAgent", "Notification", "SessionStart",
-                 "SessionEnd", "PreCompress", "BeforeModel", "AfterModel", "BeforeToolSelection"}
+GEMINI_EVENTS = {
+    "BeforeTool",
+    "AfterTool",
+    "BeforeAgent",
+    "AfterAgent",
+    "Notification",
+    "SessionStart",
+    "SessionEnd",
+    "PreCompress",
+    "BeforeModel",
+    "AfterModel",
+    "BeforeToolSelection",
+}
 
 
 def check_claude(doc: dict) -> None:
@@ -82,19 +116,36 @@ CLAUDE_BEFORE = {
     "env": {"FOO": "bar"},
     "hooks": {
         "PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "~/bin/check-bash"}]}],
-        "SessionStart": [{"matcher": "startup", "hooks": [{"type": "command", "command": "cat NOTES.md",
-                                                            "timeout": 5}]}],
+        "SessionStart": [
+            {"matcher": "startup", "hooks": [{"type": "command", "command": "cat NOTES.md", "timeout": 5}]}
+        ],
     },
 }
-CODEX_BEFORE = {"hooks": {"PreToolUse": [{"matcher": "^Bash$", "hooks": [
-    {"type": "command", "command": "python3 ~/.codex/policy.py", "timeout": 30}]}]}}
-CODEX_TOML = ('# my codex config\nmodel = "gpt-5"\n\n[features]\nweb_search_request = true\n\n'
-              '[mcp_servers.docs]\ncommand = "docs-mcp"\n')
+CODEX_BEFORE = {
+    "hooks": {
+        "PreToolUse": [
+            {
+                "matcher": "^Bash$",
+                "hooks": [{"type": "command", "command": "python3 ~/.codex/policy.py", "timeout": 30}],
+            }
+        ]
+    }
+}
+CODEX_TOML = (
+    '# my codex config\nmodel = "gpt-5"\n\n[features]\nweb_search_request = true\n\n'
+    '[mcp_servers.docs]\ncommand = "docs-mcp"\n'
+)
 GEMINI_BEFORE = {
     "general": {"vimMode": True},
     "mcpServers": {"docs": {"command": "docs-mcp"}},
-    "hooks": {"BeforeTool": [{"matcher": "write_file", "hooks": [
-        {"name": "lint", "type": "command", "command": "./lint.sh", "timeout": 5000}]}]},
+    "hooks": {
+        "BeforeTool": [
+            {
+                "matcher": "write_file",
+                "hooks": [{"name": "lint", "type": "command", "command": "./lint.sh", "timeout": 5000}],
+            }
+        ]
+    },
 }
 
 
@@ -115,8 +166,11 @@ def env(tmp_path, monkeypatch):
 
 def paths(client: str, scope: str, home: Path, repo: Path) -> Path:
     base = repo if scope == "project" else home
-    return {"claude-code": base / ".claude" / "settings.json", "codex": base / ".codex" / "hooks.json",
-            "gemini": base / ".gemini" / "settings.json"}[client]
+    return {
+        "claude-code": base / ".claude" / "settings.json",
+        "codex": base / ".codex" / "hooks.json",
+        "gemini": base / ".gemini" / "settings.json",
+    }[client]
 
 
 def write(path: Path, doc: dict, indent: int = 4) -> str:
@@ -130,16 +184,20 @@ BEFORE = {"claude-code": CLAUDE_BEFORE, "codex": CODEX_BEFORE, "gemini": GEMINI_
 
 
 def engram_entries(doc: dict, client: str) -> dict[str, list[str]]:
-    return {e: [h["command"] for g in gs for h in g["hooks"] if hi.is_engram_hook(h["command"], client)]
-            for e, gs in doc.get("hooks", {}).items()
-            if any(hi.is_engram_hook(h["command"], client) for g in gs for h in g["hooks"])}
+    return {
+        e: [h["command"] for g in gs for h in g["hooks"] if hi.is_engram_hook(h["command"], client)]
+        for e, gs in doc.get("hooks", {}).items()
+        if any(hi.is_engram_hook(h["command"], client) for g in gs for h in g["hooks"])
+    }
 
 
 def without_engram(doc: dict, client: str) -> dict:
     out = json.loads(json.dumps(doc))
     for e in list(out.get("hooks", {})):
-        out["hooks"][e] = [{**g, "hooks": [h for h in g["hooks"] if not hi.is_engram_hook(h["command"], client)]}
-                           for g in out["hooks"][e]]
+        out["hooks"][e] = [
+            {**g, "hooks": [h for h in g["hooks"] if not hi.is_engram_hook(h["command"], client)]}
+            for g in out["hooks"][e]
+        ]
         out["hooks"][e] = [g for g in out["hooks"][e] if g["hooks"]]
         if not out["hooks"][e]:
             del out["hooks"][e]
@@ -295,8 +353,7 @@ def test_is_engram_hook_recognises_only_engram():
     assert not hi.is_engram_hook("unbalanced 'quote")
     # Behind the fast path (install's for Codex and Gemini CLI, and the plugins' launcher).
     assert hi.is_engram_hook("/bin/sh /v/engram/hooks/detach.sh /v/bin/engram hook Stop --client codex", "codex")
-    assert hi.is_engram_hook('"${extensionPath}/bin/engram-launch" --detach hook AfterAgent --client gemini',
-                             "gemini")
+    assert hi.is_engram_hook('"${extensionPath}/bin/engram-launch" --detach hook AfterAgent --client gemini', "gemini")
     assert not hi.is_engram_hook("/bin/sh /v/other.sh /v/bin/engram hook Stop --client codex")
     assert not hi.is_engram_hook("/bin/sh /v/engram/hooks/detach.sh my-hook Stop")
 
@@ -308,8 +365,13 @@ def test_the_end_of_a_turn_does_not_wait_for_python(env, client):
     home, repo = env
     hi.install(client, "project")
     doc = json.loads(paths(client, "project", home, repo).read_text())
-    fronted = {e for e, gs in doc["hooks"].items() for g in gs for h in g["hooks"]
-               if shlex.split(h["command"])[:2] == ["/bin/sh", str(hi.DETACH)]}
+    fronted = {
+        e
+        for e, gs in doc["hooks"].items()
+        for g in gs
+        for h in g["hooks"]
+        if shlex.split(h["command"])[:2] == ["/bin/sh", str(hi.DETACH)]
+    }
     assert fronted == ({"Stop"} if client == "codex" else {"AfterAgent"} if client == "gemini" else set())
     assert os.access(hi.DETACH, os.R_OK)
     row = next(r for r in hi.status() if r["client"] == client and r["scope"] == "project")
@@ -322,8 +384,9 @@ def test_the_end_of_a_turn_does_not_wait_for_python(env, client):
 
 def run_cli(*args: str, cwd: Path, home: Path) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CLAUDE_CONFIG_DIR", "CODEX_HOME", "GEMINI_CLI_HOME")}
-    return subprocess.run([*ENGRAM, *args], cwd=cwd, env={**env, "HOME": str(home)}, capture_output=True,
-                          text=True, timeout=60)
+    return subprocess.run(
+        [*ENGRAM, *args], cwd=cwd, env={**env, "HOME": str(home)}, capture_output=True, text=True, timeout=60
+    )
 
 
 def test_the_commands(env):
@@ -382,8 +445,14 @@ def test_the_install_command_writes_the_home_it_was_given_and_the_hook_uses_it(e
     # The command as the client runs it, with a payload it cannot read: the hook still exits 0,
     # and its log line goes to the store named on its command line, not to ENGRAM_HOME's.
     env_home = tmp_path / "env home"
-    p = subprocess.run(shlex.split(start), input="not json", capture_output=True, text=True, timeout=60,
-                       env={**os.environ, "HOME": str(home), "ENGRAM_HOME": str(env_home)})
+    p = subprocess.run(
+        shlex.split(start),
+        input="not json",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "HOME": str(home), "ENGRAM_HOME": str(env_home)},
+    )
     assert p.returncode == 0
     assert "claude-code SessionStart" in (store / "hooks.log").read_text()
     assert not (env_home / "hooks.log").exists()

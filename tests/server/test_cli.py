@@ -54,8 +54,17 @@ def cli_json(cli, *argv: str):
 
 
 def test_remember_then_recall(cli):
-    stored = cli_json(cli, "remember", "The release branch is cut every second Tuesday",
-                      "--type", "fact", "--tag", "release", "--importance", "0.9")
+    stored = cli_json(
+        cli,
+        "remember",
+        "The release branch is cut every second Tuesday",
+        "--type",
+        "fact",
+        "--tag",
+        "release",
+        "--importance",
+        "0.9",
+    )
     assert stored["action"] == "new"
     hits = cli_json(cli, "recall", "release branch cut")["memories"]
     assert hits[0]["id"] == stored["memory_id"]
@@ -94,8 +103,9 @@ def test_remember_reads_stdin(cli, api, monkeypatch):
 
 
 def test_remember_metadata_and_pin(cli, api):
-    mid = cli_json(cli, "remember", "Never force-push main", "--type", "strategy", "--pin",
-                   "--metadata", '{"source": "team wiki"}')["memory_id"]
+    mid = cli_json(
+        cli, "remember", "Never force-push main", "--type", "strategy", "--pin", "--metadata", '{"source": "team wiki"}'
+    )["memory_id"]
     m = api.call("get_memory", {"memory_id": mid}, Ctx("check"))
     assert m["memory_type"] == "strategy" and m["pinned"] is True
     assert m["metadata"]["source"] == "team wiki"
@@ -117,8 +127,17 @@ def test_task_commands(cli):
     assert [x["id"] for x in listed] == [tid]
     code, out, _ = cli("task", "list")
     assert code == 0 and tid in out and "ship v2" in out and "[in_progress]" in out
-    h = cli_json(cli, "handoff", "Wheel builds; upload pending", "--completed", "build wheel",
-                 "--next", "upload to PyPI", "--task", tid)
+    h = cli_json(
+        cli,
+        "handoff",
+        "Wheel builds; upload pending",
+        "--completed",
+        "build wheel",
+        "--next",
+        "upload to PyPI",
+        "--task",
+        tid,
+    )
     view = cli_json(cli, "task", "show", tid)
     assert view["latest_handoff"]["id"] == h["handoff_id"]
     assert view["latest_handoff"]["next_steps"] == ["upload to PyPI"]
@@ -161,16 +180,19 @@ def test_stats_and_consolidate_read_as_aligned_labelled_lines(cli):
     assert {"memories", "strength", "tasks", "sessions", "index", "disk", "model"} <= labels
     assert lines[0] == "memories     2 active of 2"  # labels padded to the longest ("fading soon")
     assert "             by type: fact 1, strategy 1" in lines
-    assert any(ln.startswith("index        2 of 2 rows indexed (fresh), 0 graph edges, built 2025-03-01 09:00 UTC")
-               for ln in lines)
+    assert any(
+        ln.startswith("index        2 of 2 rows indexed (fresh), 0 graph edges, built 2025-03-01 09:00 UTC")
+        for ln in lines
+    )
     assert any(ln.startswith("model        fake-hash (64 dims, fake)") for ln in lines)
     assert "late reader  on; no turns of a conversation yet (it reads only those)" in lines
     assert "{" not in out and "disk_bytes" not in out  # no raw keys or dicts
     code, out, _ = cli("consolidate")
     lines = out.splitlines()
     assert lines[0] == "consolidate  would merge 0 memories into 0 clusters"
-    assert lines[1] == ("prune        would prune 0 (weak 0, consolidated expired 0, superseded expired 0, "
-                        "episodes over budget 0)")
+    assert lines[1] == (
+        "prune        would prune 0 (weak 0, consolidated expired 0, superseded expired 0, episodes over budget 0)"
+    )
     assert lines[-1] == "(dry run: nothing changed; add --apply to make these changes)"
     assert any(ln.startswith("took         ") and ln.endswith(" ms") for ln in lines)
 
@@ -205,13 +227,16 @@ def test_cli_session_ends_cleanly(cli, eng):
     assert sessions[0].id.startswith("cli-") and sessions[0].status == "ended"
 
 
-@pytest.mark.parametrize("argv, fragment", [
-    (["task", "show", "t-missing"], "no task with id 't-missing'"),
-    (["remember", "x", "--importance", "2"], "importance"),
-    (["remember", "x", "--metadata", "{oops"], "--metadata is not valid JSON"),
-    (["forget"], "exactly one of memory_id or query"),
-    (["recall", "q", "--as-of", "yesterday"], "ISO 8601"),
-])
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["task", "show", "t-missing"], "no task with id 't-missing'"),
+        (["remember", "x", "--importance", "2"], "importance"),
+        (["remember", "x", "--metadata", "{oops"], "--metadata is not valid JSON"),
+        (["forget"], "exactly one of memory_id or query"),
+        (["recall", "q", "--as-of", "yesterday"], "ISO 8601"),
+    ],
+)
 def test_errors_exit_1_with_a_message(cli, argv, fragment):
     code, out, err = cli(*argv)
     assert code == 1
@@ -230,6 +255,7 @@ def test_usage_errors_exit_2(cli):
 
 def test_version(cli):
     from engram import __version__
+
     assert cli("version") == (0, f"engram {__version__}\n", "")
     assert cli_json(cli, "version") == {"version": __version__}
 
@@ -243,8 +269,8 @@ def test_locked_database_is_a_clean_error(tmp_path, capsys):
     home.mkdir()
     db = home / "memories.duckdb"
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_DB, str(db)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [sys.executable, "-c", HOLD_DB, str(db)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     try:
         assert holder.stdout.readline().strip() == "ready"
 
@@ -275,6 +301,7 @@ def short_home():
 def test_commands_go_through_a_running_daemon(short_home, api, eng, capsys):
     """With something serving the socket, the CLI must not open the database file itself."""
     from engram import Settings
+
     settings = Settings.from_env({"ENGRAM_HOME": str(short_home)})
     ended: dict[str, bool] = {}
     done = threading.Event()
@@ -289,6 +316,7 @@ def test_commands_go_through_a_running_daemon(short_home, api, eng, capsys):
     # It announces this version, as the real daemon does: a server that announces none is an older
     # daemon, which the CLI asks to exit (and that first session would end unclean).
     from engram import __version__
+
     server = RpcServer(settings.socket_path, handler, on_disconnect=on_disconnect, hello={"version": __version__})
     server.start()
     try:
@@ -299,7 +327,7 @@ def test_commands_go_through_a_running_daemon(short_home, api, eng, capsys):
         assert eng.get(mid).content == "Served through the daemon socket"
         assert not settings.db_path.exists()
         assert done.wait(30)
-        (sid, clean), = ended.items()
+        ((sid, clean),) = ended.items()
         assert sid.startswith("cli-") and clean is True
         # Errors from the daemon come back as clean messages too.
         code = main(["--home", str(short_home), "task", "show", "t-nope"])
@@ -330,8 +358,7 @@ STUB_DAEMON = textwrap.dedent("""
 
 def test_stop_asks_the_daemon_to_exit_and_waits(short_home, capsys):
     sock = short_home / "engram.sock"
-    proc = subprocess.Popen([sys.executable, "-c", STUB_DAEMON, str(sock)], stdout=subprocess.PIPE, text=True,
-                            cwd=REPO)
+    proc = subprocess.Popen([sys.executable, "-c", STUB_DAEMON, str(sock)], stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert proc.stdout.readline().strip() == "ready"
         code = main(["--home", str(short_home), "--json", "stop"])
@@ -357,8 +384,7 @@ def test_stop_asks_the_daemon_to_exit_and_waits(short_home, capsys):
 def run_engram(home: Path, *argv: str, env: dict | None = None) -> subprocess.CompletedProcess:
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **(env or {})}
     # cwd: outside any git repository, so the rows belong to no project (docs/projects.md).
-    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=home,
-                          timeout=300, check=False)
+    return subprocess.run([*ENGRAM, *argv], capture_output=True, text=True, env=e, cwd=home, timeout=300, check=False)
 
 
 def test_help_and_version_as_a_command(tmp_path):
@@ -413,16 +439,18 @@ def test_a_missing_file_reads_the_same_through_the_daemon_as_in_process(model_ho
 @pytest.mark.model
 def test_the_daemon_a_command_started_exits_when_idle(model_home):
     from engram.server.rpc import lock_path_for
+
     r = run_engram(model_home, "stats", env={"ENGRAM_IDLE_EXIT": "1"})
     assert r.returncode == 0, r.stderr
     assert "memories" in r.stdout and "onnx" in r.stdout
     lock = lock_path_for(model_home / "engram.sock")
     pid = int(lock.read_text())
-    wait_until(lambda: lock_is_free(model_home / "engram.sock"), timeout=60,
-               what="the daemon to exit when idle")
+    wait_until(lambda: lock_is_free(model_home / "engram.sock"), timeout=60, what="the daemon to exit when idle")
     log = (model_home / "daemon.log").read_text()
-    assert f"{pid} INFO engram.server.daemon: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log \
+    assert (
+        f"{pid} INFO engram.server.daemon: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log
         or f"{pid} INFO __main__: no client for 1s (ENGRAM_IDLE_EXIT): exiting" in log
+    )
     assert not (model_home / "engram.sock").exists()
     # The next command starts a new one, which reads the checked graph without torch.
     r = run_engram(model_home, "--json", "stats")
@@ -431,14 +459,35 @@ def test_the_daemon_a_command_started_exits_when_idle(model_home):
 
 def test_continuity_commands(cli, eng, clock):
     tid = cli_json(cli, "task", "create", "CSV export")["task_id"]
-    cli_json(cli, "handoff", "Writer works", "--next", "add csv flag", "--next", "write csv tests",
-             "--task", tid)
+    cli_json(cli, "handoff", "Writer works", "--next", "add csv flag", "--next", "write csv tests", "--task", tid)
     clock.advance(minutes=1)
-    p = cli_json(cli, "progress", "add csv flag", "--status", "done", "--completion", "1", "--task", tid,
-                 "--notes", "engram/cli.py")
+    p = cli_json(
+        cli,
+        "progress",
+        "add csv flag",
+        "--status",
+        "done",
+        "--completion",
+        "1",
+        "--task",
+        tid,
+        "--notes",
+        "engram/cli.py",
+    )
     assert p["status"] == "done" and p["task_id"] == tid
-    f = cli_json(cli, "failure", "UnicodeEncodeError", "--component", "exporter", "--root-cause",
-                 "no utf-8", "--fix", "open with utf-8", "--task", tid)
+    f = cli_json(
+        cli,
+        "failure",
+        "UnicodeEncodeError",
+        "--component",
+        "exporter",
+        "--root-cause",
+        "no utf-8",
+        "--fix",
+        "open with utf-8",
+        "--task",
+        tid,
+    )
     assert f["action"] == "new"
     tasks = cli_json(cli, "tasks")["tasks"]
     assert tasks[0]["id"] == tid and tasks[0]["last_activity"]["memory_type"] == "failure"
@@ -507,16 +556,19 @@ def test_a_handoff_prints_indented_under_its_entry(cli):
         assert any("Handoff: Writer works" in x for x in lines), out
         assert not [x for x in lines if x.startswith(("Completed:", "Next steps:"))], out
     view = cli_json(cli, "task", "show", task)
-    assert view["handoffs"][0]["content"] == ("Handoff: Writer works\nCompleted: CSV writer\n"
-                                              "Next steps: Add a --csv flag")
+    assert view["handoffs"][0]["content"] == (
+        "Handoff: Writer works\nCompleted: CSV writer\nNext steps: Add a --csv flag"
+    )
 
 
 @pytest.mark.model
 def test_three_restatements_end_as_one_memory_as_commands(model_home):
     """Issue 27: the same fact remembered three ways, then `engram consolidate`: one memory."""
-    texts = ["The staging database is refreshed from production every Sunday night.",
-             "Every Sunday night the staging DB gets refreshed from prod.",
-             "Staging database refresh from production happens on Sunday nights."]
+    texts = [
+        "The staging database is refreshed from production every Sunday night.",
+        "Every Sunday night the staging DB gets refreshed from prod.",
+        "Staging database refresh from production happens on Sunday nights.",
+    ]
     results = []
     for text in texts:
         r = run_engram(model_home, "--json", "remember", text)
@@ -539,6 +591,11 @@ def test_three_restatements_end_as_one_memory_as_commands(model_home):
 
 def test_projects_text_counts_in_the_singular_and_plural():
     from engram.cli.render import _render_projects
-    out = _render_projects({"current": "/r/a", "projects": [{"id": "/r/a", "memories": 1, "tasks": 1},
-                                                            {"id": "/r/b", "memories": 3, "tasks": 0}]})
+
+    out = _render_projects(
+        {
+            "current": "/r/a",
+            "projects": [{"id": "/r/a", "memories": 1, "tasks": 1}, {"id": "/r/b", "memories": 3, "tasks": 0}],
+        }
+    )
     assert out.splitlines() == ["* /r/a  1 memory, 1 task", "  /r/b  3 memories, 0 tasks"]

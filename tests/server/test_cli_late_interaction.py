@@ -25,8 +25,15 @@ TURNS = [
 def engram(home: Path, *argv: str) -> dict:
     """`engram --json ARGV` in `home` (outside any git repository): its JSON answer."""
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    r = subprocess.run([sys.executable, "-m", "engram.cli", "--json", *argv], capture_output=True, text=True,
-                       env=env, cwd=home, timeout=300, check=False)
+    r = subprocess.run(
+        [sys.executable, "-m", "engram.cli", "--json", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=300,
+        check=False,
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 

@@ -54,6 +54,7 @@ def test_the_daemon_exits_when_idle_and_not_while_a_client_is_connected(short_se
 
 def test_idle_exit_0_means_never(settings):
     from engram.core.settings import Settings
+
     assert Settings.from_env({}).idle_exit_s == 900.0
     assert Settings.from_env({"ENGRAM_IDLE_EXIT": "0"}).idle_exit_s == 0.0
     with pytest.raises(ValueError, match="ENGRAM_IDLE_EXIT"):
@@ -86,10 +87,10 @@ def test_a_run_that_fell_due_while_no_daemon_ran_runs_at_the_next_start(eng, clo
     assert datetime.fromisoformat(eng.store_db.get_meta(META_NEXT_DUE)) == clock.now() + third.interval
 
 
-def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_settings, fake, clock,
-                                                                       monkeypatch, caplog):
+def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_settings, fake, clock, monkeypatch, caplog):
     # A database away for a while must not write a warning every half second.
     import engram.server.daemon as daemon_mod
+
     monkeypatch.setattr(daemon_mod, "FRESH_EVERY_S", 0.01)
     eng = Engram(":memory:", settings=short_settings, embedder=fake, clock=clock)
     calls = {"n": 0}
@@ -106,12 +107,18 @@ def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_sett
         daemon.start()
         try:
             # The feed is back once the daemon has read it again after the failures and said so.
-            wait_until(lambda: calls["n"] > 21 and any("readable again" in r.getMessage() for r in caplog.records),
-                       timeout=10, every=0.01, what="the change feed's return to be logged")
+            wait_until(
+                lambda: calls["n"] > 21 and any("readable again" in r.getMessage() for r in caplog.records),
+                timeout=10,
+                every=0.01,
+                what="the change feed's return to be logged",
+            )
         finally:
             daemon.stop_requested.set()
             daemon.close()
     lines = [r.getMessage() for r in caplog.records if "change feed" in r.getMessage()]
     assert calls["n"] > 21
-    assert lines == ["could not read the change feed: ConnectionError: the connection is closed "
-                     "(retrying every 0.01 s)", "the change feed is readable again"]
+    assert lines == [
+        "could not read the change feed: ConnectionError: the connection is closed (retrying every 0.01 s)",
+        "the change feed is readable again",
+    ]

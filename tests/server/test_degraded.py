@@ -23,8 +23,10 @@ CTX = Ctx("degraded-test")
 @pytest.fixture
 def broken(monkeypatch):
     """load_embedder fails as it does with a missing package or corrupt files."""
+
     def fail(*args, **kwargs):
         raise ModelUnavailable("cannot load embedding model 'all-MiniLM-L6-v2' (package: OSError)")
+
     monkeypatch.setattr(engram_mod, "load_embedder", fail)
     return monkeypatch
 
@@ -98,12 +100,17 @@ def test_a_new_database_while_degraded(broken, settings, clock, fake):
 
 @pytest.mark.model
 def test_the_daemon_serves_keyword_recall_when_the_model_is_missing(model_home):
-    env = {**os.environ, "ENGRAM_HOME": str(model_home), "HF_HUB_OFFLINE": "1",
-           "ENGRAM_MODEL": str(model_home / "no-such-model")}
+    env = {
+        **os.environ,
+        "ENGRAM_HOME": str(model_home),
+        "HF_HUB_OFFLINE": "1",
+        "ENGRAM_MODEL": str(model_home / "no-such-model"),
+    }
 
     def engram(*argv: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "engram.cli", *argv], env=env, capture_output=True,
-                              text=True, timeout=300)
+        return subprocess.run(
+            [sys.executable, "-m", "engram.cli", *argv], env=env, capture_output=True, text=True, timeout=300
+        )
 
     r = engram("--json", "remember", "The on-call rotation changes every Monday")
     assert r.returncode == 0, r.stderr
@@ -120,6 +127,7 @@ def test_the_cli_says_when_results_are_keyword_only(broken, settings, clock, cap
     """Readable output looks the same degraded or not, so the CLI warns on stderr (stdout stays
     a clean result: a context block piped into a prompt gets no warning in it)."""
     from engram.cli import main
+
     eng = Engram(":memory:", settings=settings, clock=clock, degraded_ok=True)
     api = Api(eng)
     try:

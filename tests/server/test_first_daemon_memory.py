@@ -32,9 +32,17 @@ def test_a_first_daemon_does_not_keep_torch_resident():
     try:
         env = {k: v for k, v in os.environ.items() if k != "ENGRAM_MODEL_CACHE"}  # not the suite's cache
         env.update(HF_HUB_OFFLINE="1", ENGRAM_MODEL_CACHE=str(root / "cache"))
-        procs = [subprocess.Popen([sys.executable, "-m", "engram.cli", "stats"], env={**env, "ENGRAM_HOME": str(h)},
-                                  cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                 for h in homes]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-m", "engram.cli", "stats"],
+                env={**env, "ENGRAM_HOME": str(h)},
+                cwd=REPO,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for h in homes
+        ]
         errs = [p.communicate(timeout=600)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], errs
         logs = [(h / "daemon.log").read_text() for h in homes]

@@ -32,8 +32,9 @@ def http(api, settings, serve):
 
 
 def test_store_then_search_finds_it(http):
-    r = http.post("/memories", json={"content": "Deploys go to Fly.io from the main branch",
-                                     "tags": ["ops"], "importance": 0.8})
+    r = http.post(
+        "/memories", json={"content": "Deploys go to Fly.io from the main branch", "tags": ["ops"], "importance": 0.8}
+    )
     assert r.status_code == 200
     stored = r.json()
     assert stored["action"] == "new"
@@ -51,8 +52,7 @@ def test_store_then_search_finds_it(http):
 
 def test_one_tag_given_as_a_string_filters_as_that_tag(http):
     """`tags: "ops"` is the tag "ops" on search as on store, not the tags "o", "p", "s"."""
-    stored = http.post("/memories", json={"content": "Deploys go to Fly.io from the main branch",
-                                          "tags": "ops"}).json()
+    stored = http.post("/memories", json={"content": "Deploys go to Fly.io from the main branch", "tags": "ops"}).json()
     http.post("/memories", json={"content": "Deploys of the docs go to Netlify", "tags": ["docs"]})
     r = http.post("/search", json={"query": "deploys", "tags": "ops"})
     assert r.status_code == 200
@@ -114,8 +114,9 @@ def test_task_lifecycle_and_handoff(http):
     tid = r.json()["task_id"]
     r = http.patch(f"/tasks/{tid}", json={"status": "in_progress"})
     assert r.status_code == 200 and r.json()["status"] == "in_progress"
-    r = http.post("/handoffs", json={"summary": "Redis client wired in", "next_steps": ["write the expiry job"],
-                                     "task_id": tid})
+    r = http.post(
+        "/handoffs", json={"summary": "Redis client wired in", "next_steps": ["write the expiry job"], "task_id": tid}
+    )
     assert r.status_code == 201
     hid = r.json()["handoff_id"]
     view = http.get(f"/tasks/{tid}").json()
@@ -130,23 +131,32 @@ def test_task_lifecycle_and_handoff(http):
 def test_failures_progress_and_outcomes(http):
     tid = http.post("/tasks", json={"name": "billing"}).json()["task_id"]
     headers = {"X-Engram-Session": "worker-1"}
-    r = http.post("/failures", json={"error": "timeout calling Stripe", "component": "billing",
-                                     "root_cause": "no retry", "task_id": tid}, headers=headers)
+    r = http.post(
+        "/failures",
+        json={"error": "timeout calling Stripe", "component": "billing", "root_cause": "no retry", "task_id": tid},
+        headers=headers,
+    )
     assert r.status_code == 201 and r.json()["action"] == "new"
-    r = http.post("/progress", json={"feature": "retry wrapper", "status": "done", "completion": 1.0,
-                                     "task_id": tid}, headers=headers)
+    r = http.post(
+        "/progress",
+        json={"feature": "retry wrapper", "status": "done", "completion": 1.0, "task_id": tid},
+        headers=headers,
+    )
     assert r.status_code == 201 and r.json()["status"] == "done"
     assert http.post("/progress", json={"feature": "x", "status": "finished"}).status_code == 422
     r = http.post("/outcomes", json={"outcome": "failure", "notes": "rolled back"}, headers=headers)
-    assert r.status_code == 200 and r.json() == {"session_id": "worker-1", "outcome": "failure",
-                                                 "notes": "rolled back"}
+    assert r.status_code == 200 and r.json() == {"session_id": "worker-1", "outcome": "failure", "notes": "rolled back"}
     view = http.get(f"/tasks/{tid}").json()
     assert len(view["failures"]) == 1 and len(view["progress"]) == 1
 
 
 def test_unknown_ids_are_404(http):
-    for r in (http.get("/tasks/t-nope"), http.patch("/tasks/t-nope", json={"status": "done"}),
-              http.get("/memories/nope"), http.delete("/memories/nope")):
+    for r in (
+        http.get("/tasks/t-nope"),
+        http.patch("/tasks/t-nope", json={"status": "done"}),
+        http.get("/memories/nope"),
+        http.delete("/memories/nope"),
+    ):
         assert r.status_code == 404, r.text
         assert set(r.json()) == {"error"} and "nope" in r.json()["error"]
 
@@ -167,12 +177,15 @@ def test_validation_errors_are_422_with_a_message(http):
     assert r.status_code == 422 and "status" in r.json()["error"]
 
 
-@pytest.mark.parametrize("body, fragment", [
-    (b"\xff\xfe{}", "UTF-8"),
-    (b'{"query": "unterminated', "not valid JSON"),
-    (b'{"query": NaN}', "NaN"),
-    (b"", "empty"),
-])
+@pytest.mark.parametrize(
+    "body, fragment",
+    [
+        (b"\xff\xfe{}", "UTF-8"),
+        (b'{"query": "unterminated', "not valid JSON"),
+        (b'{"query": NaN}', "NaN"),
+        (b"", "empty"),
+    ],
+)
 def test_bad_bodies_are_400(http, body, fragment):
     r = http.post("/search", content=body, headers={"content-type": "application/json"})
     assert r.status_code == 400
@@ -197,8 +210,11 @@ def test_internal_error_is_500_without_details(settings, fake, serve):
 
 
 def test_explicit_session_header_and_user(http, eng):
-    r = http.post("/memories", json={"content": "Alice prefers tabs over spaces"},
-                  headers={"X-Engram-Session": "agent-7", "X-Engram-User": "alice"})
+    r = http.post(
+        "/memories",
+        json={"content": "Alice prefers tabs over spaces"},
+        headers={"X-Engram-Session": "agent-7", "X-Engram-User": "alice"},
+    )
     mid = r.json()["memory_id"]
     m = http.get(f"/memories/{mid}", headers={"X-Engram-User": "alice"}).json()
     assert m["session_id"] == "agent-7" and m["user_id"] == "alice"
@@ -309,8 +325,14 @@ def secured(api, settings, serve):
 
 def test_token_required_everywhere_but_healthz(secured):
     with httpx.Client(base_url=secured, timeout=30) as c:
-        for method, path in [("GET", "/stats"), ("GET", "/metrics"), ("GET", "/openapi.json"),
-                             ("POST", "/memories"), ("GET", "/tasks/t-1"), ("GET", "/nowhere")]:
+        for method, path in [
+            ("GET", "/stats"),
+            ("GET", "/metrics"),
+            ("GET", "/openapi.json"),
+            ("POST", "/memories"),
+            ("GET", "/tasks/t-1"),
+            ("GET", "/nowhere"),
+        ]:
             r = c.request(method, path, json={"content": "x"})
             assert r.status_code == 401, (path, r.text)
             assert "bearer" in r.json()["error"] and r.headers["www-authenticate"] == "Bearer"
@@ -342,9 +364,12 @@ def test_mcp_transport_is_mounted_behind_the_token(api, settings, serve):
 
     app = build_app(api, token=TOKEN, settings=settings, mcp_app=mcp.streamable_http_app(json_response=True))
     base = serve(app)
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "test", "version": "0"}}}
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+    }
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     with httpx.Client(base_url=base, timeout=30) as c:
         assert c.post("/mcp", json=init, headers=headers).status_code == 401
@@ -372,6 +397,7 @@ def test_other_addresses_need_a_token(host):
 
 def test_token_defaults_to_the_settings_token(api, tmp_path, serve):
     from engram import Settings
+
     s = Settings.from_env({"ENGRAM_HOME": str(tmp_path), "ENGRAM_TOKEN": TOKEN})
     base = serve(build_app(api, settings=s))  # a caller that forgets token= still gets protection
     assert httpx.get(f"{base}/stats", timeout=30).status_code == 401
@@ -395,6 +421,7 @@ def test_daemon_answers_on_its_socket_only_once_http_is_up(settings, fake, clock
     starting = threading.Thread(target=daemon.start, kwargs={"http": True, "port": port})
     starting.start()
     try:
+
         def answers() -> bool:
             try:
                 with RpcClient(settings.socket_path, client="probe") as c:
@@ -416,8 +443,11 @@ def test_resume_list_and_interruption_routes(http, eng):
     tid = http.post("/tasks", json={"name": "billing"}, headers=headers).json()["task_id"]
     other = http.post("/tasks", json={"name": "old"}).json()["task_id"]
     http.patch(f"/tasks/{other}", json={"status": "done"})
-    http.post("/handoffs", json={"summary": "Retry wrapper next", "next_steps": ["add retry wrapper"],
-                                 "task_id": tid}, headers=headers)
+    http.post(
+        "/handoffs",
+        json={"summary": "Retry wrapper next", "next_steps": ["add retry wrapper"], "task_id": tid},
+        headers=headers,
+    )
     tasks = http.get("/tasks", params={"limit": 1}).json()["tasks"]
     assert [t["id"] for t in tasks] == [tid] and tasks[0]["last_activity"]["memory_type"] == "handoff"
     assert http.get("/tasks", params={"limit": "many"}).status_code == 422

@@ -32,6 +32,7 @@ REMOTE = sorted(op.name for op in ops.OPS_LIST if op.http is not None or op.mcp 
 def api(eng, clock):
     """The Api with its maintenance schedule, as the daemon has it (memory_stats shows its runs)."""
     from engram.admin.scheduler import MaintenanceScheduler
+
     api = Api(eng)
     api.scheduler = MaintenanceScheduler(eng, eng.settings, api_metrics=api.metrics, clock=clock)
     api.scheduler.start()
@@ -42,19 +43,29 @@ def api(eng, clock):
 @pytest.fixture
 def bob_data(api):
     """Everything bob owns: a task, memories of every kind (one superseded), an open session."""
+
     def call(op, **kw):
         return api.call(op, kw, BOB)
 
     task = call("create_task", name=f"bob {SECRET} migration", goal=f"move the {SECRET} table")["task_id"]
-    first = call("store_memory", content=f"Bob's {SECRET} service listens on port 7001", task_id=task,
-                 tags=["ops"])["memory_id"]
-    mems = [first,
-            call("session_handoff", summary=f"Bob stopped at the {SECRET} backfill", task_id=task,
-                 next_steps=[f"finish the {SECRET} backfill"])["handoff_id"],
-            call("track_failure", error=f"{SECRET} backfill timed out", component=f"{SECRET}-db",
-                 task_id=task)["memory_id"],
-            call("track_progress", feature=f"{SECRET} backfill", status="in_progress", completion=0.5,
-                 task_id=task)["memory_id"]]
+    first = call("store_memory", content=f"Bob's {SECRET} service listens on port 7001", task_id=task, tags=["ops"])[
+        "memory_id"
+    ]
+    mems = [
+        first,
+        call(
+            "session_handoff",
+            summary=f"Bob stopped at the {SECRET} backfill",
+            task_id=task,
+            next_steps=[f"finish the {SECRET} backfill"],
+        )["handoff_id"],
+        call("track_failure", error=f"{SECRET} backfill timed out", component=f"{SECRET}-db", task_id=task)[
+            "memory_id"
+        ],
+        call("track_progress", feature=f"{SECRET} backfill", status="in_progress", completion=0.5, task_id=task)[
+            "memory_id"
+        ],
+    ]
     newer = call("update_memory", memory_id=first, content=f"Bob's {SECRET} service listens on port 7002")
     mems.append(newer["memory_id"])
     call("session_outcome", outcome="success")
@@ -66,10 +77,13 @@ def bob_data(api):
 def snapshot(eng, bob: dict) -> dict:
     """What must not change when alice tries: bob's rows, their history, his session and outcomes."""
     db = eng.store_db
-    return {"memories": {i: db.get_memory(i) for i in bob["memories"]},
-            "events": {i: db.events(i) for i in bob["memories"]},
-            "task": db.get_task(bob["task"]), "session": db.get_session(bob["session"]),
-            "outcomes": eng.outcomes.get(bob["session"])}
+    return {
+        "memories": {i: db.get_memory(i) for i in bob["memories"]},
+        "events": {i: db.events(i) for i in bob["memories"]},
+        "task": db.get_task(bob["task"]),
+        "session": db.get_session(bob["session"]),
+        "outcomes": eng.outcomes.get(bob["session"]),
+    }
 
 
 def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
@@ -79,11 +93,14 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
     by_id = lambda **kw: [({"memory_id": m, **kw}, True) for m in mems]  # noqa: E731
     return {
         "memory_stats": [({}, False)],  # first: bob's run is still the schedule's last report
-        "recall_memory": [({"query": f"{SECRET} backfill port", "mode": m}, False)
-                          for m in ("hybrid", "bm25", "vector")]
-                         + [({"query": f"{SECRET} backfill", "task_id": task}, False)],
-        "get_context": [({"query": f"{SECRET} backfill", "task_id": task}, False),
-                        ({"query": f"{SECRET} service port"}, False)],
+        "recall_memory": [
+            ({"query": f"{SECRET} backfill port", "mode": m}, False) for m in ("hybrid", "bm25", "vector")
+        ]
+        + [({"query": f"{SECRET} backfill", "task_id": task}, False)],
+        "get_context": [
+            ({"query": f"{SECRET} backfill", "task_id": task}, False),
+            ({"query": f"{SECRET} service port"}, False),
+        ],
         "store_memory": [({"content": "Alice's note on the backfill", "task_id": task}, True)],
         "update_memory": by_id(content="alice was here"),
         "forget_memory": by_id() + by_id(dry_run=True),
@@ -92,8 +109,11 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
         "pin_memory": by_id(pinned=True),
         "memory_strength": by_id(),
         "memory_versions": by_id(),
-        "list_memories": [({"status": "any"}, False), ({"task_id": task, "status": "any"}, False),
-                          ({"tag": "ops"}, False)],
+        "list_memories": [
+            ({"status": "any"}, False),
+            ({"task_id": task, "status": "any"}, False),
+            ({"tag": "ops"}, False),
+        ],
         "create_task": [({"name": "alice's task"}, False)],
         "update_task": [({"task_id": task, "status": "done"}, True), ({"task_id": task, "name": "mine"}, True)],
         "get_task": [({"task_id": task}, True)],
@@ -172,15 +192,19 @@ def test_a_key_for_alice_reaches_nothing_of_bobs_over_rest(api, bob_data, server
                     assert not leaks(r.text, bob_data), (op_name, args, r.text)
                     answered += 1
                 # Naming bob's session does not make alice act in it.
-                r = c.request(method, path, params=query, json=body,
-                              headers={**alice, "X-Engram-Session": bob_data["session"]})
+                r = c.request(
+                    method, path, params=query, json=body, headers={**alice, "X-Engram-Session": bob_data["session"]}
+                )
                 assert r.status_code == 404, (op_name, "X-Engram-Session", r.text)
                 # Naming bob as the user is refused outright.
                 r = c.request(method, path, params=query, json=body, headers={**alice, "X-Engram-User": "bob"})
                 assert r.status_code == 403 and "acts for user 'alice' only" in r.json()["error"], (op_name, r.text)
         # Naming herself is fine, and the panel's data routes answer her as any client.
-        mine = c.post("/memories", headers={**alice, "X-Engram-User": "alice"},
-                      json={"content": "Alice reviews pull requests after lunch"}).json()["memory_id"]
+        mine = c.post(
+            "/memories",
+            headers={**alice, "X-Engram-User": "alice"},
+            json={"content": "Alice reviews pull requests after lunch"},
+        ).json()["memory_id"]
         assert api.eng.get(mine, "alice").user_id == "alice"
         r = c.get("/memories", headers=alice, params={"status": "any"})
         assert [m["id"] for m in r.json()["memories"]] == [mine]
@@ -199,8 +223,10 @@ def _mcp_call(url: str, headers: dict, calls: list[tuple[str, dict]]) -> list:
     from mcp.shared._httpx_utils import create_mcp_http_client
 
     async def main() -> list:
-        async with create_mcp_http_client(headers=headers) as http, \
-                Client(streamable_http_client(url, http_client=http)) as c:
+        async with (
+            create_mcp_http_client(headers=headers) as http,
+            Client(streamable_http_client(url, http_client=http)) as c,
+        ):
             return [await c.call_tool(name, args) for name, args in calls]
 
     return anyio.run(main)
@@ -208,11 +234,13 @@ def _mcp_call(url: str, headers: dict, calls: list[tuple[str, dict]]) -> list:
 
 def test_a_key_for_alice_reaches_nothing_of_bobs_over_mcp(api, bob_data, server, alice_key):
     before = snapshot(api.eng, bob_data)
-    calls = [(name, args, must) for name, tries in attempts(bob_data).items() if name in ops.TOOLS
-             for args, must in tries]
+    calls = [
+        (name, args, must) for name, tries in attempts(bob_data).items() if name in ops.TOOLS for args, must in tries
+    ]
     assert {name for name, _, _ in calls} == set(ops.TOOLS)
-    results = _mcp_call(server + "/mcp", {"Authorization": f"Bearer {alice_key}"},
-                        [(name, args) for name, args, _ in calls])
+    results = _mcp_call(
+        server + "/mcp", {"Authorization": f"Bearer {alice_key}"}, [(name, args) for name, args, _ in calls]
+    )
     for (name, args, must_refuse), r in zip(calls, results, strict=True):
         text = json.dumps(r.structured_content) if r.structured_content else str(r.content)
         if must_refuse:
@@ -222,12 +250,22 @@ def test_a_key_for_alice_reaches_nothing_of_bobs_over_mcp(api, bob_data, server,
             assert not leaks(text, bob_data), (name, args, text)
     assert snapshot(api.eng, bob_data) == before
     # X-Engram-User naming bob is refused before the MCP transport sees the request.
-    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-06-18", "capabilities": {},
-                       "clientInfo": {"name": "test", "version": "0"}}}
-    r = httpx.post(server + "/mcp", json=init, timeout=30,
-                   headers={"Authorization": f"Bearer {alice_key}", "X-Engram-User": "bob",
-                            "Accept": "application/json, text/event-stream"})
+    init = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}},
+    }
+    r = httpx.post(
+        server + "/mcp",
+        json=init,
+        timeout=30,
+        headers={
+            "Authorization": f"Bearer {alice_key}",
+            "X-Engram-User": "bob",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
     assert r.status_code == 403 and "acts for user 'alice' only" in r.json()["error"]
 
 
@@ -257,8 +295,10 @@ def test_a_key_revoked_mid_mcp_session_is_refused_at_its_next_call(api, server):
     made = api.call("create_key", {"user_id": "carol", "label": None}, admin)
 
     async def main() -> str:
-        async with create_mcp_http_client(headers={"Authorization": f"Bearer {made['key']}"}) as http, \
-                Client(streamable_http_client(server + "/mcp", http_client=http)) as c:
+        async with (
+            create_mcp_http_client(headers={"Authorization": f"Bearer {made['key']}"}) as http,
+            Client(streamable_http_client(server + "/mcp", http_client=http)) as c,
+        ):
             r = await c.call_tool("store_memory", {"content": "Carol reviews on Thursdays"})
             assert not r.is_error and api.eng.get(r.structured_content["memory_id"], "carol")
             api.call("revoke_key", {"key_id": made["key_id"]}, admin)
@@ -283,13 +323,14 @@ def test_a_key_acts_as_its_user_exactly_and_its_sessions_end(api, server, mode):
     user = "Мария 🐙"
     made = api.call("create_key", {"user_id": user, "label": None}, Ctx("s-admin", client="cli"))
     auth = {"Authorization": f"Bearer {made['key']}"}
-    r = httpx.post(server + "/memories", json={"content": "Мария reviews the billing code"}, headers=auth,
-                   timeout=30)
+    r = httpx.post(server + "/memories", json={"content": "Мария reviews the billing code"}, headers=auth, timeout=30)
     assert api.eng.get(r.json()["memory_id"], user).user_id == user
 
     async def main() -> str:
-        async with create_mcp_http_client(headers=auth) as http, \
-                Client(streamable_http_client(server + "/mcp", http_client=http), mode=mode) as c:
+        async with (
+            create_mcp_http_client(headers=auth) as http,
+            Client(streamable_http_client(server + "/mcp", http_client=http), mode=mode) as c,
+        ):
             r = await c.call_tool("store_memory", {"content": "Мария deploys on Wednesdays"})
             assert not r.is_error, r.content
             hits = (await c.call_tool("recall_memory", {"query": "billing code review"})).structured_content
@@ -298,6 +339,7 @@ def test_a_key_acts_as_its_user_exactly_and_its_sessions_end(api, server, mode):
 
     mid = anyio.run(main)
     assert api.eng.get(mid, user).user_id == user
+
     # The server ends the session when it handles the client's closing request, which the client
     # does not wait for: on a loaded machine that can land a moment after the client is gone.
     def ended() -> bool:
@@ -317,8 +359,12 @@ def test_engram_token_stays_the_owners_once_keys_exist(api, bob_data, server, al
         assert c.get(f"/tasks/{bob_data['task']}", headers=owner).status_code == 404  # ENGRAM_USER
         assert c.get("/metrics", headers=owner).status_code == 200
         # Without a credential, or with a wrong one, nothing.
-        for headers in ({}, {"Authorization": "Bearer egk_not-a-key"}, {"Authorization": alice_key},
-                        {"X-Engram-User": "bob"}):
+        for headers in (
+            {},
+            {"Authorization": "Bearer egk_not-a-key"},
+            {"Authorization": alice_key},
+            {"X-Engram-User": "bob"},
+        ):
             r = c.get("/tasks", headers=headers)
             assert r.status_code == 401 and "token" in r.json()["error"], headers
         assert c.get("/healthz").status_code == 200
@@ -367,8 +413,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
-    return subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True, text=True,
-                          env=env, cwd=home, timeout=300, check=False)  # outside any project (docs/projects.md)
+    return subprocess.run(
+        [sys.executable, "-m", "engram.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=300,
+        check=False,
+    )  # outside any project (docs/projects.md)
 
 
 @pytest.mark.model

@@ -102,7 +102,17 @@ async def test_lists_the_19_tools_with_annotations_and_schemas(client):
     assert {"content", "memory_type", "importance", "tags", "task_id"} <= set(store["properties"])
     assert "fact" in store["properties"]["memory_type"]["enum"]
     assert set(tools["recall_memory"].input_schema["properties"]) == {
-        "query", "limit", "memory_type", "task_id", "tags", "as_of", "mode", "explain", "all_projects", "compact"}
+        "query",
+        "limit",
+        "memory_type",
+        "task_id",
+        "tags",
+        "as_of",
+        "mode",
+        "explain",
+        "all_projects",
+        "compact",
+    }
     assert set(tools["forget_memory"].input_schema["properties"]) == {"memory_id", "query", "dry_run", "all_projects"}
     assert tools["get_task"].input_schema["required"] == ["task_id"]
     # The calling model never sees the injected MCP context as an argument.
@@ -117,9 +127,17 @@ async def test_every_tool_works_through_mcp(client):
     tid = task["task_id"]
     assert tid.startswith("t-") and task["status"] == "open"
 
-    stored = await ok(client, "store_memory", {
-        "content": "Billing webhooks must be idempotent because Stripe retries them.",
-        "memory_type": "strategy", "importance": 0.9, "tags": ["billing"], "task_id": tid})
+    stored = await ok(
+        client,
+        "store_memory",
+        {
+            "content": "Billing webhooks must be idempotent because Stripe retries them.",
+            "memory_type": "strategy",
+            "importance": 0.9,
+            "tags": ["billing"],
+            "task_id": tid,
+        },
+    )
     assert stored["action"] == "new"
     mid = stored["memory_id"]
 
@@ -131,24 +149,47 @@ async def test_every_tool_works_through_mcp(client):
     assert typed["memories"][0]["id"] == mid
     assert typed["read_as"] == {"stirpe": ["stripe"], "webhoks": ["webhooks"]}
 
-    upd = await ok(client, "update_memory", {
-        "memory_id": mid, "content": "Billing webhooks must be idempotent: Stripe retries for 3 days."})
+    upd = await ok(
+        client,
+        "update_memory",
+        {"memory_id": mid, "content": "Billing webhooks must be idempotent: Stripe retries for 3 days."},
+    )
     assert upd["action"] == "update" and upd["memory_id"] == mid
     rec = await ok(client, "recall_memory", {"query": "stripe retries", "tags": ["billing"]})
     assert rec["memories"][0]["content"].endswith("retries for 3 days.")
 
-    prog = await ok(client, "track_progress", {
-        "feature": "webhook handler", "status": "in_progress", "completion": 0.5, "task_id": tid})
+    prog = await ok(
+        client,
+        "track_progress",
+        {"feature": "webhook handler", "status": "in_progress", "completion": 0.5, "task_id": tid},
+    )
     assert prog["completion"] == 0.5 and prog["task_id"] == tid
 
-    fail = await ok(client, "track_failure", {
-        "error": "duplicate invoice rows", "component": "billing", "root_cause": "no idempotency key",
-        "task_id": tid, "fix": "unique index on event id"})
+    fail = await ok(
+        client,
+        "track_failure",
+        {
+            "error": "duplicate invoice rows",
+            "component": "billing",
+            "root_cause": "no idempotency key",
+            "task_id": tid,
+            "fix": "unique index on event id",
+        },
+    )
     assert fail["action"] == "new"
 
-    hand = await ok(client, "session_handoff", {
-        "summary": "Webhook handler half done", "completed": ["schema"], "in_progress": ["handler"],
-        "blocked": [], "next_steps": ["write replay test"], "task_id": tid})
+    hand = await ok(
+        client,
+        "session_handoff",
+        {
+            "summary": "Webhook handler half done",
+            "completed": ["schema"],
+            "in_progress": ["handler"],
+            "blocked": [],
+            "next_steps": ["write replay test"],
+            "task_id": tid,
+        },
+    )
     assert hand["task_id"] == tid
 
     view = await ok(client, "get_task", {"task_id": tid})
@@ -182,8 +223,10 @@ async def test_every_tool_works_through_mcp(client):
 
 
 async def test_long_content_is_stored_as_linked_chunks(client):
-    paragraphs = [f"Section {i}: the ingest worker {word} batches every night." for i, word in
-                  enumerate(["compresses", "validates", "deduplicates", "encrypts", "uploads"] * 12)]
+    paragraphs = [
+        f"Section {i}: the ingest worker {word} batches every night."
+        for i, word in enumerate(["compresses", "validates", "deduplicates", "encrypts", "uploads"] * 12)
+    ]
     content = " ".join(paragraphs)
     assert 2000 < len(content) < 100_000
     r = await ok(client, "store_memory", {"content": content})
@@ -236,8 +279,9 @@ BAD_INPUTS = [
 ]
 
 
-@pytest.mark.parametrize(("tool", "args", "words"), BAD_INPUTS,
-                         ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_INPUTS)])
+@pytest.mark.parametrize(
+    ("tool", "args", "words"), BAD_INPUTS, ids=[f"{t}-{i}" for i, (t, _, _) in enumerate(BAD_INPUTS)]
+)
 async def test_bad_input_is_a_tool_error_that_names_the_problem(shared, tool, args, words):
     client = shared
     if tool == "session_handoff":

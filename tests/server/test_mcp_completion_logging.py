@@ -49,8 +49,11 @@ class Logs:
 async def tasks_made(c: Client) -> dict[str, str]:
     """Three tasks, one done; returns their ids by role."""
     ids = {}
-    for role, name in (("old", "Rotate the signing keys"), ("open", "Port the billing job"),
-                       ("done", "Old finished work")):
+    for role, name in (
+        ("old", "Rotate the signing keys"),
+        ("open", "Port the billing job"),
+        ("done", "Old finished work"),
+    ):
         r = await c.call_tool("create_task", {"name": name})
         assert not r.is_error, r.content[0].text
         ids[role] = r.structured_content["task_id"]
@@ -168,10 +171,12 @@ def http_server(checked_model_cache):
 async def over_http(base: str, check: Callable[[Client], Awaitable[None]], logs: Logs | None = None) -> None:
     import httpx
     from mcp.client.streamable_http import streamable_http_client
+
     headers = {"Authorization": "Bearer complete-token-5b1e"}
-    async with httpx.AsyncClient(headers=headers, timeout=TIMEOUT) as http, \
-            Client(streamable_http_client(base + "/mcp", http_client=http), logging_callback=logs,
-                   mode="legacy") as c:
+    async with (
+        httpx.AsyncClient(headers=headers, timeout=TIMEOUT) as http,
+        Client(streamable_http_client(base + "/mcp", http_client=http), logging_callback=logs, mode="legacy") as c,
+    ):
         await check(c)
 
 
@@ -181,4 +186,3 @@ async def test_completion_and_logging_over_http(http_server):
     await over_http(http_server, check_completion)
     logs = Logs()
     await over_http(http_server, lambda c: check_logging(c, logs), logs)
-

@@ -30,14 +30,22 @@ async def test_prompt_and_resources_say_what_the_tools_say(eng):
     api = Api(eng)
     async with session(api, "s-a") as a, session(api, "s-b") as b:
         t = await ok(a, "create_task", {"name": "Port the billing job", "goal": "runs on the new queue"})
-        await ok(a, "session_handoff", {"summary": "Queue client written", "task_id": t["task_id"],
-                                        "next_steps": ["switch the cron entry to the queue"]})
+        await ok(
+            a,
+            "session_handoff",
+            {
+                "summary": "Queue client written",
+                "task_id": t["task_id"],
+                "next_steps": ["switch the cron entry to the queue"],
+            },
+        )
         done = await ok(a, "create_task", {"name": "Old finished work"})
         await ok(a, "update_task", {"task_id": done["task_id"], "status": "done"})
 
         prompts = (await b.list_prompts()).prompts
-        assert [(p.name, [(x.name, x.required) for x in p.arguments]) for p in prompts] == \
-            [("resume", [("task_id", False)])]
+        assert [(p.name, [(x.name, x.required) for x in p.arguments]) for p in prompts] == [
+            ("resume", [("task_id", False)])
+        ]
         listed = (await b.list_resources()).resources
         assert [str(r.uri) for r in listed] == ["engram://tasks"]
         templates = (await b.list_resource_templates()).resource_templates
@@ -88,8 +96,7 @@ async def test_claims_through_the_tools_of_two_sessions(eng):
 
         listed = (await ok(b, "list_tasks"))["tasks"][0]
         shown = (await ok(b, "get_task", {"task_id": t}))["held_by"]
-        assert listed["held_by"] == shown == first["claim"] | {"last_heard": shown["last_heard"],
-                                                               "this_session": False}
+        assert listed["held_by"] == shown == first["claim"] | {"last_heard": shown["last_heard"], "this_session": False}
         assert (await ok(a, "get_task", {"task_id": t}))["held_by"]["this_session"] is True
 
         taken = await ok(b, "claim_task", {"task_id": t, "take_over": True})

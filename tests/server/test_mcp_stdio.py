@@ -37,18 +37,24 @@ async def test_stdio_server_lists_and_runs_every_tool(home):
 
         task = await ok(c, "create_task", {"name": "Set up release pipeline"})
         tid = task["task_id"]
-        stored = await ok(c, "store_memory", {"content": "Releases are tagged vX.Y.Z and built by CI.",
-                                              "task_id": tid})
+        stored = await ok(c, "store_memory", {"content": "Releases are tagged vX.Y.Z and built by CI.", "task_id": tid})
         assert stored["action"] == "new"
         rec = await ok(c, "recall_memory", {"query": "how are releases tagged"})
         assert rec["memories"][0]["id"] == stored["memory_id"]
-        await ok(c, "update_memory", {"memory_id": stored["memory_id"],
-                                      "content": "Releases are tagged vX.Y.Z and published by CI."})
-        await ok(c, "track_progress", {"feature": "release workflow", "status": "done", "completion": 1.0,
-                                       "task_id": tid})
+        await ok(
+            c,
+            "update_memory",
+            {"memory_id": stored["memory_id"], "content": "Releases are tagged vX.Y.Z and published by CI."},
+        )
+        await ok(
+            c, "track_progress", {"feature": "release workflow", "status": "done", "completion": 1.0, "task_id": tid}
+        )
         await ok(c, "track_failure", {"error": "tag push rejected", "component": "ci", "task_id": tid})
-        await ok(c, "session_handoff", {"summary": "Release pipeline works", "next_steps": ["sign artifacts"],
-                                        "task_id": tid})
+        await ok(
+            c,
+            "session_handoff",
+            {"summary": "Release pipeline works", "next_steps": ["sign artifacts"], "task_id": tid},
+        )
         view = await ok(c, "get_task", {"task_id": tid})
         assert len(view["timeline"]) == 4
         ctx = await ok(c, "get_context", {"query": "release pipeline"})
@@ -89,8 +95,11 @@ async def test_killed_client_is_reported_interrupted_once(home):
         await a.__aenter__()
         (a_pid,) = child_pids() - before
         task = await ok(a, "create_task", {"name": "Rotate the API keys"})
-        await ok(a, "track_progress", {"feature": "rotate staging keys", "status": "in_progress",
-                                       "completion": 0.3, "task_id": task["task_id"]})
+        await ok(
+            a,
+            "track_progress",
+            {"feature": "rotate staging keys", "status": "in_progress", "completion": 0.3, "task_id": task["task_id"]},
+        )
 
         os.kill(a_pid, signal.SIGKILL)
         with contextlib.suppress(Exception):
@@ -120,16 +129,16 @@ def _salads(rng, n: int) -> list[str]:
 
     def word() -> str:
         while True:
-            w = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou")
-                        for _ in range(rng.randint(2, 3)))
+            w = "".join(rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou") for _ in range(rng.randint(2, 3)))
             if stem(w) not in seen:
                 seen.add(stem(w))
                 return w
+
     # Spacing and case vary: what was sent must come back, not a tidied copy.
     shapes = ["{}", "{} ", "  {}", "{}\n", "{}."]
     texts = []
     for i in range(n):
-        token = f"tk{rng.randrange(16 ** 6):06x}q{i}"
+        token = f"tk{rng.randrange(16**6):06x}q{i}"
         texts.append(shapes[i % len(shapes)].format(token + " " + " ".join(word() for _ in range(7))))
     return texts
 

@@ -158,8 +158,13 @@ def test_every_api_method_takes_exactly_the_declared_arguments():
 
 def test_check_fills_defaults_and_names_every_problem():
     assert ops.check("get_context", {"query": "deploys"}) == {
-        "query": "deploys", "max_tokens": 1500, "task_id": None, "limit": 20, "tags": None,
-        "all_projects": False}
+        "query": "deploys",
+        "max_tokens": 1500,
+        "task_id": None,
+        "limit": 20,
+        "tags": None,
+        "all_projects": False,
+    }
     with pytest.raises(EngramError, match=r"^store_memory: unknown argument\(s\): colour; accepted: content,"):
         ops.check("store_memory", {"content": "x", "colour": "red"})
     with pytest.raises(EngramError, match=r"^get_task: invalid arguments: missing required argument task_id$"):
@@ -196,9 +201,11 @@ def test_a_bad_list_argument_is_one_plain_refusal(api):
     takes, not once per member of the union pydantic tried ("next_steps.list[str].0: ...")."""
     with pytest.raises(EngramError) as e:
         ops.check("session_handoff", {"summary": "s", "next_steps": [1, 2], "completed": 5})
-    assert str(e.value) == ("session_handoff: invalid arguments: completed must be a list of strings or "
-                            "one string (got 5); next_steps must be a list of strings or one string "
-                            "(got [1, 2])")
+    assert str(e.value) == (
+        "session_handoff: invalid arguments: completed must be a list of strings or "
+        "one string (got 5); next_steps must be a list of strings or one string "
+        "(got [1, 2])"
+    )
 
     async def over_mcp():
         async with Client(build_mcp(lambda ctx: LocalBackend(api, Ctx("s-ops")))) as c:
@@ -206,8 +213,9 @@ def test_a_bad_list_argument_is_one_plain_refusal(api):
             assert r.is_error
             return r.content[0].text
 
-    assert asyncio.run(over_mcp()) == ("recall_memory: invalid arguments: tags must be a list of strings "
-                                       "or one string (got ['ok', 7])")
+    assert asyncio.run(over_mcp()) == (
+        "recall_memory: invalid arguments: tags must be a list of strings or one string (got ['ok', 7])"
+    )
 
 
 def test_http_refuses_a_path_parameter_in_the_body(api, settings, serve):
@@ -229,8 +237,9 @@ def test_store_refuses_a_task_that_does_not_exist_as_handoff_does(eng):
     with pytest.raises(NotFound):
         eng.store("Deploys go to Fly.io", task_id=theirs.id, user_id="alice")
     with pytest.raises(NotFound):
-        eng.store_many([{"content": "a", "user_id": "alice"},
-                        {"content": "b", "task_id": theirs.id, "user_id": "alice"}])
+        eng.store_many(
+            [{"content": "a", "user_id": "alice"}, {"content": "b", "task_id": theirs.id, "user_id": "alice"}]
+        )
     assert len(eng.index) == 0  # refused before anything of the batch was stored
     mine = eng.create_task("billing", user_id="alice")
     assert eng.store("Deploys go to Fly.io", task_id=mine.id, user_id="alice").memory.task_id == mine.id
@@ -249,8 +258,9 @@ def test_library_users_get_the_token_budgeted_context(eng, api):
     with pytest.raises(EngramError, match="max_tokens must be a whole number from 50 to 100000"):
         eng.context("billing", max_tokens=10)
     # The adapter calls the facade once and renders it: the same block through the Api.
-    via_api = api.call("get_context", {"query": "billing invoices", "max_tokens": 5000, "task_id": task.id},
-                       Ctx("s-ops"))
+    via_api = api.call(
+        "get_context", {"query": "billing invoices", "max_tokens": 5000, "task_id": task.id}, Ctx("s-ops")
+    )
     assert via_api["context"] == eng.context("billing invoices", max_tokens=5000, task_id=task.id)["context"]
 
 
@@ -263,10 +273,22 @@ class Point:
 
 
 def test_one_json_encoder_for_http_rpc_and_cli():
-    value = {"at": datetime(2025, 3, 1, 9, 0, tzinfo=UTC), "ids": {"b", "a"}, "path": Path("/tmp/x"),
-             "score": np.float32(0.5), "vec": np.arange(2), "point": Point(3)}
-    expected = {"at": "2025-03-01T09:00:00+00:00", "ids": ["a", "b"], "path": "/tmp/x", "score": 0.5,
-                "vec": [0, 1], "point": {"x": 3}}
+    value = {
+        "at": datetime(2025, 3, 1, 9, 0, tzinfo=UTC),
+        "ids": {"b", "a"},
+        "path": Path("/tmp/x"),
+        "score": np.float32(0.5),
+        "vec": np.arange(2),
+        "point": Point(3),
+    }
+    expected = {
+        "at": "2025-03-01T09:00:00+00:00",
+        "ids": ["a", "b"],
+        "path": "/tmp/x",
+        "score": 0.5,
+        "vec": [0, 1],
+        "point": {"x": 3},
+    }
     assert json.loads(ops.dumps(value)) == expected
     assert json.loads(rpc.dumps(value)) == expected
     assert json.loads(JSON(value).body) == expected
@@ -280,10 +302,12 @@ def test_one_json_encoder_for_http_rpc_and_cli():
 def test_get_context_tags_work_over_mcp_http_and_the_cli(api, settings, serve, capsys):
     """One Param in the declaration plus its use in Engram.context: the filter works on every door."""
     ctx = Ctx("s-ops")
-    api.call("store_memory", {"content": "Invoices retry three times, then page the billing on-call",
-                              "tags": ["billing"]}, ctx)
-    api.call("store_memory", {"content": "Invoices retry alerts go to the ops channel first",
-                              "tags": ["ops"]}, ctx)
+    api.call(
+        "store_memory",
+        {"content": "Invoices retry three times, then page the billing on-call", "tags": ["billing"]},
+        ctx,
+    )
+    api.call("store_memory", {"content": "Invoices retry alerts go to the ops channel first", "tags": ["ops"]}, ctx)
     both = api.call("get_context", {"query": "invoices retry"}, ctx)["context"]
     assert "billing on-call" in both and "ops channel" in both  # the control: without tags, both
 
@@ -294,8 +318,9 @@ def test_get_context_tags_work_over_mcp_http_and_the_cli(api, settings, serve, c
             return r.structured_content["context"]
 
     base = serve(build_app(api, token=None, settings=settings))
-    over_http = httpx.post(f"{base}/context", json={"query": "invoices retry", "tags": ["billing"]},
-                           timeout=30).json()["context"]
+    over_http = httpx.post(f"{base}/context", json={"query": "invoices retry", "tags": ["billing"]}, timeout=30).json()[
+        "context"
+    ]
     assert main(["context", "invoices retry", "--tag", "billing"], api_factory=lambda s: api) == 0
     over_cli = capsys.readouterr().out
     for text in (asyncio.run(over_mcp()), over_http, over_cli):

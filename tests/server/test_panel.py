@@ -55,6 +55,7 @@ def api(server):
 @pytest.fixture(scope="module")
 def browser():
     from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
         b = launch(p)
         yield b
@@ -139,9 +140,14 @@ def test_without_the_token_every_data_route_is_401_and_the_panel_files_hold_no_d
         for path in ("/metrics", "/openapi.json", "/mcp"):
             assert anon.get(path).status_code == 401, path
         # The panel's own data routes are among them.
-        for route in ("GET /memories", "GET /memories/{memory_id}/strength",
-                      "GET /memories/{memory_id}/versions", "GET /tasks/{task_id}/sessions",
-                      "POST /memories/{memory_id}/pin", "GET /stats"):
+        for route in (
+            "GET /memories",
+            "GET /memories/{memory_id}/strength",
+            "GET /memories/{memory_id}/versions",
+            "GET /tasks/{task_id}/sessions",
+            "POST /memories/{memory_id}/pin",
+            "GET /stats",
+        ):
             assert route in checked
         # A wrong token is refused too.
         assert anon.get("/stats", headers={"Authorization": "Bearer nope"}).status_code == 401
@@ -187,13 +193,28 @@ def test_the_login_form_refuses_a_wrong_token_and_keeps_the_right_one_out_of_the
 @pytest.mark.model
 def test_a_plan_step_turns_done_on_the_task_page_after_track_progress_over_mcp(page, server, api):
     _, env = server
-    tid = ok(api.post("/tasks", json={"name": "Migrate billing to Postgres",
-                                      "goal": "Move billing off MySQL with no downtime"}))["task_id"]
-    ok(api.post("/handoffs", json={"summary": "Schema ported; the data copy is next", "task_id": tid,
-                                   "next_steps": ["copy the invoices table to Postgres",
-                                                  "switch the billing reads to Postgres"]}))
-    ok(api.post("/interruptions", json={"reason": "context_overflow", "task_id": tid},
-                headers={"X-Engram-Session": "agent-a"}))
+    tid = ok(
+        api.post(
+            "/tasks", json={"name": "Migrate billing to Postgres", "goal": "Move billing off MySQL with no downtime"}
+        )
+    )["task_id"]
+    ok(
+        api.post(
+            "/handoffs",
+            json={
+                "summary": "Schema ported; the data copy is next",
+                "task_id": tid,
+                "next_steps": ["copy the invoices table to Postgres", "switch the billing reads to Postgres"],
+            },
+        )
+    )
+    ok(
+        api.post(
+            "/interruptions",
+            json={"reason": "context_overflow", "task_id": tid},
+            headers={"X-Engram-Session": "agent-a"},
+        )
+    )
     page.click("a.card:has-text('Migrate billing to Postgres')")
     page.wait_for_selector("table[aria-label=Plan]")
     step = page.locator("tr[data-step='copy the invoices table to Postgres'] td.step-status")
@@ -201,14 +222,17 @@ def test_a_plan_step_turns_done_on_the_task_page_after_track_progress_over_mcp(p
     # The interruption is on the timeline, marked, with its reason.
     page.wait_for_selector(".timeline li.interrupted:has-text('context_overflow')")
 
-    r = mcp_call({**env, "ENGRAM_USER": "default"}, "track_progress",
-                 {"feature": "copy the invoices table to Postgres", "status": "done", "completion": 1.0,
-                  "task_id": tid})
+    r = mcp_call(
+        {**env, "ENGRAM_USER": "default"},
+        "track_progress",
+        {"feature": "copy the invoices table to Postgres", "status": "done", "completion": 1.0, "task_id": tid},
+    )
     assert r["status"] == "done"
     # The page refreshes itself: no reload, no click.
     page.wait_for_function(
         "() => document.querySelector(\"tr[data-step='copy the invoices table to Postgres'] td.step-status\")"
-        "?.innerText.trim() === 'done'")
+        "?.innerText.trim() === 'done'"
+    )
     other = page.locator("tr[data-step='switch the billing reads to Postgres'] td.step-status")
     assert other.inner_text().strip() == "not started"
 
@@ -226,13 +250,16 @@ def test_the_board_and_the_task_page_show_who_holds_a_task(page, api):
     assert refused.status_code == 409 and "held by session agent-keys (http)" in refused.json()["error"]
     page.reload()
     card = page.locator("a.card:has-text('Rotate the signing keys') .holder")
-    assert re.fullmatch(r"held by http session agent-keys, since just now, last heard just now",
-                        card.inner_text().strip())
+    assert re.fullmatch(
+        r"held by http session agent-keys, since just now, last heard just now", card.inner_text().strip()
+    )
     page.click("a.card:has-text('Rotate the signing keys')")
     holder = page.locator("p.holder")
     holder.wait_for()
-    assert holder.inner_text().strip() == \
-        "Held by http session agent-keys, since just now, last heard just now: an agent is working on it."
+    assert (
+        holder.inner_text().strip()
+        == "Held by http session agent-keys, since just now, last heard just now: an agent is working on it."
+    )
     assert held["session_id"] == "agent-keys"
     assert ok(api.post(f"/tasks/{tid}/release", headers=agent)) == {"task_id": tid, "released": True}
     # The page refreshes itself.
@@ -279,16 +306,19 @@ def release(page, held: list) -> None:
 
 @pytest.mark.model
 def test_search_shows_each_hits_score_breakdown(page, api):
-    ok(api.post("/memories", json={"content": "The staging database is reset every Sunday night",
-                                   "tags": ["staging"]}))
+    ok(api.post("/memories", json={"content": "The staging database is reset every Sunday night", "tags": ["staging"]}))
     search(page, "when is the staging database reset")
     hit = page.locator(".hit").first
     assert "staging database is reset every Sunday" in hit.inner_text()
     score = float(re.search(r"score (\d+\.\d+)", hit.inner_text()).group(1))
     assert score > 0
     hit.locator("summary").click()
-    rows = dict(zip(hit.locator("table.explain th").all_inner_texts(),
-                    map(float, hit.locator("table.explain td").all_inner_texts())))
+    rows = dict(
+        zip(
+            hit.locator("table.explain th").all_inner_texts(),
+            map(float, hit.locator("table.explain td").all_inner_texts()),
+        )
+    )
     assert {"bm25", "cosine", "decay"} <= rows.keys()
     assert 0 < rows["cosine"] <= 1 and rows["bm25"] > 0
     # A misspelt word is searched as the stored one, and the page says how it was read.
@@ -397,15 +427,15 @@ def test_pin_edit_and_the_strength_chart_on_a_memory_page(page, api):
     page.wait_for_selector("#content:text('Deploys go out on Wednesdays')")
     got = ok(api.get(f"/memories/{mid}"))
     assert got["content"] == "Deploys go out on Wednesdays"
-    assert any(e["action"] == "update" and e["detail"]["previous"] == "Deploys go out on Tuesdays"
-               for e in got["history"])
+    assert any(
+        e["action"] == "update" and e["detail"]["previous"] == "Deploys go out on Tuesdays" for e in got["history"]
+    )
     page.wait_for_selector(".timeline:has-text('was: Deploys go out on Tuesdays')")
 
 
 @pytest.mark.model
 def test_the_memory_list_pages_on_the_server(page, api):
-    words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
-             "kelp"]
+    words = ["amber", "basalt", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper", "kelp"]
     for i in range(55):
         text = f"Service {words[i % 11]}-{i} listens on port {8000 + i}"
         r = ok(api.post("/memories", json={"content": text, "tags": ["paging"]}))
@@ -422,11 +452,18 @@ def test_the_memory_list_pages_on_the_server(page, api):
 @pytest.mark.model
 def test_the_project_filter_on_the_memory_list_search_and_task_board(page, api):
     alpha, beta = "github.com/me/alpha", "github.com/me/beta"
-    for project, text in ((alpha, "Alpha's release notes live in docs/releases"),
-                          (beta, "Beta's release notes live in the wiki"),
-                          (None, "Release notes are written in plain English")):
-        ok(api.post("/memories", params={"project": project} if project else None,
-                    json={"content": text, "tags": ["projfilter"]}))
+    for project, text in (
+        (alpha, "Alpha's release notes live in docs/releases"),
+        (beta, "Beta's release notes live in the wiki"),
+        (None, "Release notes are written in plain English"),
+    ):
+        ok(
+            api.post(
+                "/memories",
+                params={"project": project} if project else None,
+                json={"content": text, "tags": ["projfilter"]},
+            )
+        )
     for project, name in ((alpha, "Alpha release 2.0"), (beta, "Beta release 1.4"), (None, "Release checklist")):
         ok(api.post("/tasks", params={"project": project} if project else None, json={"name": name}))
     listed = ok(api.get("/projects"))["projects"]
@@ -480,19 +517,31 @@ def test_the_captured_page_lists_what_capture_stored_and_deletes_and_keeps_it(pa
 
     _, env = server
     fix = captured_fix("claude-code", next(c for c in cases() if c["id"] == "rust-unresolved-import"))
-    turns = [{"request": "Why does the nightly export stall?",
-              "answer": "The exporter waits on a lock the backup job holds until it finishes."},
-             {"request": "Where do the staging credentials come from?",
-              "answer": "From the vault's staging path, read at deploy time by the release script."}]
-    with RpcClient(Path(env["ENGRAM_HOME"]) / "engram.sock", session_id="panel-capture", client="claude-code",
-                   project="github.com/me/captured", timeout=120) as rpc:
+    turns = [
+        {
+            "request": "Why does the nightly export stall?",
+            "answer": "The exporter waits on a lock the backup job holds until it finishes.",
+        },
+        {
+            "request": "Where do the staging credentials come from?",
+            "answer": "From the vault's staging path, read at deploy time by the release script.",
+        },
+    ]
+    with RpcClient(
+        Path(env["ENGRAM_HOME"]) / "engram.sock",
+        session_id="panel-capture",
+        client="claude-code",
+        project="github.com/me/captured",
+        timeout=120,
+    ) as rpc:
         stored = rpc.call("session_capture", fixes=[fix.to_dict()], episodes=turns, client="claude-code")
         said = rpc.call("capture_conventions", prompts=["In this repo we install packages with uv, never pip."])
     assert stored["fixes"] == 1 and stored["episodes"] == 2 and len(said["stored"]) == 1, (stored, said)
     captured = ok(api.get("/memories", params={"tag": "auto-capture"}))["memories"]
     ids = {kind: next(m["id"] for m in captured if kind in m["tags"]) for kind in ("pitfall", "convention")}
-    stall, creds = (next(m["id"] for m in captured if words in m["content"])
-                    for words in ("nightly export", "staging credentials"))
+    stall, creds = (
+        next(m["id"] for m in captured if words in m["content"]) for words in ("nightly export", "staging credentials")
+    )
 
     page.click("header nav a[data-section=captured]")
     page.wait_for_selector("h1:text('Captured')")
@@ -519,13 +568,18 @@ def test_the_captured_page_lists_what_capture_stored_and_deletes_and_keeps_it(pa
     assert any(e["action"] == "keep" for e in kept["history"])
     assert ok(api.get("/memories", params={"tag": "auto-capture"}))["total"] == 2
 
+
 # ---------------------------------------------------------------- upkeep
 
 
 @pytest.mark.model
 def test_upkeep_says_how_many_turns_the_late_reader_has_read(page, api):
-    ok(api.post("/memories", json={"content": "user: I bought a silver hatchback in Krakow last spring.",
-                                   "conversation": "panel-chat"}))
+    ok(
+        api.post(
+            "/memories",
+            json={"content": "user: I bought a silver hatchback in Krakow last spring.", "conversation": "panel-chat"},
+        )
+    )
     late = ok(api.get("/stats"))["late_interaction"]
     assert late["on"] and late["turns"] >= 1 and late["turns_read"] == late["turns"]  # read as written
     page.click("header nav a[data-section=upkeep]")
@@ -539,10 +593,10 @@ def test_upkeep_says_how_many_turns_the_late_reader_has_read(page, api):
 def test_apply_a_consolidation_preview(page, api):
     # Write-time resolution folds a near-duplicate into what is known as it arrives; an edit does
     # not resolve, so editing one memory into another's near-duplicate is what maintenance is for.
-    a = ok(api.post("/memories", json={"content": "The nightly backup job runs at 2 am",
-                                       "tags": ["ops"]}))["memory_id"]
-    b = ok(api.post("/memories", json={"content": "Invoices are emailed on the first of the month",
-                                       "tags": ["ops"]}))["memory_id"]
+    a = ok(api.post("/memories", json={"content": "The nightly backup job runs at 2 am", "tags": ["ops"]}))["memory_id"]
+    b = ok(api.post("/memories", json={"content": "Invoices are emailed on the first of the month", "tags": ["ops"]}))[
+        "memory_id"
+    ]
     assert a != b
     ok(api.patch(f"/memories/{b}", json={"content": "The nightly backup job runs at 2 am every day"}))
     page.click("header nav a[data-section=upkeep]")
@@ -566,8 +620,7 @@ def test_apply_a_consolidation_preview(page, api):
     # The merged memory's page lists what went into it.
     into.locator("a").click()
     page.wait_for_selector("main:has-text('Consolidated from:')")
-    linked = page.locator("main li a").evaluate_all(
-        "els => els.map(e => decodeURIComponent(e.hash.split('/').pop()))")
+    linked = page.locator("main li a").evaluate_all("els => els.map(e => decodeURIComponent(e.hash.split('/').pop()))")
     assert {a, b} <= set(linked)
 
 

@@ -19,8 +19,9 @@ LAUNCHER = ROOT / "plugins" / "claude-code" / "bin" / "engram-launch"
 
 
 def launch(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(LAUNCHER), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=30,
-                          stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        [str(LAUNCHER), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=30, stdin=subprocess.DEVNULL
+    )
 
 
 @pytest.fixture
@@ -40,8 +41,14 @@ def test_engram_bin_wins_and_is_marked_as_the_plugins(tmp_path, bare_path):
     fake = tmp_path / "my-engram"
     fake.write_text('#!/bin/sh\necho "args=$* via=$ENGRAM_VIA_PLUGIN"\n')
     fake.chmod(0o755)
-    r = launch("hook", "SessionStart", "--client", "claude-code", env={"PATH": bare_path, "ENGRAM_BIN": str(fake)},
-               cwd=tmp_path)
+    r = launch(
+        "hook",
+        "SessionStart",
+        "--client",
+        "claude-code",
+        env={"PATH": bare_path, "ENGRAM_BIN": str(fake)},
+        cwd=tmp_path,
+    )
     assert (r.returncode, r.stdout) == (0, "args=hook SessionStart --client claude-code via=1\n"), r.stderr
 
 
@@ -69,8 +76,10 @@ def test_every_plugin_carries_the_same_launcher_pinned_to_this_version():
     assert len(LAUNCHERS) >= 1 and all(p.read_bytes() == LAUNCHER.read_bytes() for p in LAUNCHERS), LAUNCHERS
     assert f"VERSION={__version__}\n" in LAUNCHER.read_text()
     assert tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"] == __version__
-    manifests = [ROOT / "plugins" / "claude-code" / ".claude-plugin" / "plugin.json",
-                 ROOT / ".claude-plugin" / "marketplace.json"]
+    manifests = [
+        ROOT / "plugins" / "claude-code" / ".claude-plugin" / "plugin.json",
+        ROOT / ".claude-plugin" / "marketplace.json",
+    ]
     versions = [json.loads(m.read_text()).get("version") for m in manifests[:1]]
     versions += [p["version"] for p in json.loads(manifests[1].read_text())["plugins"]]
     assert set(versions) == {__version__}, versions

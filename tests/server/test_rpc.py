@@ -524,6 +524,7 @@ def test_a_newer_client_replaces_an_older_server(sock_dir):
     """A client whose version is newer asks the server to exit (the daemon's __shutdown__) and
     spawns its own; an equal or newer server is used as it is."""
     from engram.server.rpc_client import _older
+
     assert _older("0.1.0", "0.2.0") and _older("0.9.0", "0.10.0") and not _older("0.2.0", "0.1.0")
     assert not _older("1.0.0", "1.0.0")
     calls = []
@@ -543,15 +544,19 @@ def test_a_newer_client_replaces_an_older_server(sock_dir):
     server = RpcServer(sock_dir / "s.sock", handler, hello={"version": "0.0.1", "schema": 1})
     lock = acquire_daemon_lock(sock_dir / "s.sock")
     server.start()
-    spawn = [sys.executable, "-c", textwrap.dedent(f"""
+    spawn = [
+        sys.executable,
+        "-c",
+        textwrap.dedent(f"""
         import sys; sys.path.insert(0, {str(REPO)!r})
         from engram.server.rpc_server import RpcServer
         from engram.server.rpc import acquire_daemon_lock
-        lock = acquire_daemon_lock({str(sock_dir / 's.sock')!r})
-        s = RpcServer({str(sock_dir / 's.sock')!r}, lambda m, p, peer: "new", hello={{"version": "0.2.0"}})
+        lock = acquire_daemon_lock({str(sock_dir / "s.sock")!r})
+        s = RpcServer({str(sock_dir / "s.sock")!r}, lambda m, p, peer: "new", hello={{"version": "0.2.0"}})
         # Not a wait: the new server lives until the test kills it, 20 s at most if it never does.
         s.start(); import time; time.sleep(20)
-    """)]
+    """),
+    ]
     client = RpcClient(sock_dir / "s.sock", client="t", version="0.2.0", spawn=spawn)
     try:
         assert client.call("health") == "new"

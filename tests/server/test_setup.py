@@ -24,8 +24,15 @@ REPO = Path(__file__).resolve().parents[2]
 
 def run_setup(home: Path, *argv: str, **env: str) -> subprocess.CompletedProcess:
     e = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **env}
-    return subprocess.run([sys.executable, "-m", "engram.setup_command", *argv], capture_output=True, text=True,
-                          env=e, cwd=REPO, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "engram.setup_command", *argv],
+        capture_output=True,
+        text=True,
+        env=e,
+        cwd=REPO,
+        timeout=600,
+        check=False,
+    )
 
 
 def test_offline_without_the_model_says_what_to_install(tmp_path):
@@ -100,11 +107,14 @@ def daemon_home(eng):
     home = Path(tempfile.mkdtemp(prefix="egs", dir="/tmp"))
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     api = Api(eng)
-    server = RpcServer(settings.socket_path,
-                       lambda method, params, peer: api.call(
-                           method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid)),
-                       on_disconnect=lambda peer, clean: eng.end_session(peer.session_id, clean),
-                       hello={"version": __version__})  # this version's, as the real daemon: not replaced
+    server = RpcServer(
+        settings.socket_path,
+        lambda method, params, peer: api.call(
+            method, params, Ctx(peer.session_id, peer.user_id, peer.client, peer.pid)
+        ),
+        on_disconnect=lambda peer, clean: eng.end_session(peer.session_id, clean),
+        hello={"version": __version__},
+    )  # this version's, as the real daemon: not replaced
     server.start()
     yield settings
     server.shutdown()
@@ -135,6 +145,7 @@ def test_full_setup_with_the_packaged_model(tmp_path):
     assert report["mcp"]["json"]["mcpServers"]["engram"]["env"] == {"ENGRAM_HOME": str(tmp_path)}
     # No trace of the probe: no memory, no session.
     from datetime import UTC, datetime
+
     store = Store(tmp_path / "memories.duckdb", datetime.now(UTC))
     try:
         assert store.count("memories") == 0 and store.count("sessions") == 0
@@ -147,11 +158,11 @@ def test_full_setup_with_the_packaged_model(tmp_path):
     assert "claude mcp add engram" in r.stdout and '"mcpServers"' in r.stdout
 
 
-
 @pytest.mark.model
 @pytest.mark.duckdb_only
 def test_the_first_setup_of_an_older_store_offers_a_scrub_once(tmp_path):
     from datetime import UTC, datetime
+
     Store(tmp_path / "memories.duckdb", datetime.now(UTC)).close()  # a store an older release made
     first = run_setup(tmp_path, "--skip-selfcheck")
     assert first.returncode == 0, first.stderr

@@ -32,8 +32,15 @@ def engram(home: Path, *argv: str, url: str | None = None) -> subprocess.Complet
     """`engram ARGV` as a command; ENGRAM_DATABASE_URL is `url` or unset (whatever the backend run)."""
     env = {k: v for k, v in os.environ.items() if k != "ENGRAM_DATABASE_URL"}
     env |= {"ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1", **({"ENGRAM_DATABASE_URL": url} if url else {})}
-    return subprocess.run([sys.executable, "-m", "engram", *argv], capture_output=True, text=True, env=env,
-                          cwd=REPO, timeout=300, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "engram", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=300,
+        check=False,
+    )
 
 
 def count_memories(path_or_url: str | Path) -> int:
@@ -62,13 +69,20 @@ def test_store_identity_names_where_the_rows_are_and_never_the_password(tmp_path
     assert store_identity(url) == "postgresql://alice@db.example.com:5432/engram"
     # Spellings of the same database are one store: scheme alias, default port, a changed
     # password, connection options that do not pick the database.
-    same = ["postgres://alice@db.example.com:5432/engram", "postgresql://alice:new-pw@db.example.com/engram",
-            "postgresql://alice@db.example.com/engram?sslmode=require&connect_timeout=5",
-            "postgresql://db.example.com/engram?user=alice&password=hunter2"]
+    same = [
+        "postgres://alice@db.example.com:5432/engram",
+        "postgresql://alice:new-pw@db.example.com/engram",
+        "postgresql://alice@db.example.com/engram?sslmode=require&connect_timeout=5",
+        "postgresql://db.example.com/engram?user=alice&password=hunter2",
+    ]
     assert {store_identity(u) for u in same} == {store_identity(url)}
-    for other in ["postgresql://alice@db.example.com/engram2", "postgresql://bob@db.example.com/engram",
-                  "postgresql://alice@db.example.com:5433/engram", "postgresql://alice@replica/engram",
-                  "postgresql://alice@db.example.com/x?dbname=engram2"]:
+    for other in [
+        "postgresql://alice@db.example.com/engram2",
+        "postgresql://bob@db.example.com/engram",
+        "postgresql://alice@db.example.com:5433/engram",
+        "postgresql://alice@replica/engram",
+        "postgresql://alice@db.example.com/x?dbname=engram2",
+    ]:
         assert store_identity(other) != store_identity(url), other
     sock = store_identity("postgresql://postgres:pw@/postgres?host=/tmp/pg1&password=pw")
     assert sock == "postgresql://postgres@:5432/postgres?host=/tmp/pg1" and "pw@" not in sock
@@ -133,18 +147,28 @@ def test_a_daemon_on_a_database_refuses_the_file_and_other_databases(model_home,
         assert r.returncode == 0, r.stderr
         serves = store_identity(url)
         refused(engram(model_home, "remember", "Meant for the file"), serves, str(file.resolve()))
-        refused(engram(model_home, "--database-url", other, "remember", "Meant for the other database"),
-                serves, store_identity(other))
+        refused(
+            engram(model_home, "--database-url", other, "remember", "Meant for the other database"),
+            serves,
+            store_identity(other),
+        )
         # The same database spelt otherwise (another password, an option) is the same store.
         respelt = pg_url.replace("postgres:@", "postgres:another@", 1) + "&connect_timeout=7"
-        r = engram(model_home, "--json", "--database-url", respelt, "remember",
-                   "The deploy window is Thursday 14:00 UTC")
+        r = engram(
+            model_home, "--json", "--database-url", respelt, "remember", "The deploy window is Thursday 14:00 UTC"
+        )
         assert r.returncode == 0, r.stderr
         # engram-setup's self-check through the daemon is refused as well (it writes a probe).
         env = {k: v for k, v in os.environ.items() if k != "ENGRAM_DATABASE_URL"}
-        s = subprocess.run([sys.executable, "-m", "engram.setup_command", "--home", str(model_home), "--json"],
-                           capture_output=True, text=True, env={**env, "HF_HUB_OFFLINE": "1"}, cwd=REPO,
-                           timeout=300, check=False)
+        s = subprocess.run(
+            [sys.executable, "-m", "engram.setup_command", "--home", str(model_home), "--json"],
+            capture_output=True,
+            text=True,
+            env={**env, "HF_HUB_OFFLINE": "1"},
+            cwd=REPO,
+            timeout=300,
+            check=False,
+        )
         assert s.returncode == 1, s.stdout + s.stderr
         report = json.loads(s.stdout)
         assert report["ok"] is False and f"serves {serves}, not {file.resolve()}" in report["error"]

@@ -47,8 +47,10 @@ def digest(p: Path) -> str:
 def store_with_rows(tmp_path, fake):
     home = tmp_path / "home"
     eng = file_engram(home, fake)
-    ids = [eng.store(f"Fact {i}: the {w} service listens on port {7000 + i}").memory.id
-           for i, w in enumerate(["billing", "search", "auth", "kite", "turbine"])]
+    ids = [
+        eng.store(f"Fact {i}: the {w} service listens on port {7000 + i}").memory.id
+        for i, w in enumerate(["billing", "search", "auth", "kite", "turbine"])
+    ]
     yield eng, home, ids
     eng.close()
 
@@ -83,7 +85,7 @@ def test_check_refuses_a_bad_backup(store_with_rows, tmp_path, damage):
     if damage == "truncated":
         bad.write_bytes(data[: len(data) - 5000])
     elif damage == "garbled":
-        bad.write_bytes(data[:12288 + 262144] + os.urandom(len(data) - 12288 - 2 * 262144) + data[-262144:])
+        bad.write_bytes(data[: 12288 + 262144] + os.urandom(len(data) - 12288 - 2 * 262144) + data[-262144:])
     elif damage == "empty":
         bad.write_bytes(b"")
     else:
@@ -123,8 +125,9 @@ def test_rotation_keeps_the_newest_dailies_and_never_a_manual_backup(tmp_path):
         (folder / n).write_bytes(b"x")
     removed = rotate(db, 2)
     assert sorted(Path(p).name for p in removed) == sorted(names[:3])
-    assert sorted(p.name for p in folder.iterdir()) == sorted([*names[3:], "memories-20250101T000000000Z.duckdb",
-                                                               "notes.txt"])
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [*names[3:], "memories-20250101T000000000Z.duckdb", "notes.txt"]
+    )
 
 
 def test_maintenance_takes_one_daily_backup_a_day(tmp_path, fake):
@@ -140,10 +143,12 @@ def test_maintenance_takes_one_daily_backup_a_day(tmp_path, fake):
     off.close()
 
 
-@pytest.mark.parametrize("damage", ["truncated-half", "truncated-block", "truncated-odd", "garbled-header",
-                                    "garbled-blocks", "zeros"])
+@pytest.mark.parametrize(
+    "damage", ["truncated-half", "truncated-block", "truncated-odd", "garbled-header", "garbled-blocks", "zeros"]
+)
 def test_a_damaged_store_is_refused_untouched_naming_the_backup(store_with_rows, fake, damage):
     from benchmarks.faults import damage as spoil
+
     eng, home, _ = store_with_rows
     backup = take_backup(eng)["path"]
     eng.close()
@@ -179,12 +184,18 @@ def test_cli_backup_and_restore(tmp_path):
     """`engram backup` through a daemon (the fake one), then `engram restore` stops it and swaps."""
     from benchmarks.faults import _env, _start, _stop
     from benchmarks.reliability import REPO
+
     home = tmp_path / "home"
     _start(home, REPO)
     try:
         env = _env(REPO, home)
-        run = lambda *a: subprocess.run([sys.executable, "-m", "engram", "--home", str(home), *a], env=env,  # noqa: E731
-                                        capture_output=True, text=True, timeout=300)
+        run = lambda *a: subprocess.run(  # noqa: E731
+            [sys.executable, "-m", "engram", "--home", str(home), *a],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert run("remember", "the staging database is on port 5433").returncode == 0
         r = run("backup")
         assert r.returncode == 0, r.stderr
@@ -196,7 +207,8 @@ def test_cli_backup_and_restore(tmp_path):
         assert "previous file kept" in r.stdout
         con = duckdb.connect(str(home / "memories.duckdb"), read_only=True)
         assert [x[0] for x in con.execute("SELECT content FROM memories").fetchall()] == [
-            "the staging database is on port 5433"]
+            "the staging database is on port 5433"
+        ]
         con.close()
         bad = run("restore", str(tmp_path / "nope.duckdb"))
         assert bad.returncode == 1 and "no such backup file" in bad.stderr
@@ -206,18 +218,25 @@ def test_cli_backup_and_restore(tmp_path):
 
 def test_setup_reports_the_latest_backup(store_with_rows):
     from engram.setup_command import _describe, backup_status
+
     eng, home, _ = store_with_rows
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     assert backup_status(settings)["latest"] is None
     path = take_backup(eng)["path"]
     status = backup_status(settings)
     assert status["latest"] == path and status["keep"] == 7 and status["age_hours"] < 1
-    pg = backup_status(Settings.from_env({"ENGRAM_HOME": str(home),
-                                          "ENGRAM_DATABASE_URL": "postgresql://u@localhost/engram"}))
+    pg = backup_status(
+        Settings.from_env({"ENGRAM_HOME": str(home), "ENGRAM_DATABASE_URL": "postgresql://u@localhost/engram"})
+    )
     assert "pg_dump" in pg["advice"]
-    report = {"model": {"name": "m", "source": "s"}, "extensions": [], "selfcheck": None, "backups": status,
-              "database": {"path": eng.path, "created": False, "schema_version": SCHEMA_VERSION},
-              "mcp": {"claude_code": "x", "hooks": "y", "json": {}}}
+    report = {
+        "model": {"name": "m", "source": "s"},
+        "extensions": [],
+        "selfcheck": None,
+        "backups": status,
+        "database": {"path": eng.path, "created": False, "schema_version": SCHEMA_VERSION},
+        "mcp": {"claude_code": "x", "hooks": "y", "json": {}},
+    }
     assert f"backups     latest {path}" in _describe(report)
 
 
@@ -229,6 +248,7 @@ def test_a_checkpoint_that_finds_the_disk_full_reopens_the_store(tmp_path):
 
     from engram.core.errors import DiskFull
     from engram.store.db import Store
+
     mnt = tmp_path / "fs"
     mnt.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(mnt)], check=True)

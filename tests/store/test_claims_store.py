@@ -14,14 +14,28 @@ from tests.conftest import START, memory_path
 
 
 def _session(store, sid: str, at=START, status: str = "active") -> None:
-    store.upsert_session(Session(id=sid, user_id="u", client="stdio", pid=None, status=status, started_at=at,
-                                 last_heartbeat=at, ended_at=None, task_id=None, outcome=None,
-                                 outcome_notes=None, reported=False))
+    store.upsert_session(
+        Session(
+            id=sid,
+            user_id="u",
+            client="stdio",
+            pid=None,
+            status=status,
+            started_at=at,
+            last_heartbeat=at,
+            ended_at=None,
+            task_id=None,
+            outcome=None,
+            outcome_notes=None,
+            reported=False,
+        )
+    )
 
 
 def _task(store, tid: str = "t-1") -> None:
-    store.insert_task(Task(id=tid, name="n", goal="", status="open", metadata={}, user_id="u",
-                           created_at=START, updated_at=START))
+    store.insert_task(
+        Task(id=tid, name="n", goal="", status="open", metadata={}, user_id="u", created_at=START, updated_at=START)
+    )
 
 
 @pytest.fixture

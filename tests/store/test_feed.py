@@ -105,8 +105,9 @@ def test_reads_ask_the_feed_at_most_every_poll_interval(pair, monkeypatch):
     a.store("The build cache lives on the second disk")
     assert b.recall("build cache second disk") == []  # within the interval: not asked again
     b.indexes.feed_checked -= 3601.0  # the interval has passed
-    assert [h.memory.content for h in b.recall("build cache second disk")] == \
-        ["The build cache lives on the second disk"]
+    assert [h.memory.content for h in b.recall("build cache second disk")] == [
+        "The build cache lives on the second disk"
+    ]
 
 
 def test_a_write_resolves_against_a_memory_another_server_stored_a_moment_ago(pair, monkeypatch):
@@ -139,10 +140,15 @@ def test_updates_supersessions_and_deletions_reach_the_other_server(pair, always
 def test_every_server_ranks_as_one_built_from_the_rows(pair, always, settings, fake, clock):
     """Interleaved writes on both servers leave each with the index a fresh server builds."""
     a, b = pair
-    texts = ["Postgres runs on port 5432 in staging", "Redis caches session tokens for an hour",
-             "The deploy pipeline runs on every merge to main", "Backups are written to S3 nightly",
-             "The search service indexes documents every ten minutes",
-             "Alerts go to the on-call phone after five minutes", "Postgres replicas lag by a second"]
+    texts = [
+        "Postgres runs on port 5432 in staging",
+        "Redis caches session tokens for an hour",
+        "The deploy pipeline runs on every merge to main",
+        "Backups are written to S3 nightly",
+        "The search service indexes documents every ten minutes",
+        "Alerts go to the on-call phone after five minutes",
+        "Postgres replicas lag by a second",
+    ]
     for i, t in enumerate(texts):
         (a if i % 2 else b).store(t, importance=0.3 + 0.1 * i)
     a.recall("postgres port")  # a recall reinforces: another change to carry
@@ -160,9 +166,16 @@ def test_meeting_its_own_writes_in_the_feed_changes_nothing(pair, monkeypatch):
     a, _ = pair
     monkeypatch.setattr(indexes_mod, "FEED_POLL_S", 3600.0)
     a.catch_up(force=True)
-    a.store_many([{"content": t} for t in ("Grafana dashboards live in the ops folder",
-                                           "Grafana alerts page the on-call",
-                                           "The ops folder is backed up weekly")])
+    a.store_many(
+        [
+            {"content": t}
+            for t in (
+                "Grafana dashboards live in the ops folder",
+                "Grafana alerts page the on-call",
+                "The ops folder is backed up weekly",
+            )
+        ]
+    )
     before, rows = ranking(a, "grafana ops"), a.index.n
     assert a.catch_up(force=True) == 3  # its own writes come back from the feed
     assert a.index.n == rows and len(a.index) == 3 and ranking(a, "grafana ops") == before
@@ -175,6 +188,7 @@ def test_a_duckdb_file_has_an_empty_feed_and_reads_nothing_for_it(eng, monkeypat
 
     def unexpected(ids):
         raise AssertionError("index_rows read with an empty feed")
+
     monkeypatch.setattr(eng.store_db, "index_rows", unexpected)
     assert eng.catch_up(force=True) == 0
     assert eng.recall("one process writes")[0].memory.id == m.id

@@ -33,17 +33,38 @@ def plant(api: Api, clock, tmp_path: Path) -> None:
             return api.call(op, kw, ctx)
 
         task = call("create_task", name=f"{user}'s billing rewrite", goal="ship invoices v2")["task_id"]
-        firsts[user] = call("store_memory", content=f"{user}: invoices are generated nightly at 02:00 UTC",
-                     task_id=task, tags=["billing"], importance=0.8)["memory_id"]
-        for i, text in enumerate(["the ledger table is append-only", "refunds go through Stripe",
-                                  "tax rates live in config/tax.yaml", "the staging database is Postgres 16",
-                                  "deploys happen from the main branch", "on-call rotates every Monday"]):
+        firsts[user] = call(
+            "store_memory",
+            content=f"{user}: invoices are generated nightly at 02:00 UTC",
+            task_id=task,
+            tags=["billing"],
+            importance=0.8,
+        )["memory_id"]
+        for i, text in enumerate(
+            [
+                "the ledger table is append-only",
+                "refunds go through Stripe",
+                "tax rates live in config/tax.yaml",
+                "the staging database is Postgres 16",
+                "deploys happen from the main branch",
+                "on-call rotates every Monday",
+            ]
+        ):
             call("store_memory", content=f"{user}: {text}", pinned=i == 0, task_id=task if i % 2 else None)
-        call("track_failure", error="invoice PDF timed out", component="pdf-renderer", task_id=task,
-             root_cause="fonts loaded per page")
+        call(
+            "track_failure",
+            error="invoice PDF timed out",
+            component="pdf-renderer",
+            task_id=task,
+            root_cause="fonts loaded per page",
+        )
         call("track_progress", feature="invoice PDFs", status="in_progress", completion=0.4, task_id=task)
-        call("session_handoff", summary=f"{user} stopped at the PDF renderer", task_id=task,
-             next_steps=["cache the fonts", "add a PDF test"])
+        call(
+            "session_handoff",
+            summary=f"{user} stopped at the PDF renderer",
+            task_id=task,
+            next_steps=["cache the fonts", "add a PDF test"],
+        )
         call("session_outcome", outcome="success")
         clock.advance(minutes=5)
     api.call("report_interruption", {"reason": "rate_limit", "task_id": None}, Ctx("s-bob-2", "bob", "test"))
@@ -54,8 +75,9 @@ def plant(api: Api, clock, tmp_path: Path) -> None:
     api.call("consolidate_memory", {"apply": True}, Ctx("s-alice", "alice", "test"))
     for user, mid in firsts.items():  # after the upkeep, which prunes old superseded versions
         ctx = Ctx(f"s-{user}", user, "test")
-        api.call("update_memory", {"memory_id": mid, "content": f"{user}: invoices are generated nightly at 03:00 UTC"},
-                 ctx)
+        api.call(
+            "update_memory", {"memory_id": mid, "content": f"{user}: invoices are generated nightly at 03:00 UTC"}, ctx
+        )
         api.call("store_memory", {"content": "The API timeout is 30 seconds."}, ctx)
         clock.advance(days=2)
         assert api.call("store_memory", {"content": "The API timeout is 60 seconds."}, ctx)["action"] == "replace"
@@ -70,11 +92,15 @@ def plant(api: Api, clock, tmp_path: Path) -> None:
 def rows(eng: Engram) -> dict:
     """Everything a store holds, read through the MemoryStore interface."""
     db = eng.store_db
-    return {"memories": {m.id: (m, blob) for m, blob in db.iter_memory_rows()},
-            "events": db.events_by_memory(), "tasks": db.all_tasks(),
-            "sessions": db.sessions_with_counts(), "edges": db.user_edges(),
-            "keys": db.list_keys(None),
-            "meta": {k: v for k, v in db.meta_items().items() if k not in NOT_COPIED_META}}
+    return {
+        "memories": {m.id: (m, blob) for m, blob in db.iter_memory_rows()},
+        "events": db.events_by_memory(),
+        "tasks": db.all_tasks(),
+        "sessions": db.sessions_with_counts(),
+        "edges": db.user_edges(),
+        "keys": db.list_keys(None),
+        "meta": {k: v for k, v in db.meta_items().items() if k not in NOT_COPIED_META},
+    }
 
 
 def assert_same_store(src: dict, dst: dict) -> None:
@@ -100,8 +126,7 @@ def assert_same_store(src: dict, dst: dict) -> None:
 @pytest.fixture
 def source(tmp_path, settings, fake, clock):
     """A DuckDB file holding two users' everything (the source of a migration)."""
-    eng = Engram(tmp_path / "source.duckdb", settings=replace(settings, database_url=""), embedder=fake,
-                 clock=clock)
+    eng = Engram(tmp_path / "source.duckdb", settings=replace(settings, database_url=""), embedder=fake, clock=clock)
     api = Api(eng)
     plant(api, clock, tmp_path)
     yield api
@@ -139,9 +164,11 @@ def migrate_and_compare(source: Api, target: str) -> dict:
         # The copy answers as the source does: recall, tasks, keys.
         for user in ("alice", "bob"):
             q = "when are invoices generated"
-            assert [h.memory.id for h in copy.recall(q, user_id=user, reinforce=False)] == \
-                [h.memory.id for h in source.eng.recall(q, user_id=user, reinforce=False)]
+            assert [h.memory.id for h in copy.recall(q, user_id=user, reinforce=False)] == [
+                h.memory.id for h in source.eng.recall(q, user_id=user, reinforce=False)
+            ]
         from engram.admin import keys
+
         assert keys.keys_in_use(copy)
     finally:
         copy.close()
@@ -166,10 +193,13 @@ def test_a_target_with_rows_is_refused_unless_forced(source, tmp_path):
     assert forced["copied"]["memories"] == source.eng.store_db.table_counts()["memories"] + 1
 
 
-@pytest.mark.parametrize("target, message", [
-    ("mysql://db/x", "not a database engram knows"),
-    ("", "target must be"),
-])
+@pytest.mark.parametrize(
+    "target, message",
+    [
+        ("mysql://db/x", "not a database engram knows"),
+        ("", "target must be"),
+    ],
+)
 def test_bad_targets_are_refused(source, target, message):
     with pytest.raises(EngramError, match=message):
         source.call("migrate_store", {"target": target}, ADMIN)
@@ -183,6 +213,7 @@ def test_the_source_itself_is_refused(source):
 def test_a_copy_that_differs_is_reported(source, tmp_path, monkeypatch):
     """The check can fail: a copy that lost a row is refused by name."""
     from engram.admin import export_import as transfer
+
     real = transfer.import_jsonl
 
     def lossy(eng, path, **kw):
@@ -228,8 +259,9 @@ def test_export_and_import_between_the_backends_both_ways(source, tmp_path, pg_u
         export_jsonl(pg, back)
     finally:
         pg.close()
-    again = Engram(tmp_path / "again.duckdb", settings=source.eng.settings, embedder=source.eng.embedder,
-                   clock=source.eng.clock)
+    again = Engram(
+        tmp_path / "again.duckdb", settings=source.eng.settings, embedder=source.eng.embedder, clock=source.eng.clock
+    )
     try:
         import_jsonl(again, back)
         returned = rows(again)
@@ -250,14 +282,24 @@ REPO = Path(__file__).resolve().parents[2]
 def run_engram(home: Path, *argv: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "ENGRAM_HOME": str(home), "HF_HUB_OFFLINE": "1"}
     env.pop("ENGRAM_DATABASE_URL", None)
-    return subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True, text=True,
-                          env=env, cwd=home, timeout=300, check=False)  # outside any project (docs/projects.md)
+    return subprocess.run(
+        [sys.executable, "-m", "engram.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=home,
+        timeout=300,
+        check=False,
+    )  # outside any project (docs/projects.md)
 
 
 @pytest.mark.model
 def test_migrate_as_a_command(model_home, tmp_path, real_embedder, settings):
-    for text in ("The release train leaves every second Tuesday", "Feature flags live in LaunchDarkly",
-                 "The API gateway is Envoy with a Lua filter for auth"):
+    for text in (
+        "The release train leaves every second Tuesday",
+        "Feature flags live in LaunchDarkly",
+        "The API gateway is Envoy with a Lua filter for auth",
+    ):
         assert run_engram(model_home, "remember", text).returncode == 0
     assert run_engram(model_home, "keys", "create", "--user", "alice").returncode == 0
     target = tmp_path / "moved.duckdb"

@@ -28,19 +28,40 @@ psycopg = pytest.importorskip("psycopg", reason="PostgreSQL tests need psycopg")
 
 def _store(url):
     from engram.store.pg import PgStore
+
     return PgStore(url, START)
 
 
 def _memory(mid: str, content: str = "a fact") -> Memory:
-    return Memory(id=mid, content=content, memory_type="fact", importance=0.5, recall_count=0,
-                  created_at=START, last_recalled_at=None, user_id="u", task_id=None, session_id=None,
-                  tags=("x",), metadata={}, provenance=(), status="active", valid_from=START,
-                  valid_to=None, supersedes=None, superseded_by=None, pinned=False, updated_at=START,
-                  conversation=None, stability=None)
+    return Memory(
+        id=mid,
+        content=content,
+        memory_type="fact",
+        importance=0.5,
+        recall_count=0,
+        created_at=START,
+        last_recalled_at=None,
+        user_id="u",
+        task_id=None,
+        session_id=None,
+        tags=("x",),
+        metadata={},
+        provenance=(),
+        status="active",
+        valid_from=START,
+        valid_to=None,
+        supersedes=None,
+        superseded_by=None,
+        pinned=False,
+        updated_at=START,
+        conversation=None,
+        stability=None,
+    )
 
 
 def test_url_password_never_shown():
     from engram.store.pg import redact_url
+
     assert redact_url("postgresql://bob:s3cret@db.example:5432/engram") == "postgresql://bob@db.example:5432/engram"
     assert redact_url("postgres://db/engram?password=s3cret&sslmode=require") == "postgres://db/engram?sslmode=require"
     assert redact_url("postgresql://bob@/engram?host=/tmp/x") == "postgresql://bob@/engram?host=/tmp/x"
@@ -48,6 +69,7 @@ def test_url_password_never_shown():
 
 def test_unreachable_server_is_a_clear_error_without_the_password():
     from engram.store import open_store
+
     url = "postgresql://bob:s3cret@127.0.0.1:1/engram?connect_timeout=2"
     with pytest.raises(DatabaseUnavailable, match=r"cannot connect to postgresql://bob@127\.0\.0\.1:1/engram") as e:
         open_store(url, START)
@@ -67,6 +89,7 @@ def test_a_missing_database_names_it(pg_server):
 
 def test_the_ledger_records_each_version_once(pg_url):
     from engram.store.pg import PgStore
+
     s = PgStore(pg_url, START)  # the template was migrated: nothing to apply
     assert s.migrated == [] and s.schema_version() == len(PG_MIGRATIONS)
     s.close()
@@ -86,12 +109,18 @@ def test_servers_starting_at_once_migrate_once(pg_server):
     """Four processes open one empty database at the same moment: each version is applied by
     exactly one of them (the advisory lock), and every one of them opens at the latest."""
     url = pg_server.new_database(migrated=False)
-    code = ("import sys, json; from tests.conftest import START; from engram.store.pg import PgStore; "
-            "sys.stdin.readline(); s = PgStore(sys.argv[1], START); "
-            "print(json.dumps([s.migrated, s.schema_version()])); s.close()")
+    code = (
+        "import sys, json; from tests.conftest import START; from engram.store.pg import PgStore; "
+        "sys.stdin.readline(); s = PgStore(sys.argv[1], START); "
+        "print(json.dumps([s.migrated, s.schema_version()])); s.close()"
+    )
     try:
-        procs = [subprocess.Popen([sys.executable, "-c", code, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  text=True, cwd=REPO) for _ in range(4)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
+            )
+            for _ in range(4)
+        ]
         for p in procs:  # all imported and waiting: release them together
             p.stdin.write("go\n")
             p.stdin.flush()
@@ -110,8 +139,10 @@ def test_the_change_feed_never_skips_a_write_committed_late(pg_url):
     reader, writer = _store(pg_url), _store(pg_url)
     mark = reader.change_mark()
     with psycopg.connect(pg_url) as a:  # not autocommit: one open transaction
-        a.execute("INSERT INTO memories (id, content, memory_type, importance, created_at, user_id, status) "
-                  "VALUES ('early', 'x', 'fact', 0.5, now(), 'u', 'active')")
+        a.execute(
+            "INSERT INTO memories (id, content, memory_type, importance, created_at, user_id, status) "
+            "VALUES ('early', 'x', 'fact', 0.5, now(), 'u', 'active')"
+        )
         writer.insert_memory(_memory("late"), np.ones(4, dtype=np.float32))  # commits at once
         mark, ids, edges = reader.changes_since(mark)
         assert "early" not in ids and not edges  # still in flight: invisible
@@ -258,8 +289,13 @@ def test_engram_setup_checks_and_migrates_a_database(pg_server, model_home):
     env = {**os.environ, "ENGRAM_HOME": str(model_home), "HF_HUB_OFFLINE": "1"}
     env.pop("ENGRAM_DATABASE_URL", None)
     try:
-        run = subprocess.run([sys.executable, "-m", "engram.setup_command", "--database-url", url, "--json"],
-                             capture_output=True, text=True, env=env, timeout=300)
+        run = subprocess.run(
+            [sys.executable, "-m", "engram.setup_command", "--database-url", url, "--json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert run.returncode == 0, run.stderr
         report = json.loads(run.stdout)
         pg = report["postgres"]
@@ -267,14 +303,28 @@ def test_engram_setup_checks_and_migrates_a_database(pg_server, model_home):
         assert pg["pgvector"] and pg["server_version"].startswith("18")
         assert report["database"]["via"] == "postgres" and report["selfcheck"]["ok"]
         assert report["mcp"]["env"]["ENGRAM_DATABASE_URL"] == url
-        again = subprocess.run([sys.executable, "-m", "engram.setup_command", "--database-url", url,
-                                "--skip-selfcheck"],
-                               capture_output=True, text=True, env=env, timeout=300)
+        again = subprocess.run(
+            [sys.executable, "-m", "engram.setup_command", "--database-url", url, "--skip-selfcheck"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert again.returncode == 0, again.stderr
         assert f"schema v{len(PG_MIGRATIONS)}" in again.stdout and "migrated" not in again.stdout
-        bad = subprocess.run([sys.executable, "-m", "engram.setup_command", "--database-url",
-                              "postgresql://bob:s3cret@127.0.0.1:1/x?connect_timeout=2"],
-                             capture_output=True, text=True, env=env, timeout=120)
+        bad = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "engram.setup_command",
+                "--database-url",
+                "postgresql://bob:s3cret@127.0.0.1:1/x?connect_timeout=2",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
         assert bad.returncode == 1 and "cannot connect to postgresql://bob@127.0.0.1:1/x" in bad.stderr
         assert "s3cret" not in bad.stderr
     finally:
@@ -332,6 +382,7 @@ def test_the_servers_word_for_a_lost_connection_counts_before_the_socket_closes(
     """A shutdown's FATAL (57P01) can be read while the connection still looks open: that is a
     lost connection too; a cancelled statement (57014) on a live connection is not."""
     from engram.store.pg import _lost
+
     with psycopg.connect(pg_url, autocommit=True) as con:
         assert not con.broken
         assert _lost(con, psycopg.errors.AdminShutdown()) and _lost(con, psycopg.errors.CannotConnectNow())
@@ -348,8 +399,11 @@ def test_missing_pgvector_that_cannot_be_created_is_named(pg_server):
         con.execute(f"CREATE ROLE {role} LOGIN")
     try:
         as_role = url.replace("postgres:@", f"{role}:pw@", 1)
-        with pytest.raises(DatabaseUnavailable, match=rf"{role}@.*the pgvector extension is missing and cannot be "
-                                                      r"created .*permission denied"):
+        with pytest.raises(
+            DatabaseUnavailable,
+            match=rf"{role}@.*the pgvector extension is missing and cannot be "
+            r"created .*permission denied",
+        ):
             _store(as_role)
     finally:
         pg_server.drop(url)

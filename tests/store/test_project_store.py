@@ -40,6 +40,7 @@ def _old_store(tmp_path, backend, pg_server_or_none) -> str:
     if backend == "postgres":
         from engram.store.pg import connect
         from engram.store.pg import migrate as pg_migrate
+
         url = pg_server_or_none.new_database(migrated=False)
         con = connect(url)
         pg_migrate(con, START, target=BEFORE_PROJECTS)
@@ -81,8 +82,17 @@ def test_a_store_from_before_projects_keeps_every_memory_visible(tmp_path, setti
 
 
 def _task(tid: str, project: str | None, at) -> Task:
-    return Task(id=tid, name=tid, goal="", status="open", metadata={}, user_id="default",
-                created_at=at, updated_at=at, project=project)
+    return Task(
+        id=tid,
+        name=tid,
+        goal="",
+        status="open",
+        metadata={},
+        user_id="default",
+        created_at=at,
+        updated_at=at,
+        project=project,
+    )
 
 
 def test_list_tasks_filters_by_scope_in_the_query(eng):
@@ -99,8 +109,11 @@ def test_list_tasks_filters_by_scope_in_the_query(eng):
 
 
 def test_failures_and_interruptions_are_scoped_in_the_query(eng):
-    for project, text in (("p/a", "Failure in cache: stale key in A"), ("p/b", "Failure in cache: stale key in B"),
-                          (None, "Failure in cache: stale key everywhere")):
+    for project, text in (
+        ("p/a", "Failure in cache: stale key in A"),
+        ("p/b", "Failure in cache: stale key in B"),
+        (None, "Failure in cache: stale key everywhere"),
+    ):
         eng.store(text, memory_type="failure", tags=["component:cache"], project=project)
     db = eng.store_db
     seen = lambda scope: sorted(m.content[-1] for m in db.active_failures_tagged("default", "component:cache", scope))  # noqa: E731
@@ -108,9 +121,24 @@ def test_failures_and_interruptions_are_scoped_in_the_query(eng):
     assert len(db.active_failures_tagged("default", "component:cache", EVERY_PROJECT)) == 3
     assert db.active_failure_tags("default", "component:", Scope("p/zzz")) == ["component:cache"]  # the global one
     for sid, project in (("s-a", "p/a"), ("s-b", "p/b")):
-        db.upsert_session(Session(id=sid, user_id="default", client="stdio", pid=None, status="interrupted",
-                                  started_at=START, last_heartbeat=START, ended_at=START, task_id=None,
-                                  outcome=None, outcome_notes=None, reported=False, project=project, branch="main"))
+        db.upsert_session(
+            Session(
+                id=sid,
+                user_id="default",
+                client="stdio",
+                pid=None,
+                status="interrupted",
+                started_at=START,
+                last_heartbeat=START,
+                ended_at=START,
+                task_id=None,
+                outcome=None,
+                outcome_notes=None,
+                reported=False,
+                project=project,
+                branch="main",
+            )
+        )
     later = START + timedelta(days=1)
     assert [s.id for s in db.unreported_interruptions("default", later, None, Scope("p/a"))] == ["s-a"]
     assert [s.id for s in db.unreported_interruptions("default", later, None, NO_PROJECT)] == []

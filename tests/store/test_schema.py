@@ -26,9 +26,11 @@ def _duckdb_columns(target: int) -> dict[str, set[str]]:
 
 def _pg_columns(url: str) -> dict[str, set[str]]:
     import psycopg
+
     with psycopg.connect(url) as con:
-        rows = con.execute("SELECT table_name, column_name FROM information_schema.columns "
-                           "WHERE table_schema = 'public'").fetchall()
+        rows = con.execute(
+            "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
+        ).fetchall()
     out: dict[str, set[str]] = {}
     for t, c in rows:
         if t not in PG_ONLY_TABLES:
@@ -39,6 +41,7 @@ def _pg_columns(url: str) -> dict[str, set[str]]:
 def test_both_lists_make_the_same_tables_and_columns_at_every_version(pg_server):
     from engram.store.pg import connect
     from engram.store.pg import migrate as pg_migrate
+
     url = pg_server.new_database(migrated=False)
     try:
         con = connect(url)
@@ -53,6 +56,7 @@ def test_both_lists_make_the_same_tables_and_columns_at_every_version(pg_server)
 @pytest.mark.parametrize("table", PG_ONLY_TABLES)
 def test_postgres_only_tables_exist(pg_url, table):
     import psycopg
+
     with psycopg.connect(pg_url) as con:
         assert con.execute("SELECT to_regclass(%s)", [table]).fetchone()[0] == table
 
@@ -62,19 +66,29 @@ def test_a_new_store_has_the_declared_memory_columns_in_order(pg_server):
     from engram.store.pg import connect
     from engram.store.pg import migrate as pg_migrate
     from engram.store.rows import MEMORY_TABLE
+
     want = [c.name for c in MEMORY_TABLE]
     con = duckdb.connect(":memory:")
     migrate(con, START)
-    got = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns "
-                                     "WHERE table_name = 'memories' ORDER BY ordinal_position").fetchall()]
+    got = [
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'memories' ORDER BY ordinal_position"
+        ).fetchall()
+    ]
     con.close()
     assert got == want
     url = pg_server.new_database(migrated=False)
     try:
         con = connect(url)
         pg_migrate(con, START)
-        got = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                         "table_name = 'memories' ORDER BY ordinal_position").fetchall()]
+        got = [
+            r[0]
+            for r in con.execute(
+                "SELECT column_name FROM information_schema.columns WHERE "
+                "table_name = 'memories' ORDER BY ordinal_position"
+            ).fetchall()
+        ]
         con.close()
         assert got == want
     finally:

@@ -30,9 +30,11 @@ def test_migrate_from_each_older_schema_keeps_data(tmp_path, settings, clock, st
     con = duckdb.connect(str(path))
     migrate(con, START, target=start)
     # A row written by the old schema (v1 columns only).
-    con.execute("INSERT INTO memories (id, content, memory_type, importance, recall_count, created_at, "
-                "user_id, status) VALUES ('old1', 'Legacy fact about the build server.', 'fact', 0.5, 0, "
-                "'2025-01-01', 'default', 'active')")
+    con.execute(
+        "INSERT INTO memories (id, content, memory_type, importance, recall_count, created_at, "
+        "user_id, status) VALUES ('old1', 'Legacy fact about the build server.', 'fact', 0.5, 0, "
+        "'2025-01-01', 'default', 'active')"
+    )
     con.close()
     e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
     assert e.store_db.schema_version() == SCHEMA_VERSION
@@ -51,9 +53,11 @@ def test_stability_migration_keeps_what_recalls_earned(tmp_path, settings, clock
     con = duckdb.connect(str(path))
     migrate(con, START, target=before)
     for mid, mtype, imp, n in (("used", "strategy", 0.8, 3), ("unused", "fact", 0.5, 0)):
-        con.execute("INSERT INTO memories (id, content, memory_type, importance, recall_count, created_at, "
-                    "user_id, status) VALUES (?, ?, ?, ?, ?, '2025-01-01', 'default', 'active')",
-                    [mid, f"Legacy {mid} memory", mtype, imp, n])
+        con.execute(
+            "INSERT INTO memories (id, content, memory_type, importance, recall_count, created_at, "
+            "user_id, status) VALUES (?, ?, ?, ?, ?, '2025-01-01', 'default', 'active')",
+            [mid, f"Legacy {mid} memory", mtype, imp, n],
+        )
     con.close()
     e = Engram(path, settings=settings, embedder=FakeEmbedder(), clock=clock)
     assert e.get("used").stability == pytest.approx(initial_stability("strategy", 0.8) * 1.6)
@@ -73,6 +77,7 @@ def test_newer_schema_is_refused(tmp_path):
 @pytest.mark.duckdb_only
 def test_missing_extension_says_what_to_install(monkeypatch):
     import importlib
+
     real = importlib.import_module
 
     def fake_import(name, *a, **k):
@@ -110,6 +115,7 @@ def test_redaction_patterns(kind):
 
 def test_user_patterns_and_every_write_path(settings, clock):
     from dataclasses import replace
+
     s = replace(settings, redact_patterns=(r"EMP-\d{6}",))
     e = Engram(memory_path(s), settings=s, embedder=FakeEmbedder(), clock=clock)
     secret = SECRETS["openai"]
@@ -121,9 +127,11 @@ def test_user_patterns_and_every_write_path(settings, clock):
     h = e.handoff(f"summary {secret}", next_steps=[f"use {secret}"], task_id=t.id)
     f = e.track_failure(f"error {secret}", "auth", f"cause {secret}", fix=f"fix {secret}").memory
     p = e.track_progress(f"feature {secret}", "done", 1.0, notes=f"notes {secret}")
-    dump = str(e.store_db.execute("SELECT * FROM memories").fetchall()) + \
-        str(e.store_db.execute("SELECT * FROM tasks").fetchall()) + \
-        str(e.store_db.execute("SELECT * FROM memory_events").fetchall())
+    dump = (
+        str(e.store_db.execute("SELECT * FROM memories").fetchall())
+        + str(e.store_db.execute("SELECT * FROM tasks").fetchall())
+        + str(e.store_db.execute("SELECT * FROM memory_events").fetchall())
+    )
     assert secret not in dump and SECRETS["github"] not in dump
     assert h.id and f.id and p.id
     with pytest.raises(ValueError, match="invalid pattern"):
@@ -144,9 +152,15 @@ def test_opening_a_store_loads_no_extension(eng):
 
 @pytest.mark.duckdb_only
 def test_bm25_agrees_with_duckdb_fts():
-    docs = ["the quick brown fox jumps over the lazy dog", "a quick brown dog outpaces a quick fox",
-            "lazy dogs sleep all day", "foxes are quick and clever animals", "brown bears eat fish",
-            "the dog barks at the brown fox", "clever dogs learn quick tricks"]
+    docs = [
+        "the quick brown fox jumps over the lazy dog",
+        "a quick brown dog outpaces a quick fox",
+        "lazy dogs sleep all day",
+        "foxes are quick and clever animals",
+        "brown bears eat fish",
+        "the dog barks at the brown fox",
+        "clever dogs learn quick tricks",
+    ]
     con = duckdb.connect()
     extensions.load_extensions(con, ("fts",))  # the one place engram loads an extension
     con.execute("CREATE TABLE d (id INTEGER, body VARCHAR)")
@@ -156,8 +170,11 @@ def test_bm25_agrees_with_duckdb_fts():
     for i, t in enumerate(docs):
         idx.add(i, t)
     for q in ["quick fox", "lazy dog", "clever", "brown bears fish"]:
-        ref = con.execute("SELECT id, score FROM (SELECT id, fts_main_d.match_bm25(id, ?) AS score FROM d) "
-                          "WHERE score IS NOT NULL ORDER BY score DESC, id", [q]).fetchall()
+        ref = con.execute(
+            "SELECT id, score FROM (SELECT id, fts_main_d.match_bm25(id, ?) AS score FROM d) "
+            "WHERE score IS NOT NULL ORDER BY score DESC, id",
+            [q],
+        ).fetchall()
         mine = sorted(idx.score(q).items(), key=lambda kv: (-kv[1], kv[0]))
         assert {i for i, _ in ref} == {i for i, _ in mine}
         assert ref[0][0] == mine[0][0]
@@ -203,8 +220,10 @@ def test_recall_counts_of_many_recalls_are_written_together(tmp_path, settings, 
 
     monkeypatch.setattr(store_db, "RECALL_WRITE_DELAY_S", 3600.0)
     e = Engram(tmp_path / "r.duckdb", settings=settings, embedder=FakeEmbedder(), clock=clock)
-    ids = [e.store(f"Service {w} runs on port {i}.", resolve_conflicts=False).memory.id
-           for i, w in enumerate(["alpha", "bravo", "charlie", "delta"])]
+    ids = [
+        e.store(f"Service {w} runs on port {i}.", resolve_conflicts=False).memory.id
+        for i, w in enumerate(["alpha", "bravo", "charlie", "delta"])
+    ]
     for w, times in (("alpha", 3), ("bravo", 1), ("charlie", 2)):
         for _ in range(times):
             e.recall(f"service {w}", mode="bm25", limit=1)

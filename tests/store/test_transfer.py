@@ -14,15 +14,26 @@ from engram.admin.maintenance import run_maintenance
 from engram.core.types import EngramError
 from engram.models.embedding import FakeEmbedder
 
-QUERIES = ["staging database port", "deploy target", "billing export", "rate limit",
-           "user preferences editor", "handoff billing"]
+QUERIES = [
+    "staging database port",
+    "deploy target",
+    "billing export",
+    "rate limit",
+    "user preferences editor",
+    "handoff billing",
+]
 
 
 def populate(eng: Engram, clock) -> None:
     task = eng.create_task("migrate billing", "move invoices to v2")
     eng.touch_session("s1")
-    eng.store("The staging database runs PostgreSQL 16 on port 5433", importance=0.8,
-              tags=["db"], provenance=["chat:1"], resolve_conflicts=False)
+    eng.store(
+        "The staging database runs PostgreSQL 16 on port 5433",
+        importance=0.8,
+        tags=["db"],
+        provenance=["chat:1"],
+        resolve_conflicts=False,
+    )
     eng.store("Staging database runs PostgreSQL 16 on port 5433", resolve_conflicts=False)
     eng.store("Deploys go to Fly.io from the main branch", memory_type="strategy", session_id="s1")
     eng.store("The API rate limit is 100 requests per minute", importance=0.9)
@@ -31,8 +42,13 @@ def populate(eng: Engram, clock) -> None:
     eng.store("Billing export uses the v2 CSV layout", task_id=task.id, pinned=True)
     eng.store("Alice prefers dark mode in the editor", user_id="alice")
     eng.track_failure("CSV export times out", "billing", "unindexed join", task_id=task.id)
-    eng.handoff("Billing export half done", completed=["schema"], next_steps=["write the CSV writer"],
-                task_id=task.id, session_id="s1")
+    eng.handoff(
+        "Billing export half done",
+        completed=["schema"],
+        next_steps=["write the CSV writer"],
+        task_id=task.id,
+        session_id="s1",
+    )
     eng.session_outcome("s1", "success")
     eng.end_session("s1")
     clock.advance(days=1)
@@ -44,8 +60,12 @@ def recall_all(eng: Engram, **kw) -> list:
     out = []
     for q in QUERIES:
         for user in (None, "alice"):
-            out.append([(h.memory.id, round(h.score, 9), h.memory.content)
-                        for h in eng.recall(q, reinforce=False, user_id=user, **kw)])
+            out.append(
+                [
+                    (h.memory.id, round(h.score, 9), h.memory.content)
+                    for h in eng.recall(q, reinforce=False, user_id=user, **kw)
+                ]
+            )
     return out
 
 
@@ -76,8 +96,7 @@ def test_round_trip_gives_identical_recall(eng, target, clock, tmp_path):
     assert got["memories"] == counts["memories"] and got["reembedded"] == 0
     assert got["edges"] == counts["edges"] and got["memory_events"] == counts["memory_events"]
     assert recall_all(target) == recall_all(eng)
-    assert recall_all(target, as_of=clock.now().replace(day=1)) == \
-        recall_all(eng, as_of=clock.now().replace(day=1))
+    assert recall_all(target, as_of=clock.now().replace(day=1)) == recall_all(eng, as_of=clock.now().replace(day=1))
     # Exporting the copy gives the same rows.
     again = tmp_path / "again.jsonl"
     export_jsonl(target, again)
@@ -180,12 +199,14 @@ def test_import_holds_a_batch_of_rows_not_the_file(target, fake, clock, settings
 
     from engram.admin import export_import as transfer
     from tests.conftest import memory_path
+
     whole = replace(settings, chunk_size=30_000)  # each memory one row, not chunks
     src = Engram(memory_path(settings), settings=whole, embedder=fake, clock=clock)
     try:
         filler = " ".join(f"word{i % 50}" for i in range(3000))  # ~20 KB of few distinct words
-        src.store_many([dict(content=f"Memory {i}: {filler}", user_id=f"u{i % 3}", resolve_conflicts=False)
-                        for i in range(400)])
+        src.store_many(
+            [dict(content=f"Memory {i}: {filler}", user_id=f"u{i % 3}", resolve_conflicts=False) for i in range(400)]
+        )
         path = tmp_path / "big.jsonl"
         export_jsonl(src, path)
         texts = sorted(m.content for m, _ in src.store_db.iter_memory_rows())

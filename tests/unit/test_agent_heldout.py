@@ -16,14 +16,16 @@ MEMORIES = {m["key"]: m for m in DATA["memories"]}
 
 # Function words; everything else counts as a content word. Broader than the engine's stopword list
 # on purpose: this checks the labels, independently of how the engine tokenises.
-FUNCTION_WORDS = frozenset("""
+FUNCTION_WORDS = frozenset(
+    """
 a an the and or but if then so of to in on at by for from with without into onto over under about after
 before between through during up down out off as than too very is are was were be been being am do does did
 done doing have has had having will would shall should can could may might must i me my mine we us our ours
 you your yours he him his she her hers it its they them their theirs this that these those what which who whom
 whose when where why how there here not no nor any all each every some such own same other just now also only
 still yet again ever get got s e g
-""".split())
+""".split()
+)
 _stem = snowballstemmer.stemmer("english").stemWord
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af]")
 
@@ -63,8 +65,7 @@ def test_distractors_share_a_word_with_a_wrong_memory_that_the_answer_lacks():
     lacking = []
     for q in of_kind("distractor"):
         incidental = content_words(q["query"]) - answer_words(q)
-        wrong = [k for k, m in MEMORIES.items()
-                 if k not in q["expect"] and incidental & content_words(m["content"])]
+        wrong = [k for k, m in MEMORIES.items() if k not in q["expect"] and incidental & content_words(m["content"])]
         if not wrong:
             lacking.append(q["query"])
     assert lacking == []
@@ -87,13 +88,19 @@ def test_chinese_queries_and_their_answers_are_cjk_text():
         assert all(_CJK.search(MEMORIES[k]["content"]) for k in q["expect"]), q["query"]
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda d: d["queries"].append({"kind": "rumour", "query": "x", "expect": []}), "needs 'kind'"),
-    (lambda d: d["queries"].append({"kind": "exact", "query": "x", "expect": ["nope"]}), "unknown key(s) ['nope']"),
-    (lambda d: d["queries"].append({"kind": "none", "query": "x", "expect": ["user_name"]}), "none query expects []"),
-    (lambda d: d["memories"].append(dict(d["memories"][0])), "is used twice"),
-    (lambda d: d["memories"].append({"key": "k", "content": "c", "corrects": "later"}), "not stored before it"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda d: d["queries"].append({"kind": "rumour", "query": "x", "expect": []}), "needs 'kind'"),
+        (lambda d: d["queries"].append({"kind": "exact", "query": "x", "expect": ["nope"]}), "unknown key(s) ['nope']"),
+        (
+            lambda d: d["queries"].append({"kind": "none", "query": "x", "expect": ["user_name"]}),
+            "none query expects []",
+        ),
+        (lambda d: d["memories"].append(dict(d["memories"][0])), "is used twice"),
+        (lambda d: d["memories"].append({"key": "k", "content": "c", "corrects": "later"}), "not stored before it"),
+    ],
+)
 def test_a_malformed_set_is_refused_naming_the_problem(tmp_path, change, message):
     data = json.loads(json.dumps(DATA))
     change(data)

@@ -22,6 +22,7 @@ def test_the_report_half_meets_the_targets():
 
 def test_the_halves_were_split_by_hash():
     import hashlib
+
     for r in load_set():
         if r["half"] == "fresh":  # written after the rules were frozen, apart from the split
             continue
@@ -30,39 +31,48 @@ def test_the_halves_were_split_by_hash():
 
 
 def test_a_convention_among_requests_is_kept_alone_and_reads_on_its_own():
-    prompt = ("Thanks! Can you add httpx to the project? Btw, in this repo we install packages with uv. "
-              "Never pip.\nPlease run the tests afterwards.")
+    prompt = (
+        "Thanks! Can you add httpx to the project? Btw, in this repo we install packages with uv. "
+        "Never pip.\nPlease run the tests afterwards."
+    )
     assert conventions_in(prompt) == ["In this repo we install packages with uv. Never pip."]
 
 
 def test_quoted_and_pasted_text_is_not_the_users_convention():
-    prompt = ('The linter says "Always use snake_case". Here is the log:\n'
-              "```\nWARNING: never run as root\n```\n"
-              "> We always deploy on Fridays.\n"
-              "ValueError: you must always pass a name")
+    prompt = (
+        'The linter says "Always use snake_case". Here is the log:\n'
+        "```\nWARNING: never run as root\n```\n"
+        "> We always deploy on Fridays.\n"
+        "ValueError: you must always pass a name"
+    )
     assert conventions_in(prompt) == []
 
 
-@pytest.mark.parametrize("prompt", [
-    "Never mind, it works now.",
-    "I'm always getting this error from make.",
-    "Don't run the full suite this time.",
-    "If we always used uv, would CI be faster?",
-    "They never write tests upstream.",
-    "Do we always squash-merge?",
-    "我们是不是一直用 uv？",
-    "这次先不要改测试。",
-])
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Never mind, it works now.",
+        "I'm always getting this error from make.",
+        "Don't run the full suite this time.",
+        "If we always used uv, would CI be faster?",
+        "They never write tests upstream.",
+        "Do we always squash-merge?",
+        "我们是不是一直用 uv？",
+        "这次先不要改测试。",
+    ],
+)
 def test_near_misses_are_not_conventions(prompt):
     assert conventions_in(prompt) == []
 
 
-@pytest.mark.parametrize("prompt, expected", [
-    ("记住，我们用 uv 安装依赖，不要用 pip。", "我们用 uv 安装依赖，不要用 pip。"),
-    ("Désormais, on écrit les commits en anglais.", "Désormais, on écrit les commits en anglais."),
-    ("please remember that we deploy from the release branch, thanks",
-     "We deploy from the release branch"),
-])
+@pytest.mark.parametrize(
+    "prompt, expected",
+    [
+        ("记住，我们用 uv 安装依赖，不要用 pip。", "我们用 uv 安装依赖，不要用 pip。"),
+        ("Désormais, on écrit les commits en anglais.", "Désormais, on écrit les commits en anglais."),
+        ("please remember that we deploy from the release branch, thanks", "We deploy from the release branch"),
+    ],
+)
 def test_lead_ins_are_dropped(prompt, expected):
     assert conventions_in(prompt) == [expected]
 

@@ -35,15 +35,18 @@ def walk(parser: argparse.ArgumentParser, path: tuple[str, ...] = ()):
 def commands(parser: argparse.ArgumentParser) -> list[tuple[str, ...]]:
     """Leaf command paths, e.g. ("remember",), ("task", "create")."""
     items = [p for kind, p, _, _ in walk(parser) if kind == "command"]
-    return [p for p in items if not any(q[:len(p)] == p and q != p for q in items)]
+    return [p for p in items if not any(q[: len(p)] == p and q != p for q in items)]
 
 
 @pytest.mark.parametrize("parser", [cli.build_parser(), setup.build_parser()], ids=["engram", "engram-setup"])
 def test_every_command_and_option_has_help(parser):
     entries = list(walk(parser))
     assert entries
-    missing = [f"{kind} {' '.join(path)} {name}".strip() for kind, path, name, text in entries
-               if not text or text == argparse.SUPPRESS or not text.strip()]
+    missing = [
+        f"{kind} {' '.join(path)} {name}".strip()
+        for kind, path, name, text in entries
+        if not text or text == argparse.SUPPRESS or not text.strip()
+    ]
     assert not missing, f"no help text: {missing}"
 
 
@@ -92,8 +95,11 @@ def test_settings_doc_documents_every_setting():
     assert "ENGRAM_HOME" in table
     missing = [s.env for s in SETTINGS if s.env not in table]
     assert not missing, f"docs/settings.md does not mention: {', '.join(missing)}"
-    wrong = [f"{s.env}: docs say {table[s.env]!r}, engram/core/settings.py {s.shown_default()!r}"
-             for s in SETTINGS if not same_default(table[s.env], s.shown_default())]
+    wrong = [
+        f"{s.env}: docs say {table[s.env]!r}, engram/core/settings.py {s.shown_default()!r}"
+        for s in SETTINGS
+        if not same_default(table[s.env], s.shown_default())
+    ]
     assert not wrong, f"docs/settings.md gives other defaults: {'; '.join(wrong)}"
     unknown = sorted(set(table) - {s.env for s in SETTINGS})
     assert not unknown, f"docs/settings.md names variables engram does not read: {', '.join(unknown)}"
@@ -171,8 +177,7 @@ def test_the_architecture_page_names_the_layers_of_the_architecture_test():
     from tests.unit.test_architecture import LAYERS, PACKAGE
 
     text = doc("architecture.md")
-    rows = [re.findall(r"`([^`]+)`", line.split("|")[1]) for line in text.splitlines()
-            if line.startswith("| `")]
+    rows = [re.findall(r"`([^`]+)`", line.split("|")[1]) for line in text.splitlines() if line.startswith("| `")]
     named = [tuple(p.rstrip("/") for p in row) for row in rows]
     # The package's own __init__.py sits with core/ in the test's first layer; the page leaves it out.
     assert named == [tuple(p for p in layer if p != "__init__.py") for layer in LAYERS]
@@ -193,14 +198,17 @@ def test_results_open_with_todays_figures_and_name_no_machine_path():
     end = next((i for i in range(first, len(lines)) if not lines[i].startswith("|")), len(lines))
     rows = list(range(first, end))  # the first table: today's figures (the issues' sections follow it)
     assert rows and rows[-1] < 60, "today's figures, one table, in under 60 lines"
-    for line in lines[rows[0] + 2:rows[-1] + 1]:
+    for line in lines[rows[0] + 2 : rows[-1] + 1]:
         *_, command, date, commit = [c.strip() for c in line.strip("|").split("|")]
         assert "`" in command or command == "the same", f"no command: {line}"
         assert re.fullmatch(r"20\d\d-\d\d-\d\d", date) and re.search(r"\b[0-9a-f]{7,}\b", commit), line
     assert "(HISTORY.md)" in "\n".join(lines)
-    machine = [f"{page.relative_to(ROOT)}:{n}" for page in sorted(BENCHMARKS.rglob("*.md"))
-               for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
-               if re.search(r"(?<![\w.$])/(work|root|home|tmp)/", line)]
+    machine = [
+        f"{page.relative_to(ROOT)}:{n}"
+        for page in sorted(BENCHMARKS.rglob("*.md"))
+        for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+        if re.search(r"(?<![\w.$])/(work|root|home|tmp)/", line)
+    ]
     assert not machine, f"absolute machine paths: {machine}"
 
 

@@ -51,8 +51,11 @@ def torch_emb():
 @pytest.mark.model
 def test_a_query_embeds_as_in_a_batch(real_embedder):
     """embed_query runs the model's modules directly; it must give what encode() gives."""
-    texts = ["The API timeout is 30 seconds.", "Deploys go to Fly.io from main.",
-             "Caroline: I went to the LGBTQ support group yesterday and it was so powerful."]
+    texts = [
+        "The API timeout is 30 seconds.",
+        "Deploys go to Fly.io from main.",
+        "Caroline: I went to the LGBTQ support group yesterday and it was so powerful.",
+    ]
     batch = real_embedder.embed_batch(texts)
     for text, expected in zip(texts, batch):
         got = real_embedder.embed_query(text + " ")  # a new string: not served from the cache
@@ -171,8 +174,14 @@ def test_a_later_start_trusts_the_checked_graph_and_loads_no_torch(onnx_emb, onn
     assert onnx_emb.checked == "checked" and onnx_emb.onnx_file.with_suffix(".json").exists()
     assert onnx_emb._torch is None  # this process dropped the torch model once the graph passed
     # A fresh process, as the daemon is after an idle exit: torch is already imported in this one.
-    r = subprocess.run([sys.executable, "-c", TRUSTED_START, str(onnx_cache)], input=json.dumps(TEXTS),
-                       capture_output=True, text=True, timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    r = subprocess.run(
+        [sys.executable, "-c", TRUSTED_START, str(onnx_cache)],
+        input=json.dumps(TEXTS),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["backend"] == "onnx" and out["checked"] == "trusted" and out["loaded"] == []
@@ -187,6 +196,7 @@ def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_pat
     assert trusted.checked == "trusted" and not trusted.onnx_exported
 
     from engram.models import onnx_runtime as onnx_backend
+
     versions = onnx_backend._versions()
     monkeypatch.setattr(onnx_backend, "_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
     again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
@@ -206,6 +216,7 @@ def test_a_pipeline_the_graph_does_not_reproduce_stays_on_torch(torch_emb, monke
     assert "modules are" in onnx_unsupported([modules[0]])
 
     from engram.models import embedding
+
     monkeypatch.setattr(embedding, "onnx_unsupported", lambda model: "its pooling is cls, not mean")
     caplog.set_level(logging.INFO, logger="engram.models.embedding")
     emb = SentenceTransformerEmbedder("all-MiniLM-L6-v2")
@@ -220,12 +231,15 @@ def test_when_onnx_cannot_be_used_torch_serves_and_the_log_says_why(failure, tmp
     import sys
 
     from engram.models import embedding
+
     if failure == "no onnxruntime":
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         expected = "onnxruntime is not installed"
     elif failure == "export fails":
+
         def boom(self, reference):
             raise RuntimeError("exporter exploded")
+
         monkeypatch.setattr(embedding.OnnxRuntime, "_export", boom)
         expected = "export failed (RuntimeError: exporter exploded)"
     else:

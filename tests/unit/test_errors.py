@@ -22,14 +22,23 @@ def test_every_engram_error_is_declared_in_engram_errors():
             if issubclass(cls, EngramError):
                 seen.add(cls)
                 assert cls.__module__ == "engram.core.errors", f"{cls.__qualname__} is declared in {cls.__module__}"
-    assert {c.__name__ for c in seen} >= {"NotFound", "ModelMismatch", "ModelUnavailable", "DatabaseLocked",
-                                           "ExtensionError", "ImportConflict", "BindRefused"}
+    assert {c.__name__ for c in seen} >= {
+        "NotFound",
+        "ModelMismatch",
+        "ModelUnavailable",
+        "DatabaseLocked",
+        "ExtensionError",
+        "ImportConflict",
+        "BindRefused",
+    }
 
 
 def test_the_light_modules_import_no_engine():
-    code = ("import sys, engram.core.errors, engram.core.ids, engram.core.types, engram.core.settings, engram.cli; "
-            "print(sorted(m for m in ('numpy', 'duckdb', 'torch', 'engram.engram', 'engram.api') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, engram.core.errors, engram.core.ids, engram.core.types, engram.core.settings, engram.cli; "
+        "print(sorted(m for m in ('numpy', 'duckdb', 'torch', 'engram.engram', 'engram.api') "
+        "if m in sys.modules))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 

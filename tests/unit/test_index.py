@@ -22,10 +22,24 @@ def _vectors(rng, n, dim=384, rank=24):
 
 
 def _memory(i, user, mtype):
-    return Memory(id=f"m{i}", content=f"memory {i}", memory_type=mtype, importance=0.5,
-                  recall_count=0, created_at=T0 + timedelta(seconds=i), last_recalled_at=None,
-                  user_id=user, task_id=None, session_id=None, tags=(), metadata={},
-                  provenance=(), status="active", valid_from=T0, conversation="c")
+    return Memory(
+        id=f"m{i}",
+        content=f"memory {i}",
+        memory_type=mtype,
+        importance=0.5,
+        recall_count=0,
+        created_at=T0 + timedelta(seconds=i),
+        last_recalled_at=None,
+        user_id=user,
+        task_id=None,
+        session_id=None,
+        tags=(),
+        metadata={},
+        provenance=(),
+        status="active",
+        valid_from=T0,
+        conversation="c",
+    )
 
 
 def _exact(idx, q, mask, k, name="search"):
@@ -50,8 +64,7 @@ def test_bounded_search_equals_a_full_scan(context):
     for i, v in enumerate(vecs[:2500]):
         idx.upsert(_memory(i, "alice" if i % 5 else "bob", "fact" if i % 3 else "strategy"), v)
     assert idx.basis is not None and idx._fit_rows == 2000  # fitted at 1000, again at 2000
-    queries = [vecs[7] + 0.05 * rng.standard_normal(384).astype(np.float32)] + \
-        list(_vectors(rng, 20))
+    queries = [vecs[7] + 0.05 * rng.standard_normal(384).astype(np.float32)] + list(_vectors(rng, 20))
     alice = idx.mask("alice")
     facts = idx.mask("alice", memory_type="fact")
     bob = idx.mask("bob")
@@ -118,7 +131,7 @@ def test_match_is_the_nearer_of_a_turns_own_vector_and_its_mixed_one(bounded):
     for i, v in enumerate(vecs):
         idx.upsert(_memory(i, "alice", "fact"), v)
     assert (idx.basis is not None) == bounded
-    assert idx.contextual[1:idx.n].all() and not idx.contextual[0]  # the first turn has no context
+    assert idx.contextual[1 : idx.n].all() and not idx.contextual[0]  # the first turn has no context
     mask = idx.mask("alice")
     for q in [vecs[40]] + list(_vectors(rng, 10)):
         full = np.maximum(idx.vectors[: idx.n] @ q, idx.search[: idx.n] @ q)

@@ -33,6 +33,7 @@ needs_data = pytest.mark.skipif(
 
 # --- evidence normalisation -------------------------------------------------------------------
 
+
 def test_clean_ids_pass_through():
     assert normalize_evidence(["D1:3", "D12:40"]) == ("D1:3", "D12:40")
 
@@ -69,6 +70,7 @@ def test_non_ids_are_not_ids():
 
 
 # --- dates ------------------------------------------------------------------------------------
+
 
 def test_parse_date_afternoon():
     assert parse_date("1:56 pm on 8 May, 2023") == datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc)
@@ -127,9 +129,9 @@ def test_reciprocal_rank():
 
 def test_aggregate_by_category_and_overall_excludes_5():
     scores = [
-        metrics.score_question(RANKED, ["D1:1"], 1),   # all 1.0
-        metrics.score_question(RANKED, ["D9:9"], 4),   # all 0.0
-        metrics.score_question(RANKED, ["D1:1"], 5),   # adversarial: not in overall
+        metrics.score_question(RANKED, ["D1:1"], 1),  # all 1.0
+        metrics.score_question(RANKED, ["D9:9"], 4),  # all 0.0
+        metrics.score_question(RANKED, ["D1:1"], 5),  # adversarial: not in overall
     ]
     agg = metrics.aggregate(scores, {1: "a", 2: "b", 4: "d", 5: "e"}, (1, 2, 3, 4))
     assert agg["overall"]["n"] == 2
@@ -150,6 +152,7 @@ def test_percentile_matches_linear_interpolation():
 
 
 # --- answer scoring (no network) --------------------------------------------------------------
+
 
 def _q(category: int, ans: str | None = "x", adv: str | None = None) -> Question:
     return Question(0, 0, "Did she go?", ans, adv, category, ("D1:1",), ("D1:1",))
@@ -212,6 +215,7 @@ def test_answer_stage_request_and_scoring_over_http():
 
 # --- the real file ----------------------------------------------------------------------------
 
+
 @needs_data
 def test_loader_counts_match_the_readme():
     convs = load(DATA)
@@ -246,6 +250,7 @@ def test_default_data_path_is_beside_the_repo():
 
 # --- end to end through the engine ------------------------------------------------------------
 
+
 def _check_block(block: dict) -> None:
     for key in metrics.METRIC_KEYS:
         assert 0.0 <= block[key] <= 1.0, (key, block[key])
@@ -254,8 +259,15 @@ def _check_block(block: dict) -> None:
 
 @needs_data
 def test_run_small_slice_through_the_engine(settings, fake):
-    result = run(data_path=DATA, conversations=[0], limit=5, modes=["bm25", "hybrid"],
-                 settings=settings, embedder=fake, progress=False)
+    result = run(
+        data_path=DATA,
+        conversations=[0],
+        limit=5,
+        modes=["bm25", "hybrid"],
+        settings=settings,
+        embedder=fake,
+        progress=False,
+    )
     assert result["default_mode"] == "hybrid"
     assert set(result["by_mode"]) == {"bm25", "hybrid"}
     assert result["overall_1_4"] == result["by_mode"]["hybrid"]["overall_1_4"]
@@ -284,8 +296,15 @@ def test_run_small_slice_through_the_engine(settings, fake):
 
 @needs_data
 def test_the_plain_baseline_runs_beside_the_engine_on_the_same_turns(settings, fake):
-    result = run(data_path=DATA, conversations=[0], limit=5, modes=["hybrid", "plain"],
-                 settings=settings, embedder=fake, progress=False)
+    result = run(
+        data_path=DATA,
+        conversations=[0],
+        limit=5,
+        modes=["hybrid", "plain"],
+        settings=settings,
+        embedder=fake,
+        progress=False,
+    )
     assert set(result["by_mode"]) == {"hybrid", "plain"}
     _check_block(result["by_mode"]["plain"]["overall_1_4"])
     assert result["timing"]["recall_ms"]["plain"]["n"] == 5
@@ -299,9 +318,26 @@ def test_cli_subprocess_with_real_model(tmp_path):
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "ENGRAM_HOME": str(tmp_path / "home")}
     env.pop("ENGRAM_BENCH_API_KEY", None)
     proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.locomo", "--conversations", "0", "--limit", "5",
-         "--out", str(out), "--markdown", str(md), "--answer"],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=900, check=False,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.locomo",
+            "--conversations",
+            "0",
+            "--limit",
+            "5",
+            "--out",
+            str(out),
+            "--markdown",
+            str(md),
+            "--answer",
+        ],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr
     result = json.loads(out.read_text())

@@ -60,8 +60,7 @@ def test_a_hit_on_any_chunk_counts_for_its_turn():
     eng = Engram(":memory:", embedder=FakeEmbedder())
     try:
         stored = long_sessions.store_sessions(eng, doc)
-        hits = eng.recall("replication slot keeps WAL around", user_id=long_sessions.USER,
-                          reinforce=False, mode="bm25")
+        hits = eng.recall("replication slot keeps WAL around", user_id=long_sessions.USER, reinforce=False, mode="bm25")
     finally:
         eng.close()
     assert stored > len(doc["sessions"][0]["turns"])  # the long turns were chunked
@@ -74,8 +73,10 @@ def test_the_report_gives_the_token_vectors_kept_per_memory_when_late_interactio
     from engram.models.embedding import FakeEmbedder
 
     first = DATA["sessions"][0]
-    doc = {"sessions": [first], "questions": [q for q in DATA["questions"]
-                                             if any(e.startswith(first["id"] + ":") for e in q["evidence"])]}
+    doc = {
+        "sessions": [first],
+        "questions": [q for q in DATA["questions"] if any(e.startswith(first["id"] + ":") for e in q["evidence"])],
+    }
     result = long_sessions.run_long_sessions(doc, settings=Settings(late_interaction=late), embedder=FakeEmbedder())
     size = result["token_vectors_bytes_per_memory"]
     text = long_sessions.markdown(result)

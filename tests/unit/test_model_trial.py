@@ -26,8 +26,15 @@ def _pack(path, rng):
         else:
             held[name] = rng.standard_normal(shape).astype(np.float32)
             blob = held[name].astype("<f4").tobytes()
-        tensors.append({"name": name, "dtype": "i8" if quantized else "f32", "shape": list(shape),
-                        "len": len(blob), "group": 64 if quantized else 0})
+        tensors.append(
+            {
+                "name": name,
+                "dtype": "i8" if quantized else "f32",
+                "shape": list(shape),
+                "len": len(blob),
+                "group": 64 if quantized else 0,
+            }
+        )
         blobs.append(blob)
 
     add("word_emb", (VOCAB, H), True)
@@ -40,12 +47,28 @@ def _pack(path, rng):
         for ln in ("aln", "fln"):
             add(f"l{i}.{ln}.w", (H,), False)
             add(f"l{i}.{ln}.b", (H,), False)
-    tok = json.dumps({"version": "1.0", "model": {"type": "WordLevel", "vocab": {"<unk>": 0},
-                                                  "unk_token": "<unk>"}}).encode()
-    head = json.dumps({"format": 1, "meta": {"model": "tiny", "pooling": "cls", "max_length": POS - 2},
-                       "arch": {"hidden": H, "layers": LAYERS, "heads": 2, "intermediate": INTER, "vocab": VOCAB,
-                                "max_positions": POS, "type_vocab": 2, "layer_norm_eps": 1e-12},
-                       "quantization": "int8", "tokenizer_len": len(tok), "tensors": tensors}).encode()
+    tok = json.dumps(
+        {"version": "1.0", "model": {"type": "WordLevel", "vocab": {"<unk>": 0}, "unk_token": "<unk>"}}
+    ).encode()
+    head = json.dumps(
+        {
+            "format": 1,
+            "meta": {"model": "tiny", "pooling": "cls", "max_length": POS - 2},
+            "arch": {
+                "hidden": H,
+                "layers": LAYERS,
+                "heads": 2,
+                "intermediate": INTER,
+                "vocab": VOCAB,
+                "max_positions": POS,
+                "type_vocab": 2,
+                "layer_norm_eps": 1e-12,
+            },
+            "quantization": "int8",
+            "tokenizer_len": len(tok),
+            "tensors": tensors,
+        }
+    ).encode()
     path.write_bytes(b"HMSEMB01" + struct.pack("<Q", len(head)) + head + tok + b"".join(blobs))
     return held, tok
 

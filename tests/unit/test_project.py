@@ -13,10 +13,18 @@ from tests.conftest import git, make_repo
 NO_ENV: dict[str, str] = {}
 
 
-@pytest.mark.parametrize("url", ["git@github.com:Me/Repo.git", "https://github.com/Me/Repo",
-                                 "https://github.com/Me/Repo.git/", "ssh://git@github.com/Me/Repo.git",
-                                 "ssh://git@github.com:2222/Me/Repo.git", "https://user:pw@GitHub.com/Me/Repo.git",
-                                 "git+ssh://git@github.com/Me/Repo"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "git@github.com:Me/Repo.git",
+        "https://github.com/Me/Repo",
+        "https://github.com/Me/Repo.git/",
+        "ssh://git@github.com/Me/Repo.git",
+        "ssh://git@github.com:2222/Me/Repo.git",
+        "https://user:pw@GitHub.com/Me/Repo.git",
+        "git+ssh://git@github.com/Me/Repo",
+    ],
+)
 def test_every_form_of_one_remote_is_one_project(url):
     assert normalise_remote(url) == "github.com/Me/Repo"
 

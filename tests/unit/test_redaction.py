@@ -34,25 +34,40 @@ def test_secrets_are_removed_and_look_alikes_kept_on_each_half(redact, half):
     assert s["kept"] >= 0.99, s["changed"]
 
 
-@pytest.mark.parametrize("text, stored", [
-    ("psql postgres://deploy:s3cr3t-Pw@db.internal:5432/app", f"psql postgres://deploy:{REDACTED}@db.internal:5432/app"),
-    ("export STRIPE_KEY=sk_live_a1B2c3D4e5F6g7H8i9J0kLmN", f"export STRIPE_KEY={REDACTED}"),
-    ("mytool --token=abc123def456ghi --password hunter22 --verbose",
-     f"mytool --token={REDACTED} --password {REDACTED} --verbose"),
-    ('DB_PASSWORD="p@ss w0rd!" make up', f'DB_PASSWORD="{REDACTED}" make up'),
-    ("curl -H 'Authorization: Bearer abc.def.ghi123456789'", f"curl -H 'Authorization: {REDACTED}'"),
-    ("env: PGPASSWORD=hunter22 PGHOST=db", f"env: PGPASSWORD={REDACTED} PGHOST=db"),
-])
+@pytest.mark.parametrize(
+    "text, stored",
+    [
+        (
+            "psql postgres://deploy:s3cr3t-Pw@db.internal:5432/app",
+            f"psql postgres://deploy:{REDACTED}@db.internal:5432/app",
+        ),
+        ("export STRIPE_KEY=sk_live_a1B2c3D4e5F6g7H8i9J0kLmN", f"export STRIPE_KEY={REDACTED}"),
+        (
+            "mytool --token=abc123def456ghi --password hunter22 --verbose",
+            f"mytool --token={REDACTED} --password {REDACTED} --verbose",
+        ),
+        ('DB_PASSWORD="p@ss w0rd!" make up', f'DB_PASSWORD="{REDACTED}" make up'),
+        ("curl -H 'Authorization: Bearer abc.def.ghi123456789'", f"curl -H 'Authorization: {REDACTED}'"),
+        ("env: PGPASSWORD=hunter22 PGHOST=db", f"env: PGPASSWORD={REDACTED} PGHOST=db"),
+    ],
+)
 def test_the_secret_goes_and_what_makes_the_text_useful_stays(redact, text, stored):
     assert redact(text) == stored
 
 
-@pytest.mark.parametrize("text", [
-    "commit 3f2a9c1e5b7d8f0a2c4e6b8d0f1a3c5e7b9d1f3a fixes the flaky test",
-    "task 550e8400-e29b-41d4-a716-446655440000 is blocked", "SORT_KEY=created_at", "max_tokens=4096",
-    "PWD=/home/ana/src OLDPWD=/tmp", "x = 'dGhpcyBpcyBhIHRlc3QgZml4dHVyZQ=='", "the token: expired yesterday",
-    "--hash=sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "commit 3f2a9c1e5b7d8f0a2c4e6b8d0f1a3c5e7b9d1f3a fixes the flaky test",
+        "task 550e8400-e29b-41d4-a716-446655440000 is blocked",
+        "SORT_KEY=created_at",
+        "max_tokens=4096",
+        "PWD=/home/ana/src OLDPWD=/tmp",
+        "x = 'dGhpcyBpcyBhIHRlc3QgZml4dHVyZQ=='",
+        "the token: expired yesterday",
+        "--hash=sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    ],
+)
 def test_look_alikes_stay_byte_identical(redact, text):
     assert redact(text) == text
 
@@ -72,13 +87,19 @@ def test_user_patterns_and_the_allow_list():
 
 def test_json_values_are_redacted_inside_and_keep_their_shape(redact):
     v = {"cmd": ["PGPASSWORD=hunter22 psql"], "n": 3, "nested": {"url": "https://u:pw12345@h.example/x"}}
-    assert redact.value(v) == {"cmd": [f"PGPASSWORD={REDACTED} psql"], "n": 3,
-                               "nested": {"url": f"https://u:{REDACTED}@h.example/x"}}
+    assert redact.value(v) == {
+        "cmd": [f"PGPASSWORD={REDACTED} psql"],
+        "n": 3,
+        "nested": {"url": f"https://u:{REDACTED}@h.example/x"},
+    }
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from([it["text"] for it in SET["items"]] + [" ", "\n", "=", ":", "<private>"]),
-                max_size=6).map(" ".join))
+@given(
+    st.lists(st.sampled_from([it["text"] for it in SET["items"]] + [" ", "\n", "=", ":", "<private>"]), max_size=6).map(
+        " ".join
+    )
+)
 def test_redaction_is_idempotent(text):
     once = Redactor()(text)
     assert Redactor()(once) == once

@@ -15,8 +15,7 @@ def hit(row: int, score: float, floor: bool) -> tuple[int, float, dict[str, floa
 
 
 def parts(floor=True, coverage=0.0, cosine=0.0, background=0.1, meaning=0.0) -> dict[str, float]:
-    return {"floor": float(floor), "coverage": coverage, "cosine": cosine, "background": background,
-            "meaning": meaning}
+    return {"floor": float(floor), "coverage": coverage, "cosine": cosine, "background": background, "meaning": meaning}
 
 
 def test_files_missing_from_a_folder_are_named(tmp_path):
@@ -73,8 +72,11 @@ def test_the_calibrated_thresholds_are_the_ones_docs_ranking_states():
     from pathlib import Path
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "ranking.md").read_text(encoding="utf-8")
-    for name, value in (("STRONG_COVERAGE", STRONG_COVERAGE), ("STRONG_MEANING", STRONG_MEANING),
-                        ("STRONG_COSINE", STRONG_COSINE)):
+    for name, value in (
+        ("STRONG_COVERAGE", STRONG_COVERAGE),
+        ("STRONG_MEANING", STRONG_MEANING),
+        ("STRONG_COSINE", STRONG_COSINE),
+    ):
         assert f"`{name}` ({value:g}" in doc, f"docs/ranking.md does not give {name} = {value:g}"
 
 

@@ -121,9 +121,7 @@ def test_decide_floor_blocks_loose_matches():
 
 
 def test_decide_is_new_for_a_different_subject_in_the_middle_band():
-    r = decide(
-        "The production API timeout is 60 seconds.", [("m1", "The staging API timeout is 30 seconds.", 0.81)]
-    )
+    r = decide("The production API timeout is 60 seconds.", [("m1", "The staging API timeout is 30 seconds.", 0.81)])
     assert r.action == "new"
     assert "different subject" in r.reason
 
@@ -172,15 +170,24 @@ def test_decide_prefers_replace_over_merge_and_ignores_order():
     "old, new, merged",
     [
         # Both texts exactly as written, old first: nothing re-cased, trimmed or reworded.
-        ("The user speaks English.", "The user also speaks Spanish.",
-         "The user speaks English.\nThe user also speaks Spanish."),
+        (
+            "The user speaks English.",
+            "The user also speaks Spanish.",
+            "The user speaks English.\nThe user also speaks Spanish.",
+        ),
         ("Redis handles caching.", "workers poll the queue", "Redis handles caching.\nworkers poll the queue"),
         ("  indented note", "tok-42 lower case start  ", "  indented note\ntok-42 lower case start  "),
         # One already holds the other verbatim: that one is the merge.
-        ("The project uses PostgreSQL 16 with pgvector.", "PostgreSQL 16",
-         "The project uses PostgreSQL 16 with pgvector."),
-        ("PostgreSQL 16", "The project uses PostgreSQL 16 with pgvector.",
-         "The project uses PostgreSQL 16 with pgvector."),
+        (
+            "The project uses PostgreSQL 16 with pgvector.",
+            "PostgreSQL 16",
+            "The project uses PostgreSQL 16 with pgvector.",
+        ),
+        (
+            "PostgreSQL 16",
+            "The project uses PostgreSQL 16 with pgvector.",
+            "The project uses PostgreSQL 16 with pgvector.",
+        ),
     ],
 )
 def test_merge_contents_keeps_both_texts_verbatim(old, new, merged):
@@ -298,8 +305,10 @@ def test_decide_keeps_messages_of_several_sentences_apart():
     assert r.action == "new"
     assert "several sentences" in r.reason
     # The same number change that replaces a one-line fact leaves a paragraph alone.
-    r = decide("The API timeout is 60 seconds. Retries are on.",
-               [("m1", "The API timeout is 30 seconds. Retries are on.", 0.96)])
+    r = decide(
+        "The API timeout is 60 seconds. Retries are on.",
+        [("m1", "The API timeout is 30 seconds. Retries are on.", 0.96)],
+    )
     assert r.action == "new"
 
 
@@ -327,15 +336,27 @@ def test_restatement_file_is_well_formed():
         assert {c["kind"] for c in cases if c["split"] == half} == kinds
 
 
-@pytest.mark.parametrize("old, new", [
-    ("The staging database is refreshed from production every Sunday night.",
-     "Every Sunday night the staging DB gets refreshed from prod."),
-    ("The staging database is refreshed from production every Sunday night.",
-     "Staging database refresh from production happens on Sunday nights."),
-    ("Every pull request needs a passing CI build before merge.", "Every PR needs a passing CI build before merge."),
-    ("The team migrated the search service to OpenSearch.",
-     "The search service has been migrated to OpenSearch by the team."),
-])
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (
+            "The staging database is refreshed from production every Sunday night.",
+            "Every Sunday night the staging DB gets refreshed from prod.",
+        ),
+        (
+            "The staging database is refreshed from production every Sunday night.",
+            "Staging database refresh from production happens on Sunday nights.",
+        ),
+        (
+            "Every pull request needs a passing CI build before merge.",
+            "Every PR needs a passing CI build before merge.",
+        ),
+        (
+            "The team migrated the search service to OpenSearch.",
+            "The search service has been migrated to OpenSearch by the team.",
+        ),
+    ],
+)
 def test_a_restatement_is_the_same_statement(old, new):
     c = compare_detail(old, new)
     assert c.relation == "same", c
@@ -344,15 +365,31 @@ def test_a_restatement_is_the_same_statement(old, new):
 
 # sim: all-MiniLM-L6-v2's similarity of the pair (the first, second and last measured by
 # benchmarks/restatements.py; the third, with short forms, assumed as high as the rest).
-@pytest.mark.parametrize("old, new, relation, sim", [
-    ("The staging database is refreshed from production every Sunday night.",
-     "The production database is refreshed from staging every Sunday night.", "unrelated", 0.984),
-    ("Alice reviews Bob's pull requests.", "Bob reviews Alice's pull requests.", "unrelated", 0.996),
-    ("The staging database is refreshed from production every Sunday night.",
-     "The staging DB is refreshed from prod every Saturday night.", "contradiction", 0.95),
-    ("The CI pipeline caches pip downloads.", "The CI pipeline never caches pip downloads.", "contradiction", 0.822),
-    ("The user's sister lives in Lisbon.", "The user lives in Lisbon.", "unrelated", 0.837),
-])
+@pytest.mark.parametrize(
+    "old, new, relation, sim",
+    [
+        (
+            "The staging database is refreshed from production every Sunday night.",
+            "The production database is refreshed from staging every Sunday night.",
+            "unrelated",
+            0.984,
+        ),
+        ("Alice reviews Bob's pull requests.", "Bob reviews Alice's pull requests.", "unrelated", 0.996),
+        (
+            "The staging database is refreshed from production every Sunday night.",
+            "The staging DB is refreshed from prod every Saturday night.",
+            "contradiction",
+            0.95,
+        ),
+        (
+            "The CI pipeline caches pip downloads.",
+            "The CI pipeline never caches pip downloads.",
+            "contradiction",
+            0.822,
+        ),
+        ("The user's sister lives in Lisbon.", "The user lives in Lisbon.", "unrelated", 0.837),
+    ],
+)
 def test_same_words_another_fact_is_not_a_restatement(old, new, relation, sim):
     c = compare_detail(old, new)
     assert c.relation == relation, c
@@ -362,6 +399,7 @@ def test_same_words_another_fact_is_not_a_restatement(old, new, relation, sim):
 def test_a_value_beside_other_words_is_not_restated():
     from engram.text.statement_diff import _restates
     from engram.text.statements import parse_statement
+
     old = "The API timeout is 30 seconds and the retry limit is 5."
     assert _restates(parse_statement(old), parse_statement("The retry limit is 5.")) is not None
     assert _restates(parse_statement(old), parse_statement("The API timeout is 5 seconds.")) is None
