@@ -25,12 +25,23 @@ json_values = st.recursive(
 )
 
 
+# A value of the wrong type: scalars of each kind as often as containers.
+wrong_type = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(), odd_text, st.lists(json_values, max_size=3), json_values
+)
+
+
+def _mostly(right):
+    """`right` three times in four, else a value of any type."""
+    return st.integers(0, 3).flatmap(lambda i: wrong_type if i == 0 else right)
+
+
 def shaped(shape):
     """A JSON value of `shape` (a dict of field -> shape, a list of one shape, or a strategy),
-    where any field may instead be a value of another type or missing."""
+    where a field may be missing or hold a value of another type, and an item of a list too."""
     if isinstance(shape, dict):
-        fields = {k: st.one_of(shaped(v), json_values) for k, v in shape.items()}
+        fields = {k: _mostly(shaped(v)) for k, v in shape.items()}
         return st.fixed_dictionaries({}, optional=fields)
     if isinstance(shape, list):
-        return st.lists(st.one_of(shaped(shape[0]), json_values), max_size=4)
+        return st.lists(_mostly(shaped(shape[0])), max_size=4)
     return shape

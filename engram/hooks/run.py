@@ -175,11 +175,7 @@ def _checkpoint(
         s = read_transcript(Path(path).expanduser(), client)
     except TranscriptError as e:
         return HookOutcome(status="skipped", message=f"no checkpoint: {e}")
-    bad = (
-        f"; skipped {s.skipped} unreadable entries ({', '.join(f'{k}: {v}' for k, v in s.skip_reasons.items())})"
-        if s.skipped
-        else ""
-    )
+    bad = f"; {s.skipped_summary()}" if s.skipped else ""
     detail = str(payload.get("trigger") or payload.get("reason") or "")
     args = build_checkpoint(
         s,

@@ -176,4 +176,5 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         f"captured {len(events)} events: {len(fixes)} fixes ({stored.get('fixes', 0)} new), "
         f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
         f"{len(stated)} prompts stating a convention ({stored.get('conventions', 0)} stored)"
+        + (f"; {s.skipped_summary()}" if s.skipped else "")
     )
