@@ -177,4 +177,5 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
         f"{len(stated)} prompts stating a convention ({stored.get('conventions', 0)} stored)"
         + (f"; {s.skipped_summary()}" if s.skipped else "")
+        + (f"; the daemon skipped {'; '.join(stored['skipped'])}" if stored.get("skipped") else "")
     )
