@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from engram.continuity.fixes import FixTracker
 from engram.hooks.formats import read_transcript
 from engram.hooks.transcript import Session
+from engram.hooks.turn_capture import fixes_in
 
 
 def write_jsonl(path: Path, entries: list) -> Path:
@@ -38,3 +40,20 @@ def test_a_fault_in_one_entry_costs_that_entry_only():
     assert s.requests == ["first", "third"]
     assert s.skip_reasons == {"entry of an unexpected shape (AttributeError)": 1}
     assert s.skipped_summary() == "skipped 1 unreadable entries (entry of an unexpected shape (AttributeError): 1)"
+
+
+def test_an_event_the_fix_tracker_fails_on_costs_that_event_only():
+    class Tracker(FixTracker):  # a fault in the tracker, on one command
+        def command(self, command, failed, output=""):
+            if command == "make boom":
+                raise KeyError("boom")
+            self.seen.append(command)
+            return super().command(command, failed, output)
+
+    tracker = Tracker.from_state([], "/r")
+    tracker.seen = []
+    events = [{"k": "command", "command": c, "failed": False, "output": ""} for c in ("ls", "make boom", "git status")]
+    s = Session(client="claude-code")
+    assert fixes_in(events, tracker, "/r", s) == []
+    assert tracker.seen == ["ls", "git status"]
+    assert s.skip_reasons == {"entry of an unexpected shape (KeyError)": 1}
