@@ -28,7 +28,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from itertools import pairwise
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from benchmarks.capture_real.replay import CLIENT_TEXT, ENGRAM, READERS, hook_env, replay
@@ -88,40 +88,50 @@ def _names_a_file(m: dict, files: list[str]) -> bool:
 
 
 def _mid_word_starts(memories: list[dict]) -> list[str]:
-    """Chunks of one long text that begin in the middle of a word: the chunk's first characters are
-    found in the chunk before it (they overlap) right after a letter or digit."""
+    """Chunks of one long text that begin in the middle of a word. Each chunk is a verbatim slice
+    of the text, starting at its `chunk_start` (engram.engine.writes): the text is put back
+    together from them and the character before each start looked at."""
     groups: dict[str, list[dict]] = defaultdict(list)
     for m in memories:
-        group = (m.get("metadata") or {}).get("chunk_group")
-        if group:
-            groups[group].append(m)
+        meta = m.get("metadata") or {}
+        if meta.get("chunk_group") and isinstance(meta.get("chunk_start"), int):
+            groups[meta["chunk_group"]].append(m)
     bad = []
     for chunks in groups.values():
-        chunks.sort(key=lambda m: (m.get("metadata") or {}).get("chunk_index", 0))
-        for before, chunk in pairwise(chunks):
-            text, prev = chunk["content"], before["content"]
-            if not text or not WORD.match(text[0]):
-                continue
-            at = prev.find(text[:40])
-            left = prev[at - 1] if at > 0 else (prev[-1] if at < 0 and prev else "")
-            if left and WORD.match(left):
-                bad.append(text[:60])
+        text: list[str] = []
+        for m in sorted(chunks, key=lambda m: m["metadata"]["chunk_start"]):
+            at, content = m["metadata"]["chunk_start"], m["content"]
+            text[at:] = content
+        whole = "".join(text)
+        for m in chunks:
+            at = m["metadata"]["chunk_start"]
+            if at > 0 and WORD.match(whole[at - 1]) and WORD.match(whole[at]):
+                bad.append(m["content"][:60])
     return bad
 
 
+def _episode_parts(m: dict) -> tuple[str, str] | None:
+    """(request, answer) of an episode as stored, or None for a later chunk of a long one."""
+    if m.get("memory_type") != "episode" or (m.get("metadata") or {}).get("chunk", 1) != 1:
+        return None
+    content = m.get("content", "")
+    if not content.startswith("User:"):
+        return None
+    request, _, answer = content.removeprefix("User:").partition("\nAssistant:")
+    return request.strip(), answer.strip()
+
+
 def _client_request(m: dict, client_messages: list[str]) -> bool:
-    if m.get("memory_type") != "episode" or (m.get("metadata") or {}).get("chunk_index", 0):
+    parts = _episode_parts(m)
+    if parts is None:
         return False
-    request = m.get("content", "").removeprefix("User:").lstrip()
     heads = [c.rstrip("…. ").strip()[:40] for c in client_messages if c.strip()]
-    return request.startswith(CLIENT_TEXT) or any(h and request.startswith(h) for h in heads)
+    return parts[0].startswith(CLIENT_TEXT) or any(h and parts[0].startswith(h) for h in heads)
 
 
 def _no_answer(m: dict) -> bool:
-    if m.get("memory_type") != "episode" or (m.get("metadata") or {}).get("chunk_index", 0):
-        return False
-    _, _, answer = m.get("content", "").partition("\nAssistant:")
-    return answer.strip().lower() in NO_ANSWER
+    parts = _episode_parts(m)
+    return parts is not None and parts[1].lower().rstrip(".") in {a.rstrip(".") for a in NO_ANSWER}
 
 
 def score_session(label: dict, memories: list[dict]) -> dict:
@@ -228,79 +238,116 @@ def _label(sid: str, labels: Path = LABELS) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else None
 
 
-def run(corpus: Path, half: str, only: list[str], out: Path | None, keep: bool, labels: Path = LABELS) -> dict:
+def _select(corpus: Path, half: str, only: list[str], labels: Path) -> tuple[list[dict], list[str]]:
+    """The manifest rows to replay (labelled ones of the half, or `only`) and the unlabelled ids."""
     manifest = json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))
     split = json.loads((corpus / "split.json").read_text(encoding="utf-8"))
-    ids = set(only) if only else set(split["tune"] if half == "tune" else split["report"] if half == "report" else [])
-    if half == "all" and not only:
-        ids = set(split["tune"]) | set(split["report"])
+    ids = set(only) if only else set(split["tune"]) | set(split["report"]) if half == "all" else set(split[half])
     rows = [r for r in manifest if r["id"] in ids]
     unlabelled = [r["id"] for r in rows if _label(r["id"], labels) is None]
-    rows = [r for r in rows if r["id"] not in unlabelled]
+    return [r for r in rows if r["id"] not in unlabelled], unlabelled
+
+
+def _keep_session(d: Path, score: dict, errors: list[str], new: list[dict], injections: list[dict]) -> None:
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "score.json").write_text(json.dumps(score, indent=1, ensure_ascii=False), encoding="utf-8")
+    (d / "errors.txt").write_text("\n".join(errors), encoding="utf-8")
+    with (d / "stored.jsonl").open("w", encoding="utf-8") as f:
+        for m in new:
+            f.write(json.dumps({k: v for k, v in m.items() if k != "embedding"}, ensure_ascii=False) + "\n")
+    with (d / "injections.jsonl").open("w", encoding="utf-8") as f:
+        for i in injections:
+            f.write(json.dumps(i, ensure_ascii=False) + "\n")
+
+
+def _replay_repo(corpus: Path, scratch: Path, repo: str, sessions: list[dict], labels: Path, out: Path | None):
+    """Each session of one repository, in order, into a store of the repository's own."""
+    home = scratch / re.sub(r"[^A-Za-z0-9_.-]", "_", repo)
+    home.mkdir()
+    env = hook_env(home, repo.rsplit("/", 1)[-1])
+    seen: set[str] = set()
+    scores, runs = [], []
+    try:
+        for r in sorted(sessions, key=lambda r: r["id"]):
+            rec = READERS[r["client"]](corpus / r["file"])
+            work = scratch / "work" / r["id"]
+            work.mkdir(parents=True)
+            size_before = _store_bytes(home)
+            rep = replay(rec, env, work, home)
+            memories = _export(home, env)
+            new = [m for m in memories if m["id"] not in seen]
+            seen |= {m["id"] for m in memories}
+            s = score_session(_label(r["id"], labels), new)
+            scores.append(s)
+            runs.append(
+                {
+                    "id": r["id"],
+                    "turns": rep.turns,
+                    "seconds": rep.seconds,
+                    "errors": rep.errors,
+                    "memories_added": len(new),
+                    "store_bytes_added": _store_bytes(home) - size_before,
+                }
+            )
+            print(
+                f"{r['id']}: {rep.turns} turns in {rep.seconds:.0f}s; conventions "
+                f"{s['conventions']['right']}/{s['conventions']['stored']} right, "
+                f"{s['conventions']['found']}/{s['conventions']['labelled']} found; pitfalls "
+                f"{s['pitfalls']['right']}/{s['pitfalls']['stored']} right, "
+                f"{s['pitfalls']['found']}/{s['pitfalls']['labelled']} found; {len(rep.errors)} hook errors",
+                file=sys.stderr,
+                flush=True,
+            )
+            if out:
+                starts = [{"session_start": c} for c in rep.start_context]
+                _keep_session(out / r["id"], s, rep.errors, new, starts + rep.injections)
+            shutil.rmtree(work, ignore_errors=True)
+    finally:
+        _stop(env)
+    return scores, runs
+
+
+def run(
+    corpus: Path, half: str, only: list[str], out: Path | None, keep: bool, labels: Path = LABELS, jobs: int = 1
+) -> dict:
+    rows, unlabelled = _select(corpus, half, only, labels)
     by_repo: dict[str, list[dict]] = defaultdict(list)
     for r in rows:
         by_repo[r["repo"]].append(r)
+    # The repository with the most turns first: with several jobs, the longest does not come last.
+    order = sorted(by_repo, key=lambda repo: -sum(r.get("user_turns") or 0 for r in by_repo[repo]))
     scores, runs = [], []
     scratch = Path(tempfile.mkdtemp(prefix="capture-real-"))
     try:
-        for repo, sessions in sorted(by_repo.items()):
-            home = scratch / re.sub(r"[^A-Za-z0-9_.-]", "_", repo)
-            home.mkdir()
-            project = repo.rsplit("/", 1)[-1]
-            env = hook_env(home, project)
-            before_ids: set[str] = set()
-            try:
-                for r in sorted(sessions, key=lambda r: r["id"]):
-                    rec = READERS[r["client"]](corpus / r["file"])
-                    work = scratch / "work" / r["id"]
-                    work.mkdir(parents=True)
-                    size_before = _store_bytes(home)
-                    rep = replay(rec, env, work, home)
-                    memories = _export(home, env)
-                    new = [m for m in memories if m["id"] not in before_ids]
-                    before_ids |= {m["id"] for m in memories}
-                    label = _label(r["id"], labels)
-                    s = score_session(label, new)
-                    scores.append(s)
-                    runs.append(
-                        {
-                            "id": r["id"],
-                            "turns": rep.turns,
-                            "seconds": rep.seconds,
-                            "errors": rep.errors,
-                            "memories_added": len(new),
-                            "store_bytes_added": _store_bytes(home) - size_before,
-                        }
-                    )
-                    print(
-                        f"{r['id']}: {rep.turns} turns in {rep.seconds:.0f}s; conventions "
-                        f"{s['conventions']['right']}/{s['conventions']['stored']} right, "
-                        f"{s['conventions']['found']}/{s['conventions']['labelled']} found; pitfalls "
-                        f"{s['pitfalls']['right']}/{s['pitfalls']['stored']} right, "
-                        f"{s['pitfalls']['found']}/{s['pitfalls']['labelled']} found; {len(rep.errors)} hook errors",
-                        file=sys.stderr,
-                        flush=True,
-                    )
-                    if out:
-                        d = out / r["id"]
-                        d.mkdir(parents=True, exist_ok=True)
-                        (d / "score.json").write_text(json.dumps(s, indent=1, ensure_ascii=False), encoding="utf-8")
-                        (d / "errors.txt").write_text("\n".join(rep.errors), encoding="utf-8")
-                        with (d / "stored.jsonl").open("w", encoding="utf-8") as f:
-                            for m in new:
-                                f.write(json.dumps({k: m.get(k) for k in ("memory_type", "tags", "content")}) + "\n")
-                        with (d / "injections.jsonl").open("w", encoding="utf-8") as f:
-                            for start in rep.start_context:
-                                f.write(json.dumps({"session_start": start}, ensure_ascii=False) + "\n")
-                            for i in rep.injections:
-                                f.write(json.dumps(i, ensure_ascii=False) + "\n")
-                    shutil.rmtree(work, ignore_errors=True)
-            finally:
-                _stop(env)
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            done = [pool.submit(_replay_repo, corpus, scratch, repo, by_repo[repo], labels, out) for repo in order]
+            for f in done:
+                s, r = f.result()
+                scores += s
+                runs += r
     finally:
         if not keep:
             shutil.rmtree(scratch, ignore_errors=True)
-    return {"half": half, "unlabelled": unlabelled, "summary": summarise(scores, runs), "sessions": scores}
+    scores.sort(key=lambda s: s["id"])
+    return {
+        "half": half,
+        "unlabelled": unlabelled,
+        "summary": summarise(scores, runs),
+        "sessions": scores,
+        "runs": runs,
+    }
+
+
+def rescore(corpus: Path, half: str, only: list[str], kept: Path, labels: Path = LABELS) -> dict:
+    """Score again what an earlier run kept with --out (after a label or a scoring rule changed)."""
+    rows, unlabelled = _select(corpus, half, only, labels)
+    scores = []
+    for r in rows:
+        stored = kept / r["id"] / "stored.jsonl"
+        if stored.exists():
+            lines = stored.read_text(encoding="utf-8").splitlines()
+            scores.append(score_session(_label(r["id"], labels), [json.loads(x) for x in lines if x.strip()]))
+    return {"half": half, "unlabelled": unlabelled, "summary": summarise(scores, []), "sessions": scores}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,9 +359,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--labels", type=Path, default=LABELS, help="label files (default: the committed ones)")
     p.add_argument("--keep", action="store_true", help="keep the scratch stores")
     p.add_argument("--json", type=Path, help="write the full result here")
+    p.add_argument("--jobs", type=int, default=1, help="repositories replayed at once (each its own store)")
+    p.add_argument("--rescore", type=Path, help="score what an earlier --out kept, without replaying")
     a = p.parse_args(argv)
     started = time.monotonic()
-    result = run(a.corpus, a.half, a.only, a.out, a.keep, a.labels)
+    if a.rescore:
+        result = rescore(a.corpus, a.half, a.only, a.rescore, a.labels)
+    else:
+        result = run(a.corpus, a.half, a.only, a.out, a.keep, a.labels, a.jobs)
     result["seconds"] = round(time.monotonic() - started)
     if a.json:
         a.json.write_text(json.dumps(result, indent=1, ensure_ascii=False), encoding="utf-8")
