@@ -228,8 +228,9 @@ def _words_of(piece: str) -> list[str]:
     return piece.rstrip(".!?\"')] ").split()
 
 
-# A sentence ends at . ! or ? before a capital, a digit or an opening quote.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+# A sentence ends at . ! or ? (and up to two closing quotes or brackets, which stay with it)
+# before a capital, a digit or an opening quote.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]])|(?<=[.!?][\"')\]]{2}))\s+(?=[\"'(\[]?[A-Z0-9])")
 _TITLES = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt no fig approx".split())
 
 # --- tokenising ----------------------------------------------------------------------------------

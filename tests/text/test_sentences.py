@@ -18,6 +18,10 @@ from engram.text.statements import sentences
         (". . . A", [". . . A"]),
         ("Dr. Lee went home. He left.", ["Dr. Lee went home.", "He left."]),
         ("J. Smith wrote it.", ["J. Smith wrote it."]),
+        # Found by test_text_properties.py: the closing quote or bracket of a sentence was dropped.
+        ('He said "Go." Then he left.', ['He said "Go."', "Then he left."]),
+        ("(See above.) Then go.", ["(See above.)", "Then go."]),
+        ('." 0', ['." 0']),
     ],
 )
 def test_sentences(text, expected):
