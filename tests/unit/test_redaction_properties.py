@@ -8,6 +8,7 @@ import base64
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -77,3 +78,15 @@ def test_redacting_a_json_value_keeps_its_shape(value):
     out = REDACT.value(value)
     assert type(out) is type(value)
     assert REDACT.value(out) == out
+
+
+# Found by the long run (python -m benchmarks.fuzz): about 1 in 300 random lockfile integrity
+# hashes is redacted, because a cue word of _SECRET_CUE ("dSN", "Key", "pwd"...) occurs inside the
+# base64 itself, and the line then "speaks of a secret". The redactor is being reworked on another
+# branch (issue 46, secrets); strict, so this fails once that is fixed and the marker must go.
+@pytest.mark.xfail(strict=True, reason="a cue word inside the token itself makes its line speak of a secret")
+def test_an_integrity_hash_holding_a_cue_word_stays():
+    text = (
+        '"integrity": "sha512-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAgEBBQEDCgUKCwcAAAGLJQETidSNABYAACIVRQIDoxMFHQ=="'
+    )
+    assert REDACT(text) == text
