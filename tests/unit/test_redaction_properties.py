@@ -80,13 +80,19 @@ def test_redacting_a_json_value_keeps_its_shape(value):
     assert REDACT.value(out) == out
 
 
-# Found by the long run (python -m benchmarks.fuzz): about 1 in 300 random lockfile integrity
-# hashes is redacted, because a cue word of _SECRET_CUE ("dSN", "Key", "pwd"...) occurs inside the
-# base64 itself, and the line then "speaks of a secret". The redactor is being reworked on another
-# branch (issue 46, secrets); strict, so this fails once that is fixed and the marker must go.
-@pytest.mark.xfail(strict=True, reason="a cue word inside the token itself makes its line speak of a secret")
-def test_an_integrity_hash_holding_a_cue_word_stays():
-    text = (
-        '"integrity": "sha512-AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAgEBBQEDCgUKCwcAAAGLJQETidSNABYAACIVRQIDoxMFHQ=="'
-    )
+# Found by the long run (python -m benchmarks.fuzz). Both pass with the redactor of branch
+# s46-secrets (checked there), which reworks it; strict, so the marker must go when it is merged.
+# - About 1 in 300 random lockfile integrity hashes was redacted: a cue word of _SECRET_CUE ("dSN",
+#   "Key", "pwd"...) inside the base64 itself made its line "speak of a secret".
+# - "SECRET:=" became "SECRET:[REDACTED]": a value of bare punctuation taken for a secret, and the
+#   text made longer.
+@pytest.mark.xfail(strict=True, reason="fixed by the redactor of branch s46-secrets; remove when merged")
+@pytest.mark.parametrize(
+    "text",
+    [
+        '"integrity": "sha512-' + "A" * 41 + 'gEBBQEDCgUKCwcAAAGLJQETidSNABYAACIVRQIDoxMFHQ=="',
+        "SECRET:=",
+    ],
+)
+def test_look_alikes_the_long_run_found_stay(text):
     assert REDACT(text) == text
