@@ -15,6 +15,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -130,6 +131,23 @@ class Session:
     def skip(self, why: str) -> None:
         self.skipped += 1
         self.skip_reasons[why] = self.skip_reasons.get(why, 0) + 1
+
+    @contextmanager
+    def one_entry(self) -> Iterator[None]:
+        """Reading one entry of the transcript (a line, a record, an event): the one place where
+        an entry of a shape no reader expected, or text a text function cannot take, costs that
+        entry only, counted in skip_reasons (which the hook logs), never the rest of the capture."""
+        try:
+            yield
+        except TranscriptError:
+            raise  # the file itself cannot be read: said as such
+        except Exception as e:  # noqa: BLE001 - any fault in one entry's reading is that entry's
+            self.skip(f"entry of an unexpected shape ({type(e).__name__})")
+
+    def skipped_summary(self) -> str:
+        """The entries skipped and why, for the hook's log; "" when none was."""
+        reasons = ", ".join(f"{k}: {v}" for k, v in self.skip_reasons.items())
+        return f"skipped {self.skipped} unreadable entries ({reasons})" if self.skipped else ""
 
     # -- events ---------------------------------------------------------------------
     def request(self, text: str) -> None:

@@ -33,12 +33,15 @@ def chunk_spans(text: str, size: int = 1000, overlap: int = 100) -> list[tuple[i
         return cuts[i] if i < len(cuts) and cuts[i] < hi else None
 
     spans: list[tuple[int, int]] = []
-    start = 0
+    start = end = 0
     while True:
         if len(text) - start <= size:
             spans.append((start, len(text)))
             return spans
-        end = last(sentences, start, start + size) or last(words, start + size // 2, start + size) or start + size
+        # Each chunk ends past the one before: its overlap may begin before a cut the one before
+        # ended at ("Ab. LongLong...", a cut at 4 inside the overlap 3..4), never end there again.
+        lo = max(start, end)
+        end = last(sentences, lo, start + size) or last(words, max(lo, start + size // 2), start + size) or start + size
         spans.append((start, end))
         if not text[end:].strip():  # only whitespace left: it belongs to this chunk
             spans[-1] = (start, len(text))
