@@ -16,9 +16,16 @@ fixtures and SHAs, which a memory must keep byte for byte.
 
 What such detectors miss in free text is matched here: a password inside a URL (the user and host
 are kept: `postgres://deploy:[REDACTED]@db.internal:5432/app`), `NAME=value`, `NAME: value` and
-`--name value` when the name says secret (the name is kept: `STRIPE_KEY=[REDACTED]`),
-Authorization / Cookie headers and bearer tokens, JWTs, PEM private-key blocks, and the formats
-newer than the library (Anthropic, Hugging Face, Google, GitHub fine-grained, ...).
+`--name value` when the name says secret (the name is kept: `STRIPE_KEY=[REDACTED]`), a URL's
+query parameter that names a credential (`?q=Lagos&appid=[REDACTED]&units=metric`: only the
+value goes), `curl -u user:[REDACTED]` and the password flags of mysql, sshpass, redis-cli and
+docker login, a key, token, secret or password named in a sentence with a generated-looking value
+after or before it, of any alphabet, hex included ("the NewsAPI key [REDACTED]", "[REDACTED] is
+the client secret"), Authorization / Cookie headers and bearer tokens, JWTs, PEM private-key
+blocks, and the formats newer than the library (Anthropic, Hugging Face, Google, GitHub
+fine-grained, ...). The library's own filters (`detect_secrets.filters.heuristic`: sequential
+strings, UUIDs, templated values) keep a look-alike named like a secret; a digest after `sha256:`
+or `sha512-`, a value after "commit", "hash" or "fingerprint", a path and a version are kept too.
 """
 
 from __future__ import annotations
@@ -145,20 +152,68 @@ _PLACEHOLDERS = {
     "undefined",
 }
 
-_NAME = r"(?<![\w.-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
+# Not after ? or &: a URL's query parameter is QUERY_PARAM's (its value ends at the next &).
+_NAME = r"(?<![\w.?&-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;)}\]]+)"
 ASSIGNED = re.compile(_NAME + r"([\"']?\s*(?:=|:=|:)[ \t]*)" + _VALUE)
 FLAG_VALUE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+)" + r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`-][^\s\"'`]*)")
-URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]+:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
+URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
 HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie)(\s*:\s*)([^\r\n\"']+)")
 BEARER = re.compile(r"(?i)\b((?:bearer|token|basic)\s+)([A-Za-z0-9_\-.=+/~]{12,})")
+# A URL's query parameter: the value ends at the next & or #, and only the value is redacted.
+QUERY_PARAM = re.compile(r"[?&]([A-Za-z_][\w.\-\[\]]*)=([^&#\s\"'<>`\\)]+)")
+# Query parameters that hold a credential though secret_name cannot tell from their name alone:
+# OpenWeather's appid, Google's key, Azure SAS and S3 presigned-URL signatures.
+_QUERY_KEY_NAMES = {"appid", "app_id", "key", "sig", "signature", "x-amz-signature", "jwt", "auth", "session"}
+# `curl -u user:password`: the user is kept.
+CURL_USER = re.compile(
+    r"\b(?:curl|wget|xh|http|https)\b[^\n|;]*?\s(?:-u|--user|--proxy-user)(?:[ \t]+|=)[\"']?[^\s:\"']*:([^\s\"']+)"
+)
+# Tools whose password flag is a short one (-p is a port elsewhere): mysql's attached -pSECRET,
+# sshpass -p, redis-cli -a, docker login -p.
+TOOL_PASSWORD = re.compile(
+    r"\b(?:(?:mysql|mysqldump|mysqladmin|mariadb)\b[^\n|;]*?\s-p|sshpass[ \t]+-p[ \t]*|"
+    r"redis-cli\b[^\n|;]*?\s-a[ \t]+|docker[ \t]+login\b[^\n|;]*?\s-p[ \t]+)"
+    r"(\"[^\"\n]+\"|'[^'\n]+'|[^\s\"']+)"
+)
+# A credential named in a sentence: "the NewsAPI key 8388e4…", "client secret: …", "… is my token".
+_PROSE_NOUN = re.compile(
+    r"(?i)(?<![\w./$-])(?:(api|access|secret|client|app|private|auth|session|refresh|personal[ _-]access|"
+    r"license|master|signing|bearer|bot|deploy|webhook|consumer|service)[ _-]?)?"
+    r"(key|keys|token|tokens|secret|secrets|password|passwd|passphrase|passcode|credentials?|apikey|appid|app[ _]id)"
+    r"(?![\w/-])"
+)
+_STRONG_NOUNS = {"token", "tokens", "secret", "secrets", "password", "passwd", "passphrase", "passcode", "apikey"}
+# The word before "key" or "token" that says it is not a credential (a database's primary key, a
+# cache key, an SSH host key, a pagination token, the count of an LLM's tokens).
+_NOT_CREDENTIAL_OWNERS = {
+    "public", "gpg", "pgp", "ssh", "host", "primary", "foreign", "sort", "partition", "cache", "composite",
+    "unique", "idempotency", "dedup", "row", "hash", "lookup", "map", "dict", "object", "s3", "redis",
+    "registry", "index", "shard", "join", "routing", "hot", "music", "page", "next", "continuation",
+    "cancellation", "sync", "pagination", "max", "input", "output", "prompt", "completion", "design", "css",
+    "csrf",
+}  # fmt: skip
+# Words between the name and a value that say the value is something else (a commit, a digest, an id).
+_NOT_CREDENTIAL_WORDS = {
+    "commit", "commits", "sha", "sha1", "sha256", "hash", "digest", "checksum", "fingerprint", "id", "ids",
+    "uuid", "version", "build", "image", "ref", "revision", "rev", "tag", "branch", "file", "path", "name",
+    "arn", "url", "length", "count", "size", "ttl", "expiry", "type", "format", "field", "header",
+    "variable", "env", "column", "table", "prefix", "suffix", "hint", "rotation",
+}  # fmt: skip
+_LINK_BEFORE = re.compile(r"\s*(?:[:=,(—–-]|->|=>|(?:is|was|as|this|that|are|being)\b)", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z0-9_\-+/.~!@#$%^*]+={0,2}")  # a value in a sentence (not its = or &)
+_DIGEST_PREFIX = re.compile(r"(?i)^(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|sha3)[-:_]")
+_FILE_NAME = re.compile(
+    r"(?i)\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|lock|sh|go|rs|rb|java|kt|c|h|cpp|html|css|log|tar|gz|"
+    r"zip|whl|png|jpe?g|svg|pdf|env|ini|cfg|conf|sql|db)$"
+)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 # A line with no run of 16 token characters (12 holding a digit) holds no format token.
 _CANDIDATE = re.compile(r"(?=[A-Za-z_\-+=]*[0-9])[A-Za-z0-9_\-+=]{12,}|[A-Za-z0-9_\-+=]{16,}")
 # A line naming a secret (or carrying a header or a URL with a user) is where the context rules run.
 _SECRET_CUE = re.compile(
-    r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|"
-    r"://[^\s/@]+:[^\s/@]*@"
+    r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|appid|app_id|sig|"
+    r"://[^\s/@]*:[^\s/@]*@|-u\b|--user|mysql|mariadb|redis-cli"
 )
 _RANDOM_TOKEN = re.compile(r"(?<![\w/.+=-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
@@ -183,6 +238,8 @@ def secret_name(name: str) -> str:
         return "strong" if len(parts) > 1 and parts[-2] in _KEY_OWNERS else "key" if len(parts) > 1 else ""
     if last.endswith("key") and last[:-3] in _KEY_OWNERS:  # apikey, privatekey
         return "strong"
+    if last == "appid":  # OpenWeather's APPID
+        return "key"
     return ""
 
 
@@ -201,6 +258,81 @@ def _entropy():
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 
     return Base64HighEntropyString().calculate_shannon_entropy
+
+
+def generated(value: str, strong: bool) -> bool:
+    """A word of a sentence shaped like a generated credential, whatever its alphabet (hex
+    included): letters and digits mixed, not a digest, path, file, version, URL, UUID, identifier or
+    template. `strong`: the sentence named a token, secret or password (8 characters are enough);
+    else a key (16 and the library's entropy above 3 bits a character)."""
+    from detect_secrets.filters.heuristic import is_potential_uuid, is_sequential_string, is_templated_secret
+
+    v = value.rstrip(".:!?")
+    if len(v) < 8 or not re.search(r"[0-9]", v) or not re.search(r"[A-Za-z]", v):
+        return False
+    if _DIGEST_PREFIX.match(v) or "://" in v or _FILE_NAME.search(v) or v.startswith(("/", "./", "~", "$", "%")):
+        return False
+    if ("/" in v and "." in v) or re.fullmatch(r"v?\d+(?:[.\-]\w+)+", v) or "REDACTED" in v:
+        return False
+    if is_templated_secret(v) or is_sequential_string(v):
+        return False
+    if re.fullmatch(r"[a-z]+(?:[_-][a-z0-9]+)+|[A-Z]+(?:_[A-Z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+", v):
+        return False  # token_v2, MAX_TOKENS_4K, refreshToken2: identifiers
+    if strong:
+        return len(v) >= 8 and _entropy()(v) > 2.5
+    return len(v) >= 16 and not is_potential_uuid(v) and _entropy()(v) > 3.0
+
+
+def _prose(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
+    """Spans of the values a sentence names as a credential: up to four words after the name
+    ("the NewsAPI key 8388…", "client secret is …") or before it when a link joins them
+    ("8388… is my NewsAPI key", "…, this is the session secret"); a word that says the value is
+    something else ("commit", "hash", "id") stops the search."""
+    for m in _PROSE_NOUN.finditer(text, start, end):
+        noun = m.group(2).lower()
+        strong = noun in _STRONG_NOUNS or (m.group(1) is not None and noun in ("key", "keys"))
+        line_start = text.rfind("\n", start, m.start()) + 1
+        line_end = text.find("\n", m.end(), end)
+        line_end = end if line_end < 0 else line_end
+        before = list(_WORD.finditer(text, max(line_start, m.start() - 80), m.start()))
+        if m.group(1) is None and before and before[-1].group().lower().strip(".:,") in _NOT_CREDENTIAL_OWNERS:
+            continue
+        for w in list(_WORD.finditer(text, m.end(), min(line_end, m.end() + 120)))[:4]:
+            word = w.group()
+            if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS:
+                break
+            if generated(word, strong):
+                yield w.start(), w.start() + len(word.rstrip(".:!?"))
+                break
+            if word.endswith((".", "!", "?")) and not generated(word, strong):
+                break  # the sentence ended
+        for i in range(len(before) - 1, max(len(before) - 6, -1), -1):
+            w = before[i]
+            word = w.group()
+            if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS or word.endswith((".", "!", "?")):
+                break
+            if not generated(word.rstrip(",:"), strong):
+                continue
+            earlier = before[i - 1].group().lower().strip(".:,") if i else ""
+            if _LINK_BEFORE.match(text, w.end()) and earlier not in _NOT_CREDENTIAL_WORDS:
+                yield w.start(), w.start() + len(word.rstrip(",:.!?"))
+            break
+
+
+def _in_urls_and_commands(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
+    """Spans of a URL's credential query parameters and of the passwords `curl -u`, mysql,
+    sshpass, redis-cli and docker login are given."""
+    for m in QUERY_PARAM.finditer(text, start, end):
+        kind = "key" if m.group(1).lower() in _QUERY_KEY_NAMES else secret_name(m.group(1))
+        if kind and not plain_value(m.group(2), kind == "strong"):
+            yield m.span(2)
+    for r in (CURL_USER, TOOL_PASSWORD):
+        for m in r.finditer(text, start, end):
+            a, b = m.span(1)
+            if text[a] in "\"'":
+                a, b = a + 1, b - 1
+            if not plain_value(text[a:b], True):
+                yield a, b
 
 
 def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
@@ -306,11 +438,15 @@ class Redactor:
         for m in BEARER.finditer(text, start, end):
             if m.group(1).lower().startswith("bearer") or looks_random(m.group(2)):
                 yield m.span(2)
+        yield from _in_urls_and_commands(text, start, end)
+        yield from _prose(text, start, end)
         for r in (ASSIGNED, FLAG_VALUE):
             pos = start
             while (m := r.search(text, pos, end)) is not None:
                 pos = m.start(3)  # the value may itself be NAME=value: "env: PGPASSWORD=..."
                 kind = secret_name(m.group(1))
+                if r is FLAG_VALUE and re.search(r"[0-9]", m.group(1)):
+                    continue  # "-pS3cret db": a value attached to its flag (TOOL_PASSWORD's)
                 if not kind or (r is FLAG_VALUE and kind == "key") or plain_value(m.group(3), kind == "strong"):
                     continue
                 if ":" in m.group(2) and "=" not in m.group(2) and re.fullmatch(r"[A-Za-z]{1,11}", m.group(3)):
@@ -350,6 +486,6 @@ class Redactor:
             return self(v)
         if isinstance(v, list | tuple):
             return type(v)(self.value(x) for x in v)
-        if isinstance(v, dict):
-            return {k: self.value(x) for k, x in v.items()}
+        if isinstance(v, dict):  # a key can be a secret too: {"ghp_…": "the CI token"}
+            return {self(k) if isinstance(k, str) else k: self.value(x) for k, x in v.items()}
         return v
