@@ -299,8 +299,8 @@ def _prose(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
             continue
         for w in list(_WORD.finditer(text, m.end(), min(line_end, m.end() + 120)))[:4]:
             word = w.group()
-            if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS:
-                break
+            if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS or word == "REDACTED":
+                break  # something else, or the value already gone (redaction is idempotent)
             if generated(word, strong):
                 yield w.start(), w.start() + len(word.rstrip(".:!?"))
                 break
@@ -309,7 +309,11 @@ def _prose(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
         for i in range(len(before) - 1, max(len(before) - 6, -1), -1):
             w = before[i]
             word = w.group()
-            if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS or word.endswith((".", "!", "?")):
+            if (
+                word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS
+                or word.endswith((".", "!", "?"))
+                or word == "REDACTED"
+            ):
                 break
             if not generated(word.rstrip(",:"), strong):
                 continue
