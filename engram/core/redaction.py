@@ -30,6 +30,7 @@ or `sha512-`, a value after "commit", "hash" or "fingerprint", a path and a vers
 
 from __future__ import annotations
 
+import math
 import re
 from functools import cache
 from typing import Iterable
@@ -50,7 +51,7 @@ PEM_BLOCK = re.compile(
 )
 FORMATS: tuple[str, ...] = (
     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",  # AWS access key id
-    r"(?i)(?<=aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",
+    r"(?i)(?<=aws.secret.access.key)(?: \[\w*\])?[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",  # `aws configure` too
     r"\bsk-ant-[A-Za-z0-9_\-]{20,}",  # Anthropic
     r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI
     r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",  # GitHub tokens
@@ -60,6 +61,7 @@ FORMATS: tuple[str, ...] = (
     r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API key
     r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",  # Google OAuth client secret
     r"\bya29\.[A-Za-z0-9_\-]{20,}",  # Google OAuth access token
+    r"(?<![\w/])1//0[0-9A-Za-z_\-]{40,}",  # Google OAuth refresh token (`firebase login:ci`)
     r"\bnpm_[A-Za-z0-9]{36}\b",  # npm
     r"\bpypi-[A-Za-z0-9_\-]{50,}",  # PyPI
     r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{20,}\b",  # Stripe
@@ -152,12 +154,14 @@ _PLACEHOLDERS = {
     "undefined",
 }
 
-# Not after ? or &: a URL's query parameter is QUERY_PARAM's (its value ends at the next &).
-_NAME = r"(?<![\w.?&-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
+# Not after ? or &: a URL's query parameter is QUERY_PARAM's (its value ends at the next &); not
+# after / or +: inside a run of base64 ("…/GaeoIoofcPw==" is no PW=).
+_NAME = r"(?<![\w.?&/+-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;)}\]]+)"
 ASSIGNED = re.compile(_NAME + r"([\"']?\s*(?:=|:=|:)[ \t]*)" + _VALUE)
 FLAG_VALUE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+)" + r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`-][^\s\"'`]*)")
-URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
+# The password runs to the last @ before the host: people paste `app:Pizza8110@@localhost` unencoded.
+URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
 HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie)(\s*:\s*)([^\r\n\"']+)")
 BEARER = re.compile(r"(?i)\b((?:bearer|token|basic)\s+)([A-Za-z0-9_\-.=+/~]{12,})")
 # A URL's query parameter: the value ends at the next & or #, and only the value is redacted.
@@ -180,10 +184,15 @@ TOOL_PASSWORD = re.compile(
 _PROSE_NOUN = re.compile(
     r"(?i)(?<![\w./$-])(?:(api|access|secret|client|app|private|auth|session|refresh|personal[ _-]access|"
     r"license|master|signing|bearer|bot|deploy|webhook|consumer|service)[ _-]?)?"
-    r"(key|keys|token|tokens|secret|secrets|password|passwd|passphrase|passcode|credentials?|apikey|appid|app[ _]id)"
+    r"(key|keys|token|tokens|secret|secrets|password|passwd|passphrase|passcode|credentials?|apikey|appid|app[ _]id|"
+    r"clé|cle|clef|mot de passe|chave|senha|clave|contraseña|passwort|schlüssel)"
     r"(?![\w/-])"
 )
-_STRONG_NOUNS = {"token", "tokens", "secret", "secrets", "password", "passwd", "passphrase", "passcode", "apikey"}
+_STRONG_NOUNS = {
+    "token", "tokens", "secret", "secrets", "password", "passwd", "passphrase", "passcode", "apikey",
+    "mot de passe", "senha", "contraseña", "passwort",
+}  # fmt: skip
+_PASSWORD_NOUNS = {"password", "passwd", "passphrase", "mot de passe", "senha", "contraseña", "passwort"}
 # The word before "key" or "token" that says it is not a credential (a database's primary key, a
 # cache key, an SSH host key, a pagination token, the count of an LLM's tokens).
 _NOT_CREDENTIAL_OWNERS = {
@@ -198,11 +207,18 @@ _NOT_CREDENTIAL_WORDS = {
     "commit", "commits", "sha", "sha1", "sha256", "hash", "digest", "checksum", "fingerprint", "id", "ids",
     "uuid", "version", "build", "image", "ref", "revision", "rev", "tag", "branch", "file", "path", "name",
     "arn", "url", "length", "count", "size", "ttl", "expiry", "type", "format", "field", "header",
-    "variable", "env", "column", "table", "prefix", "suffix", "hint", "rotation",
+    "variable", "env", "column", "table", "prefix", "suffix", "hint", "rotation", "usage", "limit", "limits",
+    "budget", "used", "spent",
+}  # fmt: skip
+# A word just before a value that says it is a commit or a digest ("commit 3f2a… is the key fix").
+_NOT_CREDENTIAL_BEFORE = {
+    "commit", "sha", "sha1", "sha256", "hash", "digest", "checksum", "fingerprint", "revision", "rev", "image",
+    "tag", "ref", "uuid", "object", "blob", "tree",
 }  # fmt: skip
 _LINK_BEFORE = re.compile(r"\s*(?:[:=,(—–-]|->|=>|(?:is|was|as|this|that|are|being)\b)", re.IGNORECASE)
-_WORD = re.compile(r"[A-Za-z0-9_\-+/.~!@#$%^*]+={0,2}")  # a value in a sentence (not its = or &)
-_DIGEST_PREFIX = re.compile(r"(?i)^(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|sha3)[-:_]")
+_WORD = re.compile(r"[A-Za-z0-9_\-+/.~!@#$%^*?]+={0,2}")  # a value in a sentence (not its = or &)
+_DIGEST_PREFIX = re.compile(r"(?i)^(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|sha3|h1)[-:_]")  # h1: go.sum
+_DIGEST_BEFORE = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|sha3|\bh1)[-:_]\Z")
 _FILE_NAME = re.compile(
     r"(?i)\.(?:py|js|ts|tsx|jsx|json|ya?ml|md|txt|toml|lock|sh|go|rs|rb|java|kt|c|h|cpp|html|css|log|tar|gz|"
     r"zip|whl|png|jpe?g|svg|pdf|env|ini|cfg|conf|sql|db)$"
@@ -213,9 +229,10 @@ _CANDIDATE = re.compile(r"(?=[A-Za-z_\-+=]*[0-9])[A-Za-z0-9_\-+=]{12,}|[A-Za-z0-
 # A line naming a secret (or carrying a header or a URL with a user) is where the context rules run.
 _SECRET_CUE = re.compile(
     r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|appid|app_id|sig|"
-    r"://[^\s/@]*:[^\s/@]*@|-u\b|--user|mysql|mariadb|redis-cli"
+    r"://[^\s/@]*:[^\s/@]*@|-u\b|--user|mysql|mariadb|redis-cli|chave|senha|\bcl[eé]f?\b|mot de passe|clave|"
+    r"contraseña|passwort|schlüssel"
 )
-_RANDOM_TOKEN = re.compile(r"(?<![\w/.+=-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
+_RANDOM_TOKEN = re.compile(r"(?<![\w/.+=%-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per pattern)
 
@@ -253,6 +270,12 @@ def looks_random(value: str, least: float = 3.0) -> bool:
 
 # detect-secrets is imported on first need (it imports requests: some 70 ms): most texts, and
 # most of what a hook logs, hold no token, and `engram hook` runs at every prompt.
+def is_potential_uuid(value: str) -> bool:
+    from detect_secrets.filters.heuristic import is_potential_uuid as library_check
+
+    return library_check(value)
+
+
 @cache
 def _entropy():
     from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
@@ -260,53 +283,57 @@ def _entropy():
     return Base64HighEntropyString().calculate_shannon_entropy
 
 
-def generated(value: str, strong: bool) -> bool:
+def generated(value: str, strong: bool, shortest: int = 8) -> bool:
     """A word of a sentence shaped like a generated credential, whatever its alphabet (hex
     included): letters and digits mixed, not a digest, path, file, version, URL, UUID, identifier or
-    template. `strong`: the sentence named a token, secret or password (8 characters are enough);
-    else a key (16 and the library's entropy above 3 bits a character)."""
-    from detect_secrets.filters.heuristic import is_potential_uuid, is_sequential_string, is_templated_secret
+    template. `strong`: the sentence named a token, secret or password (`shortest` characters are
+    enough: 8, 7 for a password); else a key (16 and the library's entropy above 3 bits a character)."""
+    from detect_secrets.filters.heuristic import is_sequential_string, is_templated_secret
 
     v = value.rstrip(".:!?")
-    if len(v) < 8 or not re.search(r"[0-9]", v) or not re.search(r"[A-Za-z]", v):
+    if len(v) < shortest or not re.search(r"[0-9]", v) or not re.search(r"[A-Za-z]", v):
         return False
-    if _DIGEST_PREFIX.match(v) or "://" in v or _FILE_NAME.search(v) or v.startswith(("/", "./", "~", "$", "%")):
+    if len(v) < 16 and re.fullmatch(r"[0-9a-f]+", v):
+        return False  # a short SHA: "* 0d97eae (HEAD -> main) Add password reset"
+    if _DIGEST_PREFIX.match(v) or "://" in v or _FILE_NAME.search(v) or is_path(v) or v.startswith(("~", "$", "%")):
         return False
-    if ("/" in v and "." in v) or re.fullmatch(r"v?\d+(?:[.\-]\w+)+", v) or "REDACTED" in v:
+    if ("/" in v and not _random_run(v)) or re.fullmatch(r"v?\d+(?:\.\d+)+(?:[-+.]\w+)*", v) or "REDACTED" in v:
         return False
     if is_templated_secret(v) or is_sequential_string(v):
         return False
     if re.fullmatch(r"[a-z]+(?:[_-][a-z0-9]+)+|[A-Z]+(?:_[A-Z0-9]+)+|[a-z]+(?:[A-Z][a-z0-9]*)+", v):
         return False  # token_v2, MAX_TOKENS_4K, refreshToken2: identifiers
-    if strong:
-        return len(v) >= 8 and _entropy()(v) > 2.5
+    if strong:  # a password people choose: "Summer2024!" has too few characters for entropy to tell
+        return len(set(v)) >= 6
     return len(v) >= 16 and not is_potential_uuid(v) and _entropy()(v) > 3.0
 
 
 def _prose(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
-    """Spans of the values a sentence names as a credential: up to four words after the name
+    """Spans of the values a sentence names as a credential: up to six words after the name
     ("the NewsAPI key 8388…", "client secret is …") or before it when a link joins them
     ("8388… is my NewsAPI key", "…, this is the session secret"); a word that says the value is
     something else ("commit", "hash", "id") stops the search."""
     for m in _PROSE_NOUN.finditer(text, start, end):
         noun = m.group(2).lower()
         strong = noun in _STRONG_NOUNS or (m.group(1) is not None and noun in ("key", "keys"))
+        shortest = 7 if noun in _PASSWORD_NOUNS else 8  # people choose "Blue905!" and "hunter22"
         line_start = text.rfind("\n", start, m.start()) + 1
         line_end = text.find("\n", m.end(), end)
         line_end = end if line_end < 0 else line_end
         before = list(_WORD.finditer(text, max(line_start, m.start() - 80), m.start()))
-        if m.group(1) is None and before and before[-1].group().lower().strip(".:,") in _NOT_CREDENTIAL_OWNERS:
-            continue
-        for w in list(_WORD.finditer(text, m.end(), min(line_end, m.end() + 120)))[:4]:
+        owner = before[-1].group().lower().strip(".:,") if before else ""
+        if m.group(1) is None and noun in ("key", "keys", "token", "tokens") and owner in _NOT_CREDENTIAL_OWNERS:
+            continue  # a primary key, a cache key, an SSH host key, a page token
+        for w in list(_WORD.finditer(text, m.end(), min(line_end, m.end() + 120)))[:6]:
             word = w.group()
             if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS or word == "REDACTED":
                 break  # something else, or the value already gone (redaction is idempotent)
-            if generated(word, strong):
+            if generated(word, strong, shortest):
                 yield w.start(), w.start() + len(word.rstrip(".:!?"))
                 break
-            if word.endswith((".", "!", "?")) and not generated(word, strong):
+            if word.endswith((".", "!", "?")) and not generated(word, strong, shortest):
                 break  # the sentence ended
-        for i in range(len(before) - 1, max(len(before) - 6, -1), -1):
+        for i in range(len(before) - 1, max(len(before) - 8, -1), -1):
             w = before[i]
             word = w.group()
             if (
@@ -315,10 +342,10 @@ def _prose(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
                 or word == "REDACTED"
             ):
                 break
-            if not generated(word.rstrip(",:"), strong):
+            if not generated(word.rstrip(",:"), strong, shortest):
                 continue
             earlier = before[i - 1].group().lower().strip(".:,") if i else ""
-            if _LINK_BEFORE.match(text, w.end()) and earlier not in _NOT_CREDENTIAL_WORDS:
+            if _LINK_BEFORE.match(text, w.end()) and earlier not in _NOT_CREDENTIAL_BEFORE:
                 yield w.start(), w.start() + len(word.rstrip(",:.!?"))
             break
 
@@ -339,12 +366,26 @@ def _in_urls_and_commands(text: str, start: int, end: int) -> Iterable[tuple[int
                 yield a, b
 
 
+_RUN_CHAR = re.compile(r"[A-Za-z0-9+/=_\-]")
+
+
+def _inside_random_run(text: str, a: int, b: int) -> bool:
+    """True when text[a:b] is part of a long run of base64 characters that looks generated."""
+    while a > 0 and b - a < 400 and _RUN_CHAR.match(text, a - 1):
+        a -= 1
+    while b < len(text) and b - a < 400 and _RUN_CHAR.match(text, b):
+        b += 1
+    return b - a >= 20 and _random_run(text[a:b].strip("=/_-") or "x")
+
+
 def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
     """(start, end) of the lines holding a match of `cue`, neighbours merged: where a rule runs."""
     out: list[list[int]] = []
     for m in cue.finditer(text):
         if (out and m.start() < out[-1][1]) or (cue is _CANDIDATE and _HEXISH.fullmatch(m.group())):
             continue  # a SHA, a UUID or a content hash is no format's token
+        if cue is _SECRET_CUE and _inside_random_run(text, m.start(), m.end()):
+            continue  # "…Kf336PwdEPEm1…" in a base64 fixture names no password
         a = text.rfind("\n", 0, m.start()) + 1
         b = text.find("\n", m.end())
         b = len(text) if b < 0 else b
@@ -355,19 +396,42 @@ def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
     return [(a, b) for a, b in out]
 
 
+def _random_run(value: str) -> bool:
+    """A run of base64 characters with the entropy of generated bytes (a 40-character AWS secret
+    has about 5 bits a character; a path or an identifier of that length about 4)."""
+    return (
+        len(value) >= 20
+        and re.fullmatch(r"[A-Za-z0-9+/_\-]+={0,2}", value) is not None
+        and all(re.search(p, value) for p in (r"[A-Z]", r"[a-z]", r"[0-9]"))
+        and _entropy()(value) > min(4.3, 0.8 * math.log2(len(value)))
+    )
+
+
+def is_path(value: str) -> bool:
+    """/etc/app/key, ./secrets, ~/.config/gh: a path (an AWS secret may start with / too, but its
+    characters are random)."""
+    return bool(re.fullmatch(r"(?:\.{0,2}|~)/[\w.\-/]*", value)) and not _random_run(value)
+
+
 def plain_value(value: str, strong: bool) -> bool:
     """True when a value assigned to a secret-looking name is not itself a secret (a placeholder,
     a reference to another variable, a path, a number, a word in a sentence)."""
     v = value.strip("\"'")
-    if v.lower() in _PLACEHOLDERS or "REDACTED" in v or set(v) <= set("*x.-_<>"):
+    if v.lower() in _PLACEHOLDERS or "REDACTED" in v or set(v) <= set("*x.-_<>") or not re.search(r"[A-Za-z0-9]", v):
         return True
     if v.startswith(("$", "%", "<", "{", "@", "process.env", "os.environ")) or v.endswith((">", "}")):
         return True
-    if v.startswith(("/", "./", "~/", "../")) or re.fullmatch(r"[0-9]{1,5}", v):
+    if is_path(v):
+        return True
+    if re.fullmatch(r"[0-9]{1,5}", v):
         return True
     if re.fullmatch(r"[A-Za-z_]\w*\(.*", v):  # a call: get_secret(...)
         return True
-    return not strong and not looks_random(v)
+    if re.fullmatch(r"(?i)(?:your|my|insert|enter|replace|put)[_\-]\w*|\w*_here", v):  # your_api_key_here
+        return True
+    if re.fullmatch(r"[A-Z][A-Z_]*", v):  # apiKey=API_KEY: the name of another variable
+        return True
+    return not strong and (not looks_random(v) or is_potential_uuid(v))  # Idempotency-Key: <uuid>
 
 
 @cache
@@ -464,6 +528,8 @@ class Redactor:
         # looks generated (not a hash, not a UUID, not a path) is one.
         for m in _RANDOM_TOKEN.finditer(text, start, end):
             v = m.group()
+            if _DIGEST_PREFIX.match(v) or _DIGEST_BEFORE.search(text, max(m.start() - 8, 0), m.start()):
+                continue  # sha512-… (an integrity hash), SHA256:… (a key's fingerprint)
             if not _HEXISH.fullmatch(v) and "/" not in v and "." not in v and looks_random(v, 3.5):
                 yield m.span()
 
