@@ -51,7 +51,7 @@ PEM_BLOCK = re.compile(
 )
 FORMATS: tuple[str, ...] = (
     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",  # AWS access key id
-    r"(?i)(?<=aws.secret.access.key)(?: \[\w*\])?[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",  # `aws configure` too
+    r"(?i)(?<=aws.secret.access.key)(?: \[\w*\])?[\"']?\s*[=:]\s*[\"']?([A-Za-z0-9/+=]{40})",  # `aws configure` too
     r"\bsk-ant-[A-Za-z0-9_\-]{20,}",  # Anthropic
     r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI
     r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",  # GitHub tokens
@@ -314,6 +314,8 @@ def _prose(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
     ("8388… is my NewsAPI key", "…, this is the session secret"); a word that says the value is
     something else ("commit", "hash", "id") stops the search."""
     for m in _PROSE_NOUN.finditer(text, start, end):
+        if m.start() and text[m.start() - 1] in "?&":
+            continue  # a URL's query parameter: QUERY_PARAM's
         noun = m.group(2).lower()
         strong = noun in _STRONG_NOUNS or (m.group(1) is not None and noun in ("key", "keys"))
         shortest = 7 if noun in _PASSWORD_NOUNS else 8  # people choose "Blue905!" and "hunter22"
@@ -484,8 +486,8 @@ class Redactor:
         # The token patterns (ours and the library's) run only on the lines holding a candidate
         # token: most of a command's output and all of a chat turn hold none.
         for start, end in _windows(text, _CANDIDATE):
-            for r in self._formats:
-                spans.extend(m.span() for m in r.finditer(text, start, end))
+            for r in self._formats:  # a pattern with a group marks the secret as that group
+                spans.extend(m.span(1 if r.groups else 0) for m in r.finditer(text, start, end))
             for r in _library_patterns():
                 for m in r.finditer(text, start, end):
                     # A pattern with a group marks the secret as that group (the library's findall).
