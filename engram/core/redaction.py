@@ -558,6 +558,16 @@ class Redactor:
             return self(v)
         if isinstance(v, list | tuple):
             return type(v)(self.value(x) for x in v)
-        if isinstance(v, dict):  # a key can be a secret too: {"ghp_…": "the CI token"}
-            return {self(k) if isinstance(k, str) else k: self.value(x) for k, x in v.items()}
+        if isinstance(v, dict):
+            return {self._field_name(k, x): self.value(x) for k, x in v.items()}
         return v
+
+    def _field_name(self, name, value):
+        """A field's name redacted: a secret's format ({"ghp_…": …}), or a random name its value
+        says is a key ({"8d2f…": "the TMDB key"}, read as "the TMDB key 8d2f…")."""
+        if not isinstance(name, str):
+            return name
+        out = self(name)
+        if out == name and isinstance(value, str) and len(name) >= 8 and name not in self(f"{value} {name}"):
+            return REDACTED
+        return out

@@ -180,6 +180,10 @@ def test_look_alikes_stay_byte_for_byte(redact, text):
 def test_metadata_keys_are_redacted_as_well_as_values(redact):
     v = {f"ghp_{'a1B2c3D4e5' * 4}": "the CI token", "commands": [f"curl 'https://x.example/w?q=Lagos&appid={HEX32}'"]}
     assert redact.value(v) == {R: "the CI token", "commands": [f"curl 'https://x.example/w?q=Lagos&appid={R}'"]}
+    # A random name is a secret when its value says so, and only then.
+    assert redact.value({KEY: "the TMDB key"}) == {R: "the TMDB key"}
+    kept = {HEX32: "the cache entry", "sha256:" + HEX32 * 2: "digest", "3f2a9c1e": "the commit"}
+    assert redact.value(kept) == kept
 
 
 @pytest.mark.parametrize("it", [it for it in SET["items"] if it["split"] == "tune"][:120], ids=lambda it: it["kind"])
