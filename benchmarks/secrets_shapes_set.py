@@ -398,6 +398,52 @@ def secret_items() -> list[tuple[str, str, str, list[str]]]:
             ),
             v,
         )
+    # A diff of a config file: the key on the added line (and the old one on the removed line).
+    for _ in range(8):
+        old, new = key_value(), key_value()
+        if R.random() < 0.5:
+            add(
+                "diff_key",
+                "output",
+                f"-NEWS_API_KEY=YOUR_NEWS_API_KEY  # placeholder\n+NEWS_API_KEY={new}  # the real key",
+                new,
+            )
+        else:
+            add(
+                "diff_key",
+                "output",
+                f"@@ -3,2 +3,2 @@\n-OPENWEATHER_API_KEY={old}\n+OPENWEATHER_API_KEY={new}",
+                old,
+                new,
+            )
+    # A devcontainer's secrets: the value in an object under the secret's name (as Read shows a file).
+    for _ in range(6):
+        v = key_value()
+        add(
+            "json_nested",
+            "output",
+            R.choice(
+                [
+                    f'  "secrets": {{\n    "VITE_OPENWEATHER_API_KEY": {{\n      "description": "{v}"\n    }}\n  }},',
+                    f'    28→  "secrets": {{\n    29→    "TMDB_API_KEY": {{\n    30→      "value": "{v}"\n    31→    }}',
+                ]
+            ),
+            v,
+        )
+    # An expect script that answers the SSH password prompt (run through a shell, quotes escaped).
+    for _ in range(6):
+        pw = password().replace("\\", "x")
+        add(
+            "expect_send",
+            "command",
+            R.choice(
+                [
+                    f'expect -c \'spawn ssh pi@192.168.1.40\nexpect "*password*"\nsend "{pw}\\r"\ninteract\'',
+                    f'bash -c "expect -c \'spawn ssh deploy@10.0.0.12; expect {{ \\"*assword:*\\" {{ send \\"{pw}\\r\\" }} }}\'"',
+                ]
+            ),
+            pw,
+        )
     return out
 
 

@@ -140,6 +140,19 @@ def test_pasted_configs_and_cloud_cli_output(redact, text, stored):
             f"Server=tcp:x.database.windows.net;User ID=sa;Password={R};Encrypt=True;",
         ),
         (f'gh secret set NEWS_API_KEY --body "{HEX32}"', f'gh secret set NEWS_API_KEY --body "{R}"'),
+        (
+            f'expect -c \'spawn ssh pi@10.0.0.4\nexpect "*password*"\nsend "{PW}\\r"\ninteract\'',
+            f'expect -c \'spawn ssh pi@10.0.0.4\nexpect "*password*"\nsend "{R}\\r"\ninteract\'',
+        ),
+        (
+            f'bash -c "expect {{ \\"*assword:*\\" {{ send \\"{PW}\\r\\" }} }}"',
+            f'bash -c "expect {{ \\"*assword:*\\" {{ send \\"{R}\\r\\" }} }}"',
+        ),
+        (
+            f'-NEWS_API_KEY=YOUR_KEY\n+NEWS_API_KEY={HEX32}\n+    "VITE_OWM_API_KEY": {{\n+      "description": "{KEY}"',
+            f'-NEWS_API_KEY=YOUR_KEY\n+NEWS_API_KEY={R}\n+    "VITE_OWM_API_KEY": {{\n+      "description": "{R}"',
+        ),
+        (f"this is the openweatherAPI {HEX32}", f"this is the openweatherAPI {R}"),
     ],
 )
 def test_command_lines_and_connection_strings(redact, text, stored):
@@ -171,6 +184,9 @@ def test_command_lines_and_connection_strings(redact, text, stored):
         "http://localhost:3000/callback?code=4%2F0At71Hz-cm6JAB-Bdf4ykEyoJeeOY&state=e0abb6e5cd439e8e",
         "Build ID: g_OqQTYnHKY5mwIiQti4pw",
         "the heroku version is 8.10.0-beta.2 and the token expired",
+        "i  functions: ensuring required API \x1b[1mcloudfunctions.googleapis.com\x1b[22m is enabled...",
+        "    const idToken = await user.getIdToken();",
+        "  credential: admin.credential.cert(serviceAccount),",
     ],
 )
 def test_look_alikes_stay_byte_for_byte(redact, text):
