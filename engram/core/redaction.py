@@ -99,6 +99,7 @@ _SECRET_CUE = re.compile(
     r"://[^\s/@]*:[^\s/@]*@|-u\b|--user|mysql|mariadb|redis-cli|chave|senha|\bcl[eé]f?\b|mot de passe|clave|"
     r"contraseña|passwort|schlüssel"
 )
+_SECRET_CUE_LOWER = re.compile(_SECRET_CUE.pattern.removeprefix("(?i)"))
 _RANDOM_TOKEN = re.compile(r"(?<![\w/.+=%-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per pattern)
@@ -107,10 +108,15 @@ WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per 
 def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
     """(start, end) of the lines holding a match of `cue`, neighbours merged: where a rule runs."""
     out: list[list[int]] = []
-    for m in cue.finditer(text):
-        if (out and m.start() < out[-1][1]) or (cue is _CANDIDATE and _HEXISH.fullmatch(m.group())):
+    scan = text
+    if cue is _SECRET_CUE and text.isascii():  # a case-sensitive search of the lowered text: 4x faster
+        scan, cue = text.lower(), _SECRET_CUE_LOWER
+    pos = 0
+    while (m := cue.search(scan, pos)) is not None:
+        pos = m.end()
+        if cue is _CANDIDATE and _HEXISH.fullmatch(m.group()):
             continue  # a SHA, a UUID or a content hash is no format's token
-        if cue is _SECRET_CUE and inside_random_run(text, m.start(), m.end()):
+        if cue is not _CANDIDATE and inside_random_run(text, m.start(), m.end()):
             continue  # "…Kf336PwdEPEm1…" in a base64 fixture names no password
         a = text.rfind("\n", 0, m.start()) + 1
         b = text.find("\n", m.end())
@@ -119,6 +125,7 @@ def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
             out[-1][1] = b
         else:
             out.append([a, b])
+        pos = max(pos, b)  # the rest of this line is in the window already
     return [(a, b) for a, b in out]
 
 

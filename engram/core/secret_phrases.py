@@ -50,6 +50,8 @@ _PROSE_NOUN = re.compile(
 )
 # "the openweatherAPI 8d2f…", "NewsAPI: …": an API named with a value after it (a key: 16 characters).
 _API_NOUN = re.compile(r"(?:(?<=[a-z])API|(?<![\w./$-])(?i:api))(?![\w/-])")
+_NOUN_STEMS = ("key", "token", "secret", "passw", "passp", "passc", "credential", "appid", "app id", "app_id", "cl",
+               "mot de passe", "chave", "senha", "contrase", "schl")  # fmt: skip
 _STRONG_NOUNS = {
     "token", "tokens", "secret", "secrets", "password", "passwd", "passphrase", "passcode", "apikey",
     "mot de passe", "senha", "contraseña", "passwort",
@@ -110,6 +112,9 @@ def in_sentences(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
     ("the NewsAPI key 8388…", "client secret is …") or before it when a link joins them
     ("8388… is my NewsAPI key", "…, this is the session secret"); a word that says the value is
     something else ("commit", "hash", "id") stops the search."""
+    low = text[start:end].lower()
+    if not any(w in low for w in _NOUN_STEMS):  # "3 passed in 2.1s": no name of a credential
+        return
     for m in _PROSE_NOUN.finditer(text, start, end):
         if m.start() and text[m.start() - 1] in "?&":
             continue  # a URL's query parameter: QUERY_PARAM's
@@ -142,20 +147,33 @@ def in_sentences(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
             break
 
 
+# Each rule runs only where a word it needs is: a cheap test that spares most windows the search.
+_NEEDS: tuple[tuple[re.Pattern, tuple[str, ...], int], ...] = (
+    (CURL_USER, ("curl", "wget", "http"), 0),
+    (TOOL_PASSWORD, ("mysql", "mariadb", "sshpass", "redis-cli", "docker"), 0),
+    (EXPECT_SEND, ("send",), 200),  # the send may be on a line below the prompt
+)
+
+
 def in_urls_and_commands(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
     """Spans of a URL's credential query parameters, of a secret's value in a JSON object under its
     name, and of the passwords `curl -u`, mysql, sshpass, redis-cli, docker login and an expect
     script's `send` are given."""
-    for m in QUERY_PARAM.finditer(text, start, end):
-        kind = "key" if m.group(1).lower() in _QUERY_KEY_NAMES else secret_name(m.group(1))
-        if kind and not plain_value(m.group(2), kind == "strong"):
-            yield m.span(2)
-    for m in JSON_NESTED.finditer(text, start, min(len(text), end + 400)):  # its value may be lines below
-        kind = secret_name(m.group(1))
-        if kind and generated(m.group(2), kind == "strong"):
-            yield m.span(2)
-    for r in (CURL_USER, TOOL_PASSWORD, EXPECT_SEND):
-        for m in r.finditer(text, start, min(len(text), end + 200) if r is EXPECT_SEND else end):  # send: a line below
+    if "=" in text[start:end]:
+        for m in QUERY_PARAM.finditer(text, start, end):
+            kind = "key" if m.group(1).lower() in _QUERY_KEY_NAMES else secret_name(m.group(1))
+            if kind and not plain_value(m.group(2), kind == "strong"):
+                yield m.span(2)
+    if "{" in text[start:end]:
+        for m in JSON_NESTED.finditer(text, start, min(len(text), end + 400)):  # its value may be lines below
+            kind = secret_name(m.group(1))
+            if kind and generated(m.group(2), kind == "strong"):
+                yield m.span(2)
+    for r, words, beyond in _NEEDS:
+        stop = min(len(text), end + beyond)
+        if not any(w in text[start:stop] for w in words):
+            continue
+        for m in r.finditer(text, start, stop):
             a, b = m.span(1)
             if text[a] in "\"'":
                 a, b = a + 1, b - 1
