@@ -163,7 +163,11 @@ class Redactor:
     def __call__(self, text: str) -> str:
         if not isinstance(text, str) or not text or text in self._recent:
             return text
-        out = self._redact(text)
+        before, out = text, self._redact(text)
+        for _ in range(3):  # a redaction can make a word of what was part of one: redact to a fixed point
+            if out == before:
+                break
+            before, out = out, self._redact(out)
         if len(out) <= RECENT_MAX_CHARS:
             if len(self._recent) >= RECENT_KEPT:
                 self._recent.clear()

@@ -80,6 +80,7 @@ _NOT_CREDENTIAL_BEFORE = {
     "commit", "sha", "sha1", "sha256", "hash", "digest", "checksum", "fingerprint", "revision", "rev", "image",
     "tag", "ref", "uuid", "object", "blob", "tree",
 }  # fmt: skip
+_IDENTIFIER = re.compile(r"[A-Za-z][\w.]*[_-][\w.-]*|[a-z]+[A-Z]\w*")  # trace_id, x-request-id, sessionId
 _LINK_BEFORE = re.compile(r"\s*(?:[:=,(—–-]|->|=>|(?:is|was|as|this|that|are|being)\b)", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z0-9_\-+/.~!@#$%^*?]+={0,2}")  # a value in a sentence (not its = or &)
 
@@ -87,10 +88,13 @@ _WORD = re.compile(r"[A-Za-z0-9_\-+/.~!@#$%^*?]+={0,2}")  # a value in a sentenc
 def _value_after(text: str, at: int, line_end: int, strong: bool, shortest: int) -> tuple[int, int] | None:
     """The span of the first generated-looking word among the six after `at` on its line, unless a
     word that says the value is something else ("commit", "id") or the sentence's end comes first."""
-    for w in list(_WORD.finditer(text, at, min(line_end, at + 120)))[:6]:
+    words = list(_WORD.finditer(text, at, min(line_end, at + 120)))[:6]
+    for i, w in enumerate(words):
         word = w.group()
         if word.lower().strip(".:,!?") in _NOT_CREDENTIAL_WORDS or word == "REDACTED":
             return None  # something else, or the value already gone (redaction is idempotent)
+        if i and text[w.start() - 1] in "=:" and _IDENTIFIER.fullmatch(words[i - 1].group()):
+            return None  # "token refresh failed trace_id=7aeb…": the value is another name's
         if generated(word, strong, shortest):
             return w.start(), w.start() + len(word.rstrip(".:!?"))
         if word.endswith((".", "!", "?")):
@@ -121,7 +125,7 @@ def in_sentences(text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
         noun = m.group(2).lower()
         strong = noun in _STRONG_NOUNS or (m.group(1) is not None and noun in ("key", "keys"))
         shortest = 7 if noun in _PASSWORD_NOUNS else 8  # people choose "Blue905!" and "hunter22"
-        line_start = text.rfind("\n", start, m.start()) + 1
+        line_start = text.rfind("\n", 0, m.start()) + 1
         line_end = text.find("\n", m.end(), end)
         line_end = end if line_end < 0 else line_end
         before = list(_WORD.finditer(text, max(line_start, m.start() - 80), m.start()))

@@ -212,7 +212,8 @@ def plain_value(value: str, strong: bool) -> bool:
     if re.fullmatch(r"[0-9]{1,5}", v):
         return True
     if re.fullmatch(r"[A-Za-z_][\w.]*\(.*", v) or (
-        re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", v) and not any(map(looks_random, v.split(".")))
+        re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", v)
+        and all(re.fullmatch(r"[A-Za-z_]+[0-9]*|[A-Z0-9_]+", part) for part in v.split("."))
     ):
         return True  # a call or a reference: get_secret(...), admin.credential.cert(...), config.token
     if v in _CODE_WORDS:  # const idToken = await user.getIdToken()
