@@ -8,8 +8,8 @@ plugin, measured side by side). Both are built to scan files line by line throug
 which costs 208 µs of CPU for a 200-character memory and 12 ms per 10 kB of command output; so
 this runs only the format detectors' own compiled patterns (`RegexBasedDetector.denylist`), and
 only on the lines holding a candidate token (a run of 12+ token characters that is not a hex
-SHA, UUID or hash): 37 µs and 3.8 ms (benchmarks/secrets_eval.py). The library's Shannon entropy
-judges the value of a name that only may be secret (`SORT_KEY=created_at` stays,
+SHA, UUID or hash): 31 µs and 3.9 ms (benchmarks/secrets_eval.py, issue 46). The library's
+Shannon entropy judges the value of a name that only may be secret (`SORT_KEY=created_at` stays,
 `STRIPE_KEY=x9F...` goes) and a long random token on a line that speaks of a secret. Its keyword
 and high-entropy plugins are left out: they are tuned for source files and flag hashes, base64
 fixtures and SHAs, which a memory must keep byte for byte.
