@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engram.hooks.shell_edits import patch_edits, shell_edits
 from engram.text.convention_sentences import conventions_in
 
 __all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "lines", "text_of"]
@@ -47,6 +48,28 @@ TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
 # Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
 # CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
 EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
+# A tool call the user rejected or interrupted (Claude Code, Codex), not a command that failed.
+REFUSED = re.compile(
+    r"The user doesn't want to proceed with this tool use|\[Request interrupted by user|"
+    r"(?:exec command|patch|command) rejected by user|\baborted by user\b|^aborted$",
+    re.I | re.M,
+)
+# A command that did not finish: a time limit (Claude Code, Codex, Gemini CLI), a kill, a process
+# left running in the background (Codex's exec_command session, Claude Code's background shell).
+UNFINISHED = re.compile(
+    r"(?i)\b(?:command )?timed out after\b|\btimeout: the monitored command dumped core|"
+    r"^Process running with session ID \d+|Command running in background with ID|"
+    r"\bcommand was cancelled\b|^Killed$|^Terminated$|\bsignal: killed\b",
+    re.M,
+)
+# apply_patch's refusal of a patch that does not apply (Codex writes it without an exit code).
+PATCH_FAILED = re.compile(
+    r"^(?:error: )?(?:Failed to find expected lines|apply_patch verification failed|invalid hunk|"
+    r"Invalid patch|.*is not a valid hunk header)",
+    re.I | re.M,
+)
+# Programs whose exit code 1 with no output means "nothing found".
+NO_MATCH_PROGRAM = re.compile(r"(?:^|[|;&]\s*)(?:grep|egrep|fgrep|rg|ag|pgrep|diff|test|\[|which|command -v)\b")
 TODO_STATUSES = {
     "pending": "pending",
     "not_started": "pending",
@@ -182,19 +205,37 @@ class Session:
                 for old, new in _edit_pairs(args):
                     self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
         elif name in ("apply_patch",):
-            if not failed:
-                patch = args.get("input") or args.get("patch") or ""
-                for p in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", str(patch), re.M):
-                    self._file(p.strip())
-                for path, old, new in _patch_pairs(str(patch)):
-                    self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
+            if not failed and not _refused(output) and not PATCH_FAILED.search((output or "")[:400]):
+                self._edits(patch_edits(str(args.get("input") or args.get("patch") or "")))
         elif name in ("Bash", "run_shell_command", "shell", "exec_command", "shell_command", "local_shell"):
             cmd = args.get("command", args.get("cmd"))
             if isinstance(cmd, list):
-                cmd = " ".join(str(c) for c in cmd)
-                cmd = re.sub(r"^(?:bash|sh|zsh) -lc ", "", cmd)
-            if isinstance(cmd, str) and cmd.strip():
+                words = [str(c) for c in cmd]
+                if (
+                    len(words) == 3
+                    and re.fullmatch(r"(?:/\S*/)?(?:bash|sh|zsh)", words[0])
+                    and words[1] in ("-lc", "-c")
+                ):
+                    words = words[2:]  # ["bash", "-lc", "<script>"]: the script
+                cmd = " ".join(words)
+            if not isinstance(cmd, str) or not cmd.strip() or _refused(output):
+                return  # a call the user refused or cancelled did not run: neither a failure nor a pass
+            code = EXIT_CODE.search(output or "")
+            failed = failed or bool(code and code.group(1) != "0")
+            written = shell_edits(cmd)
+            failed = failed or (written.only_edits and bool(PATCH_FAILED.search((output or "")[:400])))
+            if written.stray_patch:
+                return  # patch text run as shell commands by mistake: the agent's slip, not the project's
+            if not failed or not written.only_edits:
+                # A mixed command (`sed -i ... && pytest`) wrote its files before what failed.
+                self._edits(written.edits)
+            if not written.only_edits:
                 self._command(cmd.strip(), output, failed)
+
+    def _edits(self, edits: list[tuple[str, str, str]]) -> None:
+        for path, old, new in edits:
+            self._file(path)
+            self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
 
     def _engram_tool(self, tool: str, args: dict, output: str, failed: bool) -> None:
         if failed:
@@ -285,17 +326,36 @@ class Session:
         code = EXIT_CODE.search(output or "")
         if code and code.group(1) != "0":
             failed = True
+        # A search that found nothing exits 1 with no output: an answer, not an error.
+        if failed and code and code.group(1) == "1" and NO_MATCH_PROGRAM.search(cmd) and not _said(output):
+            failed = False
+        # A run cut off by a time limit, killed, or left running in the background has not passed
+        # (a server stopped by the client's timeout) nor failed as the project's error.
+        unfinished = bool(UNFINISHED.search((output or "")[:2000])) or (
+            code is not None and code.group(1) in ("124", "137", "143", "-1")
+        )
         error = _tail(output, ERROR_CHARS) if failed else ""
         self.commands_run += 1
-        self._record(
-            {
-                "k": "command",
-                "command": cmd[:2000],
-                "failed": failed,
-                "output": _head_tail(output, CAPTURE_CHARS) if failed else "",
-            }
-        )
+        event = {
+            "k": "command",
+            "command": cmd[:2000],
+            "failed": failed and not unfinished,
+            "output": _head_tail(output, CAPTURE_CHARS) if failed else "",
+        }
+        if unfinished:
+            event["unfinished"] = True
+        self._record(event)
         self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
+
+
+def _refused(output: str) -> bool:
+    """Whether a tool call's output says the user rejected or cancelled it (so it never ran)."""
+    return bool(REFUSED.search((output or "")[:400]))
+
+
+def _said(output: str) -> bool:
+    """Whether an output holds anything but a client's note of the exit code."""
+    return any(ln.strip() and not EXIT_CODE.search(ln) for ln in (output or "").splitlines())
 
 
 def _edit_pairs(args: dict) -> list[tuple[str, str]]:
@@ -310,17 +370,6 @@ def _edit_pairs(args: dict) -> list[tuple[str, str]]:
         if isinstance(new, str):
             old = e.get("old_string")
             out.append((old if isinstance(old, str) else "", new))
-    return out
-
-
-def _patch_pairs(patch: str) -> list[tuple[str, str, str]]:
-    """(file, removed lines, added lines) of each file an apply_patch envelope changes."""
-    out = []
-    for m in re.finditer(r"^\*\*\* (?:Add|Update) File: (.+)\n((?:(?!\*\*\* ).*\n?)*)", patch, re.M):
-        body = m.group(2).splitlines()
-        old = "\n".join(ln[1:] for ln in body if ln.startswith("-"))
-        new = "\n".join(ln[1:] for ln in body if ln.startswith("+"))
-        out.append((m.group(1).strip(), old, new))
     return out
 
 

@@ -1,0 +1,185 @@
+"""The files a shell command writes: edits an agent makes through its shell tool.
+
+Codex 0.34 had only a `shell` tool, so every edit went through it: `apply_patch` as the command's
+argument (`["apply_patch", "*** Begin Patch ..."]`) or in a heredoc (`bash -lc "apply_patch <<'PATCH'
+..."`); later agents of every client still write files with `cat > f <<EOF`, `sed -i`, `tee`,
+`git apply` or a script's `write_text`. These count as edits of the files they name, for the
+pitfalls (engram.continuity.fixes) and for the checkpoint's list of edited files.
+
+Read without running anything: heredoc bodies are cut out first (so what they hold is not taken
+for commands), then each simple command is looked at on its own.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+
+__all__ = ["ShellEdits", "patch_edits", "shell_edits"]
+
+HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w-]*)\2")
+# Where one simple command ends: a newline, `&&`, `||`, `;`, `|`, `&` (outside quotes).
+SEPARATORS = re.compile(r"\n|&&|\|\||;|\||&(?!>)")
+QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+# `> file` and `>> file`, not `2>` (a stream), `>&2` or `&>` (a stream's copy).
+REDIRECT = re.compile(r"(?<![\d&>])>{1,2}[ \t]*(?!&)([^\s;&|<>()]+)")
+NOT_FILES = ("/dev/", "/proc/", "$", "&")
+# A script writing a file: Python's write_text / open(..., "w"), Node's writeFileSync.
+SCRIPT_WRITES = re.compile(
+    r"""(?:Path\(\s*['"]([^'"]+)['"]\s*\)\.write_(?:text|bytes)"""
+    r"""|open\(\s*['"]([^'"]+)['"]\s*,\s*['"][wa]"""
+    r"""|writeFileSync\(\s*['"]([^'"]+)['"])"""
+)
+PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.M)
+GIT_DIFF_FILE = re.compile(r"^\+\+\+ b/(\S+)", re.M)
+# Commands that set up an edit without running anything of the project.
+SETUP = {"cd", "mkdir", "touch", "true", "set", "pushd", "popd", "export"}
+WRITERS = {"cat", "echo", "printf"}
+
+
+@dataclass
+class ShellEdits:
+    """What a shell command writes: (file, old, new) per change, whether the command does
+    nothing but write files (then it is an edit, not a command to run), and whether it is patch
+    text sent to the shell by mistake (neither)."""
+
+    edits: list[tuple[str, str, str]]
+    only_edits: bool = False
+    stray_patch: bool = False
+
+
+def patch_edits(patch: str) -> list[tuple[str, str, str]]:
+    """(file, removed lines, added lines) of each file an apply_patch envelope adds, updates or
+    deletes (a deleted file: no added lines)."""
+    out = []
+    heads = list(PATCH_FILE.finditer(patch))
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(patch)
+        body = patch[m.end() : end].splitlines()
+        old = "\n".join(ln[1:] for ln in body if ln.startswith("-"))
+        new = "\n".join(ln[1:] for ln in body if ln.startswith("+") and not ln.startswith("+++"))
+        path = m.group(2).strip()
+        if m.group(1) == "Delete":
+            old, new = old or f"(deleted {path})", ""
+        out.append((path, old, new))
+    return out
+
+
+def _cut_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command with each heredoc's body taken out (its line ends with `<<N` for body N)."""
+    bodies: list[str] = []
+    out: list[str] = []
+    lines = command.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        marks = list(HEREDOC.finditer(line))
+        if not marks:
+            out.append(line)
+            continue
+        for m in marks:
+            strip_tabs, word = m.group(1) == "-", m.group(3)
+            body = []
+            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]).strip() != word:
+                body.append(lines[i])
+                i += 1
+            i += 1  # the closing word (or the end: a heredoc left open still feeds its body)
+            line = line.replace(m.group(0), f"<<{len(bodies)}", 1)
+            bodies.append("\n".join(body))
+        out.append(line)
+    return "\n".join(out), bodies
+
+
+def _words(segment: str) -> list[str]:
+    try:
+        return shlex.split(segment)
+    except ValueError:
+        return segment.split()
+
+
+def _joined(cwd: str | None, path: str) -> str:
+    if cwd and not path.startswith(("/", "~")) and cwd not in (".", "./"):
+        return f"{cwd.rstrip('/')}/{path}"
+    return path
+
+
+def _simple_edits(words: list[str], segment: str, bodies: list[str], cwd: str | None) -> list[tuple[str, str, str]]:
+    """The edits one simple command makes (sed -i, perl -pi, tee, git apply, a redirection)."""
+    body = ""
+    m = re.search(r"<<(\d+)", segment)
+    if m and int(m.group(1)) < len(bodies):
+        body = bodies[int(m.group(1))]
+    prog = words[0].rsplit("/", 1)[-1] if words else ""
+    out: list[tuple[str, str, str]] = []
+    if prog in ("sed", "perl") and any(
+        w.startswith("-i") or w == "--in-place" or (prog == "perl" and re.fullmatch(r"-\w*i\w*", w)) for w in words
+    ):
+        args, script = [], ""
+        skip = False
+        for j, w in enumerate(words[1:], 1):
+            if skip:
+                skip = False
+                continue
+            if w in ("-e", "--expression"):
+                script += words[j + 1] + "\n" if j + 1 < len(words) else ""
+                skip = True
+            elif w.startswith("-") or (w == "" and words[j - 1] == "-i"):
+                continue
+            else:
+                args.append(w)
+        if not script and args:
+            script, args = args[0], args[1:]
+        out += [(_joined(cwd, f), "", script.strip() or segment) for f in args]
+    elif prog == "tee":
+        out += [(_joined(cwd, w), "", body or segment) for w in words[1:] if not w.startswith("-")]
+    elif prog == "git" and len(words) > 1 and words[1] == "apply":
+        for f in dict.fromkeys(GIT_DIFF_FILE.findall(body)):
+            out.append((_joined(cwd, f), "", body))
+    unquoted = QUOTED.sub("''", segment)
+    for target in REDIRECT.findall(unquoted):
+        if target.startswith(NOT_FILES) or target == "''":
+            continue
+        out.append((_joined(cwd, target), "", body or segment))
+    if prog.startswith(("python", "node")) or prog in ("bun", "deno"):
+        for found in SCRIPT_WRITES.finditer(body or segment):
+            f = next(g for g in found.groups() if g)
+            out.append((_joined(cwd, f), "", body or segment))
+    return out
+
+
+def shell_edits(command: str) -> ShellEdits:
+    """The files `command` writes and what it writes to them."""
+    if "*** Begin Patch" in command:
+        before = command.split("*** Begin Patch", 1)[0]
+        if "apply_patch" not in before and "applypatch" not in before:
+            return ShellEdits([], stray_patch=True)  # patch text run as shell commands: fails
+        cd = re.search(r"\bcd\s+(\S+)\s*&&", before)
+        patch = command[command.index("*** Begin Patch") :]
+        patch = patch.split("*** End Patch", 1)[0]
+        edits = [(_joined(cd.group(1) if cd else None, f), o, n) for f, o, n in patch_edits(patch)]
+        return ShellEdits(edits, only_edits=True)
+    text, bodies = _cut_heredocs(command)
+    edits: list[tuple[str, str, str]] = []
+    only = True
+    cwd = None
+    for segment in SEPARATORS.split(text):
+        segment = segment.strip()
+        if not segment:
+            continue
+        words = _words(segment)
+        while words and ("=" in words[0].split("/")[0] or words[0] in ("sudo", "env", "command")):
+            words = words[1:]  # an assignment or a wrapper before the program
+        if not words:
+            continue
+        found = _simple_edits(words, segment, bodies, cwd)
+        edits += found
+        if words[0] == "cd" and len(words) > 1:
+            cwd = _joined(cwd, words[1])
+        if not found and words[0] not in SETUP and words[0] not in WRITERS:
+            only = False
+        prog = words[0].rsplit("/", 1)[-1]
+        if found and not (prog in WRITERS | {"sed", "perl", "tee"} or words[:2] == ["git", "apply"]):
+            only = False  # a program's output sent to a file: the program ran
+    return ShellEdits(edits, only_edits=only and bool(edits))
