@@ -10,9 +10,18 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
+
+from engram.continuity.fix_places import ANSI, PLACES_KEPT, places_of, touches
+from engram.continuity.shell_commands import (
+    changed_command,
+    program_of,
+    read_only,
+    remote,
+    same_command,
+    shaped,
+)
 
 __all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "program_of", "same_command"]
 
@@ -21,31 +30,58 @@ EDITS_KEPT = 20  # edits remembered after an error that has not passed yet
 OPEN_KEPT = 10  # errors waiting for their fix
 LINE_CHARS = 160
 
-# The line that names the error, most specific first: an exception or a compiler's coded error
-# before a generic "error:", which a wrapper (npm, make) prints around the real one.
-SIGNATURES = [
-    re.compile(p, re.M)
-    for p in (
-        r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?)$",  # Python, Java
-        r"^(FAILED \S+(?: - .*)?)$",  # pytest's short summary
-        r"^(?:> )?(error(?:\[E\d{4}\])?: .+)$",  # rustc, cargo, gradle
-        r"^([\w./-]+:\d+:\d+: [A-Z]+\d+ .+)$",  # ruff, flake8: file:line:col: CODE message
-        r"^\s*\d+:\d+\s+error\s+(.+)$",  # eslint
-        r"^\s*\u25cf (.+)$",  # jest: the failing test's name
-        r"((?:error|warning) TS\d+: .+)$",  # tsc
-        r"^(panic: .+)$",  # Go
-        r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$",  # go build / vet
-        r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$",  # maven: a compiler error or a test's
-        r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$",
-        r"^(Error: .+)$",  # node, docker compose, many CLIs
-        r"^((?:fatal|error|ERROR): .+)$",  # git, make, compilers
-        r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: "
-        r"(?:command not found|No such file or directory|Permission denied))$",
-        r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$",  # bash set -u, make
-        r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$",  # config parse errors
-        r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR)\b.*)$",  # anything saying it failed
+# The line that names the error, most specific first: the failing test's name, then a compiler's
+# or linter's coded error with its location, then an exception and its message, before a generic
+# "error:", which a wrapper (npm, make, go test) prints around the real one. Each pattern says
+# whether its first or its last hit is the one (a traceback's exception comes last).
+SIGNATURES: list[tuple[re.Pattern, str]] = [
+    (re.compile(p, re.M), which)
+    for p, which in (
+        (r"^(FAILED \S+::\S+(?: - .*)?)$", "first"),  # pytest's short summary
+        (r"^\s*(--- FAIL: \S+)", "first"),  # go test
+        (r"^\s*\u25cf ((?:[^\n\u203a]+ \u203a )+[^\n]+)$", "first"),  # jest: ● suite › test
+        (r"^\s*(?:FAIL|\u00d7|\u2717)\s+(\S+\.(?:test|spec)\.\w+ > .+)$", "first"),  # vitest
+        (r"^(.*\S\(\d+,\d+\): error TS\d+: .+|.*:\d+:\d+ - error TS\d+: .+)$", "first"),  # tsc with its file
+        (r"((?:error|warning) TS\d+: .+)$", "first"),  # tsc
+        (r"^([\w./@-]+:\d+:\d+:? (?:[A-Z]+\d+ .+|lint/\S+.*))$", "first"),  # ruff, flake8, biome: file:line:col CODE
+        (r"^([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file it would reformat
+        (r"^\s*(\d+:\d+\s+error\s+.+)$", "first"),  # eslint: line:col error message rule
+        (r"^(error\[E\d{4}\]: .+)$", "first"),  # rustc
+        (r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$", "first"),  # go build / vet
+        (
+            r"^\s*(?:E\s+|Uncaught (?:\(in promise\) )?)?"
+            r"((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$",
+            "last",
+        ),  # Python, Java, JavaScript: the exception and its message
+        (r"^(panic: .+)$", "first"),  # Go
+        (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
+        (r"^(?:> )?(error: .+)$", "first"),  # cargo, gradle, git, many CLIs
+        (r"^(Error: .+)$", "first"),  # node, docker compose, many CLIs
+        (r"^((?:fatal|error|ERROR|FATAL|\[ERROR\]): .+)$", "first"),  # git, make, compilers
+        (
+            r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: "
+            r"(?:command not found|No such file or directory|Permission denied|not found))$",
+            "first",
+        ),
+        (r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$", "first"),  # bash set -u, make
+        (r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$", "first"),  # config parse errors
+        (r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$", "first"),
+        (
+            r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR|refused|denied)\b.*)$",
+            "first",
+        ),  # anything saying it failed
     )
 ]
+# Lines that only wrap the real error: a runner's or a client's note that something failed.
+WRAPPER = re.compile(
+    r"(?i)\bexit(?: status|ed with(?: exit)? code| code)\b|context deadline exceeded|\btask (?:\S+ )?failed\b|"
+    r"command failed\b|\bELIFECYCLE\b|npm ERR! (?:code|errno|path|command|A complete log)|"
+    r"Process completed with exit code|\*\*\* \[.*\] Error \d+|error: script \".*\" exited|"
+    r"\bfailed in sandbox\b|^\s*(?:Found|with) \d+ errors?\b|^\s*\d+ (?:failed|errors?)\b|"
+    r"^(?:Test Files|Tests|Test Suites):? .*failed|^FAIL\s*$|^FAIL\s+\S+\s+[\d.]+s$|^ERROR: .*exit code|"
+    r"^error: Recipe .* failed|^Error: Process completed|run failed|build failed|^ERROR\s*$|\bsee above\b|"
+    r"^\s*(?:at |File \")|Traceback \(most recent call last\)|^\$ |: \(none\)$|^(?:Command|Directory): "
+)
 # Where the error points: "File "x.py", line 3", "x.rs:3:5", "x.java:[10,5]", "at x.js:3:5".
 LOCATIONS = [
     re.compile(p)
@@ -58,8 +94,6 @@ LOCATIONS = [
 ]
 EXIT_LINE = re.compile(r"(?i)^(?:exit[ _]code|process exited with code)\b")  # a client's note, not the error
 NOISE = re.compile(r"0x[0-9a-f]+|\b\d+(?:\.\d+)?\s*(?:ms|s|sec|seconds)\b|\bin \d+(?:\.\d+)?s\b", re.I)
-# Programs and wrappers a command is run through, which say nothing of what it does.
-WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run", "bunx", "nice"}
 
 
 @dataclass(frozen=True)
@@ -74,19 +108,35 @@ class Fix:
     edits: tuple[tuple[str, str], ...]  # (file, compact hunk)
     key: str  # the same error fixed the same way has the same key
     detail: str = ""  # more lines of the error (error_detail)
+    # A fix that is a command rather than an edit: the commands that changed what failed (killing
+    # the process on a port, installing a package), or none when `passed` itself is the changed
+    # command (`PYTHONPATH=. pytest` after `pytest`).
+    fix_commands: tuple[str, ...] = ()
+    origin: str = "agent-run"  # or "user-pasted": the user pasted the error into a prompt
 
     def content(self) -> str:
-        """The pitfall as a memory's text: what failed, where, and the changed lines."""
+        """The pitfall as a memory's text: what failed, where, and what made it pass."""
         where = f" (at {self.location})" if self.location else ""
-        lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`."]
+        if self.origin == "user-pasted":
+            lines = [f"Pitfall ({self.program}): {self.signature}{where}, pasted by the user."]
+        else:
+            lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`."]
         if self.detail:
             lines.append(f"Error: {self.detail}")
-        lines += ["Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
-        for f, hunk in self.edits:
-            if len(self.edits) > 1:
-                lines.append(f"{f}:")
-            lines.append(hunk)
-        lines.append(f"Then `{_short(self.passed, 200)}` passed.")
+        if self.edits:
+            lines += ["Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
+            for f, hunk in self.edits:
+                if len(self.edits) > 1:
+                    lines.append(f"{f}:")
+                lines.append(hunk)
+        for c in self.fix_commands:
+            lines.append(f"Fixed by running `{_short(c, 300)}`.")
+        if self.origin == "user-pasted":
+            return "\n".join(lines)
+        if not self.edits and not self.fix_commands:
+            lines.append(f"Fixed by running `{_short(self.passed, 300)}` instead, which passed.")
+        else:
+            lines.append(f"Then `{_short(self.passed, 200)}` passed.")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,6 +149,8 @@ class Fix:
             "edits": [{"file": f, "hunk": h} for f, h in self.edits],
             "key": self.key,
             "detail": self.detail,
+            "fix_commands": list(self.fix_commands),
+            "origin": self.origin,
         }
 
 
@@ -108,20 +160,20 @@ def _short(text: str, n: int) -> str:
 
 
 def error_signature(output: str) -> tuple[str, str | None]:
-    """The line of a command's output that names its error, and the file:line it points at."""
-    text = output or ""
+    """The most specific line of a command's output that names its error (the failing test, the
+    compiler's or linter's rule and place, the exception and its message; a wrapper's "exit status
+    1" only when nothing else says more), and the file:line it points at."""
+    text = ANSI.sub("", output or "")
     sig = ""
-    for pattern in SIGNATURES:
-        found = [m.group(1).strip() for m in pattern.finditer(text) if m.group(1).strip()]
+    for pattern, which in SIGNATURES:
+        found = [m.group(1).strip() for m in pattern.finditer(text)]
+        found = [f for f in found if f and not WRAPPER.search(f)]
         if found:
-            # A traceback's exception and a summary's FAILED line come last; the others first.
-            sig = found[-1] if pattern is SIGNATURES[0] else found[0]
+            sig = found[-1] if which == "last" else found[0]
             break
     if not sig:
-        sig = next(
-            (ln.strip() for ln in reversed(text.splitlines()) if ln.strip() and not EXIT_LINE.match(ln.strip())),
-            "failed",
-        )
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not EXIT_LINE.match(ln.strip())]
+        sig = next((ln for ln in reversed(lines) if not WRAPPER.search(ln)), lines[-1] if lines else "failed")
     where = None
     for pattern in LOCATIONS:
         hits = pattern.findall(text)
@@ -148,49 +200,6 @@ def error_detail(output: str, signature: str) -> str:
     return " | ".join(out[:3])
 
 
-def _words(command: str) -> list[str]:
-    last = command.split("&&")[-1].split("|")[0].strip()
-    try:
-        return shlex.split(last)
-    except ValueError:
-        return last.split()
-
-
-def program_of(command: str) -> str:
-    """The program a shell command runs (pytest for `python -m pytest`, cargo, npm, git)."""
-    words = _words(command)
-    for i, w in enumerate(words):
-        if "=" in w.split("/")[0] or w in WRAPPERS:
-            continue
-        name = w.rsplit("/", 1)[-1]
-        if re.fullmatch(r"python[\d.]*", name) and "-m" in words[i:]:
-            j = words.index("-m", i)
-            return words[j + 1] if j + 1 < len(words) else name
-        return name[:60] or "shell"
-    return "shell"
-
-
-def _targets(command: str) -> set[str]:
-    """The command's operands: its words that are not options (a test id keeps its file)."""
-    out = set()
-    for w in _words(command)[1:]:
-        if w.startswith("-") or "=" in w.split("/")[0]:
-            continue
-        out.add(w.split("::")[0])
-    return out
-
-
-def same_command(failed: str, later: str) -> bool:
-    """Whether `later` runs what `failed` ran again: the same program on the same operands, or on
-    a part or a superset of them (`pytest tests/a.py::t` then `pytest tests/a.py -q`)."""
-    if " ".join(failed.split()) == " ".join(later.split()):
-        return True
-    if program_of(failed) != program_of(later):
-        return False
-    a, b = _targets(failed), _targets(later)
-    return not a or not b or a <= b or b <= a
-
-
 def hunk(old: str, new: str) -> str:
     """The changed lines of an edit as a compact diff: `- old` / `+ new`, at most HUNK_LINES."""
     a, b = (old or "").splitlines(), (new or "").splitlines()
@@ -203,10 +212,20 @@ def hunk(old: str, new: str) -> str:
     return "\n".join(lines)
 
 
+CHANGED_COMMANDS_KEPT = 4
+TOKEN = re.compile(r"[A-Za-z0-9_.:-]{3,}")
+COMMON_TOKENS = {"sudo", "the", "and", "for", "not", "bin", "usr", "bash", "true", "null", "dev", "with", "from"}
+
+
+def _tokens(text: str) -> set[str]:
+    return {t.lower().strip(".:-") for t in TOKEN.findall(text)} - COMMON_TOKENS
+
+
 @dataclass
 class FixTracker:
-    """Failed commands waiting for a fix, and the edits made since each; fed a session's events in
-    order, it returns a Fix when an equivalent command passes after at least one edit."""
+    """Failed commands waiting for a fix, and the edits and commands made since each; fed a
+    session's events in order, it returns a Fix when an equivalent command passes for real after an
+    edit that touches what failed, or after a changed command."""
 
     open: list[dict] = field(default_factory=list)
     root: str | None = None  # the work tree: a location inside it is shown relative to it
@@ -225,43 +244,94 @@ class FixTracker:
         for o in self.open:
             o["edits"] = (o["edits"] + [[path, change]])[-EDITS_KEPT:]
 
-    def command(self, command: str, failed: bool, output: str = "") -> Fix | None:
+    def command(self, command: str, failed: bool, output: str = "", unfinished: bool = False) -> Fix | None:
+        if unfinished:
+            return None  # cut off by a time limit, killed, left running: neither a failure nor a pass
         if failed:
             sig, where = error_signature(output)
             if where and self.root and where.startswith(self.root.rstrip("/") + "/"):
                 where = where[len(self.root.rstrip("/")) + 1 :]
             # The same command failing again keeps the edits made so far: a fix in several tries.
             prev = next((o for o in self.open if same_command(o["command"], command)), None)
+            self._ran(command, skip=prev)
             edits = prev["edits"] if prev else []
             self.open = [o for o in self.open if o is not prev]
             first = (prev or {}).get("first") or {
                 "signature": sig,
                 "location": where,
                 "detail": error_detail(output, sig),
+                "command": command,
             }
-            self.open.append({"command": command, "signature": sig, "location": where, "edits": edits, "first": first})
+            places = list(dict.fromkeys([*((prev or {}).get("places") or []), *places_of(command, output)]))
+            self.open.append(
+                {
+                    "command": command,
+                    "signature": sig,
+                    "location": where,
+                    "edits": edits,
+                    "first": first,
+                    "places": places[:PLACES_KEPT],
+                    "ran": (prev or {}).get("ran") or [],
+                }
+            )
             self.open = self.open[-OPEN_KEPT:]
             return None
         done = next((o for o in self.open if same_command(o["command"], command)), None)
+        self._ran(command, skip=done)
         if done is None:
             return None
         self.open.remove(done)
-        if not done["edits"]:
-            return None  # passed without a change: flaky or an environment matter, no fix to learn
         first = done["first"]  # the error as it first appeared, not the last attempt's
+        places = [self._inside(p) for p in done.get("places") or []]
+        edits = [e for e in done["edits"] if touches(e[0], places)]
+        fix_commands: list[str] = []
+        if not edits:
+            if changed_command(str(first.get("command") or done["command"]), command):
+                pass  # the passing command is itself the fix
+            elif done.get("ran"):
+                fix_commands = list(done["ran"])
+            else:
+                return None  # passed without a change that touches it: flaky, or not ours to learn
         return _fix(
             program_of(done["command"]),
             first["signature"],
             first["location"],
-            done["command"],
+            str(first.get("command") or done["command"]),
             command,
-            done["edits"],
+            edits,
             str(first.get("detail") or ""),
+            tuple(fix_commands),
         )
+
+    def _inside(self, place: str) -> str:
+        root = (self.root or "").rstrip("/")
+        return place[len(root) + 1 :] if root and place.startswith(root + "/") else place
+
+    def _ran(self, command: str, skip: dict | None) -> None:
+        """A command that passed and changes something, kept by each open failure it shares a word
+        with (`lsof -ti :3000 | xargs kill` for "address already in use :3000"): it may be the fix."""
+        if read_only(command):
+            return
+        words = _tokens(remote(command))
+        for o in self.open:
+            if o is skip:
+                continue
+            about = _tokens(f"{remote(o['command'])} {o['signature']} {(o.get('first') or {}).get('signature', '')}")
+            about -= _tokens(program_of(o["command"]))
+            if words & about:
+                o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
 
 
 def _fix(
-    program: str, signature: str, location: str | None, command: str, passed: str, edits: list, detail: str
+    program: str,
+    signature: str,
+    location: str | None,
+    command: str,
+    passed: str,
+    edits: list,
+    detail: str,
+    fix_commands: tuple[str, ...] = (),
+    origin: str = "agent-run",
 ) -> Fix:
     merged: dict[str, list[str]] = {}
     for path, change in edits:
@@ -269,8 +339,9 @@ def _fix(
     files = tuple((path, _trim("\n".join(changes))) for path, changes in merged.items())
     norm = NOISE.sub("#", signature.lower())
     norm = re.sub(r"\d+", "#", norm)
-    key = hashlib.sha256("\x00".join([program, norm, *(f"{f}\n{h}" for f, h in files)]).encode()).hexdigest()[:16]
-    return Fix(program, signature, location, command, passed, files, key, detail)
+    how = [f"{f}\n{h}" for f, h in files] or [*fix_commands] or [shaped(passed)]
+    key = hashlib.sha256("\x00".join([program, norm, *how]).encode()).hexdigest()[:16]
+    return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin)
 
 
 def _trim(text: str) -> str:

@@ -220,6 +220,7 @@ class Session:
                 cmd = " ".join(words)
             if not isinstance(cmd, str) or not cmd.strip() or _refused(output):
                 return  # a call the user refused or cancelled did not run: neither a failure nor a pass
+            output = _shell_output(output)
             code = EXIT_CODE.search(output or "")
             failed = failed or bool(code and code.group(1) != "0")
             written = shell_edits(cmd)
@@ -346,6 +347,26 @@ class Session:
             event["unfinished"] = True
         self._record(event)
         self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
+
+
+GEMINI_SHELL_FIELDS = re.compile(
+    r"^(Command|Directory|Output|Error|Exit Code|Signal|Background PIDs|Process Group PGID): ?", re.M
+)
+
+
+def _shell_output(output: str) -> str:
+    """What a command printed, without Gemini CLI's frame around it ("Command: ...", "Directory:
+    ...", "Output: ...", "Error: (none)", "Exit Code: 1", "Signal: ...", "Process Group PGID: ...")."""
+    if not (output or "").startswith("Command: ") or "\nOutput: " not in output:
+        return output or ""
+    fields: dict[str, str] = {}
+    marks = list(GEMINI_SHELL_FIELDS.finditer(output))
+    for i, m in enumerate(marks):
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(output)
+        fields.setdefault(m.group(1), output[m.end() : end].strip())
+    said = [v for k in ("Output", "Error") if (v := fields.get(k, "")) and v != "(none)"]
+    code = fields.get("Exit Code", "")
+    return "\n".join(said + ([f"Exit Code: {code}"] if code and code != "(none)" else []))
 
 
 def _refused(output: str) -> bool:

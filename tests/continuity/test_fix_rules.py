@@ -1,0 +1,211 @@
+"""Which error -> fix pairs are credited, and under which headline (engram.continuity.fixes): an
+edit must touch what failed, the pass must be real, a changed command is a fix too, and the
+headline is the error's most specific line. Synthetic outputs in the real tools' shapes."""
+
+from __future__ import annotations
+
+import pytest
+
+from engram.api import Api
+from engram.continuity.fixes import FixTracker, error_signature
+from engram.core.types import Ctx
+from engram.hooks.transcript import Session
+from engram.hooks.turn_capture import fixes_in
+
+PYTEST_FAIL = (
+    "....F...                                                                 [100%]\n"
+    "=================================== FAILURES ===================================\n"
+    "______________________________ test_split ______________________________\n"
+    "    def test_split():\n>       assert split(10, 3) == [4, 3, 3]\n"
+    "E       AssertionError: assert [3, 3, 3] == [4, 3, 3]\n"
+    "tests/test_money.py:7: AssertionError\n"
+    "=========================== short test summary info ============================\n"
+    "FAILED tests/test_money.py::test_split - AssertionError: assert [3, 3, 3] == [4, 3, 3]\n"
+    "1 failed, 7 passed in 0.12s"
+)
+
+
+def test_an_edit_counts_only_when_it_touches_what_failed():
+    t = FixTracker(root="/r")
+    t.command("pytest -q", True, PYTEST_FAIL)
+    t.edit("docs/README.md", "old\n", "new\n")  # unrelated to the failing test
+    assert t.command("pytest -q", False) is None  # passed with no edit that touches it: not a fix
+    t = FixTracker(root="/r")
+    t.command("pytest -q", True, PYTEST_FAIL)
+    t.edit("docs/README.md", "old\n", "new\n")
+    t.edit("money/split.py", "    return [share] * parts\n", "    return [share + rest] + [share] * (parts - 1)\n")
+    fix = t.command("pytest -q", False)
+    assert fix is not None and [f for f, _ in fix.edits] == ["money/split.py"]  # the test's module only
+    assert fix.signature.startswith("FAILED tests/test_money.py::test_split")
+
+
+@pytest.mark.parametrize(
+    ("command", "output", "edited"),
+    [
+        ("npm install", "npm ERR! code ERESOLVE\nnpm ERR! ERESOLVE unable to resolve dependency tree", "package.json"),
+        ("cargo check", "error[E0432]: unresolved import `serde_json`\n --> src/main.rs:2:5", "Cargo.toml"),
+        ("make test", "Makefile:7: *** missing separator.  Stop.", "Makefile"),
+        ("python manage.py test orders", "OperationalError: no such column: orders_order.shipped_at", "orders/m.py"),
+        (
+            "mvn test -Dtest=OrderServiceTest",
+            '[ERROR] OrderServiceTest.cancelsUnpaid:41 » NullPointer Cannot invoke "com.acme.Customer.getEmail()"',
+            "src/main/java/com/acme/OrderService.java",
+        ),
+    ],
+)
+def test_edits_the_error_does_not_name_but_plausibly_touch_it(command, output, edited):
+    # A program's own manifest, the app a test command names, a test class's class, a Java package.
+    t = FixTracker()
+    t.command(command, True, output)
+    t.edit("notes/TODO.md", "a\n", "b\n")
+    assert t.command(command, False) is None  # an edit elsewhere is not its fix
+    t = FixTracker()
+    t.command(command, True, output)
+    t.edit("notes/TODO.md", "a\n", "b\n")
+    t.edit(edited, "a\n", "b\n")
+    fix = t.command(command, False)
+    assert fix is not None and [f for f, _ in fix.edits] == [edited]
+
+
+def test_a_pass_that_was_cut_off_or_killed_is_not_a_pass():
+    t = FixTracker()
+    t.command("npm run dev", True, "Error: listen EADDRINUSE: address already in use :::3000")
+    t.edit("server.js", "listen(3000)\n", "listen(3001)\n")
+    assert t.command("npm run dev", False, unfinished=True) is None  # a server stopped by the time limit
+    assert len(t.state()) == 1  # still waiting for a real pass
+
+
+def test_the_reader_marks_timeouts_and_background_runs_and_drops_rejected_calls():
+    s = Session(client="claude-code", timeline=[])
+    s.tool("Bash", {"command": "npm run dev"}, "Command timed out after 2m 0.0s\n> next dev\n  ▲ Ready", True)
+    s.tool(
+        "Bash",
+        {"command": "rm -rf build"},
+        "The user doesn't want to proceed with this tool use. The tool use was rejected",
+        True,
+    )
+    s.tool("exec_command", {"cmd": "npm run dev"}, "Process running with session ID 51677\nOutput:\n> vite", False)
+    s.tool("Bash", {"command": "grep -rn TODO src"}, "Exit code 1", True)  # found nothing: an answer
+    assert [(e["command"], e["failed"], e.get("unfinished", False)) for e in s.timeline] == [
+        ("npm run dev", False, True),
+        ("npm run dev", False, True),
+        ("grep -rn TODO src", False, False),
+    ]
+
+
+def test_gemini_clis_frame_around_a_commands_output_is_not_the_error():
+    s = Session(client="gemini", timeline=[])
+    out = (
+        "Command: gh auth status\nDirectory: (root)\nOutput: bash: line 1: gh: command not found\n"
+        "Error: (none)\nExit Code: 127\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 4242"
+    )
+    s.tool("run_shell_command", {"command": "gh auth status"}, out, False)
+    [event] = s.timeline
+    assert event["failed"] and error_signature(event["output"])[0] == "bash: line 1: gh: command not found"
+
+
+def test_a_changed_command_is_the_fix():
+    t = FixTracker()
+    t.command("pytest -q", True, "E   ModuleNotFoundError: No module named 'opk'\n1 error in 0.1s")
+    fix = t.command("PYTHONPATH=. pytest -q", False)
+    assert fix is not None and not fix.edits and fix.signature == "ModuleNotFoundError: No module named 'opk'"
+    assert "Fixed by running `PYTHONPATH=. pytest -q` instead" in fix.content()
+    t = FixTracker()
+    t.command("git push", True, "! [rejected]        main -> main (fetch first)\nerror: failed to push some refs")
+    fix = t.command("git pull --rebase && git push", False)
+    assert fix is not None and "git pull --rebase && git push" in fix.content()
+
+
+@pytest.mark.parametrize(
+    ("failed", "passed"),
+    [
+        ("pytest -q", "pytest -q tests/test_a.py"),  # only a part of it
+        ("pytest -q", "pytest -q 2>&1 | tail -5"),  # the same run, its output shortened
+        ('ssh root@h "ps | grep dnsmasq | grep -v grep"', 'ssh root@h "ps | grep dnsmasq"'),  # a filter dropped
+        ("dig a.com @10.0.0.1 +short", 'ssh root@h "dig a.com @10.0.0.1 -p 5335"'),  # run elsewhere
+    ],
+)
+def test_a_command_that_is_not_a_changed_version_of_the_failing_one_is_no_fix(failed, passed):
+    from engram.continuity.shell_commands import changed_command, same_command
+
+    assert not (same_command(failed, passed) and changed_command(failed, passed))
+    t = FixTracker()
+    t.command(failed, True, "error: something failed")
+    assert t.command(passed, False) is None
+
+
+def test_a_command_run_in_between_that_shares_the_failures_words_is_its_fix():
+    t = FixTracker()
+    t.command("npm run dev", True, "Error: listen EADDRINUSE: address already in use :::3000")
+    t.command("lsof -ti :3000", False)  # only looks
+    t.command("git commit -am wip", False)  # changes something, unrelated
+    t.command("lsof -ti :3000 | xargs kill -9", False)
+    fix = t.command("npm run dev", False)
+    assert fix is not None and fix.fix_commands == ("lsof -ti :3000 | xargs kill -9",)
+    assert "Fixed by running `lsof -ti :3000 | xargs kill -9`" in fix.content()
+
+
+@pytest.mark.parametrize(
+    ("output", "headline"),
+    [
+        (
+            # pytest --tb=native: the exception's line comes before the summary naming the test
+            'Traceback (most recent call last):\n  File "tests/test_money.py", line 7, in test_split\n'
+            "AssertionError: assert [3, 3, 3] == [4, 3, 3]\n"
+            "FAILED tests/test_money.py::test_split - AssertionError: assert [3, 3, 3] == [4, 3, 3]",
+            "FAILED tests/test_money.py::test_split - AssertionError: assert [3, 3, 3] == [4, 3, 3]",
+        ),
+        (
+            "=== RUN   TestParse\n--- FAIL: TestParse (0.00s)\n    parse_test.go:12: got 1\nFAIL\n"
+            "FAIL\texample.com/p\t0.01s\nexit status 1",
+            "--- FAIL: TestParse",
+        ),
+        (
+            'task: Failed to run task "test": exit status 1\n--- FAIL: TestLoad (30.00s)\n'
+            "    load_test.go:40: context deadline exceeded",
+            "--- FAIL: TestLoad",
+        ),
+        (
+            " FAIL  src/cart.test.ts > Cart > adds an item\nAssertionError: expected 1 to be 2\n"
+            " Test Files  1 failed (1)",
+            "src/cart.test.ts > Cart > adds an item",
+        ),
+        (
+            "src/api.ts(14,7): error TS2345: Argument of type 'string' is not assignable to type 'number'.",
+            "src/api.ts(14,7): error TS2345: Argument of type 'string' is not assignable to type 'number'.",
+        ),
+        (
+            "frontend/src/Tab.tsx:3:10 lint/correctness/noUnusedImports  FIXABLE  ━━━━\n"
+            '$ biome check --error-on-warnings\nerror: script "lint" exited with code 1',
+            "frontend/src/Tab.tsx:3:10 lint/correctness/noUnusedImports FIXABLE ━━━━",
+        ),
+        (
+            "npm ERR! code ELIFECYCLE\nnpm ERR! errno 1\nnpm ERR! web@1.0.0 build: `vite build`",
+            "npm ERR! web@1.0.0 build: `vite build`",
+        ),
+    ],
+)
+def test_the_headline_is_the_most_specific_line(output, headline):
+    assert error_signature(output)[0] == headline
+
+
+def test_a_command_fix_is_stored_as_a_pitfall(eng):
+    t = FixTracker()
+    t.command("pytest -q", True, "E   ModuleNotFoundError: No module named 'opk'")
+    fix = t.command("PYTHONPATH=. pytest -q", False)
+    out = Api(eng).call("session_capture", {"fixes": [fix.to_dict()]}, Ctx(session_id="s", project="example.com/p"))
+    assert out["fixes"] == 1
+    [m] = eng.list_memories(memory_type="failure", in_project="example.com/p")["memories"]
+    stored = eng.get(m["id"])
+    assert "PYTHONPATH=. pytest -q" in stored.content and "pitfall" in stored.tags
+
+
+def test_codex_shell_edits_feed_the_tracker_as_edits():
+    s = Session(client="codex", timeline=[])
+    s.tool("shell", {"command": ["bash", "-lc", "pytest -q"]}, PYTEST_FAIL + "\nexit code: 1", True)
+    s.tool(
+        "shell", {"command": ["bash", "-lc", "sed -i 's/share] \\* parts/share + rest]/' money/split.py"]}, "", False
+    )
+    s.tool("shell", {"command": ["bash", "-lc", "pytest -q"]}, "8 passed", False)
+    [fix] = fixes_in(s.timeline, FixTracker(), None)
+    assert [f for f, _ in fix.edits] == ["money/split.py"]
