@@ -23,7 +23,7 @@ from engram.continuity.shell_commands import (
     shaped,
 )
 
-__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "program_of", "same_command"]
+__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_error", "program_of", "same_command"]
 
 HUNK_LINES = 12  # changed lines kept per fix: enough to show what was done, short enough to inject
 EDITS_KEPT = 20  # edits remembered after an error that has not passed yet
@@ -185,6 +185,31 @@ def error_signature(output: str) -> tuple[str, str | None]:
     return _short(sig, 300), where
 
 
+# Lines of a pasted error that no command printed: a browser's warning or network error code.
+PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^\s*(Warning: .+)$", re.M), "first"),  # React
+    (re.compile(r"\b(ERR_[A-Z][A-Z_]{3,}\b.*)$", re.M), "first"),  # Chrome: net::ERR_UNSAFE_PORT
+]
+
+
+def pasted_error(text: str) -> tuple[str, str | None] | None:
+    """The headline of an error the user pasted into a prompt (a traceback, a browser console's
+    error, a CI log's failing step) and the file:line it points at, or None when the prompt holds
+    none: only a line a specific pattern finds counts, not one merely saying something failed."""
+    body = ANSI.sub("", text or "")
+    for pattern, which in [*SIGNATURES[:-1], *PASTED_EXTRA]:
+        found = [m.group(1).strip() for m in pattern.finditer(body)]
+        found = [f for f in found if f and not WRAPPER.search(f)]
+        if found:
+            sig = found[-1] if which == "last" else found[0]
+            return _short(sig, 300), error_signature(body)[1]
+    return None
+
+
+def _same_error(a: str, b: str) -> bool:
+    return NOISE.sub("#", re.sub(r"\d+", "#", a.lower())) == NOISE.sub("#", re.sub(r"\d+", "#", b.lower()))
+
+
 def error_detail(output: str, signature: str) -> str:
     """Up to three more lines of the output that say what went wrong (a compiler's note, an
     expected/received pair), which a recurrence may quote instead of the signature's line."""
@@ -244,6 +269,57 @@ class FixTracker:
         for o in self.open:
             o["edits"] = (o["edits"] + [[path, change]])[-EDITS_KEPT:]
 
+    def request(self, text: str) -> Fix | None:
+        """A user's prompt: it settles the error pasted in the prompt before (fixed by the edits
+        made since, unless this prompt pastes the same error again), and may paste a new one."""
+        fix = None
+        pending = next((o for o in self.open if o.get("pasted")), None)
+        found = pasted_error(text)
+        if pending is not None:
+            self.open.remove(pending)
+            if found is None or not _same_error(found[0], pending["signature"]):
+                fix = self._pasted_fix(pending)
+        if found is not None:
+            sig, where = found
+            first = {"signature": sig, "location": where, "detail": error_detail(text, sig), "command": ""}
+            self.open.append(
+                {
+                    "pasted": True,
+                    "command": "",
+                    "signature": sig,
+                    "location": where,
+                    "edits": [],
+                    "first": first,
+                    "places": places_of("", text),
+                    "ran": [],
+                }
+            )
+            self.open = self.open[-OPEN_KEPT:]
+        return fix
+
+    def _pasted_fix(self, pending: dict) -> Fix | None:
+        """The fix of a pasted error: the edits made after it that touch what it names (all of
+        them when it names nothing the agent could edit)."""
+        places = [self._inside(p) for p in pending.get("places") or []]
+        edits = [e for e in pending["edits"] if touches(e[0], places)]
+        named = any(not p.startswith("config:") for p in places)
+        if not edits and not named:
+            edits = pending["edits"]
+        if not edits:
+            return None
+        first = pending["first"]
+        return _fix(
+            "pasted",
+            first["signature"],
+            first["location"],
+            "",
+            "",
+            edits,
+            str(first.get("detail") or ""),
+            (),
+            "user-pasted",
+        )
+
     def command(self, command: str, failed: bool, output: str = "", unfinished: bool = False) -> Fix | None:
         if unfinished:
             return None  # cut off by a time limit, killed, left running: neither a failure nor a pass
@@ -252,7 +328,7 @@ class FixTracker:
             if where and self.root and where.startswith(self.root.rstrip("/") + "/"):
                 where = where[len(self.root.rstrip("/")) + 1 :]
             # The same command failing again keeps the edits made so far: a fix in several tries.
-            prev = next((o for o in self.open if same_command(o["command"], command)), None)
+            prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
             self._ran(command, skip=prev)
             edits = prev["edits"] if prev else []
             self.open = [o for o in self.open if o is not prev]
@@ -276,7 +352,7 @@ class FixTracker:
             )
             self.open = self.open[-OPEN_KEPT:]
             return None
-        done = next((o for o in self.open if same_command(o["command"], command)), None)
+        done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
         self._ran(command, skip=done)
         if done is None:
             return None
@@ -314,7 +390,7 @@ class FixTracker:
             return
         words = _tokens(remote(command))
         for o in self.open:
-            if o is skip:
+            if o is skip or o.get("pasted"):
                 continue
             about = _tokens(f"{remote(o['command'])} {o['signature']} {(o.get('first') or {}).get('signature', '')}")
             about -= _tokens(program_of(o["command"]))

@@ -81,11 +81,17 @@ def _relative(path: str, root: str | None) -> str:
 
 
 def fixes_in(events: list[dict], tracker: FixTracker, root: str | None) -> list:
-    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root)."""
+    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root):
+    a failing command's when it passes, an error the user pasted when the next prompt does not
+    paste it again."""
     fixes = []
     for e in events:
         if e["k"] == "edit":
             tracker.edit(_relative(e["file"], root), e["old"], e["new"])
+        elif e["k"] == "request":
+            fix = tracker.request(e["text"])
+            if fix is not None:
+                fixes.append(fix)
         elif e["k"] == "command":
             fix = tracker.command(e["command"], e["failed"], e["output"], bool(e.get("unfinished")))
             if fix is not None:

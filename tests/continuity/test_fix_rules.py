@@ -209,3 +209,60 @@ def test_codex_shell_edits_feed_the_tracker_as_edits():
     s.tool("shell", {"command": ["bash", "-lc", "pytest -q"]}, "8 passed", False)
     [fix] = fixes_in(s.timeline, FixTracker(), None)
     assert [f for f, _ in fix.edits] == ["money/split.py"]
+
+
+BROWSER = (
+    "the tree view crashes when I open the Context tab:\n\n"
+    "Uncaught ContextError: useContext returned `undefined`. Seems you forgot to wrap component within "
+    "<ChakraProvider />\n    at useSlotRecipe (chunk-ABC.js?v=1:88:11)\n"
+    "    at ContextTreeView (http://localhost:5173/src/components/ContextTreeView.tsx?t=17:12:5)"
+)
+
+
+def test_an_error_the_user_pastes_and_the_agent_fixes_by_editing_is_a_pitfall():
+    t = FixTracker(root="/r")
+    assert t.request(BROWSER) is None
+    t.edit("README.md", "a\n", "b\n")  # not what the error names
+    t.edit(
+        "/r/src/components/ContextTreeView.tsx",
+        "import { TreeView } from '@chakra-ui/react'\n",
+        "import { TreeView } from '@ark-ui/react/tree-view'\n",
+    )
+    fix = t.request("Seems to work. Now add a search box.")  # not pasted again: settled as fixed
+    assert fix is not None and fix.origin == "user-pasted"
+    assert fix.signature.startswith("ContextError: useContext returned `undefined`")
+    assert [f for f, _ in fix.edits] == ["/r/src/components/ContextTreeView.tsx"]
+    assert "pasted by the user" in fix.content() and "@ark-ui/react/tree-view" in fix.content()
+
+
+def test_a_pasted_error_pasted_again_was_not_fixed_and_a_prompt_without_one_is_none():
+    t = FixTracker()
+    t.request(
+        'Traceback (most recent call last):\n  File "opk/ui/pdl_editor.py", line 323\n'
+        "AttributeError: 'PDLForm' object has no attribute 'g_start'"
+    )
+    t.edit("opk/ui/pdl_editor.py", "a\n", "b\n")
+    # The same error again: those edits did not fix it.
+    assert t.request("still:\nAttributeError: 'PDLForm' object has no attribute 'g_start'") is None
+    assert t.request("Add a button that saves the profile; errors should be shown in red.") is None  # no edit since
+    t = FixTracker()
+    assert t.request("Please make the failing tests pass and tell me what failed.") is None
+    assert t.state() == []
+
+
+def test_a_pasted_error_fix_is_stored_and_comes_from_the_transcripts_prompts(eng):
+    s = Session(client="claude-code", timeline=[])
+    s.request(BROWSER)
+    s.tool(
+        "Edit",
+        {"file_path": "src/components/ContextTreeView.tsx", "old_string": "x\n", "new_string": "y\n"},
+        "ok",
+        False,
+    )
+    s.answer("Switched the tree view to the unstyled Ark UI component.")
+    s.request("Works now, thanks. Next: the export button.")
+    [fix] = fixes_in(s.timeline, FixTracker(), None)
+    out = Api(eng).call("session_capture", {"fixes": [fix.to_dict()]}, Ctx(session_id="s", project="example.com/p"))
+    assert out["fixes"] == 1
+    [m] = eng.list_memories(memory_type="failure", in_project="example.com/p")["memories"]
+    assert "origin:user-pasted" in m["tags"] and "ChakraProvider" in eng.get(m["id"]).content
