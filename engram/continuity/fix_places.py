@@ -10,6 +10,7 @@ from engram.continuity.shell_commands import program_of, targets
 
 __all__ = ["ANSI", "PLACES_KEPT", "places_of", "touches"]
 
+URL = re.compile(r"\b[a-z][a-z+.-]*://[^/\s]*(?:/\.well-known\S*)?")
 ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 # Where an error points, for deciding whether an edit can have fixed it: the files its output and
 # its command name, a test's module, a Python module it could not import.
@@ -66,7 +67,7 @@ CONFIGURES = [
 def places_of(command: str, output: str) -> list[str]:
     """The files and modules a failure names (in its command and its output), library paths left out."""
     found: list[str] = [f"config:{files.pattern}" for runs, files in CONFIGURES if runs.match(program_of(command))]
-    text = f"{command}\n{ANSI.sub('', output or '')}"
+    text = URL.sub(" ", f"{command}\n{ANSI.sub('', output or '')}")  # a URL's host is no file (its path may be)
     for m in PLACE_FILE.finditer(text):
         f = m.group(1).strip(".")
         if "/" not in f and "." not in f:

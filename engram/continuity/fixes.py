@@ -16,6 +16,7 @@ from typing import Any
 from engram.continuity.fix_places import ANSI, PLACES_KEPT, places_of, touches
 from engram.continuity.shell_commands import (
     changed_command,
+    command_words,
     program_of,
     read_only,
     remote,
@@ -23,7 +24,7 @@ from engram.continuity.shell_commands import (
     shaped,
 )
 
-__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_error", "program_of", "same_command"]
+__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_errors", "program_of", "same_command"]
 
 HUNK_LINES = 12  # changed lines kept per fix: enough to show what was done, short enough to inject
 EDITS_KEPT = 20  # edits remembered after an error that has not passed yet
@@ -185,6 +186,18 @@ def error_signature(output: str) -> tuple[str, str | None]:
     return _short(sig, 300), where
 
 
+# Commands whose failing is no error of the project: looking for something that is not there,
+# stopping a process that is not running.
+LOOKS_ONLY = re.compile(
+    r"^(?:ls|cat|head|tail|less|grep|egrep|fgrep|rg|ag|find|fd|wc|stat|file|tree|which|type|pwd|echo|sleep|"
+    r"lsof|pgrep|pkill|killall|kill|ps|awk|du|df|nc|test|\[|sed -n|git (?:status|log|show|diff|branch|rev-parse))\b"
+)
+
+
+def _words_of(command: str) -> str:
+    return " ".join(command_words(command))
+
+
 # Lines of a pasted error that no command printed: a browser's warning or network error code.
 PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^\s*(Warning: .+)$", re.M), "first"),  # React
@@ -192,18 +205,19 @@ PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
 ]
 
 
-def pasted_error(text: str) -> tuple[str, str | None] | None:
-    """The headline of an error the user pasted into a prompt (a traceback, a browser console's
-    error, a CI log's failing step) and the file:line it points at, or None when the prompt holds
-    none: only a line a specific pattern finds counts, not one merely saying something failed."""
+def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
+    """The headlines of the errors the user pasted into a prompt (a traceback, a browser console's
+    errors, a CI log's failing steps), each with the file:line it points at; none when the prompt
+    holds none: only lines a specific pattern finds count, not one merely saying something failed."""
     body = ANSI.sub("", text or "")
     for pattern, which in [*SIGNATURES[:-1], *PASTED_EXTRA]:
         found = [m.group(1).strip() for m in pattern.finditer(body)]
-        found = [f for f in found if f and not WRAPPER.search(f)]
+        found = [f for f in dict.fromkeys(found) if f and not WRAPPER.search(f)]
         if found:
-            sig = found[-1] if which == "last" else found[0]
-            return _short(sig, 300), error_signature(body)[1]
-    return None
+            found = found[::-1] if which == "last" else found
+            where = error_signature(body)[1]
+            return [(_short(sig, 300), where) for sig in found[:most]]
+    return []
 
 
 def _same_error(a: str, b: str) -> bool:
@@ -269,18 +283,21 @@ class FixTracker:
         for o in self.open:
             o["edits"] = (o["edits"] + [[path, change]])[-EDITS_KEPT:]
 
-    def request(self, text: str) -> Fix | None:
-        """A user's prompt: it settles the error pasted in the prompt before (fixed by the edits
-        made since, unless this prompt pastes the same error again), and may paste a new one."""
-        fix = None
-        pending = next((o for o in self.open if o.get("pasted")), None)
-        found = pasted_error(text)
-        if pending is not None:
+    def request(self, text: str) -> list[Fix]:
+        """A user's prompt: it settles the errors pasted in the prompt before (fixed by the edits
+        made since, unless this prompt pastes the same error again), and may paste new ones."""
+        fixes = []
+        found = pasted_errors(text)
+        for pending in [o for o in self.open if o.get("pasted")]:
             self.open.remove(pending)
-            if found is None or not _same_error(found[0], pending["signature"]):
+            if not any(_same_error(sig, pending["signature"]) for sig, _ in found):
                 fix = self._pasted_fix(pending)
-        if found is not None:
-            sig, where = found
+                if fix is not None:
+                    fixes.append(fix)
+        whole = places_of("", text)
+        for sig, where in found:
+            # Several errors: each is about what its own line names; one: about all the prompt names.
+            places = places_of("", sig + (f" {where}" if where else "")) if len(found) > 1 else whole
             first = {"signature": sig, "location": where, "detail": error_detail(text, sig), "command": ""}
             self.open.append(
                 {
@@ -290,35 +307,23 @@ class FixTracker:
                     "location": where,
                     "edits": [],
                     "first": first,
-                    "places": places_of("", text),
+                    "places": places,
                     "ran": [],
                 }
             )
-            self.open = self.open[-OPEN_KEPT:]
-        return fix
+        self.open = self.open[-OPEN_KEPT:]
+        return fixes
 
     def _pasted_fix(self, pending: dict) -> Fix | None:
-        """The fix of a pasted error: the edits made after it that touch what it names (all of
-        them when it names nothing the agent could edit)."""
+        """The fix of a pasted error: the edits made after it, those that touch what it names when
+        some do (the files the turn edited otherwise)."""
         places = [self._inside(p) for p in pending.get("places") or []]
-        edits = [e for e in pending["edits"] if touches(e[0], places)]
-        named = any(not p.startswith("config:") for p in places)
-        if not edits and not named:
-            edits = pending["edits"]
+        edits = [e for e in pending["edits"] if touches(e[0], places)] or pending["edits"]
         if not edits:
             return None
         first = pending["first"]
-        return _fix(
-            "pasted",
-            first["signature"],
-            first["location"],
-            "",
-            "",
-            edits,
-            str(first.get("detail") or ""),
-            (),
-            "user-pasted",
-        )
+        detail = str(first.get("detail") or "")
+        return _fix("pasted", first["signature"], first["location"], "", "", edits, detail, (), "user-pasted")
 
     def command(self, command: str, failed: bool, output: str = "", unfinished: bool = False) -> Fix | None:
         if unfinished:
@@ -328,10 +333,14 @@ class FixTracker:
             if where and self.root and where.startswith(self.root.rstrip("/") + "/"):
                 where = where[len(self.root.rstrip("/")) + 1 :]
             # The same command failing again keeps the edits made so far: a fix in several tries.
+            if LOOKS_ONLY.match(_words_of(command)):
+                return None  # a look that found nothing (ls, grep, cat of a missing file): not the project's error
             prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
             self._ran(command, skip=prev)
-            edits = prev["edits"] if prev else []
             self.open = [o for o in self.open if o is not prev]
+            if prev is not None and not _same_error(prev["signature"], sig):
+                prev = None  # another error now: what was done so far was about the one before
+            edits = prev["edits"] if prev else []
             first = (prev or {}).get("first") or {
                 "signature": sig,
                 "location": where,

@@ -9,7 +9,17 @@ from __future__ import annotations
 import re
 import shlex
 
-__all__ = ["changed_command", "program_of", "read_only", "remote", "same_command", "shaped", "targets"]
+__all__ = [
+    "changed_command",
+    "command_words",
+    "segments",
+    "program_of",
+    "read_only",
+    "remote",
+    "same_command",
+    "shaped",
+    "targets",
+]
 
 # Programs and wrappers a command is run through, which say nothing of what it does.
 WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run", "bunx", "nice"}
@@ -33,7 +43,7 @@ SSH_OPTIONS_WITH_VALUE = set("bcDEeFIiJLlmOopQRSWw")
 TRIVIAL = {"cd", "sleep", "echo", "export", "source", ".", "set", "true", "pushd", "popd", "clear"}
 
 
-def _segments(command: str) -> list[list[str]]:
+def segments(command: str) -> list[list[str]]:
     """The simple commands of a command line, each as its words, the pipes kept inside a segment
     (`a | b` is one), split on `&&`, `||`, `;` and newlines outside quotes."""
     command = re.sub(r"\d*>&\d+|&>>?\s*\S+|\|&", " ", command)  # a stream's redirection is not a separator
@@ -52,10 +62,10 @@ def _segments(command: str) -> list[list[str]]:
     return [seg for seg in out if seg]
 
 
-def _words(command: str) -> list[str]:
+def command_words(command: str) -> list[str]:
     """The words of the command that does the work: the last simple command that is not a `cd`
     or a `sleep`, its first stage of a pipe, and for `ssh host 'cmd'` the remote command's."""
-    segs = [s for s in _segments(command.replace("\n", " ; ")) if s[0] not in TRIVIAL] or _segments(command) or [[]]
+    segs = [s for s in segments(command.replace("\n", " ; ")) if s[0] not in TRIVIAL] or segments(command) or [[]]
     words = segs[-1]
     if "|" in words:
         words = words[: words.index("|")]
@@ -64,7 +74,7 @@ def _words(command: str) -> list[str]:
         while i < len(words) and words[i].startswith("-"):
             i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
         if i + 1 < len(words):
-            return _words(" ".join(words[i + 1 :]))
+            return command_words(" ".join(words[i + 1 :]))
     return words
 
 
@@ -78,10 +88,10 @@ def remote(command: str) -> str:
 
 def read_only(command: str) -> bool:
     """Whether every simple command of `command` (a remote one through ssh too) only looks."""
-    for seg in _segments(command.replace("\n", " ; ")):
+    for seg in segments(command.replace("\n", " ; ")):
         stages = " ".join(seg).split(" | ")
         for stage in stages:
-            words = _words(stage)
+            words = command_words(stage)
             if words and words[0] not in TRIVIAL and not READ_ONLY.match(" ".join(words)):
                 return False
     return True
@@ -89,7 +99,7 @@ def read_only(command: str) -> bool:
 
 def program_of(command: str) -> str:
     """The program a shell command runs (pytest for `python -m pytest`, cargo, npm, git)."""
-    words = _words(command)
+    words = command_words(command)
     for i, w in enumerate(words):
         if "=" in w.split("/")[0] or w in WRAPPERS:
             continue
@@ -104,7 +114,7 @@ def program_of(command: str) -> str:
 def targets(command: str) -> set[str]:
     """The command's operands: its words that are not options (a test id keeps its file)."""
     out = set()
-    for w in _words(command)[1:]:
+    for w in command_words(command)[1:]:
         if w.startswith("-") or "=" in w.split("/")[0]:
             continue
         out.add(w.split("::")[0])
@@ -113,7 +123,7 @@ def targets(command: str) -> set[str]:
 
 def _host(command: str) -> str:
     """Where a command runs: the host of `ssh host 'cmd'`, or "" for here."""
-    segs = [s for s in _segments(command.replace("\n", " ; ")) if s[0] not in TRIVIAL]
+    segs = [s for s in segments(command.replace("\n", " ; ")) if s[0] not in TRIVIAL]
     words = segs[-1] if segs else []
     if words and words[0].rsplit("/", 1)[-1] == "ssh":
         i = 1
@@ -131,7 +141,7 @@ def same_command(failed: str, later: str) -> bool:
         return True
     if _host(failed) != _host(later):
         return False
-    a_words, b_words = _words(failed), _words(later)
+    a_words, b_words = command_words(failed), command_words(later)
     if a_words and b_words and (a_words[1:] == b_words or b_words[1:] == a_words):
         return True
     if program_of(failed) != program_of(later):
@@ -146,7 +156,7 @@ def shaped(command: str) -> str:
 
 
 def _all_words(command: str) -> list[str]:
-    return [w for seg in _segments(shaped(command).replace("\n", " ; ")) for w in seg]
+    return [w for seg in segments(shaped(command).replace("\n", " ; ")) for w in seg]
 
 
 def changed_command(failed: str, passed: str) -> bool:
@@ -161,9 +171,9 @@ def changed_command(failed: str, passed: str) -> bool:
         return False  # running only some of it is not a fix
     before, after = _all_words(failed), _all_words(passed)
     added = [w for w in after if w not in before]
-    fw, pw = _words(failed), _words(passed)
+    fw, pw = command_words(failed), command_words(passed)
     return bool(
         any(w.startswith("-") or re.match(r"[A-Za-z_]\w*=", w) for w in added)
         or (fw and pw and fw[0] != pw[0])
-        or len(_segments(passed)) > len(_segments(failed))
+        or len(segments(passed)) > len(segments(failed))
     )

@@ -13,17 +13,13 @@ for commands), then each simple command is looked at on its own.
 from __future__ import annotations
 
 import re
-import shlex
 from dataclasses import dataclass
+
+from engram.continuity.shell_commands import segments
 
 __all__ = ["ShellEdits", "patch_edits", "shell_edits"]
 
 HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w-]*)\2")
-# Where one simple command ends: a newline, `&&`, `||`, `;`, `|`, `&` (outside quotes).
-SEPARATORS = re.compile(r"\n|&&|\|\||;|\||&(?!>)")
-QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
-# `> file` and `>> file`, not `2>` (a stream), `>&2` or `&>` (a stream's copy).
-REDIRECT = re.compile(r"(?<![\d&>])>{1,2}[ \t]*(?!&)([^\s;&|<>()]+)")
 NOT_FILES = ("/dev/", "/proc/", "$", "&")
 # A script writing a file: Python's write_text / open(..., "w"), Node's writeFileSync.
 SCRIPT_WRITES = re.compile(
@@ -92,27 +88,40 @@ def _cut_heredocs(command: str) -> tuple[str, list[str]]:
     return "\n".join(out), bodies
 
 
-def _words(segment: str) -> list[str]:
-    try:
-        return shlex.split(segment)
-    except ValueError:
-        return segment.split()
-
-
 def _joined(cwd: str | None, path: str) -> str:
     if cwd and not path.startswith(("/", "~")) and cwd not in (".", "./"):
         return f"{cwd.rstrip('/')}/{path}"
     return path
 
 
-def _simple_edits(words: list[str], segment: str, bodies: list[str], cwd: str | None) -> list[tuple[str, str, str]]:
-    """The edits one simple command makes (sed -i, perl -pi, tee, git apply, a redirection)."""
+def _a_file(word: str) -> bool:
+    """Whether a word can be a file's name (not a variable, a glob, a quote or a script)."""
+    return bool(word) and not word.startswith(NOT_FILES) and not re.search(r"[$*?`'\"\\\n{}()<>]", word)
+
+
+def _redirects(words: list[str]) -> list[str]:
+    """The files `> f` and `>> f` write (not `2>`, `>&2`, `&>`)."""
+    out = []
+    for i, w in enumerate(words):
+        m = re.fullmatch(r">{1,2}(.*)", w)
+        if not m:
+            continue
+        target = m.group(1) or (words[i + 1] if i + 1 < len(words) else "")
+        if not target.startswith("&"):
+            out.append(target)
+    return out
+
+
+def _simple_edits(words: list[str], bodies: list[str], cwd: str | None) -> list[tuple[str, str, str]]:
+    """The edits one simple command makes (sed -i, perl -pi, tee, git apply, a redirection, a
+    script's write), from its words (its heredoc's body named by a `<<N` word)."""
+    segment = " ".join(words)
     body = ""
-    m = re.search(r"<<(\d+)", segment)
-    if m and int(m.group(1)) < len(bodies):
-        body = bodies[int(m.group(1))]
+    marks = [int(m.group(1)) for w in words if (m := re.fullmatch(r"<<(\d+)", w))]
+    if marks and marks[0] < len(bodies):
+        body = bodies[marks[0]]
     prog = words[0].rsplit("/", 1)[-1] if words else ""
-    out: list[tuple[str, str, str]] = []
+    found: list[tuple[str, str]] = []  # (file, what it writes)
     if prog in ("sed", "perl") and any(
         w.startswith("-i") or w == "--in-place" or (prog == "perl" and re.fullmatch(r"-\w*i\w*", w)) for w in words
     ):
@@ -131,22 +140,16 @@ def _simple_edits(words: list[str], segment: str, bodies: list[str], cwd: str | 
                 args.append(w)
         if not script and args:
             script, args = args[0], args[1:]
-        out += [(_joined(cwd, f), "", script.strip() or segment) for f in args]
+        found += [(f, script.strip() or segment) for f in args]
     elif prog == "tee":
-        out += [(_joined(cwd, w), "", body or segment) for w in words[1:] if not w.startswith("-")]
+        found += [(w, body or segment) for w in words[1:] if not w.startswith("-")]
     elif prog == "git" and len(words) > 1 and words[1] == "apply":
-        for f in dict.fromkeys(GIT_DIFF_FILE.findall(body)):
-            out.append((_joined(cwd, f), "", body))
-    unquoted = QUOTED.sub("''", segment)
-    for target in REDIRECT.findall(unquoted):
-        if target.startswith(NOT_FILES) or target == "''":
-            continue
-        out.append((_joined(cwd, target), "", body or segment))
+        found += [(f, body) for f in dict.fromkeys(GIT_DIFF_FILE.findall(body))]
+    found += [(t, body or segment) for t in _redirects(words)]
     if prog.startswith(("python", "node")) or prog in ("bun", "deno"):
-        for found in SCRIPT_WRITES.finditer(body or segment):
-            f = next(g for g in found.groups() if g)
-            out.append((_joined(cwd, f), "", body or segment))
-    return out
+        for m in SCRIPT_WRITES.finditer(body or segment):
+            found.append((next(g for g in m.groups() if g), body or segment))
+    return [(_joined(cwd, f), "", new) for f, new in found if _a_file(f)]
 
 
 def shell_edits(command: str) -> ShellEdits:
@@ -164,22 +167,30 @@ def shell_edits(command: str) -> ShellEdits:
     edits: list[tuple[str, str, str]] = []
     only = True
     cwd = None
-    for segment in SEPARATORS.split(text):
-        segment = segment.strip()
-        if not segment:
-            continue
-        words = _words(segment)
-        while words and ("=" in words[0].split("/")[0] or words[0] in ("sudo", "env", "command")):
-            words = words[1:]  # an assignment or a wrapper before the program
-        if not words:
-            continue
-        found = _simple_edits(words, segment, bodies, cwd)
-        edits += found
-        if words[0] == "cd" and len(words) > 1:
-            cwd = _joined(cwd, words[1])
-        if not found and words[0] not in SETUP and words[0] not in WRITERS:
-            only = False
-        prog = words[0].rsplit("/", 1)[-1]
-        if found and not (prog in WRITERS | {"sed", "perl", "tee"} or words[:2] == ["git", "apply"]):
-            only = False  # a program's output sent to a file: the program ran
+    for words in segments(text.replace("\n", " ; ")):
+        for stage in _stages(words):
+            while stage and ("=" in stage[0].split("/")[0] or stage[0] in ("sudo", "env", "command")):
+                stage = stage[1:]  # an assignment or a wrapper before the program
+            if not stage:
+                continue
+            found = _simple_edits(stage, bodies, cwd)
+            edits += found
+            prog = stage[0].rsplit("/", 1)[-1]
+            if prog == "cd" and len(stage) > 1:
+                cwd = _joined(cwd, stage[1])
+            if not found and prog not in SETUP and prog not in WRITERS:
+                only = False
+            if found and not (prog in WRITERS | {"sed", "perl", "tee"} or stage[:2] == ["git", "apply"]):
+                only = False  # a program's output sent to a file: the program ran
     return ShellEdits(edits, only_edits=only and bool(edits))
+
+
+def _stages(words: list[str]) -> list[list[str]]:
+    """The stages of a pipe (`a | b`)."""
+    out: list[list[str]] = [[]]
+    for w in words:
+        if w == "|":
+            out.append([])
+        else:
+            out[-1].append(w)
+    return [s for s in out if s]

@@ -68,6 +68,14 @@ PATCH_FAILED = re.compile(
     r"Invalid patch|.*is not a valid hunk header)",
     re.I | re.M,
 )
+# A command whose output goes through a filter, so its exit code is the filter's.
+HIDDEN_BY_PIPE = re.compile(r"\|\s*(?:tail|head|grep|cat|less)\b[^|]*$")
+# Lines only a failing build, test run or linter prints.
+FAILED_OUTPUT = re.compile(
+    r"(?m)^(?:FAILED \S+::|--- FAIL: |FAIL\s+\S|E\s+\w+(?:Error|Exception)\b|Traceback \(most recent call last\)|"
+    r"\S+\.go:\d+:\d+: |\S+\(\d+,\d+\): error TS\d+|error(?:\[E\d+\])?: |npm ERR! |"
+    r"\s*\u25cf .+ \u203a |.*\bERROR task failed|\s*\d+ (?:failed|errors?)\b)"
+)
 # Programs whose exit code 1 with no output means "nothing found".
 NO_MATCH_PROGRAM = re.compile(r"(?:^|[|;&]\s*)(?:grep|egrep|fgrep|rg|ag|pgrep|diff|test|\[|which|command -v)\b")
 TODO_STATUSES = {
@@ -327,6 +335,9 @@ class Session:
         code = EXIT_CODE.search(output or "")
         if code and code.group(1) != "0":
             failed = True
+        # `cmd | tail -20` exits as tail does: what it printed says whether cmd failed.
+        if not failed and HIDDEN_BY_PIPE.search(cmd) and FAILED_OUTPUT.search(output or ""):
+            failed = True
         # A search that found nothing exits 1 with no output: an answer, not an error.
         if failed and code and code.group(1) == "1" and NO_MATCH_PROGRAM.search(cmd) and not _said(output):
             failed = False
@@ -364,7 +375,7 @@ def _shell_output(output: str) -> str:
     for i, m in enumerate(marks):
         end = marks[i + 1].start() if i + 1 < len(marks) else len(output)
         fields.setdefault(m.group(1), output[m.end() : end].strip())
-    said = [v for k in ("Output", "Error") if (v := fields.get(k, "")) and v != "(none)"]
+    said = [v for k in ("Output", "Error") if (v := fields.get(k, "")) and v not in ("(none)", "(empty)")]
     code = fields.get("Exit Code", "")
     return "\n".join(said + ([f"Exit Code: {code}"] if code and code != "(none)" else []))
 

@@ -89,9 +89,7 @@ def fixes_in(events: list[dict], tracker: FixTracker, root: str | None) -> list:
         if e["k"] == "edit":
             tracker.edit(_relative(e["file"], root), e["old"], e["new"])
         elif e["k"] == "request":
-            fix = tracker.request(e["text"])
-            if fix is not None:
-                fixes.append(fix)
+            fixes += tracker.request(e["text"])
         elif e["k"] == "command":
             fix = tracker.command(e["command"], e["failed"], e["output"], bool(e.get("unfinished")))
             if fix is not None:

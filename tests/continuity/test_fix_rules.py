@@ -221,15 +221,15 @@ BROWSER = (
 
 def test_an_error_the_user_pastes_and_the_agent_fixes_by_editing_is_a_pitfall():
     t = FixTracker(root="/r")
-    assert t.request(BROWSER) is None
+    assert t.request(BROWSER) == []
     t.edit("README.md", "a\n", "b\n")  # not what the error names
     t.edit(
         "/r/src/components/ContextTreeView.tsx",
         "import { TreeView } from '@chakra-ui/react'\n",
         "import { TreeView } from '@ark-ui/react/tree-view'\n",
     )
-    fix = t.request("Seems to work. Now add a search box.")  # not pasted again: settled as fixed
-    assert fix is not None and fix.origin == "user-pasted"
+    [fix] = t.request("Seems to work. Now add a search box.")  # not pasted again: settled as fixed
+    assert fix.origin == "user-pasted"
     assert fix.signature.startswith("ContextError: useContext returned `undefined`")
     assert [f for f, _ in fix.edits] == ["/r/src/components/ContextTreeView.tsx"]
     assert "pasted by the user" in fix.content() and "@ark-ui/react/tree-view" in fix.content()
@@ -243,10 +243,10 @@ def test_a_pasted_error_pasted_again_was_not_fixed_and_a_prompt_without_one_is_n
     )
     t.edit("opk/ui/pdl_editor.py", "a\n", "b\n")
     # The same error again: those edits did not fix it.
-    assert t.request("still:\nAttributeError: 'PDLForm' object has no attribute 'g_start'") is None
-    assert t.request("Add a button that saves the profile; errors should be shown in red.") is None  # no edit since
+    assert t.request("still:\nAttributeError: 'PDLForm' object has no attribute 'g_start'") == []
+    assert t.request("Add a button that saves the profile; errors should be shown in red.") == []  # no edit since
     t = FixTracker()
-    assert t.request("Please make the failing tests pass and tell me what failed.") is None
+    assert t.request("Please make the failing tests pass and tell me what failed.") == []
     assert t.state() == []
 
 
@@ -266,3 +266,31 @@ def test_a_pasted_error_fix_is_stored_and_comes_from_the_transcripts_prompts(eng
     assert out["fixes"] == 1
     [m] = eng.list_memories(memory_type="failure", in_project="example.com/p")["memories"]
     assert "origin:user-pasted" in m["tags"] and "ChakraProvider" in eng.get(m["id"]).content
+
+
+def test_several_pasted_errors_are_one_pitfall_each_and_the_turns_edits_fix_what_names_nothing_edited():
+    t = FixTracker()
+    t.request(
+        "pnpm build fails:\n"
+        "apps/api/src/ws/chatHub.ts:2:23 - error TS7016: Could not find a declaration file for module 'ws'.\n"
+        "apps/api/src/services/tableState.ts:60:36 - error TS2345: Argument of type '{ status: string; }' is not "
+        "assignable to parameter of type 'TableState'."
+    )
+    t.edit("apps/api/package.json", '  "devDependencies": {\n', '  "devDependencies": {\n    "@types/ws": "^8.5.10",\n')
+    t.edit("apps/api/src/services/tableState.ts", "function startHand(t) {\n", "function startHand(t): TableState {\n")
+    fixes = t.request("Builds now. Next, the lobby page.")
+    by_error = {f.signature.split(" - ")[1][:12]: [p for p, _ in f.edits] for f in fixes}
+    assert by_error == {
+        "error TS7016": ["apps/api/package.json", "apps/api/src/services/tableState.ts"],  # names nothing edited
+        "error TS2345": ["apps/api/src/services/tableState.ts"],
+    }
+
+
+def test_a_failure_hidden_by_a_pipe_and_a_look_that_finds_nothing():
+    s = Session(client="claude-code", timeline=[])
+    out = "cmd/x/a.go:47:38: cannot use s (variable of type string) as []byte value\nFAIL\tentire.io/cli [build failed]"
+    s.tool("Bash", {"command": "mise run test 2>&1 | tail -20"}, out, False)  # exit 0: tail's
+    assert s.timeline[-1]["failed"]
+    t = FixTracker()
+    assert t.command("ls .specify/templates/commands", True, "ls: .specify/templates/commands: No such file") is None
+    assert t.state() == []
