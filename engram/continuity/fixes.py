@@ -73,6 +73,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         ),  # anything saying it failed
     )
 ]
+EXCEPTION_AT = next(i for i, (p, which) in enumerate(SIGNATURES) if which == "last")
 # Lines that only wrap the real error: a runner's or a client's note that something failed.
 WRAPPER = re.compile(
     r"(?i)\bexit(?: status|ed with(?: exit)? code| code)\b|context deadline exceeded|\btask (?:\S+ )?failed\b|"
@@ -186,6 +187,13 @@ def error_signature(output: str) -> tuple[str, str | None]:
     return _short(sig, 300), where
 
 
+# A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
+RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
+# Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
+SHELL_NOISE = re.compile(
+    r"child_copy: cygheap|cygheap read copy failed|\bdofork: child|Command failed: cygpath|"
+    r"fork: (?:retry: )?Resource temporarily unavailable|died waiting for dll loading"
+)
 # Commands whose failing is no error of the project: looking for something that is not there,
 # stopping a process that is not running.
 LOOKS_ONLY = re.compile(
@@ -232,6 +240,10 @@ def error_detail(output: str, signature: str) -> str:
         r"not found|no such|cannot|unable|invalid|refused|denied)\b"
     )
     out = []
+    exception, _ = SIGNATURES[EXCEPTION_AT]
+    raised = [m.group(1).strip() for m in exception.finditer(ANSI.sub("", output or ""))]
+    if raised and raised[-1] not in signature:
+        out.append(_short(raised[-1], 200))  # the exception behind a test's FAILED line
     for line in (output or "").splitlines():
         line = line.strip()
         if line and keep.search(line) and line not in signature and _short(line, 200) not in out:
@@ -333,7 +345,7 @@ class FixTracker:
             if where and self.root and where.startswith(self.root.rstrip("/") + "/"):
                 where = where[len(self.root.rstrip("/")) + 1 :]
             # The same command failing again keeps the edits made so far: a fix in several tries.
-            if LOOKS_ONLY.match(_words_of(command)):
+            if LOOKS_ONLY.match(_words_of(command)) or SHELL_NOISE.search(sig):
                 return None  # a look that found nothing (ls, grep, cat of a missing file): not the project's error
             prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
             self._ran(command, skip=prev)
@@ -395,13 +407,15 @@ class FixTracker:
     def _ran(self, command: str, skip: dict | None) -> None:
         """A command that passed and changes something, kept by each open failure it shares a word
         with (`lsof -ti :3000 | xargs kill` for "address already in use :3000"): it may be the fix."""
-        if read_only(command):
-            return
+        if read_only(command) or RERUN.search(command):
+            return  # a look, or a run of tests or a build: what it shows is no change
         words = _tokens(remote(command))
         for o in self.open:
             if o is skip or o.get("pasted"):
                 continue
-            about = _tokens(f"{remote(o['command'])} {o['signature']} {(o.get('first') or {}).get('signature', '')}")
+            # The failure's own words: its error line, and what the command names beyond its program.
+            about = _tokens(f"{o['signature']} {(o.get('first') or {}).get('signature', '')}")
+            about |= {t for t in _tokens(" ".join(command_words(remote(o["command"]))[1:])) if len(t) > 3}
             about -= _tokens(program_of(o["command"]))
             if words & about:
                 o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]

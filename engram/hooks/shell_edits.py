@@ -43,6 +43,9 @@ class ShellEdits:
     edits: list[tuple[str, str, str]]
     only_edits: bool = False
     stray_patch: bool = False
+    # The files are written before anything else runs (`sed -i ... && pytest`), not by what runs
+    # (`python - <<PY` writing files, `pytest | tee log`): then they come after the command.
+    before: bool = True
 
 
 def patch_edits(patch: str) -> list[tuple[str, str, str]]:
@@ -166,6 +169,7 @@ def shell_edits(command: str) -> ShellEdits:
     text, bodies = _cut_heredocs(command)
     edits: list[tuple[str, str, str]] = []
     only = True
+    before = None
     cwd = None
     for words in segments(text.replace("\n", " ; ")):
         for stage in _stages(words):
@@ -180,9 +184,12 @@ def shell_edits(command: str) -> ShellEdits:
                 cwd = _joined(cwd, stage[1])
             if not found and prog not in SETUP and prog not in WRITERS:
                 only = False
-            if found and not (prog in WRITERS | {"sed", "perl", "tee"} or stage[:2] == ["git", "apply"]):
+            writer = prog in WRITERS | {"sed", "perl"} or stage[:2] == ["git", "apply"]
+            if found and not (writer or prog == "tee"):
                 only = False  # a program's output sent to a file: the program ran
-    return ShellEdits(edits, only_edits=only and bool(edits))
+            if before is None and prog not in SETUP:
+                before = bool(found) and writer
+    return ShellEdits(edits, only_edits=only and bool(edits), before=bool(before))
 
 
 def _stages(words: list[str]) -> list[list[str]]:

@@ -76,6 +76,13 @@ FAILED_OUTPUT = re.compile(
     r"\S+\.go:\d+:\d+: |\S+\(\d+,\d+\): error TS\d+|error(?:\[E\d+\])?: |npm ERR! |"
     r"\s*\u25cf .+ \u203a |.*\bERROR task failed|\s*\d+ (?:failed|errors?)\b)"
 )
+# A line that names an error, kept from the middle of a long output.
+KEY_LINE = re.compile(
+    FAILED_OUTPUT.pattern.removeprefix("(?m)")
+    + r"|^\S+:\d+:\d+:? (?:lint/\S+|[A-Z]+\d+ )|^\S+\.\w+ (?:format|lint/\S+)\b|"
+    r"^\s*(?:E\s+)?(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b:",
+    re.M,
+)
 # Programs whose exit code 1 with no output means "nothing found".
 NO_MATCH_PROGRAM = re.compile(r"(?:^|[|;&]\s*)(?:grep|egrep|fgrep|rg|ag|pgrep|diff|test|\[|which|command -v)\b")
 TODO_STATUSES = {
@@ -235,11 +242,15 @@ class Session:
             failed = failed or (written.only_edits and bool(PATCH_FAILED.search((output or "")[:400])))
             if written.stray_patch:
                 return  # patch text run as shell commands by mistake: the agent's slip, not the project's
-            if not failed or not written.only_edits:
-                # A mixed command (`sed -i ... && pytest`) wrote its files before what failed.
-                self._edits(written.edits)
-            if not written.only_edits:
-                self._command(cmd.strip(), output, failed)
+            if written.only_edits:
+                if not failed:
+                    self._edits(written.edits)
+                return
+            if written.before:
+                self._edits(written.edits)  # `sed -i ... && pytest`: written before what ran (and failed)
+            self._command(cmd.strip(), output, failed)
+            if not written.before and not failed:
+                self._edits(written.edits)  # written by what ran: not a change made before it
 
     def _edits(self, edits: list[tuple[str, str, str]]) -> None:
         for path, old, new in edits:
@@ -406,9 +417,16 @@ def _edit_pairs(args: dict) -> list[tuple[str, str]]:
 
 
 def _head_tail(text: str, n: int) -> str:
-    """A long output's start and end (a compiler names the error first, a traceback last)."""
+    """A long output's start and end (a compiler names the error first, a traceback last), and
+    between them the lines that name an error (a linter's report in the middle of its diffs)."""
     text = (text or "").strip()
-    return text if len(text) <= n else text[: n // 3] + "\n…\n" + text[-(n - n // 3) :]
+    if len(text) <= n:
+        return text
+    head, tail = text[: n // 4], text[-(n // 2) :]
+    middle = text[n // 4 : -(n // 2)]
+    keys = [ln.strip()[:300] for ln in middle.splitlines() if KEY_LINE.search(ln)]
+    between = "\n".join(dict.fromkeys(keys))[: n - len(head) - len(tail)]
+    return f"{head}\n…\n{between}\n…\n{tail}" if between else f"{head}\n…\n{tail}"
 
 
 def _tail(text: str, n: int) -> str:

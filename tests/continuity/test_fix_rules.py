@@ -294,3 +294,38 @@ def test_a_failure_hidden_by_a_pipe_and_a_look_that_finds_nothing():
     t = FixTracker()
     assert t.command("ls .specify/templates/commands", True, "ls: .specify/templates/commands: No such file") is None
     assert t.state() == []
+
+
+def test_the_agents_shell_failing_and_a_test_run_in_between_are_not_errors_or_fixes():
+    t = FixTracker()
+    noise = "      0 [main] bash (22008) child_copy: cygheap read copy failed, 0x0..0x800020EF0, Win32 error 299"
+    assert t.command("ssh root@h 'netstat -tulnp'", True, noise) is None and t.state() == []
+    t.command("mise run test:ci", True, "--- FAIL: TestShadow_CommitBeforeStop (0.20s)\nFAIL")
+    t.command("go test -run TestShadow_CommitBeforeStop ./integration_test/ -v", False)  # looks again, changes nothing
+    assert t.command("mise run test:ci", False) is None
+
+
+def test_the_exception_behind_a_failed_tests_line_is_kept_and_a_long_outputs_middle_is_read():
+    out = (
+        'FAILED tests/test_cli.py::test_rules - File "/home/u/opk/cli/__main__.py", line 333\n'
+        "E     IndentationError: unexpected indent"
+    )
+    t = FixTracker()
+    t.command("pytest -q", True, out)
+    t.edit("opk/cli/__main__.py", "  x = 1\n", "x = 1\n")
+    fix = t.command("pytest -q", False)
+    assert fix is not None and "IndentationError: unexpected indent" in fix.content()
+    s = Session(client="claude-code", timeline=[])
+    biome = "frontend/src/Tab.tsx:3:10 lint/correctness/noUnusedImports  FIXABLE  ━━━━━"
+    long = "$ biome check\n" + "  │ line of a diff\n" * 400 + biome + "\n" + "  │ more diff\n" * 400 + "Found 1 error."
+    s.tool("Bash", {"command": "bun run lint"}, long + "\nExit code 1", True)
+    assert error_signature(s.timeline[-1]["output"])[0].startswith("frontend/src/Tab.tsx:3:10 lint/correctness")
+
+
+def test_what_a_script_writes_when_it_runs_is_not_a_fix_of_its_own_failure():
+    s = Session(client="codex", timeline=[])
+    script = "node <<'NODE'\nconst fs = require('fs');\nfs.writeFileSync('ui/vite.config.ts', cfg)\nNODE"
+    s.tool("exec_command", {"cmd": script}, "SyntaxError: Unexpected token '.'\nProcess exited with code 1", True)
+    s.tool("exec_command", {"cmd": script.replace("cfg", "cfg2")}, "", False)
+    assert [e["k"] for e in s.timeline] == ["command", "command", "edit"]
+    assert fixes_in(s.timeline, FixTracker(), None) == []
