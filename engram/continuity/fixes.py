@@ -50,7 +50,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         (r"^(error\[E\d{4}\]: .+)$", "first"),  # rustc
         (r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$", "first"),  # go build / vet
         (
-            r"^\s*(?:E\s+|Uncaught (?:\(in promise\) )?)?"
+            r"^\s*(?:E\s+|(?:\S+:\d+ )?Uncaught (?:\(in promise\) )?|\[Error\] )?"
             r"((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$",
             "last",
         ),  # Python, Java, JavaScript: the exception and its message
@@ -208,7 +208,7 @@ def _words_of(command: str) -> str:
 
 # Lines of a pasted error that no command printed: a browser's warning or network error code.
 PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
-    (re.compile(r"^\s*(Warning: .+)$", re.M), "first"),  # React
+    (re.compile(r"^\s*(?:\S+:\d+ )?(Warning: .+)$", re.M), "first"),  # React, after the console's source:line
     (re.compile(r"\b(ERR_[A-Z][A-Z_]{3,}\b.*)$", re.M), "first"),  # Chrome: net::ERR_UNSAFE_PORT
 ]
 
@@ -350,8 +350,14 @@ class FixTracker:
             prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
             self._ran(command, skip=prev)
             self.open = [o for o in self.open if o is not prev]
+            got_past = None
             if prev is not None and not _same_error(prev["signature"], sig):
-                prev = None  # another error now: what was done so far was about the one before
+                # Another error now: a changed command got past the one before (`cargo: command not
+                # found`, then through `nix-shell --run`), which is that error's fix; edits so far
+                # were about the one before.
+                if changed_command(prev["command"], command):
+                    got_past = self._settle(prev, command, [])
+                prev = None
             edits = prev["edits"] if prev else []
             first = (prev or {}).get("first") or {
                 "signature": sig,
@@ -372,15 +378,20 @@ class FixTracker:
                 }
             )
             self.open = self.open[-OPEN_KEPT:]
-            return None
+            return got_past
         done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
         self._ran(command, skip=done)
         if done is None:
             return None
         self.open.remove(done)
-        first = done["first"]  # the error as it first appeared, not the last attempt's
         places = [self._inside(p) for p in done.get("places") or []]
-        edits = [e for e in done["edits"] if touches(e[0], places)]
+        return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
+
+    def _settle(self, done: dict, command: str, edits: list) -> Fix | None:
+        """The fix of the failure `done` once `command` got past it: the edits that touch it, or
+        else `command` itself when it is the failing one changed, or else the commands run in
+        between that share its words; None when nothing did (flaky, or not ours to learn)."""
+        first = done["first"]  # the error as it first appeared, not the last attempt's
         fix_commands: list[str] = []
         if not edits:
             if changed_command(str(first.get("command") or done["command"]), command):
@@ -388,7 +399,7 @@ class FixTracker:
             elif done.get("ran"):
                 fix_commands = list(done["ran"])
             else:
-                return None  # passed without a change that touches it: flaky, or not ours to learn
+                return None
         return _fix(
             program_of(done["command"]),
             first["signature"],

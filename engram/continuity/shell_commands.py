@@ -75,7 +75,21 @@ def command_words(command: str) -> list[str]:
             i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
         if i + 1 < len(words):
             return command_words(" ".join(words[i + 1 :]))
-    return words
+    inner = _wrapped(words)
+    return command_words(inner) if inner else words
+
+
+def _wrapped(words: list[str]) -> str | None:
+    """The command an environment wrapper runs: `nix-shell -p x --run 'cmd'`, `nix develop -c cmd`,
+    `bash -lc 'cmd'`, `docker compose exec svc cmd`."""
+    prog = words[0].rsplit("/", 1)[-1] if words else ""
+    if prog == "nix-shell" and "--run" in words[:-1]:
+        return words[words.index("--run") + 1]
+    if prog in ("bash", "sh", "zsh") and len(words) > 2 and words[1] in ("-c", "-lc", "-ic"):
+        return words[2]
+    if words[:2] == ["nix", "develop"] and "-c" in words[:-1]:
+        return shlex.join(words[words.index("-c") + 1 :])
+    return None
 
 
 def remote(command: str) -> str:
@@ -166,12 +180,14 @@ def changed_command(failed: str, passed: str) -> bool:
     Not the same run again, a part of it, or the same with a filter dropped."""
     if shaped(failed) == shaped(passed):
         return False
+    fw, pw = command_words(failed), command_words(passed)
+    if fw and pw and fw[1:] == pw:
+        return True  # the same without the wrapper in front (`rtk bun run test`, then `bun run test`)
     a, b = targets(failed), targets(passed)
     if not a <= b:
         return False  # running only some of it is not a fix
     before, after = _all_words(failed), _all_words(passed)
     added = [w for w in after if w not in before]
-    fw, pw = command_words(failed), command_words(passed)
     return bool(
         any(w.startswith("-") or re.match(r"[A-Za-z_]\w*=", w) for w in added)
         or (fw and pw and fw[0] != pw[0])

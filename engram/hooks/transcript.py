@@ -48,6 +48,8 @@ TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
 # Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
 # CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
 EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
+RUNNING = re.compile(r"Process running with session ID (\d+)\n?")
+PENDING_RUNS = 20
 # A tool call the user rejected or interrupted (Claude Code, Codex), not a command that failed.
 REFUSED = re.compile(
     r"The user doesn't want to proceed with this tool use|\[Request interrupted by user|"
@@ -59,7 +61,7 @@ REFUSED = re.compile(
 UNFINISHED = re.compile(
     r"(?i)\b(?:command )?timed out after\b|\btimeout: the monitored command dumped core|"
     r"^Process running with session ID \d+|Command running in background with ID|"
-    r"\bcommand was cancelled\b|^Killed$|^Terminated$|\bsignal: killed\b",
+    r"\bcommand was cancelled\b|^Killed$|^Terminated$|\bsignal: killed\b|^\^C$",
     re.M,
 )
 # apply_patch's refusal of a patch that does not apply (Codex writes it without an exit code).
@@ -144,6 +146,7 @@ class Session:
     task_id: str | None = None  # the engram task the session last worked on through the tools
     agent_handoffs: int = 0  # session_handoff calls that succeeded
     pending_calls: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    running: dict[str, tuple[str, str]] = field(default_factory=dict)  # Codex exec sessions still running
     _task_numbers: int = 0
     # Per-turn capture (hooks.capture): the events in order, when asked for, and the byte range
     # of a JSON Lines transcript read (from `offset` to `end_offset`, the last complete line).
@@ -236,21 +239,42 @@ class Session:
             if not isinstance(cmd, str) or not cmd.strip() or _refused(output):
                 return  # a call the user refused or cancelled did not run: neither a failure nor a pass
             output = _shell_output(output)
-            code = EXIT_CODE.search(output or "")
-            failed = failed or bool(code and code.group(1) != "0")
-            written = shell_edits(cmd)
-            failed = failed or (written.only_edits and bool(PATCH_FAILED.search((output or "")[:400])))
-            if written.stray_patch:
-                return  # patch text run as shell commands by mistake: the agent's slip, not the project's
-            if written.only_edits:
-                if not failed:
-                    self._edits(written.edits)
+            still = RUNNING.match(output or "")
+            if still and name == "exec_command":
+                # Codex left it running: its write_stdin calls bring the rest of the output and the
+                # exit code (the edits it makes are seen then).
+                self.running[still.group(1)] = (cmd, output[still.end() :])
+                self.running = dict(list(self.running.items())[-PENDING_RUNS:])
                 return
-            if written.before:
-                self._edits(written.edits)  # `sed -i ... && pytest`: written before what ran (and failed)
-            self._command(cmd.strip(), output, failed)
-            if not written.before and not failed:
-                self._edits(written.edits)  # written by what ran: not a change made before it
+            self._shell(cmd, output, failed)
+        elif name == "write_stdin":
+            sid = str(args.get("session_id", ""))
+            if sid not in self.running:
+                return
+            cmd, before = self.running.pop(sid)
+            still = RUNNING.match(output or "")
+            if still:
+                self.running[sid] = (cmd, f"{before}\n{output[still.end() :]}"[-EDIT_CHARS:])
+            else:
+                self._shell(cmd, f"{before}\n{output}", failed)
+
+    def _shell(self, cmd: str, output: str, failed: bool) -> None:
+        """A shell command that finished: what it wrote, and the command itself."""
+        code = EXIT_CODE.search(output or "")
+        failed = failed or bool(code and code.group(1) != "0")
+        written = shell_edits(cmd)
+        failed = failed or (written.only_edits and bool(PATCH_FAILED.search((output or "")[:400])))
+        if written.stray_patch:
+            return  # patch text run as shell commands by mistake: the agent's slip, not the project's
+        if written.only_edits:
+            if not failed:
+                self._edits(written.edits)
+            return
+        if written.before:
+            self._edits(written.edits)  # `sed -i ... && pytest`: written before what ran (and failed)
+        self._command(cmd.strip(), output, failed)
+        if not written.before and not failed:
+            self._edits(written.edits)  # written by what ran: not a change made before it
 
     def _edits(self, edits: list[tuple[str, str, str]]) -> None:
         for path, old, new in edits:

@@ -84,13 +84,13 @@ def test_the_reader_marks_timeouts_and_background_runs_and_drops_rejected_calls(
         "The user doesn't want to proceed with this tool use. The tool use was rejected",
         True,
     )
-    s.tool("exec_command", {"cmd": "npm run dev"}, "Process running with session ID 51677\nOutput:\n> vite", False)
+    s.tool("exec_command", {"cmd": "npm run dev"}, "Process running with session ID 51677\n> vite", False)
     s.tool("Bash", {"command": "grep -rn TODO src"}, "Exit code 1", True)  # found nothing: an answer
     assert [(e["command"], e["failed"], e.get("unfinished", False)) for e in s.timeline] == [
         ("npm run dev", False, True),
-        ("npm run dev", False, True),
         ("grep -rn TODO src", False, False),
     ]
+    assert s.running == {"51677": ("npm run dev", "> vite")}  # Codex's, waiting for its write_stdin calls
 
 
 def test_gemini_clis_frame_around_a_commands_output_is_not_the_error():
@@ -329,3 +329,65 @@ def test_what_a_script_writes_when_it_runs_is_not_a_fix_of_its_own_failure():
     s.tool("exec_command", {"cmd": script.replace("cfg", "cfg2")}, "", False)
     assert [e["k"] for e in s.timeline] == ["command", "command", "edit"]
     assert fixes_in(s.timeline, FixTracker(), None) == []
+
+
+def _codex_item(payload: dict) -> dict:
+    return {"type": "response_item", "payload": payload}
+
+
+def test_a_codex_exec_command_left_running_finishes_in_its_write_stdin_calls(tmp_path):
+    """Codex 0.98+: exec_command returns "Process running with session ID N" after its yield time;
+    write_stdin polls bring the rest of the output and "Process exited with code N"."""
+    import json as _json
+
+    from engram.hooks.formats import READERS
+
+    def call(i, name, args, output):
+        return [
+            _codex_item({"type": "function_call", "name": name, "arguments": _json.dumps(args), "call_id": f"c{i}"}),
+            _codex_item({"type": "function_call_output", "call_id": f"c{i}", "output": output}),
+        ]
+
+    head = "Chunk ID: 1\nWall time: 1.0 seconds\n"
+    cargo = "nix-shell -p cargo rustc --run 'cargo check --manifest-path kernel/Cargo.toml'"
+    lines = [
+        *call(
+            0,
+            "exec_command",
+            {"cmd": "cargo check --manifest-path kernel/Cargo.toml"},
+            head + "Process exited with code 127\nOutput:\nbash: line 1: cargo: command not found\n",
+        ),
+        *call(
+            1, "exec_command", {"cmd": cargo}, head + "Process running with session ID 51677\nOutput:\n  Checking k\n"
+        ),
+        *call(
+            2,
+            "write_stdin",
+            {"session_id": 51677, "chars": ""},
+            head + "Process exited with code 101\nOutput:\nerror[E0382]: use of moved value: `sender`\n"
+            " --> kernel/src/main.rs:40:9\n",
+        ),
+        *call(3, "apply_patch", {}, ""),
+        *call(4, "exec_command", {"cmd": cargo}, head + "Process running with session ID 7\nOutput:\n"),
+        *call(
+            5, "write_stdin", {"session_id": 7, "chars": ""}, head + "Process exited with code 0\nOutput:\nFinished\n"
+        ),
+    ]
+    patch = "*** Begin Patch\n*** Update File: kernel/src/main.rs\n@@\n-a(sender)\n+a(sender.clone())\n*** End Patch"
+    lines[6]["payload"] = {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c3", "input": patch}
+    p = tmp_path / "rollout.jsonl"
+    p.write_text("".join(_json.dumps(x) + "\n" for x in lines))
+    s = Session(client="codex", timeline=[])
+    READERS["codex"](p, s)
+    assert [(e["command"][:12], e["failed"]) for e in s.timeline if e["k"] == "command"] == [
+        ("cargo check ", True),
+        ("nix-shell -p", True),
+        ("nix-shell -p", False),
+    ]
+    fixes = fixes_in(s.timeline, FixTracker(), None)
+    # The wrapper got past "command not found" (its fix is the changed command); the edit fixed E0382.
+    assert [(f.signature, [x for x, _ in f.edits]) for f in fixes] == [
+        ("bash: line 1: cargo: command not found", []),
+        ("error[E0382]: use of moved value: `sender`", ["kernel/src/main.rs"]),
+    ]
+    assert f"Fixed by running `{cargo}` instead" in fixes[0].content()
