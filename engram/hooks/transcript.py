@@ -20,6 +20,20 @@ from pathlib import Path
 from typing import Any
 
 from engram.hooks.shell_edits import patch_edits, shell_edits
+from engram.hooks.shell_output import (
+    EXIT_CODE,
+    FAILED_OUTPUT,
+    HIDDEN_BY_PIPE,
+    NO_MATCH_PROGRAM,
+    PATCH_FAILED,
+    RUNNING,
+    UNFINISHED,
+    head_tail,
+    refused,
+    said,
+    shell_output,
+    tail,
+)
 from engram.text.convention_sentences import conventions_in
 
 __all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "lines", "text_of"]
@@ -34,6 +48,7 @@ COMMANDS_KEPT = 30
 STATED_KEPT = 200  # requests with a convention kept for capture (the operation takes 500)
 STATED_CHARS = 20_000
 CAPTURE_CHARS = 4000  # of a request, an answer or a failed command's output kept for capture
+PENDING_RUNS = 20  # Codex exec sessions still running, waiting for their write_stdin calls
 EDIT_CHARS = 20_000  # of an edit's old and new text compared for its changed lines
 
 # engram's MCP tools as each client names them: mcp__engram__create_task (Claude Code, Codex),
@@ -45,48 +60,6 @@ ENGRAM_TOOL = re.compile(
 # Gemini CLI adds a hook's additionalContext to the prompt inside these tags.
 HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
-# Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
-# CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
-EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
-RUNNING = re.compile(r"Process running with session ID (\d+)\n?")
-PENDING_RUNS = 20
-# A tool call the user rejected or interrupted (Claude Code, Codex), not a command that failed.
-REFUSED = re.compile(
-    r"The user doesn't want to proceed with this tool use|\[Request interrupted by user|"
-    r"(?:exec command|patch|command) rejected by user|\baborted by user\b|^aborted$",
-    re.I | re.M,
-)
-# A command that did not finish: a time limit (Claude Code, Codex, Gemini CLI), a kill, a process
-# left running in the background (Codex's exec_command session, Claude Code's background shell).
-UNFINISHED = re.compile(
-    r"(?i)\b(?:command )?timed out after\b|\btimeout: the monitored command dumped core|"
-    r"^Process running with session ID \d+|Command running in background with ID|"
-    r"\bcommand was cancelled\b|^Killed$|^Terminated$|\bsignal: killed\b|^\^C$",
-    re.M,
-)
-# apply_patch's refusal of a patch that does not apply (Codex writes it without an exit code).
-PATCH_FAILED = re.compile(
-    r"^(?:error: )?(?:Failed to find expected lines|apply_patch verification failed|invalid hunk|"
-    r"Invalid patch|.*is not a valid hunk header)",
-    re.I | re.M,
-)
-# A command whose output goes through a filter, so its exit code is the filter's.
-HIDDEN_BY_PIPE = re.compile(r"\|\s*(?:tail|head|grep|cat|less)\b[^|]*$")
-# Lines only a failing build, test run or linter prints.
-FAILED_OUTPUT = re.compile(
-    r"(?m)^(?:FAILED \S+::|--- FAIL: |FAIL\s+\S|E\s+\w+(?:Error|Exception)\b|Traceback \(most recent call last\)|"
-    r"\S+\.go:\d+:\d+: |\S+\(\d+,\d+\): error TS\d+|error(?:\[E\d+\])?: |npm ERR! |"
-    r"\s*\u25cf .+ \u203a |.*\bERROR task failed|\s*\d+ (?:failed|errors?)\b)"
-)
-# A line that names an error, kept from the middle of a long output.
-KEY_LINE = re.compile(
-    FAILED_OUTPUT.pattern.removeprefix("(?m)")
-    + r"|^\S+:\d+:\d+:? (?:lint/\S+|[A-Z]+\d+ )|^\S+\.\w+ (?:format|lint/\S+)\b|"
-    r"^\s*(?:E\s+)?(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b:",
-    re.M,
-)
-# Programs whose exit code 1 with no output means "nothing found".
-NO_MATCH_PROGRAM = re.compile(r"(?:^|[|;&]\s*)(?:grep|egrep|fgrep|rg|ag|pgrep|diff|test|\[|which|command -v)\b")
 TODO_STATUSES = {
     "pending": "pending",
     "not_started": "pending",
@@ -223,7 +196,7 @@ class Session:
                 for old, new in _edit_pairs(args):
                     self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
         elif name in ("apply_patch",):
-            if not failed and not _refused(output) and not PATCH_FAILED.search((output or "")[:400]):
+            if not failed and not refused(output) and not PATCH_FAILED.search((output or "")[:400]):
                 self._edits(patch_edits(str(args.get("input") or args.get("patch") or "")))
         elif name in ("Bash", "run_shell_command", "shell", "exec_command", "shell_command", "local_shell"):
             cmd = args.get("command", args.get("cmd"))
@@ -236,15 +209,18 @@ class Session:
                 ):
                     words = words[2:]  # ["bash", "-lc", "<script>"]: the script
                 cmd = " ".join(words)
-            if not isinstance(cmd, str) or not cmd.strip() or _refused(output):
+            if not isinstance(cmd, str) or not cmd.strip() or refused(output):
                 return  # a call the user refused or cancelled did not run: neither a failure nor a pass
-            output = _shell_output(output)
+            output = shell_output(output)
             still = RUNNING.match(output or "")
             if still and name == "exec_command":
                 # Codex left it running: its write_stdin calls bring the rest of the output and the
                 # exit code (the edits it makes are seen then).
                 self.running[still.group(1)] = (cmd, output[still.end() :])
                 self.running = dict(list(self.running.items())[-PENDING_RUNS:])
+                # The checkpoint lists it as run (not failed) until its outcome is read.
+                self.commands = (self.commands + [Command(cmd.strip()[:2000], False)])[-COMMANDS_KEPT:]
+                self.commands_run += 1
                 return
             self._shell(cmd, output, failed)
         elif name == "write_stdin":
@@ -256,6 +232,9 @@ class Session:
             if still:
                 self.running[sid] = (cmd, f"{before}\n{output[still.end() :]}"[-EDIT_CHARS:])
             else:
+                # Its outcome now: the checkpoint's entry for it is replaced, not listed twice.
+                self.commands = [c for c in self.commands if c.command != cmd.strip()[:2000]]
+                self.commands_run -= 1
                 self._shell(cmd, f"{before}\n{output}", failed)
 
     def _shell(self, cmd: str, output: str, failed: bool) -> None:
@@ -374,55 +353,25 @@ class Session:
         if not failed and HIDDEN_BY_PIPE.search(cmd) and FAILED_OUTPUT.search(output or ""):
             failed = True
         # A search that found nothing exits 1 with no output: an answer, not an error.
-        if failed and code and code.group(1) == "1" and NO_MATCH_PROGRAM.search(cmd) and not _said(output):
+        if failed and code and code.group(1) == "1" and NO_MATCH_PROGRAM.search(cmd) and not said(output):
             failed = False
         # A run cut off by a time limit, killed, or left running in the background has not passed
         # (a server stopped by the client's timeout) nor failed as the project's error.
         unfinished = bool(UNFINISHED.search((output or "")[:2000])) or (
             code is not None and code.group(1) in ("124", "137", "143", "-1")
         )
-        error = _tail(output, ERROR_CHARS) if failed else ""
+        error = tail(output, ERROR_CHARS) if failed else ""
         self.commands_run += 1
         event = {
             "k": "command",
             "command": cmd[:2000],
             "failed": failed and not unfinished,
-            "output": _head_tail(output, CAPTURE_CHARS) if failed else "",
+            "output": head_tail(output, CAPTURE_CHARS) if failed else "",
         }
         if unfinished:
             event["unfinished"] = True
         self._record(event)
         self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
-
-
-GEMINI_SHELL_FIELDS = re.compile(
-    r"^(Command|Directory|Output|Error|Exit Code|Signal|Background PIDs|Process Group PGID): ?", re.M
-)
-
-
-def _shell_output(output: str) -> str:
-    """What a command printed, without Gemini CLI's frame around it ("Command: ...", "Directory:
-    ...", "Output: ...", "Error: (none)", "Exit Code: 1", "Signal: ...", "Process Group PGID: ...")."""
-    if not (output or "").startswith("Command: ") or "\nOutput: " not in output:
-        return output or ""
-    fields: dict[str, str] = {}
-    marks = list(GEMINI_SHELL_FIELDS.finditer(output))
-    for i, m in enumerate(marks):
-        end = marks[i + 1].start() if i + 1 < len(marks) else len(output)
-        fields.setdefault(m.group(1), output[m.end() : end].strip())
-    said = [v for k in ("Output", "Error") if (v := fields.get(k, "")) and v not in ("(none)", "(empty)")]
-    code = fields.get("Exit Code", "")
-    return "\n".join(said + ([f"Exit Code: {code}"] if code and code != "(none)" else []))
-
-
-def _refused(output: str) -> bool:
-    """Whether a tool call's output says the user rejected or cancelled it (so it never ran)."""
-    return bool(REFUSED.search((output or "")[:400]))
-
-
-def _said(output: str) -> bool:
-    """Whether an output holds anything but a client's note of the exit code."""
-    return any(ln.strip() and not EXIT_CODE.search(ln) for ln in (output or "").splitlines())
 
 
 def _edit_pairs(args: dict) -> list[tuple[str, str]]:
@@ -438,24 +387,6 @@ def _edit_pairs(args: dict) -> list[tuple[str, str]]:
             old = e.get("old_string")
             out.append((old if isinstance(old, str) else "", new))
     return out
-
-
-def _head_tail(text: str, n: int) -> str:
-    """A long output's start and end (a compiler names the error first, a traceback last), and
-    between them the lines that name an error (a linter's report in the middle of its diffs)."""
-    text = (text or "").strip()
-    if len(text) <= n:
-        return text
-    head, tail = text[: n // 4], text[-(n // 2) :]
-    middle = text[n // 4 : -(n // 2)]
-    keys = [ln.strip()[:300] for ln in middle.splitlines() if KEY_LINE.search(ln)]
-    between = "\n".join(dict.fromkeys(keys))[: n - len(head) - len(tail)]
-    return f"{head}\n…\n{between}\n…\n{tail}" if between else f"{head}\n…\n{tail}"
-
-
-def _tail(text: str, n: int) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= n else "…" + text[-n:]
 
 
 def text_of(content: Any) -> str:
