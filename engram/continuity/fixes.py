@@ -44,7 +44,10 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         (r"^\s*(?:FAIL|\u00d7|\u2717)\s+(\S+\.(?:test|spec)\.\w+ > .+)$", "first"),  # vitest
         (r"^(.*\S\(\d+,\d+\): error TS\d+: .+|.*:\d+:\d+ - error TS\d+: .+)$", "first"),  # tsc with its file
         (r"((?:error|warning) TS\d+: .+)$", "first"),  # tsc
-        (r"^([\w./@-]+:\d+:\d+:? (?:[A-Z]+\d+ .+|lint/\S+.*))$", "first"),  # ruff, flake8, biome: file:line:col CODE
+        (
+            r"^\s*(?:at )?([\w./@-]+:\d+:\d+:? (?:[A-Z]+\d+ .+|lint/\S+.*))$",
+            "first",
+        ),  # ruff, flake8, biome: file:line:col CODE
         (r"^([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file it would reformat
         (r"^\s*(\d+:\d+\s+error\s+.+)$", "first"),  # eslint: line:col error message rule
         (r"^(error\[E\d{4}\]: .+)$", "first"),  # rustc
@@ -56,6 +59,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         ),  # Python, Java, JavaScript: the exception and its message
         (r"^(panic: .+)$", "first"),  # Go
         (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
+        (r"^\s*(! \[(?:remote )?rejected\] .+)$", "first"),  # git push: the ref and why
         (r"^(?:> )?(error: .+)$", "first"),  # cargo, gradle, git, many CLIs
         (r"^(Error: .+)$", "first"),  # node, docker compose, many CLIs
         (r"^((?:fatal|error|ERROR|FATAL|\[ERROR\]): .+)$", "first"),  # git, make, compilers
@@ -206,10 +210,18 @@ def _words_of(command: str) -> str:
     return " ".join(command_words(command))
 
 
+# A prompt saying the error is still there, without pasting it again.
+NOT_FIXED = re.compile(
+    r"(?i)\b(?:same (?:error|issue|problem|thing)|still (?:the same|getting|get|seeing|see|broken|fails|failing|"
+    r"not working|doesn'?t work|no go|happening)|(?:didn'?t|doesn'?t|did not|does not) (?:work|help|fix)|"
+    r"not fixed|no change)\b"
+)
 # Lines of a pasted error that no command printed: a browser's warning or network error code.
 PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
     (re.compile(r"^\s*(?:\S+:\d+ )?(Warning: .+)$", re.M), "first"),  # React, after the console's source:line
     (re.compile(r"\b(ERR_[A-Z][A-Z_]{3,}\b.*)$", re.M), "first"),  # Chrome: net::ERR_UNSAFE_PORT
+    # An uncaught exception quoted inside a sentence ("blank screen: Uncaught ReferenceError: ...").
+    (re.compile(r"\b(Uncaught (?:\(in promise\) )?[A-Z]\w*(?:Error|Exception)\b.*)$", re.M), "first"),
 ]
 
 
@@ -301,6 +313,8 @@ class FixTracker:
         fixes = []
         found = pasted_errors(text)
         for pending in [o for o in self.open if o.get("pasted")]:
+            if not found and NOT_FIXED.search(text):
+                continue  # "same error", "still broken": not fixed yet, the edits to come may
             self.open.remove(pending)
             if not any(_same_error(sig, pending["signature"]) for sig, _ in found):
                 fix = self._pasted_fix(pending)

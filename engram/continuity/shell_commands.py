@@ -153,6 +153,8 @@ def same_command(failed: str, later: str) -> bool:
     or the same command without a wrapper in front (`rtk bun run test` then `bun run test`)."""
     if " ".join(failed.split()) == " ".join(later.split()):
         return True
+    if "<<" in failed or "<<" in later:
+        return False  # a script fed by a heredoc: another script is another command
     if _host(failed) != _host(later):
         return False
     a_words, b_words = command_words(failed), command_words(later)

@@ -58,7 +58,7 @@ FAILED_OUTPUT = re.compile(
 # A line that names an error, kept from the middle of a long output.
 KEY_LINE = re.compile(
     FAILED_OUTPUT.pattern.removeprefix("(?m)")
-    + r"|^\S+:\d+:\d+:? (?:lint/\S+|[A-Z]+\d+ )|^\S+\.\w+ (?:format|lint/\S+)\b|"
+    + r"|^\s*(?:at )?\S+:\d+:\d+:? (?:lint/\S+|[A-Z]+\d+ )|^\S+\.\w+ (?:format|lint/\S+)\b|"
     r"^\s*(?:E\s+)?(?:[\w.]+\.)?[A-Z]\w*(?:Error|Exception)\b:",
     re.M,
 )

@@ -391,3 +391,25 @@ def test_a_codex_exec_command_left_running_finishes_in_its_write_stdin_calls(tmp
         ("error[E0382]: use of moved value: `sender`", ["kernel/src/main.rs"]),
     ]
     assert f"Fixed by running `{cargo}` instead" in fixes[0].content()
+
+
+def test_same_error_said_again_keeps_a_pasted_error_open_and_git_push_rejection_is_the_headline():
+    t = FixTracker()
+    t.request("getting a blank screen: Uncaught ReferenceError: global is not defined")
+    t.edit("ui/src/main.tsx", "a\n", "b\n")
+    assert t.request("same error. killed and restarted `just dev`") == []  # not fixed yet
+    t.edit("ui/index.html", "<head>\n", "<head>\n<script>window.global = window</script>\n")
+    [fix] = t.request("that worked! now the nodes")
+    assert fix.signature == "Uncaught ReferenceError: global is not defined"
+    assert "ui/index.html" in [f for f, _ in fix.edits]
+    out = (
+        "To github.com:me/repo.git\n ! [rejected]        main -> main (fetch first)\n"
+        "error: failed to push some refs to 'github.com:me/repo.git'\nhint: Updates were rejected"
+    )
+    assert error_signature(out)[0] == "! [rejected] main -> main (fetch first)"
+
+
+def test_another_script_fed_by_a_heredoc_is_another_command():
+    from engram.continuity.shell_commands import same_command
+
+    assert not same_command("node <<'NODE'\nfs.writeFileSync(a)\nNODE", "node <<'NODE'\nfs.writeFileSync(b)\nNODE")
