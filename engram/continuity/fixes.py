@@ -77,6 +77,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         ),  # anything saying it failed
     )
 ]
+COMPOSE_PREFIX = re.compile(r"(?m)^[\w.-]+-\d+\s+\|\s?")
 EXCEPTION_AT = next(i for i, (p, which) in enumerate(SIGNATURES) if which == "last")
 # Lines that only wrap the real error: a runner's or a client's note that something failed.
 WRAPPER = re.compile(
@@ -165,11 +166,16 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _plain(text: str) -> str:
+    """Output without colour codes and without docker compose's `service-1  | ` in front of lines."""
+    return COMPOSE_PREFIX.sub("", ANSI.sub("", text or ""))
+
+
 def error_signature(output: str) -> tuple[str, str | None]:
     """The most specific line of a command's output that names its error (the failing test, the
     compiler's or linter's rule and place, the exception and its message; a wrapper's "exit status
     1" only when nothing else says more), and the file:line it points at."""
-    text = ANSI.sub("", output or "")
+    text = _plain(output)
     sig = ""
     for pattern, which in SIGNATURES:
         found = [m.group(1).strip() for m in pattern.finditer(text)]
@@ -229,7 +235,7 @@ def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
     """The headlines of the errors the user pasted into a prompt (a traceback, a browser console's
     errors, a CI log's failing steps), each with the file:line it points at; none when the prompt
     holds none: only lines a specific pattern finds count, not one merely saying something failed."""
-    body = ANSI.sub("", text or "")
+    body = _plain(text)
     for pattern, which in [*SIGNATURES[:-1], *PASTED_EXTRA]:
         found = [m.group(1).strip() for m in pattern.finditer(body)]
         found = [f for f in dict.fromkeys(found) if f and not WRAPPER.search(f)]
@@ -320,10 +326,7 @@ class FixTracker:
                 fix = self._pasted_fix(pending)
                 if fix is not None:
                     fixes.append(fix)
-        whole = places_of("", text)
         for sig, where in found:
-            # Several errors: each is about what its own line names; one: about all the prompt names.
-            places = places_of("", sig + (f" {where}" if where else "")) if len(found) > 1 else whole
             first = {"signature": sig, "location": where, "detail": error_detail(text, sig), "command": ""}
             self.open.append(
                 {
@@ -333,7 +336,7 @@ class FixTracker:
                     "location": where,
                     "edits": [],
                     "first": first,
-                    "places": places,
+                    "places": [],
                     "ran": [],
                 }
             )
@@ -341,10 +344,9 @@ class FixTracker:
         return fixes
 
     def _pasted_fix(self, pending: dict) -> Fix | None:
-        """The fix of a pasted error: the edits made after it, those that touch what it names when
-        some do (the files the turn edited otherwise)."""
-        places = [self._inside(p) for p in pending.get("places") or []]
-        edits = [e for e in pending["edits"] if touches(e[0], places)] or pending["edits"]
+        """The fix of a pasted error: the edits the agent made after it (the user's report is the
+        pass: the error is not pasted again)."""
+        edits = pending["edits"]  # what the agent changed for it: the turn's edits
         if not edits:
             return None
         first = pending["first"]

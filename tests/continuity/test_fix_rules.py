@@ -222,7 +222,7 @@ BROWSER = (
 def test_an_error_the_user_pastes_and_the_agent_fixes_by_editing_is_a_pitfall():
     t = FixTracker(root="/r")
     assert t.request(BROWSER) == []
-    t.edit("README.md", "a\n", "b\n")  # not what the error names
+    t.edit("src/theme.ts", "a\n", "b\n")
     t.edit(
         "/r/src/components/ContextTreeView.tsx",
         "import { TreeView } from '@chakra-ui/react'\n",
@@ -231,7 +231,7 @@ def test_an_error_the_user_pastes_and_the_agent_fixes_by_editing_is_a_pitfall():
     [fix] = t.request("Seems to work. Now add a search box.")  # not pasted again: settled as fixed
     assert fix.origin == "user-pasted"
     assert fix.signature.startswith("ContextError: useContext returned `undefined`")
-    assert [f for f, _ in fix.edits] == ["/r/src/components/ContextTreeView.tsx"]
+    assert [f for f, _ in fix.edits] == ["src/theme.ts", "/r/src/components/ContextTreeView.tsx"]  # the turn's
     assert "pasted by the user" in fix.content() and "@ark-ui/react/tree-view" in fix.content()
 
 
@@ -268,7 +268,7 @@ def test_a_pasted_error_fix_is_stored_and_comes_from_the_transcripts_prompts(eng
     assert "origin:user-pasted" in m["tags"] and "ChakraProvider" in eng.get(m["id"]).content
 
 
-def test_several_pasted_errors_are_one_pitfall_each_and_the_turns_edits_fix_what_names_nothing_edited():
+def test_several_pasted_errors_are_one_pitfall_each_fixed_by_the_turns_edits():
     t = FixTracker()
     t.request(
         "pnpm build fails:\n"
@@ -280,10 +280,8 @@ def test_several_pasted_errors_are_one_pitfall_each_and_the_turns_edits_fix_what
     t.edit("apps/api/src/services/tableState.ts", "function startHand(t) {\n", "function startHand(t): TableState {\n")
     fixes = t.request("Builds now. Next, the lobby page.")
     by_error = {f.signature.split(" - ")[1][:12]: [p for p, _ in f.edits] for f in fixes}
-    assert by_error == {
-        "error TS7016": ["apps/api/package.json", "apps/api/src/services/tableState.ts"],  # names nothing edited
-        "error TS2345": ["apps/api/src/services/tableState.ts"],
-    }
+    turn = ["apps/api/package.json", "apps/api/src/services/tableState.ts"]
+    assert by_error == {"error TS7016": turn, "error TS2345": turn}
 
 
 def test_a_failure_hidden_by_a_pipe_and_a_look_that_finds_nothing():
@@ -413,3 +411,8 @@ def test_another_script_fed_by_a_heredoc_is_another_command():
     from engram.continuity.shell_commands import same_command
 
     assert not same_command("node <<'NODE'\nfs.writeFileSync(a)\nNODE", "node <<'NODE'\nfs.writeFileSync(b)\nNODE")
+
+
+def test_docker_composes_service_prefix_is_not_part_of_the_error():
+    out = "poker-ui-1  | Error: Cannot find module '/app/apps/ui/server.js'\npoker-ui-1 exited with code 1"
+    assert error_signature(out)[0] == "Error: Cannot find module '/app/apps/ui/server.js'"
