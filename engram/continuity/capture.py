@@ -1,5 +1,5 @@
-"""What per-turn capture stores: an error fixed by edits as one pitfall, and each turn as an
-episode of its session; and the per-project budget of episodes.
+"""What per-turn capture stores: an error fixed by edits or by a changed command as one pitfall,
+and each turn as an episode of its session; and the per-project budget of episodes.
 
 The hooks' process reads the transcript and finds the fixes (engram.hooks.turn_capture,
 engram.continuity.fixes); these functions store them through the facade's ordinary write path,
@@ -49,17 +49,28 @@ def _fix(raw: Any):
     if not isinstance(raw, dict) or any(k not in raw for k in FIX_FIELDS):
         raise EngramError(f"a fix must be an object with {', '.join(FIX_FIELDS)}")
     edits = raw["edits"]
-    if (
-        not isinstance(edits, list)
-        or not edits
-        or not all(
-            isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits
-        )
+    if not isinstance(edits, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits
     ):
-        raise EngramError("a fix's edits must be a non-empty list of {file, hunk}")
+        raise EngramError("a fix's edits must be a list of {file, hunk}")
+    commands = raw.get("fix_commands") or []
+    if not isinstance(commands, list) or not all(isinstance(c, str) and c.strip() for c in commands):
+        raise EngramError("a fix's fix_commands must be a list of non-empty strings")
+    origin = raw.get("origin") or "agent-run"
+    if origin not in ("agent-run", "user-pasted"):
+        raise EngramError("a fix's origin must be agent-run or user-pasted")
+    # An error the user pasted has no command of its own; one the agent ran has the command that
+    # failed and the one that then passed (itself the fix when nothing was edited).
+    needed = (
+        ("program", "signature", "key")
+        if origin == "user-pasted"
+        else ("program", "signature", "command", "passed", "key")
+    )
     for k in ("program", "signature", "command", "passed", "key"):
-        if not isinstance(raw[k], str) or not raw[k].strip():
+        if not isinstance(raw[k], str) or (k in needed and not raw[k].strip()):
             raise EngramError(f"a fix's {k} must be a non-empty string")
+    if origin == "user-pasted" and not edits:
+        raise EngramError("a pasted error's fix must name the edits that fixed it")
     where = raw["location"] if isinstance(raw["location"], str) else None
     return Fix(
         raw["program"][:60],
@@ -70,6 +81,8 @@ def _fix(raw: Any):
         tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]),
         raw["key"][:64],
         raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "",
+        tuple(c[:2000] for c in commands[:5]),
+        origin,
     )
 
 
@@ -87,13 +100,14 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
         "error": fix.signature + (f" (at {fix.location})" if fix.location else ""),
         "component": fix.program,
         "root_cause": "",
-        "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits),
+        "fix": "\n".join([*(f"{f}:\n{h}" for f, h in fix.edits), *fix.fix_commands])
+        or (f"run `{fix.passed}`" if fix.passed else ""),
     }
     r = eng.store(
         content,
         memory_type="failure",
         importance=PITFALL_IMPORTANCE,
-        tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
+        tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag, f"origin:{fix.origin}"],
         task_id=task,
         metadata={"failure": doc, "capture": fix.to_dict()},
         user_id=user,

@@ -212,6 +212,7 @@ def _codex_args(raw: Any) -> dict:
 # "Process exited with code 1" (a command) or "Exit code: 0" (apply_patch), "Original token count: 31",
 # then "Output:" and the output itself.
 CODEX_OUTPUT_HEADER = re.compile(r"\A((?:[A-Z][^\n]{0,200}\n){1,8}?)Output:\n")
+CODEX_HEADER_RUNNING = re.compile(r"(?m)^Process running with session ID \d+$")
 CODEX_HEADER_EXIT = re.compile(r"(?m)^(?:Process exited with code|Exit code:)\s*(-?\d+)\s*$")
 
 
@@ -225,6 +226,9 @@ def _codex_output(raw: Any) -> tuple[str, bool]:
     if head:
         code = CODEX_HEADER_EXIT.search(head.group(1))
         out = text[head.end() :]
+        running = CODEX_HEADER_RUNNING.search(head.group(1))
+        if running:  # exec_command left it running: write_stdin calls read the rest and its exit code
+            return f"{running.group(0)}\n{out}", False
         if code and code.group(1) != "0":
             return f"{out.rstrip()}\nexit code: {code.group(1)}", True
         return out, False

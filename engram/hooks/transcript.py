@@ -20,6 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from engram.hooks.shell_edits import patch_edits, shell_edits
+from engram.hooks.shell_output import (
+    EXIT_CODE,
+    FAILED_OUTPUT,
+    HIDDEN_BY_PIPE,
+    NO_MATCH_PROGRAM,
+    PATCH_FAILED,
+    RUNNING,
+    UNFINISHED,
+    head_tail,
+    refused,
+    said,
+    shell_output,
+    tail,
+)
 from engram.text.convention_sentences import conventions_in
 
 __all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "lines", "text_of"]
@@ -34,6 +49,7 @@ COMMANDS_KEPT = 30
 STATED_KEPT = 200  # requests with a convention kept for capture (the operation takes 500)
 STATED_CHARS = 20_000
 CAPTURE_CHARS = 4000  # of a request, an answer or a failed command's output kept for capture
+PENDING_RUNS = 20  # Codex exec sessions still running, waiting for their write_stdin calls
 EDIT_CHARS = 20_000  # of an edit's old and new text compared for its changed lines
 
 # engram's MCP tools as each client names them: mcp__engram__create_task (Claude Code, Codex),
@@ -45,9 +61,6 @@ ENGRAM_TOOL = re.compile(
 # Gemini CLI adds a hook's additionalContext to the prompt inside these tags.
 HOOK_CONTEXT = re.compile(r"<hook_context>.*?</hook_context>\s*", re.S)
 TASK_ID = re.compile(r"\bt-[0-9a-f]{12}\b")
-# Shell outputs that state an exit code: "Exit code 1" (Claude Code), "Exit Code: 1" (Gemini
-# CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
-EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
 TODO_STATUSES = {
     "pending": "pending",
     "not_started": "pending",
@@ -107,6 +120,7 @@ class Session:
     task_id: str | None = None  # the engram task the session last worked on through the tools
     agent_handoffs: int = 0  # session_handoff calls that succeeded
     pending_calls: dict[str, tuple[str, dict]] = field(default_factory=dict)
+    running: dict[str, tuple[str, str]] = field(default_factory=dict)  # Codex exec sessions still running
     _task_numbers: int = 0
     # Per-turn capture (hooks.capture): the events in order, when asked for, and the byte range
     # of a JSON Lines transcript read (from `offset` to `end_offset`, the last complete line).
@@ -200,19 +214,69 @@ class Session:
                 for old, new in _edit_pairs(args):
                     self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
         elif name in ("apply_patch",):
-            if not failed:
-                patch = args.get("input") or args.get("patch") or ""
-                for p in re.findall(r"^\*\*\* (?:Add|Update|Delete) File: (.+)$", str(patch), re.M):
-                    self._file(p.strip())
-                for path, old, new in _patch_pairs(str(patch)):
-                    self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
+            if not failed and not refused(output) and not PATCH_FAILED.search((output or "")[:400]):
+                self._edits(patch_edits(str(args.get("input") or args.get("patch") or "")))
         elif name in ("Bash", "run_shell_command", "shell", "exec_command", "shell_command", "local_shell"):
             cmd = args.get("command", args.get("cmd"))
             if isinstance(cmd, list):
-                cmd = " ".join(str(c) for c in cmd)
-                cmd = re.sub(r"^(?:bash|sh|zsh) -lc ", "", cmd)
-            if isinstance(cmd, str) and cmd.strip():
-                self._command(cmd.strip(), output, failed)
+                words = [str(c) for c in cmd]
+                if (
+                    len(words) == 3
+                    and re.fullmatch(r"(?:/\S*/)?(?:bash|sh|zsh)", words[0])
+                    and words[1] in ("-lc", "-c")
+                ):
+                    words = words[2:]  # ["bash", "-lc", "<script>"]: the script
+                cmd = " ".join(words)
+            if not isinstance(cmd, str) or not cmd.strip() or refused(output):
+                return  # a call the user refused or cancelled did not run: neither a failure nor a pass
+            output = shell_output(output)
+            still = RUNNING.match(output or "")
+            if still and name == "exec_command":
+                # Codex left it running: its write_stdin calls bring the rest of the output and the
+                # exit code (the edits it makes are seen then).
+                self.running[still.group(1)] = (cmd, output[still.end() :])
+                self.running = dict(list(self.running.items())[-PENDING_RUNS:])
+                # The checkpoint lists it as run (not failed) until its outcome is read.
+                self.commands = (self.commands + [Command(cmd.strip()[:2000], False)])[-COMMANDS_KEPT:]
+                self.commands_run += 1
+                return
+            self._shell(cmd, output, failed)
+        elif name == "write_stdin":
+            sid = str(args.get("session_id", ""))
+            if sid not in self.running:
+                return
+            cmd, before = self.running.pop(sid)
+            still = RUNNING.match(output or "")
+            if still:
+                self.running[sid] = (cmd, f"{before}\n{output[still.end() :]}"[-EDIT_CHARS:])
+            else:
+                # Its outcome now: the checkpoint's entry for it is replaced, not listed twice.
+                self.commands = [c for c in self.commands if c.command != cmd.strip()[:2000]]
+                self.commands_run -= 1
+                self._shell(cmd, f"{before}\n{output}", failed)
+
+    def _shell(self, cmd: str, output: str, failed: bool) -> None:
+        """A shell command that finished: what it wrote, and the command itself."""
+        code = EXIT_CODE.search(output or "")
+        failed = failed or bool(code and code.group(1) != "0")
+        written = shell_edits(cmd)
+        failed = failed or (written.only_edits and bool(PATCH_FAILED.search((output or "")[:400])))
+        if written.stray_patch:
+            return  # patch text run as shell commands by mistake: the agent's slip, not the project's
+        if written.only_edits:
+            if not failed:
+                self._edits(written.edits)
+            return
+        if written.before:
+            self._edits(written.edits)  # `sed -i ... && pytest`: written before what ran (and failed)
+        self._command(cmd.strip(), output, failed)
+        if not written.before and not failed:
+            self._edits(written.edits)  # written by what ran: not a change made before it
+
+    def _edits(self, edits: list[tuple[str, str, str]]) -> None:
+        for path, old, new in edits:
+            self._file(path)
+            self._record({"k": "edit", "file": path, "old": old[:EDIT_CHARS], "new": new[:EDIT_CHARS]})
 
     def _engram_tool(self, tool: str, args: dict, output: str, failed: bool) -> None:
         if failed:
@@ -303,16 +367,28 @@ class Session:
         code = EXIT_CODE.search(output or "")
         if code and code.group(1) != "0":
             failed = True
-        error = _tail(output, ERROR_CHARS) if failed else ""
-        self.commands_run += 1
-        self._record(
-            {
-                "k": "command",
-                "command": cmd[:2000],
-                "failed": failed,
-                "output": _head_tail(output, CAPTURE_CHARS) if failed else "",
-            }
+        # `cmd | tail -20` exits as tail does: what it printed says whether cmd failed.
+        if not failed and HIDDEN_BY_PIPE.search(cmd) and FAILED_OUTPUT.search(output or ""):
+            failed = True
+        # A search that found nothing exits 1 with no output: an answer, not an error.
+        if failed and code and code.group(1) == "1" and NO_MATCH_PROGRAM.search(cmd) and not said(output):
+            failed = False
+        # A run cut off by a time limit, killed, or left running in the background has not passed
+        # (a server stopped by the client's timeout) nor failed as the project's error.
+        unfinished = bool(UNFINISHED.search((output or "")[:2000])) or (
+            code is not None and code.group(1) in ("124", "137", "143", "-1")
         )
+        error = tail(output, ERROR_CHARS) if failed else ""
+        self.commands_run += 1
+        event = {
+            "k": "command",
+            "command": cmd[:2000],
+            "failed": failed and not unfinished,
+            "output": head_tail(output, CAPTURE_CHARS) if failed else "",
+        }
+        if unfinished:
+            event["unfinished"] = True
+        self._record(event)
         self.commands = (self.commands + [Command(cmd[:2000], failed, error)])[-COMMANDS_KEPT:]
 
 
@@ -329,28 +405,6 @@ def _edit_pairs(args: dict) -> list[tuple[str, str]]:
             old = e.get("old_string")
             out.append((old if isinstance(old, str) else "", new))
     return out
-
-
-def _patch_pairs(patch: str) -> list[tuple[str, str, str]]:
-    """(file, removed lines, added lines) of each file an apply_patch envelope changes."""
-    out = []
-    for m in re.finditer(r"^\*\*\* (?:Add|Update) File: (.+)\n((?:(?!\*\*\* ).*\n?)*)", patch, re.M):
-        body = m.group(2).splitlines()
-        old = "\n".join(ln[1:] for ln in body if ln.startswith("-"))
-        new = "\n".join(ln[1:] for ln in body if ln.startswith("+"))
-        out.append((m.group(1).strip(), old, new))
-    return out
-
-
-def _head_tail(text: str, n: int) -> str:
-    """A long output's start and end (a compiler names the error first, a traceback last)."""
-    text = (text or "").strip()
-    return text if len(text) <= n else text[: n // 3] + "\n…\n" + text[-(n - n // 3) :]
-
-
-def _tail(text: str, n: int) -> str:
-    text = (text or "").strip()
-    return text if len(text) <= n else "…" + text[-n:]
 
 
 def text_of(content: Any) -> str:

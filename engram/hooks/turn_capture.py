@@ -82,15 +82,19 @@ def _relative(path: str, root: str | None) -> str:
 
 
 def fixes_in(events: list[dict], tracker: FixTracker, root: str | None, session: Any = None) -> list:
-    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root).
-    With the transcript's `session`, an event the tracker fails on costs that event only."""
+    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root):
+    a failing command's when it passes, an error the user pasted when the next prompt does not
+    paste it again. With the transcript's `session`, an event the tracker fails on costs that
+    event only."""
     fixes = []
     for e in events:
         with session.one_entry() if session is not None else nullcontext():
             if e["k"] == "edit":
                 tracker.edit(_relative(e["file"], root), e["old"], e["new"])
+            elif e["k"] == "request":
+                fixes += tracker.request(e["text"])
             elif e["k"] == "command":
-                fix = tracker.command(e["command"], e["failed"], e["output"])
+                fix = tracker.command(e["command"], e["failed"], e["output"], bool(e.get("unfinished")))
                 if fix is not None:
                     fixes.append(fix)
     return fixes

@@ -60,7 +60,10 @@ def test_an_error_fixed_by_edits_is_one_fix_and_one_never_fixed_is_none():
 
 
 def test_signatures_and_equivalent_commands():
-    assert error_signature("src/a.ts(3,5): error TS2322: Type 'x' is not assignable")[0].startswith("error TS2322")
+    # The compiler's rule with its place, the file a recurrence names too.
+    assert error_signature("src/a.ts(3,5): error TS2322: Type 'x' is not assignable")[0].startswith(
+        "src/a.ts(3,5): error TS2322"
+    )
     assert error_signature("scripts/x.sh: line 4: FOO: unbound variable\nexit code: 1")[0].endswith("unbound variable")
     assert same_command("pytest tests/a.py::test_x -x", "python -m pytest tests/a.py")
     assert not same_command("pytest tests/a.py", "pytest tests/b.py")
@@ -260,13 +263,9 @@ def test_captured_text_goes_through_redaction(eng):
     """A key in a failing command's output, an edit or a turn is never stored as it was."""
     key = "ghp_" + "a1B2c3D4e5" * 4
     t = FixTracker()
-    t.command(
-        "curl -H 'Authorization: token " + key + "' https://api.example.org/x",
-        True,
-        f"curl: (22) The requested URL returned error: 401 for token {key}",
-    )
+    t.command("bash deploy.sh " + key, True, f"curl: (22) The requested URL returned error: 401 for token {key}")
     t.edit("deploy.sh", f"TOKEN={key}\n", "TOKEN=${GITHUB_TOKEN}\n")
-    fix = t.command("curl -H 'Authorization: token " + key + "' https://api.example.org/x", False)
+    fix = t.command("bash deploy.sh " + key, False)
     assert fix is not None and key in fix.content()  # the hook's side holds it only in memory
     api = Api(eng)
     api.call(
