@@ -8,6 +8,7 @@ so redaction, write-time resolution and indexing apply as to every other memory.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
@@ -19,6 +20,9 @@ EPISODE_TAG = "episode"
 EPISODE_TYPE = "episode"
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
+# An answer that is none: what a client writes when the model was not asked (Claude Code's
+# "No response requested." after a local command) or could not answer.
+NO_ANSWER = re.compile(r"\A\s*(?:No response requested\.?\s*\Z|Request timed out\.?\s*\Z|API Error:)", re.I)
 FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
 
 
@@ -105,7 +109,7 @@ def session_capture(
     for e in episodes:
         if not isinstance(e, dict) or not isinstance(e.get("request"), str) or not isinstance(e.get("answer"), str):
             raise EngramError("an episode must be an object with request and answer strings")
-        if e["request"].strip() and e["answer"].strip():
+        if e["request"].strip() and e["answer"].strip() and not NO_ANSWER.match(e["answer"]):
             turns.append(e)
     if not items and not turns:
         return out
