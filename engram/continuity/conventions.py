@@ -3,9 +3,14 @@
 `capture_conventions` reads prompts (engram.text.convention_sentences picks the sentences) and stores each
 sentence through the normal write path: a restatement reinforces the memory it restates, a
 correction replaces it, and each belongs to the project it was said in (never to none: a
-convention of one repository must not reach another). The memories are facts tagged
-`convention` and `auto-capture` (every capture's mark), with metadata.captured = "auto".
-`project_conventions` lists a project's most used ones (session start); `conventions_for_prompt`
+convention of one repository must not reach another). A sentence said as standing ("always",
+"from now on", "in this repo", "we use") is a fact tagged `convention`; a rule said once without
+such a cue (a request that sets a rule, a decision, "X should ...") is a candidate, tagged
+`convention-candidate`: searchable and listed with what was captured, never injected, until it is
+confirmed: said again in another session (the restatement reinforces it and gives it the tag
+`convention`), or kept by the user (engram.continuity.keeping). Both carry `auto-capture` (every
+capture's mark) and metadata.captured = "auto".
+`project_conventions` lists a project's most used conventions (session start); `conventions_for_prompt`
 the ones a prompt is close to (per-prompt injection).
 
 Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.continuity.lifecycle.
@@ -18,9 +23,10 @@ import re
 from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, EngramError, Memory, Scope
-from engram.text.convention_sentences import conventions_in, topics_of
+from engram.text.convention_sentences import convention_statements, topics_of
 
 __all__ = [
+    "CANDIDATE_TAG",
     "CONVENTION_TAG",
     "Conventions",
     "capture_conventions",
@@ -30,6 +36,7 @@ __all__ = [
 ]
 
 CONVENTION_TAG = "convention"
+CANDIDATE_TAG = "convention-candidate"
 CONVENTION_IMPORTANCE = 0.6  # above a plain fact's 0.5: the user said it as a rule of the project
 MAX_PROMPTS = 500
 MAX_PROMPT_CHARS = 20_000
@@ -39,6 +46,14 @@ KNOWN_SCANNED = 500  # the project's captured conventions read for what was alre
 # ("decimal", "print") brought rules about something else (benchmarks/conventions_noise.py).
 CLOSE_CAL = 0.35
 STRONG_CAL = 0.25
+
+
+_MARK = re.compile(r"^said in (.+) #[0-9a-f]{12}$")
+
+
+def _sessions(provenance: Any) -> set[str]:
+    """The sessions whose prompts said a captured convention (from the marks _mark leaves)."""
+    return {m.group(1) for p in provenance for m in [_MARK.match(p)] if m}
 
 
 def _mark(session_id: str | None, sentence: str) -> str:
@@ -63,7 +78,9 @@ def _check_prompts(prompts: Any) -> list[str]:
 
 
 def _known_marks(eng: Any, user: str | None, project: str) -> set[str]:
-    page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, status="any", limit=KNOWN_SCANNED, user_id=user)
+    page = eng.list_memories(
+        tags=[CONVENTION_TAG, CANDIDATE_TAG], in_project=project, status="any", limit=KNOWN_SCANNED, user_id=user
+    )
     return {p for m in page["memories"] for p in eng.get(m["id"], user_id=user).provenance}
 
 
@@ -71,36 +88,60 @@ def capture_conventions(
     eng: Any, prompts: list[str], user: str | None = None, session_id: str | None = None, project: str | None = None
 ) -> dict:
     """Store the conventions the user's prompts state as facts of `project`, each resolved
-    against what is known. Returns {found, stored: [{memory_id, action, content}], already,
-    reason}; outside a project nothing is stored (reason says so)."""
+    against what is known: standing ones as conventions, the others as candidates (see the
+    module's docstring). Returns {found, stored: [{memory_id, action, content, candidate}],
+    already, reason}; outside a project nothing is stored (reason says so)."""
     prompts = _check_prompts(prompts)
-    sentences = list(dict.fromkeys(s for p in prompts for s in conventions_in(p)))
-    out: dict[str, Any] = {"found": len(sentences), "stored": [], "already": 0, "reason": ""}
-    if not sentences:
+    said: dict[str, bool] = {}
+    for p in prompts:
+        for st in convention_statements(p):
+            said[st.text] = said.get(st.text, False) or st.standing
+    out: dict[str, Any] = {"found": len(said), "stored": [], "already": 0, "reason": ""}
+    if not said:
         return out
     if project is None:
         out["reason"] = "no project: a captured convention belongs to the repository it was said in"
         return out
     known = _known_marks(eng, user, project)
-    for s in sentences:
+    for s, standing in said.items():
         mark = _mark(session_id, s)
         if mark in known:
             out["already"] += 1
             continue
-        r = eng.store(
-            s,
-            memory_type="fact",
-            importance=CONVENTION_IMPORTANCE,
-            tags=[CONVENTION_TAG, AUTO_CAPTURE_TAG],
-            metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
-            provenance=[mark],
-            user_id=user,
-            session_id=session_id,
-            project=project,
-        )
+        r = _store(eng, s, CONVENTION_TAG if standing else CANDIDATE_TAG, mark, user, session_id, project)
+        if (
+            not standing
+            and r.action in ("reinforce", "merge")
+            and CONVENTION_TAG not in r.memory.tags
+            and len(_sessions(r.memory.provenance)) >= 2
+        ):
+            # Said again in another session: confirmed. Stored once more as a convention, the
+            # write path reinforces the same memory and it takes the tag.
+            r = _store(eng, s, CONVENTION_TAG, mark, user, session_id, project)
         known.add(mark)
-        out["stored"].append({"memory_id": r.memory.id, "action": r.action, "content": r.memory.content})
+        out["stored"].append(
+            {
+                "memory_id": r.memory.id,
+                "action": r.action,
+                "content": r.memory.content,
+                "candidate": CONVENTION_TAG not in r.memory.tags,
+            }
+        )
     return out
+
+
+def _store(eng: Any, sentence: str, tag: str, mark: str, user: str | None, session_id: str | None, project: str):
+    return eng.store(
+        sentence,
+        memory_type="fact",
+        importance=CONVENTION_IMPORTANCE,
+        tags=[tag, AUTO_CAPTURE_TAG],
+        metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
+        provenance=[mark],
+        user_id=user,
+        session_id=session_id,
+        project=project,
+    )
 
 
 def project_conventions(eng: Any, user: str | None, project: str | None, limit: int) -> list[dict]:
@@ -114,7 +155,9 @@ def project_conventions(eng: Any, user: str | None, project: str | None, limit: 
 
 
 def is_captured_convention(m: Memory) -> bool:
-    return CONVENTION_TAG in m.tags and (m.metadata or {}).get("captured") == "auto"
+    """A convention or candidate capture stored and the user has not kept: it reaches a prompt
+    only by conventions_for_prompt's rule (a candidate never)."""
+    return bool({CONVENTION_TAG, CANDIDATE_TAG} & set(m.tags)) and (m.metadata or {}).get("captured") == "auto"
 
 
 def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str | None, limit: int) -> list[Memory]:

@@ -11,7 +11,9 @@ makes the memory durable in the engine's own terms:
   longer left out of context blocks as a captured turn is;
 - a pitfall stays a `failure` tagged `pitfall` (related_failures finds it by its component),
   a convention stays a `fact` tagged `convention` (the session-start block lists it): each only
-  loses its mark, and a kept convention goes through the ordinary per-prompt rule.
+  loses its mark, and a kept convention goes through the ordinary per-prompt rule;
+- a convention candidate (a rule said once, engram.continuity.conventions) is confirmed: it
+  becomes a convention (the tag `convention` for `convention-candidate`).
 
 Nothing is pinned: decay stays the type's own, and the user pins from the panel if wanted.
 Keeping a memory that carries no mark changes nothing and says so.
@@ -20,6 +22,7 @@ Keeping a memory that carries no mark changes nothing and says so.
 from __future__ import annotations
 
 from engram.continuity.capture import AUTO_CAPTURE_TAG, EPISODE_TYPE
+from engram.continuity.conventions import CANDIDATE_TAG, CONVENTION_TAG
 from engram.core.errors import EngramError
 from engram.core.types import Memory
 from engram.engine.state import EngineState
@@ -79,9 +82,10 @@ class Keeping:
 
 def _kept_fields(old: Memory) -> dict:
     """The columns that make `old` durable: its mark gone, an episode made a fact."""
-    drop = {AUTO_CAPTURE_TAG} | ({EPISODE_TYPE} if old.memory_type == EPISODE_TYPE else set())
+    drop = {AUTO_CAPTURE_TAG, CANDIDATE_TAG} | ({EPISODE_TYPE} if old.memory_type == EPISODE_TYPE else set())
+    confirmed = (CONVENTION_TAG,) if CANDIDATE_TAG in old.tags and CONVENTION_TAG not in old.tags else ()
     fields: dict = {
-        "tags": tuple(t for t in old.tags if t not in drop),
+        "tags": tuple(dict.fromkeys([*(t for t in old.tags if t not in drop), *confirmed])),
         "metadata": {**(old.metadata or {}), "captured": "kept"},
     }
     if old.memory_type == EPISODE_TYPE:
