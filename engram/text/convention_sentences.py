@@ -227,7 +227,7 @@ STANDING = "standing"
 CANDIDATE = "candidate"
 _STANDING = re.compile(
     rf"\b(?:{_GENERAL}|each time|from now on|going forward|(?<!before )(?<!after )moving forward|henceforth|"
-    r"from here on|in future|in the future|as a rule|by default)\b|\b(?:after|before|as) (?:each|every)\b|"
+    r"from here on|in future|in the future|as a rule)\b|\b(?:after|before|as) (?:each|every)\b|"
     r"\bin this (?:repo|repository|project|codebase|code base|service|monorepo|team)\b|"
     r"\bwe(?:'ve| have|'re| are)?\s+(?:always|never|usually|generally|only|normally|typically|consistently|"
     r"standardi[sz]ed|decided|agreed|settled|use|prefer|install|deploy|run|write|keep|name|format|store|follow|"
