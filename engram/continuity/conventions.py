@@ -6,9 +6,9 @@ correction replaces it, and each belongs to the project it was said in (never to
 convention of one repository must not reach another). A sentence said as standing ("always",
 "from now on", "in this repo", "we use") is a fact tagged `convention`; a rule said once without
 such a cue (a request that sets a rule, a decision, "X should ...") is a candidate, tagged
-`convention-candidate`: searchable and listed with what was captured, never injected, until it is
-confirmed: said again in another session (the restatement reinforces it and gives it the tag
-`convention`), or kept by the user (engram.continuity.keeping). Both carry `auto-capture` (every
+`convention` and `convention-candidate`: searchable and listed with what was captured, never
+injected, until it is confirmed (engram.continuity.keeping drops the candidate tag): said again in
+another session, said again as standing, or kept by the user. Both carry `auto-capture` (every
 capture's mark) and metadata.captured = "auto".
 `project_conventions` lists a project's most used conventions (session start); `conventions_for_prompt`
 the ones a prompt is close to (per-prompt injection).
@@ -78,9 +78,7 @@ def _check_prompts(prompts: Any) -> list[str]:
 
 
 def _known_marks(eng: Any, user: str | None, project: str) -> set[str]:
-    page = eng.list_memories(
-        tags=[CONVENTION_TAG, CANDIDATE_TAG], in_project=project, status="any", limit=KNOWN_SCANNED, user_id=user
-    )
+    page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, status="any", limit=KNOWN_SCANNED, user_id=user)
     return {p for m in page["memories"] for p in eng.get(m["id"], user_id=user).provenance}
 
 
@@ -108,40 +106,33 @@ def capture_conventions(
         if mark in known:
             out["already"] += 1
             continue
-        r = _store(eng, s, CONVENTION_TAG if standing else CANDIDATE_TAG, mark, user, session_id, project)
-        if (
-            not standing
-            and r.action in ("reinforce", "merge")
-            and CONVENTION_TAG not in r.memory.tags
-            and len(_sessions(r.memory.provenance)) >= 2
-        ):
-            # Said again in another session: confirmed. Stored once more as a convention, the
-            # write path reinforces the same memory and it takes the tag.
-            r = _store(eng, s, CONVENTION_TAG, mark, user, session_id, project)
+        tags = [CONVENTION_TAG] if standing else [CONVENTION_TAG, CANDIDATE_TAG]
+        r = eng.store(
+            s,
+            memory_type="fact",
+            importance=CONVENTION_IMPORTANCE,
+            tags=[*tags, AUTO_CAPTURE_TAG],
+            metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
+            provenance=[mark],
+            user_id=user,
+            session_id=session_id,
+            project=project,
+        )
+        memory = r.memory
+        # A candidate said again in another session, or restated as standing, is confirmed.
+        if CANDIDATE_TAG in memory.tags and (standing or len(_sessions(memory.provenance)) >= 2):
+            eng.confirm_convention(memory.id, user_id=user)
+            memory = eng.get(memory.id, user_id=user)
         known.add(mark)
         out["stored"].append(
             {
-                "memory_id": r.memory.id,
+                "memory_id": memory.id,
                 "action": r.action,
-                "content": r.memory.content,
-                "candidate": CONVENTION_TAG not in r.memory.tags,
+                "content": memory.content,
+                "candidate": CANDIDATE_TAG in memory.tags,
             }
         )
     return out
-
-
-def _store(eng: Any, sentence: str, tag: str, mark: str, user: str | None, session_id: str | None, project: str):
-    return eng.store(
-        sentence,
-        memory_type="fact",
-        importance=CONVENTION_IMPORTANCE,
-        tags=[tag, AUTO_CAPTURE_TAG],
-        metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
-        provenance=[mark],
-        user_id=user,
-        session_id=session_id,
-        project=project,
-    )
 
 
 def project_conventions(eng: Any, user: str | None, project: str | None, limit: int) -> list[dict]:
@@ -150,14 +141,15 @@ def project_conventions(eng: Any, user: str | None, project: str | None, limit: 
     if project is None or limit <= 0:
         return []
     page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, limit=KNOWN_SCANNED, user_id=user)
-    ranked = sorted(page["memories"], key=lambda m: (-m["recall_count"], -m["strength"], m["created_at"]))
+    confirmed = [m for m in page["memories"] if CANDIDATE_TAG not in m["tags"]]
+    ranked = sorted(confirmed, key=lambda m: (-m["recall_count"], -m["strength"], m["created_at"]))
     return ranked[:limit]
 
 
 def is_captured_convention(m: Memory) -> bool:
     """A convention or candidate capture stored and the user has not kept: it reaches a prompt
     only by conventions_for_prompt's rule (a candidate never)."""
-    return bool({CONVENTION_TAG, CANDIDATE_TAG} & set(m.tags)) and (m.metadata or {}).get("captured") == "auto"
+    return CONVENTION_TAG in m.tags and (m.metadata or {}).get("captured") == "auto"
 
 
 def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str | None, limit: int) -> list[Memory]:
@@ -177,7 +169,11 @@ def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str
         cal = h.parts["cosine"] - h.parts["background"]
         return cal >= CLOSE_CAL or (cal >= STRONG_CAL and bool(topics_of(h.memory.content) & subjects))
 
-    chosen = [h.memory for h in hits if h.memory.project == project and h.confidence == "strong" and close(h)]
+    chosen = [
+        h.memory
+        for h in hits
+        if h.memory.project == project and h.confidence == "strong" and CANDIDATE_TAG not in h.memory.tags and close(h)
+    ]
     if subjects and len(chosen) < limit:
         have = {m.id for m in chosen}
         for c in project_conventions(eng, user, project, KNOWN_SCANNED):

@@ -80,6 +80,7 @@ def test_keeping_a_convention_candidate_confirms_it(api, eng):
     assert api.call("keep_memory", {"memory_id": s["memory_id"]}, CTX)["action"] == "keep"
     m = eng.get(s["memory_id"])
     assert "convention" in m.tags and "convention-candidate" not in m.tags and AUTO_CAPTURE_TAG not in m.tags
+    assert api.call("keep_memory", {"memory_id": s["memory_id"]}, CTX)["action"] == "unchanged"
 
 
 def test_keeping_twice_is_harmless_and_a_bad_id_is_a_clear_error(api, eng):

@@ -88,8 +88,8 @@ def test_a_rule_said_once_is_a_searchable_candidate_never_injected_until_said_ag
     (stored,) = first["stored"]
     assert stored["candidate"] and stored["content"] == rule
     mem = real.get(stored["memory_id"])
-    assert CANDIDATE_TAG in mem.tags and CONVENTION_TAG not in mem.tags and mem.metadata["captured"] == "auto"
-    assert _captured(real) == [] and project_conventions(real, None, HERE, 5) == []
+    assert {CANDIDATE_TAG, CONVENTION_TAG} <= set(mem.tags) and mem.metadata["captured"] == "auto"
+    assert project_conventions(real, None, HERE, 5) == []
     # Searchable, as any fact, when asked for; never pushed into a prompt or a session's start.
     assert stored["memory_id"] in [h.memory.id for h in real.recall("npm ci in the Dockerfiles", scope=None)]
     prompt = "Write the Dockerfile for the web app: npm ci, then copy the sources"
@@ -102,6 +102,20 @@ def test_a_rule_said_once_is_a_searchable_candidate_never_injected_until_said_ag
     assert again["memory_id"] == stored["memory_id"] and not again["candidate"]
     assert [c["id"] for c in project_conventions(real, None, HERE, 5)] == [stored["memory_id"]]
     assert "npm ci" in session_start(real, None, None, 1500, HERE)["context"]
+    mem = real.get(stored["memory_id"])
+    assert CANDIDATE_TAG not in mem.tags and "auto-capture" in mem.tags  # confirmed, still automatic
+    assert [e["action"] for e in real.history(mem.id)][-1] == "confirm"
+
+
+@pytest.mark.model
+def test_a_candidate_restated_as_standing_is_confirmed(real):
+    first = real.capture_conventions(["Store game state in Redis."], session_id="s1", project=HERE)
+    assert first["stored"][0]["candidate"]
+    again = real.capture_conventions(
+        ["From now on we always store game state in Redis."], session_id="s1", project=HERE
+    )
+    assert again["stored"][0]["memory_id"] == first["stored"][0]["memory_id"], again
+    assert not again["stored"][0]["candidate"]
 
 
 @pytest.mark.model

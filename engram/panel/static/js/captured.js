@@ -10,7 +10,7 @@ const PAGE = 50;
 
 // What a capture is, by the tag capture gives it (engram.continuity.capture, .conventions).
 function kindOf(m) {
-  return ["pitfall", "convention", "convention-candidate", "episode"].find((t) => m.tags.includes(t)) || m.memory_type;
+  return ["pitfall", "convention-candidate", "convention", "episode"].find((t) => m.tags.includes(t)) || m.memory_type;
 }
 
 export function capturedPage(params) {
