@@ -259,7 +259,8 @@ _RULE_REQUEST = re.compile(
     r"let'?s (?:go with|use|stick with|keep)|we(?:'ll| will| should| want to) (?:use|go with|stick with|keep)|"
     r"go with|stick with|switch (?:\w+ )?to|instead of \w+,? use|store (?:the |all )?\w+(?: \w+)? in|"
     r"(?:should|must|needs? to) (?:always |also )?be documented|preferably|i (?:only )?want (?:each|every|all|only)|"
-    r"we(?:'ll| will) (?:also )?(?:want|need) (?!to\b))\b",
+    r"we(?:'ll| will) (?:also )?(?:want|need) (?!to\b)|we should|i(?:'d| would) prefer|"
+    r"^the [\w .,/'-]{2,60}?\bshould)\b",
     re.I,
 )
 # "Like that from now on", "keep doing it this way": a rule that only points back at what was said
@@ -271,6 +272,7 @@ _POINTER = re.compile(
     re.I,
 )
 POINTER_WORDS = 12  # a longer sentence says more than the pointer
+_NO_SUBJECT = re.compile(r"^[-*•]?\s*((?:must|should|needs? to|has to|have to)\b.*)", re.I)
 
 
 def _kind(s: str, memo: str) -> str | None:
@@ -313,11 +315,17 @@ def convention_statements(prompt: str) -> list[Statement]:
     if not isinstance(prompt, str):
         raise TypeError(f"prompt must be a string, got {type(prompt).__name__}")
     found: list[list] = []
+    above = ""  # the line before: what a rule without its subject continues
     for line in _without_quotes(_users_text(prompt)).splitlines():
         previous = False  # the sentence before, on this line, was a convention
         for raw in _SENTENCE_END.split(line):
             s, memo = _clean(raw)
             kind = _kind(s, memo) if s else None
+            bare = _NO_SUBJECT.match(s) if kind is not None and above else None
+            if bare:
+                # "- must be controlled by configuration" under "- generate summaries ...": the
+                # rule is about the line above, stored with it so that it reads on its own.
+                s = f"{above[:1].upper()}{above[1:]}: {bare.group(1)[:1].lower()}{bare.group(1)[1:]}"
             if kind is None:
                 previous = False
                 continue
@@ -327,6 +335,7 @@ def convention_statements(prompt: str) -> list[Statement]:
             else:
                 found.append([s, kind == STANDING])
             previous = True
+        above = line.strip().lstrip("-*• ").rstrip(" :.") if line.strip() else above
     seen: dict[str, Statement] = {}
     for text, standing in found:
         seen[text] = Statement(text, standing or (text in seen and seen[text].standing))

@@ -152,3 +152,14 @@ def test_a_rule_that_only_points_back_is_not_kept_without_what_it_points_to(prom
 def test_a_rule_said_as_standing_is_a_convention_and_one_said_once_without_a_cue_a_candidate(prompt, standing):
     (st,) = convention_statements(prompt)
     assert st.standing is standing
+
+
+def test_a_rule_without_its_subject_is_stored_with_the_line_it_continues():
+    prompt = (
+        "brainstorm:\n- automatically generate checkpoint summaries when creating checkpoints\n"
+        "- must be controlled by configuration, default to 'off'\n"
+    )
+    assert conventions_in(prompt) == [
+        "Automatically generate checkpoint summaries when creating checkpoints: "
+        "must be controlled by configuration, default to 'off'"
+    ]
