@@ -265,6 +265,7 @@ class Engram:
 
     # -- keeping what capture stored (continuity/keeping.py) -----------------
     keep = _delegate("keeping", Keeping.keep)
+    confirm_convention = _delegate("keeping", Keeping.confirm_convention)
 
 
 def _load_model(settings: Settings) -> Embedder:

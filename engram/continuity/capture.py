@@ -8,6 +8,7 @@ so redaction, write-time resolution and indexing apply as to every other memory.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +41,9 @@ STORE_FAULTS = (
     ModelUnavailable,
     StoreMismatch,
 )
+# An answer that is none: what a client writes when the model was not asked (Claude Code's
+# "No response requested." after a local command) or could not answer.
+NO_ANSWER = re.compile(r"\A\s*(?:No response requested\.?\s*\Z|Request timed out\.?\s*\Z|API Error:)", re.I)
 FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
 
 
@@ -145,7 +149,7 @@ def session_capture(
     for i, e in enumerate(episodes):
         if not isinstance(e, dict) or not isinstance(e.get("request"), str) or not isinstance(e.get("answer"), str):
             out["skipped"].append(f"episode {i}: an episode must be an object with request and answer strings")
-        elif e["request"].strip() and e["answer"].strip():
+        elif e["request"].strip() and e["answer"].strip() and not NO_ANSWER.match(e["answer"]):
             turns.append(e)
     if not items and not turns:
         return out

@@ -36,6 +36,20 @@ from engram.hooks.transcript import (
 
 # ---------------------------------------------------------------- Claude Code
 
+_COMMAND_NAME = re.compile(r"<command-name>\s*(/[^<\s]+)\s*</command-name>")
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.S)
+
+
+def _slash_command(text: str) -> str:
+    """What the user typed when a prompt is Claude Code's wrapper of a slash command: "/name the
+    arguments" (the expanded template follows as the client's own text); the text itself otherwise,
+    and "" for a command without arguments (/clear, /exit: nothing was asked)."""
+    name = _COMMAND_NAME.search(text) if "<command-name>" in text else None
+    if not name:
+        return text
+    args = _COMMAND_ARGS.search(text)
+    return f"{name.group(1)} {args.group(1).strip()}" if args and args.group(1).strip() else ""
+
 
 def _claude(path: Path, s: Session) -> None:
     for e in lines(path, s):
@@ -49,6 +63,8 @@ def _claude_entry(e: dict, s: Session) -> None:
     if kind not in ("user", "assistant") or not isinstance(msg, dict):
         return  # summary, system, file-history-snapshot, attachment, ...: nothing to use
     content = msg.get("content")
+    if kind == "assistant" and msg.get("model") == "<synthetic>":
+        return  # the client's own stand-in ("No response requested.", "API Error: ..."), no answer
     if kind == "assistant":
         for b in content if isinstance(content, list) else []:
             if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("name"), str):
@@ -64,8 +80,7 @@ def _claude_entry(e: dict, s: Session) -> None:
     if e.get("isMeta") or e.get("isCompactSummary") or e.get("isSidechain"):
         return  # text the client wrote into the conversation, not the user's
     if isinstance(content, str):
-        if not content.lstrip().startswith(("<command-", "<local-command", "<bash-", "<system-reminder")):
-            s.request(content)
+        s.request(_slash_command(content))
         return
     results = (
         [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
@@ -82,8 +97,7 @@ def _claude_entry(e: dict, s: Session) -> None:
             for b in content
             if isinstance(b, dict) and b.get("type") == "text" and isinstance(b.get("text"), str)
         )
-        if text and not text.lstrip().startswith(("<command-", "<local-command", "[Request interrupted")):
-            s.request(text)
+        s.request(_slash_command(text))
 
 
 # ---------------------------------------------------------------- Gemini CLI

@@ -143,6 +143,23 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
     assert sent["episodes"] == 1
 
 
+def test_an_answer_that_is_none_makes_no_episode(eng):
+    out = Api(eng).call(
+        "session_capture",
+        {
+            "episodes": [
+                {"request": "/compact", "answer": "No response requested."},
+                {"request": "deploy it", "answer": 'API Error: 401 {"type":"error"}'},
+                {"request": "Why is the cache cold?", "answer": "The warm-up job never ran."},
+            ]
+        },
+        Ctx(session_id="s1", project=PROJECT),
+    )
+    assert out["episodes"] == 1
+    (ep,) = eng.list_memories(memory_type="episode", in_project=PROJECT)["memories"]
+    assert "warm-up job" in eng.get(ep["id"]).content
+
+
 def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_path):
     # The daemon (here: eng) captures both; the hook's environment turns one off, and the hook
     # does not send it (a daemon started from another environment would not know).
