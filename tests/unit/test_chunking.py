@@ -38,3 +38,12 @@ def test_prose_is_still_cut_after_sentences_and_each_chunk_overlaps_the_one_befo
     assert _covers(text, spans)
     assert all(text[e - 1] in ". " for _, e in spans[:-1])
     assert all(b[0] < a[1] for a, b in pairwise(spans))
+
+
+def test_a_chunk_never_ends_where_the_one_before_ended():
+    # Found by tests/text/test_text_properties.py: the overlap of the second chunk began before the
+    # sentence cut the first ended at, and the second chunk ended there again (a chunk of one space).
+    text = "Ab. " + "Long" * 30
+    spans = chunk_spans(text, 20, 1)
+    assert _covers(text, spans)
+    assert all(e0 < e1 for (_, e0), (_, e1) in pairwise(spans))
