@@ -80,13 +80,11 @@ def test_redacting_a_json_value_keeps_its_shape(value):
     assert REDACT.value(out) == out
 
 
-# Found by the long run (python -m benchmarks.fuzz). Both pass with the redactor of branch
-# s46-secrets (checked there), which reworks it; strict, so the marker must go when it is merged.
+# Found by the long run (python -m benchmarks.fuzz):
 # - About 1 in 300 random lockfile integrity hashes was redacted: a cue word of _SECRET_CUE ("dSN",
 #   "Key", "pwd"...) inside the base64 itself made its line "speak of a secret".
 # - "SECRET:=" became "SECRET:[REDACTED]": a value of bare punctuation taken for a secret, and the
 #   text made longer.
-@pytest.mark.xfail(strict=True, reason="fixed by the redactor of branch s46-secrets; remove when merged")
 @pytest.mark.parametrize(
     "text",
     [
