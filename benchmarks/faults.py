@@ -461,6 +461,7 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
 
         for _ in range(50):
             store()
+        task = c.call("create_task", name="Move the billing export to the new queue")["task_id"]
         free = shutil.disk_usage(home).free
         with open(ballast, "wb") as f:  # all but slack_mb
             f.write(b"\0" * max(0, free - int(slack_mb * 2**20)))
@@ -511,8 +512,10 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
             "user_saw": h.text[-400:],
             "seconds": round(time.perf_counter() - t_http, 2),
         }
+        out["user_reads_while_full"] = _user_reads(home, acked, task, tmp / "outside")
         # Free the space: the next writes must go through, without a restart.
         ballast.unlink()
+        (home / "ballast-rest").unlink(missing_ok=True)
         t_free = time.perf_counter()
         resumed = None
         for _ in range(200):
@@ -524,6 +527,8 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
         for _ in range(20):
             store(1000)
         out["resumed_after_free_s"] = round(resumed, 3) if resumed is not None else None
+        # What the reads would have written (recall counts) is written once there is room.
+        out["recall_count_after_free"] = c.call("get_memory", memory_id=acked[0]["id"])["recall_count"]
         out["same_daemon"] = True
         out["acknowledged"] = len(acked)
         c.close()
@@ -540,6 +545,38 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
         if not os.path.ismount(home):
             shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def _user_reads(home: Path, acked: list[dict], task: str, outside: Path) -> dict[str, str]:
+    """What a user reads with the disk full to the last byte, each a command of its own (each a
+    new session, whose bookkeeping is a write): "ok", or what the user saw instead."""
+    # The slack the writes left, to the last block (unbuffered: nothing is left to flush at close).
+    with open(home / "ballast-rest", "wb", buffering=0) as f, contextlib.suppress(OSError):
+        while True:
+            f.write(b"\0" * 4096)
+    outside.mkdir(exist_ok=True)
+    env = _env(REPO, home)
+    first = acked[0]
+
+    def run(name: str, argv: list[str], want: str, stdin: str | None = None) -> tuple[str, str]:
+        p = subprocess.run(
+            [sys.executable, "-m", "engram", *argv], env=env, input=stdin, capture_output=True, text=True, timeout=120
+        )
+        ok = p.returncode == 0 and want in p.stdout
+        return name, "ok" if ok else f"exit {p.returncode}: {(p.stderr or p.stdout).strip()[-300:]}"
+
+    hook = json.dumps({"session_id": "disk-full-session", "cwd": str(outside), "source": "startup"})
+    checks = [
+        # Twice: the first recall's hits are reinforced (counts held), the second meets them.
+        run("recall", ["recall", first["token"]], first["id"]),
+        run("recall again", ["recall", first["token"]], first["id"]),
+        run("context", ["context", first["token"]], first["token"]),
+        run("show", ["show", acked[-1]["id"]], acked[-1]["token"]),
+        run("tasks", ["tasks"], task),
+        run("export", ["export", str(outside / "export.jsonl")], "memories:"),
+        run("session start hook", ["hook", "SessionStart", "--client", "claude-code"], "billing export", hook),
+    ]
+    return dict(checks)
 
 
 # ---------------------------------------------------------------- a backup under load

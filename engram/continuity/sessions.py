@@ -3,13 +3,17 @@ the next reader), their outcomes, and the task each is working on."""
 
 from __future__ import annotations
 
+import logging
 from datetime import datetime, timedelta
 from typing import Any
 
 from engram.continuity.entries import timeline_entry
+from engram.core.errors import DiskFull
 from engram.core.types import INTERRUPTION_REASONS, NO_PROJECT, OUTCOMES, EngramError, NotFound, Scope, Session
 from engram.core.validation import check_short
 from engram.engine.state import EngineState
+
+log = logging.getLogger(__name__)
 
 
 class Sessions:
@@ -35,6 +39,22 @@ class Sessions:
         A busy session's heartbeat is written at most every tenth of the heartbeat timeout:
         that keeps it far from stale and spares most requests a write.
         """
+        try:
+            self._touch(session_id, user_id, client, pid, project, branch)
+        except DiskFull as e:
+            # Bookkeeping, not the caller's request: a read on a full disk must still answer. The
+            # beat is not recorded, so the next request once space is freed writes it.
+            log.warning("session %s: heartbeat not written: %s", session_id, e)
+
+    def _touch(
+        self,
+        session_id: str,
+        user_id: str | None,
+        client: str,
+        pid: int | None,
+        project: str | None,
+        branch: str | None,
+    ) -> None:
         now = self.p.clock.now()
         user = self.p.user_of(user_id)
         with self.p.lock:
@@ -97,9 +117,13 @@ class Sessions:
             if s is None or s.status != "active" or s.user_id != user:
                 return
             self.beats.pop(session_id, None)
-            self.p.store_db.update_session(
-                session_id, status="ended" if clean else "interrupted", ended_at=self.p.clock.now()
-            )
+            try:
+                self.p.store_db.update_session(
+                    session_id, status="ended" if clean else "interrupted", ended_at=self.p.clock.now()
+                )
+            except DiskFull as e:
+                # The session then looks silent, and the heartbeat timeout reports it interrupted.
+                log.warning("session %s: its end not written: %s", session_id, e)
 
     def stale_cutoff(self) -> datetime:
         return self.p.clock.now() - timedelta(seconds=self.p.settings.heartbeat_timeout_s)

@@ -15,10 +15,12 @@ and out of the top 3 for two (four of the five were paraphrases), for one gained
 from __future__ import annotations
 
 import hashlib
+from contextlib import suppress
 from typing import Sequence
 
 import numpy as np
 
+from engram.core.errors import DiskFull
 from engram.engine.state import EngineState
 from engram.models.late_interaction import LateReader, from_bytes, maxsim, to_bytes
 from engram.models.on_demand import OnDemand
@@ -89,6 +91,12 @@ class TokenVectors:
             self.hashes[mid] = h
         self.encoded += len(todo)
 
+    def _keep_if_room(self, todo: Sequence[tuple[str, str, str]], vecs: Sequence[np.ndarray]) -> None:
+        """Keep what a recall encoded, unless the disk is full: the recall scores with the vectors
+        anyway, and the background fill keeps them once there is room (their hashes stay unset)."""
+        with suppress(DiskFull):
+            self._keep(todo, vecs)
+
     def fill(self, ids: Sequence[str]) -> int:
         """Encode and keep the token vectors of these memories that are turns of a conversation
         (by their text in the index) and have none for their current text; how many were kept.
@@ -152,7 +160,7 @@ class TokenVectors:
             return None  # the wheel is missing: logged once, the first stage's order stands
         fresh = dict(zip((mid for mid, _, _ in todo), reader.encode([t for _, _, t in todo])))
         if todo:
-            self._keep(todo, list(fresh.values()))
+            self._keep_if_room(todo, list(fresh.values()))
         got = {
             mid: from_bytes(blob) for mid, _, blob in self.p.store_db.token_vectors([i for i in ids if i not in fresh])
         }
@@ -161,7 +169,7 @@ class TokenVectors:
         ]
         if gone:  # another server rewrote the text (its row went) before this index heard of it
             vecs = reader.encode([t for _, _, t in gone])
-            self._keep(gone, vecs)
+            self._keep_if_room(gone, vecs)
             fresh.update(zip((i for i, _, _ in gone), vecs))
         return maxsim(reader.encode_query(query), [fresh[i] if i in fresh else got[i] for i in ids])
 

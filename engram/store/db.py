@@ -307,9 +307,14 @@ class Store(SqlStore):
         return np.asarray(embedding, dtype=np.float32).tobytes()
 
     def _write_held(self) -> None:
-        """Write the held rows and recall counts: every statement but a recall's own read runs after."""
+        """Write the held rows and recall counts: every statement but a recall's own read runs after.
+
+        Recall counts are what reads leave behind: on a full disk they stay held (and are written
+        with a later statement once space is freed) rather than fail the read that follows them.
+        """
         self._flush()
-        self._flush_recalls()
+        with suppress(DiskFull):
+            self._flush_recalls()
 
     def _send(self, p: Pending) -> None:
         if len(p.memories) == 1:  # one row binds faster as VALUES (about 1 ms)
@@ -395,7 +400,18 @@ class Store(SqlStore):
         if not self._recalls:
             return
         counted, self._recalls = self._recalls, {}
+        since = self._recalls_since
         ids = list(counted)
+        try:
+            self._update_recalls(ids, counted)
+        except DiskFull:
+            if not self._depth:  # in a transaction, its rollback holds them again (_rollback)
+                for mid, (n, at, stability) in counted.items():
+                    self._count_recall(mid, n, at, stability)
+                self._recalls_since = since
+            raise
+
+    def _update_recalls(self, ids: list[str], counted: dict[str, tuple[int, datetime, float]]) -> None:
         self.con.execute(
             "UPDATE memories SET recall_count = recall_count + c.n, last_recalled_at = c.at, "
             "stability = c.s FROM (SELECT unnest(?::VARCHAR[]) AS id, unnest(?::INTEGER[]) AS n, "

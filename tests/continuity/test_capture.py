@@ -84,8 +84,16 @@ def test_the_same_fix_twice_is_one_reinforced_pitfall(eng):
     assert len(page["memories"]) == 1
     m = eng.get(page["memories"][0]["id"])
     assert "serde_json" in m.content and m.project == PROJECT and "pitfall" in m.tags
-    with pytest.raises(Exception, match="a fix must be an object"):
-        api.call("session_capture", {"fixes": [{"program": "x"}]}, ctx)
+    # A bad item costs that item only: named in "skipped", the rest of the capture stored.
+    turn = {"request": "why does the build fail?", "answer": "serde_json was not imported."}
+    out = api.call(
+        "session_capture", {"fixes": [{"program": "x"}, fix], "episodes": [{"request": "no answer"}, turn]}, ctx
+    )
+    assert (out["reinforced"], out["episodes"]) == (1, 1)
+    assert out["skipped"] == [
+        "fix 0: a fix must be an object with program, signature, location, command, passed, edits, key",
+        "episode 0: an episode must be an object with request and answer strings",
+    ]
 
 
 def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng, tmp_path):
@@ -133,6 +141,23 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
         Ctx(session_id="x", project="example.com/private"),
     )
     assert sent["episodes"] == 1
+
+
+def test_an_answer_that_is_none_makes_no_episode(eng):
+    out = Api(eng).call(
+        "session_capture",
+        {
+            "episodes": [
+                {"request": "/compact", "answer": "No response requested."},
+                {"request": "deploy it", "answer": 'API Error: 401 {"type":"error"}'},
+                {"request": "Why is the cache cold?", "answer": "The warm-up job never ran."},
+            ]
+        },
+        Ctx(session_id="s1", project=PROJECT),
+    )
+    assert out["episodes"] == 1
+    (ep,) = eng.list_memories(memory_type="episode", in_project=PROJECT)["memories"]
+    assert "warm-up job" in eng.get(ep["id"]).content
 
 
 def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_path):

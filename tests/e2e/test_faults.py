@@ -70,6 +70,11 @@ def _check_disk(out: dict) -> None:
     assert out["cli"]["exit_code"] == 1 and "is full: this write was not stored" in out["cli"]["user_saw"]
     assert out["http"]["status"] == 507 and "is full" in out["http"]["user_saw"]
     assert out["resumed_after_free_s"] is not None  # the same daemon took writes again, no restart
+    # Reads with the disk full to the last byte, each a command of its own, answer with what was stored.
+    assert out["user_reads_while_full"] == dict.fromkeys(
+        ["recall", "recall again", "context", "show", "tasks", "export", "session start hook"], "ok"
+    )
+    assert out["recall_count_after_free"] >= 1  # the counts held while full were written after
 
 
 needs_root = pytest.mark.skipif(
