@@ -66,13 +66,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")[:60] or "x"
 
 
-def author(eng: Engram, root: Path) -> Author:
-    """The repository's git identity and this machine's name (its host and an id kept in
-    ENGRAM_HOME, so two homes on one host are two machines)."""
-    name = _git(root, "config", "user.name", check=False).stdout.strip()
-    email = _git(root, "config", "user.email", check=False).stdout.strip()
-    if not name and not email:
-        raise EngramError("git has no user.name or user.email here: set them (git config user.email ...) first")
+def machine_name(eng: Engram) -> str:
+    """This machine as its records name it: its host and an id kept in ENGRAM_HOME (two homes on
+    one host are two machines)."""
     id_file = Path(eng.settings.home) / "machine-id"
     try:
         machine_id = id_file.read_text().strip()
@@ -80,7 +76,16 @@ def author(eng: Engram, root: Path) -> Author:
         machine_id = uuid.uuid4().hex[:8]
         id_file.parent.mkdir(parents=True, exist_ok=True)
         id_file.write_text(machine_id + "\n")
-    return Author(f"{name} <{email}>".strip(), f"{_slug(socket.gethostname())}-{machine_id}")
+    return f"{_slug(socket.gethostname())}-{machine_id}"
+
+
+def author(eng: Engram, root: Path) -> Author:
+    """Who writes this machine's records: the repository's git identity, and this machine."""
+    name = _git(root, "config", "user.name", check=False).stdout.strip()
+    email = _git(root, "config", "user.email", check=False).stdout.strip()
+    if not name and not email:
+        raise EngramError("git has no user.name or user.email here: set them (git config user.email ...) first")
+    return Author(f"{name} <{email}>".strip(), machine_name(eng))
 
 
 def _project(project: str | None) -> str:
@@ -216,7 +221,8 @@ def sync(
     with eng.lock:
         ledger = Ledger.load(eng, project)
         arrived, sizes, bad = _new_records(root, ledger)
-        who = author(eng, root)
+        # Reading needs no git identity (a CI runner may have none); writing does.
+        who = Author("", machine_name(eng)) if read_only else author(eng, root)
         theirs = [r for r in arrived if r.get("machine") != who.machine]
         if dry_run:
             leaving = [] if read_only else outgoing(eng, user, project, ledger, who)
