@@ -54,6 +54,8 @@ def _git(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
 
 def repo_root(path: str) -> Path:
     """The top of the git work tree holding `path`, or a clear error."""
+    if not os.path.isabs(path):  # the daemon runs in a directory of its own: "." means nothing there
+        raise EngramError(f"path must be absolute (the work tree's directory); got {path!r}")
     if not Path(path).is_dir():
         raise EngramError(f"{path} is not a directory")
     r = _git(Path(path), "rev-parse", "--show-toplevel", check=False)

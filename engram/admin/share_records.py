@@ -60,12 +60,6 @@ def shared_id(m: Memory) -> str:
     return origin["id"] if isinstance(origin, dict) and isinstance(origin.get("id"), str) else m.id
 
 
-def provenance(m: Memory) -> dict | None:
-    """Who wrote a memory read from another machine: {id, by, machine, at}; None for one of ours."""
-    origin = m.metadata.get("shared")
-    return origin if isinstance(origin, dict) else None
-
-
 def _digest(obj: Any) -> str:
     return hashlib.sha1(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:16]
 
@@ -173,11 +167,16 @@ def outgoing(eng: Engram, user: str, project: str, ledger: Ledger, author: Autho
         if ledger.seen.get("task:" + t.id, [None, None])[1] != digest:
             out.append(_record("task", author, t.updated_at, id=t.id, **state))
             ledger.seen["task:" + t.id] = [t.id, digest]
-    for task_id, c in eng.store_db.task_claims(user).items():
+    claims = eng.store_db.task_claims(user)
+    for task_id, c in claims.items():
         key = "claim:" + task_id
         if ("task:" + task_id) in ledger.seen and ledger.seen.get(key, [None, None])[1] != c.session_id:
             out.append(_record("claim", author, c.since, task=task_id, session=c.session_id, client=c.client))
             ledger.seen[key] = [task_id, c.session_id]
+    for key, (task_id, session) in list(ledger.seen.items()):
+        if key.startswith("claim:") and session is not None and task_id not in claims:
+            out.append(_record("claim", author, now, task=task_id, session=None, client=""))  # released
+            ledger.seen[key] = [task_id, None]
     return out
 
 
@@ -285,8 +284,15 @@ def _apply_claim(eng: Engram, user: str, project: str, ledger: Ledger, rec: dict
     t = eng.store_db.get_task(rec["task"])
     if t is None:
         return "skipped"
-    claim = {"by": rec["by"], "machine": rec["machine"], "client": rec.get("client", ""), "at": rec["at"]}
-    eng.store_db.update_task(t.id, t.updated_at, metadata={**t.metadata, "claimed_elsewhere": claim})
+    meta = {k: v for k, v in t.metadata.items() if k != "claimed_elsewhere"}
+    if rec.get("session"):  # None: released there
+        meta["claimed_elsewhere"] = {
+            "by": rec["by"],
+            "machine": rec["machine"],
+            "client": rec.get("client", ""),
+            "at": rec["at"],
+        }
+    eng.store_db.update_task(t.id, t.updated_at, metadata=meta)
     return "claims"
 
 
