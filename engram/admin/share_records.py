@@ -187,8 +187,18 @@ def _order(rec: dict) -> tuple:
 
 def apply_records(eng: Engram, user: str, project: str, ledger: Ledger, records: list[dict], mine: str) -> dict:
     """Replay records read from the project's files into the store (those of `mine`, this
-    machine, are already here). Returns counts by what happened."""
+    machine, are already here). Returns counts by what happened. Memories new here are stored in
+    batches (one embedding pass and one transaction each), in the records' order."""
     done = {"stored": 0, "merged": 0, "updated": 0, "retired": 0, "tasks": 0, "claims": 0, "skipped": 0}
+    batch: list[dict] = []
+    batched: set[str] = set()
+
+    def flush() -> None:
+        for what in _store_new(eng, user, project, ledger, batch):
+            done[what] += 1
+        batch.clear()
+        batched.clear()
+
     for rec in sorted(records, key=_order):
         if rec["r"] in ledger.read:
             continue
@@ -196,9 +206,20 @@ def apply_records(eng: Engram, user: str, project: str, ledger: Ledger, records:
         if rec.get("machine") == mine:
             done["skipped"] += 1
             continue
+        if rec["op"] == "memory" and rec["id"] not in ledger.seen and rec["id"] not in batched:
+            batch.append(rec)
+            batched.add(rec["id"])
+            if len(batch) >= IMPORT_BATCH:
+                flush()
+            continue
+        flush()
         what = _APPLY[rec["op"]](eng, user, project, ledger, rec)
         done[what] += 1
+    flush()
     return done
+
+
+IMPORT_BATCH = 500  # new memories stored per store_many call
 
 
 def _local(eng: Engram, user: str, local: str | None) -> Memory | None:
@@ -216,7 +237,6 @@ def _apply_memory(eng: Engram, user: str, project: str, ledger: Ledger, rec: dic
     if digest == RETIRED:
         return "skipped"  # a tombstone read before: deletion wins over a later edit elsewhere
     have = _local(eng, user, local)
-    origin = {"id": sid, "by": rec["by"], "machine": rec["machine"], "at": rec["at"]}
     doc = rec.get("doc") or {}
     if have is not None and have.memory_type == rec["type"] and have.content == rec["content"]:
         ledger.seen[sid] = [have.id, _digest(memory_state(have, eng.redact))]
@@ -227,26 +247,43 @@ def _apply_memory(eng: Engram, user: str, project: str, ledger: Ledger, rec: dic
         return "updated"
     if have is not None:  # a record document is rewritten whole: its text is rendered from it
         eng.forget(have.id, user_id=user)
-    task = rec.get("task")
-    if task and eng.store_db.get_task(task) is None:
-        task = None  # a task not shared: the memory stands alone here
-    res = eng.store(
-        rec["content"],
-        memory_type=rec["type"],
-        importance=float(rec.get("importance", 0.5)),
-        tags=rec.get("tags") or None,
-        task_id=task,
-        metadata={**doc, "shared": origin},
-        user_id=user,
-        created_at=datetime.fromisoformat(rec["at"]),
-        resolve_conflicts=not doc,
-        chunk=not doc,
-        project=project,
-    )
-    ledger.seen[sid] = [res.memory.id, _digest(memory_state(res.memory, eng.redact))]
-    if res.action in ("reinforce", "merge"):
-        return "merged"  # restated here before: one memory, known under both ids
-    return "updated" if have is not None else "stored"
+    what = _store_new(eng, user, project, ledger, [rec])[0]
+    return "updated" if have is not None and what == "stored" else what
+
+
+def _store_new(eng: Engram, user: str, project: str, ledger: Ledger, recs: list[dict]) -> list[str]:
+    """Store memories read from records through write-time resolution: a restatement of one
+    known here becomes that memory (merged); each keeps who wrote it (metadata `shared`)."""
+    if not recs:
+        return []
+    items = []
+    for rec in recs:
+        doc = rec.get("doc") or {}
+        task = rec.get("task")
+        if task and eng.store_db.get_task(task) is None:
+            task = None  # a task not shared: the memory stands alone here
+        origin = {"id": rec["id"], "by": rec["by"], "machine": rec["machine"], "at": rec["at"]}
+        items.append(
+            dict(
+                content=rec["content"],
+                memory_type=rec["type"],
+                importance=float(rec.get("importance", 0.5)),
+                tags=rec.get("tags") or None,
+                task_id=task,
+                metadata={**doc, "shared": origin},
+                user_id=user,
+                created_at=datetime.fromisoformat(rec["at"]),
+                resolve_conflicts=not doc,
+                chunk=not doc,
+                project=project,
+            )
+        )
+    out = []
+    for rec, res in zip(recs, eng.store_many(items), strict=True):
+        ledger.seen[rec["id"]] = [res.memory.id, _digest(memory_state(res.memory, eng.redact))]
+        # reinforce / merge: restated here before, one memory now known under both ids.
+        out.append("merged" if res.action in ("reinforce", "merge") else "stored")
+    return out
 
 
 def _apply_retire(eng: Engram, user: str, project: str, ledger: Ledger, rec: dict) -> str:
