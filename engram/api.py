@@ -521,7 +521,9 @@ class Api:
 
         return share(self.eng, self._user(ctx), ctx.project, path, action)
 
-    def sync_project(self, ctx: Ctx, dry_run: bool, push: bool, read_only: bool, path: str) -> dict:
+    def sync_project(
+        self, ctx: Ctx, dry_run: bool, push: bool, read_only: bool, at_most: int | None, path: str
+    ) -> dict:
         from engram.admin.share_git import sync
 
         return sync(
@@ -532,6 +534,7 @@ class Api:
             dry_run=bool(dry_run),
             push=bool(push),
             read_only=bool(read_only),
+            at_most=at_most,
         )
 
     def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool) -> dict:

@@ -20,13 +20,16 @@ import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engram.admin.share_records import Author, Ledger, apply_records, outgoing
+from engram.admin.share_records import Author, Ledger, apply_records, outgoing, record_order
 from engram.core.errors import EngramError
 
 if TYPE_CHECKING:
     from engram.engram import Engram
 
 SHARED_DIR = ".engram/shared"
+# Records a session start reads at most (the rest at the next one): about what a day's pull brings,
+# read within the hook's time on a loaded machine (benchmarks/share_bench.py).
+START_READ_MAX = 200
 _GIT_TIMEOUT = 60.0
 _README = """# engram: this project's shared memory
 
@@ -212,10 +215,13 @@ def sync(
     dry_run: bool = False,
     push: bool = False,
     read_only: bool = False,
+    at_most: int | None = None,
     message: str = "engram: project memory",
 ) -> dict:
     """Read the records that arrived (in the work tree: a fetch is the user's), write this store's
-    changes as records and commit them; push only when asked. dry_run: show both, change nothing."""
+    changes as records and commit them; push only when asked. dry_run: show both, change nothing.
+    at_most: read only that many of the records that arrived now (tasks, then the oldest), the
+    rest at the next read (a session start stays within its hook's time)."""
     project = _project(project)
     root = repo_root(path)
     if not enabled(root):
@@ -234,8 +240,12 @@ def sync(
                 "leaving": [_preview(r) for r in leaving],
                 "unreadable": bad,
             }
+        later = at_most is not None and len(theirs) > at_most
+        if later:
+            arrived = sorted(theirs, key=record_order)[:at_most]
         applied = apply_records(eng, user, project, ledger, arrived, who.machine)
-        ledger.offsets.update(sizes)
+        if not later:  # else the files are scanned again next time; the ledger's ids skip what was read
+            ledger.offsets.update(sizes)
         written, commit = [], None
         leaving = [] if read_only else outgoing(eng, user, project, ledger, who)
         if leaving:
@@ -254,6 +264,7 @@ def sync(
         pushed = True
     return {
         "arrived": len(theirs),
+        "read": len(arrived) if later else len(theirs),
         "applied": applied,
         "written": len(leaving),
         "files": written,
@@ -268,4 +279,4 @@ def read_at_start(eng: Engram, user: str, project: str | None, path: str | None)
     checkout), when the project shares; None when it does not. Writes nothing to the repository."""
     if project is None or not path or not os.path.isdir(os.path.join(path, SHARED_DIR)):
         return None
-    return sync(eng, user, project, path, read_only=True)
+    return sync(eng, user, project, path, read_only=True, at_most=START_READ_MAX)

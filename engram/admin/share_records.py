@@ -180,7 +180,7 @@ def outgoing(eng: Engram, user: str, project: str, ledger: Ledger, author: Autho
     return out
 
 
-def _order(rec: dict) -> tuple:
+def record_order(rec: dict) -> tuple:
     # Tasks before the memories that link to them; then time, then the record's own id.
     return (rec["op"] != "task", rec["at"], rec["r"])
 
@@ -199,7 +199,7 @@ def apply_records(eng: Engram, user: str, project: str, ledger: Ledger, records:
         batch.clear()
         batched.clear()
 
-    for rec in sorted(records, key=_order):
+    for rec in sorted(records, key=record_order):
         if rec["r"] in ledger.read:
             continue
         ledger.read.add(rec["r"])

@@ -132,14 +132,17 @@ def _connect(settings: Any, client: str, session_id: str, project: Any, timeout:
 def _read_shared(rpc: Any, project: Any) -> str:
     """The project's shared records the work tree gained (a pull, a checkout), read into the
     store before the session's block is built (docs/sharing.md); what happened, for the log."""
+    from engram.admin.share_git import START_READ_MAX
     from engram.server.rpc import RpcError
 
     if project is None or not project.root or not (Path(project.root) / ".engram" / "shared").is_dir():
         return ""
     try:
-        r = rpc.call("sync_project", read_only=True, path=project.root)
+        r = rpc.call("sync_project", read_only=True, at_most=START_READ_MAX, path=project.root)
     except RpcError as e:  # the session starts anyway, with what the store holds
         return f"; shared records not read: {e}"
+    if r["read"] < r["arrived"]:
+        return f"; {r['read']} of {r['arrived']} shared records arrived (the rest at the next start)"
     return f"; {r['arrived']} shared records arrived" if r["arrived"] else ""
 
 

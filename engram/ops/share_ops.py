@@ -31,6 +31,13 @@ SHARE_OPS = (
             Param("dry_run", bool, "Show what would leave this machine and what arrived; change nothing.", False),
             Param("push", bool, "Also git push the commit of the records.", False),
             Param("read_only", bool, "Only read the records that arrived; write none.", False),
+            Param(
+                "at_most",
+                int | None,
+                "Read at most this many of the records that arrived (the oldest first); the rest at the next read.",
+                None,
+                ge=1,
+            ),
             _PATH,
         ),
         cli=(

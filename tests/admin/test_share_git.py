@@ -226,11 +226,13 @@ def test_the_first_session_after_a_pull_starts_with_the_conventions_the_task_and
     a.git("push", "-q", "origin", "main")
 
     b.git("pull", "-q", "origin", "main")
+    part = b.json("sync", "--read-only", "--at-most", "2")  # the oldest two now, the rest at the start
+    assert part["read"] == 2 and part["arrived"] >= 6 and sum(part["applied"].values()) == 2, part
     out, log = start_session(b)
     context = json.loads(out)["hookSpecificOutput"]["additionalContext"]
     assert "Every migration ships with a down step." in context and "shared by Alice <alice@example.org>" in context
     assert "Move sessions to Redis" in context and "Write the Redis session store" in context
-    assert "shared records arrived" in log.splitlines()[-1]
+    assert f"{part['arrived'] - 2} shared records arrived" in log.splitlines()[-1]
     resume = b.engram("resume", task, "--no-claim").stdout
     assert "Claimed on another machine: by Alice <alice@example.org>" in resume, resume
     found = [m for m in b.json("recall", "Redis keys prefixed app name")["memories"] if "prefixed" in m["content"]]
