@@ -248,7 +248,15 @@ def test_the_first_session_after_a_pull_starts_with_the_conventions_the_task_and
 def test_another_repository_sees_nothing_and_bad_input_is_named(team, tmp_path):
     _remote, a, _b = team
     a.engram("remember", "Blue-green deploys only on Tuesdays.")
+    assert a.json("share", "status")["enabled"] is False
     a.json("share", "on")
+    a.engram("remember", "Canary deploys take ten percent of traffic.")
+    status = a.json("share", "status")
+    assert status["enabled"] and status["files"] == 1 and status["bytes"] > 0 and status["pending"] == 1
+    dry = a.json("sync", "--dry-run")
+    assert len(dry["leaving"]) == 1 and "Canary deploys" in dry["leaving"][0] and dry["arrived"] == []
+    assert a.json("share", "status")["pending"] == 1  # the dry run changed nothing
+    a.json("sync")
     other = tmp_path / "other"
     subprocess.run(["git", "init", "-q", "-b", "main", str(other)], check=True)
     env = {**os.environ, "ENGRAM_HOME": str(a.home), "HF_HUB_OFFLINE": "1"}
