@@ -27,9 +27,9 @@ if TYPE_CHECKING:
     from engram.engram import Engram
 
 SHARED_DIR = ".engram/shared"
-# Records a session start reads at most (the rest at the next one): about what a day's pull brings,
-# read within the hook's time on a loaded machine (benchmarks/share_bench.py).
-START_READ_MAX = 200
+# Records a session start reads at most (the rest at the next one): 100 new ones took 6.9 s at a load
+# of 50 on 2 cores, inside the hook's 8 s (benchmarks/RESULTS.md, issue 50).
+START_READ_MAX = 100
 _GIT_TIMEOUT = 60.0
 _README = """# engram: this project's shared memory
 
