@@ -1,4 +1,8 @@
-
+#!/usr/bin/env bash
+# Where a project's shared memory could live, tried with real git (docs/sharing.md, "Where it
+# lives"): a folder committed with the code, a branch of its own, git notes; what git status, a
+# pull request's diff, a plain push and pull, a squash merge, a rebase and a shallow clone do to
+# each. Run it in an empty directory: cd "$(mktemp -d)" && bash /path/to/share_placement_trial.sh
 export GIT_AUTHOR_NAME=A GIT_AUTHOR_EMAIL=a@x GIT_COMMITTER_NAME=A GIT_COMMITTER_EMAIL=a@x
 git init -q --bare -b main remote.git
 git clone -q remote.git a 2>/dev/null; cd a; git checkout -q -b main
