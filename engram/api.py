@@ -515,6 +515,28 @@ class Api:
 
         return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed), user_id=self._user(ctx))
 
+    def share_project(self, ctx: Ctx, action: str, path: str) -> dict:
+        """Sharing of the caller's project through its git repository (engram.admin.share_git)."""
+        from engram.admin.share_git import share
+
+        return share(self.eng, self._user(ctx), ctx.project, path, action)
+
+    def sync_project(
+        self, ctx: Ctx, dry_run: bool, push: bool, read_only: bool, at_most: int | None, path: str
+    ) -> dict:
+        from engram.admin.share_git import sync
+
+        return sync(
+            self.eng,
+            self._user(ctx),
+            ctx.project,
+            path,
+            dry_run=bool(dry_run),
+            push=bool(push),
+            read_only=bool(read_only),
+            at_most=at_most,
+        )
+
     def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool) -> dict:
         """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.admin.importers."""
         from engram.admin.importers import import_from

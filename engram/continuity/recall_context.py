@@ -12,7 +12,7 @@ from engram.continuity.entries import failure_entry
 from engram.continuity.handoffs import Handoffs
 from engram.continuity.rendering import estimate_tokens, pack_context
 from engram.continuity.sessions import Sessions
-from engram.core.documents import document, with_documents
+from engram.core.documents import document, shared_origin, with_documents
 from engram.core.types import NO_PROJECT, EngramError, Hit, Memory, Scope, check_tags
 from engram.engine.recall import Recall
 from engram.engine.state import EngineState
@@ -143,7 +143,11 @@ class RecallContext:
             return out
 
     def hit_dict(self, h: Hit) -> dict:
-        return with_documents(h.to_dict(), h.memory)
+        d = with_documents(h.to_dict(), h.memory)
+        origin = shared_origin(h.memory)
+        if origin:  # a teammate's memory (docs/sharing.md): who wrote it, where and when
+            d["shared_by"] = {k: origin.get(k) for k in ("by", "machine", "at")}
+        return d
 
     def _pinned_handoff(
         self, hits: list[Hit], user: str, task_id: str | None, tags: tuple[str, ...] | None

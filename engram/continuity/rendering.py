@@ -64,6 +64,13 @@ def held(c: Claim | None, reader: str | None) -> dict | None:
     return None if c is None else {**c.to_dict(), "this_session": c.session_id == reader}
 
 
+def _age(seconds: float) -> str:
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{int(seconds // size)} {unit}"
+    return f"{max(0, int(seconds))} s"
+
+
 def render_resume(r: dict, max_tokens: int) -> str:
     """The resume_task text block: most needed first, so a small budget keeps what matters."""
     t = r["task"]
@@ -75,6 +82,12 @@ def render_resume(r: dict, max_tokens: int) -> str:
             + ("this session, " if mine else "")
             + describe_claim(r["held_by"])
             + ("" if mine else ". Another agent is working on it: do not do its work twice")
+        )
+    if r.get("claimed_elsewhere"):
+        c = r["claimed_elsewhere"]
+        head.append(
+            f"Claimed on another machine: by {c['by']} on {c['machine']} ({c.get('client') or 'unknown client'}), "
+            f"{_age(c['age_s'])} ago (advisory: check with them before doing the same work)"
         )
     if t.get("goal"):
         head.append(f"Goal: {t['goal']}")

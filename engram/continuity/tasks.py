@@ -4,6 +4,7 @@ timeline, claimed by the session working on them (engram.continuity.claims), and
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from engram.continuity.claims import Claims
@@ -257,6 +258,12 @@ class Tasks:
             }
             if claim is not None:
                 out["claim"] = claim
+            elsewhere = t.metadata.get("claimed_elsewhere")
+            if isinstance(elsewhere, dict) and holder is None:
+                # Read from the project's shared records (docs/sharing.md): a session on another
+                # machine said it works on this task; advisory, with its age.
+                age = (self.p.clock.now() - datetime.fromisoformat(elsewhere["at"])).total_seconds()
+                out["claimed_elsewhere"] = {**elsewhere, "age_s": round(age)}
             out["context"] = render_resume(out, max_tokens)
             out["tokens"] = estimate_tokens(out["context"])
             return out

@@ -34,6 +34,19 @@ _DOCUMENTS: dict[str, dict[str, tuple[tuple[type, ...], Any]]] = {
 }
 
 
+def shared_origin(m: Memory) -> dict | None:
+    """Who wrote a memory read from a teammate's records (engram.admin.share_records): {id, by,
+    machine, at}; None for a memory written here."""
+    origin = m.metadata.get("shared") if isinstance(m.metadata, dict) else None
+    return origin if isinstance(origin, dict) and isinstance(origin.get("by"), str) else None
+
+
+def shared_by(m: Memory) -> str | None:
+    """The git identity of a teammate's memory, for display; None for one written here."""
+    origin = shared_origin(m)
+    return origin["by"] if origin else None
+
+
 # The tool that writes each of those records (and so the one to call for a new one).
 RECORD_TOOLS = {"handoff": "session_handoff", "failure": "track_failure", "progress": "track_progress"}
 

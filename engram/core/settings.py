@@ -250,6 +250,8 @@ class Settings:
     capture_episode_budget: int = setting(
         2000, "episodes kept per project; maintenance prunes the oldest unused", ge=10, le=1_000_000
     )
+    # Shared project memory (docs/sharing.md): engram commits its records, and pushes only when asked.
+    share_push: bool = setting(False, "`engram sync` also pushes the commit of the shared records it made")
     # A project whose sessions must leave nothing behind (a client's code, a private repository):
     # its hooks store nothing and inject nothing. A `.engramignore` file at the work tree's top
     # does the same from inside the repository.

@@ -8,6 +8,7 @@ from typing import Sequence
 
 import numpy as np
 
+from engram.core.documents import shared_by
 from engram.core.types import EngramError, Memory, check_tags
 from engram.core.validation import check_type, check_whole
 from engram.engine.index_upkeep import Indexes
@@ -85,6 +86,7 @@ class Curation:
             "recall_count": m.recall_count,
             "project": m.project,
             "strength": round(memory_strength(m, now), 6),
+            **({"shared_by": by} if (by := shared_by(m)) else {}),
         }
 
     def strength_curve(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:

@@ -130,16 +130,34 @@ def _connect(settings: Any, client: str, session_id: str, project: Any, timeout:
     )
 
 
-def _start(settings: Any, rpc: Any, event: str, payload: dict) -> HookOutcome:
+def _read_shared(rpc: Any, project: Any) -> str:
+    """The project's shared records the work tree gained (a pull, a checkout), read into the
+    store before the session's block is built (docs/sharing.md); what happened, for the log."""
+    from engram.admin.share_git import START_READ_MAX
+    from engram.server.rpc import RpcError
+
+    if project is None or not project.root or not (Path(project.root) / ".engram" / "shared").is_dir():
+        return ""
+    try:
+        r = rpc.call("sync_project", read_only=True, at_most=START_READ_MAX, path=project.root)
+    except RpcError as e:  # the session starts anyway, with what the store holds
+        return f"; shared records not read: {e}"
+    if r["read"] < r["arrived"]:
+        return f"; {r['read']} of {r['arrived']} shared records arrived (the rest at the next start)"
+    return f"; {r['arrived']} shared records arrived" if r["arrived"] else ""
+
+
+def _start(settings: Any, rpc: Any, event: str, payload: dict, project: Any = None) -> HookOutcome:
     if not settings.hook_start:
         return HookOutcome(status="skipped", message="ENGRAM_HOOK_START is off")
+    shared = _read_shared(rpc, project)
     r = rpc.call("session_start", max_tokens=settings.hook_start_tokens)
     if not r["context"]:
-        return HookOutcome(message=f"source={payload.get('source')}: nothing to inject")
+        return HookOutcome(message=f"source={payload.get('source')}: nothing to inject{shared}")
     return HookOutcome(
         _additional_context(event, r["context"]),
         message=f"source={payload.get('source')}: injected {r['tokens']} tokens "
-        f"({len(r['task_ids'])} open tasks, resumed {r['resumed']})",
+        f"({len(r['task_ids'])} open tasks, resumed {r['resumed']}){shared}",
     )
 
 
@@ -405,7 +423,9 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
             signal.signal(signal.SIGHUP, signal.SIG_IGN)
             return _checkpoint(settings, client, name, payload, session_id, project, connect)
         with connect() as rpc:
-            return (_start if kind == "start" else _prompt)(settings, rpc, name, payload)
+            if kind == "start":
+                return _start(settings, rpc, name, payload, project)
+            return _prompt(settings, rpc, name, payload)
     except HookTimeout:
         return HookOutcome(status="error", message=f"gave up after {budget:g}s")
     except RpcError as e:

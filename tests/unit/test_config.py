@@ -73,6 +73,7 @@ PUBLISHED = {
     "capture_conventions": "ENGRAM_CAPTURE_CONVENTIONS",
     "capture_off_projects": "ENGRAM_CAPTURE_OFF_PROJECTS",
     "capture_episode_budget": "ENGRAM_CAPTURE_EPISODE_BUDGET",
+    "share_push": "ENGRAM_SHARE_PUSH",
 }
 # The defaults as published (README): a declaration may not change one by accident.
 DEFAULTS = {
@@ -133,6 +134,7 @@ DEFAULTS = {
     "capture_conventions": True,
     "capture_off_projects": (),
     "capture_episode_budget": 2000,
+    "share_push": False,
 }
 
 
