@@ -362,6 +362,24 @@ def _plugin_handles(client: str, payload: dict) -> bool:
     return bool(plugin_hooks(client, project_root(Path(cwd)) if isinstance(cwd, str) and cwd else None))
 
 
+def _waits(settings: Any, kind: str) -> tuple[float, float, float]:
+    """(the hook's whole budget, the wait for a running daemon, the wait for one it starts).
+
+    A checkpoint waits for a daemon that is still starting as long as its whole budget allows
+    (the clients give these events 60 s): it is the only record of the session, and the first
+    daemon of a new home can take longer than hook_timeout_s to start on a loaded machine. So does
+    a session's start, within the 30 s every client gives it: without the daemon the session
+    begins without its context (issue 46: a daemon's start took 9-12 s on this machine under load).
+    """
+    budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
+    wait = budget if kind == "checkpoint" else settings.hook_timeout_s
+    spawn_wait = wait
+    if kind == "start":
+        spawn_wait = max(wait, START_WAIT_S)
+        budget = max(budget, spawn_wait + 1.0)
+    return budget, wait, spawn_wait
+
+
 def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) -> HookOutcome:
     """Handle one hook event; never raises (everything ends as an outcome)."""
     from engram.core.project import detect_project
@@ -397,17 +415,7 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
         if kind == "capture":
             return captured
         kind = "checkpoint"
-    budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
-    # A checkpoint waits for a daemon that is still starting as long as its whole budget allows
-    # (the clients give these events 60 s): it is the only record of the session, and the first
-    # daemon of a new home can take longer than hook_timeout_s to start on a loaded machine. So does
-    # a session's start, within the 30 s every client gives it: without the daemon the session
-    # begins without its context (issue 46: a daemon's start took 9-12 s on this machine under load).
-    wait = budget if kind == "checkpoint" else settings.hook_timeout_s
-    spawn_wait = wait
-    if kind == "start":
-        spawn_wait = max(wait, START_WAIT_S)
-        budget = max(budget, spawn_wait + 1.0)
+    budget, wait, spawn_wait = _waits(settings, kind)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
     from engram.server.rpc import RpcError
