@@ -494,6 +494,12 @@ class Api:
                 self.scheduler.record(report)
         return report
 
+    def doctor(self, ctx: Ctx) -> dict:
+        """The store's integrity and the model's files (engram.admin.doctor)."""
+        from engram.admin.doctor import store_problems
+
+        return store_problems(self.eng)
+
     def prune_memories(self, ctx: Ctx, keep: int, apply: bool, all_projects: bool) -> dict:
         from engram.admin.prune import prune_to_strongest
 

@@ -1,5 +1,5 @@
 """The text of the lifecycle's results (docs/lifecycle.md): tiers and expiry in `engram stats`
-and `engram show`, `engram tier`, `engram keep`, `engram prune --keep`."""
+and `engram show`, `engram tier`, `engram keep`, `engram prune --keep`, `engram doctor`."""
 
 from __future__ import annotations
 
@@ -65,3 +65,9 @@ def render_prune(r: dict) -> str:
     if not r["applied"] and r.get("would_remove"):
         lines.append("dry run: nothing changed; run again with --apply to remove them")
     return "\n".join(lines)
+
+
+def render_doctor(r: dict) -> str:
+    lines = [f"{p['severity'].upper()} [{p['check']}] {p['problem']}\n  fix: {p['fix']}" for p in r["problems"]]
+    verdict = "healthy" if not r["problems"] else f"{r['errors']} errors, {r['warnings']} warnings"
+    return "\n".join([*lines, f"checked {', '.join(r['checks'])}: {verdict}"])

@@ -108,6 +108,9 @@ class MemoryStore(Protocol):
     def count(self, table: str) -> int:
         """Rows of memories, tasks, sessions, edges, memory_events or meta."""
 
+    def orphan_counts(self) -> dict[str, int]:
+        """Rows of edges, memory_events and token_vectors that name a memory not stored (doctor)."""
+
     # -- what continuity reads -------------------------------------------------
     def task_memories(self, user_id: str, task_id: str) -> list[Memory]:
         """The task's memories of any type but deleted ones, oldest first."""

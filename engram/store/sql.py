@@ -310,6 +310,14 @@ class SqlStore(TaskRows):
     def count_live_memories(self) -> int:
         return self.count_where("memories", "status <> 'deleted'")
 
+    def orphan_counts(self) -> dict[str, int]:
+        gone = "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = {col})"
+        return {
+            "edges": self.count_where("edges", f"{gone.format(col='src')} OR {gone.format(col='dst')}"),
+            "history": self.count_where("memory_events", gone.format(col="memory_id")),
+            "token vectors": self.count_where("token_vectors", gone.format(col="memory_id")),
+        }
+
     def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
         """Rows matching a condition (? placeholders): for tests and benchmarks that check the
         database itself. Not in MemoryStore: the engine asks for what it needs by name."""
