@@ -119,9 +119,14 @@ class MemoryStore(Protocol):
         """The task's handoffs but deleted ones, oldest first."""
 
     def latest_handoff(
-        self, user_id: str, task_id: str | None = None, tags: Sequence[str] | None = None
+        self,
+        user_id: str,
+        task_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        now: datetime | None = None,
     ) -> Memory | None:
-        """The newest active handoff of the user (of the task; carrying one of `tags`)."""
+        """The newest active handoff of the user (of the task; carrying one of `tags`; with `now`,
+        not expired by then)."""
 
     def last_session_progress(self, session_id: str) -> Memory | None:
         """The newest progress note the session wrote (deleted ones aside)."""

@@ -195,9 +195,16 @@ class SqlStore(TaskRows):
         )
 
     def latest_handoff(
-        self, user_id: str, task_id: str | None = None, tags: Sequence[str] | None = None
+        self,
+        user_id: str,
+        task_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        now: datetime | None = None,
     ) -> Memory | None:
         where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
+        if now is not None:  # an expired handoff is never returned (docs/lifecycle.md)
+            where += " AND (expires_at IS NULL OR expires_at > ?)"
+            params.append(ts(now))
         if task_id is not None:
             where += " AND task_id = ?"
             params.append(task_id)

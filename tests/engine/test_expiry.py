@@ -97,3 +97,18 @@ def test_defaults_by_type_and_tier_from_settings_and_bad_ones_refused(settings, 
         replace(settings, ttl_days=("forever=3",)).validate()
     with pytest.raises(ValueError, match="ENGRAM_TTL_DAYS line 'working=soon'"):
         replace(settings, ttl_days=("working=soon",)).validate()
+
+
+def test_an_expired_handoff_is_not_the_one_a_session_resumes_from(eng, clock):
+    api = Api(eng)
+    task = api.call("create_task", {"name": "Port the exporter to async"}, CTX)["task_id"]
+    older = api.call("session_handoff", {"task_id": task, "summary": "Exporter half async."}, CTX)["memory_id"]
+    clock.advance(hours=1)
+    newer = api.call("session_handoff", {"task_id": task, "summary": "Writer ported too."}, CTX)["memory_id"]
+    assert eng.latest_handoff(eng.user_of(None), task).id == newer
+    with eng.store_db.transaction():  # the newer one given a time to live that has run out
+        eng.store_db.update_memory(newer, expires_at=clock.now())
+    eng.rebuild_indexes()
+    assert eng.latest_handoff(eng.user_of(None), task).id == older
+    got = api.call("recall_memory", {"query": "exporter async writer", "task_id": task}, CTX)
+    assert got["handoff"]["id"] == older and newer not in [m["id"] for m in got["memories"]]
