@@ -44,6 +44,9 @@ from engram.models.embedding import Embedder, UnavailableEmbedder, load_embedder
 from engram.search.memory_index import one_blas_thread
 from engram.store import open_store
 
+# Why an engram opened with load_model_later serves keyword recall until its model has loaded.
+MODEL_LOADING = "it is still loading (exported once per machine at the first start)"
+
 
 def _delegate(part: str, method: Callable) -> Callable:
     """A facade method calling `method` on the part Engram holds as `part`, with that method's own
@@ -94,9 +97,14 @@ class Engram:
         clock: Clock | None = None,
         allow_model_change: bool = False,
         degraded_ok: bool = False,
+        load_model_later: bool = False,
     ):
         """degraded_ok: if the model cannot load, serve keyword recall (see `degraded`) instead
-        of failing; the daemon runs so, a library user gets ModelUnavailable."""
+        of failing; the daemon runs so, a library user gets ModelUnavailable.
+
+        load_model_later: open without the model (serving as degraded, MODEL_LOADING) until
+        load_model() is called: the daemon listens first and loads it then, since a first start
+        on a machine exports the model's graph (seconds to tens of seconds), longer than a hook waits."""
         settings = settings or Settings.from_env()
         clock = clock or SystemClock()
         one_blas_thread()
@@ -107,7 +115,10 @@ class Engram:
         store_db = open_store(path, clock.now())
         degraded = None
         try:
-            embedder = embedder or _load_model(settings)
+            if embedder is None and load_model_later:
+                degraded = MODEL_LOADING
+            else:
+                embedder = embedder or _load_model(settings)
         except ModelUnavailable as e:
             if not degraded_ok:
                 store_db.close()
@@ -143,6 +154,11 @@ class Engram:
         """While degraded, try to load the model again (at most every MODEL_RETRY_S unless
         force); on success embed the rows stored without a vector. True when it came back."""
         return self.indexes.retry_model(lambda: _load_model(self.state.settings), force=force)
+
+    def load_model(self) -> bool:
+        """Load the model of an engram opened with load_model_later (see retry_model); raises
+        ModelMismatch when the store was embedded with another one (keyword recall goes on)."""
+        return self.indexes.retry_model(lambda: _load_model(self.state.settings), force=True)
 
     def backup(self, dest: Path) -> int:
         """A consistent copy of the store's file at dest (engram.store.backup.take_backup checks it)."""
@@ -253,6 +269,7 @@ class Engram:
 
     # -- keeping what capture stored (continuity/keeping.py) -----------------
     keep = _delegate("keeping", Keeping.keep)
+    confirm_convention = _delegate("keeping", Keeping.confirm_convention)
 
 
 def _load_model(settings: Settings) -> Embedder:

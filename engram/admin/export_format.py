@@ -172,7 +172,7 @@ def read_lines(f: Any) -> Iterator[tuple[str, Any]]:
     """Every line of the file from its start, validated: (kind, line model)."""
     f.seek(0)
     ended = False
-    for no, raw in enumerate(f, 1):
+    for no, raw in enumerate(_text_lines(f), 1):
         if not raw.strip():
             continue
         try:
@@ -180,7 +180,7 @@ def read_lines(f: Any) -> Iterator[tuple[str, Any]]:
         except json.JSONDecodeError as e:
             raise EngramError(f"line {no}: not JSON ({e.msg})") from None
         kind = obj.get("kind") if isinstance(obj, dict) else None
-        model = MODELS.get(kind)
+        model = MODELS.get(kind) if isinstance(kind, str) else None
         if model is None:
             raise EngramError(f"line {no}: unknown kind {kind!r}")
         if (no == 1) != (kind == "header"):
@@ -195,6 +195,20 @@ def read_lines(f: Any) -> Iterator[tuple[str, Any]]:
             raise EngramError(f"line {no} ({kind}): {where}: {err['msg']}") from None
         ended = kind == "end"
         yield kind, line
+
+
+def _text_lines(f: Any) -> Iterator[str]:
+    """The file's lines; bytes that are not UTF-8 end the read with a clear error."""
+    lines = iter(f)
+    no = 0
+    while True:
+        no += 1
+        try:
+            yield next(lines)
+        except StopIteration:
+            return
+        except UnicodeDecodeError as e:
+            raise EngramError(f"the file is not UTF-8 text (byte {e.start} of a block near line {no})") from None
 
 
 @contextmanager

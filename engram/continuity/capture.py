@@ -1,5 +1,5 @@
-"""What per-turn capture stores: an error fixed by edits as one pitfall, and each turn as an
-episode of its session; and the per-project budget of episodes.
+"""What per-turn capture stores: an error fixed by edits or by a changed command as one pitfall,
+and each turn as an episode of its session; and the per-project budget of episodes.
 
 The hooks' process reads the transcript and finds the fixes (engram.hooks.turn_capture,
 engram.continuity.fixes); these functions store them through the facade's ordinary write path,
@@ -8,8 +8,20 @@ so redaction, write-time resolution and indexing apply as to every other memory.
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
+from engram.core.errors import (
+    DatabaseDamaged,
+    DatabaseLocked,
+    DatabaseUnavailable,
+    DiskFull,
+    ModelMismatch,
+    ModelUnavailable,
+    StoreMismatch,
+)
 from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
 
 __all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes", "session_capture"]
@@ -19,6 +31,19 @@ EPISODE_TAG = "episode"
 EPISODE_TYPE = "episode"
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
+# Errors that are the store's, not an item's: the capture is sent again once they pass.
+STORE_FAULTS = (
+    DatabaseDamaged,
+    DatabaseLocked,
+    DatabaseUnavailable,
+    DiskFull,
+    ModelMismatch,
+    ModelUnavailable,
+    StoreMismatch,
+)
+# An answer that is none: what a client writes when the model was not asked (Claude Code's
+# "No response requested." after a local command) or could not answer.
+NO_ANSWER = re.compile(r"\A\s*(?:No response requested\.?\s*\Z|Request timed out\.?\s*\Z|API Error:)", re.I)
 FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
 
 
@@ -28,17 +53,28 @@ def _fix(raw: Any):
     if not isinstance(raw, dict) or any(k not in raw for k in FIX_FIELDS):
         raise EngramError(f"a fix must be an object with {', '.join(FIX_FIELDS)}")
     edits = raw["edits"]
-    if (
-        not isinstance(edits, list)
-        or not edits
-        or not all(
-            isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits
-        )
+    if not isinstance(edits, list) or not all(
+        isinstance(e, dict) and isinstance(e.get("file"), str) and isinstance(e.get("hunk"), str) for e in edits
     ):
-        raise EngramError("a fix's edits must be a non-empty list of {file, hunk}")
+        raise EngramError("a fix's edits must be a list of {file, hunk}")
+    commands = raw.get("fix_commands") or []
+    if not isinstance(commands, list) or not all(isinstance(c, str) and c.strip() for c in commands):
+        raise EngramError("a fix's fix_commands must be a list of non-empty strings")
+    origin = raw.get("origin") or "agent-run"
+    if origin not in ("agent-run", "user-pasted"):
+        raise EngramError("a fix's origin must be agent-run or user-pasted")
+    # An error the user pasted has no command of its own; one the agent ran has the command that
+    # failed and the one that then passed (itself the fix when nothing was edited).
+    needed = (
+        ("program", "signature", "key")
+        if origin == "user-pasted"
+        else ("program", "signature", "command", "passed", "key")
+    )
     for k in ("program", "signature", "command", "passed", "key"):
-        if not isinstance(raw[k], str) or not raw[k].strip():
+        if not isinstance(raw[k], str) or (k in needed and not raw[k].strip()):
             raise EngramError(f"a fix's {k} must be a non-empty string")
+    if origin == "user-pasted" and not edits:
+        raise EngramError("a pasted error's fix must name the edits that fixed it")
     where = raw["location"] if isinstance(raw["location"], str) else None
     return Fix(
         raw["program"][:60],
@@ -49,6 +85,8 @@ def _fix(raw: Any):
         tuple((e["file"][:500], e["hunk"][:4000]) for e in edits[:20]),
         raw["key"][:64],
         raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "",
+        tuple(c[:2000] for c in commands[:5]),
+        origin,
     )
 
 
@@ -66,13 +104,14 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
         "error": fix.signature + (f" (at {fix.location})" if fix.location else ""),
         "component": fix.program,
         "root_cause": "",
-        "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits),
+        "fix": "\n".join([*(f"{f}:\n{h}" for f, h in fix.edits), *fix.fix_commands])
+        or (f"run `{fix.passed}`" if fix.passed else ""),
     }
     r = eng.store(
         content,
         memory_type="failure",
         importance=PITFALL_IMPORTANCE,
-        tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag],
+        tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag, f"origin:{fix.origin}"],
         task_id=task,
         metadata={"failure": doc, "capture": fix.to_dict()},
         user_id=user,
@@ -99,42 +138,60 @@ def session_capture(
     daemon's own were those of whichever process started it, and would apply to every client."""
     from engram.continuity.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
 
-    out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
-    items = [_fix(f) for f in fixes]
+    out: dict[str, Any] = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None, "skipped": []}
+    # One bad item costs that item (named in "skipped", which the hook logs), never the rest of
+    # the turn's capture; a fault of the store itself (a full disk, a lock) still fails the call.
+    items = []
+    for i, f in enumerate(fixes):
+        with _one_item(out, f"fix {i}"):
+            items.append(_fix(f))
     turns = []
-    for e in episodes:
+    for i, e in enumerate(episodes):
         if not isinstance(e, dict) or not isinstance(e.get("request"), str) or not isinstance(e.get("answer"), str):
-            raise EngramError("an episode must be an object with request and answer strings")
-        if e["request"].strip() and e["answer"].strip():
+            out["skipped"].append(f"episode {i}: an episode must be an object with request and answer strings")
+        elif e["request"].strip() and e["answer"].strip() and not NO_ANSWER.match(e["answer"]):
             turns.append(e)
     if not items and not turns:
         return out
     task, _ = checkpoint_task(eng, user, task_id, project)
     out["task_id"] = task
-    for fix in items:
-        new = _store_fix(eng, user, session_id, fix, task, project)
-        out["fixes" if new else "reinforced"] += 1
-    if turns:
-        eng.store_many(
-            [
-                dict(
-                    content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
-                    memory_type=EPISODE_TYPE,
-                    importance=EPISODE_IMPORTANCE,
-                    tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]],
-                    task_id=task,
-                    metadata={"episode": {"session": session_id, "client": client}},
-                    user_id=user,
-                    session_id=session_id,
-                    conversation=session_id[:200],
-                    resolve_conflicts=False,
-                    project=project,
-                )
-                for t in turns
-            ]
-        )
-        out["episodes"] = len(turns)
+    for i, fix in enumerate(items):
+        with _one_item(out, f"fix {i}"):
+            new = _store_fix(eng, user, session_id, fix, task, project)
+            out["fixes" if new else "reinforced"] += 1
+    for i, t in enumerate(turns):
+        with _one_item(out, f"episode {i}"):
+            eng.store_many(
+                [
+                    dict(
+                        content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
+                        memory_type=EPISODE_TYPE,
+                        importance=EPISODE_IMPORTANCE,
+                        tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]],
+                        task_id=task,
+                        metadata={"episode": {"session": session_id, "client": client}},
+                        user_id=user,
+                        session_id=session_id,
+                        conversation=session_id[:200],
+                        resolve_conflicts=False,
+                        project=project,
+                    )
+                ]
+            )
+            out["episodes"] += 1
     return out
+
+
+@contextmanager
+def _one_item(out: dict, what: str) -> Iterator[None]:
+    """One item of a capture: refused (bad input) it is named in out["skipped"] and the rest goes
+    on; a fault of the store (STORE_FAULTS) fails the whole call, to be sent again."""
+    try:
+        yield
+    except STORE_FAULTS:
+        raise
+    except EngramError as e:
+        out["skipped"].append(f"{what}: {e}")
 
 
 def prune_episodes(idx: Any, mine: Any, budget: int) -> list[str]:

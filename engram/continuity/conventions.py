@@ -3,9 +3,14 @@
 `capture_conventions` reads prompts (engram.text.convention_sentences picks the sentences) and stores each
 sentence through the normal write path: a restatement reinforces the memory it restates, a
 correction replaces it, and each belongs to the project it was said in (never to none: a
-convention of one repository must not reach another). The memories are facts tagged
-`convention` and `auto-capture` (every capture's mark), with metadata.captured = "auto".
-`project_conventions` lists a project's most used ones (session start); `conventions_for_prompt`
+convention of one repository must not reach another). A sentence said as standing ("always",
+"from now on", "in this repo", "we use") is a fact tagged `convention`; a rule said once without
+such a cue (a request that sets a rule, a decision, "X should ...") is a candidate, tagged
+`convention` and `convention-candidate`: searchable and listed with what was captured, never
+injected, until it is confirmed (engram.continuity.keeping drops the candidate tag): said again in
+another session, said again as standing, or kept by the user. Both carry `auto-capture` (every
+capture's mark) and metadata.captured = "auto".
+`project_conventions` lists a project's most used conventions (session start); `conventions_for_prompt`
 the ones a prompt is close to (per-prompt injection).
 
 Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.continuity.lifecycle.
@@ -18,9 +23,10 @@ import re
 from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, CONVENTION_TAG, EngramError, Memory, Scope
-from engram.text.convention_sentences import conventions_in, topics_of
+from engram.text.convention_sentences import convention_statements, topics_of
 
 __all__ = [
+    "CANDIDATE_TAG",
     "CONVENTION_TAG",
     "Conventions",
     "capture_conventions",
@@ -29,6 +35,7 @@ __all__ = [
     "project_conventions",
 ]
 
+CANDIDATE_TAG = "convention-candidate"
 CONVENTION_IMPORTANCE = 0.6  # above a plain fact's 0.5: the user said it as a rule of the project
 MAX_PROMPTS = 500
 MAX_PROMPT_CHARS = 20_000
@@ -38,6 +45,14 @@ KNOWN_SCANNED = 500  # the project's captured conventions read for what was alre
 # ("decimal", "print") brought rules about something else (benchmarks/conventions_noise.py).
 CLOSE_CAL = 0.35
 STRONG_CAL = 0.25
+
+
+_MARK = re.compile(r"^said in (.+) #[0-9a-f]{12}$")
+
+
+def _sessions(provenance: Any) -> set[str]:
+    """The sessions whose prompts said a captured convention (from the marks _mark leaves)."""
+    return {m.group(1) for p in provenance for m in [_MARK.match(p)] if m}
 
 
 def _mark(session_id: str | None, sentence: str) -> str:
@@ -70,35 +85,52 @@ def capture_conventions(
     eng: Any, prompts: list[str], user: str | None = None, session_id: str | None = None, project: str | None = None
 ) -> dict:
     """Store the conventions the user's prompts state as facts of `project`, each resolved
-    against what is known. Returns {found, stored: [{memory_id, action, content}], already,
-    reason}; outside a project nothing is stored (reason says so)."""
+    against what is known: standing ones as conventions, the others as candidates (see the
+    module's docstring). Returns {found, stored: [{memory_id, action, content, candidate}],
+    already, reason}; outside a project nothing is stored (reason says so)."""
     prompts = _check_prompts(prompts)
-    sentences = list(dict.fromkeys(s for p in prompts for s in conventions_in(p)))
-    out: dict[str, Any] = {"found": len(sentences), "stored": [], "already": 0, "reason": ""}
-    if not sentences:
+    said: dict[str, bool] = {}
+    for p in prompts:
+        for st in convention_statements(p):
+            said[st.text] = said.get(st.text, False) or st.standing
+    out: dict[str, Any] = {"found": len(said), "stored": [], "already": 0, "reason": ""}
+    if not said:
         return out
     if project is None:
         out["reason"] = "no project: a captured convention belongs to the repository it was said in"
         return out
     known = _known_marks(eng, user, project)
-    for s in sentences:
+    for s, standing in said.items():
         mark = _mark(session_id, s)
         if mark in known:
             out["already"] += 1
             continue
+        tags = [CONVENTION_TAG] if standing else [CONVENTION_TAG, CANDIDATE_TAG]
         r = eng.store(
             s,
             memory_type="fact",
             importance=CONVENTION_IMPORTANCE,
-            tags=[CONVENTION_TAG, AUTO_CAPTURE_TAG],
+            tags=[*tags, AUTO_CAPTURE_TAG],
             metadata={"captured": "auto", "source": "user prompt", "session_id": session_id},
             provenance=[mark],
             user_id=user,
             session_id=session_id,
             project=project,
         )
+        memory = r.memory
+        # A candidate said again in another session, or restated as standing, is confirmed.
+        if CANDIDATE_TAG in memory.tags and (standing or len(_sessions(memory.provenance)) >= 2):
+            eng.confirm_convention(memory.id, user_id=user)
+            memory = eng.get(memory.id, user_id=user)
         known.add(mark)
-        out["stored"].append({"memory_id": r.memory.id, "action": r.action, "content": r.memory.content})
+        out["stored"].append(
+            {
+                "memory_id": memory.id,
+                "action": r.action,
+                "content": memory.content,
+                "candidate": CANDIDATE_TAG in memory.tags,
+            }
+        )
     return out
 
 
@@ -108,11 +140,14 @@ def project_conventions(eng: Any, user: str | None, project: str | None, limit: 
     if project is None or limit <= 0:
         return []
     page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, limit=KNOWN_SCANNED, user_id=user)
-    ranked = sorted(page["memories"], key=lambda m: (-m["recall_count"], -m["strength"], m["created_at"]))
+    confirmed = [m for m in page["memories"] if CANDIDATE_TAG not in m["tags"]]
+    ranked = sorted(confirmed, key=lambda m: (-m["recall_count"], -m["strength"], m["created_at"]))
     return ranked[:limit]
 
 
 def is_captured_convention(m: Memory) -> bool:
+    """A convention or candidate capture stored and the user has not kept: it reaches a prompt
+    only by conventions_for_prompt's rule (a candidate never)."""
     return CONVENTION_TAG in m.tags and (m.metadata or {}).get("captured") == "auto"
 
 
@@ -133,7 +168,11 @@ def conventions_for_prompt(eng: Any, user: str | None, prompt: str, project: str
         cal = h.parts["cosine"] - h.parts["background"]
         return cal >= CLOSE_CAL or (cal >= STRONG_CAL and bool(topics_of(h.memory.content) & subjects))
 
-    chosen = [h.memory for h in hits if h.memory.project == project and h.confidence == "strong" and close(h)]
+    chosen = [
+        h.memory
+        for h in hits
+        if h.memory.project == project and h.confidence == "strong" and CANDIDATE_TAG not in h.memory.tags and close(h)
+    ]
     if subjects and len(chosen) < limit:
         have = {m.id for m in chosen}
         for c in project_conventions(eng, user, project, KNOWN_SCANNED):

@@ -10,42 +10,85 @@ from __future__ import annotations
 import difflib
 import hashlib
 import re
-import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "program_of", "same_command"]
+from engram.continuity.fix_places import ANSI, PLACES_KEPT, places_of, touches
+from engram.continuity.shell_commands import (
+    changed_command,
+    command_words,
+    program_of,
+    read_only,
+    remote,
+    same_command,
+    shaped,
+)
+
+__all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_errors", "program_of", "same_command"]
 
 HUNK_LINES = 12  # changed lines kept per fix: enough to show what was done, short enough to inject
 EDITS_KEPT = 20  # edits remembered after an error that has not passed yet
 OPEN_KEPT = 10  # errors waiting for their fix
 LINE_CHARS = 160
 
-# The line that names the error, most specific first: an exception or a compiler's coded error
-# before a generic "error:", which a wrapper (npm, make) prints around the real one.
-SIGNATURES = [
-    re.compile(p, re.M)
-    for p in (
-        r"^\s*((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt|Warning)\b(?::.*)?)$",  # Python, Java
-        r"^(FAILED \S+(?: - .*)?)$",  # pytest's short summary
-        r"^(?:> )?(error(?:\[E\d{4}\])?: .+)$",  # rustc, cargo, gradle
-        r"^([\w./-]+:\d+:\d+: [A-Z]+\d+ .+)$",  # ruff, flake8: file:line:col: CODE message
-        r"^\s*\d+:\d+\s+error\s+(.+)$",  # eslint
-        r"^\s*\u25cf (.+)$",  # jest: the failing test's name
-        r"((?:error|warning) TS\d+: .+)$",  # tsc
-        r"^(panic: .+)$",  # Go
-        r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$",  # go build / vet
-        r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$",  # maven: a compiler error or a test's
-        r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$",
-        r"^(Error: .+)$",  # node, docker compose, many CLIs
-        r"^((?:fatal|error|ERROR): .+)$",  # git, make, compilers
-        r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: "
-        r"(?:command not found|No such file or directory|Permission denied))$",
-        r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$",  # bash set -u, make
-        r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$",  # config parse errors
-        r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR)\b.*)$",  # anything saying it failed
+# The line that names the error, most specific first: the failing test's name, then a compiler's
+# or linter's coded error with its location, then an exception and its message, before a generic
+# "error:", which a wrapper (npm, make, go test) prints around the real one. Each pattern says
+# whether its first or its last hit is the one (a traceback's exception comes last).
+SIGNATURES: list[tuple[re.Pattern, str]] = [
+    (re.compile(p, re.M), which)
+    for p, which in (
+        (r"^(FAILED \S+::\S+(?: - .*)?)$", "first"),  # pytest's short summary
+        (r"^\s*(--- FAIL: \S+)", "first"),  # go test
+        (r"^\s*\u25cf ((?:[^\n\u203a]+ \u203a )+[^\n]+)$", "first"),  # jest: ● suite › test
+        (r"^\s*(?:FAIL|\u00d7|\u2717)\s+(\S+\.(?:test|spec)\.\w+ > .+)$", "first"),  # vitest
+        (r"^(.*\S\(\d+,\d+\): error TS\d+: .+|.*:\d+:\d+ - error TS\d+: .+)$", "first"),  # tsc with its file
+        (r"((?:error|warning) TS\d+: .+)$", "first"),  # tsc
+        (
+            r"^\s*(?:at )?([\w./@-]+:\d+:\d+:? (?:[A-Z]+\d+ .+|lint/\S+.*))$",
+            "first",
+        ),  # ruff, flake8, biome: file:line:col CODE
+        (r"^([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file it would reformat
+        (r"^\s*(\d+:\d+\s+error\s+.+)$", "first"),  # eslint: line:col error message rule
+        (r"^(error\[E\d{4}\]: .+)$", "first"),  # rustc
+        (r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$", "first"),  # go build / vet
+        (
+            r"^\s*(?:E\s+|(?:\S+:\d+ )?Uncaught (?:\(in promise\) )?|\[Error\] )?"
+            r"((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$",
+            "last",
+        ),  # Python, Java, JavaScript: the exception and its message
+        (r"^(panic: .+)$", "first"),  # Go
+        (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
+        (r"^\s*(! \[(?:remote )?rejected\] .+)$", "first"),  # git push: the ref and why
+        (r"^(?:> )?(error: .+)$", "first"),  # cargo, gradle, git, many CLIs
+        (r"^(Error: .+)$", "first"),  # node, docker compose, many CLIs
+        (r"^((?:fatal|error|ERROR|FATAL|\[ERROR\]): .+)$", "first"),  # git, make, compilers
+        (
+            r"^((?:[\w./-]+: )?(?:line \d+: )?[\w./-]+: "
+            r"(?:command not found|No such file or directory|Permission denied|not found))$",
+            "first",
+        ),
+        (r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$", "first"),  # bash set -u, make
+        (r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$", "first"),  # config parse errors
+        (r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$", "first"),
+        (
+            r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR|refused|denied)\b.*)$",
+            "first",
+        ),  # anything saying it failed
     )
 ]
+COMPOSE_PREFIX = re.compile(r"(?m)^[\w.-]+-\d+\s+\|\s?")
+EXCEPTION_AT = next(i for i, (p, which) in enumerate(SIGNATURES) if which == "last")
+# Lines that only wrap the real error: a runner's or a client's note that something failed.
+WRAPPER = re.compile(
+    r"(?i)\bexit(?: status|ed with(?: exit)? code| code)\b|context deadline exceeded|\btask (?:\S+ )?failed\b|"
+    r"command failed\b|\bELIFECYCLE\b|npm ERR! (?:code|errno|path|command|A complete log)|"
+    r"Process completed with exit code|\*\*\* \[.*\] Error \d+|error: script \".*\" exited|"
+    r"\bfailed in sandbox\b|^\s*(?:Found|with) \d+ errors?\b|^\s*\d+ (?:failed|errors?)\b|"
+    r"^(?:Test Files|Tests|Test Suites):? .*failed|^FAIL\s*$|^FAIL\s+\S+\s+[\d.]+s$|^ERROR: .*exit code|"
+    r"^error: Recipe .* failed|^Error: Process completed|run failed|build failed|^ERROR\s*$|\bsee above\b|"
+    r"^\s*(?:at |File \")|Traceback \(most recent call last\)|^\$ |: \(none\)$|^(?:Command|Directory): "
+)
 # Where the error points: "File "x.py", line 3", "x.rs:3:5", "x.java:[10,5]", "at x.js:3:5".
 LOCATIONS = [
     re.compile(p)
@@ -58,8 +101,6 @@ LOCATIONS = [
 ]
 EXIT_LINE = re.compile(r"(?i)^(?:exit[ _]code|process exited with code)\b")  # a client's note, not the error
 NOISE = re.compile(r"0x[0-9a-f]+|\b\d+(?:\.\d+)?\s*(?:ms|s|sec|seconds)\b|\bin \d+(?:\.\d+)?s\b", re.I)
-# Programs and wrappers a command is run through, which say nothing of what it does.
-WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run", "bunx", "nice"}
 
 
 @dataclass(frozen=True)
@@ -74,19 +115,35 @@ class Fix:
     edits: tuple[tuple[str, str], ...]  # (file, compact hunk)
     key: str  # the same error fixed the same way has the same key
     detail: str = ""  # more lines of the error (error_detail)
+    # A fix that is a command rather than an edit: the commands that changed what failed (killing
+    # the process on a port, installing a package), or none when `passed` itself is the changed
+    # command (`PYTHONPATH=. pytest` after `pytest`).
+    fix_commands: tuple[str, ...] = ()
+    origin: str = "agent-run"  # or "user-pasted": the user pasted the error into a prompt
 
     def content(self) -> str:
-        """The pitfall as a memory's text: what failed, where, and the changed lines."""
+        """The pitfall as a memory's text: what failed, where, and what made it pass."""
         where = f" (at {self.location})" if self.location else ""
-        lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`."]
+        if self.origin == "user-pasted":
+            lines = [f"Pitfall ({self.program}): {self.signature}{where}, pasted by the user."]
+        else:
+            lines = [f"Pitfall ({self.program}): {self.signature}{where}, from `{_short(self.command, 200)}`."]
         if self.detail:
             lines.append(f"Error: {self.detail}")
-        lines += ["Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
-        for f, hunk in self.edits:
-            if len(self.edits) > 1:
-                lines.append(f"{f}:")
-            lines.append(hunk)
-        lines.append(f"Then `{_short(self.passed, 200)}` passed.")
+        if self.edits:
+            lines += ["Fixed by editing " + ", ".join(f for f, _ in self.edits) + ":"]
+            for f, hunk in self.edits:
+                if len(self.edits) > 1:
+                    lines.append(f"{f}:")
+                lines.append(hunk)
+        for c in self.fix_commands:
+            lines.append(f"Fixed by running `{_short(c, 300)}`.")
+        if self.origin == "user-pasted":
+            return "\n".join(lines)
+        if not self.edits and not self.fix_commands:
+            lines.append(f"Fixed by running `{_short(self.passed, 300)}` instead, which passed.")
+        else:
+            lines.append(f"Then `{_short(self.passed, 200)}` passed.")
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -99,6 +156,8 @@ class Fix:
             "edits": [{"file": f, "hunk": h} for f, h in self.edits],
             "key": self.key,
             "detail": self.detail,
+            "fix_commands": list(self.fix_commands),
+            "origin": self.origin,
         }
 
 
@@ -107,21 +166,26 @@ def _short(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1] + "…"
 
 
+def _plain(text: str) -> str:
+    """Output without colour codes and without docker compose's `service-1  | ` in front of lines."""
+    return COMPOSE_PREFIX.sub("", ANSI.sub("", text or ""))
+
+
 def error_signature(output: str) -> tuple[str, str | None]:
-    """The line of a command's output that names its error, and the file:line it points at."""
-    text = output or ""
+    """The most specific line of a command's output that names its error (the failing test, the
+    compiler's or linter's rule and place, the exception and its message; a wrapper's "exit status
+    1" only when nothing else says more), and the file:line it points at."""
+    text = _plain(output)
     sig = ""
-    for pattern in SIGNATURES:
-        found = [m.group(1).strip() for m in pattern.finditer(text) if m.group(1).strip()]
+    for pattern, which in SIGNATURES:
+        found = [m.group(1).strip() for m in pattern.finditer(text)]
+        found = [f for f in found if f and not WRAPPER.search(f)]
         if found:
-            # A traceback's exception and a summary's FAILED line come last; the others first.
-            sig = found[-1] if pattern is SIGNATURES[0] else found[0]
+            sig = found[-1] if which == "last" else found[0]
             break
     if not sig:
-        sig = next(
-            (ln.strip() for ln in reversed(text.splitlines()) if ln.strip() and not EXIT_LINE.match(ln.strip())),
-            "failed",
-        )
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not EXIT_LINE.match(ln.strip())]
+        sig = next((ln for ln in reversed(lines) if not WRAPPER.search(ln)), lines[-1] if lines else "failed")
     where = None
     for pattern in LOCATIONS:
         hits = pattern.findall(text)
@@ -133,6 +197,59 @@ def error_signature(output: str) -> tuple[str, str | None]:
     return _short(sig, 300), where
 
 
+# A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
+RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
+# Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
+SHELL_NOISE = re.compile(
+    r"child_copy: cygheap|cygheap read copy failed|\bdofork: child|Command failed: cygpath|"
+    r"fork: (?:retry: )?Resource temporarily unavailable|died waiting for dll loading"
+)
+# Commands whose failing is no error of the project: looking for something that is not there,
+# stopping a process that is not running.
+LOOKS_ONLY = re.compile(
+    r"^(?:ls|cat|head|tail|less|grep|egrep|fgrep|rg|ag|find|fd|wc|stat|file|tree|which|type|pwd|echo|sleep|"
+    r"lsof|pgrep|pkill|killall|kill|ps|awk|du|df|nc|test|\[|sed -n|git (?:status|log|show|diff|branch|rev-parse))\b"
+)
+
+
+def _words_of(command: str) -> str:
+    return " ".join(command_words(command))
+
+
+# A prompt saying the error is still there, without pasting it again.
+NOT_FIXED = re.compile(
+    r"(?i)\b(?:same (?:error|issue|problem|thing)|still (?:the same|getting|get|seeing|see|broken|fails|failing|"
+    r"not working|doesn'?t work|no go|happening)|(?:didn'?t|doesn'?t|did not|does not) (?:work|help|fix)|"
+    r"not fixed|no change)\b"
+)
+# Lines of a pasted error that no command printed: a browser's warning or network error code.
+PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
+    (re.compile(r"^\s*(?:\S+:\d+ )?(Warning: .+)$", re.M), "first"),  # React, after the console's source:line
+    (re.compile(r"\b(ERR_[A-Z][A-Z_]{3,}\b.*)$", re.M), "first"),  # Chrome: net::ERR_UNSAFE_PORT
+    # An uncaught exception quoted inside a sentence ("blank screen: Uncaught ReferenceError: ...").
+    (re.compile(r"\b(Uncaught (?:\(in promise\) )?[A-Z]\w*(?:Error|Exception)\b.*)$", re.M), "first"),
+]
+
+
+def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
+    """The headlines of the errors the user pasted into a prompt (a traceback, a browser console's
+    errors, a CI log's failing steps), each with the file:line it points at; none when the prompt
+    holds none: only lines a specific pattern finds count, not one merely saying something failed."""
+    body = _plain(text)
+    for pattern, which in [*SIGNATURES[:-1], *PASTED_EXTRA]:
+        found = [m.group(1).strip() for m in pattern.finditer(body)]
+        found = [f for f in dict.fromkeys(found) if f and not WRAPPER.search(f)]
+        if found:
+            found = found[::-1] if which == "last" else found
+            where = error_signature(body)[1]
+            return [(_short(sig, 300), where) for sig in found[:most]]
+    return []
+
+
+def _same_error(a: str, b: str) -> bool:
+    return NOISE.sub("#", re.sub(r"\d+", "#", a.lower())) == NOISE.sub("#", re.sub(r"\d+", "#", b.lower()))
+
+
 def error_detail(output: str, signature: str) -> str:
     """Up to three more lines of the output that say what went wrong (a compiler's note, an
     expected/received pair), which a recurrence may quote instead of the signature's line."""
@@ -141,54 +258,15 @@ def error_detail(output: str, signature: str) -> str:
         r"not found|no such|cannot|unable|invalid|refused|denied)\b"
     )
     out = []
+    exception, _ = SIGNATURES[EXCEPTION_AT]
+    raised = [m.group(1).strip() for m in exception.finditer(ANSI.sub("", output or ""))]
+    if raised and raised[-1] not in signature:
+        out.append(_short(raised[-1], 200))  # the exception behind a test's FAILED line
     for line in (output or "").splitlines():
         line = line.strip()
         if line and keep.search(line) and line not in signature and _short(line, 200) not in out:
             out.append(_short(line, 200))
     return " | ".join(out[:3])
-
-
-def _words(command: str) -> list[str]:
-    last = command.split("&&")[-1].split("|")[0].strip()
-    try:
-        return shlex.split(last)
-    except ValueError:
-        return last.split()
-
-
-def program_of(command: str) -> str:
-    """The program a shell command runs (pytest for `python -m pytest`, cargo, npm, git)."""
-    words = _words(command)
-    for i, w in enumerate(words):
-        if "=" in w.split("/")[0] or w in WRAPPERS:
-            continue
-        name = w.rsplit("/", 1)[-1]
-        if re.fullmatch(r"python[\d.]*", name) and "-m" in words[i:]:
-            j = words.index("-m", i)
-            return words[j + 1] if j + 1 < len(words) else name
-        return name[:60] or "shell"
-    return "shell"
-
-
-def _targets(command: str) -> set[str]:
-    """The command's operands: its words that are not options (a test id keeps its file)."""
-    out = set()
-    for w in _words(command)[1:]:
-        if w.startswith("-") or "=" in w.split("/")[0]:
-            continue
-        out.add(w.split("::")[0])
-    return out
-
-
-def same_command(failed: str, later: str) -> bool:
-    """Whether `later` runs what `failed` ran again: the same program on the same operands, or on
-    a part or a superset of them (`pytest tests/a.py::t` then `pytest tests/a.py -q`)."""
-    if " ".join(failed.split()) == " ".join(later.split()):
-        return True
-    if program_of(failed) != program_of(later):
-        return False
-    a, b = _targets(failed), _targets(later)
-    return not a or not b or a <= b or b <= a
 
 
 def hunk(old: str, new: str) -> str:
@@ -203,10 +281,20 @@ def hunk(old: str, new: str) -> str:
     return "\n".join(lines)
 
 
+CHANGED_COMMANDS_KEPT = 4
+TOKEN = re.compile(r"[A-Za-z0-9_.:-]{3,}")
+COMMON_TOKENS = {"sudo", "the", "and", "for", "not", "bin", "usr", "bash", "true", "null", "dev", "with", "from"}
+
+
+def _tokens(text: str) -> set[str]:
+    return {t.lower().strip(".:-") for t in TOKEN.findall(text)} - COMMON_TOKENS
+
+
 @dataclass
 class FixTracker:
-    """Failed commands waiting for a fix, and the edits made since each; fed a session's events in
-    order, it returns a Fix when an equivalent command passes after at least one edit."""
+    """Failed commands waiting for a fix, and the edits and commands made since each; fed a
+    session's events in order, it returns a Fix when an equivalent command passes for real after an
+    edit that touches what failed, or after a changed command."""
 
     open: list[dict] = field(default_factory=list)
     root: str | None = None  # the work tree: a location inside it is shown relative to it
@@ -225,43 +313,151 @@ class FixTracker:
         for o in self.open:
             o["edits"] = (o["edits"] + [[path, change]])[-EDITS_KEPT:]
 
-    def command(self, command: str, failed: bool, output: str = "") -> Fix | None:
+    def request(self, text: str) -> list[Fix]:
+        """A user's prompt: it settles the errors pasted in the prompt before (fixed by the edits
+        made since, unless this prompt pastes the same error again), and may paste new ones."""
+        fixes = []
+        found = pasted_errors(text)
+        for pending in [o for o in self.open if o.get("pasted")]:
+            if not found and NOT_FIXED.search(text):
+                continue  # "same error", "still broken": not fixed yet, the edits to come may
+            self.open.remove(pending)
+            if not any(_same_error(sig, pending["signature"]) for sig, _ in found):
+                fix = self._pasted_fix(pending)
+                if fix is not None:
+                    fixes.append(fix)
+        for sig, where in found:
+            first = {"signature": sig, "location": where, "detail": error_detail(text, sig), "command": ""}
+            self.open.append(
+                {
+                    "pasted": True,
+                    "command": "",
+                    "signature": sig,
+                    "location": where,
+                    "edits": [],
+                    "first": first,
+                    "places": [],
+                    "ran": [],
+                }
+            )
+        self.open = self.open[-OPEN_KEPT:]
+        return fixes
+
+    def _pasted_fix(self, pending: dict) -> Fix | None:
+        """The fix of a pasted error: the edits the agent made after it (the user's report is the
+        pass: the error is not pasted again)."""
+        edits = pending["edits"]  # what the agent changed for it: the turn's edits
+        if not edits:
+            return None
+        first = pending["first"]
+        detail = str(first.get("detail") or "")
+        return _fix("pasted", first["signature"], first["location"], "", "", edits, detail, (), "user-pasted")
+
+    def command(self, command: str, failed: bool, output: str = "", unfinished: bool = False) -> Fix | None:
+        if unfinished:
+            return None  # cut off by a time limit, killed, left running: neither a failure nor a pass
         if failed:
             sig, where = error_signature(output)
             if where and self.root and where.startswith(self.root.rstrip("/") + "/"):
                 where = where[len(self.root.rstrip("/")) + 1 :]
             # The same command failing again keeps the edits made so far: a fix in several tries.
-            prev = next((o for o in self.open if same_command(o["command"], command)), None)
-            edits = prev["edits"] if prev else []
+            if LOOKS_ONLY.match(_words_of(command)) or SHELL_NOISE.search(sig):
+                return None  # a look that found nothing (ls, grep, cat of a missing file): not the project's error
+            prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
+            self._ran(command, skip=prev)
             self.open = [o for o in self.open if o is not prev]
+            got_past = None
+            if prev is not None and not _same_error(prev["signature"], sig):
+                # Another error now: a changed command got past the one before (`cargo: command not
+                # found`, then through `nix-shell --run`), which is that error's fix; edits so far
+                # were about the one before.
+                if changed_command(prev["command"], command):
+                    got_past = self._settle(prev, command, [])
+                prev = None
+            edits = prev["edits"] if prev else []
             first = (prev or {}).get("first") or {
                 "signature": sig,
                 "location": where,
                 "detail": error_detail(output, sig),
+                "command": command,
             }
-            self.open.append({"command": command, "signature": sig, "location": where, "edits": edits, "first": first})
+            places = list(dict.fromkeys([*((prev or {}).get("places") or []), *places_of(command, output)]))
+            self.open.append(
+                {
+                    "command": command,
+                    "signature": sig,
+                    "location": where,
+                    "edits": edits,
+                    "first": first,
+                    "places": places[:PLACES_KEPT],
+                    "ran": (prev or {}).get("ran") or [],
+                }
+            )
             self.open = self.open[-OPEN_KEPT:]
-            return None
-        done = next((o for o in self.open if same_command(o["command"], command)), None)
+            return got_past
+        done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
+        self._ran(command, skip=done)
         if done is None:
             return None
         self.open.remove(done)
-        if not done["edits"]:
-            return None  # passed without a change: flaky or an environment matter, no fix to learn
+        places = [self._inside(p) for p in done.get("places") or []]
+        return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
+
+    def _settle(self, done: dict, command: str, edits: list) -> Fix | None:
+        """The fix of the failure `done` once `command` got past it: the edits that touch it, or
+        else `command` itself when it is the failing one changed, or else the commands run in
+        between that share its words; None when nothing did (flaky, or not ours to learn)."""
         first = done["first"]  # the error as it first appeared, not the last attempt's
+        fix_commands: list[str] = []
+        if not edits:
+            if changed_command(str(first.get("command") or done["command"]), command):
+                pass  # the passing command is itself the fix
+            elif done.get("ran"):
+                fix_commands = list(done["ran"])
+            else:
+                return None
         return _fix(
             program_of(done["command"]),
             first["signature"],
             first["location"],
-            done["command"],
+            str(first.get("command") or done["command"]),
             command,
-            done["edits"],
+            edits,
             str(first.get("detail") or ""),
+            tuple(fix_commands),
         )
+
+    def _inside(self, place: str) -> str:
+        root = (self.root or "").rstrip("/")
+        return place[len(root) + 1 :] if root and place.startswith(root + "/") else place
+
+    def _ran(self, command: str, skip: dict | None) -> None:
+        """A command that passed and changes something, kept by each open failure it shares a word
+        with (`lsof -ti :3000 | xargs kill` for "address already in use :3000"): it may be the fix."""
+        if read_only(command) or RERUN.search(command):
+            return  # a look, or a run of tests or a build: what it shows is no change
+        words = _tokens(remote(command))
+        for o in self.open:
+            if o is skip or o.get("pasted"):
+                continue
+            # The failure's own words: its error line, and what the command names beyond its program.
+            about = _tokens(f"{o['signature']} {(o.get('first') or {}).get('signature', '')}")
+            about |= {t for t in _tokens(" ".join(command_words(remote(o["command"]))[1:])) if len(t) > 3}
+            about -= _tokens(program_of(o["command"]))
+            if words & about:
+                o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
 
 
 def _fix(
-    program: str, signature: str, location: str | None, command: str, passed: str, edits: list, detail: str
+    program: str,
+    signature: str,
+    location: str | None,
+    command: str,
+    passed: str,
+    edits: list,
+    detail: str,
+    fix_commands: tuple[str, ...] = (),
+    origin: str = "agent-run",
 ) -> Fix:
     merged: dict[str, list[str]] = {}
     for path, change in edits:
@@ -269,8 +465,9 @@ def _fix(
     files = tuple((path, _trim("\n".join(changes))) for path, changes in merged.items())
     norm = NOISE.sub("#", signature.lower())
     norm = re.sub(r"\d+", "#", norm)
-    key = hashlib.sha256("\x00".join([program, norm, *(f"{f}\n{h}" for f, h in files)]).encode()).hexdigest()[:16]
-    return Fix(program, signature, location, command, passed, files, key, detail)
+    how = [f"{f}\n{h}" for f, h in files] or [*fix_commands] or [shaped(passed)]
+    key = hashlib.sha256("\x00".join([program, norm, *how]).encode()).hexdigest()[:16]
+    return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin)
 
 
 def _trim(text: str) -> str:

@@ -11,7 +11,10 @@ makes the memory durable in the engine's own terms:
   longer left out of context blocks as a captured turn is;
 - a pitfall stays a `failure` tagged `pitfall` (related_failures finds it by its component),
   a convention stays a `fact` tagged `convention` (the session-start block lists it): each only
-  loses its mark, and a kept convention goes through the ordinary per-prompt rule.
+  loses its mark, and a kept convention goes through the ordinary per-prompt rule;
+- a convention candidate (a rule said once, engram.continuity.conventions) is confirmed: it
+  loses the tag `convention-candidate` and is given back as any convention. `confirm_convention`
+  does that alone, when capture hears the rule again: still marked automatic.
 
 Its tier follows (docs/lifecycle.md): a kept convention becomes procedural (a rule the user
 vouches for, close to permanent), a kept episode semantic (a fact); the move is recorded as a
@@ -22,6 +25,7 @@ Keeping a memory that carries no mark changes nothing and says so.
 from __future__ import annotations
 
 from engram.continuity.capture import AUTO_CAPTURE_TAG, EPISODE_TYPE
+from engram.continuity.conventions import CANDIDATE_TAG
 from engram.core.errors import EngramError
 from engram.core.types import MEMORY_TIERS, Memory, default_tier
 from engram.engine.state import EngineState
@@ -83,10 +87,28 @@ class Keeping:
             "was": was,
         }
 
+    def confirm_convention(self, memory_id: str, *, user_id: str | None = None) -> dict:
+        """A convention candidate confirmed (the user said it again): it loses the tag
+        `convention-candidate`, keeping its mark of automatic capture. Returns {memory_id,
+        action: "confirm" | "unchanged", tags}."""
+        with self.p.lock:
+            old = self.p.memory(memory_id, user_id)
+            if CANDIDATE_TAG not in old.tags or old.status != "active":
+                return {"memory_id": old.id, "action": "unchanged", "tags": list(old.tags)}
+            now = self.p.clock.now()
+            tags = tuple(t for t in old.tags if t != CANDIDATE_TAG)
+            with self.p.store_db.transaction():
+                self.p.store_db.update_memory(old.id, updated_at=now, tags=tags)
+                self.p.store_db.add_event(old.id, now, "confirm", {"was": {"tags": list(old.tags)}})
+            mem = self.p.store_db.get_memory(old.id)
+            self.p.index.upsert(mem, None)
+            self.p.activity_epoch += 1
+        return {"memory_id": mem.id, "action": "confirm", "tags": list(mem.tags)}
+
 
 def _kept_fields(old: Memory) -> dict:
     """The columns that make `old` durable: its mark gone, an episode made a fact."""
-    drop = {AUTO_CAPTURE_TAG} | ({EPISODE_TYPE} if old.memory_type == EPISODE_TYPE else set())
+    drop = {AUTO_CAPTURE_TAG, CANDIDATE_TAG} | ({EPISODE_TYPE} if old.memory_type == EPISODE_TYPE else set())
     fields: dict = {
         "tags": tuple(t for t in old.tags if t not in drop),
         "metadata": {**(old.metadata or {}), "captured": "kept"},

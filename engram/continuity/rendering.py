@@ -22,16 +22,21 @@ def progress_text(doc: dict) -> str:
 
 
 def render_handoff(doc: dict) -> str:
-    """The handoff as searchable text."""
+    """The handoff as searchable text. An automatic checkpoint's next steps are its whole plan (each
+    step's status is kept beside them): a step already said done, in progress or blocked is not
+    repeated as a next step."""
     lines = [f"Handoff: {doc['summary']}"]
+    said: set[str] = set()
     for key, label in (
         ("completed", "Completed"),
         ("in_progress", "In progress"),
         ("blocked", "Blocked"),
         ("next_steps", "Next steps"),
     ):
-        if doc.get(key):
-            lines.append(f"{label}: " + "; ".join(doc[key]))
+        items = [x for x in doc.get(key) or [] if key != "next_steps" or x not in said]
+        said.update(items)
+        if items:
+            lines.append(f"{label}: " + "; ".join(items))
     return "\n".join(lines)
 
 

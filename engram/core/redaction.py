@@ -8,8 +8,8 @@ plugin, measured side by side). Both are built to scan files line by line throug
 which costs 208 µs of CPU for a 200-character memory and 12 ms per 10 kB of command output; so
 this runs only the format detectors' own compiled patterns (`RegexBasedDetector.denylist`), and
 only on the lines holding a candidate token (a run of 12+ token characters that is not a hex
-SHA, UUID or hash): 37 µs and 3.8 ms (benchmarks/secrets_eval.py). The library's Shannon entropy
-judges the value of a name that only may be secret (`SORT_KEY=created_at` stays,
+SHA, UUID or hash): 31 µs and 3.9 ms (benchmarks/secrets_eval.py, issue 46). The library's
+Shannon entropy judges the value of a name that only may be secret (`SORT_KEY=created_at` stays,
 `STRIPE_KEY=x9F...` goes) and a long random token on a line that speaks of a secret. Its keyword
 and high-entropy plugins are left out: they are tuned for source files and flag hashes, base64
 fixtures and SHAs, which a memory must keep byte for byte.
@@ -18,7 +18,13 @@ What such detectors miss in free text is matched here: a password inside a URL (
 are kept: `postgres://deploy:[REDACTED]@db.internal:5432/app`), `NAME=value`, `NAME: value` and
 `--name value` when the name says secret (the name is kept: `STRIPE_KEY=[REDACTED]`),
 Authorization / Cookie headers and bearer tokens, JWTs, PEM private-key blocks, and the formats
-newer than the library (Anthropic, Hugging Face, Google, GitHub fine-grained, ...).
+newer than the library (Anthropic, Hugging Face, Google, GitHub fine-grained, Google refresh
+tokens, ...); and in engram.core.secret_phrases, credentials as people write them: named in a
+sentence with the value after or before the name, of any alphabet, hex included ("the NewsAPI key
+[REDACTED]"), a URL's credential query parameter (`&appid=[REDACTED]&units=metric`), a value in a
+JSON object under a secret's name, `curl -u`, database clients and expect scripts. What a name and
+a value say (engram.core.secret_values) uses the library's filters and entropy to keep look-alikes:
+digests after `sha256:` or `sha512-`, short SHAs, UUID keys, base64 fixtures, paths, versions.
 """
 
 from __future__ import annotations
@@ -26,6 +32,9 @@ from __future__ import annotations
 import re
 from functools import cache
 from typing import Iterable
+
+from engram.core.secret_phrases import after_an_api, in_sentences, in_urls_and_commands
+from engram.core.secret_values import DIGEST_PREFIX, inside_random_run, looks_random, plain_value, secret_name
 
 REDACTED = "[REDACTED]"
 RECENT_KEPT, RECENT_MAX_CHARS = 512, 20_000
@@ -43,7 +52,7 @@ PEM_BLOCK = re.compile(
 )
 FORMATS: tuple[str, ...] = (
     r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}\b",  # AWS access key id
-    r"(?i)(?<=aws_secret_access_key)[\"']?\s*[=:]\s*[\"']?[A-Za-z0-9/+=]{40}",
+    r"(?i)(?<=aws.secret.access.key)(?: \[\w*\])?[\"']?\s*[=:]\s*[\"']?([A-Za-z0-9/+=]{40})",  # `aws configure` too
     r"\bsk-ant-[A-Za-z0-9_\-]{20,}",  # Anthropic
     r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}",  # OpenAI
     r"\bgh[pousr]_[A-Za-z0-9]{36,}\b",  # GitHub tokens
@@ -53,6 +62,7 @@ FORMATS: tuple[str, ...] = (
     r"\bAIza[0-9A-Za-z_\-]{35}\b",  # Google API key
     r"\bGOCSPX-[A-Za-z0-9_\-]{20,}",  # Google OAuth client secret
     r"\bya29\.[A-Za-z0-9_\-]{20,}",  # Google OAuth access token
+    r"(?<![\w/])1//0[0-9A-Za-z_\-]{40,}",  # Google OAuth refresh token (`firebase login:ci`)
     r"\bnpm_[A-Za-z0-9]{36}\b",  # npm
     r"\bpypi-[A-Za-z0-9_\-]{50,}",  # PyPI
     r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{20,}\b",  # Stripe
@@ -70,145 +80,44 @@ FORMATS: tuple[str, ...] = (
     r"\beyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*",  # JWT
 )
 
-# Names that say their value is secret, as the last part of a name split at _ - . and case
-# (PGPASSWORD, DB_PASS, authToken, --api-key); "key" alone only with one of KEY_OWNERS before it.
-_SECRET_WORDS = (
-    "password",
-    "passwd",
-    "passphrase",
-    "secret",
-    "token",
-    "credential",
-    "credentials",
-    "auth",
-    "apikey",
-    "pwd",
-    "cookie",
-    "sessionid",
-    "dsn",
-)
-_EXACT_WORDS = {"pass", "pw", "creds"}
-_KEY_OWNERS = {
-    "api",
-    "private",
-    "access",
-    "secret",
-    "session",
-    "signing",
-    "master",
-    "encryption",
-    "client",
-    "service",
-    "account",
-    "admin",
-    "auth",
-    "app",
-    "license",
-    "webhook",
-    "deploy",
-}
-_NOT_SECRET_NAMES = {
-    "pwd",
-    "oldpwd",
-    "tokens",
-    "max_tokens",
-    "token_type",
-    "token_count",
-    "auth_type",
-    "author",
-    "keyboard",
-    "password_hash",
-    "token_url",
-    "auth_url",
-    "secret_name",
-    "tokenizer",
-    "tokenizers_parallelism",
-    "credential_helper",
-}
-_PLACEHOLDERS = {
-    "",
-    "none",
-    "null",
-    "nil",
-    "true",
-    "false",
-    "yes",
-    "no",
-    "required",
-    "optional",
-    "redacted",
-    "xxx",
-    "changeme",
-    "example",
-    "your_password",
-    "your_token",
-    "undefined",
-}
-
-_NAME = r"(?<![\w.-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
+# Not after ? or &: a URL's query parameter is QUERY_PARAM's (its value ends at the next &); not
+# after /: inside a run of base64 ("…/GaeoIoofcPw==" is no PW=). After + it is: a diff's added line.
+_NAME = r"(?<![\w.?&/-])(--?[A-Za-z][\w.-]*|[A-Za-z_][\w.-]*)"
 _VALUE = r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`,;)}\]]+)"
 ASSIGNED = re.compile(_NAME + r"([\"']?\s*(?:=|:=|:)[ \t]*)" + _VALUE)
 FLAG_VALUE = re.compile(r"(?<![\w-])(--?[A-Za-z][\w-]*)([ \t]+)" + r"(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"'`-][^\s\"'`]*)")
-URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]+:)([^\s@/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
+# The password runs to the last @ before the host: people paste `app:Pizza8110@@localhost` unencoded.
+URL_CREDENTIALS = re.compile(r"\b([a-z][a-z0-9+.\-]*://[^\s:/@\"'<>]*:)([^\s/\"'<>]+)(@[\w.\-\[\]]+)", re.IGNORECASE)
 HEADER = re.compile(r"(?i)\b((?:proxy-)?authorization|cookie|set-cookie)(\s*:\s*)([^\r\n\"']+)")
 BEARER = re.compile(r"(?i)\b((?:bearer|token|basic)\s+)([A-Za-z0-9_\-.=+/~]{12,})")
-_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_DIGEST_BEFORE = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|sha3|\bh1)[-:_]\Z")
 # A line with no run of 16 token characters (12 holding a digit) holds no format token.
 _CANDIDATE = re.compile(r"(?=[A-Za-z_\-+=]*[0-9])[A-Za-z0-9_\-+=]{12,}|[A-Za-z0-9_\-+=]{16,}")
 # A line naming a secret (or carrying a header or a URL with a user) is where the context rules run.
 _SECRET_CUE = re.compile(
-    r"(?i)pass|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|"
-    r"://[^\s/@]+:[^\s/@]*@"
+    r"(?i)pass|assword|pwd|pw\b|secret|token|auth|credential|creds|key|cookie|dsn|session|bearer|appid|app_id|sig|"
+    r"://[^\s/@]*:[^\s/@]*@|-u\b|--user|mysql|mariadb|redis-cli|chave|senha|\bcl[eé]f?\b|mot de passe|clave|"
+    r"contraseña|passwort|schlüssel"
 )
-_RANDOM_TOKEN = re.compile(r"(?<![\w/.+=-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
+_SECRET_CUE_LOWER = re.compile(_SECRET_CUE.pattern.removeprefix("(?i)"))
+_RANDOM_TOKEN = re.compile(r"(?<![\w/.+=%-])[A-Za-z0-9_\-+]{20,}={0,2}(?![\w/.+=-])")
 _HEXISH = re.compile(r"[0-9a-fA-F-]+")
 WINDOW_GAP = 200  # lines this close are scanned as one window (fewer calls per pattern)
-
-
-def secret_name(name: str) -> str:
-    """ "strong" when the name says its value is secret, "key" when it may be (FOO_KEY), else ""."""
-    bare = name.lstrip("-").strip("\"'")
-    low = bare.lower()
-    if low in _NOT_SECRET_NAMES or low.endswith(
-        ("_url", "_path", "_file", "_dir", "_type", "_count", "_length", "_len", "_ttl", "_expiry", "_expires", "_id")
-    ):
-        return ""
-    parts = [p for p in re.split(r"[_.\-]+", _CAMEL.sub("_", bare).lower()) if p]
-    if not parts:
-        return ""
-    last = parts[-1]
-    if last in _EXACT_WORDS or (last.endswith(_SECRET_WORDS) and not (len(parts) == 1 and last == "pwd")):
-        return "strong"
-    if last in ("key", "keys"):
-        return "strong" if len(parts) > 1 and parts[-2] in _KEY_OWNERS else "key" if len(parts) > 1 else ""
-    if last.endswith("key") and last[:-3] in _KEY_OWNERS:  # apikey, privatekey
-        return "strong"
-    return ""
-
-
-def looks_random(value: str, least: float = 3.0) -> bool:
-    """A value shaped like a generated secret: long, letters and digits mixed, high entropy (the
-    library's Shannon entropy, bits per character)."""
-    if len(value) < 12 or not re.search(r"[0-9]", value) or not re.search(r"[A-Za-z]", value):
-        return False
-    return _entropy()(value) > least
-
-
-# detect-secrets is imported on first need (it imports requests: some 70 ms): most texts, and
-# most of what a hook logs, hold no token, and `engram hook` runs at every prompt.
-@cache
-def _entropy():
-    from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
-
-    return Base64HighEntropyString().calculate_shannon_entropy
 
 
 def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
     """(start, end) of the lines holding a match of `cue`, neighbours merged: where a rule runs."""
     out: list[list[int]] = []
-    for m in cue.finditer(text):
-        if (out and m.start() < out[-1][1]) or (cue is _CANDIDATE and _HEXISH.fullmatch(m.group())):
+    scan = text
+    if cue is _SECRET_CUE and text.isascii():  # a case-sensitive search of the lowered text: 4x faster
+        scan, cue = text.lower(), _SECRET_CUE_LOWER
+    pos = 0
+    while (m := cue.search(scan, pos)) is not None:
+        pos = m.end()
+        if cue is _CANDIDATE and _HEXISH.fullmatch(m.group()):
             continue  # a SHA, a UUID or a content hash is no format's token
+        if cue is not _CANDIDATE and inside_random_run(text, m.start(), m.end()):
+            continue  # "…Kf336PwdEPEm1…" in a base64 fixture names no password
         a = text.rfind("\n", 0, m.start()) + 1
         b = text.find("\n", m.end())
         b = len(text) if b < 0 else b
@@ -216,22 +125,8 @@ def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
             out[-1][1] = b
         else:
             out.append([a, b])
+        pos = max(pos, b)  # the rest of this line is in the window already
     return [(a, b) for a, b in out]
-
-
-def plain_value(value: str, strong: bool) -> bool:
-    """True when a value assigned to a secret-looking name is not itself a secret (a placeholder,
-    a reference to another variable, a path, a number, a word in a sentence)."""
-    v = value.strip("\"'")
-    if v.lower() in _PLACEHOLDERS or "REDACTED" in v or set(v) <= set("*x.-_<>"):
-        return True
-    if v.startswith(("$", "%", "<", "{", "@", "process.env", "os.environ")) or v.endswith((">", "}")):
-        return True
-    if v.startswith(("/", "./", "~/", "../")) or re.fullmatch(r"[0-9]{1,5}", v):
-        return True
-    if re.fullmatch(r"[A-Za-z_]\w*\(.*", v):  # a call: get_secret(...)
-        return True
-    return not strong and not looks_random(v)
 
 
 @cache
@@ -268,7 +163,11 @@ class Redactor:
     def __call__(self, text: str) -> str:
         if not isinstance(text, str) or not text or text in self._recent:
             return text
-        out = self._redact(text)
+        before, out = text, self._redact(text)
+        for _ in range(3):  # a redaction can make a word of what was part of one: redact to a fixed point
+            if out == before:
+                break
+            before, out = out, self._redact(out)
         if len(out) <= RECENT_MAX_CHARS:
             if len(self._recent) >= RECENT_KEPT:
                 self._recent.clear()
@@ -284,8 +183,8 @@ class Redactor:
         # The token patterns (ours and the library's) run only on the lines holding a candidate
         # token: most of a command's output and all of a chat turn hold none.
         for start, end in _windows(text, _CANDIDATE):
-            for r in self._formats:
-                spans.extend(m.span() for m in r.finditer(text, start, end))
+            for r in self._formats:  # a pattern with a group marks the secret as that group
+                spans.extend(m.span(1 if r.groups else 0) for m in r.finditer(text, start, end))
             for r in _library_patterns():
                 for m in r.finditer(text, start, end):
                     # A pattern with a group marks the secret as that group (the library's findall).
@@ -295,6 +194,8 @@ class Redactor:
             spans.extend(m.span() for m in r.finditer(text))
         for start, end in _windows(text, _SECRET_CUE):
             spans.extend(self._contextual(text, start, end))
+        if "api" in text or "API" in text:
+            spans.extend(after_an_api(text))
         return self._apply(text, spans)
 
     def _contextual(self, text: str, start: int, end: int) -> Iterable[tuple[int, int]]:
@@ -306,11 +207,15 @@ class Redactor:
         for m in BEARER.finditer(text, start, end):
             if m.group(1).lower().startswith("bearer") or looks_random(m.group(2)):
                 yield m.span(2)
+        yield from in_urls_and_commands(text, start, end)
+        yield from in_sentences(text, start, end)
         for r in (ASSIGNED, FLAG_VALUE):
             pos = start
             while (m := r.search(text, pos, end)) is not None:
                 pos = m.start(3)  # the value may itself be NAME=value: "env: PGPASSWORD=..."
                 kind = secret_name(m.group(1))
+                if r is FLAG_VALUE and re.search(r"[0-9]", m.group(1)):
+                    continue  # "-pS3cret db": a value attached to its flag (TOOL_PASSWORD's)
                 if not kind or (r is FLAG_VALUE and kind == "key") or plain_value(m.group(3), kind == "strong"):
                     continue
                 if ":" in m.group(2) and "=" not in m.group(2) and re.fullmatch(r"[A-Za-z]{1,11}", m.group(3)):
@@ -324,6 +229,8 @@ class Redactor:
         # looks generated (not a hash, not a UUID, not a path) is one.
         for m in _RANDOM_TOKEN.finditer(text, start, end):
             v = m.group()
+            if DIGEST_PREFIX.match(v) or _DIGEST_BEFORE.search(text, max(m.start() - 8, 0), m.start()):
+                continue  # sha512-… (an integrity hash), SHA256:… (a key's fingerprint)
             if not _HEXISH.fullmatch(v) and "/" not in v and "." not in v and looks_random(v, 3.5):
                 yield m.span()
 
@@ -351,5 +258,15 @@ class Redactor:
         if isinstance(v, list | tuple):
             return type(v)(self.value(x) for x in v)
         if isinstance(v, dict):
-            return {k: self.value(x) for k, x in v.items()}
+            return {self._field_name(k, x): self.value(x) for k, x in v.items()}
         return v
+
+    def _field_name(self, name, value):
+        """A field's name redacted: a secret's format ({"ghp_…": …}), or a random name its value
+        says is a key ({"8d2f…": "the TMDB key"}, read as "the TMDB key 8d2f…")."""
+        if not isinstance(name, str):
+            return name
+        out = self(name)
+        if out == name and isinstance(value, str) and len(name) >= 8 and name not in self(f"{value} {name}"):
+            return REDACTED
+        return out

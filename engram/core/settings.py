@@ -128,13 +128,13 @@ class Settings:
         "", "a PostgreSQL URL (postgresql://...) to use instead of the DuckDB file in ENGRAM_HOME", shown="none"
     )
     model: str = setting(DEFAULT_MODEL, "embedding model: a packaged name, a local folder or a Hub id")
-    # Each home otherwise exports and checks the model's ONNX graph at its first start (about 15 s
-    # here, torch loaded in a child process); homes that share this folder do it once.
+    # One per machine by default: the model's ONNX graph is exported and checked once (about 15 s
+    # here, torch loaded in a child process, 87 MB), not again at each new home's first start.
     model_cache_dir: str = setting(
         "",
-        "folder for downloaded models and the checked ONNX graph, shareable by several homes",
+        "folder for downloaded models and the checked ONNX graph, shared by every home on the machine",
         env_name="ENGRAM_MODEL_CACHE",
-        shown="ENGRAM_HOME/model_cache",
+        shown="$XDG_CACHE_HOME/engram (~/.cache/engram); ENGRAM_HOME/model_cache if that folder exists",
     )
     reinforce_threshold: float = setting(
         0.85, "similarity at which a new memory reinforces an existing one", ge=0.0, le=1.0
@@ -289,7 +289,14 @@ class Settings:
 
     @property
     def model_cache(self) -> Path:
-        return Path(self.model_cache_dir).expanduser() if self.model_cache_dir else self.home / "model_cache"
+        """ENGRAM_MODEL_CACHE; else a home's own model_cache folder, kept where an older version
+        made one (it may hold a downloaded model); else the machine's cache, shared by every home."""
+        if self.model_cache_dir:
+            return Path(self.model_cache_dir).expanduser()
+        own = self.home / "model_cache"
+        if own.is_dir():
+            return own
+        return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "engram"
 
     @property
     def tier_factors(self) -> dict[str, float]:

@@ -5,6 +5,7 @@ The model of record (the store's model_name and model_dim) is checked here too."
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from typing import Any, Callable, Sequence
 
@@ -14,7 +15,7 @@ from engram.core.errors import ModelMismatch, ModelUnavailable
 from engram.core.types import Memory
 from engram.engine.state import EngineState
 from engram.engine.token_vectors import TokenVectors
-from engram.models.embedding import Embedder
+from engram.models.embedding import Embedder, TextVectors
 from engram.models.model_files import model_words
 from engram.search.graph import MemoryGraph, nearest_edges
 from engram.search.memory_index import MemoryIndex
@@ -36,6 +37,7 @@ class Indexes:
         self.p = p
         self.allow_model_change = allow_model_change
         self.model_retry_at = time.monotonic() + MODEL_RETRY_S  # the next try while degraded
+        self.model_loading = threading.Lock()  # held while retry_model loads the model
         self.feed_mark = 0  # the change number the derived indexes are up to (catch_up)
         self.feed_checked = self.outcomes_read = time.monotonic()  # when the feed, the outcomes were read
         self.tokens = TokenVectors(p)  # the late-interaction stage's token vectors
@@ -69,19 +71,34 @@ class Indexes:
         p = self.p
         if not p.degraded or (not force and time.monotonic() < self.model_retry_at):
             return False
-        self.model_retry_at = time.monotonic() + MODEL_RETRY_S
-        importlib.invalidate_caches()  # a model package installed since the last try
-        try:
-            emb = load()
-        except ModelUnavailable as e:
-            p.degraded = str(e)
-            p.embedder.reason = p.degraded
+        # One load at a time: a call arriving while the daemon loads the model at its start
+        # (engram.server.daemon) goes on with keyword recall instead of waiting for the load.
+        if not self.model_loading.acquire(blocking=False):
             return False
-        with p.lock:
-            p.embedder, p.degraded = emb, None
-            p.model_changed = self.check_model()
-            self.rebuild()  # re-embeds every row stored while the model was away
-        return True
+        try:
+            self.model_retry_at = time.monotonic() + MODEL_RETRY_S
+            importlib.invalidate_caches()  # a model package installed since the last try
+            try:
+                emb = load()
+            except ModelUnavailable as e:
+                p.degraded = str(e)
+                p.embedder.reason = p.degraded
+                return False
+            with p.lock:
+                away = p.embedder
+                p.embedder, p.degraded = emb, None
+                try:
+                    p.model_changed = self.check_model()
+                except ModelMismatch as e:  # the store's vectors are another model's: keyword recall goes on
+                    p.embedder, p.degraded = away, str(e)
+                    away.reason = p.degraded
+                    self.model_retry_at = float("inf")  # loading the same model again will not help
+                    raise
+                p.text_vectors = TextVectors(emb)
+                self.rebuild()  # re-embeds every row stored while the model was away
+            return True
+        finally:
+            self.model_loading.release()
 
     def rebuild(self) -> None:
         """Rebuild the derived indexes (vectors, BM25, graph) from the rows."""

@@ -24,6 +24,7 @@ __all__ = ["CLIENTS", "EVENTS", "HookOutcome", "run_hook"]
 MAX_STDIN_BYTES = 4 * 1024 * 1024  # a hook's input is a few hundred bytes; a prompt can be long
 LOG_ROTATE_BYTES = 5 * 1024 * 1024
 CHECKPOINT_EXTRA_S = 30.0  # reading a large transcript and git come on top of the daemon's budget
+START_WAIT_S = 25.0  # what SessionStart waits for a daemon that is starting (the clients allow 30 s)
 IGNORE_FILE = ".engramignore"  # at a work tree's top: its sessions are not captured
 # `gemini -p` puts the SessionStart context (engram's conventions among it) into the prompt it then
 # gives BeforeAgent, in these tags: searched with the prompt, it would bring itself back every time.
@@ -108,7 +109,7 @@ def _log(home: Path, line: str) -> None:
         pass  # a log that cannot be written must not break the agent either
 
 
-def _connect(settings: Any, client: str, session_id: str, project: Any, timeout: float):
+def _connect(settings: Any, client: str, session_id: str, project: Any, timeout: float, spawn_timeout: float = 0):
     """The hook's session with the daemon, starting it when none runs: the one place the hook
     tells engram who is calling, and in which project (that of the client's cwd, as the stdio
     server and the CLI detect theirs)."""
@@ -123,7 +124,7 @@ def _connect(settings: Any, client: str, session_id: str, project: Any, timeout:
         user_id=settings.user_id,
         store=settings.store,
         timeout=timeout,
-        spawn_timeout=timeout,
+        spawn_timeout=spawn_timeout or timeout,  # how long a daemon being started may take to listen
         project=project.id if project else None,
         branch=project.branch if project else None,
     )
@@ -175,11 +176,7 @@ def _checkpoint(
         s = read_transcript(Path(path).expanduser(), client)
     except TranscriptError as e:
         return HookOutcome(status="skipped", message=f"no checkpoint: {e}")
-    bad = (
-        f"; skipped {s.skipped} unreadable entries ({', '.join(f'{k}: {v}' for k, v in s.skip_reasons.items())})"
-        if s.skipped
-        else ""
-    )
+    bad = f"; {s.skipped_summary()}" if s.skipped else ""
     detail = str(payload.get("trigger") or payload.get("reason") or "")
     args = build_checkpoint(
         s,
@@ -383,18 +380,24 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
             return captured
         kind = "checkpoint"
     budget = settings.hook_timeout_s + (CHECKPOINT_EXTRA_S if kind == "checkpoint" else 1.0)
+    # A checkpoint waits for a daemon that is still starting as long as its whole budget allows
+    # (the clients give these events 60 s): it is the only record of the session, and the first
+    # daemon of a new home can take longer than hook_timeout_s to start on a loaded machine. So does
+    # a session's start, within the 30 s every client gives it: without the daemon the session
+    # begins without its context (issue 46: a daemon's start took 9-12 s on this machine under load).
+    wait = budget if kind == "checkpoint" else settings.hook_timeout_s
+    spawn_wait = wait
+    if kind == "start":
+        spawn_wait = max(wait, START_WAIT_S)
+        budget = max(budget, spawn_wait + 1.0)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)
     from engram.server.rpc import RpcError
 
-    # A checkpoint waits for a daemon that is still starting as long as its whole budget allows
-    # (the clients give these events 60 s): it is the only record of the session, and the first
-    # daemon of a new home can take longer than hook_timeout_s to start on a loaded machine.
-    wait = budget if kind == "checkpoint" else settings.hook_timeout_s
     try:
 
         def connect():
-            return _connect(settings, client, session_id, project, wait)
+            return _connect(settings, client, session_id, project, wait, spawn_wait)
 
         if kind == "checkpoint":
             # Gemini CLI does not wait for SessionEnd hooks, and a closing terminal hangs up on

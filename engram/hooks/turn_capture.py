@@ -16,6 +16,7 @@ import fcntl
 import hashlib
 import json
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,17 +81,34 @@ def _relative(path: str, root: str | None) -> str:
     return path
 
 
-def fixes_in(events: list[dict], tracker: FixTracker, root: str | None) -> list:
-    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root)."""
+def fixes_in(events: list[dict], tracker: FixTracker, root: str | None, session: Any = None) -> list:
+    """The fixes the events complete, fed to `tracker` in order (edits' paths relative to root):
+    a failing command's when it passes, an error the user pasted when the next prompt does not
+    paste it again. With the transcript's `session`, an event the tracker fails on costs that
+    event only."""
     fixes = []
     for e in events:
-        if e["k"] == "edit":
-            tracker.edit(_relative(e["file"], root), e["old"], e["new"])
-        elif e["k"] == "command":
-            fix = tracker.command(e["command"], e["failed"], e["output"])
-            if fix is not None:
-                fixes.append(fix)
+        with session.one_entry() if session is not None else nullcontext():
+            if e["k"] == "edit":
+                tracker.edit(_relative(e["file"], root), e["old"], e["new"])
+            elif e["k"] == "request":
+                fixes += tracker.request(e["text"])
+            elif e["k"] == "command":
+                fix = tracker.command(e["command"], e["failed"], e["output"], bool(e.get("unfinished")))
+                if fix is not None:
+                    fixes.append(fix)
     return fixes
+
+
+def _stating_conventions(events: list[dict], s: Any) -> list[str]:
+    """The requests among the events that state a convention (one that fails costs itself only)."""
+    stated = []
+    for e in events:
+        if e["k"] == "request":
+            with s.one_entry():
+                if conventions_in(e["text"]):
+                    stated.append(e["text"])
+    return stated
 
 
 def turns_of(events: list[dict], pending: dict | None) -> tuple[list[dict], dict | None]:
@@ -126,15 +144,11 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         tracker = FixTracker.from_state(state["open"], root)
         # What is captured follows the settings where the hook runs (the client's environment), as
         # the docs say to set them; the daemon, started from another environment, applies its own too.
-        fixes = [f.to_dict() for f in fixes_in(events, tracker, root)] if settings.capture_fixes else []
+        fixes = [f.to_dict() for f in fixes_in(events, tracker, root, s)] if settings.capture_fixes else []
         turns, pending = turns_of(events, state.get("pending"))
         # The user's prompts new in this capture that state a convention, stored as the project's
         # facts (continuity/conventions.py: a restatement reinforces, a session's prompt counts once).
-        stated = (
-            [e["text"] for e in events if e["k"] == "request" and conventions_in(e["text"])]
-            if settings.capture_conventions
-            else []
-        )
+        stated = _stating_conventions(events, s) if settings.capture_conventions else []
         episodes = (
             [{"request": t["request"][:EPISODE_CHARS], "answer": t["answer"][:EPISODE_CHARS]} for t in turns][
                 -MAX_EPISODES:
@@ -176,4 +190,6 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         f"captured {len(events)} events: {len(fixes)} fixes ({stored.get('fixes', 0)} new), "
         f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
         f"{len(stated)} prompts stating a convention ({stored.get('conventions', 0)} stored)"
+        + (f"; {s.skipped_summary()}" if s.skipped else "")
+        + (f"; the daemon skipped {'; '.join(stored['skipped'])}" if stored.get("skipped") else "")
     )

@@ -26,7 +26,7 @@ from engram.models.model_files import (  # noqa: F401 - re-exported
     SplitPackage,
     resolve_model_path,
 )
-from engram.models.onnx_runtime import OnnxRuntime, export_lock, onnx_unsupported
+from engram.models.onnx_runtime import OnnxRuntime, checked_graph_exists, export_lock, onnx_unsupported
 
 log = logging.getLogger(__name__)
 
@@ -345,6 +345,25 @@ def load_embedder(
             emb = SentenceTransformerEmbedder(model, cache_dir, threads, allow_download, onnx, check_in_child=True)
             _shared[key] = emb
         return emb
+
+
+def loads_quickly(model: str, cache_dir: Path | None, threads: int = 1, onnx: bool | None = None) -> bool:
+    """Whether load_embedder would load this model in about a second: loaded in this process
+    already, or an ONNX graph an earlier start checked is in the cache. False when the load
+    would export and check the graph (a first start on the machine: seconds to tens of
+    seconds) or load torch; the daemon then listens first and loads the model after."""
+
+    if onnx is None:
+        from engram.core.settings import onnx_from_env
+
+        onnx = onnx_from_env()
+    with _shared_lock:
+        if (model, str(cache_dir), threads, onnx) in _shared:
+            return True
+    if not onnx or model in SPLIT_PACKAGED_MODELS:  # torch, or parts joined into one folder first
+        return False
+    path, _ = resolve_model_path(model, cache_dir)
+    return checked_graph_exists(model, path, cache_dir)
 
 
 class TextVectors:

@@ -384,6 +384,13 @@ def _graph_path(name: str, path: str, cache_dir: Path | None) -> Path | None:
     return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
 
 
+def checked_graph_exists(name: str, path: str, cache_dir: Path | None) -> bool:
+    """Whether the cache holds this model's graph with the manifest of its check (what
+    OnnxRuntime.open_trusted opens without torch), under the current key."""
+    target = _graph_path(name, path, cache_dir)
+    return target is not None and target.is_file() and target.with_suffix(".json").is_file()
+
+
 def onnx_unsupported(model) -> str | None:
     """Why the exported graph (transformer, mean pooling, normalisation) would not reproduce
     this sentence-transformers pipeline; None when it does."""

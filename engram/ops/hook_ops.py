@@ -64,8 +64,9 @@ HOOK_OPS = (
             Param(
                 "fixes",
                 list[dict[str, Any]] | None,
-                "Errors fixed by edits: [{program, signature, location, "
-                "command, passed, edits: [{file, hunk}], key}] (engram.continuity.fixes.Fix).",
+                "Errors fixed by edits or by a changed command: [{program, signature, location, "
+                "command, passed, edits: [{file, hunk}], key, fix_commands?, origin?}] "
+                "(engram.continuity.fixes.Fix; origin agent-run or user-pasted).",
                 None,
             ),
             Param("episodes", list[dict[str, str]] | None, "Finished turns: [{request, answer}].", None),

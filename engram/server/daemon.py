@@ -23,10 +23,11 @@ from typing import Any
 
 from engram import __version__
 from engram.api import Api, Ctx
-from engram.core.errors import StoreMismatch
+from engram.core.errors import ModelMismatch, StoreMismatch
 from engram.core.project import check_project
 from engram.core.settings import DEFAULT_HTTP_HOST, DEFAULT_HTTP_PORT, Settings, store_identity
 from engram.core.types import EngramError
+from engram.models.embedding import loads_quickly
 from engram.server.backend import HEARTBEAT
 from engram.server.rpc import Peer, RpcError, acquire_daemon_lock
 from engram.server.rpc_client import RpcClient
@@ -53,7 +54,17 @@ class Daemon:
 
         self.settings = settings
         # degraded_ok: a model that does not load leaves keyword recall serving, not a dead daemon.
-        self.eng = engram if engram is not None else Engram(settings=settings, degraded_ok=True)
+        # load_model_later: the daemon listens first and loads the model after (start()): a first
+        # start on a machine exports the model's graph, longer than a hook waits for the daemon.
+        # Only then: a model that loads in a second is loaded first, so a client finds it serving.
+        self._load_model = engram is None and not loads_quickly(
+            settings.model, settings.model_cache, settings.torch_threads, settings.onnx
+        )
+        self.eng = (
+            engram
+            if engram is not None
+            else Engram(settings=settings, degraded_ok=True, load_model_later=self._load_model)
+        )
         self.api = Api(self.eng)
         self.scheduler = _start_scheduler(self.eng, settings, self.api)
         self.api.scheduler = self.scheduler
@@ -147,9 +158,22 @@ class Daemon:
         if http:
             self._start_http(host, port)
         self.rpc.start()
+        if self._load_model:
+            threading.Thread(target=self._load_model_now, name="engram-model", daemon=True).start()
         self._fresh_thread = threading.Thread(target=self._keep_fresh, name="engram-feed", daemon=True)
         self._fresh_thread.start()
         log.info("engram daemon %d serving %s (db %s)", os.getpid(), self.settings.socket_path, self.eng.path)
+
+    def _load_model_now(self) -> None:
+        """Load the model while the daemon already answers (keyword recall meanwhile)."""
+        start = time.monotonic()
+        try:
+            if self.eng.load_model():
+                log.info("embedding model loaded in %.1f s", time.monotonic() - start)
+            elif self.eng.degraded:
+                log.warning("embedding model unavailable, keyword recall only: %s", self.eng.degraded)
+        except ModelMismatch as e:
+            log.error("%s", e)
 
     def _start_http(self, host: str, port: int) -> None:
         import uvicorn

@@ -212,17 +212,25 @@ def sentences(text: str) -> list[str]:
     for line in text.splitlines():
         pieces = [p for p in _SENTENCE_END.split(line.strip()) if p.strip()]
         for k, piece in enumerate(pieces):
-            prev = pieces[k - 1] if k else ""
-            last = prev.rstrip(".!?\"')] ").rsplit(None, 1)[-1].lower() if prev.strip() else ""
-            if k and (last in _TITLES or (len(last) == 1 and last.isalpha())):
+            prev = _words_of(pieces[k - 1]) if k else []
+            last = prev[-1].lower() if prev else ""
+            # A piece of bare punctuation ("... Then it failed") is no sentence of its own: it
+            # leads the next one, as a title or an initial does.
+            if k and (not prev or last in _TITLES or (len(last) == 1 and last.isalpha())):
                 out[-1] = f"{out[-1]} {piece}"
             else:
                 out.append(piece)
     return out
 
 
-# A sentence ends at . ! or ? before a capital, a digit or an opening quote.
-_SENTENCE_END = re.compile(r"(?<=[.!?])[\"')\]]*\s+(?=[\"'(\[]?[A-Z0-9])")
+def _words_of(piece: str) -> list[str]:
+    """The words of a sentence piece, its closing punctuation stripped; none for bare punctuation."""
+    return piece.rstrip(".!?\"')] ").split()
+
+
+# A sentence ends at . ! or ? (and up to two closing quotes or brackets, which stay with it)
+# before a capital, a digit or an opening quote.
+_SENTENCE_END = re.compile(r"(?:(?<=[.!?])|(?<=[.!?][\"')\]])|(?<=[.!?][\"')\]]{2}))\s+(?=[\"'(\[]?[A-Z0-9])")
 _TITLES = frozenset("mr mrs ms dr st jr sr vs etc e.g i.e prof gen col lt no fig approx".split())
 
 # --- tokenising ----------------------------------------------------------------------------------

@@ -60,7 +60,10 @@ def test_an_error_fixed_by_edits_is_one_fix_and_one_never_fixed_is_none():
 
 
 def test_signatures_and_equivalent_commands():
-    assert error_signature("src/a.ts(3,5): error TS2322: Type 'x' is not assignable")[0].startswith("error TS2322")
+    # The compiler's rule with its place, the file a recurrence names too.
+    assert error_signature("src/a.ts(3,5): error TS2322: Type 'x' is not assignable")[0].startswith(
+        "src/a.ts(3,5): error TS2322"
+    )
     assert error_signature("scripts/x.sh: line 4: FOO: unbound variable\nexit code: 1")[0].endswith("unbound variable")
     assert same_command("pytest tests/a.py::test_x -x", "python -m pytest tests/a.py")
     assert not same_command("pytest tests/a.py", "pytest tests/b.py")
@@ -81,8 +84,16 @@ def test_the_same_fix_twice_is_one_reinforced_pitfall(eng):
     assert len(page["memories"]) == 1
     m = eng.get(page["memories"][0]["id"])
     assert "serde_json" in m.content and m.project == PROJECT and "pitfall" in m.tags
-    with pytest.raises(Exception, match="a fix must be an object"):
-        api.call("session_capture", {"fixes": [{"program": "x"}]}, ctx)
+    # A bad item costs that item only: named in "skipped", the rest of the capture stored.
+    turn = {"request": "why does the build fail?", "answer": "serde_json was not imported."}
+    out = api.call(
+        "session_capture", {"fixes": [{"program": "x"}, fix], "episodes": [{"request": "no answer"}, turn]}, ctx
+    )
+    assert (out["reinforced"], out["episodes"]) == (1, 1)
+    assert out["skipped"] == [
+        "fix 0: a fix must be an object with program, signature, location, command, passed, edits, key",
+        "episode 0: an episode must be an object with request and answer strings",
+    ]
 
 
 def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng, tmp_path):
@@ -130,6 +141,23 @@ def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng,
         Ctx(session_id="x", project="example.com/private"),
     )
     assert sent["episodes"] == 1
+
+
+def test_an_answer_that_is_none_makes_no_episode(eng):
+    out = Api(eng).call(
+        "session_capture",
+        {
+            "episodes": [
+                {"request": "/compact", "answer": "No response requested."},
+                {"request": "deploy it", "answer": 'API Error: 401 {"type":"error"}'},
+                {"request": "Why is the cache cold?", "answer": "The warm-up job never ran."},
+            ]
+        },
+        Ctx(session_id="s1", project=PROJECT),
+    )
+    assert out["episodes"] == 1
+    (ep,) = eng.list_memories(memory_type="episode", in_project=PROJECT)["memories"]
+    assert "warm-up job" in eng.get(ep["id"]).content
 
 
 def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_path):
@@ -252,13 +280,9 @@ def test_captured_text_goes_through_redaction(eng):
     """A key in a failing command's output, an edit or a turn is never stored as it was."""
     key = "ghp_" + "a1B2c3D4e5" * 4
     t = FixTracker()
-    t.command(
-        "curl -H 'Authorization: token " + key + "' https://api.example.org/x",
-        True,
-        f"curl: (22) The requested URL returned error: 401 for token {key}",
-    )
+    t.command("bash deploy.sh " + key, True, f"curl: (22) The requested URL returned error: 401 for token {key}")
     t.edit("deploy.sh", f"TOKEN={key}\n", "TOKEN=${GITHUB_TOKEN}\n")
-    fix = t.command("curl -H 'Authorization: token " + key + "' https://api.example.org/x", False)
+    fix = t.command("bash deploy.sh " + key, False)
     assert fix is not None and key in fix.content()  # the hook's side holds it only in memory
     api = Api(eng)
     api.call(

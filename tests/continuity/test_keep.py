@@ -73,6 +73,16 @@ def test_keep_makes_an_episode_a_fact_and_takes_the_mark_off_each_kind(api, eng)
     assert api.call("list_memories", {"tag": AUTO_CAPTURE_TAG}, CTX)["total"] == 0
 
 
+def test_keeping_a_convention_candidate_confirms_it(api, eng):
+    said = api.call("capture_conventions", {"prompts": ["OK, store game state in Redis."]}, CTX)
+    (s,) = said["stored"]
+    assert s["candidate"]
+    assert api.call("keep_memory", {"memory_id": s["memory_id"]}, CTX)["action"] == "keep"
+    m = eng.get(s["memory_id"])
+    assert "convention" in m.tags and "convention-candidate" not in m.tags and AUTO_CAPTURE_TAG not in m.tags
+    assert api.call("keep_memory", {"memory_id": s["memory_id"]}, CTX)["action"] == "unchanged"
+
+
 def test_keeping_twice_is_harmless_and_a_bad_id_is_a_clear_error(api, eng):
     ids = captured(api)
     api.call("keep_memory", {"memory_id": ids["episode"]}, CTX)

@@ -130,6 +130,8 @@ def test_with_no_open_task_the_checkpoint_belongs_to_the_project_and_is_shown_at
     start = api.call("session_start", {}, ctx("s2"))
     assert "no task" in start["context"] and "Files edited: src/retry.py" in start["context"]
     assert "[done] Add retry with backoff" in start["context"]
+    # The plan's steps are said once each: what is done is not also listed as a next step.
+    assert "Next steps: Update the changelog\n" in start["context"]
     assert api.call("session_checkpoint", checkpoint_args(), ctx())["stored"] is False
 
 

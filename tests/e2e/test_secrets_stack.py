@@ -212,3 +212,75 @@ def test_engram_scrub_on_a_store_an_older_release_wrote(model_home, real_embedde
     store = dump_duckdb(home / "memories.duckdb")
     assert not [s[:10] for s in secrets if s in store]
     assert all(it["text"] in store for it in clean)
+
+
+# Fake values in the shapes real sessions leaked (issue 46): a 32-hex key in a URL's appid, a hex key
+# named in a sentence, a client secret before its name, a key used as a metadata field's name.
+APPID = "5f3a9c2e1b7d4f6a8c0e2b4d6f8a0c1e"
+NEWS = "8d2f6a01c4b9e37f5a6c0d18e2b4f9a3"
+SPOTIFY = "e1c7b04d9a2f6e83c5d1a7f09b4e2c68"
+FIELD = "q7Rt2XvL9pMw4ZbN8cKd3HsY6aJf1GeU"
+WEATHER = f"https://api.openweathermap.org/data/2.5/weather?q=Lagos&appid={APPID}&units=metric"
+KEPT = "weather?q=Lagos&appid=[REDACTED]&units=metric"
+
+
+async def remember_through_mcp(home: Path) -> None:
+    params = StdioServerParameters(command=sys.executable, args=["-m", "engram"], env=engram_env(home, "default"))
+    async with Client(params, read_timeout_seconds=180) as c:
+        await ok(
+            c,
+            "store_memory",
+            {
+                "content": f"{SPOTIFY} this is the spotify client secret; the forecast comes from curl '{WEATHER}'",
+                "metadata": {FIELD: "the TMDB key", "cmd": f"curl -s '{WEATHER}'"},
+            },
+        )
+        await ok(
+            c,
+            "session_handoff",
+            {"summary": f"weather works: {WEATHER}", "next_steps": [f"rotate the NewsAPI key {NEWS}"]},
+        )
+
+
+def test_a_url_key_and_keys_in_sentences_leave_nothing_in_the_store_the_checkpoint_or_the_export(model_home, tmp_path):
+    home, repo = model_home, tmp_path / "repo"
+    repo.mkdir()
+    subprocess.run(["git", "-C", str(repo), "init", "-q"], check=True)
+    r = engram(home, "remember", f"this is the NewsAPI key {NEWS} and the weather call is curl '{WEATHER}'", cwd=repo)
+    assert r.returncode == 0, r.stderr
+    anyio.run(remember_through_mcp, home)
+    # A Claude Code session: the user pastes the key in a sentence, the agent runs the URL, which
+    # fails and echoes it; auto-compaction checkpoints the session (its commands in the metadata).
+    entries = [
+        claude_entry("user", f"this is the NewsAPI key {NEWS}, {SPOTIFY} this is the spotify client secret"),
+        tool_use("w1", "Bash", {"command": f"curl -s '{WEATHER}'", "description": "get the weather"}),
+        tool_result("w1", f'Exit code 1\n{{"cod":401,"message":"Invalid API key {APPID}"}}', error=True),
+    ]
+    transcript = write_jsonl(tmp_path / "session.jsonl", entries)
+    _, line = hook(home, "PreCompact", payload("PreCompact", repo, transcript_path=str(transcript), trigger="auto"))
+    assert " ok " in line and "stored " in line, line
+    export = tmp_path / "export.jsonl"
+    assert engram(home, "export", str(export), cwd=repo).returncode == 0
+    backup = tmp_path / "backup.duckdb"
+    assert engram(home, "backup", str(backup), cwd=repo).returncode == 0
+    stop_daemon(Settings.from_env({"ENGRAM_HOME": str(home)}))
+
+    places = {
+        "store": dump_duckdb(home / "memories.duckdb"),
+        "backup": dump_duckdb(backup),
+        "export": export.read_text(),
+        "hooks.log": (home / "hooks.log").read_text(),
+    }
+    for where, text in places.items():
+        assert not [s[:6] for s in (APPID, NEWS, SPOTIFY, FIELD) if s in text], where
+    # What was stored is there, and the URL keeps all but the key.
+    for where in ("store", "export"):
+        assert places[where].count(KEPT) >= 4, where  # remember, MCP content and metadata, handoff
+    exported = [json.loads(x) for x in places["export"].splitlines() if x.strip()]
+    checkpoints = [
+        x["metadata"]["checkpoint"]
+        for x in exported
+        if isinstance(x.get("metadata"), dict) and isinstance(x["metadata"].get("checkpoint"), dict)
+    ]
+    commands = [c["command"] for cp in checkpoints for c in cp.get("commands", [])]
+    assert any(KEPT in c for c in commands), commands  # metadata.checkpoint.commands

@@ -85,7 +85,12 @@ def test_the_wheel_installs_into_a_fresh_venv_and_serves_mcp(work):
     home = work / "home"
     # A user's fresh install: its own model cache, not the suite's shared one (ENGRAM_MODEL_CACHE).
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "ENGRAM_MODEL_CACHE")}
-    env.update(ENGRAM_HOME=str(home), HF_HUB_OFFLINE="1", PATH=f"{venv / 'bin'}:{env.get('PATH', '')}")
+    env.update(
+        ENGRAM_HOME=str(home),
+        XDG_CACHE_HOME=str(work / "xdg-cache"),  # the machine's model cache of a machine new to engram
+        HF_HUB_OFFLINE="1",
+        PATH=f"{venv / 'bin'}:{env.get('PATH', '')}",
+    )
     report = json.loads(run(venv / "bin" / "engram-setup", "--json", cwd=work, env=env).stdout)
     assert report["ok"] and report["model"]["backend"] == "onnx" and report["selfcheck"]["ok"]
     assert report["mcp"]["command"] == str(venv / "bin" / "engram")

@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.conventions_noise import load_sessions, run
 from engram import Engram
-from engram.continuity.conventions import CONVENTION_TAG
+from engram.continuity.conventions import CANDIDATE_TAG, CONVENTION_TAG, project_conventions
 from engram.continuity.lifecycle import prompt_memories, session_start
 from engram.core.errors import EngramError
 from tests.conftest import memory_path
@@ -79,6 +79,43 @@ def test_the_prompt_that_needs_it_gets_it_and_another_repository_gets_nothing(re
     assert "[convention] " + UV in got["context"]
     assert prompt_memories(real, None, "How do I add a dependency here?", 300, 3, ELSEWHERE)["context"] == ""
     assert session_start(real, None, None, 1500, ELSEWHERE)["context"] == ""
+
+
+@pytest.mark.model
+def test_a_rule_said_once_is_a_searchable_candidate_never_injected_until_said_again_in_another_session(real):
+    rule = "In the Dockerfiles, run `npm ci` before copying the sources."
+    first = real.capture_conventions(["ok so " + rule], session_id="codex:a", project=HERE)
+    (stored,) = first["stored"]
+    assert stored["candidate"] and stored["content"] == rule
+    mem = real.get(stored["memory_id"])
+    assert {CANDIDATE_TAG, CONVENTION_TAG} <= set(mem.tags) and mem.metadata["captured"] == "auto"
+    assert project_conventions(real, None, HERE, 5) == []
+    # Searchable, as any fact, when asked for; never pushed into a prompt or a session's start.
+    assert stored["memory_id"] in [h.memory.id for h in real.recall("npm ci in the Dockerfiles", scope=None)]
+    prompt = "Write the Dockerfile for the web app: npm ci, then copy the sources"
+    assert stored["memory_id"] not in prompt_memories(real, None, prompt, 300, 3, HERE)["memory_ids"]
+    assert "npm ci" not in session_start(real, None, None, 1500, HERE)["context"]
+    # The same session again (a later checkpoint rereads the transcript) confirms nothing.
+    assert real.capture_conventions([rule], session_id="codex:a", project=HERE)["already"] == 1
+    # Said again in another session: confirmed, the same memory, now a convention.
+    again = real.capture_conventions([rule], session_id="codex:b", project=HERE)["stored"][0]
+    assert again["memory_id"] == stored["memory_id"] and not again["candidate"]
+    assert [c["id"] for c in project_conventions(real, None, HERE, 5)] == [stored["memory_id"]]
+    assert "npm ci" in session_start(real, None, None, 1500, HERE)["context"]
+    mem = real.get(stored["memory_id"])
+    assert CANDIDATE_TAG not in mem.tags and "auto-capture" in mem.tags  # confirmed, still automatic
+    assert [e["action"] for e in real.history(mem.id)][-1] == "confirm"
+
+
+@pytest.mark.model
+def test_a_candidate_restated_as_standing_is_confirmed(real):
+    first = real.capture_conventions(["Store game state in Redis."], session_id="s1", project=HERE)
+    assert first["stored"][0]["candidate"]
+    again = real.capture_conventions(
+        ["From now on we always store game state in Redis."], session_id="s1", project=HERE
+    )
+    assert again["stored"][0]["memory_id"] == first["stored"][0]["memory_id"], again
+    assert not again["stored"][0]["candidate"]
 
 
 @pytest.mark.model

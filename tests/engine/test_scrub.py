@@ -126,3 +126,41 @@ def test_scrub_finds_the_planted_secrets_then_removes_them_after_a_copy_and_chan
         con = duckdb.connect(str(copy), read_only=True)
         assert con.execute("SELECT count(*) FROM memories WHERE content = ?", [PLANTED[5]["text"]]).fetchone()[0] == 1
         con.close()
+
+
+def test_scrub_finds_keys_in_urls_sentences_and_field_names_an_older_release_kept(settings, fake, clock, tmp_path):
+    """Issue 46's shapes, as a release before it stored them: a checkpoint whose commands hold a URL
+    with an `appid=` key, a hex key named in a sentence, a key used as a metadata field's name."""
+    appid, news, field = (
+        "5f3a9c2e1b7d4f6a8c0e2b4d6f8a0c1e",
+        "8d2f6a01c4b9e37f5a6c0d18e2b4f9a3",
+        "q7Rt2XvL9pMw4ZbN8cKd3HsY6aJf1GeU",
+    )
+    url = f"https://api.openweathermap.org/data/2.5/weather?q=Lagos&appid={appid}&units=metric"
+    eng = Engram(settings.database_url or str(tmp_path / "m.duckdb"), settings=settings, embedder=fake, clock=clock)
+    try:
+        m = Memory(
+            id=new_id(),
+            content=f"auto-checkpoint: this is the NewsAPI key {news}",
+            memory_type="handoff",
+            importance=0.5,
+            recall_count=0,
+            created_at=START,
+            last_recalled_at=None,
+            user_id="default",
+            metadata={"checkpoint": {"commands": [{"command": f"curl -s '{url}'", "failed": True}]}, field: "the key"},
+        )
+        eng.store_db.inner.insert_memory(m, fake.embed_batch([m.content])[0])
+        api = Api(eng)
+        dry = api.call("scrub_store", {}, Ctx(session_id="cli:admin"))
+        assert dry["memories"] == 1 and dry["changes"][0]["fields"] == ["content", "metadata"]
+        assert api.call("scrub_store", {"apply": True}, Ctx(session_id="cli:admin"))["applied"]
+        text = stored_text(eng)
+        assert appid not in text and news not in text and field not in text
+        (new, _) = rows(eng)[m.id]
+        assert new.metadata["checkpoint"]["commands"][0]["command"] == (
+            "curl -s 'https://api.openweathermap.org/data/2.5/weather?q=Lagos&appid=[REDACTED]&units=metric'"
+        )
+        assert new.metadata["[REDACTED]"] == "the key" and new.content.endswith("NewsAPI key [REDACTED]")
+    finally:
+        eng.close()

@@ -14,6 +14,7 @@ import pytest
 
 from engram.core.settings import Settings
 from engram.server.daemon import stop_daemon
+from tests.conftest import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,7 +46,16 @@ def test_a_first_daemon_does_not_keep_torch_resident():
         ]
         errs = [p.communicate(timeout=600)[1] for p in procs]
         assert [p.returncode for p in procs] == [0, 0], errs
-        logs = [(h / "daemon.log").read_text() for h in homes]
+        # A first start on a new cache answers before its model has loaded (issue 46), and loads it after.
+        logs = wait_until(
+            lambda: (
+                (ls := [(h / "daemon.log").read_text() for h in homes])
+                and all("embedding model loaded" in log for log in ls)
+                and ls
+            ),
+            timeout=600,
+            what="both daemons to load the model",
+        )
         assert sum("checked in a child process" in log for log in logs) == 1, logs
         assert sum("checked by another process" in log for log in logs) == 1, logs
         for h in homes:

@@ -59,8 +59,20 @@ def test_engram_on_path_when_no_engram_bin(tmp_path, bare_path):
     assert (r.returncode, r.stdout) == (0, "on path: serve\n"), r.stderr
 
 
-def test_without_engram_a_hook_says_nothing_and_exits_0(tmp_path, bare_path):
-    r = launch("hook", "SessionStart", "--client", "claude-code", env={"PATH": bare_path}, cwd=tmp_path)
+@pytest.mark.parametrize("client", ["claude-code", "codex", "gemini"])
+def test_without_engram_session_start_tells_the_user_what_to_install_and_exits_0(tmp_path, bare_path, client):
+    r = launch("hook", "SessionStart", "--client", client, env={"PATH": bare_path}, cwd=tmp_path)
+    assert (r.returncode, r.stderr) == (0, "")
+    # The hook output's systemMessage: shown to the user by each client, not given to the agent.
+    assert json.loads(r.stdout) == {
+        "systemMessage": "engram: not installed, so this session has no memory. "
+        "Install it with: pipx install engram-recall (or install uv, for uvx)"
+    }
+
+
+@pytest.mark.parametrize("event", ["UserPromptSubmit", "Stop", "SessionEnd", "BeforeAgent", "PreCompact"])
+def test_without_engram_every_other_hook_says_nothing_and_exits_0(tmp_path, bare_path, event):
+    r = launch("hook", event, "--client", "claude-code", env={"PATH": bare_path}, cwd=tmp_path)
     assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
 
 

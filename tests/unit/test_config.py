@@ -252,8 +252,12 @@ def test_the_engine_ranks_with_the_weights_of_its_settings(settings, fake, clock
         eng.close()
 
 
-def test_the_model_cache_is_in_the_home_unless_engram_model_cache_names_one(tmp_path):
+def test_the_model_cache_is_the_machines_unless_engram_model_cache_names_one(tmp_path, monkeypatch):
     home = tmp_path / "home"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    # One per machine (issue 46): a new home reuses the graph an earlier one exported.
+    assert Settings.from_env({"ENGRAM_HOME": str(home)}).model_cache == tmp_path / "xdg" / "engram"
+    (home / "model_cache").mkdir(parents=True)  # made by an older version: it may hold a downloaded model
     assert Settings.from_env({"ENGRAM_HOME": str(home)}).model_cache == home / "model_cache"
     shared = Settings.from_env({"ENGRAM_HOME": str(home), "ENGRAM_MODEL_CACHE": "~/shared-cache"})
     assert shared.model_cache == Path("~/shared-cache").expanduser() and shared.home == home

@@ -13,6 +13,7 @@ from benchmarks.secrets_eval import score
 from engram.core.redaction import REDACTED, Redactor
 
 SET = json.loads((Path(__file__).resolve().parents[1] / "data" / "secrets_set.json").read_text(encoding="utf-8"))
+SHAPES = json.loads((Path(__file__).resolve().parents[1] / "data" / "secrets_shapes.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")
@@ -96,9 +97,12 @@ def test_json_values_are_redacted_inside_and_keep_their_shape(redact):
 
 @settings(max_examples=300, deadline=None)
 @given(
-    st.lists(st.sampled_from([it["text"] for it in SET["items"]] + [" ", "\n", "=", ":", "<private>"]), max_size=6).map(
-        " ".join
-    )
+    st.lists(
+        st.sampled_from(
+            [it["text"] for it in SET["items"] + SHAPES["items"]] + [" ", "\n", "=", ":", "&", "<private>"]
+        ),
+        max_size=6,
+    ).map(" ".join)
 )
 def test_redaction_is_idempotent(text):
     once = Redactor()(text)

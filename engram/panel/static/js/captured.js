@@ -10,7 +10,7 @@ const PAGE = 50;
 
 // What a capture is, by the tag capture gives it (engram.continuity.capture, .conventions).
 function kindOf(m) {
-  return ["pitfall", "convention", "episode"].find((t) => m.tags.includes(t)) || m.memory_type;
+  return ["pitfall", "convention-candidate", "convention", "episode"].find((t) => m.tags.includes(t)) || m.memory_type;
 }
 
 export function capturedPage(params) {
@@ -20,7 +20,8 @@ export function capturedPage(params) {
     render: (list, redraw) => h("section", {},
       h("h1", {}, "Captured"),
       h("p", { class: "muted" }, "What the hooks captured on their own, with no model: pitfalls (an error and the ",
-        "edit that fixed it), conventions the user stated, and episodes (a turn's request and answer, which fade ",
+        "edit that fixed it), conventions the user stated (a convention-candidate is a rule said once: it is not ",
+        "given to the agent until said again in another session or kept), and episodes (a turn's request and answer, which fade ",
         "unless recalled). Keep one to vouch for it: it stops being marked automatic, and an episode becomes a ",
         "fact. Delete one to forget it for good."),
       pager(list, offset),

@@ -1,0 +1,197 @@
+"""What a shell command line runs, read without running it: its program and operands (through
+`cd ... &&`, wrappers, pipes and `ssh host '...'`), whether two command lines run the same thing,
+whether one is the other changed in a way that can fix it, and whether one only looks.
+Used to pair a failing command with the one that later passes (engram.continuity.fixes).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+__all__ = [
+    "changed_command",
+    "command_words",
+    "segments",
+    "program_of",
+    "read_only",
+    "remote",
+    "same_command",
+    "shaped",
+    "targets",
+]
+
+# Programs and wrappers a command is run through, which say nothing of what it does.
+WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run", "bunx", "nice"}
+
+
+# Commands that look and change nothing: run between a failure and its passing again they are not its fix.
+READ_ONLY = re.compile(
+    r"^\s*(?:ls|cat|head|tail|less|grep|egrep|rg|ag|find|fd|pwd|echo|printf|which|type|whoami|id|env|date|"
+    r"wc|stat|file|tree|du|df|ps|top|netstat|ss|lsof(?!.*\bkill\b)|dig|nslookup|ping|traceroute|curl|wget|"
+    r"git (?:status|diff|log|show|branch|remote|rev-parse|ls-files|blame)|sed -n|awk|jq|sleep|history|uname|"
+    r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs))\b"
+)
+# Output-shaping parts of a command: running with them or without is running the same thing.
+SHAPING = re.compile(
+    r"\s+\d?>&\d|\s+\d?>\s*/dev/null|\s*\|\s*(?:tail|head|grep|less|tee|cat)\b[^|]*|"
+    r"\s+(?:-q|-v|-vv|-x|-s|--quiet|--verbose|--no-header|-rA|-ra|--tb=\S+|--color=\S+|--reporter=\S+)(?=\s|$)"
+)
+
+
+SSH_OPTIONS_WITH_VALUE = set("bcDEeFIiJLlmOopQRSWw")
+TRIVIAL = {"cd", "sleep", "echo", "export", "source", ".", "set", "true", "pushd", "popd", "clear"}
+
+
+def segments(command: str) -> list[list[str]]:
+    """The simple commands of a command line, each as its words, the pipes kept inside a segment
+    (`a | b` is one), split on `&&`, `||`, `;` and newlines outside quotes."""
+    command = re.sub(r"\d*>&\d+|&>>?\s*\S+|\|&", " ", command)  # a stream's redirection is not a separator
+    lex = shlex.shlex(command, posix=True, punctuation_chars=";&|")
+    lex.whitespace = " \t\r"
+    lex.whitespace_split = True
+    out: list[list[str]] = [[]]
+    try:
+        for tok in lex:
+            if tok in ("&&", "||", ";", "\n", "&", ";;") or tok.startswith(("&&", ";")):
+                out.append([])
+            else:
+                out[-1].append(tok)
+    except ValueError:
+        return [command.split()]
+    return [seg for seg in out if seg]
+
+
+def command_words(command: str) -> list[str]:
+    """The words of the command that does the work: the last simple command that is not a `cd`
+    or a `sleep`, its first stage of a pipe, and for `ssh host 'cmd'` the remote command's."""
+    segs = [s for s in segments(command.replace("\n", " ; ")) if s[0] not in TRIVIAL] or segments(command) or [[]]
+    words = segs[-1]
+    if "|" in words:
+        words = words[: words.index("|")]
+    if words and words[0].rsplit("/", 1)[-1] == "ssh":
+        i = 1
+        while i < len(words) and words[i].startswith("-"):
+            i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
+        if i + 1 < len(words):
+            return command_words(" ".join(words[i + 1 :]))
+    inner = _wrapped(words)
+    return command_words(inner) if inner else words
+
+
+def _wrapped(words: list[str]) -> str | None:
+    """The command an environment wrapper runs: `nix-shell -p x --run 'cmd'`, `nix develop -c cmd`,
+    `bash -lc 'cmd'`, `docker compose exec svc cmd`."""
+    prog = words[0].rsplit("/", 1)[-1] if words else ""
+    if prog == "nix-shell" and "--run" in words[:-1]:
+        return words[words.index("--run") + 1]
+    if prog in ("bash", "sh", "zsh") and len(words) > 2 and words[1] in ("-c", "-lc", "-ic"):
+        return words[2]
+    if words[:2] == ["nix", "develop"] and "-c" in words[:-1]:
+        return shlex.join(words[words.index("-c") + 1 :])
+    return None
+
+
+def remote(command: str) -> str:
+    """The command without an `ssh host` in front of it (what runs there)."""
+    host = _host(command)
+    if host and host in command:
+        return command.split(host, 1)[1]
+    return command
+
+
+def read_only(command: str) -> bool:
+    """Whether every simple command of `command` (a remote one through ssh too) only looks."""
+    for seg in segments(command.replace("\n", " ; ")):
+        stages = " ".join(seg).split(" | ")
+        for stage in stages:
+            words = command_words(stage)
+            if words and words[0] not in TRIVIAL and not READ_ONLY.match(" ".join(words)):
+                return False
+    return True
+
+
+def program_of(command: str) -> str:
+    """The program a shell command runs (pytest for `python -m pytest`, cargo, npm, git)."""
+    words = command_words(command)
+    for i, w in enumerate(words):
+        if "=" in w.split("/")[0] or w in WRAPPERS:
+            continue
+        name = w.rsplit("/", 1)[-1]
+        if re.fullmatch(r"python[\d.]*", name) and "-m" in words[i:]:
+            j = words.index("-m", i)
+            return words[j + 1] if j + 1 < len(words) else name
+        return name[:60] or "shell"
+    return "shell"
+
+
+def targets(command: str) -> set[str]:
+    """The command's operands: its words that are not options (a test id keeps its file)."""
+    out = set()
+    for w in command_words(command)[1:]:
+        if w.startswith("-") or "=" in w.split("/")[0]:
+            continue
+        out.add(w.split("::")[0])
+    return out
+
+
+def _host(command: str) -> str:
+    """Where a command runs: the host of `ssh host 'cmd'`, or "" for here."""
+    segs = [s for s in segments(command.replace("\n", " ; ")) if s[0] not in TRIVIAL]
+    words = segs[-1] if segs else []
+    if words and words[0].rsplit("/", 1)[-1] == "ssh":
+        i = 1
+        while i < len(words) and words[i].startswith("-"):
+            i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
+        return words[i] if i < len(words) else ""
+    return ""
+
+
+def same_command(failed: str, later: str) -> bool:
+    """Whether `later` runs what `failed` ran again: the same program on the same host and the same
+    operands, or on a part or a superset of them (`pytest tests/a.py::t` then `pytest tests/a.py -q`),
+    or the same command without a wrapper in front (`rtk bun run test` then `bun run test`)."""
+    if " ".join(failed.split()) == " ".join(later.split()):
+        return True
+    if "<<" in failed or "<<" in later:
+        return False  # a script fed by a heredoc: another script is another command
+    if _host(failed) != _host(later):
+        return False
+    a_words, b_words = command_words(failed), command_words(later)
+    if a_words and b_words and (a_words[1:] == b_words or b_words[1:] == a_words):
+        return True
+    if program_of(failed) != program_of(later):
+        return False
+    a, b = targets(failed), targets(later)
+    return not a or not b or a <= b or b <= a
+
+
+def shaped(command: str) -> str:
+    """A command without what only shapes its output (`2>&1`, `| tail -5`, `-q`), whitespace normalised."""
+    return " ".join(SHAPING.sub("", " ".join(command.split())).split())
+
+
+def _all_words(command: str) -> list[str]:
+    return [w for seg in segments(shaped(command).replace("\n", " ; ")) for w in seg]
+
+
+def changed_command(failed: str, passed: str) -> bool:
+    """Whether `passed` runs what `failed` ran in a changed way that can be the fix: with a
+    variable set (`PYTHONPATH=.`), an option added, another program or interpreter in front (a
+    venv's python, without a wrapper), or a command before it (`git pull --rebase && git push`).
+    Not the same run again, a part of it, or the same with a filter dropped."""
+    if shaped(failed) == shaped(passed):
+        return False
+    fw, pw = command_words(failed), command_words(passed)
+    if fw and pw and fw[1:] == pw:
+        return True  # the same without the wrapper in front (`rtk bun run test`, then `bun run test`)
+    a, b = targets(failed), targets(passed)
+    if not a <= b:
+        return False  # running only some of it is not a fix
+    before, after = _all_words(failed), _all_words(passed)
+    added = [w for w in after if w not in before]
+    return bool(
+        any(w.startswith("-") or re.match(r"[A-Za-z_]\w*=", w) for w in added)
+        or (fw and pw and fw[0] != pw[0])
+        or len(segments(passed)) > len(segments(failed))
+    )
