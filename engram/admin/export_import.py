@@ -258,6 +258,8 @@ def _scan(f: IO[str]) -> _Scan:
         users[line.user_id] = users.get(line.user_id, 0) + 1
         if kind == "edge":
             continue
+        if line.id in ids[table]:  # a line written twice: the second would fail the insert
+            raise EngramError(f"the file holds {kind} {line.id!r} twice; nothing was imported")
         ids[table].add(line.id)
         if kind == "memory":
             have["memory_events"] += len(line.events)

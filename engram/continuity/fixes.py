@@ -258,10 +258,17 @@ def error_detail(output: str, signature: str) -> str:
         r"not found|no such|cannot|unable|invalid|refused|denied)\b"
     )
     out = []
+    text = _plain(output)
     exception, _ = SIGNATURES[EXCEPTION_AT]
-    raised = [m.group(1).strip() for m in exception.finditer(ANSI.sub("", output or ""))]
+    raised = [m.group(1).strip() for m in exception.finditer(text)]
     if raised and raised[-1] not in signature:
         out.append(_short(raised[-1], 200))  # the exception behind a test's FAILED line
+    # The other errors a compiler or a test run reported with it (Go and tsc list several).
+    for pattern, _ in SIGNATURES[:EXCEPTION_AT]:
+        for m in pattern.finditer(text):
+            line = _short(m.group(1).strip(), 200)
+            if line and line not in signature and signature not in line and line not in out:
+                out.append(line)
     for line in (output or "").splitlines():
         line = line.strip()
         if line and keep.search(line) and line not in signature and _short(line, 200) not in out:

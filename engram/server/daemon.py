@@ -57,13 +57,13 @@ class Daemon:
         # load_model_later: the daemon listens first and loads the model after (start()): a first
         # start on a machine exports the model's graph, longer than a hook waits for the daemon.
         # Only then: a model that loads in a second is loaded first, so a client finds it serving.
-        self._load_model = engram is None and not loads_quickly(
+        self._model_after_listening = engram is None and not loads_quickly(
             settings.model, settings.model_cache, settings.torch_threads, settings.onnx
         )
         self.eng = (
             engram
             if engram is not None
-            else Engram(settings=settings, degraded_ok=True, load_model_later=self._load_model)
+            else Engram(settings=settings, degraded_ok=True, load_model_later=self._model_after_listening)
         )
         self.api = Api(self.eng)
         self.scheduler = _start_scheduler(self.eng, settings, self.api)
@@ -158,7 +158,7 @@ class Daemon:
         if http:
             self._start_http(host, port)
         self.rpc.start()
-        if self._load_model:
+        if self._model_after_listening:
             threading.Thread(target=self._load_model_now, name="engram-model", daemon=True).start()
         self._fresh_thread = threading.Thread(target=self._keep_fresh, name="engram-feed", daemon=True)
         self._fresh_thread.start()
@@ -174,6 +174,9 @@ class Daemon:
                 log.warning("embedding model unavailable, keyword recall only: %s", self.eng.degraded)
         except ModelMismatch as e:
             log.error("%s", e)
+        except Exception as e:  # a model that fails to load leaves keyword recall serving
+            log.exception("the embedding model failed to load")
+            self.eng.degraded = f"it failed to load ({type(e).__name__}: {e}); see the daemon's log"
 
     def _start_http(self, host: str, port: int) -> None:
         import uvicorn

@@ -416,3 +416,18 @@ def test_another_script_fed_by_a_heredoc_is_another_command():
 def test_docker_composes_service_prefix_is_not_part_of_the_error():
     out = "poker-ui-1  | Error: Cannot find module '/app/apps/ui/server.js'\npoker-ui-1 exited with code 1"
     assert error_signature(out)[0] == "Error: Cannot find module '/app/apps/ui/server.js'"
+
+
+def test_the_other_errors_a_compiler_reported_with_the_first_are_kept():
+    out = (
+        "# entire.io/cli/strategy\n"
+        "strategy/attribution.go:47:38: cannot use content (variable of type string) as []byte value\n"
+        "strategy/attribution.go:137:6: countLines redeclared in this block\n"
+        "FAIL\tentire.io/cli/strategy [build failed]"
+    )
+    t = FixTracker()
+    t.command("go test ./strategy", True, out)
+    t.edit("strategy/attribution.go", "func countLines(s string) int {\n", "func countLinesStr(s string) int {\n")
+    fix = t.command("go test ./strategy", False)
+    assert fix.signature.startswith("strategy/attribution.go:47:38: cannot use content")
+    assert "countLines redeclared in this block" in fix.content()

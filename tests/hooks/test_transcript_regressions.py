@@ -44,11 +44,11 @@ def test_a_fault_in_one_entry_costs_that_entry_only():
 
 def test_an_event_the_fix_tracker_fails_on_costs_that_event_only():
     class Tracker(FixTracker):  # a fault in the tracker, on one command
-        def command(self, command, failed, output=""):
+        def command(self, command, failed, output="", unfinished=False):
             if command == "make boom":
                 raise KeyError("boom")
             self.seen.append(command)
-            return super().command(command, failed, output)
+            return super().command(command, failed, output, unfinished)
 
     tracker = Tracker.from_state([], "/r")
     tracker.seen = []

@@ -108,3 +108,20 @@ def test_a_header_of_the_wrong_type_or_bytes_is_refused_clearly(tmp_path, first_
             import_jsonl(target, path)
     finally:
         target.close()
+
+
+def test_a_line_written_twice_is_refused_clearly(exported, tmp_path):
+    # Found by the long run: a memory's line twice (and another dropped, so the counts still
+    # matched) failed the insert with the database's constraint error instead of saying what is wrong.
+    rows = list(exported)
+    rows[2] = rows[1]
+    path = tmp_path / "dump.jsonl"
+    path.write_text("".join(rows), encoding="utf-8")
+    memory_id = json.loads(rows[1])["id"]
+    target = Engram(":memory:", settings=Settings.from_env({"ENGRAM_HOME": str(tmp_path)}), embedder=FakeEmbedder())
+    try:
+        with pytest.raises(EngramError, match=f"the file holds memory '{memory_id}' twice; nothing was imported"):
+            import_jsonl(target, path)
+        assert target.store_db.count("memories") == 0
+    finally:
+        target.close()
