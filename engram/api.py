@@ -101,6 +101,8 @@ class Api:
         pinned: bool,
         conversation: str | None,
         scope: str,
+        tier: str | None,
+        ttl_days: float | None,
     ) -> dict:
         r = self.eng.store(
             content,
@@ -114,6 +116,8 @@ class Api:
             pinned=pinned,
             conversation=conversation,
             project=owner(ctx, scope),
+            tier=tier,
+            ttl_days=ttl_days,
         )
         self.metrics.stored(r.action)
         return r.to_dict()
@@ -455,6 +459,9 @@ class Api:
         m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
         return {"memory_id": m.id, "pinned": m.pinned}
 
+    def set_tier(self, ctx: Ctx, memory_id: str, tier: str) -> dict:
+        return self.eng.set_tier(memory_id, tier, user_id=ctx.user_id)
+
     def keep_memory(self, ctx: Ctx, memory_id: str) -> dict:
         return self.eng.keep(memory_id, user_id=ctx.user_id)
 
@@ -486,6 +493,19 @@ class Api:
             if self.scheduler is not None:
                 self.scheduler.record(report)
         return report
+
+    def doctor(self, ctx: Ctx) -> dict:
+        """The store's integrity and the model's files (engram.admin.doctor)."""
+        from engram.admin.doctor import store_problems
+
+        return store_problems(self.eng)
+
+    def prune_memories(self, ctx: Ctx, keep: int, apply: bool, all_projects: bool) -> dict:
+        from engram.admin.prune import prune_to_strongest
+
+        return prune_to_strongest(
+            self.eng, keep, apply=bool(apply), user_id=self._user(ctx), project=ctx.project, all_projects=all_projects
+        )
 
     def run_maintenance(self, ctx: Ctx) -> dict:
         return self.consolidate_memory(ctx, apply=True)

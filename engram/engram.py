@@ -6,7 +6,8 @@ methods are delegations, each made by `_delegate` from the part's own method, so
 declared once, in the part (a parameter with a default is keyword-only there):
 
     engine/index_upkeep.py        the derived indexes: rebuild, catch_up, re-embed, edges
-    engine/writes.py              store, update, forget, pin
+    engine/writes.py              store, update, forget
+    engine/tiers.py               pin, move a memory between tiers
     engine/recall.py              recall: one ranking per call
     engine/curation.py            a memory, a page of memories, strength, versions
     continuity/sessions.py        sessions: heartbeat, interruptions, outcomes
@@ -37,6 +38,7 @@ from engram.engine.curation import Curation
 from engram.engine.index_upkeep import Indexes
 from engram.engine.recall import Recall
 from engram.engine.state import EngineState
+from engram.engine.tiers import Tiers
 from engram.engine.writes import Writes
 from engram.models.embedding import Embedder, UnavailableEmbedder, load_embedder
 from engram.search.memory_index import one_blas_thread
@@ -131,6 +133,7 @@ class Engram:
         self.state = p = EngineState(settings, clock, store_db, embedder, degraded, store_db.path)
         self.indexes = Indexes(p, allow_model_change)
         self.writes = Writes(p, self.indexes)
+        self.tiers = Tiers(p)
         self.sessions = Sessions(p)
         self.handoffs = Handoffs(p, self.indexes, self.writes, self.sessions)
         self.tasks = Tasks(p, self.handoffs, self.sessions)
@@ -207,7 +210,8 @@ class Engram:
     update = _delegate("writes", Writes.update)
     forget = _delegate("writes", Writes.forget)
     remove_memories = _delegate("writes", Writes.remove_memories)
-    set_pinned = _delegate("writes", Writes.set_pinned)
+    set_pinned = _delegate("tiers", Tiers.set_pinned)
+    set_tier = _delegate("tiers", Tiers.set_tier)
 
     # -- recall (engine/recall.py, continuity/recall_context.py) -------------
     recall = _delegate("recaller", Recall.recall)

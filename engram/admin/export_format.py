@@ -25,7 +25,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from engram.core.clock import utc
 from engram.core.project import MAX_PROJECT_CHARS
 from engram.core.redaction import Redactor
-from engram.core.types import MEMORY_STATUSES, MEMORY_TYPES, TASK_STATUSES, EngramError, Memory, Session, Task
+from engram.core.types import (
+    MEMORY_STATUSES,
+    MEMORY_TIERS,
+    MEMORY_TYPES,
+    TASK_STATUSES,
+    EngramError,
+    Memory,
+    Session,
+    Task,
+    default_tier,
+)
 from engram.search.decay import MAX_STABILITY
 from engram.store.rows import MEMORY_FIELDS, Column
 
@@ -253,6 +263,8 @@ def memory_of(m: Any, redact: Redactor, dim: int, use_vector: bool) -> tuple[Mem
         raise EngramError(f"memory {m.id}: unknown memory_type {m.memory_type!r}")
     if m.status not in MEMORY_STATUSES:
         raise EngramError(f"memory {m.id}: unknown status {m.status!r}")
+    if m.tier is not None and m.tier not in MEMORY_TIERS:
+        raise EngramError(f"memory {m.id}: unknown tier {m.tier!r} (one of {', '.join(MEMORY_TIERS)})")
     content = redact(m.content)
     vec = None
     if use_vector and m.embedding is not None and content == m.content:
@@ -264,6 +276,8 @@ def memory_of(m: Any, redact: Redactor, dim: int, use_vector: bool) -> tuple[Mem
     fields.update(
         {k: tuple(v) if isinstance(v, list) else _utc(v) for k, v in fields.items() if isinstance(v, datetime | list)}
     )
+    if fields["tier"] is None:  # an export from before tiers: the tier a memory of its kind gets
+        fields["tier"] = default_tier(m.memory_type, tuple(m.tags), m.conversation)
     mem = Memory(
         **{**fields, "content": content, "tags": tuple(redact(t) for t in m.tags), "metadata": redact.value(m.metadata)}
     )

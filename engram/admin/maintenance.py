@@ -2,7 +2,8 @@
 
 One run (run_maintenance) does, under the engram's lock:
 
-1. prune  -- hard-delete active memories whose decay strength fell below ENGRAM_PRUNE_THRESHOLD,
+1. prune  -- hard-delete every memory whose time to live ran out (expired: never returned
+   since, pinned or not), and active memories whose decay strength fell below ENGRAM_PRUNE_THRESHOLD,
    except protected ones (pinned; linked to a task that is not done/abandoned; the latest
    handoff of a task, or the latest task-less handoff of a user). Retired rows go too:
    a consolidated source once its consolidation is older than ENGRAM_CONSOLIDATED_RETENTION_DAYS;
@@ -38,9 +39,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from engram.core.ids import new_id
-from engram.core.types import MEMORY_TYPES, Memory
+from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, Memory
 from engram.engine import resolution
-from engram.search.decay import days_until_prune, memory_stability, memory_strength, strength_array
+from engram.search.decay import base_stability, days_until_prune, memory_strength, strength_array
 from engram.search.memory_index import to_days
 
 if TYPE_CHECKING:
@@ -155,8 +156,13 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
     task_codes = {code for t, code in idx.tasks.items() if t in open_tasks}
     latest_handoffs = db.latest_handoff_ids()
     doomed: list[str] = []
-    reasons = {"weak": 0, "consolidated_expired": 0, "superseded_expired": 0}
+    reasons = {"expired": 0, "weak": 0, "consolidated_expired": 0, "superseded_expired": 0}
     protected = 0
+    # A time to live is kept to: an expired memory is no longer returned by any read, so it goes.
+    expired = np.flatnonzero(mine & (idx.expires[:n] <= to_days(now)))
+    doomed += [idx.ids[r] for r in expired]
+    reasons["expired"] = len(expired)
+    weak = weak[idx.expires[weak] > to_days(now)]
     for r in weak:
         mid = idx.ids[r]
         if idx.pinned[r] or int(idx.task[r]) in task_codes or mid in latest_handoffs:
@@ -179,6 +185,8 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
     ]
     gone = set(doomed)
     for mid, status, _, valid_to in retired:
+        if mid in gone:
+            continue
         if status == "consolidated" and valid_to is not None and valid_to < cutoff:
             gone.add(mid)
             doomed.append(mid)
@@ -329,7 +337,10 @@ def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[l
                 # Decay continues from the sources' latest use with the most stable source's
                 # stability: consolidating never revives memories that were fading anyway.
                 last_recalled_at=touched,
-                stability=max(memory_stability(m) for m in src),
+                stability=max(base_stability(m) for m in src),
+                # The longest-lasting source's tier, and expiry (none if any source has none).
+                tier=max((m.tier for m in src), key=MEMORY_TIERS.index),
+                expires_at=None if any(m.expires_at is None for m in src) else max(m.expires_at for m in src),
                 user_id=seed.user_id,
                 task_id=seed.task_id,
                 session_id=seed.session_id,
@@ -417,8 +428,9 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                     {
                         "id": m.id,
                         "memory_type": m.memory_type,
-                        "strength": round(memory_strength(m, now), 4),
-                        "days_until_prune": round(days_until_prune(m, s.prune_threshold, now), 2),
+                        "tier": m.tier,
+                        "strength": round(memory_strength(m, now, s.tier_factors), 4),
+                        "days_until_prune": round(days_until_prune(m, s.prune_threshold, now, s.tier_factors), 2),
                         "content": m.content[:80],
                     }
                 )
@@ -430,8 +442,19 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         # How far the daemon's background fill has come (engine/token_vectors.py): recall reads a
         # turn without vectors by encoding it then, which is slower.
         turns, read = eng.indexes.tokens.coverage(rows.tolist())
+        tiers = idx.tier[rows]
+        expires = idx.expires[rows]
         return {
             "captured": captured,
+            # Tiers and expiry (docs/lifecycle.md): active memories by tier, the factor each
+            # multiplies stability by, and what expires (already: removed by the next maintenance).
+            "by_tier": {t: int((tiers == code).sum()) for code, t in enumerate(MEMORY_TIERS)},
+            "tier_factors": s.tier_factors,
+            "expiry": {
+                "with_expiry": int(np.isfinite(expires).sum()),
+                "expired": int((expires <= to_days(now)).sum()),
+                "within_7_days": int(((expires > to_days(now)) & (expires <= to_days(now) + 7.0)).sum()),
+            },
             "total": total,
             "by_type": by_type,
             "by_status": by_status,

@@ -16,7 +16,7 @@ from typing import Any
 
 from engram import __version__
 from engram.cli.calls import CliError, run_call
-from engram.cli.commands import run_hook, run_hooks, run_restore, run_stop
+from engram.cli.commands import run_doctor, run_hook, run_hooks, run_restore, run_stop
 from engram.cli.parser import HOOK_HELP, build_parser, hook_arguments
 from engram.core.settings import Settings
 from engram.core.types import EngramError
@@ -71,6 +71,8 @@ def main(argv: list[str] | None = None, *, api_factory: Callable[[Settings], Any
             return run_restore(a, settings)
         if a.command == "hooks":
             return run_hooks(a)
+        if a.command == "doctor":
+            return run_doctor(a, settings, api_factory)
         return run_call(a, settings, api_factory)
     except (EngramError, RpcError, CliError, ValueError, OSError) as e:
         # EngramError covers NotFound, ModelUnavailable, DatabaseLocked; ValueError bad ENGRAM_* values.

@@ -88,7 +88,7 @@ class _Conn:
 CLI_TIMEOUT = 3600.0
 
 
-def _connect(
+def connect(
     settings: Settings,
     user: str | None,
     api_factory: Callable[[Settings], Any] | None,
@@ -163,7 +163,7 @@ def run_call(a: argparse.Namespace, settings: Settings, api_factory) -> int:
         )
     # `reindex --reembed` is what the model guard tells a user to run after changing ENGRAM_MODEL,
     # so it alone opens a store embedded with another model.
-    conn = _connect(
+    conn = connect(
         settings, a.user, api_factory, a.session, allow_model_change=op == "reindex" and bool(args.get("reembed"))
     )
     try:

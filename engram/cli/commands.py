@@ -1,4 +1,4 @@
-"""The commands that are not one operation: a hook, installing hooks, restore, stop."""
+"""The commands that are not one operation: a hook, installing hooks, restore, stop, doctor."""
 
 from __future__ import annotations
 
@@ -6,10 +6,12 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from engram.cli.calls import CliError
 from engram.cli.render import render
 from engram.core.settings import Settings
+from engram.core.types import EngramError
 
 
 def run_hook(a: argparse.Namespace) -> int:
@@ -185,3 +187,39 @@ def codex_trust_note(scope: str) -> str:
             "when you first open Codex there, or codex exec --trust)."
         )
     return note
+
+
+def run_doctor(a: argparse.Namespace, settings: Settings, api_factory: Any) -> int:
+    """`engram doctor`: the store's checks through the daemon (reaching it is the first check),
+    then the hooks', from here. Exits 1 when a check found an error (a CI gate), else 0."""
+    from engram.admin.doctor import finding
+    from engram.cli.calls import connect
+    from engram.cli.render_lifecycle import render_doctor
+    from engram.hooks.checks import installation_problems
+    from engram.server.rpc import RpcError
+
+    checks, problems = ["daemon"], []
+    try:
+        conn = connect(settings, a.user, api_factory)
+        try:
+            r = conn.call("doctor", {})
+        finally:
+            conn.close()
+        checks += r["checks"]
+        problems += r["problems"]
+    except (RpcError, EngramError, OSError) as e:
+        problems.append(
+            finding(
+                "daemon",
+                "error",
+                f"the daemon cannot be reached or cannot open the store ({settings.store}): {e}",
+                f"engram stop, then run engram stats; the daemon's log is {settings.home / 'daemon.log'}",
+            )
+        )
+    checks.append("hooks")
+    problems += installation_problems()
+    errors = [p for p in problems if p["severity"] == "error"]
+    report = {"ok": not errors, "errors": len(errors), "warnings": len(problems) - len(errors)}
+    report |= {"checks": checks, "problems": problems}
+    print(json.dumps(report, indent=2) if a.json else render_doctor(report))
+    return 1 if errors else 0

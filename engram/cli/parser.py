@@ -127,6 +127,12 @@ def build_parser() -> argparse.ArgumentParser:
     hook_arguments(cmd(sub, "hook", HOOK_HELP))
     _add_hooks_commands(sub, common)
     cmd(sub, "stop", "Ask the running daemon to shut down, and wait until it has.")
+    cmd(
+        sub,
+        "doctor",
+        "Check the store's integrity and engram's installation; print each problem with its fix "
+        "and exit 1 on an error (a CI gate).",
+    )
     cmd(sub, "version", "Print the engram version.")
     return p
 

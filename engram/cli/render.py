@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from engram.cli import render_lifecycle as life
 from engram.ops import dumps
 
 
@@ -232,6 +233,7 @@ def _render_stats(r: dict) -> str:
     rows.append(("memories", f"{active:,} active of {r.pop('total', 0):,}"))
     rows.append(("", f"by type: {_counts(by_type)}"))
     rows.append(("", f"by status: {_counts(by_status)}"))
+    rows += life.lifecycle_rows(r)
     users = r.pop("by_user", {})
     if users:
         rows.append(("users", _counts(users)))
@@ -250,7 +252,7 @@ def _render_stats(r: dict) -> str:
             )
         )
         for m in fading.get("memories") or []:
-            rows.append(("", f"{m['id']} [{m['memory_type']}] {m['days_until_prune']:g} d left: {m['content']}"))
+            rows.append(("", f"{m['id']} [{life.kind_of(m)}] {m['days_until_prune']:g} d left: {m['content']}"))
     captured = r.pop("captured", None)
     if isinstance(captured, dict):
         rows.append(("captured", f"automatically, without a model: {_counts(captured)}"))
@@ -433,7 +435,8 @@ def _render_keys(r: dict) -> str:
 
 
 def _render_memory(r: dict) -> str:
-    lines = [f"{r['id']} [{r['memory_type']}] {_day(r.get('created_at'))}  {_where(r)}", r["content"]]
+    head = f"{r['id']} [{life.kind_of(r)}] {_day(r.get('created_at'))}  {_where(r)}"
+    lines = [head, *life.expiry_lines(r), r["content"]]
     if r.get("around"):
         lines.append("in its session:")
         lines += [
@@ -450,11 +453,8 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "recall_memory": _render_recall,
     "get_context": lambda r: r["context"],
     "forget_memory": _render_forget,
-    "keep_memory": lambda r: (
-        f"kept {r['memory_id']}: now a {r['memory_type']}, no longer marked automatic"
-        if r["action"] == "keep"
-        else f"{r['memory_id']}: {r['reason']}"
-    ),
+    "keep_memory": life.render_keep,
+    "set_tier": life.render_set_tier,
     "create_task": _task_line,
     "update_task": _task_line,
     "get_task": _render_task_view,
@@ -473,6 +473,7 @@ RENDER: dict[str, Callable[[dict], str]] = {
     "track_failure": _render_store,
     "session_outcome": lambda r: f"session {r['session_id']}: {r['outcome']}",
     "memory_stats": _render_stats,
+    "prune_memories": life.render_prune,
     "consolidate_memory": _render_consolidate,
     "import_from": _render_import_from,
     "migrate_store": _render_migrate,

@@ -22,7 +22,7 @@ import hashlib
 import re
 from typing import Any
 
-from engram.core.types import AUTO_CAPTURE_TAG, EngramError, Memory, Scope
+from engram.core.types import AUTO_CAPTURE_TAG, CONVENTION_TAG, EngramError, Memory, Scope
 from engram.text.convention_sentences import convention_statements, topics_of
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "project_conventions",
 ]
 
-CONVENTION_TAG = "convention"
 CANDIDATE_TAG = "convention-candidate"
 CONVENTION_IMPORTANCE = 0.6  # above a plain fact's 0.5: the user said it as a rule of the project
 MAX_PROMPTS = 500

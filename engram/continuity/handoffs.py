@@ -192,8 +192,8 @@ class Handoffs:
     def latest_handoff(
         self, user_id: str, task_id: str | None = None, *, tags: Sequence[str] | None = None
     ) -> Memory | None:
-        """The newest active handoff (of the task; with one of `tags`, as recall filters)."""
-        return self.p.store_db.latest_handoff(user_id, task_id, tags)
+        """The newest active handoff not expired (of the task; with one of `tags`, as recall filters)."""
+        return self.p.store_db.latest_handoff(user_id, task_id, tags, now=self.p.clock.now())
 
     def _activity_rows(self, h: Memory, start: int) -> np.ndarray:
         """Index rows from `start` on that count as later activity for handoff `h`: the same

@@ -16,7 +16,9 @@ makes the memory durable in the engine's own terms:
   loses the tag `convention-candidate` and is given back as any convention. `confirm_convention`
   does that alone, when capture hears the rule again: still marked automatic.
 
-Nothing is pinned: decay stays the type's own, and the user pins from the panel if wanted.
+Its tier follows (docs/lifecycle.md): a kept convention becomes procedural (a rule the user
+vouches for, close to permanent), a kept episode semantic (a fact); the move is recorded as a
+`tier` event beside the `keep` one. Nothing is pinned: the user pins from the panel if wanted.
 Keeping a memory that carries no mark changes nothing and says so.
 """
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 from engram.continuity.capture import AUTO_CAPTURE_TAG, EPISODE_TYPE
 from engram.continuity.conventions import CANDIDATE_TAG
 from engram.core.errors import EngramError
-from engram.core.types import Memory
+from engram.core.types import MEMORY_TIERS, Memory, default_tier
 from engram.engine.state import EngineState
 from engram.search.decay import initial_stability
 
@@ -69,6 +71,10 @@ class Keeping:
             with self.p.store_db.transaction():
                 self.p.store_db.update_memory(old.id, updated_at=now, **fields)
                 self.p.store_db.add_event(old.id, now, "keep", {"was": was})
+                if fields["tier"] != old.tier:
+                    self.p.store_db.add_event(
+                        old.id, now, "tier", {"from": old.tier, "to": fields["tier"], "by": "keep"}
+                    )
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, None)
             self.p.activity_epoch += 1
@@ -77,6 +83,7 @@ class Keeping:
             "action": "keep",
             "memory_type": mem.memory_type,
             "tags": list(mem.tags),
+            "tier": mem.tier,
             "was": was,
         }
 
@@ -111,4 +118,7 @@ def _kept_fields(old: Memory) -> dict:
         fields.update(memory_type=KEPT_TYPE, importance=importance)
         if old.stability is not None:  # grown by recalls from an episode's fast-fading start
             fields["stability"] = max(old.stability, initial_stability(KEPT_TYPE, importance))
+    # The tier a memory of its kept type and tags gets; a tier the user chose above it stays.
+    tier = default_tier(fields.get("memory_type", old.memory_type), fields["tags"])
+    fields["tier"] = max(tier, old.tier, key=MEMORY_TIERS.index)
     return fields

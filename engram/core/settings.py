@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
+from engram.core.types import MEMORY_TIERS, MEMORY_TYPES
+
 DEFAULT_MODEL = "all-MiniLM-L6-v2"
 # The HTTP API's default address (engram serve --http, the daemon, the setup hints).
 DEFAULT_HTTP_HOST = "127.0.0.1"
@@ -198,6 +200,17 @@ class Settings:
     consolidate_threshold: float = setting(
         0.70, "similarity at which maintenance consolidates memories", ge=0.0, le=1.0
     )
+    # Tiers (docs/lifecycle.md): each multiplies the stability of the memories in it, so a
+    # scratch note is gone in days and an operating rule practically never decays.
+    tier_working: float = setting(0.4, "how much a working memory's stability is multiplied by", gt=0.0)
+    tier_episodic: float = setting(1.0, "how much an episodic memory's stability is multiplied by", gt=0.0)
+    tier_semantic: float = setting(2.5, "how much a semantic memory's stability is multiplied by", gt=0.0)
+    tier_procedural: float = setting(8.0, "how much a procedural memory's stability is multiplied by", gt=0.0)
+    # Expiry: a time to live by memory type or tier, one `name=days` a line (a memory's own
+    # ttl_days, given at write, wins; its type's, then its tier's apply otherwise).
+    ttl_days: tuple[str, ...] = setting(
+        (), "default time to live by type or tier, one name=days per line, e.g. working=30", shown="none"
+    )
     prune_threshold: float = setting(0.05, "strength below which unprotected memories are pruned", ge=0.0, le=1.0)
     maintenance_hours: float = setting(12.0, "hours between maintenance runs in the daemon", gt=0.0)
     # A DuckDB store only: PostgreSQL is backed up with pg_dump (docs/backups.md).
@@ -287,6 +300,34 @@ class Settings:
             return own
         return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache").expanduser() / "engram"
 
+    @property
+    def tier_factors(self) -> dict[str, float]:
+        """The stability multiplier of each tier (engram.core.types.MEMORY_TIERS)."""
+        return {
+            "working": self.tier_working,
+            "episodic": self.tier_episodic,
+            "semantic": self.tier_semantic,
+            "procedural": self.tier_procedural,
+        }
+
+    def default_ttls(self) -> dict[str, float]:
+        """ENGRAM_TTL_DAYS as {type or tier: days}; ValueError naming the line that is wrong."""
+        out: dict[str, float] = {}
+        for line in self.ttl_days:
+            name, sep, days = line.partition("=")
+            name = name.strip()
+            try:
+                value = float(days) if sep else float("nan")
+            except ValueError:
+                value = float("nan")
+            if name not in MEMORY_TYPES + MEMORY_TIERS or not value > 0:
+                raise ValueError(
+                    f"ENGRAM_TTL_DAYS line {line!r} must be name=days with a memory type or tier "
+                    "and a positive number of days, e.g. working=30"
+                )
+            out[name] = value
+        return out
+
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides) -> Settings:
         """Settings from ENGRAM_* variables (os.environ by default), then `overrides`, validated."""
@@ -306,6 +347,7 @@ class Settings:
             raise ValueError("ENGRAM_DEDUP_THRESHOLD must not exceed ENGRAM_REINFORCE_THRESHOLD")
         if not self.chunk_overlap < self.chunk_size:
             raise ValueError("ENGRAM_CHUNK_OVERLAP must be smaller than ENGRAM_CHUNK_SIZE")
+        self.default_ttls()  # a malformed line is refused at start, not at a write
         if self.database_url and not is_database_url(self.database_url):
             scheme = self.database_url.split("://", 1)[0] if "://" in self.database_url else "no scheme"
             raise ValueError(f"ENGRAM_DATABASE_URL must be a postgresql:// or postgres:// URL (got {scheme})")

@@ -16,7 +16,47 @@ MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "h
 # The tag every automatic capture leaves (pitfalls, episodes, conventions), until the user keeps it
 # (engram.continuity.keeping); here, below both continuity modules that write it.
 AUTO_CAPTURE_TAG = "auto-capture"
+CONVENTION_TAG = "convention"  # a project's rule (engram.continuity.conventions)
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
+# How long a kind of memory lasts (docs/lifecycle.md): each tier scales a memory's stability
+# (engram.search.decay), from a session's scratch that fades in days to a rule kept for good.
+MEMORY_TIERS: tuple[str, ...] = ("working", "episodic", "semantic", "procedural")
+# A memory's tier when none is given, by its type: a handoff or progress note is the state of work
+# in hand (working); a captured turn or an assumption made along the way is what happened
+# (episodic); a fact or a pitfall is what is true of the project (semantic); a strategy stored on
+# purpose is how to do something (procedural). Origin and tags move some (default_tier).
+TYPE_TIERS: dict[str, str] = {
+    "handoff": "working",
+    "progress": "working",
+    "episode": "episodic",
+    "assumption": "episodic",
+    "fact": "semantic",
+    "failure": "semantic",
+    "strategy": "procedural",
+}
+
+
+def default_tier(memory_type: str, tags: tuple[str, ...] = (), conversation: str | None = None) -> str:
+    """The tier a memory gets from its type and origin: a turn of a conversation is episodic
+    whatever its type (it records what was said then); what capture wrote on its own is never
+    procedural until the user keeps it (engram.continuity.keeping), so a captured convention is
+    semantic."""
+    if conversation is not None:
+        return "episodic"
+    tier = TYPE_TIERS.get(memory_type, "semantic")
+    if memory_type == "fact" and CONVENTION_TAG in tags:
+        tier = "procedural"  # a rule of the project the user stated (or kept): how work is done
+    if tier == "procedural" and AUTO_CAPTURE_TAG in tags:
+        return "semantic"
+    return tier
+
+
+def check_tier(tier: Any) -> str:
+    if tier not in MEMORY_TIERS:
+        raise EngramError(f"tier must be one of {', '.join(MEMORY_TIERS)}; got {tier!r}")
+    return tier
+
+
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
 OPEN_TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked")  # what a session may resume
 SEARCH_MODES: tuple[str, ...] = ("hybrid", "bm25", "vector")
@@ -99,6 +139,8 @@ class Memory:
     conversation: str | None = None
     stability: float | None = None  # days (decay.py); None until the first recall: S₀ applies
     project: str | None = None  # None: the memory belongs to no project (seen from every one)
+    tier: str = "semantic"  # MEMORY_TIERS; scales its decay (engram.search.decay)
+    expires_at: datetime | None = None  # None: never; from then on it is never returned
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -136,6 +178,7 @@ class Hit:
             "tags": list(m.tags),
             "status": m.status,
             "project": m.project,
+            "tier": m.tier,
         }
         if self.confidence is not None:
             d["confidence"] = self.confidence

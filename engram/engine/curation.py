@@ -26,7 +26,13 @@ class Curation:
     def memory_view(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """One memory as the clients show it: its fields, quality score and history."""
         m = self.p.memory(memory_id, user_id)
-        return {**m.to_dict(), "quality_score": self.p.quality(m), "history": self.p.store_db.events(m.id)}
+        return {
+            **m.to_dict(),
+            "quality_score": self.p.quality(m),
+            # Shown when asked for by id (the user should see why recall no longer returns it).
+            "expired": m.expires_at is not None and m.expires_at <= self.p.clock.now(),
+            "history": self.p.store_db.events(m.id),
+        }
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict]:
         self.p.memory(memory_id, user_id)
@@ -60,7 +66,10 @@ class Curation:
         with self.p.lock:
             self.indexes.catch_up()
             idx = self.p.index
-            eligible = idx.mask(user, memory_type, task_id, tags, as_of, listable if status == "any" else (status,))
+            now = self.p.clock.now()
+            eligible = idx.mask(
+                user, memory_type, task_id, tags, as_of, listable if status == "any" else (status,), now=now
+            )
             if in_project is not None:
                 eligible &= idx.in_project(in_project or None, exact=True)
             rows = np.flatnonzero(eligible)
@@ -68,7 +77,6 @@ class Curation:
             order = np.lexsort((-rows, -idx.created[rows]))
             page = [idx.ids[r] for r in rows[order][offset : offset + limit]]
             mems = self.p.store_db.get_memories(page)
-            now = self.p.clock.now()
             items = [self.memory_summary(mems[i], now) for i in page if i in mems]
         return {"total": len(rows), "offset": offset, "limit": limit, "memories": items}
 
@@ -85,7 +93,9 @@ class Curation:
             "created_at": m.created_at.isoformat(),
             "recall_count": m.recall_count,
             "project": m.project,
-            "strength": round(memory_strength(m, now), 6),
+            "tier": m.tier,
+            "expires_at": m.expires_at.isoformat() if m.expires_at else None,
+            "strength": round(memory_strength(m, now, self.p.settings.tier_factors), 6),
             **({"shared_by": by} if (by := shared_by(m)) else {}),
         }
 
@@ -96,21 +106,24 @@ class Curation:
         check_whole(days, "days", 1, 3650)
         m = self.p.memory(memory_id, user_id)
         now = self.p.clock.now()
-        stab = memory_stability(m)
+        factors = self.p.settings.tier_factors
+        stab = memory_stability(m, factors)
         touched = m.last_recalled_at or m.created_at
         threshold = self.p.settings.prune_threshold
         return {
             "memory_id": m.id,
             "importance": m.importance,
             "pinned": m.pinned,
+            "tier": m.tier,
+            "tier_factor": factors.get(m.tier, 1.0),
             "stability_days": round(stab, 4),
             "initial_stability_days": round(initial_stability(m.memory_type, m.importance), 4),
             "recall_count": m.recall_count,
             "last_touched_at": touched.isoformat(),
             "now": now.isoformat(),
-            "strength_now": round(memory_strength(m, now), 6),
+            "strength_now": round(memory_strength(m, now, factors), 6),
             "prune_threshold": threshold,
-            "days_until_prune": None if m.pinned else round(days_until_prune(m, threshold, now), 2),
+            "days_until_prune": None if m.pinned else round(days_until_prune(m, threshold, now, factors), 2),
             "past": strength_points(m.importance, stab, touched, touched, now),
             "projected": strength_points(m.importance, stab, touched, now, now + timedelta(days=days)),
         }

@@ -204,6 +204,7 @@ class Indexes:
             context_window=s.context_window,
             context_weight=s.context_weight,
             context_terms=s.context_terms,
+            tier_factors=s.tier_factors,
         )
         # A query word the model knows is a real word, never corrected as a typo (search/bm25.py).
         # Read from the model's files, so keyword recall keeps it while the model cannot load.

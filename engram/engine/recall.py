@@ -131,7 +131,7 @@ class Recall:
             self.indexes.catch_up()
             now = self.p.clock.now()
             idx = self.p.index
-            mask = idx.mask(user, memory_type, task_id, tags, as_of, scope=scope)
+            mask = idx.mask(user, memory_type, task_id, tags, as_of, scope=scope, now=now)
             for t in exclude_types:
                 mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
             # The query's misspelt words, among this caller's memories only, read once: the

@@ -1,5 +1,5 @@
-"""Writes: store (resolved against what is known: new, reinforce, merge, replace), update, forget,
-pin. Each write goes to the rows and the derived indexes together."""
+"""Writes: store (resolved against what is known: new, reinforce, merge, replace), update, forget.
+Each write goes to the rows and the derived indexes together (pin and tier: engine/tiers.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import inspect
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from itertools import pairwise
 from typing import Any, Sequence
 
@@ -22,9 +22,10 @@ from engram.core.validation import check_conversation, check_importance, check_t
 from engram.engine import resolution
 from engram.engine.index_upkeep import Indexes
 from engram.engine.state import EngineState
+from engram.engine.tiers import lifecycle_of, refreshed_expiry
 from engram.search.decay import recalled_stability
 from engram.search.graph import nearest_edges
-from engram.search.memory_index import MemoryIndex, top_rows
+from engram.search.memory_index import MemoryIndex, to_days, top_rows
 from engram.text.chunking import chunk_spans, split_chunks
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
@@ -77,6 +78,8 @@ class Writes:
         conversation: str | None = None,
         chunk: bool = True,
         project: str | None = None,
+        tier: str | None = None,
+        ttl_days: float | None = None,
     ) -> StoreResult:
         """Store one memory, resolving it against what is already known.
 
@@ -88,6 +91,8 @@ class Writes:
         never resolved against other memories; a memory without one stands alone. `project`: the
         project it belongs to (None: none, seen from every project); it is resolved only against
         memories of the same project, so one project's convention never replaces another's.
+        `tier` and `ttl_days`: how long it lasts (engine/tiers.py; None: the defaults); a
+        restatement of a memory that expires pushes its expiry back instead of adding one.
         """
         return self.store_many(
             [
@@ -107,6 +112,8 @@ class Writes:
                     conversation=conversation,
                     chunk=chunk,
                     project=project,
+                    tier=tier,
+                    ttl_days=ttl_days,
                 )
             ]
         )[0]
@@ -125,11 +132,15 @@ class Writes:
         if task_id is not None and not isinstance(task_id, str):
             raise EngramError("task_id must be a string")
         created = item.get("created_at")
+        memory_type = check_type(item.get("memory_type", "fact"))
+        tags = tuple(self.p.redact(t) for t in check_tags(item.get("tags")))
+        conversation = check_conversation(item.get("conversation"))
+        tier, ttl = lifecycle_of(s, memory_type, tags, conversation, item.get("tier"), item.get("ttl_days"))
         return dict(
             content=self.p.redact(content),  # verbatim: no strip, no re-casing
-            memory_type=check_type(item.get("memory_type", "fact")),
+            memory_type=memory_type,
             importance=check_importance(item.get("importance", 0.5)),
-            tags=tuple(self.p.redact(t) for t in check_tags(item.get("tags"))),
+            tags=tags,
             task_id=task_id,
             metadata=self.p.redact.value(metadata),
             provenance=tuple(str(p) for p in prov),
@@ -138,9 +149,11 @@ class Writes:
             pinned=bool(item.get("pinned", False)),
             created_at=utc(created) if created is not None else None,
             resolve_conflicts=bool(item.get("resolve_conflicts", True)),
-            conversation=check_conversation(item.get("conversation")),
+            conversation=conversation,
             chunk=bool(item.get("chunk", True)),
             project=check_project(item.get("project")),
+            tier=tier,
+            ttl_days=ttl,
         )
 
     def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
@@ -246,6 +259,7 @@ class Writes:
                 & (idx.user[: idx.n] == user_code)
                 & (idx.status[: idx.n] == 0)
                 & idx.in_project(p["project"], exact=True)
+                & (idx.expires[: idx.n] > to_days(now))  # expired: gone for every read, resolution too
             )
             # A statement is resolved against statements only: a turn stays as it was said.
             same = mine & (idx.mtype[: idx.n] == MEMORY_TYPES.index(p["memory_type"])) & ~idx.turn[: idx.n]
@@ -316,6 +330,8 @@ class Writes:
             updated_at=now,
             conversation=p["conversation"],
             project=p["project"],
+            tier=p["tier"],
+            expires_at=None if p["ttl_days"] is None else now + timedelta(days=p["ttl_days"]),
         )
         edges = []
         if sims is not None and len(peers):
@@ -353,7 +369,7 @@ class Writes:
     @staticmethod
     def _absorbed(old: Memory, p: dict, now: datetime, **changes: Any) -> tuple[Memory, dict]:
         """`old` after taking in a new store `p` (reinforce, merge): the higher importance, both
-        sets of sources and tags, plus `changes`. Returns it and the fields to write."""
+        sets of sources and tags, its expiry refreshed, plus `changes`. Returns it and the fields to write."""
         fields = dict(
             importance=max(old.importance, p["importance"]),
             provenance=tuple(dict.fromkeys(old.provenance + p["provenance"])),
@@ -361,6 +377,8 @@ class Writes:
             updated_at=now,
             **changes,
         )
+        if old.expires_at is not None:
+            fields["expires_at"] = refreshed_expiry(old, p["ttl_days"], now)
         return replace(old, **fields), fields
 
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
@@ -475,21 +493,6 @@ class Writes:
         self.indexes.tokens.forget(ids)
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
-
-    def set_pinned(self, memory_id: str, pinned: bool, *, user_id: str | None = None) -> Memory:
-        """Pin (never decays in ranking, never pruned or consolidated) or unpin a memory."""
-        if not isinstance(pinned, bool):
-            raise EngramError(f"pinned must be true or false, got {pinned!r}")
-        with self.p.lock:
-            old = self.p.memory(memory_id, user_id)
-            now = self.p.clock.now()
-            with self.p.store_db.transaction():
-                self.p.store_db.update_memory(old.id, pinned=pinned, updated_at=now)
-                self.p.store_db.add_event(old.id, now, "pin" if pinned else "unpin")
-            mem = self.p.store_db.get_memory(old.id)
-            self.p.index.upsert(mem, None)
-            self.p.activity_epoch += 1
-        return mem
 
 
 # The fields an item of store_many may carry: Engram.store's parameters.

@@ -59,6 +59,15 @@ STORE_WIDE = (
 ADMINISTRATION = (
     Op("run_maintenance"),
     Op("health"),
+    # `engram doctor` (engram.cli.commands.run_doctor) calls it and adds the hooks' checks.
+    Op(
+        "doctor",
+        http=Http(
+            "GET",
+            "/doctor",
+            "The store's integrity and the model's files: each problem with its fix (docs/lifecycle.md)",
+        ),
+    ),
     Op(
         "migrate_store",
         (

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from engram.core.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES
+from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES
 
 __all__ = [
     "ALL_PROJECTS",
@@ -28,6 +28,7 @@ __all__ = [
     "Param",
     "SearchModeT",
     "TaskStatusT",
+    "TierT",
 ]
 
 
@@ -131,6 +132,7 @@ class Op:
 MemoryTypeT = Literal[MEMORY_TYPES]  # type: ignore[valid-type]
 SearchModeT = Literal[SEARCH_MODES]  # type: ignore[valid-type]
 TaskStatusT = Literal[TASK_STATUSES]  # type: ignore[valid-type]
+TierT = Literal[MEMORY_TIERS]  # type: ignore[valid-type]
 # A lone string where a list is expected is taken as a one-item list, as models often send one.
 Items = list[str] | str | None
 TAGS = Param("tags", Items, "Short labels to filter by later, e.g. ['auth', 'db'].", None, flag="--tag")

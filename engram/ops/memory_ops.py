@@ -18,6 +18,7 @@ from engram.ops.declarations import (
     Op,
     Param,
     SearchModeT,
+    TierT,
 )
 
 # The first MCP tools the calling model sees, in this order (engram.ops.table).
@@ -93,6 +94,25 @@ lines. For a long search, ask compact=true first.""",
                 None,
             ),
             SCOPE,
+            Param(
+                "tier",
+                TierT | None,
+                (
+                    "How long it lasts: working (scratch for this task, fades in days), episodic (what "
+                    "happened), semantic (what is true), procedural (a rule for how to work, close to "
+                    "permanent). Left out: from its type."
+                ),
+                None,
+            ),
+            Param(
+                "ttl_days",
+                float | None,
+                "Days after which it expires: never returned again and removed by maintenance.",
+                None,
+                ge=0.001,
+                le=36500,
+                flag="--ttl",
+            ),
         ),
         mcp="write_idempotent",
         title="Store a memory",
@@ -194,6 +214,27 @@ clean up. Returns a report of what was (or would be) consolidated and pruned."""
         cli=(Cli(("consolidate",), "Merge near-duplicates and prune faded memories (dry run by default)."),),
     ),
     Op(
+        "prune_memories",
+        (
+            Param("keep", int, "How many of the strongest unprotected memories to keep.", ge=0, le=10_000_000),
+            Param("apply", bool, "false: only report what would go; true: remove it.", False),
+            Param(
+                "all_projects",
+                bool,
+                "Every project's memories of yours, not only those of the project you are in.",
+                False,
+            ),
+        ),
+        title="Keep the strongest memories",
+        http=Http("POST", "/prune", "Keep the N strongest unprotected memories of a scope (apply=false previews)"),
+        cli=(
+            Cli(
+                ("prune",),
+                "Keep only the N strongest unprotected memories of this project (dry run by default; --apply removes).",
+            ),
+        ),
+    ),
+    Op(
         "memory_stats",
         mcp="read",
         title="Memory statistics",
@@ -281,6 +322,28 @@ CURATION = (
             Param("pinned", bool, "false unpins.", True),
         ),
         http=Http("POST", "/memories/{memory_id}/pin", "Pin or unpin a memory", empty_body_ok=True),
+    ),
+    Op(
+        "set_tier",
+        (
+            Param("memory_id", str, "Id of the memory."),
+            Param("tier", TierT, "working, episodic, semantic or procedural."),
+        ),
+        mcp="write",
+        title="Move a memory to another tier",
+        description="""\
+Move a memory to another tier when the user asks how long it should last: working (scratch,
+fades in days), episodic (what happened), semantic (what is true), procedural (a rule for how to
+work, close to permanent). The move is recorded in its history. Returns {memory_id, tier, was,
+action}.""",
+        http=Http("POST", "/memories/{memory_id}/tier", "Move a memory to another tier (recorded in its history)"),
+        cli=(
+            Cli(
+                ("tier",),
+                "Move a memory to another tier (working, episodic, semantic, procedural).",
+                positional=("memory_id", "tier"),
+            ),
+        ),
     ),
     # The user vouching for what capture stored: not an MCP tool (an agent has no view to judge it).
     Op(

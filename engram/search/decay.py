@@ -40,6 +40,10 @@ GROWTH = 3.0
 MAX_STABILITY = 36500.0  # days (a century): keeps e^(−t / S) and its products finite
 
 
+# The default stability multiplier of each tier (ENGRAM_TIER_*; engram.core.settings.tier_factors).
+TIER_FACTORS: dict[str, float] = {"working": 0.4, "episodic": 1.0, "semantic": 2.5, "procedural": 8.0}
+
+
 def initial_stability(memory_type: str, importance: float) -> float:
     """S₀ = 1 / (base_λ × (1 − 0.8 × importance)) days: important memories start more stable."""
     return 1.0 / (BASE_LAMBDA.get(memory_type, BASE_LAMBDA["fact"]) * (1.0 - 0.8 * importance))
@@ -50,14 +54,21 @@ def stability_of(memory_type: str, importance: float, stability: float | None) -
     return initial_stability(memory_type, importance) if stability is None else stability
 
 
-def memory_stability(m: Memory) -> float:
-    """stability_of() for a stored memory."""
+def base_stability(m: Memory) -> float:
+    """stability_of() for a stored memory, before its tier scales it: what recalls grow."""
     return stability_of(m.memory_type, m.importance, m.stability)
 
 
+def memory_stability(m: Memory, tier_factors: dict[str, float] = TIER_FACTORS) -> float:
+    """How slowly `m` fades: its base stability × its tier's factor (capped at MAX_STABILITY).
+    The tier is applied when read, never stored, so moving a memory between tiers or changing a
+    factor takes effect at once and undoes cleanly."""
+    return min(MAX_STABILITY, base_stability(m) * tier_factors.get(m.tier, 1.0))
+
+
 def recalled_stability(m: Memory, now: datetime, weight: float = 1.0) -> float:
-    """The stability `m` has after a successful recall at `now` (see grown_stability)."""
-    return grown_stability(memory_stability(m), m.last_recalled_at or m.created_at, now, weight)
+    """The base stability `m` has after a successful recall at `now` (see grown_stability)."""
+    return grown_stability(base_stability(m), m.last_recalled_at or m.created_at, now, weight)
 
 
 def _days(since: datetime, now: datetime) -> float:
@@ -110,15 +121,17 @@ def days_until(threshold: float, importance: float, stability: float) -> float:
     return stability * math.log(importance / threshold)
 
 
-def memory_strength(m: Memory, now: datetime) -> float:
+def memory_strength(m: Memory, now: datetime, tier_factors: dict[str, float] = TIER_FACTORS) -> float:
     """strength() of a stored memory at `now`, from its stability and last recall (or creation)."""
-    return strength(m.importance, memory_stability(m), m.last_recalled_at or m.created_at, now)
+    return strength(m.importance, memory_stability(m, tier_factors), m.last_recalled_at or m.created_at, now)
 
 
-def days_until_prune(m: Memory, threshold: float, now: datetime) -> float:
+def days_until_prune(
+    m: Memory, threshold: float, now: datetime, tier_factors: dict[str, float] = TIER_FACTORS
+) -> float:
     """Days from `now` until a memory nothing recalls falls below `threshold` (0 when it has)."""
     touched = m.last_recalled_at or m.created_at
-    left = days_until(threshold, m.importance, memory_stability(m))
+    left = days_until(threshold, m.importance, memory_stability(m, tier_factors))
     return max(0.0, left - (now - touched).total_seconds() / SECONDS_PER_DAY)
 
 

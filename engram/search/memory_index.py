@@ -26,9 +26,9 @@ from datetime import datetime
 import numpy as np
 
 from engram.core.clock import SECONDS_PER_DAY
-from engram.core.types import MEMORY_TYPES, Memory, Scope
+from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, Memory, Scope
 from engram.search.bm25 import BM25Index
-from engram.search.decay import memory_stability
+from engram.search.decay import TIER_FACTORS, memory_stability
 
 STATUS_CODES = {"active": 0, "superseded": 1, "consolidated": 2}
 
@@ -93,8 +93,10 @@ class MemoryIndex:
         context_terms: float = 0.0,
         context_gap_days: float = 1.0 / 24,
         bounded_min_rows: int | None = None,
+        tier_factors: dict[str, float] | None = None,
     ):
         self.dim = dim
+        self.tier_factors = dict(TIER_FACTORS if tier_factors is None else tier_factors)
         # Up to context_window earlier memories of the same user and conversation, created at
         # most context_gap_days before, give a row its context.
         self.context_window = context_window
@@ -148,6 +150,8 @@ class MemoryIndex:
         grow("touched", np.float64, 0.0)
         grow("created", np.float64, 0.0)
         grow("valid_to", np.float64, np.inf)
+        grow("expires", np.float64, np.inf)  # days; inf: never
+        grow("tier", np.int8, -1)  # MEMORY_TIERS position
         grow("pinned", bool, False)
         grow("turn", bool, False)  # a turn of a conversation (stored with one)
         grow("conversation", np.int32, -1)  # which one; -1: none
@@ -171,6 +175,12 @@ class MemoryIndex:
             for status, scode in STATUS_CODES.items()
             for tcode, mtype in enumerate(MEMORY_TYPES)
         }
+
+    def tier_counts(self) -> dict[str, int]:
+        """Active rows by tier, every tier listed."""
+        n = self.n
+        active = self.alive[:n] & (self.status[:n] == 0)
+        return {tier: int((active & (self.tier[:n] == code)).sum()) for code, tier in enumerate(MEMORY_TIERS)}
 
     def __len__(self) -> int:
         return len(self.row_of)
@@ -218,10 +228,12 @@ class MemoryIndex:
         self.project[row] = self.projects.code(m.project)
         self.importance[row] = m.importance
         self.recall[row] = m.recall_count
-        self.stability[row] = memory_stability(m)
+        self.stability[row] = memory_stability(m, self.tier_factors)
         self.touched[row] = to_days(m.last_recalled_at or m.created_at)
         self.created[row] = to_days(m.created_at)
         self.valid_to[row] = to_days(m.valid_to, np.inf)
+        self.expires[row] = to_days(m.expires_at, np.inf)
+        self.tier[row] = MEMORY_TIERS.index(m.tier) if m.tier in MEMORY_TIERS else -1
         self.pinned[row] = m.pinned
         self.turn[row] = m.conversation is not None
         self.conversation[row] = self.conversations.code(m.conversation)
@@ -391,7 +403,8 @@ class MemoryIndex:
             r = self.row_of.get(m.id)
             if r is not None:
                 self.recall[r] = m.recall_count
-                self.stability[r] = memory_stability(m)
+                self.stability[r] = memory_stability(m, self.tier_factors)
+                self.expires[r] = to_days(m.expires_at, np.inf)
                 self.touched[r] = to_days(m.last_recalled_at or m.created_at)
 
     def remove(self, memory_id: str) -> None:
@@ -434,13 +447,17 @@ class MemoryIndex:
         as_of: datetime | None = None,
         statuses: tuple[str, ...] = ("active",),
         scope: Scope | None = None,
+        now: datetime | None = None,
     ) -> np.ndarray:
-        """Rows eligible for a read; `scope` None: every project's (engram.core.types.Scope)."""
+        """Rows eligible for a read; `scope` None: every project's (engram.core.types.Scope).
+        With `now`, a memory expired by then is left out (an expired memory is never returned)."""
         n = self.n
         uc = self.users.get(user_id)
         if uc is None:
             return np.zeros(n, dtype=bool)
         m = self.alive[:n] & (self.user[:n] == uc)
+        if now is not None:
+            m &= self.expires[:n] > to_days(now)
         if as_of is not None:
             t = to_days(as_of)
             m &= (self.created[:n] <= t) & (self.valid_to[:n] > t)

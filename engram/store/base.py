@@ -108,6 +108,9 @@ class MemoryStore(Protocol):
     def count(self, table: str) -> int:
         """Rows of memories, tasks, sessions, edges, memory_events or meta."""
 
+    def orphan_counts(self) -> dict[str, int]:
+        """Rows of edges, memory_events and token_vectors that name a memory not stored (doctor)."""
+
     # -- what continuity reads -------------------------------------------------
     def task_memories(self, user_id: str, task_id: str) -> list[Memory]:
         """The task's memories of any type but deleted ones, oldest first."""
@@ -116,9 +119,14 @@ class MemoryStore(Protocol):
         """The task's handoffs but deleted ones, oldest first."""
 
     def latest_handoff(
-        self, user_id: str, task_id: str | None = None, tags: Sequence[str] | None = None
+        self,
+        user_id: str,
+        task_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        now: datetime | None = None,
     ) -> Memory | None:
-        """The newest active handoff of the user (of the task; carrying one of `tags`)."""
+        """The newest active handoff of the user (of the task; carrying one of `tags`; with `now`,
+        not expired by then)."""
 
     def last_session_progress(self, session_id: str) -> Memory | None:
         """The newest progress note the session wrote (deleted ones aside)."""

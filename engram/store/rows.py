@@ -61,6 +61,10 @@ MEMORY_TABLE: tuple[Column, ...] = (
     Column("stability", "float", since=7),
     # Projects (docs/projects.md): NULL is "no project", seen from inside and outside any.
     Column("project", "text", since=10),
+    # Tiers (docs/lifecycle.md): set at write from type and origin, moved by the user.
+    Column("tier", "text", default="'semantic'", since=16),
+    # Expiry: NULL never; from then on never returned, and removed by maintenance.
+    Column("expires_at", "time", since=17),
 )
 MEMORY_FIELDS: tuple[Column, ...] = tuple(c for c in MEMORY_TABLE if c.kind != "vector")  # Memory's, in order
 MEMORY_COLUMNS: tuple[str, ...] = tuple(c.name for c in MEMORY_FIELDS)

@@ -82,6 +82,22 @@ STABILITY_BACKFILL = """UPDATE memories SET stability = (1 + 0.2 * recall_count)
     WHEN 'handoff' THEN 0.05 ELSE 0.16 END) * (1 - 0.8 * importance))
     WHERE recall_count > 0"""
 
+
+def tier_backfill(has_tag: str) -> str:
+    """Version 16: each stored memory's tier from its type, conversation and tags, as
+    engram.core.types.default_tier gives a new one (`has_tag`: the backend's test that tags holds
+    the tag in {tag})."""
+    auto, convention = has_tag.format(tag="'auto-capture'"), has_tag.format(tag="'convention'")
+    return f"""UPDATE memories SET tier = CASE
+        WHEN conversation IS NOT NULL THEN 'episodic'
+        WHEN memory_type IN ('handoff', 'progress') THEN 'working'
+        WHEN memory_type IN ('episode', 'assumption') THEN 'episodic'
+        WHEN memory_type = 'strategy' AND NOT coalesce({auto}, false) THEN 'procedural'
+        WHEN memory_type = 'fact' AND coalesce({convention}, false) AND NOT coalesce({auto}, false)
+            THEN 'procedural'
+        ELSE 'semantic' END"""
+
+
 # Never edit a shipped migration: add a new one at the end.
 MIGRATIONS: list[tuple[str, list[str]]] = [
     (
@@ -211,6 +227,9 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
         ],
     ),
+    # Tiers (docs/lifecycle.md): every stored memory gets the tier a new one of its kind would.
+    ("memory tier", [*memory_ddl("duckdb", 16), tier_backfill("list_contains(tags, {tag})")]),
+    ("memory expiry", memory_ddl("duckdb", 17)),
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -382,6 +401,8 @@ PG_MIGRATIONS: list[tuple[str, list[str]]] = [
         )""",
         ],
     ),
+    ("memory tier", [*memory_ddl("postgres", 16), tier_backfill("{tag} = ANY(tags)")]),
+    ("memory expiry", memory_ddl("postgres", 17)),
 ]
 PG_ONLY_TABLES = ("changes", "leases")  # what PG_MIGRATIONS adds beyond MIGRATIONS
 

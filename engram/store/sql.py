@@ -195,9 +195,16 @@ class SqlStore(TaskRows):
         )
 
     def latest_handoff(
-        self, user_id: str, task_id: str | None = None, tags: Sequence[str] | None = None
+        self,
+        user_id: str,
+        task_id: str | None = None,
+        tags: Sequence[str] | None = None,
+        now: datetime | None = None,
     ) -> Memory | None:
         where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
+        if now is not None:  # an expired handoff is never returned (docs/lifecycle.md)
+            where += " AND (expires_at IS NULL OR expires_at > ?)"
+            params.append(ts(now))
         if task_id is not None:
             where += " AND task_id = ?"
             params.append(task_id)
@@ -309,6 +316,14 @@ class SqlStore(TaskRows):
 
     def count_live_memories(self) -> int:
         return self.count_where("memories", "status <> 'deleted'")
+
+    def orphan_counts(self) -> dict[str, int]:
+        gone = "NOT EXISTS (SELECT 1 FROM memories m WHERE m.id = {col})"
+        return {
+            "edges": self.count_where("edges", f"{gone.format(col='src')} OR {gone.format(col='dst')}"),
+            "history": self.count_where("memory_events", gone.format(col="memory_id")),
+            "token vectors": self.count_where("token_vectors", gone.format(col="memory_id")),
+        }
 
     def count_where(self, table: str, where: str = "true", params: Sequence[Any] = ()) -> int:
         """Rows matching a condition (? placeholders): for tests and benchmarks that check the

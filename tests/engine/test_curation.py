@@ -44,7 +44,13 @@ def test_list_memories_pages_newest_first_with_a_total(api, eng, clock):
     assert m["content"] == "memory number 6" and m["status"] == "active" and m["pinned"] is False
     got = eng.get(m["id"])
     assert m["strength"] == round(
-        strength(got.importance, initial_stability("fact", got.importance), got.created_at, clock.now()), 6
+        strength(
+            got.importance,
+            initial_stability("fact", got.importance) * eng.settings.tier_factors[got.tier],  # docs/lifecycle.md
+            got.created_at,
+            clock.now(),
+        ),
+        6,
     )
 
 
@@ -87,7 +93,7 @@ def test_list_memories_names_bad_arguments(api, args, message):
 
 
 def test_pin_keeps_a_memory_from_fading_and_unpin_undoes_it(api, eng, clock):
-    m = put(eng, "a memory about to fade", importance=0.2)
+    m = put(eng, "a memory about to fade", importance=0.2, tier="episodic")
     clock.advance(days=20)
     fading = {f["id"] for f in memory_stats(eng)["fading_soon"]["memories"]}
     assert m.id in fading
@@ -114,7 +120,7 @@ def test_the_strength_curve_is_decay_sampled_from_the_last_touch_and_projected(a
     touched = eng.get(m.id)
     clock.advance(days=2)
     c = call(api, "memory_strength", memory_id=m.id, days=30)
-    stab = touched.stability
+    stab = touched.stability * eng.settings.tier_factors[touched.tier]  # the tier scales it when read
     assert c["last_touched_at"] == touched.last_recalled_at.isoformat()
     assert c["stability_days"] == round(stab, 4) and c["stability_days"] > c["initial_stability_days"]
     assert c["past"][0]["at"] == c["last_touched_at"] and c["past"][0]["strength"] == 0.6

@@ -97,7 +97,9 @@ def test_retrieval_weight_demotes_but_never_buries():
 
 
 # --- the engine on a virtual clock ---------------------------------------------------------------
-# Each memory below has words of its own, so a recall of one finds only that one.
+# Each memory below has words of its own, so a recall of one finds only that one. The tests of the
+# type's decay store episodic memories (tier factor 1: docs/lifecycle.md), so the figures are the
+# type's own; tests/engine/test_tiers.py has the factors.
 
 
 def _strength(eng, memory_id: str) -> float:
@@ -112,8 +114,8 @@ def _recall(eng, query: str, memory_id: str) -> None:
 
 def test_issue_example_spaced_recalls_survive_sixty_idle_days(eng, clock):
     # Issue 13: importance 0.8, recalled four times at spaced intervals, then idle 60 days.
-    used = eng.store("The user is allergic to peanuts.", importance=0.8).memory
-    unused = eng.store("The printer on floor three jams on Wednesdays.", importance=0.8).memory
+    used = eng.store("The user is allergic to peanuts.", importance=0.8, tier="episodic").memory
+    unused = eng.store("The printer on floor three jams on Wednesdays.", importance=0.8, tier="episodic").memory
     for gap in (2, 5, 10, 20):
         clock.advance(days=gap)
         _recall(eng, "peanuts allergic", used.id)
@@ -128,8 +130,8 @@ def test_issue_example_spaced_recalls_survive_sixty_idle_days(eng, clock):
 
 
 def test_spaced_recalls_count_for_more_than_crammed_ones(eng, clock):
-    spaced = eng.store("Spaced: the staging database lives in eu-west-1.", importance=0.5).memory
-    crammed = eng.store("Crammed: the vault unseal key has five shares.", importance=0.5).memory
+    spaced = eng.store("Spaced: the staging database lives in eu-west-1.", importance=0.5, tier="episodic").memory
+    crammed = eng.store("Crammed: the vault unseal key has five shares.", importance=0.5, tier="episodic").memory
     for _ in range(4):  # four recalls within the first hour
         clock.advance(minutes=15)
         _recall(eng, "vault unseal shares", crammed.id)
@@ -175,7 +177,7 @@ def test_stability_survives_reopen_and_held_recall_counts(tmp_path, settings, fa
 
     path = tmp_path / "s.duckdb"
     with Engram(path, settings=settings, embedder=fake, clock=clock) as eng:
-        mid = eng.store("Backups run at 03:00 UTC to the cold bucket.", importance=0.5).memory.id
+        mid = eng.store("Backups run at 03:00 UTC to the cold bucket.", importance=0.5, tier="episodic").memory.id
         clock.advance(days=7)
         _recall(eng, "backups cold bucket", mid)
         clock.advance(days=7)

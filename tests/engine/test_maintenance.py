@@ -251,8 +251,9 @@ def test_fading_soon_and_prune_follow_stability_on_a_virtual_clock(eng, clock):
 
     from engram.search.decay import initial_stability, memory_stability
 
-    used = put(eng, "The release train leaves every second Tuesday", importance=0.5)
-    idle = put(eng, "The office plant needs water on Fridays", importance=0.5)
+    # Episodic: the type's own decay (tier factor 1, docs/lifecycle.md).
+    used = put(eng, "The release train leaves every second Tuesday", importance=0.5, tier="episodic")
+    idle = put(eng, "The office plant needs water on Fridays", importance=0.5, tier="episodic")
     for gap in (3, 6, 12):  # spaced uses of one, none of the other
         clock.advance(days=gap)
         assert [h.memory.id for h in eng.recall("release train Tuesday", limit=1, mode="bm25")] == [used.id]

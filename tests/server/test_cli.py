@@ -191,7 +191,8 @@ def test_stats_and_consolidate_read_as_aligned_labelled_lines(cli):
     lines = out.splitlines()
     assert lines[0] == "consolidate  would merge 0 memories into 0 clusters"
     assert lines[1] == (
-        "prune        would prune 0 (weak 0, consolidated expired 0, superseded expired 0, episodes over budget 0)"
+        "prune        would prune 0 (expired 0, weak 0, consolidated expired 0, superseded expired 0, "
+        "episodes over budget 0)"
     )
     assert lines[-1] == "(dry run: nothing changed; add --apply to make these changes)"
     assert any(ln.startswith("took         ") and ln.endswith(" ms") for ln in lines)

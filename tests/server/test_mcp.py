@@ -79,10 +79,10 @@ async def refused(client: Client, tool: str, args: dict) -> str:
 READ_ONLY_TOOLS = ("recall_memory", "get_task", "get_context", "memory_stats", "list_tasks", "get_memory")
 
 
-async def test_lists_the_19_tools_with_annotations_and_schemas(client):
+async def test_lists_the_21_tools_with_annotations_and_schemas(client):
     tools = {t.name: t for t in (await client.list_tools()).tools}
     assert set(tools) == set(TOOL_NAMES) == set(API_TOOLS)
-    assert len(tools) == 20
+    assert len(tools) == 21
     for name in READ_ONLY_TOOLS:
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["forget_memory"].annotations.destructive_hint is True

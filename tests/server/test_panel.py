@@ -650,3 +650,55 @@ def test_without_a_token_configured_the_panel_opens_without_a_login(browser, eng
     pg.wait_for_selector("h1:has-text('An open task')")
     ctx.close()
     assert not errors, errors
+
+
+@pytest.mark.model
+def test_the_tier_and_expiry_on_a_memory_page_the_list_and_upkeep(page, api):
+    # docs/lifecycle.md: the page shows the tier and the expiry, and moves the memory to another tier.
+    mid = ok(
+        api.post(
+            "/memories",
+            json={"content": "Scratch: the flaky socket test fails on port reuse", "tier": "working", "ttl_days": 30},
+        )
+    )["memory_id"]
+    page.goto(page.url.split("#")[0] + f"#/memory/{mid}")
+    page.wait_for_selector("#tier:has-text('working')")
+    assert "never" not in page.inner_text("#expires")
+    assert page.locator("h1 .badge.working").count() == 1
+    page.select_option("#set-tier", "procedural")
+    page.wait_for_selector("h1 .badge.procedural")
+    page.wait_for_selector("#tier:has-text('procedural')")
+    got = ok(api.get(f"/memories/{mid}"))
+    assert got["tier"] == "procedural"
+    assert [e["detail"] for e in got["history"] if e["action"] == "tier"] == [{"from": "working", "to": "procedural"}]
+    page.wait_for_selector(".timeline .badge.tier")
+    # The list: the tier's badge and the expiry beside the type.
+    page.goto(page.url.split("#")[0] + "#/memories")
+    row = page.locator("main tbody tr", has_text="flaky socket test")
+    expect(row.locator(".badge.procedural")).to_have_count(1)
+    expect(row).to_contain_text("expires")
+    # Upkeep: active memories by tier, and what expires.
+    stats = ok(api.get("/stats"))
+    page.click("header nav a[data-section=upkeep]")
+    page.wait_for_selector("h1:text('Upkeep')")
+    tiers = page.locator(".stat", has_text="Active by tier")
+    assert tiers.locator("b").inner_text() == str(sum(stats["by_tier"].values()))
+    assert f"procedural {stats['by_tier']['procedural']} (×8)" in tiers.locator("small").inner_text()
+    expiry = page.locator(".stat", has_text="Expiry")
+    assert expiry.locator("b").inner_text() == f"{stats['expiry']['with_expiry']} with a time to live"
+
+
+@pytest.mark.model
+def test_tiers_prune_and_doctor_over_http(api):
+    r = api.post("/memories", json={"content": "A note with a made-up tier", "tier": "forever"})
+    assert r.status_code == 422 and "tier" in r.text
+    mid = ok(api.post("/memories", json={"content": "Retro notes live in the wiki under team/retro"}))["memory_id"]
+    bad = api.post(f"/memories/{mid}/tier", json={"tier": "eternal"})
+    assert bad.status_code == 422 and ok(api.get(f"/memories/{mid}"))["tier"] == "semantic"
+    assert ok(api.post(f"/memories/{mid}/tier", json={"tier": "working"}))["was"] == "semantic"
+    before = ok(api.get("/memories", params={"limit": 500}))["total"]
+    preview = ok(api.post("/prune", json={"keep": 0}))
+    assert preview["applied"] is False and preview["would_remove"] >= 1
+    assert ok(api.get("/memories", params={"limit": 500}))["total"] == before  # a dry run changes nothing
+    doctor = ok(api.get("/doctor"))
+    assert doctor["checks"][0] == "schema" and not [p for p in doctor["problems"] if p["severity"] == "error"]

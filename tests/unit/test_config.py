@@ -44,6 +44,11 @@ PUBLISHED = {
     "edge_threshold": "ENGRAM_EDGE_THRESHOLD",
     "max_edges": "ENGRAM_MAX_EDGES",
     "consolidate_threshold": "ENGRAM_CONSOLIDATE_THRESHOLD",
+    "tier_working": "ENGRAM_TIER_WORKING",
+    "tier_episodic": "ENGRAM_TIER_EPISODIC",
+    "tier_semantic": "ENGRAM_TIER_SEMANTIC",
+    "tier_procedural": "ENGRAM_TIER_PROCEDURAL",
+    "ttl_days": "ENGRAM_TTL_DAYS",
     "prune_threshold": "ENGRAM_PRUNE_THRESHOLD",
     "maintenance_hours": "ENGRAM_MAINTENANCE_HOURS",
     "backup_keep": "ENGRAM_BACKUP_KEEP",
@@ -107,6 +112,11 @@ DEFAULTS = {
     "edge_threshold": 0.40,
     "max_edges": 5,
     "consolidate_threshold": 0.70,
+    "tier_working": 0.4,
+    "tier_episodic": 1.0,
+    "tier_semantic": 2.5,
+    "tier_procedural": 8.0,
+    "ttl_days": (),
     "prune_threshold": 0.05,
     "maintenance_hours": 12.0,
     "backup_keep": 7,
@@ -161,6 +171,8 @@ def _other_value(s) -> tuple[str, object]:
         return repr(v), v
     if s.type is Path:
         return "~/elsewhere", Path.home() / "elsewhere"
+    if s.name == "ttl_days":  # one `name=days` a line
+        return "working=30\n\n  \nfailure=90", ("working=30", "failure=90")
     if s.type == tuple[str, ...]:
         return "secret-\\d+\n\n  \nkey=\\w+", ("secret-\\d+", "key=\\w+")
     if s.name == "database_url":  # only a PostgreSQL URL is valid

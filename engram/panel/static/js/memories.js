@@ -104,7 +104,8 @@ function page(list, f) {
           m.tags.length ? h("div", { class: "muted" }, m.tags.map((t) => `#${t}`).join(" ")) : null,
           h("div", { class: "muted project" }, m.project ? `project ${m.project}` : "no project"),
           m.shared_by ? h("div", { class: "muted shared" }, `shared by ${m.shared_by}`) : null),
-        h("td", {}, badge(m.memory_type), m.pinned ? [" ", badge("pinned")] : null, m.status !== "active" ? [" ", badge(m.status)] : null),
+        h("td", {}, badge(m.memory_type), " ", h("span", { class: "tier" }, badge(m.tier)), m.pinned ? [" ", badge("pinned")] : null,
+          m.status !== "active" ? [" ", badge(m.status)] : null, m.expires_at ? h("div", { class: "muted" }, `expires ${when(m.expires_at)}`) : null),
         h("td", { class: "num" }, num(m.strength)),
         h("td", {}, when(m.created_at)))))));
 }
@@ -123,11 +124,14 @@ export function memoryPage(id) {
       const editor = h("textarea", { id: "edit", "aria-label": "Content" }, m.content);
       return h("section", {},
         h("p", {}, link("#/memories", "← Memories")),
-        h("h1", {}, `${m.memory_type} memory `, badge(m.status), m.pinned ? [" ", badge("pinned")] : null),
+        h("h1", {}, `${m.memory_type} memory `, badge(m.status), " ", badge(m.tier), m.pinned ? [" ", badge("pinned")] : null,
+          m.expired ? [" ", badge("expired")] : null),
         h("p", { class: "content", id: "content" }, m.content),
         h("dl", { class: "kv" },
           h("dt", {}, "id"), h("dd", {}, m.id),
           h("dt", {}, "created"), h("dd", {}, when(m.created_at)),
+          h("dt", {}, "tier"), h("dd", { id: "tier" }, `${m.tier} (decays ×${curve.tier_factor} as slowly as its type alone)`),
+          h("dt", {}, "expires"), h("dd", { id: "expires" }, m.expires_at ? `${when(m.expires_at)}${m.expired ? " (expired: no longer returned)" : ""}` : "never"),
           h("dt", {}, "importance"), h("dd", {}, num(m.importance, 2)),
           h("dt", {}, "recalls"), h("dd", {}, String(m.recall_count)),
           h("dt", {}, "quality"), h("dd", {}, num(m.quality_score)),
@@ -144,6 +148,8 @@ export function memoryPage(id) {
           h("button", { type: "button", id: "pin", onclick: act(() => call("POST", `${path}/pin`, { pinned: !m.pinned }), m.pinned ? "Unpinned." : "Pinned.") },
             m.pinned ? "Unpin" : "Pin"),
           // What capture stored on its own (#/captured): the user may vouch for it.
+          m.status === "active" ? h("label", {}, "Tier ", h("select", { id: "set-tier", onchange: (ev) => act(() => call("POST", `${path}/tier`, { tier: ev.target.value }), `Moved to ${ev.target.value}.`)() },
+            ["working", "episodic", "semantic", "procedural"].map((t) => h("option", t === m.tier ? { value: t, selected: "" } : { value: t }, t)))) : null,
           m.tags.includes("auto-capture") ? h("button", { type: "button", id: "keep", onclick: act(() => call("POST", `${path}/keep`), "Kept: no longer marked automatic.") }, "Keep") : null,
           h("button", { type: "button", class: "danger", id: "forget", onclick: async () => {
             if (!confirm("Forget this memory for good? Its text and history are deleted.")) return;
