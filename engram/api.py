@@ -21,7 +21,7 @@ from engram.engram import Engram
 
 # The MCP tools, in the order the calling model sees them (declared in engram.ops).
 TOOLS = ops.TOOLS
-# EngineState of a maintenance report that name or quote memories; memory_stats shows a run without them.
+# Keys of a maintenance report that name or quote memories; memory_stats shows a run without them.
 PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
 

@@ -76,7 +76,7 @@ class Engram:
     degraded = _shared("degraded", "Why the model is unavailable; None when it serves.")
     model_changed = _shared("model_changed", "The store was embedded with another model (allow_model_change).")
     redact = _shared("redact", "The redactor applied to every text stored.")
-    weights = _shared("weights", "The ranking weights (retrieve.Weights).")
+    weights = _shared("weights", "The ranking weights (ranking.Weights).")
     index = _shared("index", "The derived memory index (vectors, BM25, filters).")
     graph = _shared("graph", "The memory graph (edges between related memories).")
     outcomes = _shared("outcomes", "Session outcomes: session id -> (successes, failures).")

@@ -9,7 +9,7 @@ next call (a claim_notices entry in that call's result). Nothing is refused for 
 progress note or handoff for a task another session holds is stored, with a `claim` entry in
 its result saying who holds the task.
 
-The store decides who wins (store/tasks.py): an insert that finds no row, or an update conditional
+The store decides who wins (store/sql_tasks.py): an insert that finds no row, or an update conditional
 on the holder read just before, so of two sessions racing for one task exactly one wins, on
 one DuckDB file or on a PostgreSQL database several servers share.
 """

@@ -97,7 +97,7 @@ class Memory:
     updated_at: datetime | None = None
     # Turns of one conversation (a chat import) share context in search; None: an independent memory.
     conversation: str | None = None
-    stability: float | None = None  # days (decay.py); None until the first recall: S₀ applies
+    stability: float | None = None  # days (search/decay.py); None until the first recall: S₀ applies
     project: str | None = None  # None: the memory belongs to no project (seen from every one)
 
     def to_dict(self) -> dict[str, Any]:
@@ -116,7 +116,7 @@ class Hit:
     score: float
     quality_score: float
     parts: dict[str, float] | None = None
-    # `strong` or `weak` and the evidence that decided it (retrieve.confidence); None for a
+    # `strong` or `weak` and the evidence that decided it (ranking.confidence); None for a
     # memory not ranked.
     confidence: str | None = None
     evidence: str | None = None

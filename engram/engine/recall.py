@@ -191,7 +191,7 @@ class Recall:
             strong = [t for t in ranked if confidence(t[2])[0] == "strong"]
             mems: dict[str, Memory] = {}
             if reinforce and strong and as_of is None:
-                # Each hit grows by its share of the answer: score / best score (decay.py).
+                # Each hit grows by its share of the answer: score / best score (search/decay.py).
                 best = max(score for _, score, _ in strong)
                 share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in strong}
                 mems = self.p.store_db.reinforce(

@@ -365,7 +365,7 @@ class Writes:
 
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
         old = self.p.store_db.get_memory(decision.target_id)
-        # Storing a known fact again is a use of it, as a recall is (decay.py).
+        # Storing a known fact again is a use of it, as a recall is (search/decay.py).
         mem, fields = self._absorbed(
             old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now, stability=recalled_stability(old, now)
         )

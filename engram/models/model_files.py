@@ -164,7 +164,7 @@ def tokenizer_file(root: Path) -> Path:
 def whole_words(root: Path) -> frozenset[str]:
     """The words of letters the model's tokenizer holds whole (a WordPiece vocabulary's entries
     without "##"; none for a tokenizer without such a vocabulary): words of the language, which
-    a query may use although nothing stored has them (lexical.BM25Index.corrections)."""
+    a query may use although nothing stored has them (bm25.BM25Index.corrections)."""
     try:
         vocab = json.loads(tokenizer_file(Path(root)).read_text(encoding="utf-8"))["model"]["vocab"]
     except (OSError, ValueError, KeyError, TypeError):

@@ -2,7 +2,7 @@
 floor and a score breakdown.
 
 score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker + when + graph, where
-- BM25 is divided by the larger of the query's "ideal score" (lexical.BM25Index.ideal_score) and
+- BM25 is divided by the larger of the query's "ideal score" (bm25.BM25Index.ideal_score) and
   the best row's score, so it lies in [0, 1] and keeps the order of the raw scores;
 - adapt is 1 for a turn of a conversation (a memory stored with `conversation`: short chat lines
   whose embedding is weak and whose names and words carry the match) and, for an independent
@@ -89,7 +89,7 @@ def background(reference_cos: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Weights:
-    # The ranking settings: their defaults are the ones declared in config.Settings (one place).
+    # The ranking settings: their defaults are the ones declared in core/settings.py (one place).
     w_bm25: float = Settings.w_bm25
     w_vector: float = Settings.w_vector
     graph_depth: int = Settings.graph_depth

@@ -1,6 +1,6 @@
 """DuckDB extensions: none is loaded by the store; fts and vss load from their PyPI packages on request.
 
-engram's BM25 (search/bm25.py) and vector search (index.py) run in memory, so opening a store loads
+engram's BM25 (search/bm25.py) and vector search (search/memory_index.py) run in memory, so opening a store loads
 no extension (loading fts and vss cost about 240 ms of a 290 ms open). The fts extension is the
 reference the BM25 test checks search/bm25.py against; load_extensions serves it and anything else
 that asks, from the duckdb-extension-* packages, never the network.

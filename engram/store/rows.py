@@ -55,9 +55,9 @@ MEMORY_TABLE: tuple[Column, ...] = (
     Column("embedding", "vector"),
     Column("pinned", "bool", default="false", since=2),
     Column("updated_at", "time", since=3),
-    # Only memories of one conversation share neighbour context (see index.py).
+    # Only memories of one conversation share neighbour context (see search/memory_index.py).
     Column("conversation", "text", since=6),
-    # Spaced stability (decay.py); NULL until the first recall: the initial stability applies.
+    # Spaced stability (search/decay.py); NULL until the first recall: the initial stability applies.
     Column("stability", "float", since=7),
     # Projects (docs/projects.md): NULL is "no project", seen from inside and outside any.
     Column("project", "text", since=10),

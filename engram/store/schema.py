@@ -139,9 +139,9 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
-    # Only memories of one conversation share neighbour context (see index.py).
+    # Only memories of one conversation share neighbour context (see search/memory_index.py).
     ("memory conversation", memory_ddl("duckdb", 6)),
-    # Spaced stability replaces the flat recall-count multiplier (decay.py). NULL means "never
+    # Spaced stability replaces the flat recall-count multiplier (search/decay.py). NULL means "never
     # recalled: the initial stability applies". A memory recalled before this version keeps the
     # benefit it had: S₀ × (1 + 0.2 × recall_count), with S₀ from the rates of that time.
     (

@@ -1,6 +1,6 @@
 """Time cues in text: dates a query names, and whether a memory mentions a time.
 
-Recall uses them as small bonuses (see retrieve): a memory written in a range the query
+Recall uses them as small bonuses (see search/ranking.py): a memory written in a range the query
 names ("what did we decide on 3 March?", "in October 2023") ranks higher, and so does one
 that mentions a time ("yesterday", "last week", "on 3 May") when the query asks when.
 """
