@@ -7,22 +7,26 @@ Nothing here knows about a transport.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram import ops
+from engram.admin.store_operations import StoreOperations
 from engram.core.clock import utc
 from engram.core.metrics import Metrics
+from engram.core.recall_query import RecallQuery
 from engram.core.types import Ctx, EngramError, Scope
 from engram.engram import Engram
 
+if TYPE_CHECKING:
+    from engram.admin.scheduler import MaintenanceScheduler
+
 # The MCP tools, in the order the calling model sees them (declared in engram.ops).
 TOOLS = ops.TOOLS
-# Keys of a maintenance report that name or quote memories; memory_stats shows a run without them.
-PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
 
 def scope_of(ctx: Ctx, all_projects: bool) -> Scope:
@@ -48,13 +52,35 @@ def parse_time(value: Any, name: str = "as_of") -> datetime | None:
         raise EngramError(f"{name}={value!r} is not an ISO 8601 date or datetime") from None
 
 
+def _served_by(part: str, method: Callable) -> Callable:
+    """An operation of Api served by `method` of the object Api holds as `part`, with that method's
+    own signature and docstring: its parameters are declared once, there."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: Api, *args: Any, **kwargs: Any) -> Any:
+        return getattr(getattr(self, part), name)(*args, **kwargs)
+
+    return call
+
+
 class Api:
-    def __init__(self, engram: Engram, scheduler: Any = None):
+    def __init__(self, engram: Engram, scheduler: MaintenanceScheduler | None = None):
         self.eng = engram
-        self.scheduler = scheduler
         self.metrics = Metrics()
+        self.store_wide = StoreOperations(engram, self.metrics, scheduler)
         self._ops: dict[str, Callable] = {n: getattr(self, n) for n in ops.OPS}
         self._lock = threading.RLock()
+
+    @property
+    def scheduler(self) -> MaintenanceScheduler | None:
+        """The daemon's maintenance scheduler (None in a library or CLI call): its runs are
+        recorded with the ones the operations apply, and memory_stats shows its status."""
+        return self.store_wide.scheduler
+
+    @scheduler.setter
+    def scheduler(self, scheduler: MaintenanceScheduler | None) -> None:
+        self.store_wide.scheduler = scheduler
 
     def call(self, name: str, args: dict | None, ctx: Ctx) -> dict:
         """Run one operation for a caller. Raises EngramError with a clear message on bad input.
@@ -102,7 +128,7 @@ class Api:
         conversation: str | None,
         scope: str,
     ) -> dict:
-        r = self.eng.store(
+        r = self.eng.store_memory(
             content,
             memory_type=memory_type,
             importance=importance,
@@ -119,13 +145,13 @@ class Api:
         return r.to_dict()
 
     def update_memory(self, ctx: Ctx, memory_id: str, content: str) -> dict:
-        r = self.eng.update(memory_id, content, user_id=ctx.user_id)
+        r = self.eng.update_memory(memory_id, content, user_id=ctx.user_id)
         return r.to_dict()
 
     def forget_memory(
         self, ctx: Ctx, memory_id: str | None, query: str | None, dry_run: bool, all_projects: bool
     ) -> dict:
-        ids = self.eng.forget(
+        ids = self.eng.forget_memory(
             memory_id=memory_id,
             query=query,
             user_id=ctx.user_id,
@@ -140,7 +166,7 @@ class Api:
         }
 
     def get_memory(self, ctx: Ctx, memory_id: str, around: int) -> dict:
-        view = self.eng.memory_view(memory_id, user_id=ctx.user_id)
+        view = self.eng.get_memory(memory_id, user_id=ctx.user_id)
         if around:
             from engram.continuity.listing import around as neighbours
 
@@ -161,7 +187,7 @@ class Api:
         all_projects: bool,
         compact: bool,
     ) -> dict:
-        out = self.eng.recall_context(
+        q = RecallQuery(
             query,
             limit=limit,
             memory_type=memory_type,
@@ -171,9 +197,9 @@ class Api:
             mode=mode,
             explain=bool(explain),
             user_id=ctx.user_id,
-            session_id=ctx.session_id,
             scope=scope_of(ctx, all_projects),
         )
+        out = self.eng.recall_memory(q, session_id=ctx.session_id)
         self.metrics.recalled()
         if compact:  # one line per memory; the full text of those wanted comes from get_memory
             from engram.continuity.listing import compact_rows
@@ -199,18 +225,10 @@ class Api:
         tags: list[str] | str | None,
         all_projects: bool,
     ) -> dict:
-        return self._say_degraded(
-            self.eng.context(
-                query,
-                max_tokens=max_tokens,
-                task_id=task_id,
-                limit=limit,
-                tags=tags,
-                user_id=ctx.user_id,
-                session_id=ctx.session_id,
-                scope=scope_of(ctx, all_projects),
-            )
+        q = RecallQuery(
+            query, limit=limit, task_id=task_id, tags=tags, user_id=ctx.user_id, scope=scope_of(ctx, all_projects)
         )
+        return self._say_degraded(self.eng.get_context(q, max_tokens=max_tokens, session_id=ctx.session_id))
 
     # -- tasks and continuity --------------------------------------------------
     def create_task(self, ctx: Ctx, name: str, goal: str, metadata: dict | None, scope: str) -> dict:
@@ -234,11 +252,11 @@ class Api:
         return {"task_id": t.id, **t.to_dict()}
 
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
-        return self.eng.task_view(task_id, limit=limit, user_id=ctx.user_id, reader=ctx.session_id)
+        return self.eng.get_task(task_id, limit=limit, user_id=ctx.user_id, reader=ctx.session_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int, all_projects: bool) -> dict:
         return {
-            "tasks": self.eng.task_overview(
+            "tasks": self.eng.list_tasks(
                 status=status,
                 limit=limit,
                 user_id=ctx.user_id,
@@ -287,11 +305,11 @@ class Api:
         }
 
     def memory_prompt(self, ctx: Ctx, all_projects: bool) -> dict:
-        return {"prompt": self.eng.prompt_block(user_id=ctx.user_id, scope=scope_of(ctx, all_projects))}
+        return {"prompt": self.eng.memory_prompt(user_id=ctx.user_id, scope=scope_of(ctx, all_projects))}
 
     def list_projects(self, ctx: Ctx) -> dict:
         """The projects the caller's memories and tasks belong to, and how many rows each holds."""
-        return {"projects": self.eng.projects(ctx.user_id), "current": ctx.project}
+        return {"projects": self.eng.list_projects(ctx.user_id), "current": ctx.project}
 
     def session_handoff(
         self,
@@ -303,7 +321,7 @@ class Api:
         next_steps: list[str] | None,
         task_id: str | None,
     ) -> dict:
-        m = self.eng.handoff(
+        m = self.eng.session_handoff(
             summary,
             completed=completed,
             in_progress=in_progress,
@@ -452,126 +470,36 @@ class Api:
         )
 
     def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool) -> dict:
-        m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
+        m = self.eng.pin_memory(memory_id, pinned, user_id=ctx.user_id)
         return {"memory_id": m.id, "pinned": m.pinned}
 
     def keep_memory(self, ctx: Ctx, memory_id: str) -> dict:
-        return self.eng.keep(memory_id, user_id=ctx.user_id)
+        return self.eng.keep_memory(memory_id, user_id=ctx.user_id)
 
     def memory_strength(self, ctx: Ctx, memory_id: str, days: int) -> dict:
         """Strength since the last recall and projected `days` ahead, with when it would be pruned."""
-        return self.eng.strength_curve(memory_id, days=days, user_id=ctx.user_id)
+        return self.eng.memory_strength(memory_id, days=days, user_id=ctx.user_id)
 
     def memory_versions(self, ctx: Ctx, memory_id: str) -> dict:
         """The supersession chain through a memory and what a consolidation merged into it."""
-        return self.eng.versions(memory_id, user_id=ctx.user_id)
+        return self.eng.memory_versions(memory_id, user_id=ctx.user_id)
 
     def task_sessions(self, ctx: Ctx, task_id: str) -> dict:
         """The sessions that worked on a task, interrupted ones with their reason."""
         return {"sessions": self.eng.task_sessions(task_id, user_id=ctx.user_id)}
 
-    # -- maintenance -----------------------------------------------------------
-    def _user(self, ctx: Ctx) -> str:
-        """The caller's user, ENGRAM_USER when the transport named none."""
-        return self.eng.user_of(ctx.user_id)
-
-    def consolidate_memory(self, ctx: Ctx, apply: bool) -> dict:
-        from engram.admin.maintenance import run_maintenance
-
-        # Only the caller's memories: a report names memories and quotes them, and apply deletes.
-        # The scheduled job (MaintenanceScheduler) covers every user.
-        report = run_maintenance(self.eng, apply=bool(apply), user_id=self._user(ctx))
-        if apply:
-            self.metrics.maintained(report)
-            if self.scheduler is not None:
-                self.scheduler.record(report)
-        return report
-
-    def run_maintenance(self, ctx: Ctx) -> dict:
-        return self.consolidate_memory(ctx, apply=True)
-
-    def memory_stats(self, ctx: Ctx) -> dict:
-        from engram.admin.maintenance import memory_stats
-
-        user = self._user(ctx)
-        stats = memory_stats(self.eng, user_id=user)
-        if self.scheduler is not None:
-            status = self.scheduler.status()
-            last = status.get("last_report")
-            if last and last.get("user_id") not in (None, user):
-                status["last_report"] = None  # another user's run: not even its counts are the caller's
-            elif last:  # the caller's run or the all-user one: counts only, no ids or texts
-                status["last_report"] = {k: v for k, v in last.items() if k not in PRIVATE_REPORT_KEYS}
-            stats["maintenance"] = status
-        return stats
-
-    def export_memories(self, ctx: Ctx, path: str) -> dict:
-        from engram.admin.export_import import export_jsonl
-
-        return export_jsonl(self.eng, path, user_id=self._user(ctx))
-
-    def import_memories(self, ctx: Ctx, path: str, on_conflict: str, reembed: bool) -> dict:
-        from engram.admin.export_import import import_jsonl
-
-        return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed), user_id=self._user(ctx))
-
-    def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool) -> dict:
-        """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.admin.importers."""
-        from engram.admin.importers import import_from
-
-        return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
-
-    def migrate_store(self, ctx: Ctx, target: str, force: bool) -> dict:
-        """The whole store, every user's rows, into another database (a local admin command)."""
-        from engram.admin.export_import import migrate_store
-
-        return migrate_store(self.eng, target, force=bool(force))
-
-    def backup_store(self, ctx: Ctx, dest: str | None) -> dict:
-        """A checked copy of the whole DuckDB file, taken in the daemon that owns it (local admin)."""
-        from engram.store.backup import take_backup
-
-        return take_backup(self.eng, dest)
-
-    def scrub_store(self, ctx: Ctx, apply: bool) -> dict:
-        """The redactor over every row already stored; with apply, rewritten after a copy (local admin)."""
-        from engram.admin.scrub import scrub_store
-
-        return scrub_store(self.eng, apply=bool(apply))
-
-    def reindex(self, ctx: Ctx, reembed: bool) -> dict:
-        if reembed:
-            n = self.eng.reembed_all()
-            return {"reembedded": n, "model": self.eng.embedder.name}
-        self.eng.rebuild_indexes()
-        st = self.eng.index_status()
-        return {"indexed": st["rows"], "edges": st["edges"]}
-
-    # -- per-user keys (local administration: no HTTP route or MCP tool) -------
-    def create_key(self, ctx: Ctx, user_id: str, label: str | None) -> dict:
-        from engram.admin import keys
-
-        return keys.create_key(self.eng, user_id, label)
-
-    def list_keys(self, ctx: Ctx, user_id: str | None) -> dict:
-        from engram.admin import keys
-
-        return {"keys": keys.list_keys(self.eng, user_id)}
-
-    def revoke_key(self, ctx: Ctx, key_id: str) -> dict:
-        from engram.admin import keys
-
-        return keys.revoke_key(self.eng, key_id)
-
-    def health(self, ctx: Ctx) -> dict:
-        out = {
-            "status": "degraded" if self.eng.degraded else "ok",
-            "memories": self.eng.index_status()["rows"],
-            "model": self.eng.embedder.name,
-            "backend": getattr(self.eng.embedder, "backend", None),
-            "db": self.eng.path,
-        }
-        if self.eng.degraded:
-            out["model_error"] = self.eng.degraded
-            out["serving"] = "keyword (bm25) recall; stores are kept and embedded when the model is back"
-        return out
+    # -- the store as a whole and its administration (engram/admin/store_operations.py) ------------
+    consolidate_memory = _served_by("store_wide", StoreOperations.consolidate_memory)
+    run_maintenance = _served_by("store_wide", StoreOperations.run_maintenance)
+    memory_stats = _served_by("store_wide", StoreOperations.memory_stats)
+    export_memories = _served_by("store_wide", StoreOperations.export_memories)
+    import_memories = _served_by("store_wide", StoreOperations.import_memories)
+    import_from = _served_by("store_wide", StoreOperations.import_from)
+    migrate_store = _served_by("store_wide", StoreOperations.migrate_store)
+    backup_store = _served_by("store_wide", StoreOperations.backup_store)
+    scrub_store = _served_by("store_wide", StoreOperations.scrub_store)
+    reindex = _served_by("store_wide", StoreOperations.reindex)
+    create_key = _served_by("store_wide", StoreOperations.create_key)
+    list_keys = _served_by("store_wide", StoreOperations.list_keys)
+    revoke_key = _served_by("store_wide", StoreOperations.revoke_key)
+    health = _served_by("store_wide", StoreOperations.health)

@@ -101,7 +101,7 @@ def self_check(eng: Any) -> dict:
     user = f"engram-selfcheck-{uuid.uuid4().hex[:12]}"
     text = PROBE_TEXT.format(tag=uuid.uuid4().hex[:8])
     # No session id: a session row would outlive the probe.
-    r = eng.store(text, user_id=user, resolve_conflicts=False)
+    r = eng.store_memory(text, user_id=user, resolve_conflicts=False)
     mid = r.memory.id
     found: dict[str, bool] = {}
     try:
@@ -109,7 +109,7 @@ def self_check(eng: Any) -> dict:
             hits = eng.recall(text, limit=1, mode=mode, user_id=user, reinforce=False)
             found[mode] = bool(hits) and hits[0].memory.id == mid
     finally:
-        eng.forget(memory_id=mid, user_id=user)
+        eng.forget_memory(memory_id=mid, user_id=user)
     try:
         eng.get(mid, user)
         gone = False

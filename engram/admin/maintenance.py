@@ -1,6 +1,6 @@
 """Maintenance as plain functions: prune what faded, consolidate near-duplicates, rebuild, report.
 
-One run (run_maintenance) does, under the engram's lock:
+One run (consolidate_memory) does, under the engram's lock:
 
 1. prune  -- hard-delete active memories whose decay strength fell below ENGRAM_PRUNE_THRESHOLD,
    except protected ones (pinned; linked to a task that is not done/abandoned; the latest
@@ -20,7 +20,7 @@ One run (run_maintenance) does, under the engram's lock:
 
 Prune runs first so nothing about to be deleted gets merged into something that lasts.
 
-A run covers one user's memories (run_maintenance(user_id=...): what a caller of the API asks
+A run covers one user's memories (consolidate_memory(user_id=...): what a caller of the API asks
 for) or, with user_id None, every user's (the scheduled job). Rebuilding and compaction are
 about the file and always cover everything.
 """
@@ -55,7 +55,7 @@ META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 
 
-def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None) -> dict[str, Any]:
+def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = None) -> dict[str, Any]:
     """Prune, consolidate and reindex once. apply=False reports what would change, changing nothing.
 
     user_id narrows the plan (and so the report) to that user's memories; None covers every user.
@@ -122,13 +122,18 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
     return report
 
 
+# The name of the previous release, kept for one release (CHANGELOG.md): the function is named for
+# the operation it does.
+run_maintenance = consolidate_memory
+
+
 def _daily_backup(eng: Engram) -> dict[str, Any] | None:
-    """The day's backup (engram.store.backup.daily); a failure is reported and logged, not raised:
+    """The day's backup (engram.admin.backups.daily_backup); a failure is reported and logged, not raised:
     the rest of the run is done and the next run tries again."""
-    from engram.store.backup import daily
+    from engram.admin.backups import daily_backup
 
     try:
-        return daily(eng, eng.settings.backup_keep)
+        return daily_backup(eng, eng.settings.backup_keep)
     except Exception as e:  # noqa: BLE001 - a full disk must not stop pruning and consolidation
         log.warning("daily backup failed: %s", e)
         return {"error": str(e)}

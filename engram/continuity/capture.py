@@ -68,7 +68,7 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
         "root_cause": "",
         "fix": "\n".join(f"{f}:\n{h}" for f, h in fix.edits),
     }
-    r = eng.store(
+    r = eng.store_memory(
         content,
         memory_type="failure",
         importance=PITFALL_IMPORTANCE,

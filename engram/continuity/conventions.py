@@ -87,7 +87,7 @@ def capture_conventions(
         if mark in known:
             out["already"] += 1
             continue
-        r = eng.store(
+        r = eng.store_memory(
             s,
             memory_type="fact",
             importance=CONVENTION_IMPORTANCE,
@@ -152,7 +152,7 @@ class Conventions:
     def __init__(self, eng: Any):
         self.eng = eng
 
-    def capture(
+    def capture_conventions(
         self,
         prompts: list[str],
         *,

@@ -56,7 +56,7 @@ class Handoffs:
             return project
         return self.p.task(task_id, user_id).project
 
-    def handoff(
+    def session_handoff(
         self,
         summary: str,
         *,
@@ -85,7 +85,7 @@ class Handoffs:
             metadata["checkpoint"] = self.p.redact.value(checkpoint)
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(
+            res = self.writes.store_memory(
                 render_handoff(doc),
                 memory_type="handoff",
                 importance=0.8,
@@ -125,7 +125,7 @@ class Handoffs:
                 text = f"{text if text.endswith(SENTENCE_ENDS) else text + '.'} {label}: {value}"
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(
+            res = self.writes.store_memory(
                 text,
                 memory_type="failure",
                 importance=0.6,
@@ -174,7 +174,7 @@ class Handoffs:
         text = progress_text(doc)
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(
+            res = self.writes.store_memory(
                 text,
                 memory_type="progress",
                 importance=0.5,

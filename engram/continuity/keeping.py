@@ -42,7 +42,7 @@ class Keeping:
     def __init__(self, p: EngineState):
         self.p = p
 
-    def keep(self, memory_id: str, *, user_id: str | None = None) -> dict:
+    def keep_memory(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """Make an automatically captured memory durable (see the module's docstring). Returns
         {memory_id, action: "keep" | "unchanged", memory_type, tags, was: {memory_type, tags}};
         NotFound for an unknown id, an error for a memory that is not active."""

@@ -32,7 +32,7 @@ def _open_tasks(eng: Any, user: str | None, project: str | None) -> list[dict]:
     """Open tasks (open, in_progress, blocked) of the project (and of none), most recently active first."""
     return [
         t
-        for t in eng.task_overview(limit=1000, user_id=user, scope=Scope.of(project))
+        for t in eng.list_tasks(limit=1000, user_id=user, scope=Scope.of(project))
         if t["status"] in OPEN_TASK_STATUSES
     ]
 
@@ -307,7 +307,7 @@ def _checkpoint_once(
             "task_from": why,
             "failures_recorded": sorted(seen | set(recorded)),
         }
-        m = eng.handoff(
+        m = eng.session_handoff(
             summary,
             completed=completed,
             in_progress=in_progress,

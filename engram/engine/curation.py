@@ -8,8 +8,9 @@ from typing import Sequence
 
 import numpy as np
 
+from engram.core.bounds import OFFSET, PAGE_LIMIT, STRENGTH_DAYS
 from engram.core.types import EngramError, Memory, check_tags
-from engram.core.validation import check_type, check_whole
+from engram.core.validation import check_type
 from engram.engine.index_upkeep import Indexes
 from engram.engine.state import EngineState
 from engram.search.decay import days_until_prune, initial_stability, memory_stability, memory_strength, strength_points
@@ -22,7 +23,7 @@ class Curation:
         self.p = p
         self.indexes = indexes
 
-    def memory_view(self, memory_id: str, *, user_id: str | None = None) -> dict:
+    def get_memory(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """One memory as the clients show it: its fields, quality score and history."""
         m = self.p.memory(memory_id, user_id)
         return {**m.to_dict(), "quality_score": self.p.quality(m), "history": self.p.store_db.events(m.id)}
@@ -47,8 +48,8 @@ class Curation:
         """One page of the user's memories, newest first, filtered from the derived index (no scan
         of the table, so a page costs the same at 100k memories), each with its strength now.
         in_project: None every project's; "" only those of no project; else only that project's."""
-        check_whole(offset, "offset", 0, 10**9)
-        check_whole(limit, "limit", 1, 500)
+        OFFSET.check(offset, "offset")
+        PAGE_LIMIT.check(limit, "limit")
         listable = ("active", "superseded", "consolidated")
         if status != "any" and status not in listable:
             raise EngramError(f"status must be one of {', '.join(listable)} or any; got {status!r}")
@@ -87,11 +88,11 @@ class Curation:
             "strength": round(memory_strength(m, now), 6),
         }
 
-    def strength_curve(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:
+    def memory_strength(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:
         """A memory's strength from its last recall (or creation) until now, and projected `days`
         ahead if nothing recalls it. Before the last recall the stability in effect is not
         recorded, so the past starts there."""
-        check_whole(days, "days", 1, 3650)
+        STRENGTH_DAYS.check(days, "days")
         m = self.p.memory(memory_id, user_id)
         now = self.p.clock.now()
         stab = memory_stability(m)
@@ -113,7 +114,7 @@ class Curation:
             "projected": strength_points(m.importance, stab, touched, now, now + timedelta(days=days)),
         }
 
-    def versions(self, memory_id: str, *, user_id: str | None = None) -> dict:
+    def memory_versions(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """The supersession chain through this memory (oldest first: what it replaced, what replaced
         it, the consolidation it went into) and the memories a consolidation merged into it."""
         m = self.p.memory(memory_id, user_id)

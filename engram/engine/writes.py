@@ -59,7 +59,7 @@ class Writes:
         self.indexes = indexes
         self.batch: _BatchSims | None = None  # the similarities of the store_many batch being stored
 
-    def store(
+    def store_memory(
         self,
         content: str,
         *,
@@ -391,7 +391,7 @@ class Writes:
             self.batch.dirty.add(row)
         return StoreResult("merge", mem, old, decision.similarity, decision.reason)
 
-    def update(self, memory_id: str, content: str, *, user_id: str | None = None) -> StoreResult:
+    def update_memory(self, memory_id: str, content: str, *, user_id: str | None = None) -> StoreResult:
         """Rewrite a memory's content (the agent's own merge or correction). History keeps the old text."""
         content = self.p.redact(check_text(content, "content", self.p.settings.max_content_chars))
         with self.p.lock:
@@ -421,7 +421,7 @@ class Writes:
         self.indexes.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 
-    def forget(
+    def forget_memory(
         self,
         memory_id: str | None = None,
         *,
@@ -476,7 +476,7 @@ class Writes:
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
 
-    def set_pinned(self, memory_id: str, pinned: bool, *, user_id: str | None = None) -> Memory:
+    def pin_memory(self, memory_id: str, pinned: bool, *, user_id: str | None = None) -> Memory:
         """Pin (never decays in ranking, never pruned or consolidated) or unpin a memory."""
         if not isinstance(pinned, bool):
             raise EngramError(f"pinned must be true or false, got {pinned!r}")
@@ -493,4 +493,4 @@ class Writes:
 
 
 # The fields an item of store_many may carry: Engram.store's parameters.
-STORE_FIELDS: tuple[str, ...] = tuple(inspect.signature(Writes.store).parameters)[1:]
+STORE_FIELDS: tuple[str, ...] = tuple(inspect.signature(Writes.store_memory).parameters)[1:]

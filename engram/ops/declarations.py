@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engram.core.bounds import MAX_TOKENS
 from engram.core.types import MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES
 
 __all__ = [
@@ -135,7 +136,7 @@ TaskStatusT = Literal[TASK_STATUSES]  # type: ignore[valid-type]
 Items = list[str] | str | None
 TAGS = Param("tags", Items, "Short labels to filter by later, e.g. ['auth', 'db'].", None, flag="--tag")
 METADATA = Param("metadata", dict[str, Any] | None, "Extra JSON kept with the memory.", None)
-TOKENS = {"ge": 50, "le": 100_000}
+TOKENS = MAX_TOKENS.range  # every token budget (engram.core.bounds, which the engine checks too)
 TASK_ID = Param("task_id", str | None, "Id from create_task (t-...); links this to that task.", None, flag="--task")
 # Projects (docs/projects.md): a read sees the caller's project plus what belongs to no project;
 # all_projects widens it. A write belongs to the caller's project unless scope is "global".

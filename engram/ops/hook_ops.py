@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from engram.core.bounds import PROMPT_LIMIT
 from engram.ops.declarations import TOKENS, Items, Op, Param
 
 HOOK_OPS = (
@@ -15,7 +16,7 @@ HOOK_OPS = (
         (
             Param("prompt", str, "The prompt the user submitted."),
             Param("max_tokens", int, "Token budget for the block (50-100000).", 300, **TOKENS),
-            Param("limit", int, "Most memories to show (1-20).", 3, ge=1, le=20),
+            Param("limit", int, "Most memories to show (1-20).", 3, **PROMPT_LIMIT.range),
         ),
     ),
     Op(

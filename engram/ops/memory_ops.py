@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from engram.core.bounds import AROUND, IMPORTANCE, OFFSET, PAGE_LIMIT, RECALL_LIMIT, STRENGTH_DAYS
 from engram.ops.declarations import (
     ALL_PROJECTS,
     METADATA,
@@ -26,7 +27,7 @@ MEMORY_TOOLS = (
         "recall_memory",
         (
             Param("query", str, "What you need to know, in plain words."),
-            Param("limit", int, "Most memories to return (1-1000).", 10, ge=1, le=1000),
+            Param("limit", int, "Most memories to return (1-1000).", 10, **RECALL_LIMIT.range),
             Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None, flag="--type"),
             TASK_ID,
             TAGS,
@@ -76,7 +77,7 @@ lines. For a long search, ask compact=true first.""",
                 "fact",
                 flag="--type",
             ),
-            Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, ge=0, le=1),
+            Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, **IMPORTANCE.range),
             TAGS,
             TASK_ID,
             METADATA,
@@ -159,7 +160,7 @@ Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
             Param("query", str, "What you are about to work on."),
             Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
             TASK_ID,
-            Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
+            Param("limit", int, "Most memories to consider.", 20, **RECALL_LIMIT.range),
             Param(
                 "tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None, flag="--tag"
             ),
@@ -214,8 +215,7 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
                 "Also list this many memories before and after it in its session "
                 "(0-20): what happened around an episode.",
                 0,
-                ge=0,
-                le=20,
+                **AROUND.range,
             ),
         ),
         mcp="read",
@@ -256,8 +256,8 @@ CURATION = (
                 "active (default), superseded, consolidated or any.",
                 "active",
             ),
-            Param("offset", int, "Matches to skip (paging).", 0, ge=0, le=1_000_000_000),
-            Param("limit", int, "Memories per page (1-500).", 50, ge=1, le=500),
+            Param("offset", int, "Matches to skip (paging).", 0, **OFFSET.range),
+            Param("limit", int, "Memories per page (1-500).", 50, **PAGE_LIMIT.range),
             Param(
                 "in_project",
                 str | None,
@@ -304,7 +304,7 @@ CURATION = (
         "memory_strength",
         (
             Param("memory_id", str, "Id of the memory."),
-            Param("days", int, "Days to project ahead (1-3650).", 90, ge=1, le=3650),
+            Param("days", int, "Days to project ahead (1-3650).", 90, **STRENGTH_DAYS.range),
         ),
         http=Http(
             "GET",

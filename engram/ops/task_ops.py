@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from engram.core.bounds import COMPLETION, TASK_LIMIT
 from engram.core.types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 from engram.ops.declarations import (
     ALL_PROJECTS,
@@ -87,8 +88,7 @@ Returns the task {task_id, name, goal, status, metadata, ...}.""",
                 int,
                 "Newest entries of each list to return (1-1000); counts has the totals.",
                 50,
-                ge=1,
-                le=1000,
+                **TASK_LIMIT.range,
             ),
         ),
         mcp="read",
@@ -116,7 +116,7 @@ For a compact continuation use resume_task.""",
                 "Only tasks with this status (open, in_progress, blocked, done, abandoned).",
                 None,
             ),
-            Param("limit", int, "Most tasks to return (1-1000).", 50, ge=1, le=1000),
+            Param("limit", int, "Most tasks to return (1-1000).", 50, **TASK_LIMIT.range),
             ALL_PROJECTS,
         ),
         mcp="read",
@@ -263,8 +263,7 @@ reinforces the existing record. Returns {action, memory_id, content, reason}."""
                 float | None,
                 "Fraction done, 0 to 1 (default: 1 when status is done, else 0).",
                 None,
-                ge=0,
-                le=1,
+                **COMPLETION.range,
             ),
             TASK_ID,
             Param("notes", str, "Details worth keeping.", ""),
