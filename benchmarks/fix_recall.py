@@ -2,7 +2,7 @@
 
 Each case of tests/data/fixes/specs.json is read from its transcript (rendered for one client by
 scripts/make_fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.turn_capture), the
-fix it yields is stored as the daemon stores it (engram.continuity.capture.session_capture), all
+fix it yields is stored as the daemon stores it (engram.workflows.capture.session_capture), all
 cases of a client in one project so each is a distractor for the others; then the case's
 recurrence (`recur`) is asked as recall_memory would (top 3) and as the per-prompt injection
 would (lifecycle.prompt_memories). Usage:
@@ -42,9 +42,9 @@ def captured_fix(client: str, case: dict):
 def measure(eng: Any, client: str, top: int = 3) -> dict:
     """Store every case's fix, then ask for each with its recurrence: the share found in the top
     `top` of recall and injected with the prompt, per split, and the cases missed."""
-    from engram.continuity.capture import session_capture
-    from engram.continuity.lifecycle import prompt_memories
     from engram.core.types import Scope
+    from engram.workflows.capture import session_capture
+    from engram.workflows.lifecycle import prompt_memories
 
     keys = {}
     for case in cases():
@@ -75,9 +75,9 @@ def noise(eng: Any, client: str) -> dict:
     """After every case's session is captured (its fix and its turn, through the transcript as
     the hook reads it), the share of unrelated prompts that get nothing captured injected."""
     from engram.admin.maintenance import memory_stats
-    from engram.continuity.capture import session_capture
-    from engram.continuity.lifecycle import prompt_memories
     from engram.hooks.turn_capture import read_new_events, turns_of
+    from engram.workflows.capture import session_capture
+    from engram.workflows.lifecycle import prompt_memories
 
     before = memory_stats(eng)["disk_bytes"]
     for case in cases():

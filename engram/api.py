@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 from engram import ops
 from engram.admin.store_operations import StoreOperations
+from engram.continuity import listing
 from engram.core.clock import utc
 from engram.core.metrics import Metrics
 from engram.core.recall_query import RecallQuery
 from engram.core.types import Ctx, EngramError, Scope
 from engram.engram import Engram
+from engram.workflows.hook_operations import HookOperations
 
 if TYPE_CHECKING:
     from engram.admin.scheduler import MaintenanceScheduler
@@ -69,6 +71,7 @@ class Api:
         self.eng = engram
         self.metrics = Metrics()
         self.store_wide = StoreOperations(engram, self.metrics, scheduler)
+        self.hooks = HookOperations(engram)
         self._ops: dict[str, Callable] = {n: getattr(self, n) for n in ops.OPS}
         self._lock = threading.RLock()
 
@@ -168,9 +171,7 @@ class Api:
     def get_memory(self, ctx: Ctx, memory_id: str, around: int) -> dict:
         view = self.eng.get_memory(memory_id, user_id=ctx.user_id)
         if around:
-            from engram.continuity.listing import around as neighbours
-
-            view["around"] = neighbours(self.eng, self.eng.get(memory_id, ctx.user_id), around)
+            view["around"] = listing.around(self.eng.neighbours(memory_id, around, user_id=ctx.user_id))
         return view
 
     def recall_memory(
@@ -187,7 +188,7 @@ class Api:
         all_projects: bool,
         compact: bool,
     ) -> dict:
-        q = RecallQuery(
+        q = RecallQuery.of(
             query,
             limit=limit,
             memory_type=memory_type,
@@ -202,10 +203,8 @@ class Api:
         out = self.eng.recall_memory(q, session_id=ctx.session_id)
         self.metrics.recalled()
         if compact:  # one line per memory; the full text of those wanted comes from get_memory
-            from engram.continuity.listing import compact_rows
-
-            out["memories"] = compact_rows(out["memories"])
-            out["related_failures"] = compact_rows(out["related_failures"])
+            out["memories"] = listing.compact_rows(out["memories"])
+            out["related_failures"] = listing.compact_rows(out["related_failures"])
             out["handoff"] = {"id": out["handoff"]["id"]} if out.get("handoff") else None
         return self._say_degraded(out)
 
@@ -225,7 +224,7 @@ class Api:
         tags: list[str] | str | None,
         all_projects: bool,
     ) -> dict:
-        q = RecallQuery(
+        q = RecallQuery.of(
             query, limit=limit, task_id=task_id, tags=tags, user_id=ctx.user_id, scope=scope_of(ctx, all_projects)
         )
         return self._say_degraded(self.eng.get_context(q, max_tokens=max_tokens, session_id=ctx.session_id))
@@ -373,68 +372,11 @@ class Api:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
-    # -- the agent lifecycle hooks (engram.continuity.lifecycle) ------------------------------
-    def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
-        from engram.continuity.lifecycle import session_start
-
-        return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens, ctx.project)
-
-    def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
-        from engram.continuity.lifecycle import prompt_memories
-
-        return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
-
-    def session_capture(
-        self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None, task_id: str | None, client: str
-    ) -> dict:
-        from engram.continuity.capture import session_capture
-
-        return session_capture(
-            self.eng,
-            ctx.user_id,
-            ctx.session_id,
-            client or ctx.client,
-            fixes or [],
-            episodes or [],
-            task_id,
-            ctx.project,
-        )
-
-    def session_checkpoint(
-        self,
-        ctx: Ctx,
-        summary: str,
-        completed: list[str] | str | None,
-        in_progress: list[str] | str | None,
-        blocked: list[str] | str | None,
-        next_steps: list[str] | str | None,
-        step_statuses: list[str] | None,
-        failures: list[dict] | None,
-        task_id: str | None,
-        checkpoint: dict,
-        interrupted: bool,
-    ) -> dict:
-        from engram.continuity.lifecycle import session_checkpoint
-
-        def items(v: list[str] | str | None) -> list[str]:
-            return [v] if isinstance(v, str) else list(v or [])
-
-        return session_checkpoint(
-            self.eng,
-            ctx.user_id,
-            ctx.session_id,
-            summary,
-            items(completed),
-            items(in_progress),
-            items(blocked),
-            items(next_steps),
-            list(step_statuses or []),
-            list(failures or []),
-            task_id,
-            checkpoint,
-            bool(interrupted),
-            ctx.project,
-        )
+    # -- the agents' lifecycle hooks (engram/workflows/hook_operations.py) -------------------------
+    session_start = _served_by("hooks", HookOperations.session_start)
+    prompt_memories = _served_by("hooks", HookOperations.prompt_memories)
+    session_capture = _served_by("hooks", HookOperations.session_capture)
+    session_checkpoint = _served_by("hooks", HookOperations.session_checkpoint)
 
     def capture_conventions(self, ctx: Ctx, prompts: list[str]) -> dict:
         """The conventions the prompts state, stored as facts of the caller's project

@@ -201,6 +201,7 @@ class Engram:
 
     # -- curation (engine/curation.py) ---------------------------------------
     get_memory = _delegate("curation", Curation.get_memory)
+    neighbours = _delegate("curation", Curation.neighbours)
     history = _delegate("curation", Curation.history)
     list_memories = _delegate("curation", Curation.list_memories)
     memory_summary = _delegate("curation", Curation.memory_summary)
@@ -250,7 +251,7 @@ class Engram:
     # -- keeping what capture stored (continuity/keeping.py) -----------------
     keep_memory = _delegate("keeping", Keeping.keep_memory)
 
-    # -- the names of release 0.x, kept for one release (CHANGELOG.md): each operation now has
+    # -- the names of the previous release, kept for one release (see the changelog): each operation has
     # one name from the operation table (engram.ops) down to the part that does it.
     store = store_memory
     update = update_memory

@@ -513,7 +513,7 @@ def _same_recalls(here: Engram, there: Engram) -> dict:
     return {"sampled": len(sample), "same": len(sample) - len(differ), "top": SAMPLE_TOP, "differ": differ}
 
 
-# The names of the previous release, kept for one release (CHANGELOG.md): the functions are named
+# The names of the previous release, kept for one release (see the changelog): the functions are named
 # for the operations they do (export_memories, import_memories).
 export_jsonl = export_memories
 import_jsonl = import_memories

@@ -122,7 +122,7 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
     return report
 
 
-# The name of the previous release, kept for one release (CHANGELOG.md): the function is named for
+# The name of the previous release, kept for one release (see the changelog): the function is named for
 # the operation it does.
 run_maintenance = consolidate_memory
 
@@ -170,7 +170,7 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
         doomed.append(mid)
         reasons["weak"] += 1
     # Captured episodes have a budget per project: past it, the oldest unused go first.
-    from engram.continuity.capture import prune_episodes
+    from engram.workflows.capture import prune_episodes
 
     weak_ids = set(doomed)
     over = [m for m in prune_episodes(idx, active, s.capture_episode_budget) if m not in weak_ids]
@@ -430,7 +430,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
         table_rows = db.count_live_memories()
         live = set(rows.tolist())
-        # What the hooks captured with no model (engram.continuity.capture), by its tag.
+        # What the hooks captured with no model (engram.workflows.capture), by its tag.
         captured = {tag: len(live & idx.tag_rows.get(tag, set())) for tag in ("pitfall", "episode")}
         # How far the daemon's background fill has come (engine/token_vectors.py): recall reads a
         # turn without vectors by encoding it then, which is slower.

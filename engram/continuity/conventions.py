@@ -8,7 +8,7 @@ convention of one repository must not reach another). The memories are facts tag
 `project_conventions` lists a project's most used ones (session start); `conventions_for_prompt`
 the ones a prompt is close to (per-prompt injection).
 
-Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.continuity.lifecycle.
+Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.workflows.lifecycle.
 """
 
 from __future__ import annotations

@@ -71,7 +71,7 @@ class Handoffs:
         tags: Sequence[str] | None = None,
         project: str | None = None,
     ) -> Memory:
-        """A handoff; `checkpoint`: an automatic one's record (engram.continuity.lifecycle), kept beside the
+        """A handoff; `checkpoint`: an automatic one's record (engram.workflows.lifecycle), kept beside the
         document, whose `step_statuses` give each next step the status the agent's todo list gave it."""
         doc = {
             "summary": self.p.redact(check_short(summary, "summary", 10_000)),

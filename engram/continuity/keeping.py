@@ -1,6 +1,6 @@
 """Keep: a memory captured automatically becomes one the user vouches for (the panel's "keep", `engram keep`).
 
-What capture marks (engram.continuity.capture, engram.continuity.conventions): every capture
+What capture marks (engram.workflows.capture, engram.continuity.conventions): every capture
 carries the tag `auto-capture`, and a convention metadata.captured = "auto" too (the only mark of
 one captured before conventions were tagged). Keeping
 removes the mark (metadata.captured becomes "kept", so where it came from stays readable) and
@@ -19,9 +19,8 @@ Keeping a memory that carries no mark changes nothing and says so.
 
 from __future__ import annotations
 
-from engram.continuity.capture import AUTO_CAPTURE_TAG, EPISODE_TYPE
 from engram.core.errors import EngramError
-from engram.core.types import Memory
+from engram.core.types import AUTO_CAPTURE_TAG, EPISODE_TYPE, Memory
 from engram.engine.state import EngineState
 from engram.search.decay import initial_stability
 

@@ -68,7 +68,9 @@ class RecallQuery:
 
     @classmethod
     def of(cls, query: str | RecallQuery, **options: Any) -> RecallQuery:
-        """The query a library call asks: `query` itself, or the text with these fields."""
+        """The query a call asks: `query` itself, or the text with these fields. The fields are
+        taken as callers give them (tags as a list or one string, exclude_types as a list) and
+        kept in their normal form (tuples)."""
         if isinstance(query, RecallQuery):
             return dataclasses.replace(query, **options) if options else query
         return cls(query, **options)

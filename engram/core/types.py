@@ -11,11 +11,14 @@ from engram.core.errors import EngramError as EngramError
 from engram.core.errors import NotFound as NotFound
 
 # "episode": a turn of a session (its request and answer) captured by the hooks; kept apart from
-# the durable kinds in what is injected (engram.continuity.capture). Appended: the index codes types by position.
+# the durable kinds in what is injected (engram.workflows.capture). Appended: the index codes types by position.
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress", "episode")
 # The tag every automatic capture leaves (pitfalls, episodes, conventions), until the user keeps it
 # (engram.continuity.keeping); here, below both continuity modules that write it.
 AUTO_CAPTURE_TAG = "auto-capture"
+EPISODE_TYPE = "episode"  # a turn of a session captured as said (the request and the answer)
+EPISODE_TAG = "episode"
+PITFALL_TAG = "pitfall"  # an error a session fixed, with the changed lines
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
 TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked", "done", "abandoned")
 OPEN_TASK_STATUSES: tuple[str, ...] = ("open", "in_progress", "blocked")  # what a session may resume

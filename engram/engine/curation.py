@@ -28,6 +28,33 @@ class Curation:
         m = self.p.memory(memory_id, user_id)
         return {**m.to_dict(), "quality_score": self.p.quality(m), "history": self.p.store_db.events(m.id)}
 
+    def neighbours(self, memory_id: str, n: int, *, user_id: str | None = None) -> list[tuple[Memory, int]]:
+        """Up to `n` memories before and `n` after a memory in its session (same user), oldest
+        first, each with its position relative to it (the memory itself at 0); [] for a memory
+        of no session. What happened around a captured turn (get_memory's `around`)."""
+        memory = self.p.memory(memory_id, user_id)
+        if not memory.session_id or n <= 0:
+            return []
+        with self.p.lock:
+            self.indexes.catch_up()
+            idx = self.p.index
+            row = idx.row_of.get(memory.id)
+            if row is None:
+                return []
+            k = idx.n
+            same = np.flatnonzero(
+                idx.alive[:k]
+                & (idx.status[:k] == 0)
+                & (idx.session[:k] == idx.session[row])
+                & (idx.user[:k] == idx.user[row])
+            )
+            order = sorted(same.tolist(), key=lambda r: (float(idx.created[r]), r))
+            at = order.index(row)
+            first = max(0, at - n)
+            rows = order[first : at + n + 1]
+            # at most 2n + 1 reads
+            return [(self.p.memory(idx.ids[r], memory.user_id), i + first - at) for i, r in enumerate(rows)]
+
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict]:
         self.p.memory(memory_id, user_id)
         return self.p.store_db.events(memory_id)

@@ -61,8 +61,8 @@ class Recall:
             now = self.p.clock.now()
             idx = self.p.index
             mask = idx.mask(user, q.memory_type, q.task_id, q.tags, q.as_of, scope=q.scope)
-            for t in q.exclude_types:
-                mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
+            for excluded in q.exclude_types:
+                mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(excluded)
             # The query's misspelt words, among this caller's memories only, read once: the
             # ranking searches with them and the answer shows them.
             read_as = {} if q.mode == "vector" else idx.bm25.corrections(q.text, mask)

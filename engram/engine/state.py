@@ -61,7 +61,7 @@ class EngineState:
     def exclusive(self, name: str) -> Iterator[None]:
         """A block that runs alone among blocks of the same name, in this server and in every
         server sharing the database, its writes committed together (a check and the write it
-        decides: continuity/lifecycle.py's session_checkpoint)."""
+        decides: workflows/lifecycle.py's session_checkpoint)."""
         with self.lock, self.store_db.transaction():
             self.store_db.hold_lock(name)
             yield

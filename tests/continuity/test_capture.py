@@ -16,9 +16,9 @@ import pytest
 from benchmarks.fix_recall import DATA, cases, measure
 from engram.api import Api
 from engram.continuity.fixes import FixTracker, error_signature, same_command
-from engram.continuity.lifecycle import prompt_memories
 from engram.core.types import Ctx, Scope
 from engram.hooks.turn_capture import capture_turns
+from engram.workflows.lifecycle import prompt_memories
 
 PROJECT = "example.com/capture"
 

@@ -10,13 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
+from engram.core.types import AUTO_CAPTURE_TAG, EPISODE_TAG, EPISODE_TYPE, MEMORY_TYPES, PITFALL_TAG, EngramError
+from engram.engram import Engram
 
 __all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes", "session_capture"]
 
-PITFALL_TAG = "pitfall"
-EPISODE_TAG = "episode"
-EPISODE_TYPE = "episode"
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
 FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
@@ -52,7 +50,7 @@ def _fix(raw: Any):
     )
 
 
-def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
+def _store_fix(eng: Engram, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
     """Store one pitfall; True when it is new. The same error fixed the same way (its key) again
     reinforces the memory stored the first time, whatever command showed it."""
     key_tag = f"fix:{fix.key}"
@@ -84,7 +82,7 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
 
 
 def session_capture(
-    eng: Any,
+    eng: Engram,
     user: str | None,
     session_id: str,
     client: str,
@@ -97,7 +95,7 @@ def session_capture(
     as an episode of the session (its `conversation`). What is captured at all is the hook's
     decision, by the settings where the client runs it (engram.hooks.run, turn_capture): the
     daemon's own were those of whichever process started it, and would apply to every client."""
-    from engram.continuity.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
+    from engram.workflows.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
 
     out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
     items = [_fix(f) for f in fixes]
