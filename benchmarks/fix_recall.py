@@ -1,7 +1,7 @@
 """Error -> fix: is the pitfall captured from a session brought back when its error comes back?
 
 Each case of tests/data/fixes/specs.json is read from its transcript (rendered for one client by
-scripts/make_fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.turn_capture), the
+tests/support/fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.turn_capture), the
 fix it yields is stored as the daemon stores it (engram.workflows.capture.session_capture), all
 cases of a client in one project so each is a distractor for the others; then the case's
 recurrence (`recur`) is asked as recall_memory would (top 3) and as the per-prompt injection
@@ -20,23 +20,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "fixes"
+from tests.support.fix_transcripts import HERE as DATA
+from tests.support.fix_transcripts import ROOT, captured_fix, cases
+
 PROJECT = "example.com/fixes"
-ROOT = "/repo"
-
-
-def cases() -> list[dict]:
-    return json.loads((DATA / "specs.json").read_text(encoding="utf-8"))["cases"]
-
-
-def captured_fix(client: str, case: dict):
-    """The one fix the case's transcript yields, read as the hook reads it (or None)."""
-    from engram.continuity.fixes import FixTracker
-    from engram.hooks.turn_capture import fixes_in, read_new_events
-
-    events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
-    fixes = fixes_in(events, FixTracker(root=ROOT), ROOT)
-    return fixes[0] if len(fixes) == 1 else None
 
 
 def measure(eng: Any, client: str, top: int = 3) -> dict:

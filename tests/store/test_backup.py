@@ -30,6 +30,9 @@ from engram.store.backup import (
     rotate,
 )
 from engram.store.schema import SCHEMA_VERSION
+from tests.support.daemon import daemon_env, start_daemon, stop_daemon
+from tests.support.damage import DAMAGES
+from tests.support.damage import damage as spoil
 
 pytestmark = pytest.mark.duckdb_only
 
@@ -142,12 +145,8 @@ def test_maintenance_takes_one_daily_backup_a_day(tmp_path, fake):
     off.close()
 
 
-@pytest.mark.parametrize(
-    "damage", ["truncated-half", "truncated-block", "truncated-odd", "garbled-header", "garbled-blocks", "zeros"]
-)
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_store_is_refused_untouched_naming_the_backup(store_with_rows, fake, damage):
-    from benchmarks.faults import damage as spoil
-
     eng, home, _ = store_with_rows
     backup = backup_store(eng)["path"]
     eng.close()
@@ -181,13 +180,10 @@ def test_a_newer_schema_names_both_versions_and_is_left_alone(tmp_path, fake):
 
 def test_cli_backup_and_restore(tmp_path):
     """`engram backup` through a daemon (the fake one), then `engram restore` stops it and swaps."""
-    from benchmarks.faults import _env, _start, _stop
-    from benchmarks.reliability import REPO
-
     home = tmp_path / "home"
-    _start(home, REPO)
+    start_daemon(home)
     try:
-        env = _env(REPO, home)
+        env = daemon_env(home)
         run = lambda *a: subprocess.run(  # noqa: E731
             [sys.executable, "-m", "engram", "--home", str(home), *a],
             env=env,
@@ -212,7 +208,7 @@ def test_cli_backup_and_restore(tmp_path):
         bad = run("restore", str(tmp_path / "nope.duckdb"))
         assert bad.returncode == 1 and "no such backup file" in bad.stderr
     finally:
-        _stop(home)
+        stop_daemon(home)
 
 
 def test_setup_reports_the_latest_backup(store_with_rows):

@@ -672,3 +672,62 @@ def test_a_version_adds_at_most_one_memory_column(monkeypatch):
     )
     with pytest.raises(ValueError, match="one a version"):
         schema.memory_ddl("duckdb", 99)
+
+
+# -- tests own their helpers: what they share lives under tests/ (tests/support), a test imports
+# from benchmarks/ or scripts/ only a benchmark's public names, to run the benchmark it tests.
+TESTS = Path(__file__).resolve().parents[1]
+OUTSIDE = ("benchmarks", "scripts")
+
+
+def private_names_from_outside(source: str) -> list[str]:
+    """A test's private names from benchmarks/ or scripts/: `from benchmarks.x import _y`, or `m._y`
+    where `m` is a module of theirs that the test imported."""
+    tree = ast.parse(source)
+    modules: set[str] = set()  # how the test names what it imported from there: `faults`, `benchmarks.faults`
+    found = []
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Import):
+            modules |= {a.asname or a.name for a in n.names if a.name.split(".")[0] in OUTSIDE}
+        elif isinstance(n, ast.ImportFrom) and n.module and n.module.split(".")[0] in OUTSIDE:
+            for a in n.names:
+                if a.name.startswith("_"):
+                    found.append(f"line {n.lineno}: from {n.module} import {a.name}")
+                modules.add(a.asname or a.name)
+    found += [
+        f"line {n.lineno}: {ast.unparse(n)}"
+        for n in ast.walk(tree)
+        if isinstance(n, ast.Attribute)
+        and n.attr.startswith("_")
+        and not n.attr.startswith("__")
+        and ast.unparse(n.value) in modules
+    ]
+    return found
+
+
+def test_no_test_imports_a_private_name_from_benchmarks_or_scripts():
+    bad = {
+        p.relative_to(TESTS).as_posix(): found
+        for p in sorted(TESTS.rglob("*.py"))
+        if (found := private_names_from_outside(p.read_text()))
+    }
+    assert bad == {}
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "from benchmarks.faults import _env, _start\n",
+        "from benchmarks import faults\nfaults._head()\n",
+        "import scripts.screenshots as shots\nshots._seed()\n",
+        "def t():\n    from scripts.make_fix_transcripts import _stamp\n",
+    ],
+)
+def test_a_private_import_from_benchmarks_is_refused(source):
+    assert private_names_from_outside(source) != []
+
+
+def test_a_public_benchmark_entry_point_is_allowed():
+    assert (
+        private_names_from_outside("from benchmarks import faults\nfaults.upgrade_run(ops=2)\nfaults.__file__\n") == []
+    )
