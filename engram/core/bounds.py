@@ -17,11 +17,6 @@ class Bound:
     low: int | float
     high: int | float
 
-    @property
-    def range(self) -> dict[str, int | float]:
-        """The bounds as a declaration's `ge` and `le` (engram.ops.Param)."""
-        return {"ge": self.low, "le": self.high}
-
     def check(self, value: Any, name: str) -> int:
         """`value` when it is a whole number within the bounds, else EngramError naming `name`."""
         return check_whole(value, name, int(self.low), int(self.high))

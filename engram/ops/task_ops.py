@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from engram.core.bounds import COMPLETION, TASK_LIMIT
+from engram.core.bounds import COMPLETION, MAX_TOKENS, TASK_LIMIT
 from engram.core.types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 from engram.ops.declarations import (
     ALL_PROJECTS,
     SCOPE,
     TAKE_OVER,
     TASK_ID,
-    TOKENS,
     Cli,
     Http,
     Items,
@@ -88,7 +87,7 @@ Returns the task {task_id, name, goal, status, metadata, ...}.""",
                 int,
                 "Newest entries of each list to return (1-1000); counts has the totals.",
                 50,
-                **TASK_LIMIT.range,
+                bound=TASK_LIMIT,
             ),
         ),
         mcp="read",
@@ -116,7 +115,7 @@ For a compact continuation use resume_task.""",
                 "Only tasks with this status (open, in_progress, blocked, done, abandoned).",
                 None,
             ),
-            Param("limit", int, "Most tasks to return (1-1000).", 50, **TASK_LIMIT.range),
+            Param("limit", int, "Most tasks to return (1-1000).", 50, bound=TASK_LIMIT),
             ALL_PROJECTS,
         ),
         mcp="read",
@@ -144,7 +143,7 @@ tasks nobody else holds. Then call resume_task(task_id).""",
         "resume_task",
         (
             Param("task_id", str, "Id from create_task or list_tasks."),
-            Param("max_tokens", int, "Token budget for the text block (50-100000).", 2000, **TOKENS),
+            Param("max_tokens", int, "Token budget for the text block (50-100000).", 2000, bound=MAX_TOKENS),
             TAKE_OVER,
             Param("claim", bool, "false: only read; claim nothing (as the MCP resources read it).", True),
         ),
@@ -263,7 +262,7 @@ reinforces the existing record. Returns {action, memory_id, content, reason}."""
                 float | None,
                 "Fraction done, 0 to 1 (default: 1 when status is done, else 0).",
                 None,
-                **COMPLETION.range,
+                bound=COMPLETION,
             ),
             TASK_ID,
             Param("notes", str, "Details worth keeping.", ""),

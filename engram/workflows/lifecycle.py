@@ -12,6 +12,7 @@ from typing import Any
 
 from engram.continuity.conventions import conventions_for_prompt, is_captured_convention, project_conventions
 from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
+from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document
 from engram.core.types import OPEN_TASK_STATUSES, EngramError, NotFound, Scope
 from engram.engram import Engram
@@ -24,7 +25,7 @@ UNASSIGNED_TAG = "auto-checkpoint:unassigned"
 TASKS_SHOWN = 8
 TASK_LINE_CHARS = 220
 PROMPT_MEMORY_CHARS = 400
-MIN_RESUME_TOKENS = 50  # resume_task's least budget
+MIN_RESUME_TOKENS = MAX_TOKENS.low  # resume_task's least budget
 START_CONVENTIONS = 5  # the project's most used conventions a session starts with
 PROMPT_CONVENTIONS = 2  # captured conventions a prompt may bring
 
@@ -123,7 +124,7 @@ def session_start(
             used += cost
     resumed = None
     if focus and budget - used >= MIN_RESUME_TOKENS:
-        r = eng.resume_task(focus, max_tokens=min(budget - used, 100_000), user_id=user)
+        r = eng.resume_task(focus, max_tokens=min(budget - used, MAX_TOKENS.high), user_id=user)
         parts.append(r["context"])
         resumed = focus
     if not parts:
