@@ -30,13 +30,13 @@ class HookOperations:
     ) -> dict:
         return capture.session_capture(
             self.eng,
-            ctx.user_id,
-            ctx.session_id,
-            client or ctx.client,
-            fixes or [],
-            episodes or [],
-            task_id,
-            ctx.project,
+            user=ctx.user_id,
+            session_id=ctx.session_id,
+            client=client or ctx.client,
+            fixes=fixes or [],
+            episodes=episodes or [],
+            task_id=task_id,
+            project=ctx.project,
         )
 
     def session_checkpoint(
@@ -58,17 +58,17 @@ class HookOperations:
 
         return lifecycle.session_checkpoint(
             self.eng,
-            ctx.user_id,
-            ctx.session_id,
-            summary,
-            items(completed),
-            items(in_progress),
-            items(blocked),
-            items(next_steps),
-            list(step_statuses or []),
-            list(failures or []),
-            task_id,
-            checkpoint,
-            bool(interrupted),
-            ctx.project,
+            user=ctx.user_id,
+            session_id=ctx.session_id,
+            summary=summary,
+            completed=items(completed),
+            in_progress=items(in_progress),
+            blocked=items(blocked),
+            next_steps=items(next_steps),
+            step_statuses=list(step_statuses or []),
+            failures=list(failures or []),
+            task_id=task_id,
+            checkpoint=checkpoint,
+            interrupted=bool(interrupted),
+            project=ctx.project,
         )
