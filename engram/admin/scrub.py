@@ -100,7 +100,12 @@ def scrub_store(eng: Any, apply: bool = False) -> dict[str, Any]:
             + [{"kind": "task", "id": t.id, "fields": sorted(ch)} for t, ch in found["tasks"]]
             + [{"kind": "session", "id": s.id, "fields": ["outcome_notes"]} for s, _ in found["sessions"]]
         )
-        report = {"applied": False, "backup": None, "changes": changes[:SHOWN], **{k: len(v) for k, v in found.items()}}
+        report: dict[str, Any] = {
+            "applied": False,
+            "backup": None,
+            "changes": changes[:SHOWN],
+            **{k: len(v) for k, v in found.items()},
+        }
         if not apply or not changes:
             return report
         rewritten = [(m, ch) for m, ch in found["memories"] if "content" in ch]

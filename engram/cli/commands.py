@@ -84,7 +84,7 @@ def run_hooks(a: argparse.Namespace) -> int:
     if a.hooks_command == "status":
         return _hooks_status(a)
     try:
-        settings = Settings.from_env(**({"home": Path(a.home).expanduser()} if a.home else {}))
+        settings = Settings.from_env(home=Path(a.home).expanduser()) if a.home else Settings.from_env()
         user = a.user or settings.user_id
         options = hi.store_options(settings.home, user)  # what the commands carry beside the event
         if a.hooks_command == "install":

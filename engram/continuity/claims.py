@@ -113,7 +113,7 @@ class Claims:
             f"task {holder.task_id} is held by {describe_claim(held, now)}; work on another task, or "
             "call claim_task with take_over=true if the user asked you to take it over or that "
             "session is stuck"
-            if holder
+            if holder and held
             else "the task's claim changed while claiming it; try again"
         )
         if refuse:

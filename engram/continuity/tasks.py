@@ -254,8 +254,8 @@ class Tasks:
             }
             if claim is not None:
                 out["claim"] = claim
-            out["context"] = render_resume(out, max_tokens)
-            out["tokens"] = estimate_tokens(out["context"])
+            out["context"] = context = render_resume(out, max_tokens)
+            out["tokens"] = estimate_tokens(context)
             return out
 
     # -- claims (engram/continuity/claims.py) -------------------------------------------

@@ -160,7 +160,7 @@ class StoreResult:
     chunks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "action": self.action,
             "memory_id": self.memory.id,
             "content": self.memory.content,

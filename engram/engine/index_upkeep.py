@@ -14,7 +14,7 @@ from engram.core.errors import ModelMismatch, ModelUnavailable
 from engram.core.types import Memory
 from engram.engine.state import EngineState
 from engram.engine.token_vectors import TokenVectors
-from engram.models.embedding import Embedder
+from engram.models.embedding import Embedder, UnavailableEmbedder
 from engram.models.model_files import model_words
 from engram.search.graph import MemoryGraph, nearest_edges
 from engram.search.memory_index import MemoryIndex
@@ -75,7 +75,8 @@ class Indexes:
             emb = load()
         except ModelUnavailable as e:
             p.degraded = str(e)
-            p.embedder.reason = p.degraded
+            if isinstance(p.embedder, UnavailableEmbedder):  # as it is while degraded
+                p.embedder.reason = p.degraded
             return False
         with p.lock:
             p.embedder, p.degraded = emb, None

@@ -179,7 +179,7 @@ class Writes:
                     for i, wave in enumerate(waves):
                         if ahead:
                             vecs = ahead.pop().result()
-                        if i + 1 < len(waves):
+                        if pool is not None and i + 1 < len(waves):  # a pool when there are waves ahead
                             ahead.append(pool.submit(embed, waves[i + 1]))
                         self.batch = _BatchSims(self.p.index, vecs) if vecs is not None and len(vecs) > 1 else None
                         k = 0
@@ -201,7 +201,7 @@ class Writes:
         self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
         return out
 
-    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:
+    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray | list[None], col: int) -> StoreResult:
         group = new_id()
         results = []
         # chunk_start: where the chunk's text begins in the stored text (chunks overlap), so the
@@ -260,11 +260,11 @@ class Writes:
                     sims[rows] = s
         decision = resolution.Resolution("new", None, None, "no similar memory")
         again = self._same_turn(p, sims, peers) if p["conversation"] is not None and p["resolve_conflicts"] else None
-        if again is not None:
+        if again is not None and sims is not None:  # a turn found again: sims were computed
             decision = resolution.Resolution(
                 "reinforce", idx.ids[again], float(sims[again]), "the same turn of this conversation, stored again"
             )
-        elif resolving and len(same_type):
+        elif resolving and len(same_type) and sims is not None:
             top = top_rows(sims, same_type, 5)
             top = top[sims[top] >= min(resolution.SIMILARITY_FLOOR, self.p.settings.dedup_threshold)]
             candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
@@ -294,7 +294,7 @@ class Writes:
                 return int(r)
         return None
 
-    def _insert(self, decision, p: dict, vec: np.ndarray, now: datetime, sims, peers) -> StoreResult:
+    def _insert(self, decision, p: dict, vec: np.ndarray | None, now: datetime, sims, peers) -> StoreResult:
         old = None
         mem = Memory(
             id=new_id(),
@@ -442,9 +442,9 @@ class Writes:
             if memory_id is not None:
                 ids = [self.p.memory(memory_id, user).id]
             else:
-                check_text(query, "query", 10_000)
+                text = check_text(query, "query", 10_000)
                 self.indexes.catch_up(force=True)
-                ids = self._matching_all_terms(query, user, scope)
+                ids = self._matching_all_terms(text, user, scope)
             if dry_run or not ids:
                 return ids
             self.remove_memories(ids)
@@ -464,7 +464,7 @@ class Writes:
             rows = p if rows is None else rows & p
         # Postings also hold words a row borrows from its context; forget only its own.
         own = idx.bm25.own_terms
-        return [idx.ids[r] for r in sorted(rows or ()) if mask[r] and terms <= own.get(r, {}).keys()]
+        return [idx.live(r)[0] for r in sorted(rows or ()) if mask[r] and terms <= own.get(r, {}).keys()]
 
     def remove_memories(self, ids: Sequence[str]) -> None:
         """Delete memories for good: their rows, index entries and graph nodes (their edges go too)."""

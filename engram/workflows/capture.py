@@ -97,7 +97,7 @@ def session_capture(
     daemon's own were those of whichever process started it, and would apply to every client."""
     from engram.workflows.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
 
-    out = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
+    out: dict[str, Any] = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None}
     items = [_fix(f) for f in fixes]
     turns = []
     for e in episodes:
