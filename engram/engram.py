@@ -114,8 +114,10 @@ class Engram:
         except BaseException:
             store_db.close()
             raise
-        if degraded:
-            embedder = UnavailableEmbedder(settings.model, int(store_db.get_meta("model_dim") or 0), degraded)
+        if degraded is not None or embedder is None:  # the model did not load: keyword recall until it does
+            embedder = UnavailableEmbedder(
+                settings.model, int(store_db.get_meta("model_dim") or 0), degraded or "the model did not load"
+            )
         # store_db.path: a URL without its password, as shown in health and errors.
         self.state = p = EngineState(settings, clock, store_db, embedder, degraded, store_db.path)
         self.indexes = Indexes(p, allow_model_change)

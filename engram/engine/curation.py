@@ -53,7 +53,7 @@ class Curation:
             first = max(0, at - n)
             rows = order[first : at + n + 1]
             # at most 2n + 1 reads
-            return [(self.p.memory(idx.ids[r], memory.user_id), i + first - at) for i, r in enumerate(rows)]
+            return [(self.p.memory(idx.live(r)[0], memory.user_id), i + first - at) for i, r in enumerate(rows)]
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict]:
         self.p.memory(memory_id, user_id)

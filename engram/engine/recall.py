@@ -102,7 +102,7 @@ class Recall:
             if ce is not None:
                 ranked = rerank_hits(
                     ranked,
-                    lambda rows: ce.score(q.text, [idx.texts[r] for r in rows]),
+                    lambda rows: ce.score(q.text, [idx.live(r)[1] for r in rows]),
                     cfg.rerank_pairs,
                     cfg.rerank_weight,
                 )
@@ -113,14 +113,14 @@ class Recall:
                 # Cut before reinforcing: what is not returned must not learn from the query.
                 top = ranked[0].score
                 ranked = [t for t in ranked if t.score >= q.min_share * top]
-            ids = [idx.ids[t.row] for t in ranked]
+            ids = [idx.live(t.row)[0] for t in ranked]
             # Only a strong hit learns from the query: a weak one was shown, not confirmed.
             strong = [t for t in ranked if confidence(t.parts)[0] == "strong"]
             mems: dict[str, Memory] = {}
             if q.reinforce and strong and q.as_of is None:
                 # Each hit grows by its share of the answer: score / best score (search/decay.py).
                 best = max(t.score for t in strong)
-                share = {idx.ids[t.row]: (t.score / best if best > 0 else 1.0) for t in strong}
+                share = {idx.live(t.row)[0]: (t.score / best if best > 0 else 1.0) for t in strong}
                 mems = self.p.store_db.reinforce(
                     list(share), now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0))
                 )
@@ -131,7 +131,7 @@ class Recall:
             hits = []
             for t, mid in zip(ranked, ids):
                 m = mems[mid]
-                s, f = self.p.outcomes.get(m.session_id, (0, 0))
+                s, f = self.p.outcomes.get(m.session_id, (0, 0)) if m.session_id else (0, 0)
                 hits.append(
                     Hit(
                         m,

@@ -222,7 +222,7 @@ Returns {task_id, released: true if you held it}.""",
     Op(
         "report_interruption",
         (
-            Param("reason", Literal[INTERRUPTION_REASONS], "context_overflow, rate_limit, user_stop or other."),  # type: ignore[valid-type]
+            Param("reason", Literal[INTERRUPTION_REASONS], "context_overflow, rate_limit, user_stop or other."),
             TASK_ID,
         ),
         mcp="write",
@@ -256,7 +256,7 @@ reinforces the existing record. Returns {action, memory_id, content, reason}."""
         "track_progress",
         (
             Param("feature", str, "The feature or step this is about."),
-            Param("status", Literal[PROGRESS_STATUSES], "planned, in_progress, blocked or done."),  # type: ignore[valid-type]
+            Param("status", Literal[PROGRESS_STATUSES], "planned, in_progress, blocked or done."),
             Param(
                 "completion",
                 float | None,
@@ -279,7 +279,7 @@ Returns {memory_id, task_id, feature, status, completion, notes}.""",
     Op(
         "session_outcome",
         (
-            Param("outcome", Literal[OUTCOMES], "success or failure."),  # type: ignore[valid-type]
+            Param("outcome", Literal[OUTCOMES], "success or failure."),
             Param("notes", str, "Why it went that way.", ""),
         ),
         mcp="write",

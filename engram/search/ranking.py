@@ -216,7 +216,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
     vec_rows = np.zeros(0, dtype=np.int64)
     meaning = -np.inf  # the query's evidence by meaning (see the module docstring)
     best_cal = 0.0  # the best calibrated cosine, which the per-hit floor measures against
-    if use_vec:
+    if use_vec and qvec is not None:
         vec_rows, top_cos = index.top_match(qvec, mask, pool)
         if len(top_cos):
             best_cal = float(top_cos[0]) - bg
@@ -258,7 +258,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         # memory nothing recalled for long does; the floor keeps the fusion's balance the same.
         decay = np.where(index.turn[c], weights.decay_floor, decay)
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
-        if use_vec:
+        if use_vec and qvec is not None:
             cos[c] = index.match(c, qvec)
         c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
         if mode == "bm25":
@@ -306,7 +306,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))[:5]
         best = float(scores[order[0]]) if len(order) else 0.0
         if best > 0:
-            seeds = {index.ids[int(cand[i])]: float(scores[i]) / best for i in order if scores[i] > 0}
+            seeds = {index.live(int(cand[i]))[0]: float(scores[i]) / best for i in order if scores[i] > 0}
             reached = graph.expand(seeds, weights.graph_depth, weights.graph_bonus)
             extra = []
             for mid, (b, hops) in reached.items():
