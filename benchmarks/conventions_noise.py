@@ -5,7 +5,7 @@
 tests/data/convention_sessions.json: twenty sessions of ordinary work in one project, some with
 a convention said in passing, are captured (engram.continuity.conventions, as the checkpoint does);
 then each unrelated prompt and each prompt that needs a convention goes through the per-prompt
-injection (engram.continuity.lifecycle.prompt_memories, what `engram hook UserPromptSubmit` calls). Prints
+injection (engram.workflows.lifecycle.prompt_memories, what `engram hook UserPromptSubmit` calls). Prints
 the share of unrelated prompts that got no captured convention, and the share of needing prompts
 that got the one they need. The real embedding model, an in-memory store.
 """
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from engram import Engram
 from engram.continuity.conventions import CONVENTION_TAG
-from engram.continuity.lifecycle import prompt_memories, session_start
 from engram.core.settings import Settings
+from engram.workflows.lifecycle import prompt_memories, session_start
 
 SET = Path(__file__).resolve().parent.parent / "tests" / "data" / "convention_sessions.json"
 PROJECT = "example.com/team/service"

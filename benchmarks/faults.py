@@ -32,7 +32,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from benchmarks.reliability import REPO, salad
+from tests.support.daemon import REPO, free_port
+from tests.support.damage import DAMAGES, damage
+from tests.support.texts import salad
 
 __all__ = ["backup_run", "damaged_run", "disk_run", "methods_run", "pg_restart_run", "upgrade_run"]
 
@@ -239,13 +241,13 @@ def base_commit() -> str:
     )
     first = r.stdout.split()[0] if r.stdout.split() else None
     if first is None:
-        return _head()
+        return head_commit()
     return subprocess.run(
         ["git", "-C", str(REPO), "rev-parse", f"{first}~1"], capture_output=True, text=True, check=True
     ).stdout.strip()
 
 
-def _head() -> str:
+def head_commit() -> str:
     return subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
 
 
@@ -324,30 +326,6 @@ def upgrade_run(ops: int = 150, rev: str | None = None, log: Any = None) -> dict
 
 
 # ---------------------------------------------------------------- damaged files
-
-
-def damage(data: bytes, how: str, free_blocks: int = 0) -> bytes:
-    """The file's bytes damaged one way. `free_blocks`: the file's free blocks (pragma_database_size).
-    Cutting off only free blocks loses nothing (DuckDB itself cuts free blocks off the end), so
-    the truncations reach past them into a used block wherever the free ones lie."""
-    block = 262144  # DuckDB's block size
-    if how == "truncated-half":
-        return data[: len(data) // 2]
-    if how == "truncated-block":
-        return data[: len(data) - (free_blocks + 1) * block]
-    if how == "truncated-odd":
-        return data[: len(data) - free_blocks * block - 1000]
-    if how == "garbled-header":
-        return bytes(random.Random(1).randbytes(12288)) + data[12288:]
-    if how == "garbled-blocks":
-        mid = 12288 + block
-        return data[:mid] + random.Random(2).randbytes(len(data) - mid - block) + data[-block:]
-    if how == "zeros":
-        return bytes(len(data))
-    raise ValueError(how)
-
-
-DAMAGES = ("truncated-half", "truncated-block", "truncated-odd", "garbled-header", "garbled-blocks", "zeros")
 
 
 def damaged_run(log: Any = None) -> dict:
@@ -429,7 +407,6 @@ def disk_run(mb: int = 48, slack_mb: float = 3, log: Any = None) -> dict:
     """
     if os.geteuid() != 0:
         raise PermissionError("the full-disk run mounts a tmpfs: it needs root")
-    from benchmarks.reliability import free_port
     from engram.server.rpc import RpcError
     from engram.server.rpc_client import RpcClient
 
@@ -674,8 +651,6 @@ def pg_restart_run(servers: int = 3, ops: int = 400, down_s: float = 5.0, log: A
         saved = dict(os.environ)
         os.environ["ENGRAM_DATABASE_URL"] = url
         try:
-            from benchmarks.reliability import free_port
-
             port = free_port()  # server 0 also serves HTTP: what a REST client sees in the outage
             pids = [_start(h, REPO, port=port if i == 0 else None) for i, h in enumerate(homes)]
             hold = tmp / "writing"  # the writers go on until the database has been back a while

@@ -1,8 +1,8 @@
 """Error -> fix: is the pitfall captured from a session brought back when its error comes back?
 
 Each case of tests/data/fixes/specs.json is read from its transcript (rendered for one client by
-scripts/make_fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.turn_capture), the
-fix it yields is stored as the daemon stores it (engram.continuity.capture.session_capture), all
+tests/support/fix_transcripts.py) exactly as the Stop hook reads it (engram.hooks.turn_capture), the
+fix it yields is stored as the daemon stores it (engram.workflows.capture.session_capture), all
 cases of a client in one project so each is a distractor for the others; then the case's
 recurrence (`recur`) is asked as recall_memory would (top 3) and as the per-prompt injection
 would (lifecycle.prompt_memories). Usage:
@@ -20,31 +20,18 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "fixes"
+from tests.support.fix_transcripts import HERE as DATA
+from tests.support.fix_transcripts import ROOT, captured_fix, cases
+
 PROJECT = "example.com/fixes"
-ROOT = "/repo"
-
-
-def cases() -> list[dict]:
-    return json.loads((DATA / "specs.json").read_text(encoding="utf-8"))["cases"]
-
-
-def captured_fix(client: str, case: dict):
-    """The one fix the case's transcript yields, read as the hook reads it (or None)."""
-    from engram.continuity.fixes import FixTracker
-    from engram.hooks.turn_capture import fixes_in, read_new_events
-
-    events, _ = read_new_events(DATA / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
-    fixes = fixes_in(events, FixTracker(root=ROOT), ROOT)
-    return fixes[0] if len(fixes) == 1 else None
 
 
 def measure(eng: Any, client: str, top: int = 3) -> dict:
     """Store every case's fix, then ask for each with its recurrence: the share found in the top
     `top` of recall and injected with the prompt, per split, and the cases missed."""
-    from engram.continuity.capture import session_capture
-    from engram.continuity.lifecycle import prompt_memories
     from engram.core.types import Scope
+    from engram.workflows.capture import session_capture
+    from engram.workflows.lifecycle import prompt_memories
 
     keys = {}
     for case in cases():
@@ -75,9 +62,9 @@ def noise(eng: Any, client: str) -> dict:
     """After every case's session is captured (its fix and its turn, through the transcript as
     the hook reads it), the share of unrelated prompts that get nothing captured injected."""
     from engram.admin.maintenance import memory_stats
-    from engram.continuity.capture import session_capture
-    from engram.continuity.lifecycle import prompt_memories
     from engram.hooks.turn_capture import read_new_events, turns_of
+    from engram.workflows.capture import session_capture
+    from engram.workflows.lifecycle import prompt_memories
 
     before = memory_stats(eng)["disk_bytes"]
     for case in cases():

@@ -16,12 +16,9 @@ The tests in tests/e2e/test_crash.py and tests/e2e/test_concurrent_agents.py dri
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
-import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -33,126 +30,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+# The daemon these runs start, and the texts they store, are the tests' (tests/support).
+from tests.support.daemon import (
+    REPO,
+    free_port,
+    kill_daemon,
+    serve,
+    start_daemon,
+    stop_daemon,
+)
+from tests.support.daemon import daemon_env as env_for
+from tests.support.texts import salad
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
-REPO = Path(__file__).resolve().parents[1]
-
-WORDS = (
-    "apple river engine window garden pencil rocket candle forest marble harbor violin tunnel blanket "
-    "compass ladder meadow cabinet lantern saddle pepper glacier mirror orchard bucket falcon quartz "
-    "hammer basket canyon feather helmet island jacket kettle lemon magnet needle oyster parrot quilt "
-    "ribbon spider tractor umbrella valley walnut yogurt zipper anchor barrel carpet dolphin eagle "
-    "fountain guitar hazel igloo jungle kayak lobster mango nutmeg olive pirate rabbit salmon tomato "
-    "velvet wizard badger cactus donkey elbow fabric goblet hollow insect jigsaw kitten lagoon mitten "
-    "noodle otter pebble radish sponge thimble tulip vacuum wagon yacht beacon cobalt dagger ember fossil "
-    "gravel hatchet ivory juniper kernel"
-).split()
-
-
-def salad(rng: random.Random, token: str, n: int = 6) -> str:
-    """A memory text around a unique token: random words keep memories apart for the resolver."""
-    return f"Note {token}: " + " ".join(rng.sample(WORDS, n)) + "."
-
-
-# ---------------------------------------------------------------- the daemon
-
-
-def serve(home: Path, fake: bool, port: int | None) -> int:
-    """engram's daemon (the same Daemon class `engram` runs), optionally on the fake embedder."""
-    import faulthandler
-
-    from engram.core.settings import Settings
-    from engram.server.daemon import Daemon
-    from engram.server.rpc import acquire_daemon_lock
-
-    faulthandler.register(signal.SIGUSR1, all_threads=True)  # `kill -USR1 PID`: every thread's stack to the log
-    settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(home)})
-    lock = acquire_daemon_lock(settings.socket_path)
-    if lock is None:
-        return 0  # another daemon serves this home
-    engram = None
-    if fake:
-        from engram import Engram
-        from engram.models.embedding import FakeEmbedder
-
-        engram = Engram(settings=settings, embedder=FakeEmbedder())
-    daemon = Daemon(settings, engram=engram)
-    signal.signal(signal.SIGTERM, lambda *_: daemon.stop_requested.set())
-    try:
-        daemon.start(http=port is not None, port=port or 0)
-        daemon.wait()
-    finally:
-        daemon.close()
-        lock.close()
-    return 0
-
-
-def serve_argv(home: Path, fake: bool = True, port: int | None = None) -> list[str]:
-    argv = [sys.executable, "-m", "benchmarks.reliability", "serve", "--home", str(home)]
-    if fake:
-        argv.append("--fake")
-    if port is not None:
-        argv += ["--port", str(port)]
-    return argv
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def env_for(home: Path, user: str = "default") -> dict[str, str]:
-    return {
-        **os.environ,
-        "ENGRAM_HOME": str(home),
-        "ENGRAM_USER": user,
-        "HF_HUB_OFFLINE": "1",
-        "ENGRAM_TORCH_THREADS": "1",
-        "PYTHONPATH": str(REPO),
-    }
-
-
-@contextlib.contextmanager
-def repo_env(home: Path):
-    """os.environ as a spawned daemon needs it (RpcClient spawns with this process's environment)."""
-    saved = dict(os.environ)
-    os.environ.update(env_for(home))
-    try:
-        yield
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-
-
-def start_daemon(home: Path, fake: bool = True, port: int | None = None) -> int:
-    """Start the daemon (via the client's own spawn path) and return its pid once it answers."""
-    from engram.core.settings import Settings
-    from engram.server.rpc_client import RpcClient
-
-    settings = Settings.from_env({"ENGRAM_HOME": str(home)})
-    with (
-        repo_env(home),
-        RpcClient(
-            settings.socket_path, spawn=serve_argv(home, fake, port), client="starter", spawn_timeout=180, timeout=180
-        ) as c,
-    ):
-        c.call("health")
-        return int(c.server_pid)
-
-
-def kill_daemon(pid: int) -> None:
-    os.kill(pid, signal.SIGKILL)
-    with contextlib.suppress(ChildProcessError):
-        os.waitpid(pid, 0)
-
-
-def stop_daemon(home: Path) -> None:
-    from engram.core.settings import Settings
-    from engram.server.daemon import stop_daemon as stop
-
-    with contextlib.suppress(Exception):
-        stop(Settings.from_env({"ENGRAM_HOME": str(home)}), timeout=60)
 
 
 # ---------------------------------------------------------------- crash safety

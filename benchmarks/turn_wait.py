@@ -28,9 +28,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "e2e"))
 os.environ.setdefault("ENGRAM_MODEL_CACHE", str(ROOT / ".cache" / "model_cache"))
 
-from clients_support import engram_cli, engram_env, git_repo, stop_daemon  # noqa: E402
+from clients_support import captures, engram_cli, engram_env, git_repo, stop_daemon, wait_until  # noqa: E402
 from model_fakes import FakeGemini, FakeOpenAI, custom_tool, text, tool  # noqa: E402
-from test_capture_claude import BUGGY, NEW_LINE, OLD_LINE, RUN, SCRIPT, captures, wait_until  # noqa: E402
+from test_client_capture import BUGGY, NEW_LINE, OLD_LINE, RUN, SCRIPT  # noqa: E402
 
 from engram.hooks.plugins import DETACH  # noqa: E402
 

@@ -7,22 +7,28 @@ Nothing here knows about a transport.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from engram import ops
+from engram.admin.store_operations import StoreOperations
+from engram.continuity import listing
 from engram.core.clock import utc
 from engram.core.metrics import Metrics
+from engram.core.recall_query import RecallQuery
 from engram.core.types import Ctx, EngramError, Scope
 from engram.engram import Engram
+from engram.workflows.hook_operations import HookOperations
+
+if TYPE_CHECKING:
+    from engram.admin.scheduler import MaintenanceScheduler
 
 # The MCP tools, in the order the calling model sees them (declared in engram.ops).
 TOOLS = ops.TOOLS
-# EngineState of a maintenance report that name or quote memories; memory_stats shows a run without them.
-PRIVATE_REPORT_KEYS = frozenset({"clusters", "pruned_ids"})
 
 
 def scope_of(ctx: Ctx, all_projects: bool) -> Scope:
@@ -48,13 +54,36 @@ def parse_time(value: Any, name: str = "as_of") -> datetime | None:
         raise EngramError(f"{name}={value!r} is not an ISO 8601 date or datetime") from None
 
 
+def _served_by(part: str, method: Callable) -> Callable:
+    """An operation of Api served by `method` of the object Api holds as `part`, with that method's
+    own signature and docstring: its parameters are declared once, there."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def call(self: Api, *args: Any, **kwargs: Any) -> Any:
+        return getattr(getattr(self, part), name)(*args, **kwargs)
+
+    return call
+
+
 class Api:
-    def __init__(self, engram: Engram, scheduler: Any = None):
+    def __init__(self, engram: Engram, scheduler: MaintenanceScheduler | None = None):
         self.eng = engram
-        self.scheduler = scheduler
         self.metrics = Metrics()
+        self.store_wide = StoreOperations(engram, self.metrics, scheduler)
+        self.hooks = HookOperations(engram)
         self._ops: dict[str, Callable] = {n: getattr(self, n) for n in ops.OPS}
         self._lock = threading.RLock()
+
+    @property
+    def scheduler(self) -> MaintenanceScheduler | None:
+        """The daemon's maintenance scheduler (None in a library or CLI call): its runs are
+        recorded with the ones the operations apply, and memory_stats shows its status."""
+        return self.store_wide.scheduler
+
+    @scheduler.setter
+    def scheduler(self, scheduler: MaintenanceScheduler | None) -> None:
+        self.store_wide.scheduler = scheduler
 
     def call(self, name: str, args: dict | None, ctx: Ctx) -> dict:
         """Run one operation for a caller. Raises EngramError with a clear message on bad input.
@@ -104,7 +133,7 @@ class Api:
         tier: str | None,
         ttl_days: float | None,
     ) -> dict:
-        r = self.eng.store(
+        r = self.eng.store_memory(
             content,
             memory_type=memory_type,
             importance=importance,
@@ -123,13 +152,13 @@ class Api:
         return r.to_dict()
 
     def update_memory(self, ctx: Ctx, memory_id: str, content: str) -> dict:
-        r = self.eng.update(memory_id, content, user_id=ctx.user_id)
+        r = self.eng.update_memory(memory_id, content, user_id=ctx.user_id)
         return r.to_dict()
 
     def forget_memory(
         self, ctx: Ctx, memory_id: str | None, query: str | None, dry_run: bool, all_projects: bool
     ) -> dict:
-        ids = self.eng.forget(
+        ids = self.eng.forget_memory(
             memory_id=memory_id,
             query=query,
             user_id=ctx.user_id,
@@ -144,11 +173,9 @@ class Api:
         }
 
     def get_memory(self, ctx: Ctx, memory_id: str, around: int) -> dict:
-        view = self.eng.memory_view(memory_id, user_id=ctx.user_id)
+        view = self.eng.get_memory(memory_id, user_id=ctx.user_id)
         if around:
-            from engram.continuity.listing import around as neighbours
-
-            view["around"] = neighbours(self.eng, self.eng.get(memory_id, ctx.user_id), around)
+            view["around"] = listing.around(self.eng.neighbours(memory_id, around, user_id=ctx.user_id))
         return view
 
     def recall_memory(
@@ -165,7 +192,7 @@ class Api:
         all_projects: bool,
         compact: bool,
     ) -> dict:
-        out = self.eng.recall_context(
+        q = RecallQuery.of(
             query,
             limit=limit,
             memory_type=memory_type,
@@ -175,15 +202,13 @@ class Api:
             mode=mode,
             explain=bool(explain),
             user_id=ctx.user_id,
-            session_id=ctx.session_id,
             scope=scope_of(ctx, all_projects),
         )
+        out = self.eng.recall_memory(q, session_id=ctx.session_id)
         self.metrics.recalled()
         if compact:  # one line per memory; the full text of those wanted comes from get_memory
-            from engram.continuity.listing import compact_rows
-
-            out["memories"] = compact_rows(out["memories"])
-            out["related_failures"] = compact_rows(out["related_failures"])
+            out["memories"] = listing.compact_rows(out["memories"])
+            out["related_failures"] = listing.compact_rows(out["related_failures"])
             out["handoff"] = {"id": out["handoff"]["id"]} if out.get("handoff") else None
         return self._say_degraded(out)
 
@@ -203,18 +228,10 @@ class Api:
         tags: list[str] | str | None,
         all_projects: bool,
     ) -> dict:
-        return self._say_degraded(
-            self.eng.context(
-                query,
-                max_tokens=max_tokens,
-                task_id=task_id,
-                limit=limit,
-                tags=tags,
-                user_id=ctx.user_id,
-                session_id=ctx.session_id,
-                scope=scope_of(ctx, all_projects),
-            )
+        q = RecallQuery.of(
+            query, limit=limit, task_id=task_id, tags=tags, user_id=ctx.user_id, scope=scope_of(ctx, all_projects)
         )
+        return self._say_degraded(self.eng.get_context(q, max_tokens=max_tokens, session_id=ctx.session_id))
 
     # -- tasks and continuity --------------------------------------------------
     def create_task(self, ctx: Ctx, name: str, goal: str, metadata: dict | None, scope: str) -> dict:
@@ -238,11 +255,11 @@ class Api:
         return {"task_id": t.id, **t.to_dict()}
 
     def get_task(self, ctx: Ctx, task_id: str, limit: int) -> dict:
-        return self.eng.task_view(task_id, limit=limit, user_id=ctx.user_id, reader=ctx.session_id)
+        return self.eng.get_task(task_id, limit=limit, user_id=ctx.user_id, reader=ctx.session_id)
 
     def list_tasks(self, ctx: Ctx, status: str | None, limit: int, all_projects: bool) -> dict:
         return {
-            "tasks": self.eng.task_overview(
+            "tasks": self.eng.list_tasks(
                 status=status,
                 limit=limit,
                 user_id=ctx.user_id,
@@ -291,11 +308,11 @@ class Api:
         }
 
     def memory_prompt(self, ctx: Ctx, all_projects: bool) -> dict:
-        return {"prompt": self.eng.prompt_block(user_id=ctx.user_id, scope=scope_of(ctx, all_projects))}
+        return {"prompt": self.eng.memory_prompt(user_id=ctx.user_id, scope=scope_of(ctx, all_projects))}
 
     def list_projects(self, ctx: Ctx) -> dict:
         """The projects the caller's memories and tasks belong to, and how many rows each holds."""
-        return {"projects": self.eng.projects(ctx.user_id), "current": ctx.project}
+        return {"projects": self.eng.list_projects(ctx.user_id), "current": ctx.project}
 
     def session_handoff(
         self,
@@ -307,7 +324,7 @@ class Api:
         next_steps: list[str] | None,
         task_id: str | None,
     ) -> dict:
-        m = self.eng.handoff(
+        m = self.eng.session_handoff(
             summary,
             completed=completed,
             in_progress=in_progress,
@@ -359,68 +376,11 @@ class Api:
         s = self.eng.session_outcome(ctx.session_id, outcome, notes, user_id=ctx.user_id)
         return {"session_id": s.id, "outcome": s.outcome, "notes": s.outcome_notes}
 
-    # -- the agent lifecycle hooks (engram.continuity.lifecycle) ------------------------------
-    def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
-        from engram.continuity.lifecycle import session_start
-
-        return session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens, ctx.project)
-
-    def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
-        from engram.continuity.lifecycle import prompt_memories
-
-        return prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
-
-    def session_capture(
-        self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None, task_id: str | None, client: str
-    ) -> dict:
-        from engram.continuity.capture import session_capture
-
-        return session_capture(
-            self.eng,
-            ctx.user_id,
-            ctx.session_id,
-            client or ctx.client,
-            fixes or [],
-            episodes or [],
-            task_id,
-            ctx.project,
-        )
-
-    def session_checkpoint(
-        self,
-        ctx: Ctx,
-        summary: str,
-        completed: list[str] | str | None,
-        in_progress: list[str] | str | None,
-        blocked: list[str] | str | None,
-        next_steps: list[str] | str | None,
-        step_statuses: list[str] | None,
-        failures: list[dict] | None,
-        task_id: str | None,
-        checkpoint: dict,
-        interrupted: bool,
-    ) -> dict:
-        from engram.continuity.lifecycle import session_checkpoint
-
-        def items(v: list[str] | str | None) -> list[str]:
-            return [v] if isinstance(v, str) else list(v or [])
-
-        return session_checkpoint(
-            self.eng,
-            ctx.user_id,
-            ctx.session_id,
-            summary,
-            items(completed),
-            items(in_progress),
-            items(blocked),
-            items(next_steps),
-            list(step_statuses or []),
-            list(failures or []),
-            task_id,
-            checkpoint,
-            bool(interrupted),
-            ctx.project,
-        )
+    # -- the agents' lifecycle hooks (engram/workflows/hook_operations.py) -------------------------
+    session_start = _served_by("hooks", HookOperations.session_start)
+    prompt_memories = _served_by("hooks", HookOperations.prompt_memories)
+    session_capture = _served_by("hooks", HookOperations.session_capture)
+    session_checkpoint = _served_by("hooks", HookOperations.session_checkpoint)
 
     def capture_conventions(self, ctx: Ctx, prompts: list[str]) -> dict:
         """The conventions the prompts state, stored as facts of the caller's project
@@ -456,164 +416,43 @@ class Api:
         )
 
     def pin_memory(self, ctx: Ctx, memory_id: str, pinned: bool) -> dict:
-        m = self.eng.set_pinned(memory_id, pinned, user_id=ctx.user_id)
+        m = self.eng.pin_memory(memory_id, pinned, user_id=ctx.user_id)
         return {"memory_id": m.id, "pinned": m.pinned}
 
     def set_tier(self, ctx: Ctx, memory_id: str, tier: str) -> dict:
         return self.eng.set_tier(memory_id, tier, user_id=ctx.user_id)
 
     def keep_memory(self, ctx: Ctx, memory_id: str) -> dict:
-        return self.eng.keep(memory_id, user_id=ctx.user_id)
+        return self.eng.keep_memory(memory_id, user_id=ctx.user_id)
 
     def memory_strength(self, ctx: Ctx, memory_id: str, days: int) -> dict:
         """Strength since the last recall and projected `days` ahead, with when it would be pruned."""
-        return self.eng.strength_curve(memory_id, days=days, user_id=ctx.user_id)
+        return self.eng.memory_strength(memory_id, days=days, user_id=ctx.user_id)
 
     def memory_versions(self, ctx: Ctx, memory_id: str) -> dict:
         """The supersession chain through a memory and what a consolidation merged into it."""
-        return self.eng.versions(memory_id, user_id=ctx.user_id)
+        return self.eng.memory_versions(memory_id, user_id=ctx.user_id)
 
     def task_sessions(self, ctx: Ctx, task_id: str) -> dict:
         """The sessions that worked on a task, interrupted ones with their reason."""
         return {"sessions": self.eng.task_sessions(task_id, user_id=ctx.user_id)}
 
-    # -- maintenance -----------------------------------------------------------
-    def _user(self, ctx: Ctx) -> str:
-        """The caller's user, ENGRAM_USER when the transport named none."""
-        return self.eng.user_of(ctx.user_id)
-
-    def consolidate_memory(self, ctx: Ctx, apply: bool) -> dict:
-        from engram.admin.maintenance import run_maintenance
-
-        # Only the caller's memories: a report names memories and quotes them, and apply deletes.
-        # The scheduled job (MaintenanceScheduler) covers every user.
-        report = run_maintenance(self.eng, apply=bool(apply), user_id=self._user(ctx))
-        if apply:
-            self.metrics.maintained(report)
-            if self.scheduler is not None:
-                self.scheduler.record(report)
-        return report
-
-    def doctor(self, ctx: Ctx) -> dict:
-        """The store's integrity and the model's files (engram.admin.doctor)."""
-        from engram.admin.doctor import store_problems
-
-        return store_problems(self.eng)
-
-    def prune_memories(self, ctx: Ctx, keep: int, apply: bool, all_projects: bool) -> dict:
-        from engram.admin.prune import prune_to_strongest
-
-        return prune_to_strongest(
-            self.eng, keep, apply=bool(apply), user_id=self._user(ctx), project=ctx.project, all_projects=all_projects
-        )
-
-    def run_maintenance(self, ctx: Ctx) -> dict:
-        return self.consolidate_memory(ctx, apply=True)
-
-    def memory_stats(self, ctx: Ctx) -> dict:
-        from engram.admin.maintenance import memory_stats
-
-        user = self._user(ctx)
-        stats = memory_stats(self.eng, user_id=user)
-        if self.scheduler is not None:
-            status = self.scheduler.status()
-            last = status.get("last_report")
-            if last and last.get("user_id") not in (None, user):
-                status["last_report"] = None  # another user's run: not even its counts are the caller's
-            elif last:  # the caller's run or the all-user one: counts only, no ids or texts
-                status["last_report"] = {k: v for k, v in last.items() if k not in PRIVATE_REPORT_KEYS}
-            stats["maintenance"] = status
-        return stats
-
-    def export_memories(self, ctx: Ctx, path: str) -> dict:
-        from engram.admin.export_import import export_jsonl
-
-        return export_jsonl(self.eng, path, user_id=self._user(ctx))
-
-    def import_memories(self, ctx: Ctx, path: str, on_conflict: str, reembed: bool) -> dict:
-        from engram.admin.export_import import import_jsonl
-
-        return import_jsonl(self.eng, path, on_conflict=on_conflict, reembed=bool(reembed), user_id=self._user(ctx))
-
-    def share_project(self, ctx: Ctx, action: str, path: str) -> dict:
-        """Sharing of the caller's project through its git repository (engram.admin.share_git)."""
-        from engram.admin.share_git import share
-
-        return share(self.eng, self._user(ctx), ctx.project, path, action)
-
-    def sync_project(
-        self, ctx: Ctx, dry_run: bool, push: bool, read_only: bool, at_most: int | None, path: str
-    ) -> dict:
-        from engram.admin.share_git import sync
-
-        return sync(
-            self.eng,
-            self._user(ctx),
-            ctx.project,
-            path,
-            dry_run=bool(dry_run),
-            push=bool(push),
-            read_only=bool(read_only),
-            at_most=at_most,
-        )
-
-    def import_from(self, ctx: Ctx, source: str, path: str, dry_run: bool) -> dict:
-        """Memories from another tool's file (mcp-memory, mem0, markdown); see engram.admin.importers."""
-        from engram.admin.importers import import_from
-
-        return import_from(self.eng, source, path, dry_run=bool(dry_run), user_id=self._user(ctx))
-
-    def migrate_store(self, ctx: Ctx, target: str, force: bool) -> dict:
-        """The whole store, every user's rows, into another database (a local admin command)."""
-        from engram.admin.export_import import migrate_store
-
-        return migrate_store(self.eng, target, force=bool(force))
-
-    def backup_store(self, ctx: Ctx, dest: str | None) -> dict:
-        """A checked copy of the whole DuckDB file, taken in the daemon that owns it (local admin)."""
-        from engram.store.backup import take_backup
-
-        return take_backup(self.eng, dest)
-
-    def scrub_store(self, ctx: Ctx, apply: bool) -> dict:
-        """The redactor over every row already stored; with apply, rewritten after a copy (local admin)."""
-        from engram.admin.scrub import scrub_store
-
-        return scrub_store(self.eng, apply=bool(apply))
-
-    def reindex(self, ctx: Ctx, reembed: bool) -> dict:
-        if reembed:
-            n = self.eng.reembed_all()
-            return {"reembedded": n, "model": self.eng.embedder.name}
-        self.eng.rebuild_indexes()
-        st = self.eng.index_status()
-        return {"indexed": st["rows"], "edges": st["edges"]}
-
-    # -- per-user keys (local administration: no HTTP route or MCP tool) -------
-    def create_key(self, ctx: Ctx, user_id: str, label: str | None) -> dict:
-        from engram.admin import keys
-
-        return keys.create_key(self.eng, user_id, label)
-
-    def list_keys(self, ctx: Ctx, user_id: str | None) -> dict:
-        from engram.admin import keys
-
-        return {"keys": keys.list_keys(self.eng, user_id)}
-
-    def revoke_key(self, ctx: Ctx, key_id: str) -> dict:
-        from engram.admin import keys
-
-        return keys.revoke_key(self.eng, key_id)
-
-    def health(self, ctx: Ctx) -> dict:
-        out = {
-            "status": "degraded" if self.eng.degraded else "ok",
-            "memories": self.eng.index_status()["rows"],
-            "model": self.eng.embedder.name,
-            "backend": getattr(self.eng.embedder, "backend", None),
-            "db": self.eng.path,
-        }
-        if self.eng.degraded:
-            out["model_error"] = self.eng.degraded
-            out["serving"] = "keyword (bm25) recall; stores are kept and embedded when the model is back"
-        return out
+    # -- the store as a whole and its administration (engram/admin/store_operations.py) ------------
+    consolidate_memory = _served_by("store_wide", StoreOperations.consolidate_memory)
+    run_maintenance = _served_by("store_wide", StoreOperations.run_maintenance)
+    memory_stats = _served_by("store_wide", StoreOperations.memory_stats)
+    export_memories = _served_by("store_wide", StoreOperations.export_memories)
+    import_memories = _served_by("store_wide", StoreOperations.import_memories)
+    import_from = _served_by("store_wide", StoreOperations.import_from)
+    migrate_store = _served_by("store_wide", StoreOperations.migrate_store)
+    backup_store = _served_by("store_wide", StoreOperations.backup_store)
+    scrub_store = _served_by("store_wide", StoreOperations.scrub_store)
+    reindex = _served_by("store_wide", StoreOperations.reindex)
+    create_key = _served_by("store_wide", StoreOperations.create_key)
+    list_keys = _served_by("store_wide", StoreOperations.list_keys)
+    revoke_key = _served_by("store_wide", StoreOperations.revoke_key)
+    health = _served_by("store_wide", StoreOperations.health)
+    doctor = _served_by("store_wide", StoreOperations.doctor)
+    prune_memories = _served_by("store_wide", StoreOperations.prune_memories)
+    share_project = _served_by("store_wide", StoreOperations.share_project)
+    sync_project = _served_by("store_wide", StoreOperations.sync_project)

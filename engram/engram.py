@@ -69,7 +69,7 @@ class Engram:
     """Long-term memory in one DuckDB file (or a PostgreSQL database).
 
     >>> eng = Engram(":memory:")           # or a path; default ENGRAM_HOME/memories.duckdb
-    >>> eng.store("Deploys go to Fly.io from main.").action
+    >>> eng.store_memory("Deploys go to Fly.io from main.").action
     'new'
     """
 
@@ -81,7 +81,7 @@ class Engram:
     degraded = _shared("degraded", "Why the model is unavailable; None when it serves.")
     model_changed = _shared("model_changed", "The store was embedded with another model (allow_model_change).")
     redact = _shared("redact", "The redactor applied to every text stored.")
-    weights = _shared("weights", "The ranking weights (retrieve.Weights).")
+    weights = _shared("weights", "The ranking weights (ranking.Weights).")
     index = _shared("index", "The derived memory index (vectors, BM25, filters).")
     graph = _shared("graph", "The memory graph (edges between related memories).")
     outcomes = _shared("outcomes", "Session outcomes: session id -> (successes, failures).")
@@ -127,8 +127,10 @@ class Engram:
         except BaseException:
             store_db.close()
             raise
-        if degraded:
-            embedder = UnavailableEmbedder(settings.model, int(store_db.get_meta("model_dim") or 0), degraded)
+        if degraded is not None or embedder is None:  # the model did not load: keyword recall until it does
+            embedder = UnavailableEmbedder(
+                settings.model, int(store_db.get_meta("model_dim") or 0), degraded or "the model did not load"
+            )
         # store_db.path: a URL without its password, as shown in health and errors.
         self.state = p = EngineState(settings, clock, store_db, embedder, degraded, store_db.path)
         self.indexes = Indexes(p, allow_model_change)
@@ -161,7 +163,7 @@ class Engram:
         return self.indexes.retry_model(lambda: _load_model(self.state.settings), force=True)
 
     def backup(self, dest: Path) -> int:
-        """A consistent copy of the store's file at dest (engram.store.backup.take_backup checks it)."""
+        """A consistent copy of the store's file at dest (engram.admin.backups.backup_store checks it)."""
         return self.state.store_db.backup(dest)
 
     def schema_version(self) -> int:
@@ -205,27 +207,28 @@ class Engram:
     index_counts = _delegate("indexes", Indexes.counts)
 
     # -- writes (engine/writes.py) -------------------------------------------
-    store = _delegate("writes", Writes.store)
+    store_memory = _delegate("writes", Writes.store_memory)
     store_many = _delegate("writes", Writes.store_many)
-    update = _delegate("writes", Writes.update)
-    forget = _delegate("writes", Writes.forget)
+    update_memory = _delegate("writes", Writes.update_memory)
+    forget_memory = _delegate("writes", Writes.forget_memory)
     remove_memories = _delegate("writes", Writes.remove_memories)
-    set_pinned = _delegate("tiers", Tiers.set_pinned)
+    pin_memory = _delegate("tiers", Tiers.pin_memory)
     set_tier = _delegate("tiers", Tiers.set_tier)
 
     # -- recall (engine/recall.py, continuity/recall_context.py) -------------
     recall = _delegate("recaller", Recall.recall)
-    context = _delegate("context_recall", RecallContext.context)
-    recall_context = _delegate("context_recall", RecallContext.recall_context)
+    get_context = _delegate("context_recall", RecallContext.get_context)
+    recall_memory = _delegate("context_recall", RecallContext.recall_memory)
     hit_dict = _delegate("context_recall", RecallContext.hit_dict)
 
     # -- curation (engine/curation.py) ---------------------------------------
-    memory_view = _delegate("curation", Curation.memory_view)
+    get_memory = _delegate("curation", Curation.get_memory)
+    neighbours = _delegate("curation", Curation.neighbours)
     history = _delegate("curation", Curation.history)
     list_memories = _delegate("curation", Curation.list_memories)
     memory_summary = _delegate("curation", Curation.memory_summary)
-    strength_curve = _delegate("curation", Curation.strength_curve)
-    versions = _delegate("curation", Curation.versions)
+    memory_strength = _delegate("curation", Curation.memory_strength)
+    memory_versions = _delegate("curation", Curation.memory_versions)
 
     # -- sessions (continuity/sessions.py) -----------------------------------
     touch_session = _delegate("sessions", Sessions.touch_session)
@@ -234,11 +237,11 @@ class Engram:
     report_interruption = _delegate("sessions", Sessions.report_interruption)
     take_interrupted = _delegate("sessions", Sessions.take_interrupted)
     session_outcome = _delegate("sessions", Sessions.session_outcome)
-    projects = _delegate("sessions", Sessions.projects)
+    list_projects = _delegate("sessions", Sessions.list_projects)
     list_sessions = _delegate("sessions", Sessions.list_sessions)
 
     # -- handoffs and plans (continuity/handoffs.py) -------------------------
-    handoff = _delegate("handoffs", Handoffs.handoff)
+    session_handoff = _delegate("handoffs", Handoffs.session_handoff)
     track_failure = _delegate("handoffs", Handoffs.track_failure)
     track_progress = _delegate("handoffs", Handoffs.track_progress)
     latest_handoff = _delegate("handoffs", Handoffs.latest_handoff)
@@ -253,23 +256,41 @@ class Engram:
     # -- tasks and claims (continuity/tasks.py) ------------------------------
     create_task = _delegate("tasks", Tasks.create_task)
     update_task = _delegate("tasks", Tasks.update_task)
+    task_rows = _delegate("tasks", Tasks.task_rows)
     list_tasks = _delegate("tasks", Tasks.list_tasks)
-    task_overview = _delegate("tasks", Tasks.task_overview)
-    task_view = _delegate("tasks", Tasks.task_view)
+    get_task = _delegate("tasks", Tasks.get_task)
     task_sessions = _delegate("tasks", Tasks.task_sessions)
     resume_task = _delegate("tasks", Tasks.resume_task)
     claim_task = _delegate("tasks", Tasks.claim_task)
     work_on = _delegate("tasks", Tasks.work_on)
     release_task = _delegate("tasks", Tasks.release_task)
     claim_notices = _delegate("tasks", Tasks.claim_notices)
-    prompt_block = _delegate("tasks", Tasks.prompt_block)
+    memory_prompt = _delegate("tasks", Tasks.memory_prompt)
 
     # -- conventions the user states (continuity/conventions.py) ------------
-    capture_conventions = _delegate("conventions", Conventions.capture)
+    capture_conventions = _delegate("conventions", Conventions.capture_conventions)
 
     # -- keeping what capture stored (continuity/keeping.py) -----------------
-    keep = _delegate("keeping", Keeping.keep)
+    keep_memory = _delegate("keeping", Keeping.keep_memory)
     confirm_convention = _delegate("keeping", Keeping.confirm_convention)
+
+    # -- the names of the previous release, kept for one release (see the changelog): each operation has
+    # one name from the operation table (engram.ops) down to the part that does it.
+    store = store_memory
+    update = update_memory
+    forget = forget_memory
+    set_pinned = pin_memory
+    context = get_context
+    recall_context = recall_memory
+    memory_view = get_memory
+    strength_curve = memory_strength
+    versions = memory_versions
+    projects = list_projects
+    handoff = session_handoff
+    task_overview = list_tasks
+    task_view = get_task
+    prompt_block = memory_prompt
+    keep = keep_memory
 
 
 def _load_model(settings: Settings) -> Embedder:

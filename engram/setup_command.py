@@ -90,7 +90,7 @@ def find_model(settings: Settings, log=None) -> dict:
 
 
 def check_extensions() -> list[str]:
-    """The DuckDB extensions the store loads when it opens a database (none: see extensions.py)."""
+    """The DuckDB extensions the store loads when it opens a database (none: see store/extensions.py)."""
     from engram.store.extensions import LOADED_BY_STORE
 
     return list(LOADED_BY_STORE)
@@ -101,7 +101,7 @@ def self_check(eng: Any) -> dict:
     user = f"engram-selfcheck-{uuid.uuid4().hex[:12]}"
     text = PROBE_TEXT.format(tag=uuid.uuid4().hex[:8])
     # No session id: a session row would outlive the probe.
-    r = eng.store(text, user_id=user, resolve_conflicts=False)
+    r = eng.store_memory(text, user_id=user, resolve_conflicts=False)
     mid = r.memory.id
     found: dict[str, bool] = {}
     try:
@@ -109,7 +109,7 @@ def self_check(eng: Any) -> dict:
             hits = eng.recall(text, limit=1, mode=mode, user_id=user, reinforce=False)
             found[mode] = bool(hits) and hits[0].memory.id == mid
     finally:
-        eng.forget(memory_id=mid, user_id=user)
+        eng.forget_memory(memory_id=mid, user_id=user)
     try:
         eng.get(mid, user)
         gone = False
@@ -317,7 +317,7 @@ def run(settings: Settings, skip_selfcheck: bool = False, log=None) -> dict:
         emb = load_embedder(settings.model, settings.model_cache, settings.torch_threads, onnx=settings.onnx)
         report["model"]["dim"] = emb.dim
         report["model"]["backend"] = emb.backend
-        # "checked" or "trusted": later starts load the graph without torch (see embedding.py).
+        # "checked" or "trusted": later starts load the graph without torch (see models/embedding.py).
         report["model"]["onnx_graph"] = getattr(emb, "checked", None)
         created = not settings.database_url and not settings.db_path.exists()
         with Engram(None, settings=settings, embedder=emb) as eng:  # database_url, else the file

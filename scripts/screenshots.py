@@ -1,96 +1,21 @@
 """Screenshots of the web panel for the README: a fresh home, a month of demo data, headless
-Chromium (Debian's `chromium`) through Playwright. Also the server and browser set-up tests/server/test_panel.py uses.
+Chromium (Debian's `chromium`) through Playwright, set up as the panel's tests set it up
+(tests/support/http_server.py).
 
-    python scripts/screenshots.py [--out docs/panel]
+    python -m scripts.screenshots [--out docs/panel]   # from the repository root
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import os
 import shutil
-import socket
-import subprocess
-import sys
 import tempfile
-import time
-from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-import httpx
+from tests.support.http_server import launch, serving
 
 ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = "/usr/bin/chromium"
-# Playwright's own browser download does not work offline: Debian's chromium, with what keeps it quiet.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def serving(home: Path, token: str, extra_env: dict[str, str] | None = None) -> Iterator[tuple[str, dict]]:
-    """`engram serve --http` with `token` on `home`; yields (base URL, the environment of that home).
-    Stops it, and any daemon left for the home, on the way out."""
-    from engram.core.settings import Settings
-    from engram.server.daemon import stop_or_kill
-
-    port = free_port()
-    env = {
-        **os.environ,
-        "ENGRAM_HOME": str(home),
-        "ENGRAM_TOKEN": token,
-        "HF_HUB_OFFLINE": "1",
-        "ENGRAM_TORCH_THREADS": "1",
-        **(extra_env or {}),
-    }
-    log = open(home / "serve.log", "wb")  # noqa: SIM115 - closed in the finally below, after the server stops
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engram", "serve", "--http", "--port", str(port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError("engram serve --http exited:\n" + (home / "serve.log").read_text()[-3000:])
-            with contextlib.suppress(httpx.HTTPError):
-                if httpx.get(base + "/healthz", timeout=5).status_code == 200:
-                    break
-            if time.monotonic() > deadline:
-                raise RuntimeError("engram serve --http did not come up in 300 s")
-            time.sleep(0.3)
-        yield base, env
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-        log.close()
-        stop_or_kill(Settings.from_env({"ENGRAM_HOME": str(home)}))
-
-
-def launch(playwright):
-    return playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
 
 
 def seed(home: Path) -> dict[str, str]:

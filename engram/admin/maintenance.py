@@ -1,6 +1,6 @@
 """Maintenance as plain functions: prune what faded, consolidate near-duplicates, rebuild, report.
 
-One run (run_maintenance) does, under the engram's lock:
+One run (consolidate_memory) does, under the engram's lock:
 
 1. prune  -- hard-delete every memory whose time to live ran out (expired: never returned
    since, pinned or not), and active memories whose decay strength fell below ENGRAM_PRUNE_THRESHOLD,
@@ -21,7 +21,7 @@ One run (run_maintenance) does, under the engram's lock:
 
 Prune runs first so nothing about to be deleted gets merged into something that lasts.
 
-A run covers one user's memories (run_maintenance(user_id=...): what a caller of the API asks
+A run covers one user's memories (consolidate_memory(user_id=...): what a caller of the API asks
 for) or, with user_id None, every user's (the scheduled job). Rebuilding and compaction are
 about the file and always cover everything.
 """
@@ -56,7 +56,7 @@ META_TOTALS = "maintenance_totals"  # running totals across runs, as JSON
 STRENGTH_BUCKETS = (0.0, 0.05, 0.1, 0.25, 0.5, 1.0, math.inf)
 
 
-def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None) -> dict[str, Any]:
+def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = None) -> dict[str, Any]:
     """Prune, consolidate and reindex once. apply=False reports what would change, changing nothing.
 
     user_id narrows the plan (and so the report) to that user's memories; None covers every user.
@@ -123,13 +123,18 @@ def run_maintenance(eng: Engram, apply: bool = True, user_id: str | None = None)
     return report
 
 
+# The name of the previous release, kept for one release (see the changelog): the function is named for
+# the operation it does.
+run_maintenance = consolidate_memory
+
+
 def _daily_backup(eng: Engram) -> dict[str, Any] | None:
-    """The day's backup (engram.store.backup.daily); a failure is reported and logged, not raised:
+    """The day's backup (engram.admin.backups.daily_backup); a failure is reported and logged, not raised:
     the rest of the run is done and the next run tries again."""
-    from engram.store.backup import daily
+    from engram.admin.backups import daily_backup
 
     try:
-        return daily(eng, eng.settings.backup_keep)
+        return daily_backup(eng, eng.settings.backup_keep)
     except Exception as e:  # noqa: BLE001 - a full disk must not stop pruning and consolidation
         log.warning("daily backup failed: %s", e)
         return {"error": str(e)}
@@ -171,7 +176,7 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
         doomed.append(mid)
         reasons["weak"] += 1
     # Captured episodes have a budget per project: past it, the oldest unused go first.
-    from engram.continuity.capture import prune_episodes
+    from engram.workflows.capture import prune_episodes
 
     weak_ids = set(doomed)
     over = [m for m in prune_episodes(idx, active, s.capture_episode_budget) if m not in weak_ids]
@@ -340,7 +345,9 @@ def _apply_clusters(eng: Engram, clusters: list[dict], now: datetime) -> tuple[l
                 stability=max(base_stability(m) for m in src),
                 # The longest-lasting source's tier, and expiry (none if any source has none).
                 tier=max((m.tier for m in src), key=MEMORY_TIERS.index),
-                expires_at=None if any(m.expires_at is None for m in src) else max(m.expires_at for m in src),
+                expires_at=None
+                if any(m.expires_at is None for m in src)
+                else max(m.expires_at for m in src if m.expires_at is not None),
                 user_id=seed.user_id,
                 task_id=seed.task_id,
                 session_id=seed.session_id,
@@ -437,7 +444,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
             fading.sort(key=lambda f: (f["days_until_prune"], f["id"]))
         table_rows = db.count_live_memories()
         live = set(rows.tolist())
-        # What the hooks captured with no model (engram.continuity.capture), by its tag.
+        # What the hooks captured with no model (engram.workflows.capture), by its tag.
         captured = {tag: len(live & idx.tag_rows.get(tag, set())) for tag in ("pitfall", "episode")}
         # How far the daemon's background fill has come (engine/token_vectors.py): recall reads a
         # turn without vectors by encoding it then, which is slower.

@@ -1,4 +1,4 @@
-"""APScheduler wiring for periodic maintenance; the work itself is engram.admin.maintenance.run_maintenance."""
+"""APScheduler wiring for periodic maintenance; the work itself is engram.admin.maintenance.consolidate_memory."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from engram.admin.maintenance import run_maintenance
+from engram.admin.maintenance import consolidate_memory
 from engram.core.clock import Clock, SystemClock
 from engram.core.settings import Settings
 
@@ -142,7 +142,7 @@ class MaintenanceScheduler:
                 )
                 return None
             try:
-                report = run_maintenance(self.eng, apply=True)
+                report = consolidate_memory(self.eng, apply=True)
             except Exception as e:  # a failed run must not kill the schedule
                 with self._state_lock:
                     self.errors += 1

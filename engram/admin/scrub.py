@@ -14,10 +14,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from engram.admin.backups import backup_store
 from engram.core.redaction import REDACTED
 from engram.core.settings import is_database_url
 from engram.core.types import EngramError
-from engram.store.backup import take_backup
 
 __all__ = ["scrub_store"]
 
@@ -66,13 +66,13 @@ def _found(eng: Any) -> dict[str, list]:
 def _keep_copy(eng: Any) -> str:
     """A copy of the store as it is, before the rewrite: its path."""
     if not is_database_url(eng.path):
-        return take_backup(eng, None, kind="pre-scrub")["path"]
-    from engram.admin.export_import import export_jsonl  # PostgreSQL: the dump engram can write itself
+        return backup_store(eng, None, kind="pre-scrub")["path"]
+    from engram.admin.export_import import export_memories  # PostgreSQL: the dump engram can write itself
 
     folder = eng.settings.home / "backups"
     folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = folder / f"pre-scrub-{eng.clock.now().strftime('%Y%m%dT%H%M%S%f')}.jsonl"
-    export_jsonl(eng, path)
+    export_memories(eng, path)
     return str(path)
 
 
@@ -100,7 +100,12 @@ def scrub_store(eng: Any, apply: bool = False) -> dict[str, Any]:
             + [{"kind": "task", "id": t.id, "fields": sorted(ch)} for t, ch in found["tasks"]]
             + [{"kind": "session", "id": s.id, "fields": ["outcome_notes"]} for s, _ in found["sessions"]]
         )
-        report = {"applied": False, "backup": None, "changes": changes[:SHOWN], **{k: len(v) for k, v in found.items()}}
+        report: dict[str, Any] = {
+            "applied": False,
+            "backup": None,
+            "changes": changes[:SHOWN],
+            **{k: len(v) for k, v in found.items()},
+        }
         if not apply or not changes:
             return report
         rewritten = [(m, ch) for m, ch in found["memories"] if "content" in ch]

@@ -45,7 +45,7 @@ def _request(a: argparse.Namespace) -> tuple[str, dict]:
         for p in op.params:
             if p.name in args and shape(p.type)[0] is dict:
                 args[p.name] = _json_option(args[p.name], p.option)
-        if op.param("path") is not None and op.param("path").default == ".":
+        if (work_tree := op.param("path")) is not None and work_tree.default == ".":
             args.setdefault("path", ".")  # the work tree the command runs in (engram share, sync)
         if "path" in args:
             # Absolute: through the daemon the path is opened by another process, in another directory.

@@ -86,7 +86,7 @@ def run_hooks(a: argparse.Namespace) -> int:
     if a.hooks_command == "status":
         return _hooks_status(a)
     try:
-        settings = Settings.from_env(**({"home": Path(a.home).expanduser()} if a.home else {}))
+        settings = Settings.from_env(home=Path(a.home).expanduser()) if a.home else Settings.from_env()
         user = a.user or settings.user_id
         options = hi.store_options(settings.home, user)  # what the commands carry beside the event
         if a.hooks_command == "install":
@@ -219,7 +219,7 @@ def run_doctor(a: argparse.Namespace, settings: Settings, api_factory: Any) -> i
     checks.append("hooks")
     problems += installation_problems()
     errors = [p for p in problems if p["severity"] == "error"]
-    report = {"ok": not errors, "errors": len(errors), "warnings": len(problems) - len(errors)}
+    report: dict[str, Any] = {"ok": not errors, "errors": len(errors), "warnings": len(problems) - len(errors)}
     report |= {"checks": checks, "problems": problems}
     print(json.dumps(report, indent=2) if a.json else render_doctor(report))
     return 1 if errors else 0

@@ -196,7 +196,7 @@ GROUPS = {
     "keys": "Per-user keys for a team: make, list and revoke the keys HTTP clients send.",
 }
 # Presentation only the CLI has, added to the declared description of a parameter.
-EXTRA_HELP = {(("remember",), "content"): "; '-' reads it from stdin"}
+EXTRA_HELP: dict[tuple[tuple[str, ...], str], str] = {(("remember",), "content"): "; '-' reads it from stdin"}
 
 
 def shape(t: Any) -> tuple[Any, tuple | None, bool]:
@@ -236,6 +236,10 @@ def _add_param(c: argparse.ArgumentParser, p: Param, command: tuple[str, ...], p
     elif base in (int, float):
         kw["type"] = base
     if positional:
-        c.add_argument(p.name, **({} if p.required else {"nargs": "?"}), **kw)
+        if not p.required:
+            kw["nargs"] = "?"
+        c.add_argument(p.name, **kw)
     else:
-        c.add_argument(p.option, dest=p.name, **({"required": True} if p.required else {}), **kw)
+        if p.required:
+            kw["required"] = True
+        c.add_argument(p.option, dest=p.name, **kw)

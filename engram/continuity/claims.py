@@ -9,7 +9,7 @@ next call (a claim_notices entry in that call's result). Nothing is refused for 
 progress note or handoff for a task another session holds is stored, with a `claim` entry in
 its result saying who holds the task.
 
-The store decides who wins (store/tasks.py): an insert that finds no row, or an update conditional
+The store decides who wins (store/sql_tasks.py): an insert that finds no row, or an update conditional
 on the holder read just before, so of two sessions racing for one task exactly one wins, on
 one DuckDB file or on a PostgreSQL database several servers share.
 """
@@ -113,7 +113,7 @@ class Claims:
             f"task {holder.task_id} is held by {describe_claim(held, now)}; work on another task, or "
             "call claim_task with take_over=true if the user asked you to take it over or that "
             "session is stuck"
-            if holder
+            if holder and held
             else "the task's claim changed while claiming it; try again"
         )
         if refuse:

@@ -13,7 +13,7 @@ capture's mark) and metadata.captured = "auto".
 `project_conventions` lists a project's most used conventions (session start); `conventions_for_prompt`
 the ones a prompt is close to (per-prompt injection).
 
-Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.continuity.lifecycle.
+Plain functions over an Engram (typed Any: this layer sits below the facade), as engram.workflows.lifecycle.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def capture_conventions(
             out["already"] += 1
             continue
         tags = [CONVENTION_TAG] if standing else [CONVENTION_TAG, CANDIDATE_TAG]
-        r = eng.store(
+        r = eng.store_memory(
             s,
             memory_type="fact",
             importance=CONVENTION_IMPORTANCE,
@@ -190,7 +190,7 @@ class Conventions:
     def __init__(self, eng: Any):
         self.eng = eng
 
-    def capture(
+    def capture_conventions(
         self,
         prompts: list[str],
         *,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Sequence, cast
 
 import numpy as np
 
@@ -56,7 +56,7 @@ class Handoffs:
             return project
         return self.p.task(task_id, user_id).project
 
-    def handoff(
+    def session_handoff(
         self,
         summary: str,
         *,
@@ -71,7 +71,7 @@ class Handoffs:
         tags: Sequence[str] | None = None,
         project: str | None = None,
     ) -> Memory:
-        """A handoff; `checkpoint`: an automatic one's record (engram.continuity.lifecycle), kept beside the
+        """A handoff; `checkpoint`: an automatic one's record (engram.workflows.lifecycle), kept beside the
         document, whose `step_statuses` give each next step the status the agent's todo list gave it."""
         doc = {
             "summary": self.p.redact(check_short(summary, "summary", 10_000)),
@@ -85,7 +85,7 @@ class Handoffs:
             metadata["checkpoint"] = self.p.redact.value(checkpoint)
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(
+            res = self.writes.store_memory(
                 render_handoff(doc),
                 memory_type="handoff",
                 importance=0.8,
@@ -125,7 +125,7 @@ class Handoffs:
                 text = f"{text if text.endswith(SENTENCE_ENDS) else text + '.'} {label}: {value}"
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(
+            res = self.writes.store_memory(
                 text,
                 memory_type="failure",
                 importance=0.6,
@@ -174,7 +174,7 @@ class Handoffs:
         text = progress_text(doc)
         with self.p.lock:
             project = self._record_project(task_id, user_id, project)
-            res = self.writes.store(
+            res = self.writes.store_memory(
                 text,
                 memory_type="progress",
                 importance=0.5,
@@ -324,7 +324,7 @@ class Handoffs:
         vec: np.ndarray | None,
         handoff_id: str,
         entries: list[dict],
-        vecs: list[np.ndarray],
+        vecs: list[np.ndarray | None],
         owner: list[int],
         candidates: int = 3,
     ) -> dict | None:
@@ -343,7 +343,8 @@ class Handoffs:
                 ),
                 None,
             )
-        sims = np.stack(vecs) @ vec
+        # Every wording has its vector: a plan is read degraded (all None, above) or not, as a whole.
+        sims = np.stack(cast(list[np.ndarray], vecs)) @ vec
         best: dict[int, float] = {}
         for i in np.argsort(-sims):
             k = owner[i]
@@ -372,7 +373,7 @@ class Handoffs:
         with self.p.lock:
             handoffs = self._task_handoffs(user, task_id)
             entries: list[dict] = []
-            vecs: list[np.ndarray] = []  # one per wording, of entry owner[i]
+            vecs: list[np.ndarray | None] = []  # one per wording, of entry owner[i]; all None when degraded
             owner: list[int] = []
             read: dict[str, Memory] = {}  # rows after one handoff are read once for all of them
             for h in handoffs:
@@ -380,7 +381,7 @@ class Handoffs:
                 if self.p.degraded:  # no model: steps fold only when worded alike
                     step_vecs: Sequence[np.ndarray | None] = [None] * len(steps)
                 else:
-                    step_vecs = self.p.text_vectors.embed_batch(steps) if steps else []
+                    step_vecs = list(self.p.text_vectors.embed_batch(steps)) if steps else []
                 for step, check, v in zip(steps, self.step_checks(h, read), step_vecs):
                     e = self._planned_entry(step, v, h.id, entries, vecs, owner)
                     vecs.append(v)

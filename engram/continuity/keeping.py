@@ -1,6 +1,6 @@
 """Keep: a memory captured automatically becomes one the user vouches for (the panel's "keep", `engram keep`).
 
-What capture marks (engram.continuity.capture, engram.continuity.conventions): every capture
+What capture marks (engram.workflows.capture, engram.continuity.conventions): every capture
 carries the tag `auto-capture`, and a convention metadata.captured = "auto" too (the only mark of
 one captured before conventions were tagged). Keeping
 removes the mark (metadata.captured becomes "kept", so where it came from stays readable) and
@@ -24,10 +24,9 @@ Keeping a memory that carries no mark changes nothing and says so.
 
 from __future__ import annotations
 
-from engram.continuity.capture import AUTO_CAPTURE_TAG, EPISODE_TYPE
 from engram.continuity.conventions import CANDIDATE_TAG
 from engram.core.errors import EngramError
-from engram.core.types import MEMORY_TIERS, Memory, default_tier
+from engram.core.types import AUTO_CAPTURE_TAG, EPISODE_TYPE, MEMORY_TIERS, Memory, default_tier
 from engram.engine.state import EngineState
 from engram.search.decay import initial_stability
 
@@ -48,7 +47,7 @@ class Keeping:
     def __init__(self, p: EngineState):
         self.p = p
 
-    def keep(self, memory_id: str, *, user_id: str | None = None) -> dict:
+    def keep_memory(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """Make an automatically captured memory durable (see the module's docstring). Returns
         {memory_id, action: "keep" | "unchanged", memory_type, tags, was: {memory_type, tags}};
         NotFound for an unknown id, an error for a memory that is not active."""

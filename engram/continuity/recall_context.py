@@ -5,21 +5,25 @@ block, the same within a token budget."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Sequence
+from dataclasses import replace
+from typing import Any, Sequence
 
 from engram.continuity.entries import failure_entry
 from engram.continuity.handoffs import Handoffs
 from engram.continuity.rendering import estimate_tokens, pack_context
 from engram.continuity.sessions import Sessions
+from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document, shared_origin, with_documents
-from engram.core.types import NO_PROJECT, EngramError, Hit, Memory, Scope, check_tags
+from engram.core.recall_query import RecallQuery
+from engram.core.types import NO_PROJECT, Hit, Memory, Scope
 from engram.engine.recall import Recall
 from engram.engine.state import EngineState
 
+CONTEXT_LIMIT = 20  # memories get_context considers unless asked otherwise (the operation's default)
+
 
 class RecallContext:
-    """recall_context and get_context over one recall."""
+    """recall_memory and get_context over one recall."""
 
     def __init__(self, p: EngineState, recall: Recall, sessions: Sessions, handoffs: Handoffs):
         self.p = p
@@ -27,38 +31,28 @@ class RecallContext:
         self.sessions = sessions
         self.handoffs = handoffs
 
-    def context(
-        self,
-        query: str,
-        *,
-        max_tokens: int = 1500,
-        task_id: str | None = None,
-        limit: int = 20,
-        tags: Sequence[str] | str | None = None,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        scope: Scope = NO_PROJECT,
+    def get_context(
+        self, query: str | RecallQuery, /, *, max_tokens: int = 1500, session_id: str | None = None, **options: Any
     ) -> dict:
         """One ready-to-read <memory> block within `max_tokens`: the latest handoff with its next
         steps' status, then the relevant memories, then pitfalls, each kept only if it still fits.
-        `tags`: only memories (and a handoff) with at least one of them.
+        `query`: a RecallQuery, or its text with its other fields as keywords (limit 20 unless
+        given; `tags`: only memories, and a handoff, with at least one of them). Only strong hits
+        go in, at least the context_min_share setting of the best one's score, and no captured
+        turn (an episode is not a durable fact).
 
         Returns {context, tokens, memory_ids, interrupted_sessions}.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
-            raise EngramError("max_tokens must be a whole number from 50 to 100000")
-        r = self.recall_context(
-            query,
-            limit=limit,
-            task_id=task_id,
-            tags=tags,
-            user_id=user_id,
-            session_id=session_id,
+        MAX_TOKENS.check(max_tokens, "max_tokens")
+        if not isinstance(query, RecallQuery):
+            options = {"limit": CONTEXT_LIMIT, **options}
+        q = replace(
+            RecallQuery.of(query, **options),
             min_share=self.p.settings.context_min_share,
-            scope=scope,
             strong_only=True,
             exclude_types=("episode",),
-        )  # a captured turn is not a durable fact
+        )
+        r = self.recall_memory(q, session_id=session_id)
         text, ids = pack_context(r, max_tokens)
         return {
             "context": text,
@@ -67,58 +61,29 @@ class RecallContext:
             "interrupted_sessions": r["interrupted_sessions"],
         }
 
-    def recall_context(
-        self,
-        query: str,
-        *,
-        limit: int = 10,
-        memory_type: str | None = None,
-        task_id: str | None = None,
-        tags: Sequence[str] | str | None = None,
-        as_of: datetime | None = None,
-        mode: str = "hybrid",
-        explain: bool = False,
-        user_id: str | None = None,
-        session_id: str | None = None,
-        min_share: float = 0.0,
-        scope: Scope = NO_PROJECT,
-        strong_only: bool = False,
-        exclude_types: Sequence[str] = (),
-    ) -> dict:
+    def recall_memory(self, query: str | RecallQuery, /, *, session_id: str | None = None, **options: Any) -> dict:
         """Recall plus what a new session needs: the latest relevant handoff pinned first, the
-        failures of components the hits concern, and sessions that were interrupted.
+        failures of components the hits concern, and sessions that were interrupted (other than
+        `session_id`, the caller's). `query`: a RecallQuery, or its text with its other fields as
+        keywords (engram.core.recall_query).
 
         The pinned handoff is held to the request like any hit: it has the type and one of the
         tags asked for, belongs to the task asked for (or, with no task, is relevant to the
-        query), and counts towards `limit`. Everything it reads is what `scope` sees. strong_only:
-        only strong hits (get_context's block, which the agent did not ask for); the pinned handoff
-        is always a strong one. One ranking (engine/recall.py) gives the hits and the words read as
-        misspelt; the arguments are checked there."""
-        user = self.p.user_of(user_id)
-        tags = check_tags(tags) or None  # one string is one tag, not its characters
+        query), and counts towards `limit`. Everything it reads is what the query's scope sees.
+        strong_only: only strong hits (get_context's block, which the agent did not ask for); the
+        pinned handoff is always a strong one. One ranking (engine/recall.py) gives the hits and
+        the words read as misspelt."""
+        q = RecallQuery.of(query, **options)
+        user = self.p.user_of(q.user_id)
         with self.p.lock:
-            ranking = self.recall.ranking(
-                query,
-                limit=limit,
-                memory_type=memory_type,
-                task_id=task_id,
-                tags=tags,
-                as_of=as_of,
-                mode=mode,
-                explain=explain,
-                user_id=user,
-                min_share=min_share,
-                scope=scope,
-                strong_only=strong_only,
-                exclude_types=exclude_types,
-            )
+            ranking = self.recall.ranking(q)
             hits = ranking.hits
             handoff, why = None, ""
-            if memory_type in (None, "handoff") and as_of is None:
-                handoff, why = self._pinned_handoff(hits, user, task_id, tags)
+            if q.memory_type in (None, "handoff") and q.as_of is None:
+                handoff, why = self._pinned_handoff(hits, user, q.task_id, q.tags)
             memories = [self.hit_dict(h) for h in hits]
             if handoff is not None:
-                memories = [m for m in memories if m["id"] != handoff.id][: limit - 1]
+                memories = [m for m in memories if m["id"] != handoff.id][: q.limit - 1]
                 pinned = self.hit_dict(
                     Hit(
                         handoff,
@@ -134,9 +99,9 @@ class RecallContext:
                 "memories": memories,
                 "handoff": self.handoffs.view(handoff) if handoff else None,
                 "related_failures": self.related_failures(
-                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else [], scope=scope
+                    hits, user, [handoff.task_id] if handoff is not None and handoff.task_id else [], scope=q.scope
                 ),
-                "interrupted_sessions": self.sessions.take_interrupted(user, exclude=session_id, scope=scope),
+                "interrupted_sessions": self.sessions.take_interrupted(user, exclude=session_id, scope=q.scope),
             }
             if ranking.read_as:
                 out["read_as"] = {w: list(cs) for w, cs in ranking.read_as.items()}
@@ -152,7 +117,7 @@ class RecallContext:
     def _pinned_handoff(
         self, hits: list[Hit], user: str, task_id: str | None, tags: tuple[str, ...] | None
     ) -> tuple[Memory | None, str]:
-        """The handoff recall_context pins, and why: the task's latest (fetched by task), or with no task
+        """The handoff recall_memory pins, and why: the task's latest (fetched by task), or with no task
         the best strong handoff among the hits just ranked, of an open task or of none; failing
         that, the latest handoff of the open task the best strong hit belongs to (fetched by that
         task: a query about a task's work is about where its last session stopped). All from that

@@ -139,7 +139,7 @@ def render_resume(r: dict, max_tokens: int) -> str:
 
 
 def pack_context(r: dict, max_tokens: int) -> tuple[str, list[str]]:  # noqa: C901 - one budgeted pass over the sections in priority order
-    """A recall_context result as a <memory> text block within `max_tokens`, and the ids it holds.
+    """A recall_memory result as a <memory> text block within `max_tokens`, and the ids it holds.
 
     The handoff goes first, whole or not at all; then interrupted sessions, memories and pitfalls
     in rank order, each skipped when it does not fit (a shorter one further down may still fit).
@@ -224,7 +224,7 @@ MEMORY_RULES = """\
 
 
 def render_prompt(tasks: Sequence[dict], open_steps: Callable[[dict], Sequence[dict]]) -> str:
-    """The memory rules, then the open tasks (from task_overview), each with its open steps."""
+    """The memory rules, then the open tasks (from list_tasks), each with its open steps."""
     lines = [MEMORY_RULES.rstrip()]
     if tasks:
         lines += ["", "### Open tasks (engram)", "Resume one with resume_task(task_id) before working on it."]

@@ -216,7 +216,7 @@ class Sessions:
             self.p.outcomes = self.p.store_db.session_outcomes()
             return self.p.store_db.get_session(session_id)
 
-    def projects(self, user_id: str | None = None) -> list[dict]:
+    def list_projects(self, user_id: str | None = None) -> list[dict]:
         """The projects the user's live memories and tasks belong to: {id, memories, tasks}."""
         return [{"id": p, "memories": m, "tasks": t} for p, m, t in self.p.store_db.projects(self.p.user_of(user_id))]
 

@@ -12,10 +12,11 @@ from engram.continuity.entries import failure_entry, progress_by_feature, timeli
 from engram.continuity.handoffs import Handoffs
 from engram.continuity.rendering import estimate_tokens, held, render_prompt, render_resume
 from engram.continuity.sessions import Sessions
+from engram.core.bounds import MAX_TOKENS, TASK_LIMIT
 from engram.core.documents import document
 from engram.core.project import check_project
 from engram.core.types import NO_PROJECT, OPEN_TASK_STATUSES, TASK_STATUSES, EngramError, Scope, Task
-from engram.core.validation import check_short, check_whole
+from engram.core.validation import check_short
 from engram.engine.state import EngineState
 
 # get_task's list of each memory type (every other type is in "memories").
@@ -97,7 +98,7 @@ class Tasks:
             self.sessions.set_task(session_id, task_id)
             return self.p.store_db.get_task(task_id)
 
-    def list_tasks(
+    def task_rows(
         self, *, status: str | None = None, user_id: str | None = None, scope: Scope = NO_PROJECT
     ) -> list[Task]:
         """The user's tasks seen in `scope` (default: those of no project)."""
@@ -105,7 +106,7 @@ class Tasks:
             raise EngramError(f"status must be one of {', '.join(TASK_STATUSES)}")
         return self.p.store_db.list_tasks(self.p.user_of(user_id), status, scope)
 
-    def task_overview(
+    def list_tasks(
         self,
         *,
         status: str | None = None,
@@ -116,8 +117,8 @@ class Tasks:
     ) -> list[dict]:
         """Tasks seen in `scope` with their last activity: open ones (open, in_progress,
         blocked) first, then each group by last activity, newest first."""
-        check_whole(limit, "limit", 1, 1000)
-        tasks = self.list_tasks(status=status, user_id=user_id, scope=scope)
+        TASK_LIMIT.check(limit, "limit")
+        tasks = self.task_rows(status=status, user_id=user_id, scope=scope)
         if not tasks:
             return []
         last = self.p.store_db.task_last_activity(tasks[0].user_id)
@@ -136,17 +137,14 @@ class Tasks:
         out.sort(key=lambda x: x[:2])
         return [d for *_, d in out[:limit]]
 
-    def task_view(
-        self, task_id: str, *, limit: int = 50, user_id: str | None = None, reader: str | None = None
-    ) -> dict:
+    def get_task(self, task_id: str, *, limit: int = 50, user_id: str | None = None, reader: str | None = None) -> dict:
         """The task, the newest `limit` of everything linked to it (and of each kind) in time
         order with the totals in counts, and the latest handoff's validation.
 
         Bounded because a long task's answer otherwise grows with every note: past about 500
         memories it no longer fits in one MCP message (the SDK client's 1 MiB per event).
         """
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= 1000:
-            raise EngramError(f"limit must be an integer from 1 to 1000; got {limit!r}")
+        TASK_LIMIT.check(limit, "limit")
         with self.p.lock:
             t = self.p.task(task_id, user_id)
             mems = self.p.store_db.task_memories(t.user_id, task_id)
@@ -204,8 +202,7 @@ class Tasks:
         `reader` is then the session reading, so the block can say the holder is "this session".
         Nothing is reinforced and no interruption is marked as reported.
         """
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not 50 <= max_tokens <= 100_000:
-            raise EngramError("max_tokens must be a whole number from 50 to 100000")
+        MAX_TOKENS.check(max_tokens, "max_tokens")
         with self.p.lock:
             t = self.p.task(task_id, user_id)
             claim = self.work_on(t, session_id, client=client, take_over=take_over) if session_id else None
@@ -264,8 +261,8 @@ class Tasks:
                 # machine said it works on this task; advisory, with its age.
                 age = (self.p.clock.now() - datetime.fromisoformat(elsewhere["at"])).total_seconds()
                 out["claimed_elsewhere"] = {**elsewhere, "age_s": round(age)}
-            out["context"] = render_resume(out, max_tokens)
-            out["tokens"] = estimate_tokens(out["context"])
+            out["context"] = context = render_resume(out, max_tokens)
+            out["tokens"] = estimate_tokens(context)
             return out
 
     # -- claims (engram/continuity/claims.py) -------------------------------------------
@@ -313,10 +310,10 @@ class Tasks:
         """Take-overs of the session's tasks since its last call, each said once."""
         return self.claims.notices(session_id)
 
-    def prompt_block(self, *, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
+    def memory_prompt(self, *, user_id: str | None = None, limit: int = 10, scope: Scope = NO_PROJECT) -> str:
         """The memory rules for CLAUDE.md / AGENTS.md, followed by the state of the open tasks seen in `scope`."""
         tasks = [
-            t for t in self.task_overview(user_id=user_id, limit=1000, scope=scope) if t["status"] in OPEN_TASK_STATUSES
+            t for t in self.list_tasks(user_id=user_id, limit=1000, scope=scope) if t["status"] in OPEN_TASK_STATUSES
         ][:limit]
         return render_prompt(
             tasks,

@@ -132,12 +132,14 @@ def _windows(text: str, cue: re.Pattern) -> list[tuple[int, int]]:
 @cache
 def _library_patterns() -> tuple[re.Pattern, ...]:
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-    from detect_secrets.plugins.base import RegexBasedDetector
+    from detect_secrets.plugins.base import BasePlugin, RegexBasedDetector
 
-    pats = []
-    for cls in get_mapping_from_secret_type_to_class().values():
-        if issubclass(cls, RegexBasedDetector) and cls.__name__ not in _SKIPPED_DETECTORS:
-            pats.extend(cls().denylist)
+    pats: list[re.Pattern] = []
+    # Its signature returns a TypeVar's type that nothing binds (which a checker reads as Never).
+    detectors: Iterable[type[BasePlugin]] = get_mapping_from_secret_type_to_class().values()
+    for detector in detectors:
+        if issubclass(detector, RegexBasedDetector) and detector.__name__ not in _SKIPPED_DETECTORS:
+            pats.extend(detector().denylist)
     return tuple(pats)
 
 
@@ -211,19 +213,19 @@ class Redactor:
         yield from in_sentences(text, start, end)
         for r in (ASSIGNED, FLAG_VALUE):
             pos = start
-            while (m := r.search(text, pos, end)) is not None:
-                pos = m.start(3)  # the value may itself be NAME=value: "env: PGPASSWORD=..."
-                kind = secret_name(m.group(1))
-                if r is FLAG_VALUE and re.search(r"[0-9]", m.group(1)):
+            while (said := r.search(text, pos, end)) is not None:
+                pos = said.start(3)  # the value may itself be NAME=value: "env: PGPASSWORD=..."
+                kind = secret_name(said.group(1))
+                if r is FLAG_VALUE and re.search(r"[0-9]", said.group(1)):
                     continue  # "-pS3cret db": a value attached to its flag (TOOL_PASSWORD's)
-                if not kind or (r is FLAG_VALUE and kind == "key") or plain_value(m.group(3), kind == "strong"):
+                if not kind or (r is FLAG_VALUE and kind == "key") or plain_value(said.group(3), kind == "strong"):
                     continue
-                if ":" in m.group(2) and "=" not in m.group(2) and re.fullmatch(r"[A-Za-z]{1,11}", m.group(3)):
+                if ":" in said.group(2) and "=" not in said.group(2) and re.fullmatch(r"[A-Za-z]{1,11}", said.group(3)):
                     continue  # "the token: expired ...": prose, not a value
-                a, b = m.span(3)
+                a, b = said.span(3)
                 if text[a] in "\"'":
                     a, b = a + 1, b - 1
-                pos = m.end()
+                pos = said.end()
                 yield a, b
         # The keyword and entropy heuristic: on a line that speaks of a secret, a long token that
         # looks generated (not a hash, not a UUID, not a path) is one.

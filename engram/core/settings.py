@@ -156,12 +156,12 @@ class Settings:
     # a long one is not less relevant for being long).
     bm25_k1: float = setting(1.2, "BM25 term-frequency saturation", ge=0.0)
     bm25_b: float = setting(0.3, "BM25 length normalisation", ge=0.0, le=1.0)
-    # Cue bonuses added to a candidate's score (see retrieve): written on a date the query
+    # Cue bonuses added to a candidate's score (see search/ranking.py): written on a date the query
     # names; opening label ("Name: …") named in the query; mentions a time when asked when.
     date_bonus: float = setting(0.1, "score added to a memory written on a date the query names", ge=0.0)
     speaker_bonus: float = setting(0.15, "score added to a memory whose opening label the query names", ge=0.0)
     when_bonus: float = setting(0.1, "score added, for a 'When…?' question, to a memory naming a time", ge=0.0)
-    # Relevance floor (see retrieve): a query gets hits only when its best cosine beats the
+    # Relevance floor (see search/ranking.py): a query gets hits only when its best cosine beats the
     # query's background cosine plus how far it stands out from the store's 5th nearest memory
     # reaches relevance_cosine, or a memory holds relevance_coverage of its IDF mass (or three of
     # its words).
@@ -169,7 +169,7 @@ class Settings:
         0.24, "least (best − background) + (best − max(5th best, background)) for any hit by meaning", ge=-1.0, le=1.0
     )
     relevance_coverage: float = setting(0.55, "or least share of the query's IDF mass a memory holds", ge=0.0, le=1.0)
-    # The second stage (retrieve.rerank_hits): a cross-encoder reads the query with each of the
+    # The second stage (ranking.rerank_hits): a cross-encoder reads the query with each of the
     # first stage's best rerank_pairs candidates and orders them by its score (benchmarks/HISTORY.md,
     # issue 27, for what it costs and gives).
     rerank: bool = setting(False, "reorder hybrid recall's first candidates with the cross-encoder (1: on)")

@@ -11,12 +11,15 @@ from engram.core.errors import EngramError as EngramError
 from engram.core.errors import NotFound as NotFound
 
 # "episode": a turn of a session (its request and answer) captured by the hooks; kept apart from
-# the durable kinds in what is injected (engram.continuity.capture). Appended: the index codes types by position.
+# the durable kinds in what is injected (engram.workflows.capture). Appended: the index codes types by position.
 MEMORY_TYPES: tuple[str, ...] = ("fact", "strategy", "assumption", "failure", "handoff", "progress", "episode")
 # The tag every automatic capture leaves (pitfalls, episodes, conventions), until the user keeps it
 # (engram.continuity.keeping); here, below both continuity modules that write it.
 AUTO_CAPTURE_TAG = "auto-capture"
 CONVENTION_TAG = "convention"  # a project's rule (engram.continuity.conventions)
+EPISODE_TYPE = "episode"  # a turn of a session captured as said (the request and the answer)
+EPISODE_TAG = "episode"
+PITFALL_TAG = "pitfall"  # an error a session fixed, with the changed lines
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
 # How long a kind of memory lasts (docs/lifecycle.md): each tier scales a memory's stability
 # (engram.search.decay), from a session's scratch that fades in days to a rule kept for good.
@@ -137,7 +140,7 @@ class Memory:
     updated_at: datetime | None = None
     # Turns of one conversation (a chat import) share context in search; None: an independent memory.
     conversation: str | None = None
-    stability: float | None = None  # days (decay.py); None until the first recall: S₀ applies
+    stability: float | None = None  # days (search/decay.py); None until the first recall: S₀ applies
     project: str | None = None  # None: the memory belongs to no project (seen from every one)
     tier: str = "semantic"  # MEMORY_TIERS; scales its decay (engram.search.decay)
     expires_at: datetime | None = None  # None: never; from then on it is never returned
@@ -158,7 +161,7 @@ class Hit:
     score: float
     quality_score: float
     parts: dict[str, float] | None = None
-    # `strong` or `weak` and the evidence that decided it (retrieve.confidence); None for a
+    # `strong` or `weak` and the evidence that decided it (ranking.confidence); None for a
     # memory not ranked.
     confidence: str | None = None
     evidence: str | None = None
@@ -200,7 +203,7 @@ class StoreResult:
     chunks: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
-        d = {
+        d: dict[str, Any] = {
             "action": self.action,
             "memory_id": self.memory.id,
             "content": self.memory.content,

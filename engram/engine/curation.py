@@ -8,9 +8,10 @@ from typing import Sequence
 
 import numpy as np
 
+from engram.core.bounds import OFFSET, PAGE_LIMIT, STRENGTH_DAYS
 from engram.core.documents import shared_by
 from engram.core.types import EngramError, Memory, check_tags
-from engram.core.validation import check_type, check_whole
+from engram.core.validation import check_type
 from engram.engine.index_upkeep import Indexes
 from engram.engine.state import EngineState
 from engram.search.decay import days_until_prune, initial_stability, memory_stability, memory_strength, strength_points
@@ -23,7 +24,7 @@ class Curation:
         self.p = p
         self.indexes = indexes
 
-    def memory_view(self, memory_id: str, *, user_id: str | None = None) -> dict:
+    def get_memory(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """One memory as the clients show it: its fields, quality score and history."""
         m = self.p.memory(memory_id, user_id)
         return {
@@ -33,6 +34,33 @@ class Curation:
             "expired": m.expires_at is not None and m.expires_at <= self.p.clock.now(),
             "history": self.p.store_db.events(m.id),
         }
+
+    def neighbours(self, memory_id: str, n: int, *, user_id: str | None = None) -> list[tuple[Memory, int]]:
+        """Up to `n` memories before and `n` after a memory in its session (same user), oldest
+        first, each with its position relative to it (the memory itself at 0); [] for a memory
+        of no session. What happened around a captured turn (get_memory's `around`)."""
+        memory = self.p.memory(memory_id, user_id)
+        if not memory.session_id or n <= 0:
+            return []
+        with self.p.lock:
+            self.indexes.catch_up()
+            idx = self.p.index
+            row = idx.row_of.get(memory.id)
+            if row is None:
+                return []
+            k = idx.n
+            same = np.flatnonzero(
+                idx.alive[:k]
+                & (idx.status[:k] == 0)
+                & (idx.session[:k] == idx.session[row])
+                & (idx.user[:k] == idx.user[row])
+            )
+            order = sorted(same.tolist(), key=lambda r: (float(idx.created[r]), r))
+            at = order.index(row)
+            first = max(0, at - n)
+            rows = order[first : at + n + 1]
+            # at most 2n + 1 reads
+            return [(self.p.memory(idx.live(r)[0], memory.user_id), i + first - at) for i, r in enumerate(rows)]
 
     def history(self, memory_id: str, *, user_id: str | None = None) -> list[dict]:
         self.p.memory(memory_id, user_id)
@@ -54,8 +82,8 @@ class Curation:
         """One page of the user's memories, newest first, filtered from the derived index (no scan
         of the table, so a page costs the same at 100k memories), each with its strength now.
         in_project: None every project's; "" only those of no project; else only that project's."""
-        check_whole(offset, "offset", 0, 10**9)
-        check_whole(limit, "limit", 1, 500)
+        OFFSET.check(offset, "offset")
+        PAGE_LIMIT.check(limit, "limit")
         listable = ("active", "superseded", "consolidated")
         if status != "any" and status not in listable:
             raise EngramError(f"status must be one of {', '.join(listable)} or any; got {status!r}")
@@ -99,11 +127,11 @@ class Curation:
             **({"shared_by": by} if (by := shared_by(m)) else {}),
         }
 
-    def strength_curve(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:
+    def memory_strength(self, memory_id: str, *, days: int = 90, user_id: str | None = None) -> dict:
         """A memory's strength from its last recall (or creation) until now, and projected `days`
         ahead if nothing recalls it. Before the last recall the stability in effect is not
         recorded, so the past starts there."""
-        check_whole(days, "days", 1, 3650)
+        STRENGTH_DAYS.check(days, "days")
         m = self.p.memory(memory_id, user_id)
         now = self.p.clock.now()
         factors = self.p.settings.tier_factors
@@ -128,7 +156,7 @@ class Curation:
             "projected": strength_points(m.importance, stab, touched, now, now + timedelta(days=days)),
         }
 
-    def versions(self, memory_id: str, *, user_id: str | None = None) -> dict:
+    def memory_versions(self, memory_id: str, *, user_id: str | None = None) -> dict:
         """The supersession chain through this memory (oldest first: what it replaced, what replaced
         it, the consolidation it went into) and the memories a consolidation merged into it."""
         m = self.p.memory(memory_id, user_id)

@@ -15,7 +15,7 @@ from engram.core.errors import ModelMismatch, ModelUnavailable
 from engram.core.types import Memory
 from engram.engine.state import EngineState
 from engram.engine.token_vectors import TokenVectors
-from engram.models.embedding import Embedder, TextVectors
+from engram.models.embedding import Embedder, TextVectors, UnavailableEmbedder
 from engram.models.model_files import model_words
 from engram.search.graph import MemoryGraph, nearest_edges
 from engram.search.memory_index import MemoryIndex
@@ -82,7 +82,8 @@ class Indexes:
                 emb = load()
             except ModelUnavailable as e:
                 p.degraded = str(e)
-                p.embedder.reason = p.degraded
+                if isinstance(p.embedder, UnavailableEmbedder):  # as it is while degraded
+                    p.embedder.reason = p.degraded
                 return False
             with p.lock:
                 away = p.embedder
@@ -91,7 +92,8 @@ class Indexes:
                     p.model_changed = self.check_model()
                 except ModelMismatch as e:  # the store's vectors are another model's: keyword recall goes on
                     p.embedder, p.degraded = away, str(e)
-                    away.reason = p.degraded
+                    if isinstance(away, UnavailableEmbedder):
+                        away.reason = p.degraded
                     self.model_retry_at = float("inf")  # loading the same model again will not help
                     raise
                 p.text_vectors = TextVectors(emb)

@@ -4,15 +4,13 @@ handoff, related failures, interrupted sessions) is continuity/recall_context.py
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import numpy as np
 
-from engram.core.clock import utc
-from engram.core.types import MEMORY_TYPES, NO_PROJECT, SEARCH_MODES, EngramError, Hit, Memory, Scope, check_tags
-from engram.core.validation import check_text, check_type, check_whole
+from engram.core.recall_query import RecallQuery
+from engram.core.types import MEMORY_TYPES, Hit, Memory
 from engram.engine.index_upkeep import Indexes
 from engram.engine.state import EngineState
 from engram.models.on_demand import OnDemand
@@ -41,108 +39,39 @@ class Recall:
         # The reranker, loaded at the first recall needing it.
         self.ce = OnDemand(lambda: CrossEncoder(threads=p.settings.rerank_threads), "reranker")
 
-    def recall(
-        self,
-        query: str,
-        *,
-        limit: int = 10,
-        memory_type: str | None = None,
-        task_id: str | None = None,
-        tags: Sequence[str] | str | None = None,
-        as_of: datetime | None = None,
-        mode: str = "hybrid",
-        explain: bool = False,
-        user_id: str | None = None,
-        graph: bool = True,
-        reinforce: bool = True,
-        exclude_types: Sequence[str] = (),
-        min_share: float = 0.0,
-        scope: Scope = NO_PROJECT,
-        strong_only: bool = False,
-        rerank: bool | None = None,
-    ) -> list[Hit]:
+    def recall(self, query: str | RecallQuery, /, **options: Any) -> list[Hit]:
         """Hybrid search, then (with the `rerank` setting) the cross-encoder's order of the first
-        candidates. Each hit is `strong` or `weak` (ranking.confidence); only strong hits are
-        reinforced (unless reinforce=False); a query nothing stored is relevant to returns
-        nothing (see ranking's relevance floor).
-        min_share: return only hits scoring at least this share of the best hit's score.
-        scope: the project whose memories (with those of no project) are searched; the default,
-        no project, searches only the memories of no project (engram.core.types.Scope).
-        strong_only: return only strong hits (what is pushed into a context unasked).
-        rerank: False keeps the first stage's order even with the `rerank` or `late_interaction`
-        setting on (to compare)."""
-        return self.ranking(
-            query,
-            limit=limit,
-            memory_type=memory_type,
-            task_id=task_id,
-            tags=tags,
-            as_of=as_of,
-            mode=mode,
-            explain=explain,
-            user_id=user_id,
-            graph=graph,
-            reinforce=reinforce,
-            exclude_types=exclude_types,
-            min_share=min_share,
-            scope=scope,
-            strong_only=strong_only,
-            rerank=rerank,
-        ).hits
+        candidates. `query`: a RecallQuery, or its text with the query's other fields as keywords
+        (`eng.recall("deploy", limit=5, reinforce=False)`). Each hit is `strong` or `weak`
+        (ranking.confidence); only strong hits are reinforced (unless reinforce=False); a query
+        nothing stored is relevant to returns nothing (see ranking's relevance floor)."""
+        return self.ranking(RecallQuery.of(query, **options)).hits
 
-    def ranking(
-        self,
-        query: str,
-        *,
-        limit: int = 10,
-        memory_type: str | None = None,
-        task_id: str | None = None,
-        tags: Sequence[str] | str | None = None,
-        as_of: datetime | None = None,
-        mode: str = "hybrid",
-        explain: bool = False,
-        user_id: str | None = None,
-        graph: bool = True,
-        reinforce: bool = True,
-        exclude_types: Sequence[str] = (),
-        min_share: float = 0.0,
-        scope: Scope = NO_PROJECT,
-        strong_only: bool = False,
-        rerank: bool | None = None,
-    ) -> Ranking:
-        """recall's hits with the words it read as misspelt (see recall): the arguments are checked
-        here, once, and the filter and corrections are worked out once for both."""
-        check_text(query, "query", 10_000)
-        check_whole(limit, "limit", 1, 1000)
-        if mode not in SEARCH_MODES:
-            raise EngramError(f"mode must be one of {', '.join(SEARCH_MODES)}; got {mode!r}")
-        if memory_type is not None:
-            check_type(memory_type)
-        tags = check_tags(tags) or None  # one string is one tag, not its characters
-        if as_of is not None:
-            as_of = utc(as_of)
-        user = self.p.user_of(user_id)
+    def ranking(self, q: RecallQuery) -> Ranking:
+        """recall's hits with the words it read as misspelt (see recall): the filter and the
+        corrections are worked out once for both. The query was checked when it was built."""
+        user = self.p.user_of(q.user_id)
         if self.p.degraded:
-            mode = "bm25"  # keyword recall only until the model is back (the result says so)
-        qvec = self.p.embedder.embed_query(query) if mode != "bm25" else None
+            q = replace(q, mode="bm25")  # keyword recall only until the model is back (the result says so)
+        qvec = self.p.embedder.embed_query(q.text) if q.mode != "bm25" else None
         if qvec is not None and self.reference is None:
             self.reference = self.p.embedder.embed_batch(list(REFERENCE_TEXTS))
         with self.p.lock:
             self.indexes.catch_up()
             now = self.p.clock.now()
             idx = self.p.index
-            mask = idx.mask(user, memory_type, task_id, tags, as_of, scope=scope, now=now)
-            for t in exclude_types:
-                mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(t)
+            mask = idx.mask(user, q.memory_type, q.task_id, q.tags, q.as_of, scope=q.scope, now=now)
+            for excluded in q.exclude_types:
+                mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(excluded)
             # The query's misspelt words, among this caller's memories only, read once: the
             # ranking searches with them and the answer shows them.
-            read_as = {} if mode == "vector" else idx.bm25.corrections(query, mask)
+            read_as = {} if q.mode == "vector" else idx.bm25.corrections(q.text, mask)
             failures = {idx.sessions[s]: f for s, (_, f) in self.p.outcomes.items() if s in idx.sessions}
             # The second stage reads the fused candidates: hybrid only (bm25 and vector are the
             # single searches, kept as they are to compare with). Late interaction first, then
             # the cross-encoder over its order, each when its setting is on.
             cfg = self.p.settings
-            second = mode == "hybrid" and rerank is not False
+            second = q.mode == "hybrid" and q.rerank is not False
             # Late interaction reads turns of a conversation only: a store (or filter) with none
             # ranks and answers as without it, and never loads its model.
             tokens = self.indexes.tokens
@@ -151,15 +80,13 @@ class Recall:
             ranked = rank(
                 idx,
                 self.p.graph,
-                query,
+                q,
                 qvec,
                 mask,
-                to_days(as_of or now),
-                mode=mode,
+                to_days(q.as_of or now),
                 weights=self.p.weights,
-                limit=max(limit, cfg.late_candidates if late else 0, cfg.rerank_pairs if ce else 0),
+                candidates=max(q.limit, cfg.late_candidates if late else 0, cfg.rerank_pairs if ce else 0),
                 session_failures=failures,
-                use_graph=graph,
                 reference_cos=None if qvec is None else self.reference @ qvec,
                 corrections=read_as,
             )
@@ -167,7 +94,7 @@ class Recall:
                 # Turns of a conversation only (see engine/token_vectors.py for why).
                 ranked = late_hits(
                     ranked,
-                    lambda rows: tokens.scores(query, rows),
+                    lambda rows: tokens.scores(q.text, rows),
                     cfg.late_candidates,
                     cfg.late_weight,
                     reads=lambda r: bool(idx.turn[r]),
@@ -175,25 +102,25 @@ class Recall:
             if ce is not None:
                 ranked = rerank_hits(
                     ranked,
-                    lambda rows: ce.score(query, [idx.texts[r] for r in rows]),
+                    lambda rows: ce.score(q.text, [idx.live(r)[1] for r in rows]),
                     cfg.rerank_pairs,
                     cfg.rerank_weight,
                 )
-            ranked = ranked[:limit]
-            if strong_only:
-                ranked = [t for t in ranked if confidence(t[2])[0] == "strong"]
-            if min_share > 0 and ranked:
+            ranked = ranked[: q.limit]
+            if q.strong_only:
+                ranked = [t for t in ranked if confidence(t.parts)[0] == "strong"]
+            if q.min_share > 0 and ranked:
                 # Cut before reinforcing: what is not returned must not learn from the query.
-                top = ranked[0][1]
-                ranked = [t for t in ranked if t[1] >= min_share * top]
-            ids = [idx.ids[r] for r, _, _ in ranked]
+                top = ranked[0].score
+                ranked = [t for t in ranked if t.score >= q.min_share * top]
+            ids = [idx.live(t.row)[0] for t in ranked]
             # Only a strong hit learns from the query: a weak one was shown, not confirmed.
-            strong = [t for t in ranked if confidence(t[2])[0] == "strong"]
+            strong = [t for t in ranked if confidence(t.parts)[0] == "strong"]
             mems: dict[str, Memory] = {}
-            if reinforce and strong and as_of is None:
-                # Each hit grows by its share of the answer: score / best score (decay.py).
-                best = max(score for _, score, _ in strong)
-                share = {idx.ids[r]: (score / best if best > 0 else 1.0) for r, score, _ in strong}
+            if q.reinforce and strong and q.as_of is None:
+                # Each hit grows by its share of the answer: score / best score (search/decay.py).
+                best = max(t.score for t in strong)
+                share = {idx.live(t.row)[0]: (t.score / best if best > 0 else 1.0) for t in strong}
                 mems = self.p.store_db.reinforce(
                     list(share), now, lambda m, at: recalled_stability(m, at, share.get(m.id, 1.0))
                 )
@@ -202,16 +129,16 @@ class Recall:
             if rest:
                 mems.update(self.p.store_db.get_memories(rest))
             hits = []
-            for (_, score, parts), mid in zip(ranked, ids):
+            for t, mid in zip(ranked, ids):
                 m = mems[mid]
-                s, f = self.p.outcomes.get(m.session_id, (0, 0))
+                s, f = self.p.outcomes.get(m.session_id, (0, 0)) if m.session_id else (0, 0)
                 hits.append(
                     Hit(
                         m,
-                        score,
+                        t.score,
                         quality_score(m.importance, m.recall_count, s, f),
-                        parts if explain else None,
-                        *confidence(parts),
+                        t.parts if q.explain else None,
+                        *confidence(t.parts),
                     )
                 )
             return Ranking(hits, read_as)

@@ -130,20 +130,22 @@ def decide(
         sim = float(sim)
         if new_compound or sentence_count(content) > 1:
             # Below the reinforce threshold the answer is NEW whatever the text says: skip parsing.
-            c = compare_detail(content, new) if sim >= reinforce_threshold else None
-            action = _compound_action(c, sim, reinforce_threshold) if c is not None else "new"
+            detail = compare_detail(content, new) if sim >= reinforce_threshold else None
+            action = _compound_action(detail, sim, reinforce_threshold) if detail is not None else "new"
             if action == "new" and not new_compound and sim >= dedup_threshold:
                 # A merged memory holds its texts one per line: a new text that says again
                 # what one of them says is that memory again, not a third line.
                 again = restated_sentence(content, new)
                 if again is not None:
-                    action, c = "reinforce", again
-            if action == "new":
+                    action, detail = "reinforce", again
+            if action != "new" and detail is not None:
+                c = detail
+            else:
                 c = Comparison(
                     "unrelated",
                     "several sentences, not near-identical",
                     "compound",
-                    c.overlap if c is not None else 0.0,
+                    detail.overlap if detail is not None else 0.0,
                 )
         else:
             c = compare_detail(content, new)

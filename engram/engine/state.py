@@ -49,9 +49,10 @@ class EngineState:
         self.weights = Weights.from_settings(settings)
         self.model_changed = False
         self.text_vectors = TextVectors(embedder)
-        # The derived indexes, built by engram.engine.index_upkeep.Indexes.rebuild.
-        self.index: MemoryIndex | None = None
-        self.graph: MemoryGraph | None = None
+        # The derived indexes, built by engram.engine.index_upkeep.Indexes.rebuild, which Engram
+        # runs before it answers anything (so they are declared here, never None).
+        self.index: MemoryIndex
+        self.graph: MemoryGraph
         self.outcomes: dict[str, tuple[int, int]] = {}
         self.index_built_at: datetime | None = None
         # Bumped when a memory's text changes or memories are deleted: evidence may be gone.
@@ -61,7 +62,7 @@ class EngineState:
     def exclusive(self, name: str) -> Iterator[None]:
         """A block that runs alone among blocks of the same name, in this server and in every
         server sharing the database, its writes committed together (a check and the write it
-        decides: continuity/lifecycle.py's session_checkpoint)."""
+        decides: workflows/lifecycle.py's session_checkpoint)."""
         with self.lock, self.store_db.transaction():
             self.store_db.hold_lock(name)
             yield
@@ -93,5 +94,5 @@ class EngineState:
         return t
 
     def quality(self, m: Memory) -> float:
-        s, f = self.outcomes.get(m.session_id, (0, 0))
+        s, f = self.outcomes.get(m.session_id, (0, 0)) if m.session_id is not None else (0, 0)
         return quality_score(m.importance, m.recall_count, s, f)

@@ -39,6 +39,7 @@ def ttl_of(settings: Settings, memory_type: str, tier: str, ttl_days: Any) -> fl
 def refreshed_expiry(old: Memory, ttl_days: float | None, now: datetime) -> datetime:
     """When a memory that expires does so once restated at `now`: a full time to live from now
     (the restatement's, else the span the memory was first given), never earlier than it was."""
+    assert old.expires_at is not None, "refreshed_expiry is for a memory that expires"
     span = timedelta(days=ttl_days) if ttl_days is not None else old.expires_at - old.created_at
     return max(old.expires_at, now + span)
 
@@ -49,7 +50,7 @@ class Tiers:
     def __init__(self, p: EngineState):
         self.p = p
 
-    def set_pinned(self, memory_id: str, pinned: bool, *, user_id: str | None = None) -> Memory:
+    def pin_memory(self, memory_id: str, pinned: bool, *, user_id: str | None = None) -> Memory:
         """Pin (never decays in ranking, never pruned or consolidated) or unpin a memory."""
         if not isinstance(pinned, bool):
             raise EngramError(f"pinned must be true or false, got {pinned!r}")

@@ -75,12 +75,12 @@ class TokenVectors:
         idx = self.p.index
         out = []
         for r in rows:
-            mid = idx.ids[r]
-            if mid is None or not idx.turn[r]:
+            mid, text = idx.ids[r], idx.texts[r]
+            if mid is None or text is None or not idx.turn[r]:
                 continue
-            h = text_hash(idx.texts[r])
+            h = text_hash(text)
             if self.hashes.get(mid) != h:
-                out.append((mid, h, idx.texts[r]))
+                out.append((mid, h, text))
                 if limit is not None and len(out) >= limit:
                     break
         return out
@@ -118,7 +118,7 @@ class TokenVectors:
         while True:
             with self.p.lock:
                 idx = self.p.index
-                todo = self._todo(np.flatnonzero(idx.turn[: idx.n]), FILL_BATCH)
+                todo = self._todo(np.flatnonzero(idx.turn[: idx.n]).tolist(), FILL_BATCH)
             kept = self._encode(todo)
             if not kept:
                 return done
@@ -141,7 +141,7 @@ class TokenVectors:
                 still = [
                     (t, v)
                     for t, v in zip(part, vecs)
-                    if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.texts[r]) == t[1]
+                    if (r := idx.row_of.get(t[0])) is not None and text_hash(idx.live(r)[1]) == t[1]
                 ]
                 if still:
                     self._keep([t for t, _ in still], [v for _, v in still])
@@ -153,7 +153,7 @@ class TokenVectors:
         vectors read from the store (computed now when missing: a turn another server wrote, or
         one whose text changed); None without the reader."""
         idx = self.p.index
-        ids = [idx.ids[r] for r in rows]
+        ids = [idx.live(r)[0] for r in rows]
         todo = self._todo(rows)
         reader = self.reader()
         if reader is None:
@@ -164,9 +164,11 @@ class TokenVectors:
         got = {
             mid: from_bytes(blob) for mid, _, blob in self.p.store_db.token_vectors([i for i in ids if i not in fresh])
         }
-        gone = [
-            (i, text_hash(idx.texts[r]), idx.texts[r]) for i, r in zip(ids, rows) if i not in fresh and i not in got
-        ]
+        gone = []
+        for i, r in zip(ids, rows):
+            if i not in fresh and i not in got:
+                text = idx.live(r)[1]
+                gone.append((i, text_hash(text), text))
         if gone:  # another server rewrote the text (its row went) before this index heard of it
             vecs = reader.encode([t for _, _, t in gone])
             self._keep_if_room(gone, vecs)

@@ -60,7 +60,7 @@ class Writes:
         self.indexes = indexes
         self.batch: _BatchSims | None = None  # the similarities of the store_many batch being stored
 
-    def store(
+    def store_memory(
         self,
         content: str,
         *,
@@ -192,7 +192,7 @@ class Writes:
                     for i, wave in enumerate(waves):
                         if ahead:
                             vecs = ahead.pop().result()
-                        if i + 1 < len(waves):
+                        if pool is not None and i + 1 < len(waves):  # a pool when there are waves ahead
                             ahead.append(pool.submit(embed, waves[i + 1]))
                         self.batch = _BatchSims(self.p.index, vecs) if vecs is not None and len(vecs) > 1 else None
                         k = 0
@@ -214,7 +214,7 @@ class Writes:
         self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
         return out
 
-    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray, col: int) -> StoreResult:
+    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray | list[None], col: int) -> StoreResult:
         group = new_id()
         results = []
         # chunk_start: where the chunk's text begins in the stored text (chunks overlap), so the
@@ -274,11 +274,11 @@ class Writes:
                     sims[rows] = s
         decision = resolution.Resolution("new", None, None, "no similar memory")
         again = self._same_turn(p, sims, peers) if p["conversation"] is not None and p["resolve_conflicts"] else None
-        if again is not None:
+        if again is not None and sims is not None:  # a turn found again: sims were computed
             decision = resolution.Resolution(
                 "reinforce", idx.ids[again], float(sims[again]), "the same turn of this conversation, stored again"
             )
-        elif resolving and len(same_type):
+        elif resolving and len(same_type) and sims is not None:
             top = top_rows(sims, same_type, 5)
             top = top[sims[top] >= min(resolution.SIMILARITY_FLOOR, self.p.settings.dedup_threshold)]
             candidates = [(idx.ids[r], idx.texts[r], float(sims[r])) for r in top]
@@ -308,7 +308,7 @@ class Writes:
                 return int(r)
         return None
 
-    def _insert(self, decision, p: dict, vec: np.ndarray, now: datetime, sims, peers) -> StoreResult:
+    def _insert(self, decision, p: dict, vec: np.ndarray | None, now: datetime, sims, peers) -> StoreResult:
         old = None
         mem = Memory(
             id=new_id(),
@@ -383,7 +383,7 @@ class Writes:
 
     def _reinforce(self, decision, p: dict, now: datetime) -> StoreResult:
         old = self.p.store_db.get_memory(decision.target_id)
-        # Storing a known fact again is a use of it, as a recall is (decay.py).
+        # Storing a known fact again is a use of it, as a recall is (search/decay.py).
         mem, fields = self._absorbed(
             old, p, now, recall_count=old.recall_count + 1, last_recalled_at=now, stability=recalled_stability(old, now)
         )
@@ -409,7 +409,7 @@ class Writes:
             self.batch.dirty.add(row)
         return StoreResult("merge", mem, old, decision.similarity, decision.reason)
 
-    def update(self, memory_id: str, content: str, *, user_id: str | None = None) -> StoreResult:
+    def update_memory(self, memory_id: str, content: str, *, user_id: str | None = None) -> StoreResult:
         """Rewrite a memory's content (the agent's own merge or correction). History keeps the old text."""
         content = self.p.redact(check_text(content, "content", self.p.settings.max_content_chars))
         with self.p.lock:
@@ -439,7 +439,7 @@ class Writes:
         self.indexes.rebuild_edges([mem.id])
         return StoreResult("update", mem, old, None, "content rewritten")
 
-    def forget(
+    def forget_memory(
         self,
         memory_id: str | None = None,
         *,
@@ -460,9 +460,9 @@ class Writes:
             if memory_id is not None:
                 ids = [self.p.memory(memory_id, user).id]
             else:
-                check_text(query, "query", 10_000)
+                text = check_text(query, "query", 10_000)
                 self.indexes.catch_up(force=True)
-                ids = self._matching_all_terms(query, user, scope)
+                ids = self._matching_all_terms(text, user, scope)
             if dry_run or not ids:
                 return ids
             self.remove_memories(ids)
@@ -482,7 +482,7 @@ class Writes:
             rows = p if rows is None else rows & p
         # Postings also hold words a row borrows from its context; forget only its own.
         own = idx.bm25.own_terms
-        return [idx.ids[r] for r in sorted(rows or ()) if mask[r] and terms <= own.get(r, {}).keys()]
+        return [idx.live(r)[0] for r in sorted(rows or ()) if mask[r] and terms <= own.get(r, {}).keys()]
 
     def remove_memories(self, ids: Sequence[str]) -> None:
         """Delete memories for good: their rows, index entries and graph nodes (their edges go too)."""
@@ -496,4 +496,4 @@ class Writes:
 
 
 # The fields an item of store_many may carry: Engram.store's parameters.
-STORE_FIELDS: tuple[str, ...] = tuple(inspect.signature(Writes.store).parameters)[1:]
+STORE_FIELDS: tuple[str, ...] = tuple(inspect.signature(Writes.store_memory).parameters)[1:]

@@ -4,5 +4,5 @@ run: the entry point (an event's JSON on stdin, the client's JSON on stdout, a l
 transcript: what a session did, read from the client's transcript file.
 checkpoint: an automatic checkpoint built from that and the git work tree, without any model.
 install: `engram hooks install/uninstall/status`, the entries in each client's settings file.
-The engine's side (the session-start block, a prompt's memories, storing a checkpoint) is engram.continuity.lifecycle.
+The engine's side (the session-start block, a prompt's memories, storing a checkpoint) is engram.workflows.lifecycle.
 """

@@ -297,7 +297,7 @@ def _codex_entry(e: dict, s: Session, last_request: list) -> None:
             name = f"{namespace}__{name}"  # mcp__engram + create_task: mcp__engram__create_task
         s.tool_call(str(p.get("call_id")), name, _codex_args(p.get("arguments", p.get("input"))))
     elif ptype == "local_shell_call":
-        action = p.get("action") if isinstance(p.get("action"), dict) else {}
+        action = given if isinstance(given := p.get("action"), dict) else {}
         s.tool_call(str(p.get("call_id")), "local_shell", {"command": action.get("command")})
     elif ptype in ("function_call_output", "custom_tool_call_output"):
         text, failed = _codex_output(p.get("output"))

@@ -293,7 +293,7 @@ def _engram_groups(hooks: dict[str, Any], client: str) -> dict[str, list[dict]]:
     found: dict[str, list[dict]] = {}
     for event, groups in hooks.items():
         for g in groups:
-            for h in g.get("hooks") if isinstance(g, dict) and isinstance(g.get("hooks"), list) else []:
+            for h in handlers if isinstance(g, dict) and isinstance(handlers := g.get("hooks"), list) else []:
                 if isinstance(h, dict) and is_engram_hook(h.get("command"), client):
                     found.setdefault(event, []).append(g)
     return found

@@ -1,7 +1,8 @@
 """engram's hooks that come from an agent plugin (plugins/ in this repository) rather than a settings file.
 
 Where each client keeps what is installed, read from the clients as their own install, disable and
-remove commands write it (tests/e2e/test_claude_plugin.py, test_codex_plugin.py, test_gemini_extension.py):
+remove commands write it (tests/e2e/test_claude_plugin.py, tests/e2e/test_codex_plugin.py,
+tests/e2e/test_gemini_extension.py):
 
 - Claude Code 2.1.332: `<config>/plugins/installed_plugins.json` (`{"version": 2, "plugins":
   {"NAME@MARKETPLACE": [{"scope", "installPath", "projectPath"?}]}}`, config being `$CLAUDE_CONFIG_DIR`

@@ -158,19 +158,19 @@ def _simple_edits(words: list[str], bodies: list[str], cwd: str | None) -> list[
 def shell_edits(command: str) -> ShellEdits:
     """The files `command` writes and what it writes to them."""
     if "*** Begin Patch" in command:
-        before = command.split("*** Begin Patch", 1)[0]
-        if "apply_patch" not in before and "applypatch" not in before:
+        lead = command.split("*** Begin Patch", 1)[0]
+        if "apply_patch" not in lead and "applypatch" not in lead:
             return ShellEdits([], stray_patch=True)  # patch text run as shell commands: fails
-        cd = re.search(r"\bcd\s+(\S+)\s*&&", before)
+        cd = re.search(r"\bcd\s+(\S+)\s*&&", lead)
         patch = command[command.index("*** Begin Patch") :]
         patch = patch.split("*** End Patch", 1)[0]
-        edits = [(_joined(cd.group(1) if cd else None, f), o, n) for f, o, n in patch_edits(patch)]
-        return ShellEdits(edits, only_edits=True)
+        patched = [(_joined(cd.group(1) if cd else None, f), o, n) for f, o, n in patch_edits(patch)]
+        return ShellEdits(patched, only_edits=True)
     text, bodies = _cut_heredocs(command)
     edits: list[tuple[str, str, str]] = []
     only = True
-    before = None
-    cwd = None
+    before: bool | None = None
+    cwd: str | None = None
     for words in segments(text.replace("\n", " ; ")):
         for stage in _stages(words):
             while stage and ("=" in stage[0].split("/")[0] or stage[0] in ("sudo", "env", "command")):

@@ -406,7 +406,7 @@ class Session:
 def _edit_pairs(args: dict) -> list[tuple[str, str]]:
     """(old, new) text of each change an edit tool call made: Edit and Gemini's replace give
     old_string/new_string, MultiEdit a list of them, Write and write_file the whole new content."""
-    edits = args.get("edits") if isinstance(args.get("edits"), list) else [args]
+    edits = given if isinstance(given := args.get("edits"), list) else [args]
     out = []
     for e in edits:
         if not isinstance(e, dict):

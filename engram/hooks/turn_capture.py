@@ -156,7 +156,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
             if settings.capture_episodes
             else []
         )
-        stored = {"fixes": 0, "episodes": 0}
+        stored: dict[str, Any] = {"fixes": 0, "episodes": 0}
         task = s.task_id or state.get("task")  # named through engram's tools in this turn or before
         if fixes or episodes or stated:
             with connect() as rpc:

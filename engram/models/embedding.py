@@ -174,7 +174,7 @@ class SentenceTransformerEmbedder:
         self._torch = load_torch_model(model, path, source, cache_dir, self.threads, allow_download)
         self.dim = self._torch.dim
         why = onnx_unsupported(self._torch.model) if runtime is not None else "ENGRAM_ONNX is off"
-        if why:  # expected: not worth a warning
+        if why or runtime is None:  # expected: not worth a warning
             log.info("embedding with torch, not ONNX Runtime: %s", why)
             return
         try:
@@ -266,13 +266,20 @@ class SentenceTransformerEmbedder:
         set-up cost about 2 ms, a tenth of a short torch query on one thread)."""
         return self._forward(self._tokenize([text]))[0]
 
+    def _backend(self) -> OnnxRuntime | TorchModel:
+        """The model in use: the ONNX graph once it serves, else torch (one of them always is)."""
+        backend = self._onnx if self._onnx is not None else self._torch
+        if backend is None:
+            raise RuntimeError("the embedding model is not loaded")
+        return backend
+
     def _tokenize(self, texts: list[str]) -> dict:
         """The model's own preprocessing: padding to the longest, truncation at max_seq_length."""
-        return self._torch.tokenize(texts) if self._onnx is None else self._onnx.tokenize(texts)
+        return self._backend().tokenize(texts)
 
     def _forward(self, features: dict, large: bool = False) -> np.ndarray:
         """Unit-normalised float32 vectors for tokenised texts, from the backend in use."""
-        return self._torch.run(features, large) if self._onnx is None else self._onnx.run(features, large)
+        return self._backend().run(features, large)
 
 
 class UnavailableEmbedder:

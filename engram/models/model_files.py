@@ -60,9 +60,9 @@ def resolve_model_path(name: str, cache_dir: Path | None = None) -> tuple[str, s
             pass
     split = SPLIT_PACKAGED_MODELS.get(name)
     if split:
-        path = _joined_model(split, cache_dir)
-        if path is not None:
-            return str(path), "package"
+        joined = _joined_model(split, cache_dir)
+        if joined is not None:
+            return str(joined), "package"
     if Path(name).expanduser().is_dir():
         return str(Path(name).expanduser()), "path"
     if cache_dir is not None:
@@ -89,7 +89,7 @@ def _joined_model(split: SplitPackage, cache_dir: Path | None) -> Path | None:
         files = [f for f in dist.files or () if f.name.endswith(suffix)]
         if len(files) != 1:
             raise ModelUnavailable(f"{name} {dist.version} holds no single *{suffix} file; reinstall it")
-        piece = Path(dist.locate_file(files[0]))
+        piece = Path(str(dist.locate_file(files[0])))
         pieces.append((name, dist.version, piece, piece.stat().st_size))
     if not pieces:
         return None
@@ -164,7 +164,7 @@ def tokenizer_file(root: Path) -> Path:
 def whole_words(root: Path) -> frozenset[str]:
     """The words of letters the model's tokenizer holds whole (a WordPiece vocabulary's entries
     without "##"; none for a tokenizer without such a vocabulary): words of the language, which
-    a query may use although nothing stored has them (lexical.BM25Index.corrections)."""
+    a query may use although nothing stored has them (bm25.BM25Index.corrections)."""
     try:
         vocab = json.loads(tokenizer_file(Path(root)).read_text(encoding="utf-8"))["model"]["vocab"]
     except (OSError, ValueError, KeyError, TypeError):

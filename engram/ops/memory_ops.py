@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Literal
 
+from engram.core.bounds import AROUND, IMPORTANCE, MAX_TOKENS, OFFSET, PAGE_LIMIT, RECALL_LIMIT, STRENGTH_DAYS
 from engram.ops.declarations import (
     ALL_PROJECTS,
     METADATA,
     SCOPE,
     TAGS,
     TASK_ID,
-    TOKENS,
     Cli,
     Http,
     Items,
@@ -27,7 +27,7 @@ MEMORY_TOOLS = (
         "recall_memory",
         (
             Param("query", str, "What you need to know, in plain words."),
-            Param("limit", int, "Most memories to return (1-1000).", 10, ge=1, le=1000),
+            Param("limit", int, "Most memories to return (1-1000).", 10, bound=RECALL_LIMIT),
             Param("memory_type", MemoryTypeT | None, "Only this kind of memory.", None, flag="--type"),
             TASK_ID,
             TAGS,
@@ -77,7 +77,7 @@ lines. For a long search, ask compact=true first.""",
                 "fact",
                 flag="--type",
             ),
-            Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, ge=0, le=1),
+            Param("importance", float, "0 (trivia) to 1 (critical).", 0.5, bound=IMPORTANCE),
             TAGS,
             TASK_ID,
             METADATA,
@@ -177,9 +177,9 @@ Returns {deleted: [ids], would_delete: [ids], count, dry_run}.""",
         "get_context",
         (
             Param("query", str, "What you are about to work on."),
-            Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, **TOKENS),
+            Param("max_tokens", int, "Token budget for the block (50-100000).", 1500, bound=MAX_TOKENS),
             TASK_ID,
-            Param("limit", int, "Most memories to consider.", 20, ge=1, le=1000),
+            Param("limit", int, "Most memories to consider.", 20, bound=RECALL_LIMIT),
             Param(
                 "tags", Items, "Only memories with at least one of these tags, e.g. ['billing'].", None, flag="--tag"
             ),
@@ -255,8 +255,7 @@ index freshness and maintenance status. Use it when asked what engram holds.""",
                 "Also list this many memories before and after it in its session "
                 "(0-20): what happened around an episode.",
                 0,
-                ge=0,
-                le=20,
+                bound=AROUND,
             ),
         ),
         mcp="read",
@@ -297,8 +296,8 @@ CURATION = (
                 "active (default), superseded, consolidated or any.",
                 "active",
             ),
-            Param("offset", int, "Matches to skip (paging).", 0, ge=0, le=1_000_000_000),
-            Param("limit", int, "Memories per page (1-500).", 50, ge=1, le=500),
+            Param("offset", int, "Matches to skip (paging).", 0, bound=OFFSET),
+            Param("limit", int, "Memories per page (1-500).", 50, bound=PAGE_LIMIT),
             Param(
                 "in_project",
                 str | None,
@@ -367,7 +366,7 @@ action}.""",
         "memory_strength",
         (
             Param("memory_id", str, "Id of the memory."),
-            Param("days", int, "Days to project ahead (1-3650).", 90, ge=1, le=3650),
+            Param("days", int, "Days to project ahead (1-3650).", 90, bound=STRENGTH_DAYS),
         ),
         http=Http(
             "GET",

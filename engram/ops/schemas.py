@@ -17,7 +17,9 @@ __all__ = ["arguments_model", "body_model", "body_params", "path_params"]
 def _model(model_name: str, params: tuple[Param, ...], defaults: dict[str, Any]) -> Any:
     from pydantic import ConfigDict, create_model
 
-    fields = {p.name: (p.annotated(), defaults.get(p.name, p.default if not p.required else ...)) for p in params}
+    fields: dict[str, Any] = {
+        p.name: (p.annotated(), defaults.get(p.name, p.default if not p.required else ...)) for p in params
+    }
     return create_model(model_name, __config__=ConfigDict(extra="forbid"), **fields)
 
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from engram.core.bounds import COMPLETION, MAX_TOKENS, TASK_LIMIT
 from engram.core.types import INTERRUPTION_REASONS, OUTCOMES, PROGRESS_STATUSES
 from engram.ops.declarations import (
     ALL_PROJECTS,
     SCOPE,
     TAKE_OVER,
     TASK_ID,
-    TOKENS,
     Cli,
     Http,
     Items,
@@ -87,8 +87,7 @@ Returns the task {task_id, name, goal, status, metadata, ...}.""",
                 int,
                 "Newest entries of each list to return (1-1000); counts has the totals.",
                 50,
-                ge=1,
-                le=1000,
+                bound=TASK_LIMIT,
             ),
         ),
         mcp="read",
@@ -116,7 +115,7 @@ For a compact continuation use resume_task.""",
                 "Only tasks with this status (open, in_progress, blocked, done, abandoned).",
                 None,
             ),
-            Param("limit", int, "Most tasks to return (1-1000).", 50, ge=1, le=1000),
+            Param("limit", int, "Most tasks to return (1-1000).", 50, bound=TASK_LIMIT),
             ALL_PROJECTS,
         ),
         mcp="read",
@@ -144,7 +143,7 @@ tasks nobody else holds. Then call resume_task(task_id).""",
         "resume_task",
         (
             Param("task_id", str, "Id from create_task or list_tasks."),
-            Param("max_tokens", int, "Token budget for the text block (50-100000).", 2000, **TOKENS),
+            Param("max_tokens", int, "Token budget for the text block (50-100000).", 2000, bound=MAX_TOKENS),
             TAKE_OVER,
             Param("claim", bool, "false: only read; claim nothing (as the MCP resources read it).", True),
         ),
@@ -223,7 +222,7 @@ Returns {task_id, released: true if you held it}.""",
     Op(
         "report_interruption",
         (
-            Param("reason", Literal[INTERRUPTION_REASONS], "context_overflow, rate_limit, user_stop or other."),  # type: ignore[valid-type]
+            Param("reason", Literal[INTERRUPTION_REASONS], "context_overflow, rate_limit, user_stop or other."),
             TASK_ID,
         ),
         mcp="write",
@@ -257,14 +256,13 @@ reinforces the existing record. Returns {action, memory_id, content, reason}."""
         "track_progress",
         (
             Param("feature", str, "The feature or step this is about."),
-            Param("status", Literal[PROGRESS_STATUSES], "planned, in_progress, blocked or done."),  # type: ignore[valid-type]
+            Param("status", Literal[PROGRESS_STATUSES], "planned, in_progress, blocked or done."),
             Param(
                 "completion",
                 float | None,
                 "Fraction done, 0 to 1 (default: 1 when status is done, else 0).",
                 None,
-                ge=0,
-                le=1,
+                bound=COMPLETION,
             ),
             TASK_ID,
             Param("notes", str, "Details worth keeping.", ""),
@@ -281,7 +279,7 @@ Returns {memory_id, task_id, feature, status, completion, notes}.""",
     Op(
         "session_outcome",
         (
-            Param("outcome", Literal[OUTCOMES], "success or failure."),  # type: ignore[valid-type]
+            Param("outcome", Literal[OUTCOMES], "success or failure."),
             Param("notes", str, "Why it went that way.", ""),
         ),
         mcp="write",

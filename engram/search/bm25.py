@@ -86,7 +86,7 @@ class BM25Index:
     def __init__(self, k1: float = 1.2, b: float = 0.75):
         self.k1, self.b = k1, b
         self.postings: dict[str, _Postings] = {}
-        self.doc_terms: dict[int, Counter] = {}
+        self.doc_terms: dict[int, dict[str, float]] = {}  # own counts plus the context's, weighted
         self.own_terms: dict[int, Counter] = {}
         self.doc_len = np.zeros(1024, dtype=np.float32)
         self.total_len = 0.0
@@ -140,13 +140,13 @@ class BM25Index:
                 p = self.postings[t] = _Postings()
             p.extend(rows, tfs)
 
-    def _terms(self, row: int, own: Counter, context: tuple[int, ...], context_weight: float) -> Counter:
+    def _terms(self, row: int, own: Counter, context: tuple[int, ...], context_weight: float) -> dict[str, float]:
         """A row's term frequencies (its own plus its context's, weighted), recorded with its length."""
-        terms: Counter = Counter(own)
+        terms: dict[str, float] = dict(own)
         if context_weight > 0:
             for r in context:
                 for t, tf in self.own_terms.get(r, {}).items():
-                    terms[t] += context_weight * tf
+                    terms[t] = terms.get(t, 0) + context_weight * tf
         self.doc_terms[row] = terms
         self.doc_len[row] = dl = sum(terms.values())
         self.total_len += dl
@@ -201,7 +201,7 @@ class BM25Index:
             for c in _edits1(w):
                 t = self.surface.get(c)
                 p = self.postings.get(t) if t is not None else None
-                if p is None or (t in found and c >= found[t][1]):
+                if t is None or p is None or (t in found and c >= found[t][1]):
                     continue
                 rows = p.rows[: p.n][p.tfs[: p.n] > 0]
                 if allowed is not None:

@@ -42,7 +42,8 @@ class MemoryGraph:
     def g(self) -> nx.Graph:
         if self._g is None:
             g = nx.Graph()
-            _add(g, self._load())
+            if self._load is not None:  # always: without a loader the graph is built empty at once
+                _add(g, self._load())
             self._g = g
         return self._g
 

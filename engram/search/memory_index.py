@@ -127,36 +127,38 @@ class MemoryIndex:
         self._alloc(capacity)
 
     def _alloc(self, cap: int) -> None:
-        def grow(name, dtype, fill):
+        # The columns, one entry per row: the model's vectors, the search vectors (context mixed
+        # in), then what the filters and the ranking read.
+        def grow(name: str, dtype: type | np.dtype, fill: float | bool) -> np.ndarray:
             old = getattr(self, name, None)
             shape = (cap, self.dim) if name in ("vectors", "search") else (cap,)
             new = np.full(shape, fill, dtype=dtype)
             if old is not None:
                 new[: len(old)] = old
-            setattr(self, name, new)
+            return new
 
-        grow("vectors", np.float32, 0.0)
-        grow("search", np.float32, 0.0)
-        grow("alive", bool, False)
-        grow("status", np.int8, -1)
-        grow("user", np.int32, -1)
-        grow("mtype", np.int8, -1)
-        grow("task", np.int32, -1)
-        grow("session", np.int32, -1)
-        grow("project", np.int32, -1)  # -1: no project
-        grow("importance", np.float64, 0.0)
-        grow("recall", np.float64, 0.0)
-        grow("stability", np.float64, 1.0)  # days (decay.py)
-        grow("touched", np.float64, 0.0)
-        grow("created", np.float64, 0.0)
-        grow("valid_to", np.float64, np.inf)
-        grow("expires", np.float64, np.inf)  # days; inf: never
-        grow("tier", np.int8, -1)  # MEMORY_TIERS position
-        grow("pinned", bool, False)
-        grow("turn", bool, False)  # a turn of a conversation (stored with one)
-        grow("conversation", np.int32, -1)  # which one; -1: none
-        grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
-        grow("contextual", bool, False)  # its search vector mixes in context (differs from its own)
+        self.vectors = grow("vectors", np.float32, 0.0)
+        self.search = grow("search", np.float32, 0.0)
+        self.alive = grow("alive", bool, False)
+        self.status = grow("status", np.int8, -1)
+        self.user = grow("user", np.int32, -1)
+        self.mtype = grow("mtype", np.int8, -1)
+        self.task = grow("task", np.int32, -1)
+        self.session = grow("session", np.int32, -1)
+        self.project = grow("project", np.int32, -1)  # -1: no project
+        self.importance = grow("importance", np.float64, 0.0)
+        self.recall = grow("recall", np.float64, 0.0)
+        self.stability = grow("stability", np.float64, 1.0)  # days (decay.py)
+        self.touched = grow("touched", np.float64, 0.0)
+        self.created = grow("created", np.float64, 0.0)
+        self.valid_to = grow("valid_to", np.float64, np.inf)
+        self.expires = grow("expires", np.float64, np.inf)  # days; inf: never
+        self.tier = grow("tier", np.int8, -1)  # MEMORY_TIERS position
+        self.pinned = grow("pinned", bool, False)
+        self.turn = grow("turn", bool, False)  # a turn of a conversation (stored with one)
+        self.conversation = grow("conversation", np.int32, -1)  # which one; -1: none
+        self.group = grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
+        self.contextual = grow("contextual", bool, False)  # its search vector mixes in context (differs from its own)
         for name in self.proj:
             old_cap = len(self.resid[name])
             proj = np.zeros((self.proj_dims, cap), dtype=np.float32)
@@ -185,6 +187,13 @@ class MemoryIndex:
     def __len__(self) -> int:
         return len(self.row_of)
 
+    def live(self, row: int) -> tuple[str, str]:
+        """(id, text) of a row in use; asking for a removed row is the caller's error (KeyError)."""
+        mid, text = self.ids[row], self.texts[row]
+        if mid is None or text is None:
+            raise KeyError(f"index row {row} was removed")
+        return mid, text
+
     def load(self, items: Iterable[tuple[Memory, np.ndarray | None]]) -> None:
         """Add many memories at once (opening a store): as upsert() one by one, but the search
         vectors and BM25 postings are built in bulk, which start-up at 100k rows needs."""
@@ -205,12 +214,14 @@ class MemoryIndex:
 
         defer (load() only): leave the search vector and BM25 postings to the caller.
         """
-        row = self.row_of.get(m.id)
+        known = self.row_of.get(m.id)
         if m.status not in STATUS_CODES:
             self.remove(m.id)
             return -1
-        fresh = row is None
-        if fresh:
+        fresh = known is None
+        if known is not None:
+            row = known
+        else:
             if self.n == self.capacity:
                 self._alloc(self.capacity * 2)
             row = self.n
@@ -472,8 +483,8 @@ class MemoryIndex:
             m &= self.task[:n] == (-2 if tc is None else tc)
         if tags:
             rows: set[int] = set()
-            for t in tags:
-                rows |= self.tag_rows.get(t, set())
+            for tag in tags:
+                rows |= self.tag_rows.get(tag, set())
             tm = np.zeros(n, dtype=bool)
             if rows:
                 tm[list(rows)] = True

@@ -2,7 +2,7 @@
 floor and a score breakdown.
 
 score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker + when + graph, where
-- BM25 is divided by the larger of the query's "ideal score" (lexical.BM25Index.ideal_score) and
+- BM25 is divided by the larger of the query's "ideal score" (bm25.BM25Index.ideal_score) and
   the best row's score, so it lies in [0, 1] and keeps the order of the raw scores;
 - adapt is 1 for a turn of a conversation (a memory stored with `conversation`: short chat lines
   whose embedding is weak and whose names and words carry the match) and, for an independent
@@ -49,9 +49,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from typing import NamedTuple
 
 import numpy as np
 
+from engram.core.recall_query import RecallQuery
 from engram.core.settings import Settings
 from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
 from engram.search.graph import MemoryGraph
@@ -89,7 +91,7 @@ def background(reference_cos: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Weights:
-    # The ranking settings: their defaults are the ones declared in config.Settings (one place).
+    # The ranking settings: their defaults are the ones declared in core/settings.py (one place).
     w_bm25: float = Settings.w_bm25
     w_vector: float = Settings.w_vector
     graph_depth: int = Settings.graph_depth
@@ -158,31 +160,40 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
     return bonuses
 
 
-def rank(  # noqa: C901 - debt: the ranking pipeline, to split with the query object (issue 48)
+class Ranked(NamedTuple):
+    """One ranked row: its row in the index, its score, and the score's parts (the breakdown
+    `explain` shows; `floor`, `coverage`, `cosine`... are what confidence reads)."""
+
+    row: int
+    score: float
+    parts: dict[str, float]
+
+
+def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; each stage a function is the next step
     index: MemoryIndex,
     graph: MemoryGraph | None,
-    query: str,
+    q: RecallQuery,
     qvec: np.ndarray | None,
     mask: np.ndarray,
     now_days: float,
     *,
-    mode: str,
     weights: Weights,
-    limit: int,
+    candidates: int,
     session_failures: dict[int, int] | None = None,
-    use_graph: bool = True,
     reference_cos: np.ndarray | None = None,
     floor: bool = True,
     corrections: dict[str, tuple[str, ...]] | None = None,
-) -> list[tuple[int, float, dict[str, float]]]:
-    """Rank eligible rows (mask) for a query. Returns (row, score, parts), best first; nothing
-    when the query has no evidence of relevance (see the module docstring). `reference_cos`:
-    the query's cosines to REFERENCE_TEXTS (needed with a query vector).
+) -> list[Ranked]:
+    """Rank eligible rows (mask) for the query `q` (its text, mode and graph). Returns the best
+    `candidates` (the second stages read more than the query's limit), best first; nothing when
+    the query has no evidence of relevance (see the module docstring). `reference_cos`: the
+    query's cosines to REFERENCE_TEXTS (needed with a query vector).
 
     floor=False keeps the candidates the relevance floor would drop, each marked in its parts
     (`floor` 1 when it passes the query's and its own floor, else 0), for an offline replay of
     other floors (benchmarks/HISTORY.md); the order is the same either way. `corrections`: the
     query's misspelt words as BM25Index.corrections reads them over `mask`, when the caller has them."""
+    query, mode, limit = q.text, q.mode, candidates
     if not mask.any() or limit <= 0:
         return []
     ref = np.zeros(0) if reference_cos is None else np.asarray(reference_cos, dtype=np.float64)
@@ -205,7 +216,7 @@ def rank(  # noqa: C901 - debt: the ranking pipeline, to split with the query ob
     vec_rows = np.zeros(0, dtype=np.int64)
     meaning = -np.inf  # the query's evidence by meaning (see the module docstring)
     best_cal = 0.0  # the best calibrated cosine, which the per-hit floor measures against
-    if use_vec:
+    if use_vec and qvec is not None:
         vec_rows, top_cos = index.top_match(qvec, mask, pool)
         if len(top_cos):
             best_cal = float(top_cos[0]) - bg
@@ -247,7 +258,7 @@ def rank(  # noqa: C901 - debt: the ranking pipeline, to split with the query ob
         # memory nothing recalled for long does; the floor keeps the fusion's balance the same.
         decay = np.where(index.turn[c], weights.decay_floor, decay)
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
-        if use_vec:
+        if use_vec and qvec is not None:
             cos[c] = index.match(c, qvec)
         c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
         if mode == "bm25":
@@ -290,12 +301,12 @@ def rank(  # noqa: C901 - debt: the ranking pipeline, to split with the query ob
     scores, strength, decay = base_scores(cand)
     info = {int(r): (float(s), float(st), float(d)) for r, s, st, d in zip(cand, scores, strength, decay)}
     bonus: dict[int, tuple[float, int]] = {}
-    if use_graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
+    if q.graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
         # Ties broken by id so the seeds do not depend on row order.
         order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))[:5]
         best = float(scores[order[0]]) if len(order) else 0.0
         if best > 0:
-            seeds = {index.ids[int(cand[i])]: float(scores[i]) / best for i in order if scores[i] > 0}
+            seeds = {index.live(int(cand[i]))[0]: float(scores[i]) / best for i in order if scores[i] > 0}
             reached = graph.expand(seeds, weights.graph_depth, weights.graph_bonus)
             extra = []
             for mid, (b, hops) in reached.items():
@@ -331,18 +342,18 @@ def rank(  # noqa: C901 - debt: the ranking pipeline, to split with the query ob
             "meaning": float(meaning) if np.isfinite(meaning) else -1.0,
         }
         parts.update(cue_parts.get(r, {}))
-        out.append((r, s + b, parts))
-    out.sort(key=lambda t: (-round(t[1], 9), -index.created[t[0]], index.ids[t[0]]))
+        out.append(Ranked(r, s + b, parts))
+    out.sort(key=lambda t: (-round(t.score, 9), -index.created[t.row], index.ids[t.row]))
     return best_chunk_only(index, out)[:limit]
 
 
-def best_chunk_only(index: MemoryIndex, ranked: list[tuple[int, float, dict[str, float]]]) -> list:
+def best_chunk_only(index: MemoryIndex, ranked: list[Ranked]) -> list[Ranked]:
     """`ranked` with one hit per stored text: a long text's best chunk stands for it, and its
     other chunks give their places to other texts (a reply cut in five must not take five of ten)."""
     seen: set[int] = set()
     out = []
     for t in ranked:
-        g = int(index.group[t[0]])
+        g = int(index.group[t.row])
         if g >= 0:
             if g in seen:
                 continue
@@ -352,11 +363,11 @@ def best_chunk_only(index: MemoryIndex, ranked: list[tuple[int, float, dict[str,
 
 
 def rerank_hits(
-    ranked: list[tuple[int, float, dict[str, float]]],
+    ranked: list[Ranked],
     score: Callable[[list[int]], np.ndarray],
     pairs: int,
     weight: float,
-) -> list[tuple[int, float, dict[str, float]]]:
+) -> list[Ranked]:
     """Reorder the first stage's best `pairs` hits by their score over the best one's plus
     `weight` × sigmoid(logit / 2), `score(rows)` giving the cross-encoder's logit for each row.
 
@@ -366,29 +377,32 @@ def rerank_hits(
     it dropped made more nothing-relevant questions return something on the agent set). Scores
     are left as the first stage gave them (reinforcement reads their shares)."""
     head, tail = ranked[:pairs], ranked[pairs:]
-    logits = score([r for r, _, _ in head]) if head else np.zeros(0)
-    top = max([s for _, s, _ in head], default=0.0)
+    head = [Ranked(*t) for t in head]
+    logits = score([t.row for t in head]) if head else np.zeros(0)
+    top = max([t.score for t in head], default=0.0)
     read = []
-    for i, ((r, s, parts), logit) in enumerate(zip(head, logits)):
-        parts.setdefault("first_rank", float(i))
-        parts["rerank"] = float(logit)
+    for i, (t, logit) in enumerate(zip(head, logits)):
+        t.parts.setdefault("first_rank", float(i))
+        t.parts["rerank"] = float(logit)
         # With the late-interaction stage on too, its term stays in (the two readers add up:
         # benchmarks/HISTORY.md, session 13).
         fused = (
-            (s / top if top > 0 else 0.0) + weight / (1.0 + np.exp(-float(logit) / 2.0)) + parts.get("late_term", 0.0)
+            (t.score / top if top > 0 else 0.0)
+            + weight / (1.0 + np.exp(-float(logit) / 2.0))
+            + t.parts.get("late_term", 0.0)
         )
-        read.append((fused, i, (r, s, parts)))
-    read.sort(key=lambda t: (-t[0], t[1]))
+        read.append((fused, i, t))
+    read.sort(key=lambda x: (-x[0], x[1]))
     return [t for _, _, t in read] + tail
 
 
 def late_hits(
-    ranked: list[tuple[int, float, dict[str, float]]],
+    ranked: list[Ranked],
     score: Callable[[list[int]], np.ndarray | None],
     candidates: int,
     weight: float,
     reads: Callable[[int], bool] | None = None,
-) -> list[tuple[int, float, dict[str, float]]]:
+) -> list[Ranked]:
     """Reorder the first stage's best `candidates` hits by their score over the best one's plus
     `weight` × z, z the late-interaction MaxSim (`score(rows)`, one per row read; None: no
     reader, nothing moves) standardised over the rows read (benchmarks/HISTORY.md, sessions
@@ -400,8 +414,8 @@ def late_hits(
     and `late_term` (weight × z) in its parts; the hits past `candidates` keep their order after.
     As with rerank_hits, nothing is added or dropped and the scores stay the first stage's: the
     relevance floor has chosen and confidence reads the first stage's evidence."""
-    head, tail = ranked[:candidates], ranked[candidates:]
-    read_rows = [r for r, _, _ in head if reads is None or reads(r)]
+    head, tail = [Ranked(*t) for t in ranked[:candidates]], ranked[candidates:]
+    read_rows = [t.row for t in head if reads is None or reads(t.row)]
     if len(read_rows) < 2:
         return ranked
     got = score(read_rows)
@@ -410,16 +424,16 @@ def late_hits(
     sims = np.asarray(got, dtype=np.float64)
     z = dict(zip(read_rows, (sims - sims.mean()) / (sims.std() + 1e-9)))
     sim = dict(zip(read_rows, sims))
-    top = max(s for _, s, _ in head)
+    top = max(t.score for t in head)
     out = []
-    for i, (r, s, parts) in enumerate(head):
-        parts["first_rank"] = float(i)
-        zi = z.get(r, 0.0)
-        if r in sim:
-            parts["late"] = float(sim[r])
-            parts["late_term"] = float(weight * zi)
-        out.append(((s / top if top > 0 else 0.0) + weight * float(zi), i, (r, s, parts)))
-    out.sort(key=lambda t: (-t[0], t[1]))
+    for i, t in enumerate(head):
+        t.parts["first_rank"] = float(i)
+        zi = z.get(t.row, 0.0)
+        if t.row in sim:
+            t.parts["late"] = float(sim[t.row])
+            t.parts["late_term"] = float(weight * zi)
+        out.append(((t.score / top if top > 0 else 0.0) + weight * float(zi), i, t))
+    out.sort(key=lambda x: (-x[0], x[1]))
     return [t for _, _, t in out] + tail
 
 

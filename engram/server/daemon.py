@@ -380,9 +380,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default=DEFAULT_HTTP_HOST)
     parser.add_argument("--port", type=int, default=DEFAULT_HTTP_PORT)
     a = parser.parse_args(argv)
-    overrides = {"home": Path(a.home).expanduser()} if a.home else {}
     try:
-        return run_daemon(Settings.from_env(**overrides), http=a.http, host=a.host, port=a.port)
+        settings = Settings.from_env(home=Path(a.home).expanduser()) if a.home else Settings.from_env()
+        return run_daemon(settings, http=a.http, host=a.host, port=a.port)
     except (EngramError, ValueError) as e:
         print(f"engram daemon: {e}", file=sys.stderr)
         return 1

@@ -458,7 +458,9 @@ def build_app(  # noqa: C901 - the route table and its handlers
             async with mcp_app.router.lifespan_context(mcp_app):
                 yield
 
-    async def on_http(request: Request, exc: HTTPException) -> Response:
+    async def on_http(request: Request, exc: Exception) -> Response:
+        if not isinstance(exc, HTTPException):  # registered for HTTPException only
+            raise exc
         return error(exc.status_code, exc.detail or "error", **(exc.headers or {}))
 
     app = Starlette(

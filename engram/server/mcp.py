@@ -174,6 +174,7 @@ def build_mcp(backend_factory: Callable[[Context], Backend]) -> EngramMCP:
 
     for name in TOOLS:
         op = OPS[name]
+        assert op.mcp is not None  # TOOLS are the operations MCP serves: each has its kind
         mcp.add_tool(_tool_function(name, run), title=op.title, annotations=ANNOTATIONS[op.mcp], structured_output=True)
     _add_prompts_and_resources(mcp, backend_factory)
     return mcp
@@ -206,6 +207,10 @@ def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Contex
         return task_completion(tasks, arg.value)
 
     mcp.complete = complete
+
+    def listed_only() -> str:
+        raise AssertionError("read_resource answers open_tasks with the request's context (static_reads)")
+
     mcp.resource(
         TASKS_URI,
         name="open_tasks",
@@ -213,7 +218,7 @@ def _add_prompts_and_resources(mcp: EngramMCP, backend_factory: Callable[[Contex
         mime_type="application/json",
         description="The open tasks (open, in_progress, blocked) as list_tasks gives them, most "
         "recently active first, each with held_by (the session working on it, or null).",
-    )(lambda: open_tasks(None))  # never called without a context: read_resource answers it
+    )(listed_only)
 
     @mcp.resource(
         TASK_RESUME_URI,

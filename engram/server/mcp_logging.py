@@ -15,12 +15,13 @@ from typing import Any
 import anyio.from_thread
 from mcp.server.context import ServerRequestContext
 from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import LoggingLevel
 from mcp_types import EmptyResult, SetLevelRequestParams
 
 __all__ = ["LEVELS", "ClientLogs", "client_logs", "mcp_level", "python_level"]
 
 # The MCP levels (RFC 5424's), least severe first, and the Python level each starts at.
-LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+LEVELS: tuple[LoggingLevel, ...] = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 _PYTHON = dict(
     zip(
         LEVELS, (logging.DEBUG, logging.INFO, 25, logging.WARNING, logging.ERROR, logging.CRITICAL, 60, 70), strict=True
@@ -34,12 +35,12 @@ _request: contextvars.ContextVar[ServerRequestContext[Any, Any] | None] = contex
 )
 
 
-def python_level(level: str) -> int:
+def python_level(level: LoggingLevel) -> int:
     """The Python logging level an MCP level starts at."""
     return _PYTHON[level]
 
 
-def mcp_level(levelno: int) -> str:
+def mcp_level(levelno: int) -> LoggingLevel:
     """The most severe MCP level at or below a Python record's level."""
     return next(name for name in reversed(LEVELS) if _PYTHON[name] <= levelno) if levelno >= logging.DEBUG else "debug"
 

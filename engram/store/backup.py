@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from engram.core.errors import BackupInvalid, DiskFull, EngramError
+from engram.core.errors import BackupInvalid
 from engram.store.backup_files import (
     BACKUP_DIR,
     DAILY,
@@ -30,7 +30,7 @@ from engram.store.backup_files import (
     latest_backup,
     list_backups,
 )
-from engram.store.db import inspect_file, is_disk_full
+from engram.store.db import inspect_file
 
 __all__ = [
     "BACKUP_DIR",
@@ -39,12 +39,12 @@ __all__ = [
     "backup_path",
     "check_backup",
     "copy_file",
-    "daily",
+    "daily_due",
+    "is_url",
     "list_backups",
     "latest_backup",
     "restore",
     "rotate",
-    "take_backup",
 ]
 
 
@@ -63,50 +63,6 @@ def daily_due(db_path: str | Path, now: float | None = None) -> bool:
     if not found:
         return True
     return (now or time.time()) - found[0].stat().st_mtime >= DAILY_EVERY_S
-
-
-def take_backup(eng: Any, dest: str | Path | None = None, kind: str = "memories") -> dict[str, Any]:
-    """Back up the engine's store (in the process that owns it) and check the copy.
-
-    Returns check_backup's report plus "seconds" (copy and check). A copy that fails its check
-    is removed: a backup that cannot be restored must not be found as the newest.
-    """
-    if is_url(eng.path):
-        raise EngramError(
-            "engram backup copies a DuckDB file; a PostgreSQL database is backed up "
-            "with its own tools: pg_dump (see docs/backups.md)"
-        )
-    t0 = time.perf_counter()
-    target = backup_path(eng.path, dest, eng.clock.now(), kind)
-    if target.resolve() == Path(eng.path).resolve():
-        raise EngramError(f"{target} is the database itself; name another file or folder")
-    try:
-        eng.backup(target)
-    except OSError as e:
-        if is_disk_full(e):
-            raise DiskFull(
-                f"cannot write the backup {target}: the disk is full; nothing was written and the store is unchanged"
-            ) from None
-        raise EngramError(f"cannot write the backup {target}: {e.strerror or e}") from None
-    try:
-        report = check_backup(target)
-    except BackupInvalid:
-        target.unlink(missing_ok=True)
-        raise
-    report["seconds"] = round(time.perf_counter() - t0, 3)
-    return report
-
-
-def daily(eng: Any, keep: int) -> dict[str, Any] | None:
-    """The maintenance job's backup: one a day, the newest `keep` daily ones kept (0: none).
-
-    None when nothing was due (a PostgreSQL store, keep 0, or one taken less than a day ago).
-    """
-    if keep <= 0 or is_url(eng.path) or eng.path == ":memory:" or not daily_due(eng.path):
-        return None
-    report = take_backup(eng, kind=DAILY)
-    report["removed"] = rotate(eng.path, keep)
-    return report
 
 
 def is_url(path: str) -> bool:

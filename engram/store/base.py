@@ -39,7 +39,7 @@ class MemoryStore(Protocol):
         inside still sees them."""
 
     # -- several servers on one database ----------------------------------------
-    # Each server keeps derived indexes (engram/search/memory_index.py, graph.py) built from the rows; when
+    # Each server keeps derived indexes (engram/search/memory_index.py, search/graph.py) built from the rows; when
     # other processes write to the same database it catches up from this feed of changes.
     def change_mark(self) -> int:
         """The newest change number now: a later changes_since(mark) returns only newer writes."""

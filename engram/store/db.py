@@ -27,7 +27,7 @@ from engram.core.types import EngramError, Memory
 from engram.store import schema as _schema
 from engram.store.backup_files import copy_file, latest_backup
 from engram.store.dialect import DUCKDB, Pending, Rows
-from engram.store.extensions import LOADED_BY_STORE, load_extensions
+from engram.store.extensions import LOADED_BY_STORE, Connection, load_extensions
 from engram.store.rows import MEM_SELECT, MEMORY_FIELDS, aware, memory_values, row_to_memory, ts
 from engram.store.schema import SCHEMA_VERSION, SQL_TYPES, migrate
 from engram.store.sql import ERASURE_PENDING, SqlStore
@@ -50,7 +50,7 @@ def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     return [list(c) for c in zip(*rows)]
 
 
-def is_disk_full(e: BaseException) -> bool:
+def is_disk_full(e: BaseException | str) -> bool:
     """A DuckDB (or OS) error caused by a full disk (or quota)."""
     if isinstance(e, OSError):
         import errno
@@ -60,7 +60,7 @@ def is_disk_full(e: BaseException) -> bool:
     return "no space left" in text or "disk quota" in text or "disk full" in text
 
 
-def _first_line(e: BaseException) -> str:
+def _first_line(e: BaseException | str) -> str:
     return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
 
 
@@ -112,7 +112,7 @@ class _Connection:
 DUCKDB_HEADER_BYTES = 3 * 4096
 
 
-def missing_bytes(con: duckdb.DuckDBPyConnection, path: str) -> int:
+def missing_bytes(con: Connection, path: str) -> int:
     """How many bytes short of its own count of used blocks the file is (0: whole, or not known).
 
     DuckDB opens a file cut short at a block boundary, and a read-only open reads the missing
@@ -148,7 +148,7 @@ def inspect_file(path: Path) -> dict[str, Any]:
     try:
         try:
             short = missing_bytes(con, str(path))
-            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            version = _schema.one(con, "SELECT max(version) FROM schema_version")
         except duckdb.Error as e:
             raise BackupInvalid(f"{path} is not an engram database ({_first_line(e)})") from None
         if short:
@@ -164,7 +164,7 @@ def inspect_file(path: Path) -> dict[str, Any]:
             if table not in present and version < SCHEMA_VERSION:
                 continue  # an older schema without this table: migrating it on open adds it
             try:
-                n, _ = con.execute(f"SELECT count(*), bit_xor(hash(t)) FROM {table} t").fetchone()
+                n = _schema.one(con, f"SELECT count(*), bit_xor(hash(t)) FROM {table} t")
             except duckdb.Error as e:
                 raise BackupInvalid(f"{path}: table {table} cannot be read: {_first_line(e)}") from None
             counts[table] = int(n)
@@ -217,7 +217,7 @@ class Store(SqlStore):
         self._recalls: dict[str, tuple[int, datetime, float]] = {}  # id -> (n, at, stability): see reinforce()
         self._recalls_since = 0.0  # time.monotonic() of the oldest count held
 
-    def _damaged(self, e: duckdb.Error | str) -> EngramError:
+    def _damaged(self, e: BaseException | str) -> EngramError:
         """The refusal of a file DuckDB cannot open or read; the file is left exactly as it is."""
         if self.path == ":memory:":
             return EngramError(f"cannot open an in-memory database: {e}")
@@ -507,7 +507,7 @@ class Store(SqlStore):
                 p.unlink(missing_ok=True)
             self._flush_recalls()
             self.con.execute("CHECKPOINT")
-            db = self.con.execute("SELECT current_database()").fetchone()[0]
+            db = _schema.one(self.con, "SELECT current_database()")
             quoted = str(tmp).replace("'", "''")
             self.con.execute(f"ATTACH '{quoted}' AS engram_compact")
             try:

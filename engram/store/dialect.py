@@ -1,4 +1,4 @@
-"""What the SQL shared by both backends (sql.py, tasks.py) spells per backend, and the small values
+"""What the SQL shared by both backends (sql.py, sql_tasks.py) spells per backend, and the small values
 it passes around: the Dialect of each, the conditions of a project scope and of a user, the rows
 a query returns and the inserts a store holds back."""
 

@@ -1,6 +1,6 @@
 """DuckDB extensions: none is loaded by the store; fts and vss load from their PyPI packages on request.
 
-engram's BM25 (search/bm25.py) and vector search (index.py) run in memory, so opening a store loads
+engram's BM25 (search/bm25.py) and vector search (search/memory_index.py) run in memory, so opening a store loads
 no extension (loading fts and vss cost about 240 ms of a 290 ms open). The fts extension is the
 reference the BM25 test checks search/bm25.py against; load_extensions serves it and anything else
 that asks, from the duckdb-extension-* packages, never the network.
@@ -10,10 +10,19 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
+from typing import Any, Protocol
 
 import duckdb
 
 from engram.core.errors import ExtensionError
+
+
+class Connection(Protocol):
+    """A DuckDB connection as opening a store uses it: the driver's own, or engram.store.db's
+    wrapper that names a full disk or a damaged file."""
+
+    def execute(self, sql: str, params: Any = ..., /) -> Any: ...
+
 
 EXTENSIONS = ("vss", "fts")  # vss first: a table with an HNSW index needs it before any write
 LOADED_BY_STORE: tuple[str, ...] = ()  # what Store() loads when it opens a database
@@ -27,6 +36,8 @@ def extension_file(name: str) -> Path:
         mod = importlib.import_module(f"duckdb_extension_{name}")
     except ImportError:
         raise ExtensionError(f"DuckDB extension {name!r} is not installed; run: {hint}") from None
+    if mod.__file__ is None:  # a namespace package: not the extension's wheel
+        raise ExtensionError(f"DuckDB extension {name!r} is not installed properly; run: {hint}")
     root = Path(mod.__file__).parent / "extensions"
     path = root / f"v{version}" / f"{name}.duckdb_extension"
     if not path.exists():
@@ -37,14 +48,14 @@ def extension_file(name: str) -> Path:
     return path
 
 
-def no_autoload(con: duckdb.DuckDBPyConnection) -> None:
+def no_autoload(con: Connection) -> None:
     """Turn off autoinstall/autoload: a statement that needs an extension fails at once
     instead of downloading it."""
     con.execute("SET autoinstall_known_extensions = false")
     con.execute("SET autoload_known_extensions = false")
 
 
-def load_extensions(con: duckdb.DuckDBPyConnection, names: tuple[str, ...] = EXTENSIONS) -> None:
+def load_extensions(con: Connection, names: tuple[str, ...] = EXTENSIONS) -> None:
     no_autoload(con)
     for name in names:
         path = extension_file(name)

@@ -121,7 +121,7 @@ def migrate(con: Any, now: datetime, target: int | None = None) -> list[int]:
     waited finds the step done). Returns the versions this call applied."""
     latest = len(PG_MIGRATIONS)
     target = latest if target is None else target
-    applied = []
+    applied: list[int] = []
     while True:
         with con.transaction():
             con.execute("SELECT pg_advisory_xact_lock(%s)", [MIGRATION_LOCK])

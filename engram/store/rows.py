@@ -14,7 +14,7 @@ import json
 import operator
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, overload
 
 from engram.core.types import Claim, Memory, Session, Task
 
@@ -55,9 +55,9 @@ MEMORY_TABLE: tuple[Column, ...] = (
     Column("embedding", "vector"),
     Column("pinned", "bool", default="false", since=2),
     Column("updated_at", "time", since=3),
-    # Only memories of one conversation share neighbour context (see index.py).
+    # Only memories of one conversation share neighbour context (see search/memory_index.py).
     Column("conversation", "text", since=6),
-    # Spaced stability (decay.py); NULL until the first recall: the initial stability applies.
+    # Spaced stability (search/decay.py); NULL until the first recall: the initial stability applies.
     Column("stability", "float", since=7),
     # Projects (docs/projects.md): NULL is "no project", seen from inside and outside any.
     Column("project", "text", since=10),
@@ -101,6 +101,10 @@ def ts(dt: datetime | None) -> datetime | None:
     return dt
 
 
+@overload
+def aware(dt: datetime) -> datetime: ...
+@overload
+def aware(dt: None) -> None: ...
 def aware(dt: datetime | None) -> datetime | None:
     """A stored (naive UTC) time as an aware one."""
     return None if dt is None else dt.replace(tzinfo=timezone.utc)
@@ -165,8 +169,8 @@ def memory_field_values(fields: dict[str, Any]) -> list[tuple[str, Any]]:
             raise KeyError(k)
         if isinstance(v, datetime):
             v = ts(v)
-        elif kind in ("list", "json"):
-            v = _TO_ROW[kind](v)
+        elif kind in ("list", "json") and (to_row := _TO_ROW[kind]) is not None:
+            v = to_row(v)
         out.append((k, v))
     return out
 

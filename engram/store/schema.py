@@ -15,11 +15,11 @@ statements stay literal, as shipped.
 from __future__ import annotations
 
 from datetime import datetime
-
-import duckdb
+from typing import Any
 
 from engram.core.errors import SchemaTooNew
 from engram.core.version import VERSION
+from engram.store.extensions import Connection
 from engram.store.rows import MEMORY_TABLE, Column
 
 # The SQL type of each column kind (rows.KINDS) per backend. Postgres: naive UTC timestamps (as
@@ -155,9 +155,9 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
         ],
     ),
     ("session failures", ["ALTER TABLE sessions ADD COLUMN failures INTEGER DEFAULT 0"]),
-    # Only memories of one conversation share neighbour context (see index.py).
+    # Only memories of one conversation share neighbour context (see search/memory_index.py).
     ("memory conversation", memory_ddl("duckdb", 6)),
-    # Spaced stability replaces the flat recall-count multiplier (decay.py). NULL means "never
+    # Spaced stability replaces the flat recall-count multiplier (search/decay.py). NULL means "never
     # recalled: the initial stability applies". A memory recalled before this version keeps the
     # benefit it had: S₀ × (1 + 0.2 × recall_count), with S₀ from the rates of that time.
     (
@@ -416,17 +416,21 @@ def schema_too_new(have: int, latest: int) -> SchemaTooNew:
     )
 
 
-def current_version(con: duckdb.DuckDBPyConnection) -> int:
-    exists = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'"
-    ).fetchone()[0]
+def current_version(con: Connection) -> int:
+    # An aggregate always returns one row.
+    exists = one(con, "SELECT count(*) FROM information_schema.tables WHERE table_name = 'schema_version'")
     if not exists:
         return 0
-    v = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
-    return int(v or 0)
+    return int(one(con, "SELECT max(version) FROM schema_version") or 0)
 
 
-def migrate(con: duckdb.DuckDBPyConnection, now: datetime, target: int | None = None) -> list[int]:
+def one(con: Connection, sql: str, params: list | None = None) -> Any:
+    """The single value of a query that returns one row (an aggregate); None when it returns none."""
+    row = con.execute(sql, params or []).fetchone()
+    return None if row is None else row[0]
+
+
+def migrate(con: Connection, now: datetime, target: int | None = None) -> list[int]:
     """Apply pending migrations up to target (default: all). Returns the versions applied."""
     target = SCHEMA_VERSION if target is None else target
     con.execute(

@@ -1,7 +1,7 @@
 """The SQL both backends run alike, written once: SqlStore, the base of Store (db.py, DuckDB) and
 PgStore (pg.py, PostgreSQL).
 
-Every statement here (and in tasks.py, the tasks, sessions and claims) is written with `?`
+Every statement here (and in sql_tasks.py, the tasks, sessions and claims) is written with `?`
 placeholders and runs through the backend's `_sql(sql, params)`, which writes held rows first and
 returns the rows. What the two dialects spell differently is in one Dialect per backend
 (dialect.py). What a backend does its own way stays in its file: connecting and its errors, the
@@ -201,7 +201,8 @@ class SqlStore(TaskRows):
         tags: Sequence[str] | None = None,
         now: datetime | None = None,
     ) -> Memory | None:
-        where, params = "user_id = ? AND memory_type = 'handoff' AND status = 'active'", [user_id]
+        where = "user_id = ? AND memory_type = 'handoff' AND status = 'active'"
+        params: list[Any] = [user_id]
         if now is not None:  # an expired handoff is never returned (docs/lifecycle.md)
             where += " AND (expires_at IS NULL OR expires_at > ?)"
             params.append(ts(now))

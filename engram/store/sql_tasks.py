@@ -45,7 +45,8 @@ class TaskRows:
         )
 
     def update_task(self, task_id: str, now: datetime, **fields: Any) -> None:
-        sets, params = ["updated_at = ?"], [ts(now)]
+        sets: list[str] = ["updated_at = ?"]
+        params: list[Any] = [ts(now)]
         for k, v in fields.items():
             if k not in ("name", "goal", "status", "metadata"):
                 raise KeyError(k)

@@ -1,6 +1,6 @@
 """Time cues in text: dates a query names, and whether a memory mentions a time.
 
-Recall uses them as small bonuses (see retrieve): a memory written in a range the query
+Recall uses them as small bonuses (see search/ranking.py): a memory written in a range the query
 names ("what did we decide on 3 March?", "in October 2023") ranks higher, and so does one
 that mentions a time ("yesterday", "last week", "on 3 May") when the query asks when.
 """
@@ -92,7 +92,8 @@ def query_dates(text: str, slack_days: float = 1.0) -> list[tuple]:
             n = next(k[1:] for k in g)
             name, d, y = g.get(f"m{n}"), g.get(f"d{n}"), g.get(f"y{n}")
             if name is None:  # a year alone
-                out.append(("span", _days(int(y), 1, 1), _days(int(y) + 1, 1, 1)))
+                year = int(g[f"y{n}"])
+                out.append(("span", _days(year, 1, 1), _days(year + 1, 1, 1)))
                 continue
             bare = name.lower().rstrip(".")
             if (
@@ -104,15 +105,16 @@ def query_dates(text: str, slack_days: float = 1.0) -> list[tuple]:
             ):
                 continue  # a bare "mar", "jun" or the verb "may" is too often another word
             m = _month(name)
-            if y is None and d is None:
-                out.append(("month", m))
-            elif y is None:
-                out.append(("monthday", m, int(d)))
-            elif d is None:
-                out.append(("span", _days(int(y), m, 1), _days(int(y), m, monthrange(int(y), m)[1]) + 1))
-            else:
-                day = _days(int(y), m, int(d))
-                out.append(("span", day - slack_days, day + 1 + slack_days))
+            match y, d:
+                case None, None:
+                    out.append(("month", m))
+                case None, str():
+                    out.append(("monthday", m, int(d)))
+                case str(), None:
+                    out.append(("span", _days(int(y), m, 1), _days(int(y), m, monthrange(int(y), m)[1]) + 1))
+                case str(), str():
+                    day = _days(int(y), m, int(d))
+                    out.append(("span", day - slack_days, day + 1 + slack_days))
         except ValueError:  # 31 February and the like
             continue
     return out

@@ -323,9 +323,10 @@ def _conflict(step_w: list[str], act_w: list[str], links: list[int | None]) -> s
         found = None
         for side in (-1, 1):
             k = i + side
-            if not 0 <= k < len(step_w) or links[k] is None:
+            anchor = links[k] if 0 <= k < len(step_w) else None
+            if anchor is None:
                 continue
-            j = links[k] - side  # the activity word in the same slot next to that anchor
+            j = anchor - side  # the activity word in the same slot next to that anchor
             if 0 <= j < len(act_w) and j not in matched_act:
                 found = act_w[j]
                 break

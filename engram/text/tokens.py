@@ -156,7 +156,8 @@ def stem(word: str) -> str:
 
 
 def _cjk_runs(run: str) -> list[str]:
-    out, cur = [], []
+    out: list[str] = []
+    cur: list[str] = []
     for ch in run:
         if ch in _CJK_STOP:
             if cur:

@@ -13,12 +13,15 @@ from dataclasses import replace
 
 import pytest
 
-from benchmarks.fix_recall import DATA, cases, measure
+from benchmarks.fix_recall import measure
 from engram.api import Api
 from engram.continuity.fixes import FixTracker, error_signature, same_command
-from engram.continuity.lifecycle import prompt_memories
 from engram.core.types import Ctx, Scope
 from engram.hooks.turn_capture import capture_turns
+from engram.workflows.lifecycle import prompt_memories
+from tests.support import fix_transcripts
+from tests.support.fix_transcripts import HERE as FIXES
+from tests.support.fix_transcripts import captured_fix, cases
 
 PROJECT = "example.com/capture"
 
@@ -73,8 +76,6 @@ def test_signatures_and_equivalent_commands():
 def test_the_same_fix_twice_is_one_reinforced_pitfall(eng):
     api = Api(eng)
     case = next(c for c in cases() if c["id"] == "rust-unresolved-import")
-    from benchmarks.fix_recall import captured_fix
-
     fix = captured_fix("claude-code", case).to_dict()
     ctx = Ctx(session_id="s1", project=PROJECT)
     first = api.call("session_capture", {"fixes": [fix]}, ctx)
@@ -98,7 +99,7 @@ def test_the_same_fix_twice_is_one_reinforced_pitfall(eng):
 
 def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng, tmp_path):
     api = Api(eng)
-    src = (DATA / "claude-code" / "py-keyerror.jsonl").read_text().splitlines(keepends=True)
+    src = (FIXES / "claude-code" / "py-keyerror.jsonl").read_text().splitlines(keepends=True)
     transcript = tmp_path / "t.jsonl"
     home = eng.settings.home
     payload = {"transcript_path": str(transcript), "session_id": "abc", "cwd": "/repo"}
@@ -164,7 +165,7 @@ def test_what_a_turn_sends_follows_the_settings_where_the_hook_runs(eng, tmp_pat
     # The daemon (here: eng) captures both; the hook's environment turns one off, and the hook
     # does not send it (a daemon started from another environment would not know).
     api = Api(eng)
-    src = (DATA / "claude-code" / "py-keyerror.jsonl").read_text()
+    src = (FIXES / "claude-code" / "py-keyerror.jsonl").read_text()
     for name, settings, said in (
         ("no-episodes", replace(eng.settings, capture_episodes=False), "1 fixes (1 new), 0 turns (0 stored)"),
         ("no-fixes", replace(eng.settings, capture_fixes=False), "0 fixes (0 new), 1 turns (1 stored)"),
@@ -195,9 +196,7 @@ def test_maintenance_keeps_each_projects_episodes_within_budget(eng):
 
 
 def test_the_fixture_transcripts_are_those_the_script_renders():
-    from scripts.make_fix_transcripts import main
-
-    assert main(["--check"]) == 0
+    assert fix_transcripts.main(["--check"]) == 0
 
 
 @pytest.mark.model
@@ -297,11 +296,9 @@ def test_captured_text_goes_through_redaction(eng):
 
 
 def test_an_error_waiting_for_its_fix_is_kept_on_disk_redacted(eng, tmp_path):
-    from scripts.make_fix_transcripts import claude
-
     key = "sk-ant-" + "x1Y2z3" * 5
     case = {"id": "secret", "cmd": "./deploy.sh", "out": f"error: token {key} was refused", "edits": []}
-    lines = claude(case)[:3]  # the request and the failing command; no fix yet
+    lines = fix_transcripts.claude(case)[:3]  # the request and the failing command; no fix yet
     transcript = tmp_path / "t.jsonl"
     transcript.write_text("".join(json.dumps(x) + "\n" for x in lines))
     payload = {"transcript_path": str(transcript), "session_id": "sec", "cwd": "/repo"}

@@ -8,14 +8,14 @@ import json
 import httpx
 import pytest
 
-from benchmarks.fix_recall import captured_fix, cases
 from engram.api import Api
 from engram.cli import main
-from engram.continuity.capture import AUTO_CAPTURE_TAG, prune_episodes
 from engram.continuity.conventions import is_captured_convention
 from engram.core.errors import NotFound
 from engram.core.types import Ctx
 from engram.server.http import build_app
+from engram.workflows.capture import AUTO_CAPTURE_TAG, prune_episodes
+from tests.support.fix_transcripts import captured_fix, cases
 
 PROJECT = "example.com/keep"
 CTX = Ctx(session_id="s1", client="claude-code", project=PROJECT)

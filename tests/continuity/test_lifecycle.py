@@ -1,4 +1,4 @@
-"""engram.continuity.lifecycle over an engine: the session-start block, checkpoints as handoffs and
+"""engram.workflows.lifecycle over an engine: the session-start block, checkpoints as handoffs and
 the task each belongs to."""
 
 from __future__ import annotations
@@ -83,7 +83,7 @@ def test_the_same_checkpoint_twice_stores_nothing_new(api):
 
 def test_two_checkpoints_of_one_session_at_once_store_one(api, settings, fake, clock, backend):
     """Two threads of one server, and on PostgreSQL two servers on one database, race the same
-    checkpoint: the digest check and the write are one step (engram.continuity.lifecycle, Engram.exclusive)."""
+    checkpoint: the digest check and the write are one step (engram.workflows.lifecycle, Engram.exclusive)."""
     t = api.call("create_task", {"name": "HTTP client retry"}, ctx("other"))
     second = (
         Engram(memory_path(settings), settings=settings, embedder=fake, clock=clock) if backend == "postgres" else None

@@ -20,7 +20,7 @@ def test_task_lifecycle(eng):
         eng.update_task("t-missing", status="done")
     with pytest.raises(NotFound):
         eng.task_view(t.id, user_id="someone-else")
-    assert [x.id for x in eng.list_tasks(status="in_progress")] == [t.id]
+    assert [x.id for x in eng.task_rows(status="in_progress")] == [t.id]
 
 
 def test_task_view_lists_everything_in_time_order(eng, clock):
@@ -54,7 +54,7 @@ def test_task_view_is_bounded_to_the_newest_entries_with_totals(eng, clock):
     assert v["counts"] == {"timeline": 8, "handoffs": 1, "failures": 0, "progress": 7, "memories": 0}
     assert v["latest_handoff"]["next_steps"] == ["Move the views"]
     assert eng.task_view(t.id)["counts"]["timeline"] == len(eng.task_view(t.id)["timeline"]) == 8
-    with pytest.raises(EngramError, match="limit must be an integer from 1 to 1000"):
+    with pytest.raises(EngramError, match="limit must be a whole number from 1 to 1000"):
         eng.task_view(t.id, limit=0)
 
 

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -124,3 +125,20 @@ def engram_cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.Complet
     return subprocess.run(
         [str(ENGRAM), *args], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=120
     )
+
+
+def captures(home: Path) -> list[str]:
+    """The lines the detached per-turn captures logged."""
+    log = home / "hooks.log"
+    return [ln for ln in log.read_text().splitlines() if ":capture " in ln] if log.exists() else []
+
+
+def wait_until(cond, timeout: float = 180.0):
+    """The condition's value once true; fails after `timeout` (the capture runs detached)."""
+    end, tick = time.monotonic() + timeout, threading.Event()
+    while time.monotonic() < end:
+        value = cond()
+        if value:
+            return value
+        tick.wait(0.1)
+    pytest.fail(f"not within {timeout:g}s")

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.reliability import concurrent_run, stop_daemon
+from benchmarks.reliability import concurrent_run
+from tests.support.daemon import stop_daemon
 
 
 @pytest.fixture

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.reliability import crash_run, stop_daemon
+from benchmarks.reliability import crash_run
+from tests.support.daemon import stop_daemon
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def _check_upgrade(out: dict, ops: int) -> None:
 @pytest.fixture(scope="module")
 def base_rev():
     rev = faults.base_commit()
-    if rev == faults._head():
+    if rev == faults.head_commit():
         pytest.skip("no earlier commit to run the old daemon from")
     return rev
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from clients_support import client_bin
 
-from scripts.screenshots import serving
+from tests.support.http_server import serving
 
 pytestmark = [pytest.mark.model, pytest.mark.duckdb_only]
 

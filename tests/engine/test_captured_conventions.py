@@ -10,8 +10,8 @@ import pytest
 from benchmarks.conventions_noise import load_sessions, run
 from engram import Engram
 from engram.continuity.conventions import CANDIDATE_TAG, CONVENTION_TAG, project_conventions
-from engram.continuity.lifecycle import prompt_memories, session_start
 from engram.core.errors import EngramError
+from engram.workflows.lifecycle import prompt_memories, session_start
 from tests.conftest import memory_path
 
 HERE, ELSEWHERE = "example.com/me/shop", "example.com/me/blog"

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.reliability import salad
 from engram import Engram
 from engram.admin.export_import import export_jsonl
 from engram.admin.maintenance import run_maintenance
+from tests.support.texts import salad
 
 MARK = b"zqxj"
 

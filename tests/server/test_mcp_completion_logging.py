@@ -18,8 +18,8 @@ from mcp.types import PromptReference, ResourceTemplateReference
 from engram.api import Api, Ctx
 from engram.server.backend import LocalBackend
 from engram.server.mcp import TASK_RESUME_URI, build_mcp
-from scripts.screenshots import serving
 from tests.stdio_support import TIMEOUT, stdio, stop_engram_daemon
+from tests.support.http_server import serving
 
 pytestmark = pytest.mark.anyio
 

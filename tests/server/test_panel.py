@@ -23,7 +23,7 @@ from playwright.sync_api import expect
 from engram.api import Ctx
 from engram.panel import STATIC
 from engram.server.http import OPS
-from scripts.screenshots import launch, serving
+from tests.support.http_server import launch, serving
 
 pytestmark = [pytest.mark.browser]  # and `model` on every test that runs the real server
 
@@ -512,8 +512,8 @@ def test_the_project_filter_on_the_memory_list_search_and_task_board(page, api):
 def test_the_captured_page_lists_what_capture_stored_and_deletes_and_keeps_it(page, server, api):
     """Stored as the Stop hook stores a turn: session_capture and capture_conventions over the
     daemon's socket, in a project."""
-    from benchmarks.fix_recall import captured_fix, cases
     from engram.server.rpc_client import RpcClient
+    from tests.support.fix_transcripts import captured_fix, cases
 
     _, env = server
     fix = captured_fix("claude-code", next(c for c in cases() if c["id"] == "rust-unresolved-import"))

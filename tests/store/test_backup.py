@@ -17,20 +17,22 @@ import duckdb
 import pytest
 
 from engram import Engram, __version__
+from engram.admin.backups import backup_store, daily_backup
 from engram.admin.maintenance import run_maintenance
 from engram.core.errors import DatabaseDamaged, SchemaTooNew
 from engram.core.settings import Settings
 from engram.store.backup import (
     BackupInvalid,
     check_backup,
-    daily,
     latest_backup,
     list_backups,
     restore,
     rotate,
-    take_backup,
 )
 from engram.store.schema import SCHEMA_VERSION
+from tests.support.daemon import daemon_env, start_daemon, stop_daemon
+from tests.support.damage import DAMAGES
+from tests.support.damage import damage as spoil
 
 pytestmark = pytest.mark.duckdb_only
 
@@ -57,7 +59,7 @@ def store_with_rows(tmp_path, fake):
 
 def test_backup_is_checked_and_holds_every_row(store_with_rows):
     eng, home, ids = store_with_rows
-    r = take_backup(eng)
+    r = backup_store(eng)
     assert Path(r["path"]).parent == home / "backups"
     assert r["counts"]["memories"] == len(ids) and r["schema_version"] == SCHEMA_VERSION
     con = duckdb.connect(r["path"], read_only=True)
@@ -70,16 +72,16 @@ def test_backup_is_checked_and_holds_every_row(store_with_rows):
 
 def test_backup_to_a_named_file_and_refuses_the_store_itself(store_with_rows, tmp_path):
     eng, _, _ = store_with_rows
-    r = take_backup(eng, tmp_path / "copy.duckdb")
+    r = backup_store(eng, tmp_path / "copy.duckdb")
     assert r["path"] == str(tmp_path / "copy.duckdb")
     with pytest.raises(Exception, match="is the database itself"):
-        take_backup(eng, eng.path)
+        backup_store(eng, eng.path)
 
 
 @pytest.mark.parametrize("damage", ["truncated", "garbled", "empty", "not-engram"])
 def test_check_refuses_a_bad_backup(store_with_rows, tmp_path, damage):
     eng, _, _ = store_with_rows
-    good = Path(take_backup(eng)["path"])
+    good = Path(backup_store(eng)["path"])
     bad = tmp_path / "bad.duckdb"
     data = good.read_bytes()
     if damage == "truncated":
@@ -98,7 +100,7 @@ def test_check_refuses_a_bad_backup(store_with_rows, tmp_path, damage):
 
 def test_restore_keeps_the_current_file_and_refuses_a_bad_backup(store_with_rows, tmp_path, fake):
     eng, home, ids = store_with_rows
-    good = take_backup(eng)["path"]
+    good = backup_store(eng)["path"]
     eng.store("a memory the backup does not hold")
     eng.close()
     db = home / "memories.duckdb"
@@ -138,19 +140,15 @@ def test_maintenance_takes_one_daily_backup_a_day(tmp_path, fake):
     assert run_maintenance(eng)["backup"] is None  # less than a day since the last one
     eng.close()
     off = file_engram(tmp_path / "off", fake, ENGRAM_BACKUP_KEEP="0")
-    assert daily(off, 0) is None and run_maintenance(off)["backup"] is None
+    assert daily_backup(off, 0) is None and run_maintenance(off)["backup"] is None
     assert list_backups(off.path) == []
     off.close()
 
 
-@pytest.mark.parametrize(
-    "damage", ["truncated-half", "truncated-block", "truncated-odd", "garbled-header", "garbled-blocks", "zeros"]
-)
+@pytest.mark.parametrize("damage", DAMAGES)
 def test_a_damaged_store_is_refused_untouched_naming_the_backup(store_with_rows, fake, damage):
-    from benchmarks.faults import damage as spoil
-
     eng, home, _ = store_with_rows
-    backup = take_backup(eng)["path"]
+    backup = backup_store(eng)["path"]
     eng.close()
     db = home / "memories.duckdb"
     con = duckdb.connect(str(db), read_only=True)
@@ -182,13 +180,10 @@ def test_a_newer_schema_names_both_versions_and_is_left_alone(tmp_path, fake):
 
 def test_cli_backup_and_restore(tmp_path):
     """`engram backup` through a daemon (the fake one), then `engram restore` stops it and swaps."""
-    from benchmarks.faults import _env, _start, _stop
-    from benchmarks.reliability import REPO
-
     home = tmp_path / "home"
-    _start(home, REPO)
+    start_daemon(home)
     try:
-        env = _env(REPO, home)
+        env = daemon_env(home)
         run = lambda *a: subprocess.run(  # noqa: E731
             [sys.executable, "-m", "engram", "--home", str(home), *a],
             env=env,
@@ -213,7 +208,7 @@ def test_cli_backup_and_restore(tmp_path):
         bad = run("restore", str(tmp_path / "nope.duckdb"))
         assert bad.returncode == 1 and "no such backup file" in bad.stderr
     finally:
-        _stop(home)
+        stop_daemon(home)
 
 
 def test_setup_reports_the_latest_backup(store_with_rows):
@@ -222,7 +217,7 @@ def test_setup_reports_the_latest_backup(store_with_rows):
     eng, home, _ = store_with_rows
     settings = Settings.from_env({"ENGRAM_HOME": str(home)})
     assert backup_status(settings)["latest"] is None
-    path = take_backup(eng)["path"]
+    path = backup_store(eng)["path"]
     status = backup_status(settings)
     assert status["latest"] == path and status["keep"] == 7 and status["age_hours"] < 1
     pg = backup_status(

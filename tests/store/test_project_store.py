@@ -72,7 +72,7 @@ def test_a_store_from_before_projects_keeps_every_memory_visible(tmp_path, setti
         for scope in (NO_PROJECT, Scope("github.com/me/app"), Scope("/home/me/other"), EVERY_PROJECT):
             ids = {h.memory.id for h in e.recall("build server", limit=10, scope=scope, reinforce=False)}
             assert ids == everything, scope
-            assert [t.id for t in e.list_tasks(scope=scope)] == ["t-old"]
+            assert [t.id for t in e.task_rows(scope=scope)] == ["t-old"]
         page = e.list_memories(limit=50)
         assert {m["id"] for m in page["memories"]} == everything
     finally:

@@ -1,7 +1,7 @@
 """What an agent's lifecycle hooks ask of the engine: the block a session starts with, the
 memories a prompt bears on, and the automatic checkpoint of a session before its context is lost.
 
-Plain functions over an Engram and its public methods (the hooks' process, engram.hooks, reads
+Plain functions over the facade (an Engram) and its public methods (the hooks' process, engram.hooks, reads
 the transcript and calls these through the daemon). The resume block is the engine's own
 (resume_task's, continuity/rendering.py render_resume); a checkpoint is a handoff with its record beside it.
 """
@@ -12,8 +12,10 @@ from typing import Any
 
 from engram.continuity.conventions import conventions_for_prompt, is_captured_convention, project_conventions
 from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
+from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document, shared_by
 from engram.core.types import OPEN_TASK_STATUSES, EngramError, NotFound, Scope
+from engram.engram import Engram
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
 
@@ -23,22 +25,22 @@ UNASSIGNED_TAG = "auto-checkpoint:unassigned"
 TASKS_SHOWN = 8
 TASK_LINE_CHARS = 220
 PROMPT_MEMORY_CHARS = 400
-MIN_RESUME_TOKENS = 50  # resume_task's least budget
+MIN_RESUME_TOKENS = MAX_TOKENS.low  # resume_task's least budget
 START_CONVENTIONS = 5  # the project's most used conventions a session starts with
 PROMPT_CONVENTIONS = 2  # captured conventions a prompt may bring
 
 
-def _open_tasks(eng: Any, user: str | None, project: str | None) -> list[dict]:
+def _open_tasks(eng: Engram, user: str | None, project: str | None) -> list[dict]:
     """Open tasks (open, in_progress, blocked) of the project (and of none), most recently active first."""
     return [
         t
-        for t in eng.task_overview(limit=1000, user_id=user, scope=Scope.of(project))
+        for t in eng.list_tasks(limit=1000, user_id=user, scope=Scope.of(project))
         if t["status"] in OPEN_TASK_STATUSES
     ]
 
 
 def _last_worked_task(
-    eng: Any, user: str | None, open_ids: set[str], exclude: str | None, project: str | None
+    eng: Engram, user: str | None, open_ids: set[str], exclude: str | None, project: str | None
 ) -> str | None:
     """The open task the most recent other session in this project worked on, else None."""
     sessions = sorted(eng.list_sessions(user), key=lambda s: s.last_heartbeat, reverse=True)
@@ -58,7 +60,7 @@ def _task_line(t: dict) -> str:
     return line if len(line) <= TASK_LINE_CHARS else line[: TASK_LINE_CHARS - 1] + "…"
 
 
-def _unassigned_checkpoint(eng: Any, user: str | None, newer_than: str | None, project: str | None) -> str | None:
+def _unassigned_checkpoint(eng: Engram, user: str | None, newer_than: str | None, project: str | None) -> str | None:
     """The project's newest checkpoint that belongs to no task, when it is newer than every open
     task's activity."""
     page = eng.list_memories(
@@ -90,7 +92,7 @@ def _from_teammate(by: str | None) -> str:
 
 
 def session_start(
-    eng: Any, user: str | None, session_id: str | None, max_tokens: int, project: str | None = None
+    eng: Engram, user: str | None, session_id: str | None, max_tokens: int, project: str | None = None
 ) -> dict:
     """The block a new session starts with: the open tasks with their last activity, and the
     resume block of the task the last session worked on (else the most recently active one),
@@ -128,7 +130,7 @@ def session_start(
             used += cost
     resumed = None
     if focus and budget - used >= MIN_RESUME_TOKENS:
-        r = eng.resume_task(focus, max_tokens=min(budget - used, 100_000), user_id=user)
+        r = eng.resume_task(focus, max_tokens=min(budget - used, MAX_TOKENS.high), user_id=user)
         parts.append(r["context"])
         resumed = focus
     if not parts:
@@ -138,7 +140,7 @@ def session_start(
 
 
 def prompt_memories(
-    eng: Any, user: str | None, prompt: str, max_tokens: int, limit: int, project: str | None = None
+    eng: Engram, user: str | None, prompt: str, max_tokens: int, limit: int, project: str | None = None
 ) -> dict:
     """The memories clearly relevant to a prompt (strong hits only, as everything pushed into a
     context unasked; and get_context's share of the best hit), as a short block; empty when none
@@ -190,7 +192,7 @@ def prompt_memories(
     return {"context": text, "tokens": estimate_tokens(text), "memory_ids": [m.id for m, _ in shown[:n]]}
 
 
-def checkpoint_task(eng: Any, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:
+def checkpoint_task(eng: Engram, user: str | None, given: str | None, project: str | None) -> tuple[str | None, str]:
     """Which task a checkpoint belongs to, and why: the one the transcript shows the session
     working on through engram's tools; else the most recently active open task; else none."""
     if given:
@@ -206,7 +208,7 @@ def checkpoint_task(eng: Any, user: str | None, given: str | None, project: str 
 
 
 def session_checkpoint(
-    eng: Any,
+    eng: Engram,
     user: str | None,
     session_id: str,
     summary: str,
@@ -256,7 +258,7 @@ def session_checkpoint(
 
 
 def _checkpoint_once(
-    eng: Any,
+    eng: Engram,
     user: str | None,
     session_id: str,
     summary: str,
@@ -313,7 +315,7 @@ def _checkpoint_once(
             "task_from": why,
             "failures_recorded": sorted(seen | set(recorded)),
         }
-        m = eng.handoff(
+        m = eng.session_handoff(
             summary,
             completed=completed,
             in_progress=in_progress,

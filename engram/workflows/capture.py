@@ -22,13 +22,11 @@ from engram.core.errors import (
     ModelUnavailable,
     StoreMismatch,
 )
-from engram.core.types import AUTO_CAPTURE_TAG, MEMORY_TYPES, EngramError
+from engram.core.types import AUTO_CAPTURE_TAG, EPISODE_TAG, EPISODE_TYPE, MEMORY_TYPES, PITFALL_TAG, EngramError
+from engram.engram import Engram
 
 __all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes", "session_capture"]
 
-PITFALL_TAG = "pitfall"
-EPISODE_TAG = "episode"
-EPISODE_TYPE = "episode"
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
 # Errors that are the store's, not an item's: the capture is sent again once they pass.
@@ -90,7 +88,7 @@ def _fix(raw: Any):
     )
 
 
-def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
+def _store_fix(eng: Engram, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
     """Store one pitfall; True when it is new. The same error fixed the same way (its key) again
     reinforces the memory stored the first time, whatever command showed it."""
     key_tag = f"fix:{fix.key}"
@@ -107,7 +105,7 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
         "fix": "\n".join([*(f"{f}:\n{h}" for f, h in fix.edits), *fix.fix_commands])
         or (f"run `{fix.passed}`" if fix.passed else ""),
     }
-    r = eng.store(
+    r = eng.store_memory(
         content,
         memory_type="failure",
         importance=PITFALL_IMPORTANCE,
@@ -123,7 +121,7 @@ def _store_fix(eng: Any, user: str | None, session_id: str, fix, task: str | Non
 
 
 def session_capture(
-    eng: Any,
+    eng: Engram,
     user: str | None,
     session_id: str,
     client: str,
@@ -136,7 +134,7 @@ def session_capture(
     as an episode of the session (its `conversation`). What is captured at all is the hook's
     decision, by the settings where the client runs it (engram.hooks.run, turn_capture): the
     daemon's own were those of whichever process started it, and would apply to every client."""
-    from engram.continuity.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
+    from engram.workflows.lifecycle import checkpoint_task  # the checkpoint's rule for which task this is
 
     out: dict[str, Any] = {"fixes": 0, "reinforced": 0, "episodes": 0, "task_id": None, "skipped": []}
     # One bad item costs that item (named in "skipped", which the hook logs), never the rest of

@@ -1,11 +1,12 @@
-"""Render the error -> fix cases of tests/data/fixes/specs.json as transcripts of the three clients.
+"""The error -> fix cases of tests/data/fixes/specs.json: rendered as transcripts of the three clients,
+and read back as the hook reads them (captured_fix).
 
 Each case becomes one session per client: the user asks for the command to pass, the agent runs
 it (it fails with the case's output), makes the case's edits, runs the passing command and says
 it is fixed. Deterministic: the same specs give byte-identical files. Usage:
 
-    python scripts/make_fix_transcripts.py            # writes tests/data/fixes/<client>/<id>.jsonl
-    python scripts/make_fix_transcripts.py --check    # exits 1 when a written file is out of date
+    python -m tests.support.fix_transcripts          # writes tests/data/fixes/<client>/<id>.jsonl
+    python -m tests.support.fix_transcripts --check   # exits 1 when a written file is out of date
 """
 
 from __future__ import annotations
@@ -15,9 +16,23 @@ import json
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parents[1] / "tests" / "data" / "fixes"
+HERE = Path(__file__).resolve().parents[1] / "data" / "fixes"
 ROOT = "/repo"  # the work tree the sessions run in
 CLIENTS = ("claude-code", "codex", "gemini")
+
+
+def cases() -> list[dict]:
+    return json.loads((HERE / "specs.json").read_text(encoding="utf-8"))["cases"]
+
+
+def captured_fix(client: str, case: dict):
+    """The one fix the case's transcript yields, read as the hook reads it (or None)."""
+    from engram.continuity.fixes import FixTracker
+    from engram.hooks.turn_capture import fixes_in, read_new_events
+
+    events, _ = read_new_events(HERE / client / f"{case['id']}.jsonl", client, {"offset": 0, "events": 0})
+    fixes = fixes_in(events, FixTracker(root=ROOT), ROOT)
+    return fixes[0] if len(fixes) == 1 else None
 
 
 def _stamp(i: int) -> str:
@@ -227,10 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="only check the written files are up to date")
     args = ap.parse_args(argv)
-    cases = json.loads((HERE / "specs.json").read_text(encoding="utf-8"))["cases"]
     stale = []
     for client in CLIENTS:
-        for case in cases:
+        for case in cases():
             path = HERE / client / f"{case['id']}.jsonl"
             text = render(case, client)
             if args.check:
@@ -240,9 +254,9 @@ def main(argv: list[str] | None = None) -> int:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
     if stale:
-        print("out of date (run scripts/make_fix_transcripts.py):\n" + "\n".join(stale), file=sys.stderr)
+        print("out of date (run python -m tests.support.fix_transcripts):\n" + "\n".join(stale), file=sys.stderr)
         return 1
-    print(f"{len(cases)} cases x {len(CLIENTS)} clients " + ("up to date" if args.check else "written"))
+    print(f"{len(cases())} cases x {len(CLIENTS)} clients " + ("up to date" if args.check else "written"))
     return 0
 
 

@@ -101,7 +101,7 @@ def test_round_trip_gives_identical_recall(eng, target, clock, tmp_path):
     again = tmp_path / "again.jsonl"
     export_jsonl(target, again)
     assert lines(again)[1:] == lines(path)[1:]
-    task = target.list_tasks()[0]
+    task = target.task_rows()[0]
     view = target.task_view(task.id)
     assert view["latest_handoff"]["next_steps"] == ["write the CSV writer"]
     assert target.store_db.session_outcomes() == eng.store_db.session_outcomes()
