@@ -87,22 +87,29 @@ def _names_a_file(m: dict, files: list[str]) -> bool:
     return any(Path(f).name and Path(f).name in text for f in files)
 
 
-def _mid_word_starts(memories: list[dict]) -> list[str]:
-    """Chunks of one long text that begin in the middle of a word. Each chunk is a verbatim slice
-    of the text, starting at its `chunk_start` (engram.engine.writes): the text is put back
-    together from them and the character before each start looked at."""
+def _chunk_groups(memories: list[dict]) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = defaultdict(list)
     for m in memories:
         meta = m.get("metadata") or {}
         if meta.get("chunk_group") and isinstance(meta.get("chunk_start"), int):
             groups[meta["chunk_group"]].append(m)
+    return groups
+
+
+def _whole_text(chunks: list[dict]) -> str:
+    """The long text the chunks were cut from: each is a verbatim slice of it, starting at its
+    `chunk_start` (engram.engine.writes)."""
+    text: list[str] = []
+    for m in sorted(chunks, key=lambda m: m["metadata"]["chunk_start"]):
+        text[m["metadata"]["chunk_start"] :] = m["content"]
+    return "".join(text)
+
+
+def _mid_word_starts(memories: list[dict]) -> list[str]:
+    """Chunks of one long text that begin in the middle of a word."""
     bad = []
-    for chunks in groups.values():
-        text: list[str] = []
-        for m in sorted(chunks, key=lambda m: m["metadata"]["chunk_start"]):
-            at, content = m["metadata"]["chunk_start"], m["content"]
-            text[at:] = content
-        whole = "".join(text)
+    for chunks in _chunk_groups(memories).values():
+        whole = _whole_text(chunks)
         for m in chunks:
             at = m["metadata"]["chunk_start"]
             if at > 0 and WORD.match(whole[at - 1]) and WORD.match(whole[at]):
@@ -110,9 +117,20 @@ def _mid_word_starts(memories: list[dict]) -> list[str]:
     return bad
 
 
+def _whole_episodes(memories: list[dict]) -> list[dict]:
+    """The episodes as they were stored, a long one put back together from its chunks."""
+    out = [
+        m for m in memories if m.get("memory_type") == "episode" and not (m.get("metadata") or {}).get("chunk_group")
+    ]
+    for chunks in _chunk_groups(memories).values():
+        if chunks[0].get("memory_type") == "episode":
+            out.append({**chunks[0], "content": _whole_text(chunks), "metadata": {}})
+    return out
+
+
 def _episode_parts(m: dict) -> tuple[str, str] | None:
-    """(request, answer) of an episode as stored, or None for a later chunk of a long one."""
-    if m.get("memory_type") != "episode" or (m.get("metadata") or {}).get("chunk", 1) != 1:
+    """(request, answer) of a whole episode (_whole_episodes)."""
+    if m.get("memory_type") != "episode":
         return None
     content = m.get("content", "")
     if not content.startswith("User:"):
@@ -177,7 +195,7 @@ def score_session(label: dict, memories: list[dict]) -> dict:
         "by_origin": {k: {"found": v[0], "labelled": v[1]} for k, v in by_origin.items()},
         "wrong": [m["content"][:200] for m in pitfalls if m not in right_pitfalls],
     }
-    episodes = [m for m in mine if m.get("memory_type") == "episode"]
+    episodes = _whole_episodes(mine)
     out["episodes"] = {
         "stored": len(episodes),
         "client_requests": [
@@ -347,7 +365,12 @@ def rescore(corpus: Path, half: str, only: list[str], kept: Path, labels: Path =
         if stored.exists():
             lines = stored.read_text(encoding="utf-8").splitlines()
             scores.append(score_session(_label(r["id"], labels), [json.loads(x) for x in lines if x.strip()]))
-    return {"half": half, "unlabelled": unlabelled, "summary": summarise(scores, []), "sessions": scores}
+    return {
+        "half": "the sessions named" if only else half,
+        "unlabelled": unlabelled,
+        "summary": summarise(scores, []),
+        "sessions": scores,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
