@@ -79,8 +79,7 @@ def _render_recall(r: dict) -> str:
             continue
         lines.append(f"{i:>2}. [{m['memory_type']}] {_indent(m['content'], '    ')}{pin}")
         lines.append(f"    id {m['id']}  score {m['score']:.3f}  {_day(m.get('created_at'))}  {_where(m)}")
-        if m.get("shared_by"):  # a teammate's memory, read from the project's shared records
-            s = m["shared_by"]
+        if s := m.get("shared_by"):  # a teammate's memory, read from the project's shared records
             lines.append(f"    shared by {s['by']} from {s['machine']} on {_day(s['at'])}")
         if m.get("confidence"):  # strong: rely on it; weak: only plausibly related (docs/ranking.md)
             lines.append(f"    {m['confidence']}: {m.get('evidence') or ''}".rstrip(": "))

@@ -162,6 +162,8 @@ def generated(value: str, strong: bool, shortest: int = 8) -> bool:
         return False
     if re.fullmatch(r"[a-z]+(?:[_-][a-z0-9]+)+|[A-Z]+(?:_[A-Z0-9]+)+|[a-z]+(?:[A-Z][a-z]{2,})+[0-9]{0,2}", v):
         return False  # token_v2, MAX_TOKENS_4K, refreshToken2: identifiers
+    if re.fullmatch(r"[0-9]{1,2}[A-Z][a-z]{3,}", v):
+        return False  # a product's name: "API keys live in 1Password"
     if strong:  # a password people choose: "Summer2024!" has too few characters for entropy to tell
         return len(set(v)) >= 6
     return len(v) >= 16 and not is_potential_uuid(v) and entropy()(v) > 3.0
