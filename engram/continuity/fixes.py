@@ -88,6 +88,7 @@ WRAPPER = re.compile(
     r"^(?:Test Files|Tests|Test Suites):? .*failed|^FAIL\s*$|^FAIL\s+\S+\s+[\d.]+s$|^ERROR: .*exit code|"
     r"^error: Recipe .* failed|^Error: Process completed|run failed|build failed|^ERROR\s*$|\bsee above\b|"
     r"^\s*(?:at |File \")|Traceback \(most recent call last\)|^\$ |: \(none\)$|^(?:Command|Directory): "
+    r"|^(?:Process Group PGID|Background PIDs|Signal): "  # Gemini CLI's shell result trailer
 )
 # Where the error points: "File "x.py", line 3", "x.rs:3:5", "x.java:[10,5]", "at x.js:3:5".
 LOCATIONS = [

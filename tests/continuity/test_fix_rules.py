@@ -431,3 +431,13 @@ def test_the_other_errors_a_compiler_reported_with_the_first_are_kept():
     fix = t.command("go test ./strategy", False)
     assert fix.signature.startswith("strategy/attribution.go:47:38: cannot use content")
     assert "countLines redeclared in this block" in fix.content()
+
+
+def test_gemini_shells_trailer_is_no_headline():
+    # Gemini CLI's run_shell_command result ends with lines about the process, not the error.
+    output = (
+        "Command: git mv notes.txt docs/notes.txt\nDirectory: (root)\nStdout: (empty)\n"
+        "Stderr: fatal: destination exists, source=notes.txt, destination=docs/notes.txt\n"
+        "Error: (none)\nExit Code: 128\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 14184"
+    )
+    assert "destination exists" in error_signature(output)[0]
