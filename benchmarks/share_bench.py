@@ -27,7 +27,7 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings
-from engram.admin.share_git import SHARED_DIR, read_at_start, share, sync
+from engram.admin.share_git import SHARED_DIR, read_at_start, share_project, sync_project
 from engram.core.project import detect_project
 
 from .engine_bench import sentence
@@ -92,17 +92,17 @@ def main(argv: list[str] | None = None) -> None:
         _plant(ea, rng, a.records, project, task, 0)
         planted = time.perf_counter() - t0
         t0 = time.perf_counter()
-        on = share(ea, ea.user_of(None), project, str(ca), "on")
+        on = share_project(ea, ea.user_of(None), project, str(ca), "on")
         wrote = time.perf_counter() - t0
         _git(ca, "push", "-q", "origin", "main")
         raw, zipped = _record_bytes(ca)
         eb = Engram(tmp / "b.duckdb", settings=Settings.from_env({"ENGRAM_HOME": str(tmp / "home-b")}))
         _git(cb, "pull", "-q", "origin", "main")
         t0 = time.perf_counter()
-        got = sync(eb, eb.user_of(None), project, str(cb))
+        got = sync_project(eb, eb.user_of(None), project, str(cb))
         imported = time.perf_counter() - t0
         _plant(ea, rng, a.new, project, task, a.records)
-        sync(ea, ea.user_of(None), project, str(ca))
+        sync_project(ea, ea.user_of(None), project, str(ca))
         _git(ca, "push", "-q", "origin", "main")
         _git(cb, "pull", "-q", "origin", "main")
         t0 = time.perf_counter()

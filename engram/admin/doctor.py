@@ -34,7 +34,7 @@ def finding(check: str, severity: str, problem: str, fix: str) -> dict[str, str]
     return {"check": check, "severity": severity, "problem": problem, "fix": fix}
 
 
-def store_problems(eng: Engram) -> dict[str, Any]:
+def doctor(eng: Engram) -> dict[str, Any]:
     """Every check of the store and the model; {checks: [names run], problems: [finding]}."""
     from engram.engine.token_vectors import text_hash
 

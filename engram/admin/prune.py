@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 SHOWN = 50  # memories listed in a report; the counts cover every one
 
 
-def prune_to_strongest(
+def prune_memories(
     eng: Engram, keep: int, *, apply: bool, user_id: str, project: str | None, all_projects: bool
 ) -> dict[str, Any]:
     """Remove all but the `keep` strongest unprotected active memories of `user_id` in `project`

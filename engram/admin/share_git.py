@@ -164,7 +164,7 @@ def _preview(rec: dict) -> str:
     return f"{rec['op']} {rec.get('type', '')} {rec.get('id', '')}: {line[:120]}".replace("  ", " ")
 
 
-def share(eng: Engram, user: str, project: str | None, path: str, action: str) -> dict:
+def share_project(eng: Engram, user: str, project: str | None, path: str, action: str) -> dict:
     """`engram share on|off|status` for the project whose work tree holds `path`."""
     project = _project(project)
     root = repo_root(path)
@@ -186,7 +186,7 @@ def share(eng: Engram, user: str, project: str | None, path: str, action: str) -
         shared.mkdir(parents=True, exist_ok=True)
         (shared / "README.md").write_text(_README)
         (shared / ".gitattributes").write_text(_ATTRIBUTES)
-        result = sync(eng, user, project, path, message="engram: share this project's memory")
+        result = sync_project(eng, user, project, path, message="engram: share this project's memory")
         return {"enabled": True, **result}
     if action == "off":
         if not enabled(root):
@@ -206,7 +206,7 @@ def share(eng: Engram, user: str, project: str | None, path: str, action: str) -
     raise EngramError(f"share takes on, off or status; got {action!r}")
 
 
-def sync(
+def sync_project(
     eng: Engram,
     user: str,
     project: str | None,
@@ -279,4 +279,4 @@ def read_at_start(eng: Engram, user: str, project: str | None, path: str | None)
     checkout), when the project shares; None when it does not. Writes nothing to the repository."""
     if project is None or not path or not os.path.isdir(os.path.join(path, SHARED_DIR)):
         return None
-    return sync(eng, user, project, path, read_only=True, at_most=START_READ_MAX)
+    return sync_project(eng, user, project, path, read_only=True, at_most=START_READ_MAX)

@@ -51,29 +51,29 @@ class StoreOperations:
 
     def doctor(self, ctx: Ctx) -> dict:
         """The store's integrity and the model's files (engram.admin.doctor)."""
-        from engram.admin.doctor import store_problems
+        from engram.admin.doctor import doctor
 
-        return store_problems(self.eng)
+        return doctor(self.eng)
 
     def prune_memories(self, ctx: Ctx, keep: int, apply: bool, all_projects: bool) -> dict:
-        from engram.admin.prune import prune_to_strongest
+        from engram.admin.prune import prune_memories
 
-        return prune_to_strongest(
+        return prune_memories(
             self.eng, keep, apply=bool(apply), user_id=self._user(ctx), project=ctx.project, all_projects=all_projects
         )
 
     def share_project(self, ctx: Ctx, action: str, path: str) -> dict:
         """Sharing of the caller's project through its git repository (engram.admin.share_git)."""
-        from engram.admin.share_git import share
+        from engram.admin.share_git import share_project
 
-        return share(self.eng, self._user(ctx), ctx.project, path, action)
+        return share_project(self.eng, self._user(ctx), ctx.project, path, action)
 
     def sync_project(
         self, ctx: Ctx, dry_run: bool, push: bool, read_only: bool, at_most: int | None, path: str
     ) -> dict:
-        from engram.admin.share_git import sync
+        from engram.admin.share_git import sync_project
 
-        return sync(
+        return sync_project(
             self.eng,
             self._user(ctx),
             ctx.project,

@@ -217,7 +217,7 @@ def plain_value(value: str, strong: bool) -> bool:
         re.fullmatch(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+", v)
         and all(re.fullmatch(r"[A-Za-z_]+[0-9]*|[A-Z0-9_]+", part) for part in v.split("."))
     ):
-        return True  # a call or a reference: get_secret(...), admin.credential.cert(...), config.token
+        return True  # a call or a reference: get_secret(...), firebase_admin.credential.cert(...), config.token
     if v in _CODE_WORDS:  # const idToken = await user.getIdToken()
         return True
     if re.fullmatch(r"(?i)(?:your|my|insert|enter|replace|put)[_\-]\w*|\w*_here", v):  # your_api_key_here

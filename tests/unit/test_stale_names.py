@@ -55,6 +55,11 @@ FOREIGN = {
     "deploy.sh",
     "parser_v2.py",
     "reference.md",
+    "manage.py",
+    "split.py",
+    "test_money.py",
+    "gcode.py",
+    "test_gcode.py",
 }
 URL = re.compile(r"\w+://\S+|\b[\w-]+(?:\.[\w-]+)+\.(?:com|org|io|dev|net)\S*")
 
