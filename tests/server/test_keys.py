@@ -129,6 +129,10 @@ def attempts(bob: dict) -> dict[str, list[tuple[dict, bool]]]:
         "report_interruption": [({"reason": "other", "task_id": task}, True)],
         "session_outcome": [({"outcome": "failure"}, False)],  # alice's own session
         "consolidate_memory": [({"apply": False}, False), ({"apply": True}, False)],
+        "set_tier": by_id(tier="procedural"),
+        # Alice's own memories only: a dry run, then keeping one of hers (bob's stay as they were).
+        "prune_memories": [({"keep": 1, "apply": False}, False), ({"keep": 1, "apply": True}, False)],
+        "doctor": [({}, False)],
     }
 
 

@@ -214,7 +214,7 @@ def test_a_copy_that_differs_is_reported(source, tmp_path, monkeypatch):
     """The check can fail: a copy that lost a row is refused by name."""
     from engram.admin import export_import as transfer
 
-    real = transfer.import_jsonl
+    real = transfer.import_memories
 
     def lossy(eng, path, **kw):
         out = real(eng, path, **kw)
@@ -222,7 +222,7 @@ def test_a_copy_that_differs_is_reported(source, tmp_path, monkeypatch):
         eng.store_db.delete_memories([some])
         return out
 
-    monkeypatch.setattr(transfer, "import_jsonl", lossy)
+    monkeypatch.setattr(transfer, "import_memories", lossy)
     with pytest.raises(MigrationMismatch, match=r"memories: \d+ of \d+"):
         migrate_store(source.eng, str(tmp_path / "copy.duckdb"))
 

@@ -18,7 +18,7 @@ from engram.admin.export_import import export_jsonl, import_jsonl
 from engram.core.types import EngramError
 from engram.models.embedding import FakeEmbedder
 from tests.conftest import START
-from tests.store.test_transfer import populate
+from tests.store.test_export_import import populate
 from tests.strategies import wrong_type
 
 pytestmark = pytest.mark.duckdb_only  # the file's reading is the same on both stores
