@@ -29,7 +29,7 @@ PROPERTY_TESTS = [
     "tests/hooks/test_transcript_properties.py",
     "tests/text/test_text_properties.py",
     "tests/unit/test_redaction_properties.py",
-    "tests/store/test_transfer_properties.py",
+    "tests/store/test_export_import_properties.py",
     "tests/server/test_argument_check_properties.py",
 ]
 
