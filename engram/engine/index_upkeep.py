@@ -46,10 +46,13 @@ class Indexes:
         """Whether the store was embedded with another model (allow_model_change: True; else
         ModelMismatch). A new store records this model as its model of record."""
         p = self.p
-        if p.degraded:
-            return False  # checked when the model is back (retry_model)
         name, dim = p.store_db.get_meta("model_name"), p.store_db.get_meta("model_dim")
         mine = (p.embedder.name, str(p.embedder.dim))
+        # The configured name is known before the model loads (its dimensions are not): a store
+        # of another model is refused at once, not served by keyword recall until the load ends.
+        # The dimensions are checked when the model is back (retry_model).
+        if p.degraded and (name is None or name == mine[0]):
+            return False
         if name is None:
             p.store_db.set_meta("model_name", mine[0])
             p.store_db.set_meta("model_dim", mine[1])
@@ -59,7 +62,7 @@ class Indexes:
                 return True
             raise ModelMismatch(
                 f"{p.path} was embedded with {name} ({dim} dims) but this engram uses "
-                f"{mine[0]} ({mine[1]} dims); vectors from two models must not be mixed. "
+                f"{mine[0]}{'' if p.degraded else f' ({mine[1]} dims)'}; vectors from two models must not be mixed. "
                 f"Run `engram reindex --reembed` to re-embed every memory with {mine[0]}, "
                 f"or set ENGRAM_MODEL={name}."
             )

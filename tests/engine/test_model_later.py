@@ -47,3 +47,18 @@ def test_a_store_of_another_model_stays_keyword_only_and_says_why(tmp_path, chec
         assert "another-model" in eng.degraded
         assert eng.recall("staging database")  # keyword recall goes on
         assert not eng.retry_model()  # a call's retry does not try again: the same model will not match
+
+
+def test_a_store_of_another_model_by_name_is_refused_before_the_model_loads(tmp_path, checked_model_cache):
+    """The configured model's name is known before it loads: a store recorded with another name is
+    refused at the open (as it is once the model is loaded), not served by keyword recall while a
+    first start exports the model, which made the refusal depend on how fast the export ran."""
+    settings = Settings.from_env({"ENGRAM_HOME": str(tmp_path), "ENGRAM_MODEL_CACHE": str(checked_model_cache)})
+    path = tmp_path / "m.duckdb"
+    with Engram(path, settings=settings) as eng:
+        eng.store("The staging database listens on port 5433")
+        eng.store_db.set_meta("model_name", "another-model")
+    with pytest.raises(ModelMismatch, match=r"embedded with another-model .*engram reindex --reembed"):
+        Engram(path, settings=settings, degraded_ok=True, load_model_later=True)
+    with Engram(path, settings=settings, degraded_ok=True, load_model_later=True, allow_model_change=True) as eng:
+        assert eng.state.model_changed  # what `engram reindex --reembed` opens with
