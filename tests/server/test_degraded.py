@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -37,7 +38,9 @@ def test_without_degraded_ok_a_broken_model_is_an_error(broken, settings, clock)
 
 
 def test_degraded_serves_keyword_recall_keeps_stores_and_recovers(broken, settings, clock, fake):
-    # A store made while the model worked, so the file has vectors of the model's width.
+    # A store made while the model worked, so the file has vectors of the model's width; the
+    # configured model is that one (a store of another is refused before the model loads).
+    settings = replace(settings, model=fake.name)
     path = settings.home / "m.duckdb"
     settings.home.mkdir(parents=True)
     with Engram(path, settings=settings, embedder=fake, clock=clock) as ok:
