@@ -559,7 +559,6 @@ SPLIT_PENDING = {
     "admin/export_import.py",
     "hooks/install.py",
     "models/onnx_runtime.py",
-    "server/http.py",
     # Went over when the day's merges met (tiers and expiry beside the typed index columns; tiers'
     # maintenance beside the vocabulary's): to split with the five above.
     "admin/maintenance.py",
