@@ -61,7 +61,7 @@ def measure(eng: Any, client: str, top: int = 3) -> dict:
 def noise(eng: Any, client: str) -> dict:
     """After every case's session is captured (its fix and its turn, through the transcript as
     the hook reads it), the share of unrelated prompts that get nothing captured injected."""
-    from engram.admin.maintenance import memory_stats
+    from engram.admin.stats import memory_stats
     from engram.hooks.turn_capture import read_new_events, turns_of
     from engram.workflows.capture import session_capture
     from engram.workflows.lifecycle import prompt_memories

@@ -25,8 +25,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from engram import Engram, Settings, VirtualClock
-from engram.admin.maintenance import memory_stats
 from engram.admin.scheduler import MaintenanceScheduler
+from engram.admin.stats import memory_stats
 from engram.api import Api, Ctx
 from engram.continuity.rendering import estimate_tokens
 from engram.models.embedding import load_embedder

@@ -37,7 +37,7 @@ from benchmarks.multiserver import WORDS, percentile
 from benchmarks.pgserver import private_postgres
 from engram import Engram, Settings
 from engram.models.embedding import FakeEmbedder
-from engram.search.memory_index import top_rows
+from engram.search.vector_search import top_rows
 
 DIM = 384
 USERS = 10  # memories are spread over users: every query filters on one

@@ -41,7 +41,7 @@ from engram.engine.state import EngineState
 from engram.engine.tiers import Tiers
 from engram.engine.writes import Writes
 from engram.models.embedding import Embedder, UnavailableEmbedder, load_embedder
-from engram.search.memory_index import one_blas_thread
+from engram.search.vector_search import one_blas_thread
 from engram.store import open_store
 
 # Why an engram opened with load_model_later serves keyword recall until its model has loaded.

@@ -109,7 +109,7 @@ def store_surface() -> dict:
 
 
 def main() -> None:
-    from engram.server.http import openapi_document
+    from engram.server.http_routes import openapi_document
 
     doc = {
         "mcp": mcp_surface(),

@@ -261,7 +261,7 @@ def _embedder(model: str):
 
 def _top(sims: np.ndarray, k: int) -> np.ndarray:
     """The k best columns of one row of cosines, by the engine's own top-k (ties by position)."""
-    from engram.search.memory_index import top_rows
+    from engram.search.vector_search import top_rows
 
     return top_rows(sims, np.arange(len(sims)), k)
 

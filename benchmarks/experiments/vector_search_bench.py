@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     from engram import Engram, Settings
     from engram.models.embedding import load_embedder
-    from engram.search.memory_index import one_blas_thread, top_rows
+    from engram.search.vector_search import one_blas_thread, top_rows
 
     from ..engine_bench import sentence
 

@@ -12,7 +12,7 @@ from engram.core.errors import BackupInvalid, DiskFull, EngramError
 from engram.engram import Engram
 from engram.store.backup import check_backup, daily_due, is_url, rotate
 from engram.store.backup_files import DAILY, backup_path
-from engram.store.db import is_disk_full
+from engram.store.duckdb_file import is_disk_full
 
 __all__ = ["backup_store", "daily_backup"]
 

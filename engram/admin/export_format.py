@@ -41,6 +41,8 @@ from engram.store.rows import MEMORY_FIELDS, Column
 
 FORMAT = "engram-jsonl"
 FORMAT_VERSION = 1
+TABLES = ("memories", "tasks", "sessions", "edges", "memory_events")  # what a file holds, counted in its end line
+KIND_TABLE = {"memory": "memories", "task": "tasks", "session": "sessions", "edge": "edges"}  # a line's table
 
 
 class Line(BaseModel):

@@ -85,7 +85,7 @@ class StoreOperations:
         )
 
     def memory_stats(self, ctx: Ctx) -> dict:
-        from engram.admin.maintenance import memory_stats
+        from engram.admin.stats import memory_stats
 
         user = self._user(ctx)
         stats = memory_stats(self.eng, user_id=user)

@@ -25,7 +25,8 @@ from engram.engine.state import EngineState
 from engram.engine.tiers import lifecycle_of, refreshed_expiry
 from engram.search.decay import recalled_stability
 from engram.search.graph import nearest_edges
-from engram.search.memory_index import MemoryIndex, to_days, top_rows
+from engram.search.memory_index import MemoryIndex, to_days
+from engram.search.vector_search import top_rows
 from engram.text.chunking import chunk_spans, split_chunks
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -38,14 +37,11 @@ from pathlib import Path
 from typing import Any, Literal
 
 from engram.hooks.plugins import DETACH, engram_words, is_engram_hook, plugin_hooks
+from engram.hooks.settings_files import InstallError, codex_feature, dump_like, read_json
 
 __all__ = ["CLIENTS", "Change", "InstallError", "hook_command", "install", "status", "uninstall"]
 
 Scope = Literal["project", "user"]
-
-
-class InstallError(Exception):
-    """A settings file engram will not touch (unreadable, not JSON, not the client's shape)."""
 
 
 @dataclass(frozen=True)
@@ -131,7 +127,6 @@ CLIENTS: dict[str, Client] = {
     )
 }
 
-CODEX_FEATURE_MARK = "# added by engram hooks install"
 # How the user removes a plugin that carries engram's hooks, to install them by hand instead.
 REMOVE_PLUGIN = {
     "claude-code": "claude plugin uninstall {}",
@@ -217,46 +212,7 @@ def _group(client: Client, event: Event, argv: list[str] | None, options: Sequen
     return g
 
 
-# ---------------------------------------------------------------- JSON files
-
-
-def _read_json(path: Path) -> tuple[str | None, dict[str, Any]]:
-    """The file's text (None when absent) and its object; a file engram cannot read safely raises."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return None, {}
-    except (OSError, UnicodeDecodeError) as e:
-        raise InstallError(f"cannot read {path}: {e}; nothing was changed") from None
-    if not text.strip():
-        return text, {}
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        raise InstallError(f"{path} is not valid JSON ({e}); fix it or move it away, nothing was changed") from None
-    if not isinstance(data, dict):
-        raise InstallError(f"{path} holds a JSON {type(data).__name__}, not an object; nothing was changed")
-    hooks = data.get("hooks", {})
-    if not isinstance(hooks, dict):
-        raise InstallError(f'{path}: "hooks" is a {type(hooks).__name__}, not an object; nothing was changed')
-    for event, groups in hooks.items():
-        if not isinstance(groups, list):
-            raise InstallError(f'{path}: "hooks.{event}" is not a list of matcher groups; nothing was changed')
-    return text, data
-
-
-def _indent_of(text: str | None) -> int | str:
-    """The indentation the file already uses (2 spaces for a new file)."""
-    for line in (text or "").splitlines()[1:]:
-        stripped = line.lstrip(" \t")
-        if stripped and len(stripped) < len(line):
-            lead = line[: len(line) - len(stripped)]
-            return "\t" if lead.startswith("\t") else len(lead)
-    return 2
-
-
-def _dump(data: dict[str, Any], like: str | None) -> str:
-    return json.dumps(data, indent=_indent_of(like), ensure_ascii=False) + "\n"
+# ---------------------------------------------------------------- engram's entries
 
 
 def _strip_engram(hooks: dict[str, Any], client: str) -> bool:
@@ -327,49 +283,6 @@ def _uninstalled(data: dict[str, Any], client: Client) -> dict[str, Any]:
     return out
 
 
-# ---------------------------------------------------------------- Codex's feature flag
-
-
-def _codex_feature(text: str | None, path: Path, enable: bool) -> str | None:
-    """config.toml with `[features] hooks = true` added (enable) or engram's line removed; None: as is.
-
-    Edited as text, so the user's comments and layout stay; only lines marked as engram's are removed.
-    """
-    import tomllib
-
-    text = text or ""
-    try:
-        config = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InstallError(f"{path} is not valid TOML ({e}); fix it or move it away, nothing was changed") from None
-    lines = text.splitlines(keepends=True)
-    if not enable:
-        kept = [ln for ln in lines if not ln.rstrip().endswith(CODEX_FEATURE_MARK)]
-        return "".join(kept) if len(kept) != len(lines) else None
-    features = config.get("features", {})
-    if not isinstance(features, dict):
-        raise InstallError(f'{path}: "features" is not a table; nothing was changed')
-    if features.get("hooks") is True:
-        return None
-    if "hooks" in features:
-        raise InstallError(
-            f"{path} turns Codex hooks off ([features] hooks = {features['hooks']!r}); set it "
-            "to true yourself to use engram's hooks (nothing was changed)"
-        )
-    header = re.compile(r"^\s*\[\s*features\s*\]\s*(#.*)?$")
-    for i, ln in enumerate(lines):
-        if header.match(ln):
-            lines.insert(i + 1, f"hooks = true  {CODEX_FEATURE_MARK}\n")
-            return "".join(lines)
-    if "features" in config:  # dotted keys or an inline table: no header to add a line under
-        raise InstallError(
-            f"{path} defines features without a [features] table; add hooks = true to them "
-            "yourself (nothing was changed)"
-        )
-    sep = "" if not text or text.endswith("\n") else "\n"  # no blank line: uninstall leaves no trace
-    return f"{text}{sep}[features]  {CODEX_FEATURE_MARK}\nhooks = true  {CODEX_FEATURE_MARK}\n"
-
-
 # ---------------------------------------------------------------- the commands
 
 
@@ -424,11 +337,11 @@ def _plan(
     client = _client(client_name)
     cwd = cwd or Path.cwd()
     path = client.settings_path(scope, cwd)
-    before, data = _read_json(path)
+    before, data = read_json(path)
     after_data = _installed(data, client, argv, options) if enable else _uninstalled(data, client)
     changes = []
     if after_data is not data:
-        after = _dump(after_data, before) if after_data else None  # nothing left of ours: no file
+        after = dump_like(after_data, before) if after_data else None  # nothing left of ours: no file
         changes.append(Change(path, before, after))
     if client.name == "codex":
         toml_path = codex_dir(scope, cwd) / "config.toml"
@@ -438,7 +351,7 @@ def _plan(
             toml_before = None
         except (OSError, UnicodeDecodeError) as e:
             raise InstallError(f"cannot read {toml_path}: {e}; nothing was changed") from None
-        toml_after = _codex_feature(toml_before, toml_path, enable)
+        toml_after = codex_feature(toml_before, toml_path, enable)
         if toml_after is not None:
             changes.append(Change(toml_path, toml_before, toml_after or None))
     return changes
@@ -486,7 +399,7 @@ def status(cwd: Path | None = None) -> list[dict[str, Any]]:
             path = client.settings_path(scope, cwd)
             row: dict[str, Any] = {"client": client.name, "scope": scope, "path": str(path)}
             try:
-                _, data = _read_json(path)
+                _, data = read_json(path)
             except InstallError as e:
                 rows.append({**row, "installed": False, "error": str(e)})
                 continue

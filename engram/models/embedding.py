@@ -1,7 +1,8 @@
 """Embedding providers: a protocol, the sentence-transformers provider, a test fake.
 
-Where a model's files are found is engram.models.model_files; the ONNX Runtime side (export, cache,
-check, trusted start), which the sentence-transformers provider holds, is engram.models.onnx_runtime.
+Where a model's files are found is engram.models.model_files; the ONNX Runtime side, which the
+sentence-transformers provider holds, is engram.models.onnx_runtime (sessions, check, trusted
+start) and engram.models.onnx_export (the export from torch, its cache file and key).
 The names tests and callers import from here are re-exported below.
 """
 
@@ -26,7 +27,8 @@ from engram.models.model_files import (  # noqa: F401 - re-exported
     SplitPackage,
     resolve_model_path,
 )
-from engram.models.onnx_runtime import OnnxRuntime, checked_graph_exists, export_lock, onnx_unsupported
+from engram.models.onnx_export import checked_graph_exists, export_lock, onnx_unsupported
+from engram.models.onnx_runtime import OnnxRuntime
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +71,7 @@ LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forwa
 
 class TorchModel:
     """The sentence-transformers model on torch: the model's own tokens and vectors, and the
-    reference the ONNX graph is exported from and checked against (onnx_runtime.Reference)."""
+    reference the ONNX graph is exported from and checked against (onnx_export.Reference)."""
 
     def __init__(self, torch, model, threads: int):
         self.torch = torch

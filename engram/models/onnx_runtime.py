@@ -1,26 +1,22 @@
-"""ONNX Runtime for SentenceTransformerEmbedder (engram.models.embedding): the graph exported from
-the torch model, its cache file and cache key, the check against torch (here or in a child
-process), and the trusted path that later starts take with only onnxruntime and `tokenizers`."""
+"""ONNX Runtime for SentenceTransformerEmbedder (engram.models.embedding): the graph's sessions and
+the tokens fed to them, the check against torch (here or in a child process), and the trusted path
+that later starts take with only onnxruntime and `tokenizers`. Making the graph (the export from
+torch, its cache file and key) is engram.models.onnx_export's."""
 
 from __future__ import annotations
 
-import hashlib
-import io
 import json
 import logging
-import os
 import re
 import threading
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
-from importlib import metadata
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from engram.models.model_files import tokenizer_file
+from engram.models.onnx_export import ONNX_FORMAT, Reference, export_graph, graph_path, write_atomic
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -28,17 +24,9 @@ if TYPE_CHECKING:
 # The embedder's own logger: what it logs about its backend reads as one story (and tests read it).
 log = logging.getLogger("engram.models.embedding")
 
-# ONNX Runtime path. Bump ONNX_FORMAT when the exported graph or its manifest changes: it is part
-# of the cache key.
-ONNX_FORMAT = 2
-ONNX_OPSET = 17
 CHECK_CHILD_TIMEOUT_S = 600.0  # loading torch and exporting the graph takes 10-60 s on a busy machine
 ONNX_TOLERANCE = 1e-4  # largest |difference| from the torch vectors accepted in the probe check
 ONNX_INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-# Libraries whose versions shape the exported graph or the tokens fed to it: a new version of any
-# of them makes the checked graph untrusted (a new cache key), so it is exported and checked again.
-# Read from the installed metadata, so computing the key imports none of them.
-KEY_PACKAGES = ("torch", "transformers", "sentence-transformers", "tokenizers", "onnxruntime", "onnx")
 # Threads for large batches when `threads` is 1, in a second session made on the first large
 # batch. Measured on 2 shared cores (scripts/embed_bench.py, 128 texts): 2 threads without
 # spinning took 0.56-0.66x the time of 1 with the other core free, 1.00-1.03x with it busy
@@ -53,20 +41,6 @@ ONNX_PROBES = (
     "Zoë’s café in 東京 — naïve résumé, 100 % ✓ 🚀",
     "The quick brown fox jumps over the lazy dog near the riverbank at dawn. " * 40,
 )
-
-
-class Reference(Protocol):
-    """What exporting the graph and checking it need of the torch model it reproduces
-    (engram.models.embedding.TorchModel)."""
-
-    model: Any  # the sentence-transformers model
-    torch: Any  # the torch module
-    lock: threading.Lock  # held while torch runs: its thread count is global
-    dim: int
-
-    def tokenize(self, texts: list[str]) -> dict: ...
-
-    def run(self, features: dict, large: bool = False) -> np.ndarray: ...
 
 
 class OnnxRuntime:
@@ -84,7 +58,7 @@ class OnnxRuntime:
         self.path = path
         self.threads = threads
         self.cache_dir = cache_dir
-        self.target = _graph_path(name, path, cache_dir)  # the cache file; None without a folder or a local model
+        self.target = graph_path(name, path, cache_dir)  # the cache file; None without a folder or a local model
         self.session = None  # an onnxruntime.InferenceSession once a graph is in use
         self.file: Path | None = None  # the cached graph in use, if any
         self.exported = False  # whether this start exported the graph (vs. read the cache)
@@ -259,7 +233,7 @@ class OnnxRuntime:
                     return f"cached graph {target}"
                 log.warning("cached ONNX graph %s differs from torch by %.2g; exporting it again", target, err)
         try:
-            graph = self._export(reference)
+            graph = export_graph(reference, self.inputs)
             session = _ort_session(graph, self.threads)
             err = self._error(session, reference)
         except Exception as e:  # noqa: BLE001 - any failure here means: stay on torch
@@ -270,7 +244,7 @@ class OnnxRuntime:
         if target is None:
             return "exported in memory (no cache folder, or the model is not a local folder)"
         try:
-            _write_atomic(target, graph)
+            write_atomic(target, graph)
         except OSError as e:
             return f"exported, but not cached ({target}: {e})"
         self.file = target
@@ -327,36 +301,13 @@ class OnnxRuntime:
             )
             return False
         try:
-            _write_atomic(self.file.with_suffix(".json"), json.dumps(info, indent=1).encode())
+            write_atomic(self.file.with_suffix(".json"), json.dumps(info, indent=1).encode())
         except OSError as e:
             log.warning("could not record the checked graph (%s); later starts check it again", e)
         # From now on tokens come from `tokenizers` (identical, checked above): nothing here
         # holds the torch model any more.
         self._reference_tokens = None
         return True
-
-    def _export(self, reference: Reference) -> bytes:
-        """The transformer plus mean pooling and L2 normalisation as one ONNX graph."""
-        torch, names = reference.torch, self.inputs
-        # Traced with padding, so the graph keeps the attention-mask path.
-        example = reference.tokenize(["a", "an example sentence, longer than the first one"])
-        module = _mean_pooled(torch, reference.model[0].auto_model, names).eval()
-        axes = {n: {0: "batch", 1: "tokens"} for n in names}
-        axes["embedding"] = {0: "batch"}
-        buf = io.BytesIO()
-        with reference.lock, warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's warnings about shape-dependent branches
-            torch.onnx.export(
-                module,
-                tuple(example[n] for n in names),
-                buf,
-                input_names=list(names),
-                output_names=["embedding"],
-                dynamic_axes=axes,
-                opset_version=ONNX_OPSET,
-                dynamo=False,
-            )
-        return buf.getvalue()
 
     def _error(self, session, reference: Reference) -> float:
         """Largest |difference| between the session's and torch's vectors on the probe texts."""
@@ -369,77 +320,6 @@ class OnnxRuntime:
                 return float("inf")
             worst = max(worst, float(np.abs(got - want).max()))
         return worst
-
-
-def _graph_path(name: str, path: str, cache_dir: Path | None) -> Path | None:
-    """Cache file named from the model and a key of its weights (size, mtime) and of the
-    versions that shape the graph; None when there is no folder or no local model."""
-    root = Path(path)
-    if cache_dir is None or not root.is_dir():
-        return None
-    files = []
-    for f in sorted(root.rglob("*")):
-        rel = f.relative_to(root)
-        if (
-            f.is_file()
-            and f.suffix in (".safetensors", ".bin", ".json", ".pt", ".pth", ".txt", ".model")
-            and not {"onnx", "openvino"} & set(rel.parts[:-1])
-        ):
-            st = f.stat()
-            files.append([str(rel), st.st_size, st.st_mtime_ns])
-    key = json.dumps([ONNX_FORMAT, ONNX_OPSET, str(root.resolve()), files, _versions()])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    stem = re.sub(r"[^A-Za-z0-9._]+", "_", name).strip("_.")[-80:] or "model"
-    return Path(cache_dir) / "onnx" / f"{stem}-{digest}.onnx"
-
-
-def checked_graph_exists(name: str, path: str, cache_dir: Path | None) -> bool:
-    """Whether the cache holds this model's graph with the manifest of its check (what
-    OnnxRuntime.open_trusted opens without torch), under the current key."""
-    target = _graph_path(name, path, cache_dir)
-    return target is not None and target.is_file() and target.with_suffix(".json").is_file()
-
-
-def onnx_unsupported(model) -> str | None:
-    """Why the exported graph (transformer, mean pooling, normalisation) would not reproduce
-    this sentence-transformers pipeline; None when it does."""
-    mods = list(model)
-    kinds = [type(m).__name__ for m in mods]
-    if not (kinds[:2] == ["Transformer", "Pooling"] and kinds[2:] in ([], ["Normalize"])):
-        return f"its modules are {' + '.join(kinds)}, not Transformer + Pooling (+ Normalize)"
-    if any(not type(m).__module__.startswith("sentence_transformers.") for m in mods):
-        return "its modules are not sentence-transformers' own"
-    tr, pool = mods[0], mods[1]
-    if getattr(tr, "auto_model", None) is None:
-        return "its Transformer has no Hugging Face model"
-    text_only = {"text": {"method": "forward", "method_output_name": "last_hidden_state"}}
-    if getattr(tr, "modality_config", text_only) != text_only:
-        return f"its Transformer is configured as {tr.modality_config}, not text to last_hidden_state"
-    if getattr(tr, "query_expansion", None) is not None:
-        return "its Transformer expands queries"
-    mode = getattr(pool, "pooling_mode", None)
-    if mode is None:  # sentence-transformers < 6
-        get = getattr(pool, "get_pooling_mode_str", None)
-        mode = get() if get else "unknown"
-    modes = (mode,) if isinstance(mode, str) else tuple(mode)
-    if modes != ("mean",):
-        return f"its pooling is {'+'.join(modes)}, not mean"
-    if getattr(model, "default_prompt_name", None):
-        return "it adds a default prompt"
-    if kinds[2:] and getattr(mods[2], "module_input_name", "sentence_embedding") != "sentence_embedding":
-        return "its Normalize is not on the sentence embedding"
-    return None
-
-
-def _versions() -> list:
-    """Installed versions of KEY_PACKAGES, from their metadata (no import)."""
-    out: list[list[str | None]] = []
-    for name in KEY_PACKAGES:
-        try:
-            out.append([name, metadata.version(name)])
-        except metadata.PackageNotFoundError:
-            out.append([name, None])
-    return out
 
 
 def _fast_tokenizer(info: dict) -> Tokenizer:
@@ -455,25 +335,6 @@ def _fast_tokenizer(info: dict) -> Tokenizer:
     return tok
 
 
-def _mean_pooled(torch, transformer, names: tuple[str, ...]):
-    """A module: the Hugging Face transformer, mean pooling over the attention mask (as
-    sentence-transformers' Pooling does), L2 normalisation."""
-
-    class MeanPooled(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.transformer = transformer
-
-        def forward(self, *inputs):
-            feats = dict(zip(names, inputs))
-            h = self.transformer(**feats, return_dict=True).last_hidden_state
-            mask = feats["attention_mask"].unsqueeze(-1).to(h.dtype)
-            v = (h * mask).sum(dim=1) / mask.sum(dim=1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(v, dim=1)
-
-    return MeanPooled()
-
-
 def _ort_session(model: str | bytes, threads: int):
     import onnxruntime as ort
 
@@ -485,37 +346,3 @@ def _ort_session(model: str | bytes, threads: int):
     # Idle threads sleep instead of spinning: spinning stalled 2 threads on a busy shared core.
     so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(model, so, providers=["CPUExecutionProvider"])
-
-
-@contextmanager
-def export_lock(target: Path) -> Iterator[None]:
-    """One check of a graph at a time across the processes that share a model cache (several
-    homes on one ENGRAM_MODEL_CACHE, daemons starting together): the others wait here, then find
-    the graph checked and open it instead of loading torch to do the same work. Where locking
-    files is not possible, each checks on its own, as before."""
-    try:
-        import fcntl
-
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fh = open(target.with_name(f".{target.stem}.lock"), "a")  # noqa: SIM115 - held to the end of the block
-    except (ImportError, OSError):
-        yield
-        return
-    with fh:
-        with suppress(OSError):  # a file system without locks: each checks on its own
-            fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file is closed, or the process ends
-        yield
-
-
-def _write_atomic(target: Path, data: bytes) -> None:
-    """Several processes may export at once: each writes its own file and renames it in place."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    finally:
-        tmp.unlink(missing_ok=True)

@@ -3,7 +3,7 @@
 An `Op` names an operation of `engram.api.Api` and declares its parameters (type, bounds,
 default, description for the calling model) and where it is exposed: as an MCP tool, an HTTP
 route, CLI commands. The adapters build everything else from these declarations: the MCP
-tool schemas (server/mcp.py), the HTTP body models and the OpenAPI document (server/http.py),
+tool schemas (server/mcp.py), the HTTP routes and the OpenAPI document (server/http_routes.py),
 the argparse arguments (engram.cli), and `check`, the one argument check every call goes through
 (Api.call). Adding a parameter is one `Param` in its area's table plus its use in the Api method;
 adding an operation is one `Op` there plus an Api method of the same name that takes every declared

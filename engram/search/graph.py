@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 import networkx as nx
 import numpy as np
 
-from engram.search.memory_index import top_rows
+from engram.search.vector_search import top_rows
 
 
 def nearest_edges(

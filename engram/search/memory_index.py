@@ -3,7 +3,8 @@
 Canonical rows live in DuckDB; this is rebuilt from them at open and kept in step
 with every write, so a memory stored a moment ago is found by keyword and by meaning,
 and a forgotten one by neither. Filters are applied exactly (boolean masks) before
-ranking, never after a top-k.
+ranking, never after a top-k. The top-k math, and the bounded search that keeps it exact
+without reading every vector in full, is engram.search.vector_search.
 
 Context: a turn of a conversation often lacks its subject ("Yes, twice last month!"), which
 the turns written just before it carry. A row stored with a `conversation` is searched with a
@@ -29,6 +30,7 @@ from engram.core.clock import SECONDS_PER_DAY
 from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, Memory, Scope
 from engram.search.bm25 import BM25Index
 from engram.search.decay import TIER_FACTORS, memory_stability
+from engram.search.vector_search import best, bounded_best, principal_basis, project, score_bounds
 
 STATUS_CODES = {"active": 0, "superseded": 1, "consolidated": 2}
 
@@ -39,30 +41,6 @@ BOUNDED_MIN_ROWS = 20_000
 
 def to_days(dt: datetime | None, default: float = np.nan) -> float:
     return default if dt is None else dt.timestamp() / SECONDS_PER_DAY
-
-
-def one_blas_thread() -> None:
-    """Run numpy's BLAS on one thread. The index's products are matrix-vector: a second thread
-    gains nothing, and waiting for it while another process holds that core cost about 8 ms per
-    product here (measured: a 100k x 96 product took 8 ms on two threads, 1.4 ms on one)."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:  # pragma: no cover - installed with engram
-        return
-    threadpool_limits(1, user_api="blas")
-
-
-def top_rows(scores: np.ndarray, rows: np.ndarray, k: int) -> np.ndarray:
-    """The k of `rows` with the highest scores (indexed by row), best first."""
-    return _best(rows, scores[rows], k)[0]
-
-
-def _best(rows: np.ndarray, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The k (row, score) pairs with the highest scores (one per row), best first, ties by row;
-    a partial sort, as rows can number 100k."""
-    top = np.argpartition(-scores, k)[:k] if len(rows) > k else np.arange(len(rows))
-    top = top[np.lexsort((rows[top], -scores[top]))]
-    return rows[top], scores[top]
 
 
 class _Codes(dict):
@@ -327,11 +305,8 @@ class MemoryIndex:
             self._project(name, np.atleast_1d(rows))
 
     def _project(self, name: str, rows: np.ndarray) -> None:
-        full = getattr(self, name)[rows]
-        p = full @ self.basis
-        self.proj[name][:, rows] = p.T
-        left = np.einsum("ij,ij->i", full, full) - np.einsum("ij,ij->i", p, p)
-        self.resid[name][rows] = np.sqrt(np.maximum(left, 0.0))
+        assert self.basis is not None  # called once the subspace is chosen
+        self.proj[name][:, rows], self.resid[name][rows] = project(getattr(self, name)[rows], self.basis)
 
     def _maybe_fit(self) -> None:
         """Choose the subspace (again) once there are enough rows, and each time they double:
@@ -340,9 +315,7 @@ class MemoryIndex:
         if live < self.bounded_min_rows or live < 2 * self._fit_rows:
             return
         rows = np.flatnonzero(self.alive[: self.n])
-        x = self.vectors[rows[:: max(1, len(rows) // 50_000)]].astype(np.float64)
-        w, v = np.linalg.eigh(x.T @ x)
-        self.basis = np.ascontiguousarray(v[:, np.argsort(-w)[: self.proj_dims]], dtype=np.float32)
+        self.basis = principal_basis(self.vectors[rows[:: max(1, len(rows) // 50_000)]], self.proj_dims)
         self._fit_rows = live
         every = np.arange(self.n)
         for name in ("vectors", "search"):
@@ -365,7 +338,7 @@ class MemoryIndex:
         mixed = mask[: self.n] & self.contextual[: self.n]
         if mixed.any():
             rows = np.union1d(rows, self.top_cosine(q, mixed, k, "vectors")[0]).astype(np.int64)
-        return _best(rows, self.match(rows, q), k)
+        return best(rows, self.match(rows, q), k)
 
     def match(self, rows: np.ndarray, q: np.ndarray) -> np.ndarray:
         """How close each row is to q by meaning: the larger of its own vector's and its search
@@ -375,12 +348,8 @@ class MemoryIndex:
     def nearest(
         self, q: np.ndarray, masks: list[np.ndarray], k: int, name: str = "search"
     ) -> list[tuple[np.ndarray, np.ndarray]]:
-        """top_cosine for several masks, reading the rows once.
-
-        With many rows a full scan reads 1.5 KB per row. Instead each row is scored against its
-        projection onto `basis` (a quarter of the bytes), to which the rest of the vector can
-        add at most |q⊥|·|v⊥| (Cauchy–Schwarz); exact scores are computed only for the rows
-        whose bound reaches the k-th best exact score among the most promising."""
+        """top_cosine for several masks, reading the rows once: a full scan, or with many rows
+        the bounded search over the subspace (engram.search.vector_search.bounded_best)."""
         n = self.n
         full = getattr(self, name)
         scan = bound = None  # every row's score, or its bound; computed once for all masks
@@ -389,23 +358,15 @@ class MemoryIndex:
             rows = np.flatnonzero(mask[:n])
             if self.basis is None or len(rows) <= max(4 * k, n // 50):
                 if 2 * len(rows) <= n:  # few rows: gather them
-                    out.append(_best(rows, full[rows] @ q, k))
+                    out.append(best(rows, full[rows] @ q, k))
                     continue
                 if scan is None:
                     scan = full[:n] @ q
-                out.append(_best(rows, scan[rows], k))
+                out.append(best(rows, scan[rows], k))
                 continue
             if bound is None:
-                qp = q @ self.basis
-                q_rest = float(np.sqrt(max(float(q @ q) - float(qp @ qp), 0.0)))
-                bound = qp @ self.proj[name][:, :n]
-                bound += q_rest * self.resid[name][:n]
-            b = np.where(mask[:n], bound, -np.inf)
-            first = np.argpartition(-b, 4 * k)[: 4 * k]
-            kth = np.partition(full[first] @ q, -k)[-k]
-            # The tolerance covers float32 rounding in the two ways of computing a score.
-            cand = np.flatnonzero(b >= kth - 1e-4)
-            out.append(_best(cand, full[cand] @ q, k))
+                bound = score_bounds(q, self.basis, self.proj[name][:, :n], self.resid[name][:n])
+            out.append(bounded_best(full, q, mask[:n], bound, k))
         return out
 
     def touch(self, memories: Iterable[Memory]) -> None:

@@ -57,7 +57,8 @@ from engram.core.recall_query import RecallQuery
 from engram.core.settings import Settings
 from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
 from engram.search.graph import MemoryGraph
-from engram.search.memory_index import MemoryIndex, top_rows
+from engram.search.memory_index import MemoryIndex
+from engram.search.vector_search import top_rows
 from engram.text import dates
 from engram.text.tokens import tokenize
 

@@ -30,7 +30,7 @@ from engram.store.backup_files import (
     latest_backup,
     list_backups,
 )
-from engram.store.db import inspect_file
+from engram.store.duckdb_file import inspect_file
 
 __all__ = [
     "BACKUP_DIR",
@@ -71,7 +71,7 @@ def is_url(path: str) -> bool:
 
 def check_backup(path: str | Path) -> dict[str, Any]:
     """Open a backup read-only and check it: its size against its used blocks, the schema
-    version, each table's rows read in full (engram.store.db.inspect_file).
+    version, each table's rows read in full (engram.store.duckdb_file.inspect_file).
 
     Returns {"path", "bytes", "schema_version", "counts"}; raises BackupInvalid naming the file
     and what is wrong.

@@ -1,5 +1,6 @@
-"""DuckDB access: the connection and its errors, transactions, bulk inserts, held recall counts,
-the file (inspection, backup, compaction). The SQL both backends share is in sql.py."""
+"""DuckDB access: transactions, bulk inserts, held recall counts, the file's backup and compaction.
+The SQL both backends share is in sql.py; the connection that names a full disk or a damaged file,
+and the checks of a file's integrity, in duckdb_file.py."""
 
 from __future__ import annotations
 
@@ -22,14 +23,15 @@ import numpy as np
 if "pandas" not in sys.modules and importlib.util.find_spec("pandas") is None:
     sys.modules["pandas"] = None  # type: ignore[assignment]
 
-from engram.core.errors import BackupInvalid, DatabaseDamaged, DatabaseLocked, DiskFull
+from engram.core.errors import DatabaseDamaged, DatabaseLocked, DiskFull
 from engram.core.types import EngramError, Memory
 from engram.store import schema as _schema
 from engram.store.backup_files import copy_file, latest_backup
 from engram.store.dialect import DUCKDB, Pending, Rows
-from engram.store.extensions import LOADED_BY_STORE, Connection, load_extensions
+from engram.store.duckdb_file import FileConnection, first_line, is_disk_full, missing_bytes
+from engram.store.extensions import LOADED_BY_STORE, load_extensions
 from engram.store.rows import MEM_SELECT, MEMORY_FIELDS, aware, memory_values, row_to_memory, ts
-from engram.store.schema import SCHEMA_VERSION, SQL_TYPES, migrate
+from engram.store.schema import SQL_TYPES, migrate
 from engram.store.sql import ERASURE_PENDING, SqlStore
 
 # Column types for bulk inserts (unnest of one list per column), embedding last.
@@ -50,129 +52,6 @@ def _columns(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
     return [list(c) for c in zip(*rows)]
 
 
-def is_disk_full(e: BaseException | str) -> bool:
-    """A DuckDB (or OS) error caused by a full disk (or quota)."""
-    if isinstance(e, OSError):
-        import errno
-
-        return e.errno in (errno.ENOSPC, errno.EDQUOT)
-    text = str(e).lower()
-    return "no space left" in text or "disk quota" in text or "disk full" in text
-
-
-def _first_line(e: BaseException | str) -> str:
-    return str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-
-
-class _Connection:
-    """The DuckDB connection, turning the errors of a full disk or a damaged file into engram's.
-
-    A full disk fails a commit cleanly (the WAL write is refused: nothing of it is kept) but a
-    failed checkpoint (an automatic one at commit, or engram's own) invalidates the whole
-    database object: every later statement, reads too, fails until it is reopened. So a fatal
-    error reopens the file (the WAL holds every commit) and the statement that hit it raises
-    DiskFull; the next one, read or write, runs on the fresh connection.
-    """
-
-    def __init__(self, path: str, describe: Callable[..., EngramError | None]):
-        self.path = path
-        self._describe = describe
-        self.raw = duckdb.connect(path)
-
-    def execute(self, sql: str, params: Any = None) -> Any:
-        try:
-            return self.raw.execute(sql, params) if params is not None else self.raw.execute(sql)
-        except duckdb.FatalException as e:
-            self._reopen()
-            if sql == "ROLLBACK":
-                return None  # the reopened connection has no transaction to roll back
-            raise (self._describe(e, True) or e) from e
-        except duckdb.Error as e:
-            if sql == "ROLLBACK" and "no transaction is active" in str(e):
-                return None  # the transaction died with a connection reopened inside it
-            described = self._describe(e)
-            if described is None:
-                raise
-            raise described from e
-
-    def _reopen(self) -> None:
-        with suppress(duckdb.Error):
-            self.raw.close()
-        self.raw = duckdb.connect(self.path)
-        load_extensions(self.raw, LOADED_BY_STORE)
-
-    def close(self) -> None:
-        self.raw.close()
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.raw, name)
-
-
-# DuckDB's file starts with three 4 KiB headers; blocks follow (storage/storage_info.hpp).
-DUCKDB_HEADER_BYTES = 3 * 4096
-
-
-def missing_bytes(con: Connection, path: str) -> int:
-    """How many bytes short of its own count of used blocks the file is (0: whole, or not known).
-
-    DuckDB opens a file cut short at a block boundary, and a read-only open reads the missing
-    blocks only when a query needs them, so a truncated file can look fine until then. With a
-    write-ahead log beside it (a process that stopped without a checkpoint: a kill) the count
-    includes the blocks the replayed log allocated in memory, so nothing is concluded then: a
-    missing block is still found when a query reads it (Store._runtime_error).
-    """
-    wal = Path(path + ".wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        return 0
-    # used_blocks, not total_blocks: DuckDB itself cuts free blocks off the end of the file at a
-    # checkpoint while still counting them, so only the used ones must all be in it.
-    row = con.execute(
-        "SELECT block_size, used_blocks FROM pragma_database_size() WHERE database_name = current_database()"
-    ).fetchone()
-    if row is None:
-        return 0
-    need = DUCKDB_HEADER_BYTES + int(row[0]) * int(row[1])
-    return max(0, need - Path(path).stat().st_size)
-
-
-def inspect_file(path: Path) -> dict[str, Any]:
-    """Check a DuckDB file engram did not open (a backup): {"schema_version", "counts"}.
-
-    Opened read-only; its size is compared with its block count, and every row of every table is
-    read (a hash over each, so a damaged block fails here). Raises BackupInvalid naming the file.
-    """
-    try:
-        con = duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as e:
-        raise BackupInvalid(f"{path} is not a usable engram backup: {_first_line(e)}") from None
-    try:
-        try:
-            short = missing_bytes(con, str(path))
-            version = _schema.one(con, "SELECT max(version) FROM schema_version")
-        except duckdb.Error as e:
-            raise BackupInvalid(f"{path} is not an engram database ({_first_line(e)})") from None
-        if short:
-            raise BackupInvalid(f"{path} is truncated: {short} bytes of its blocks are missing")
-        if version is None or version > SCHEMA_VERSION:
-            raise BackupInvalid(
-                f"{path} has schema v{version}; this engram reads up to v{SCHEMA_VERSION}"
-                + ("; upgrade engram to restore it" if version else "")
-            )
-        present = {r[0] for r in con.execute("SELECT table_name FROM information_schema.tables").fetchall()}
-        counts = {}
-        for table in _schema.TABLES:  # every table, the ledger too (rows.TABLES: the countable ones)
-            if table not in present and version < SCHEMA_VERSION:
-                continue  # an older schema without this table: migrating it on open adds it
-            try:
-                n = _schema.one(con, f"SELECT count(*), bit_xor(hash(t)) FROM {table} t")
-            except duckdb.Error as e:
-                raise BackupInvalid(f"{path}: table {table} cannot be read: {_first_line(e)}") from None
-            counts[table] = int(n)
-    finally:
-        con.close()
-    return {"schema_version": int(version), "counts": counts}
-
-
 class Store(SqlStore):
     """A DuckDB file (or :memory:) holding engram's canonical rows."""
 
@@ -184,7 +63,7 @@ class Store(SqlStore):
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         try:
             self.con = (
-                duckdb.connect(self.path) if self.path == ":memory:" else _Connection(self.path, self._runtime_error)
+                duckdb.connect(self.path) if self.path == ":memory:" else FileConnection(self.path, self._runtime_error)
             )
         except duckdb.IOException as e:
             if "could not set lock" in str(e).lower() or "conflicting lock" in str(e).lower():
@@ -223,7 +102,7 @@ class Store(SqlStore):
             return EngramError(f"cannot open an in-memory database: {e}")
         if is_disk_full(e):
             return DiskFull(
-                f"cannot open {self.path}: the disk holding it is full ({_first_line(e)}); "
+                f"cannot open {self.path}: the disk holding it is full ({first_line(e)}); "
                 "free some space and try again. Nothing was changed"
             )
         newest = latest_backup(self.path)
@@ -234,7 +113,7 @@ class Store(SqlStore):
             else f"no backup was found in {Path(self.path).parent / 'backups'}"
         )
         return DatabaseDamaged(
-            f"cannot open the engram database {self.path}: {_first_line(e)}. The file is damaged or "
+            f"cannot open the engram database {self.path}: {first_line(e)}. The file is damaged or "
             f"is not an engram database; engram left it untouched (it did not rename, move, truncate "
             f"or replace it). {advice[0].upper() + advice[1:]}."
         )
@@ -253,7 +132,7 @@ class Store(SqlStore):
             )
             return DiskFull(
                 f"the disk holding {self.path} is full: {done}. Reads keep working and "
-                f"writes resume by themselves once space is freed ({_first_line(e)})"
+                f"writes resume by themselves once space is freed ({first_line(e)})"
             )
         text = str(e)
         if "Corrupt database file" in text or "Could not read enough bytes" in text:
@@ -518,7 +397,7 @@ class Store(SqlStore):
             self.con.close()
             tmp.replace(self.path)
             Path(self.path + ".wal").unlink(missing_ok=True)
-            self.con = _Connection(self.path, self._runtime_error)
+            self.con = FileConnection(self.path, self._runtime_error)
             load_extensions(self.con.raw, LOADED_BY_STORE)
             self.con.execute("DELETE FROM meta WHERE key = ?", [ERASURE_PENDING])
             return True

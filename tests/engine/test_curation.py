@@ -7,7 +7,8 @@ from datetime import datetime
 
 import pytest
 
-from engram.admin.maintenance import memory_stats, run_maintenance
+from engram.admin.maintenance import run_maintenance
+from engram.admin.stats import memory_stats
 from engram.api import Api, Ctx
 from engram.core.types import EngramError, NotFound
 from engram.search.decay import days_until, initial_stability, strength

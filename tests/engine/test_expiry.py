@@ -10,7 +10,8 @@ from datetime import timedelta
 import pytest
 
 from engram import Engram
-from engram.admin.maintenance import memory_stats, run_maintenance
+from engram.admin.maintenance import run_maintenance
+from engram.admin.stats import memory_stats
 from engram.api import Api
 from engram.core.errors import EngramError
 from engram.core.types import Ctx

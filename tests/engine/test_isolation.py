@@ -18,7 +18,7 @@ from engram.api import Api, Ctx
 from engram.core.types import NotFound
 from engram.server.backend import SessionBackends
 from engram.server.daemon import Daemon, build_http_app
-from engram.server.http import OPS
+from engram.server.http_routes import OPS
 from engram.server.rpc import Peer, RpcError
 from engram.server.rpc_client import RpcClient
 from tests.conftest import wait_until

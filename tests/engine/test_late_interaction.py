@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from engram import Engram
-from engram.admin.maintenance import memory_stats, run_maintenance
+from engram.admin.maintenance import run_maintenance
+from engram.admin.stats import memory_stats
 from engram.engine.token_vectors import text_hash
 from engram.models.late_interaction import TOKEN_DIM, LateReader, from_bytes, maxsim, to_bytes
 from engram.models.on_demand import OnDemand

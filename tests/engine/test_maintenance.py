@@ -7,7 +7,8 @@ from datetime import timedelta
 import pytest
 
 from engram import Engram, Settings
-from engram.admin.maintenance import memory_stats, run_maintenance
+from engram.admin.maintenance import run_maintenance
+from engram.admin.stats import memory_stats
 from engram.search.decay import recalled_stability
 
 PG = "The staging database runs PostgreSQL 16 on port 5433"

@@ -27,7 +27,7 @@ from engram.api import Api, Ctx
 from engram.core.types import EngramError
 from engram.models.embedding import FakeEmbedder
 from engram.server.daemon import build_http_app
-from engram.server.http import OPS
+from engram.server.http_routes import OPS
 from engram.server.mcp import TOOL_NAMES, build_mcp
 
 FAST, FULL = 100, 1000

@@ -11,7 +11,8 @@ import pytest
 
 from engram import Engram
 from engram.api import Api
-from engram.server.http import OPS, BindRefused, build_app, check_bind
+from engram.server.http import BindRefused, build_app, check_bind
+from engram.server.http_routes import OPS
 from tests.conftest import wait_until
 
 TOKEN = "s3cret-token-for-tests"

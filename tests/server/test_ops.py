@@ -23,8 +23,9 @@ from engram.cli import build_parser, main
 from engram.core.types import EngramError, NotFound
 from engram.server import rpc
 from engram.server.backend import LocalBackend
-from engram.server.http import JSON, build_app, openapi_document
-from engram.server.http import OPS as ROUTES
+from engram.server.http import JSON, build_app
+from engram.server.http_routes import OPS as ROUTES
+from engram.server.http_routes import openapi_document
 from engram.server.mcp import build_mcp
 
 

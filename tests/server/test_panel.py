@@ -22,7 +22,7 @@ from playwright.sync_api import expect
 
 from engram.api import Ctx
 from engram.panel import STATIC
-from engram.server.http import OPS
+from engram.server.http_routes import OPS
 from tests.support.http_server import launch, serving
 
 pytestmark = [pytest.mark.browser]  # and `model` on every test that runs the real server

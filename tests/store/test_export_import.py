@@ -197,7 +197,7 @@ def test_import_holds_a_batch_of_rows_not_the_file(target, fake, clock, settings
     design (engram/search/memory_index.py), whatever the import does."""
     import tracemalloc
 
-    from engram.admin import export_import as transfer
+    from engram.admin import jsonl_import
     from tests.conftest import memory_path
 
     whole = replace(settings, chunk_size=30_000)  # each memory one row, not chunks
@@ -214,7 +214,7 @@ def test_import_holds_a_batch_of_rows_not_the_file(target, fake, clock, settings
         src.close()
     size = path.stat().st_size
     assert size > 8_000_000
-    monkeypatch.setattr(transfer, "IMPORT_BATCH", 25)
+    monkeypatch.setattr(jsonl_import, "IMPORT_BATCH", 25)
     rebuild = target.rebuild_indexes
     monkeypatch.setattr(target, "rebuild_indexes", lambda: None)
     tracemalloc.start()

@@ -12,7 +12,7 @@ import pytest
 from engram import cli
 from engram import setup_command as setup
 from engram.core.settings import SETTINGS
-from engram.server.http import OPS
+from engram.server.http_routes import OPS
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"

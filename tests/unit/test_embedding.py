@@ -195,10 +195,10 @@ def test_a_new_library_version_makes_the_graph_checked_again(onnx_cache, tmp_pat
     trusted = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert trusted.checked == "trusted" and not trusted.onnx_exported
 
-    from engram.models import onnx_runtime as onnx_backend
+    from engram.models import onnx_export
 
-    versions = onnx_backend._versions()
-    monkeypatch.setattr(onnx_backend, "_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
+    versions = onnx_export.installed_versions()
+    monkeypatch.setattr(onnx_export, "installed_versions", lambda: [*versions, ["onnxruntime", "99.0"]])
     again = SentenceTransformerEmbedder("all-MiniLM-L6-v2", cache)
     assert again.checked == "checked" and again.onnx_exported and again.onnx_file != trusted.onnx_file
     names = sorted(p.name for p in (cache / "onnx").iterdir())  # the old key's graph and manifest went
@@ -236,11 +236,12 @@ def test_when_onnx_cannot_be_used_torch_serves_and_the_log_says_why(failure, tmp
         monkeypatch.setitem(sys.modules, "onnxruntime", None)
         expected = "onnxruntime is not installed"
     elif failure == "export fails":
+        from engram.models import onnx_runtime
 
-        def boom(self, reference):
+        def boom(reference, names):
             raise RuntimeError("exporter exploded")
 
-        monkeypatch.setattr(embedding.OnnxRuntime, "_export", boom)
+        monkeypatch.setattr(onnx_runtime, "export_graph", boom)  # the name the runtime calls it by
         expected = "export failed (RuntimeError: exporter exploded)"
     else:
         monkeypatch.setattr(embedding.OnnxRuntime, "_error", lambda self, session, reference: 0.01)
