@@ -27,9 +27,11 @@ __all__ = [
 # CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
 EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
 RUNNING = re.compile(r"Process running with session ID (\d+)\n?")
-# A tool call the user rejected or interrupted (Claude Code, Codex), not a command that failed.
+# A tool call the user rejected or interrupted (Claude Code, Codex), or one Claude Code cancelled
+# because a call beside it failed: not a command that failed.
 REFUSED = re.compile(
     r"The user doesn't want to proceed with this tool use|\[Request interrupted by user|"
+    r"Cancelled: parallel tool call|"
     r"(?:exec command|patch|command) rejected by user|\baborted by user\b|^aborted$",
     re.I | re.M,
 )

@@ -84,6 +84,12 @@ def test_the_reader_marks_timeouts_and_background_runs_and_drops_rejected_calls(
         "The user doesn't want to proceed with this tool use. The tool use was rejected",
         True,
     )
+    s.tool(  # Claude Code cancels the calls beside one that failed: they never ran
+        "Bash",
+        {"command": "git log --oneline -3"},
+        "<tool_use_error>Cancelled: parallel tool call Bash(git-ai stats --json) errored</tool_use_error>",
+        True,
+    )
     s.tool("exec_command", {"cmd": "npm run dev"}, "Process running with session ID 51677\n> vite", False)
     s.tool("Bash", {"command": "grep -rn TODO src"}, "Exit code 1", True)  # found nothing: an answer
     assert [(e["command"], e["failed"], e.get("unfinished", False)) for e in s.timeline] == [
