@@ -76,8 +76,13 @@ GEMINI_SHELL_FIELDS = re.compile(
 def shell_output(output: str) -> str:
     """What a command printed, without Gemini CLI's frame around it ("Command: ...", "Directory:
     ...", "Output: ...", "Error: (none)", "Exit Code: 1", "Signal: ...", "Process Group PGID: ...")."""
-    if not (output or "").startswith("Command: ") or "\nOutput: " not in output:
-        return output or ""
+    output = output or ""
+    framed = (output.startswith("Command: ") and "\nOutput: " in output) or (
+        # Other versions start at the output: the fields after it say it is the frame.
+        output.startswith("Output: ") and re.search(r"^(?:Exit Code|Process Group PGID): ", output, re.M)
+    )
+    if not framed:
+        return output
     fields: dict[str, str] = {}
     marks = list(GEMINI_SHELL_FIELDS.finditer(output))
     for i, m in enumerate(marks):
