@@ -27,9 +27,11 @@ __all__ = [
 # CLI), "Exit code: 1", "exit_code": 1, "Process exited with code 1" (Codex).
 EXIT_CODE = re.compile(r"(?i)(?:exit[ _]code\"?:?\s*|exited with code\s+)(-?\d+)")
 RUNNING = re.compile(r"Process running with session ID (\d+)\n?")
-# A tool call the user rejected or interrupted (Claude Code, Codex), not a command that failed.
+# A tool call the user rejected or interrupted (Claude Code, Codex), or one Claude Code cancelled
+# because a call beside it failed: not a command that failed.
 REFUSED = re.compile(
     r"The user doesn't want to proceed with this tool use|\[Request interrupted by user|"
+    r"Cancelled: parallel tool call|"
     r"(?:exec command|patch|command) rejected by user|\baborted by user\b|^aborted$",
     re.I | re.M,
 )
@@ -74,8 +76,13 @@ GEMINI_SHELL_FIELDS = re.compile(
 def shell_output(output: str) -> str:
     """What a command printed, without Gemini CLI's frame around it ("Command: ...", "Directory:
     ...", "Output: ...", "Error: (none)", "Exit Code: 1", "Signal: ...", "Process Group PGID: ...")."""
-    if not (output or "").startswith("Command: ") or "\nOutput: " not in output:
-        return output or ""
+    output = output or ""
+    framed = (output.startswith("Command: ") and "\nOutput: " in output) or (
+        # Other versions start at the output: the fields after it say it is the frame.
+        output.startswith("Output: ") and re.search(r"^(?:Exit Code|Process Group PGID): ", output, re.M)
+    )
+    if not framed:
+        return output
     fields: dict[str, str] = {}
     marks = list(GEMINI_SHELL_FIELDS.finditer(output))
     for i, m in enumerate(marks):

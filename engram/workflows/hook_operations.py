@@ -18,12 +18,24 @@ class HookOperations:
 
     def __init__(self, engram: Engram):
         self.eng = engram
+        self.injections = lifecycle.SessionInjections()
 
     def session_start(self, ctx: Ctx, max_tokens: int) -> dict:
+        self.injections.forget(ctx.session_id)  # a new context: nothing injected into it yet
         return lifecycle.session_start(self.eng, ctx.user_id, ctx.session_id, max_tokens, ctx.project)
 
     def prompt_memories(self, ctx: Ctx, prompt: str, max_tokens: int, limit: int) -> dict:
-        return lifecycle.prompt_memories(self.eng, ctx.user_id, prompt, max_tokens, limit, ctx.project)
+        r = lifecycle.prompt_memories(
+            self.eng,
+            ctx.user_id,
+            prompt,
+            max_tokens,
+            limit,
+            ctx.project,
+            shown_before=self.injections.shown(ctx.session_id),
+        )
+        self.injections.add(ctx.session_id, r["memory_ids"])
+        return r
 
     def session_capture(
         self, ctx: Ctx, fixes: list[dict] | None, episodes: list[dict] | None, task_id: str | None, client: str
@@ -56,6 +68,8 @@ class HookOperations:
         def items(v: list[str] | str | None) -> list[str]:
             return [v] if isinstance(v, str) else list(v or [])
 
+        if interrupted:  # a compaction: what was injected into the context is summarised away
+            self.injections.forget(ctx.session_id)
         return lifecycle.session_checkpoint(
             self.eng,
             user=ctx.user_id,

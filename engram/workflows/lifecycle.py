@@ -8,13 +8,14 @@ the transcript and calls these through the daemon). The resume block is the engi
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from engram.continuity.conventions import conventions_for_prompt, is_captured_convention, project_conventions
 from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
 from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document, shared_by
-from engram.core.types import OPEN_TASK_STATUSES, EngramError, NotFound, Scope
+from engram.core.types import OPEN_TASK_STATUSES, PITFALL_TAG, EngramError, Memory, NotFound, Scope
 from engram.engram import Engram
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
@@ -139,12 +140,62 @@ def session_start(
     return {"context": text, "tokens": estimate_tokens(text), "task_ids": [t["id"] for t in tasks], "resumed": resumed}
 
 
+class SessionInjections:
+    """Which memories each session's context already holds from the prompt hook: injected once,
+    a memory is not injected again at the next prompts of the session (on real sessions the same
+    pitfall came back at prompt after prompt). A new context (SessionStart: a start, a resume, a
+    compaction, a clear) or a compaction's checkpoint forgets the session's set. Kept in the
+    daemon, which serves every prompt of a session on its machine; bounded to the newest sessions."""
+
+    MAX_SESSIONS = 500
+
+    def __init__(self) -> None:
+        self._shown: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+
+    def shown(self, session_id: str | None) -> set[str]:
+        with self._lock:
+            return set(self._shown.get(session_id or "", ()))
+
+    def add(self, session_id: str | None, memory_ids: list[str]) -> None:
+        if not session_id or not memory_ids:
+            return
+        with self._lock:
+            ids = self._shown.pop(session_id, set())  # re-inserted: the dict's order is by last use
+            self._shown[session_id] = ids | set(memory_ids)
+            while len(self._shown) > self.MAX_SESSIONS:
+                del self._shown[next(iter(self._shown))]
+
+    def forget(self, session_id: str | None) -> None:
+        with self._lock:
+            self._shown.pop(session_id or "", None)
+
+
+def injectable(m: Memory) -> bool:
+    """Whether a memory may come into a prompt's context unasked. A failure with neither a root
+    cause nor a fix (a checkpoint's failed command: `cat` of a missing file, an `rg` without a
+    match) says only that something failed once; on real sessions such records were 129 of the
+    188 failures injected and 12 of them bore on the prompt. They stay in the task's resume block
+    and in recall; pitfalls (with their fix) and failures with a root cause or fix are injected."""
+    if m.memory_type != "failure" or PITFALL_TAG in m.tags:
+        return True
+    doc = m.metadata.get("failure")
+    return isinstance(doc, dict) and bool(doc.get("fix") or doc.get("root_cause"))
+
+
 def prompt_memories(
-    eng: Engram, user: str | None, prompt: str, max_tokens: int, limit: int, project: str | None = None
+    eng: Engram,
+    user: str | None,
+    prompt: str,
+    max_tokens: int,
+    limit: int,
+    project: str | None = None,
+    shown_before: set[str] | frozenset[str] = frozenset(),
 ) -> dict:
     """The memories clearly relevant to a prompt (strong hits only, as everything pushed into a
     context unasked; and get_context's share of the best hit), as a short block; empty when none
-    is. Nothing is reinforced: a prompt is not a recall the agent asked for."""
+    is. Nothing is reinforced: a prompt is not a recall the agent asked for. shown_before: the
+    memories the session's context already holds (SessionInjections), not injected again."""
     query = prompt.strip()[:2000]
     if not query:
         return {"context": "", "tokens": 0, "memory_ids": []}
@@ -162,17 +213,21 @@ def prompt_memories(
     fixed = {
         f"`{c}` failed"
         for h in hits
-        if "pitfall" in h.memory.tags
+        if PITFALL_TAG in h.memory.tags
         for c in [(h.memory.metadata.get("capture") or {}).get("command")]
         if isinstance(c, str)
     }
-    hits = [h for h in hits if "pitfall" in h.memory.tags or not any(f in h.memory.content for f in fixed)]
+    hits = [h for h in hits if PITFALL_TAG in h.memory.tags or not any(f in h.memory.content for f in fixed)]
     # A captured convention comes by its own, stricter rule (engram.continuity.conventions).
-    shown = [(m, "convention") for m in conventions_for_prompt(eng, user, query, project, PROMPT_CONVENTIONS)]
+    conventions = conventions_for_prompt(eng, user, query, project, PROMPT_CONVENTIONS + len(shown_before))
+    shown = [(m, "convention") for m in conventions if m.id not in shown_before][:PROMPT_CONVENTIONS]
     shown += [
         (h.memory, h.memory.memory_type)
         for h in hits
-        if not is_captured_convention(h.memory) and h.memory.id not in {m.id for m, _ in shown}
+        if injectable(h.memory)
+        and not is_captured_convention(h.memory)
+        and h.memory.id not in shown_before
+        and h.memory.id not in {m.id for m, _ in shown}
     ]
     lines = []
     for m, label in shown:

@@ -315,3 +315,22 @@ def test_unrelated_prompts_get_nothing_captured_injected(settings, real_embedder
     with Engram(tmp_path / "m.duckdb", settings=settings, embedder=real_embedder, clock=clock) as eng:
         r = noise(eng, "claude-code")
     assert r["prompts"] >= 50 and r["nothing_injected_rate"] >= 0.95, r
+
+
+def test_a_failure_without_cause_or_fix_is_not_injected_into_a_prompt(eng):
+    """A checkpoint's failed command (no root cause, no fix) says only that something failed once:
+    on real sessions such records were most of what prompts got and almost never bore on them. It
+    stays findable by recall; a failure with its root cause or fix is injected."""
+    bare = eng.track_failure(
+        "`cat docs/architecture/overview.md` failed: No such file or directory", "cat", project=PROJECT
+    ).memory.id
+    explained = eng.track_failure(
+        "`cat docs/architecture/overview.md` failed: No such file or directory",
+        "docs",
+        root_cause="the architecture overview moved to docs/design/overview.md",
+        project=PROJECT,
+    ).memory.id
+    prompt = "cat docs/architecture/overview.md: No such file or directory"
+    shown = prompt_memories(eng, None, prompt, 300, 5, PROJECT)["memory_ids"]
+    assert explained in shown and bare not in shown
+    assert bare in [h.memory.id for h in eng.recall(prompt, scope=Scope.of(PROJECT), reinforce=False)]

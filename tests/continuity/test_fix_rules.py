@@ -84,6 +84,12 @@ def test_the_reader_marks_timeouts_and_background_runs_and_drops_rejected_calls(
         "The user doesn't want to proceed with this tool use. The tool use was rejected",
         True,
     )
+    s.tool(  # Claude Code cancels the calls beside one that failed: they never ran
+        "Bash",
+        {"command": "git log --oneline -3"},
+        "<tool_use_error>Cancelled: parallel tool call Bash(git-ai stats --json) errored</tool_use_error>",
+        True,
+    )
     s.tool("exec_command", {"cmd": "npm run dev"}, "Process running with session ID 51677\n> vite", False)
     s.tool("Bash", {"command": "grep -rn TODO src"}, "Exit code 1", True)  # found nothing: an answer
     assert [(e["command"], e["failed"], e.get("unfinished", False)) for e in s.timeline] == [
@@ -100,8 +106,12 @@ def test_gemini_clis_frame_around_a_commands_output_is_not_the_error():
         "Error: (none)\nExit Code: 127\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 4242"
     )
     s.tool("run_shell_command", {"command": "gh auth status"}, out, False)
-    [event] = s.timeline
-    assert event["failed"] and error_signature(event["output"])[0] == "bash: line 1: gh: command not found"
+    # Other versions of the client start the frame at its output.
+    out = "Output: fatal: not under version control, source=notes.txt\nExit Code: 128\nProcess Group PGID: 14184"
+    s.tool("run_shell_command", {"command": "git mv notes.txt docs/notes.txt"}, out, False)
+    first, second = s.timeline
+    assert first["failed"] and error_signature(first["output"])[0] == "bash: line 1: gh: command not found"
+    assert error_signature(second["output"])[0] == "fatal: not under version control, source=notes.txt"
 
 
 def test_a_changed_command_is_the_fix():

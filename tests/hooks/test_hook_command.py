@@ -141,9 +141,14 @@ def test_a_session_checkpointed_at_its_end_is_what_the_next_one_starts_with(mode
     subprocess.run(["git", "-C", str(other), "init", "-q"], check=True)
     out, line = hook(model_home, "SessionStart", payload("SessionStart", other, session="s3", source="startup"))
     assert out is None and "nothing to inject" in line
+    # A prompt brings what bears on it: a memory of the project, not the checkpoint's bare failed
+    # command (no cause, no fix: the resume block above already shows it); another project: nothing.
+    why = "test_retry expects 3 attempts: the client retries twice after the first call fails"
+    engram(model_home, "remember", why, cwd=repo)
     ask = "Why does test_retry in tests/test_client.py fail with expected 3 attempts, got 1?"
     out, line = hook(model_home, "UserPromptSubmit", payload("UserPromptSubmit", repo, session="s2", prompt=ask))
-    assert "expected 3 attempts, got 1" in context_of(out, "UserPromptSubmit")  # the pitfall, here
+    text = context_of(out, "UserPromptSubmit")
+    assert "the client retries twice" in text and "` failed" not in text
     out, line = hook(model_home, "UserPromptSubmit", payload("UserPromptSubmit", other, session="s3", prompt=ask))
     assert out is None and "no memory clearly relevant" in line  # not in another project
 
@@ -189,6 +194,27 @@ def test_the_prompt_hook_adds_only_clearly_relevant_memories(model_home, repo):
         env={"ENGRAM_HOOK_PROMPT": "0"},
     )
     assert out is None and "ENGRAM_HOOK_PROMPT is off" in line
+
+
+@pytest.mark.model
+def test_a_memory_is_injected_once_per_context_of_a_session(model_home, repo):
+    """On real sessions the same memory came back at prompt after prompt of one session: once
+    injected, the context holds it. Another session gets it; a new context of the session (a
+    SessionStart after a compaction, a resume, a clear) gets it again."""
+    engram(model_home, "remember", "The HTTP client retries with exponential backoff capped at 30 seconds", cwd=repo)
+    prompt = "How should the HTTP client back off when it retries?"
+
+    def injected(session: str) -> bool:
+        out, line = hook(model_home, "UserPromptSubmit", payload("UserPromptSubmit", repo, session, prompt=prompt))
+        if out is None:
+            assert "no memory clearly relevant" in line
+            return False
+        return "exponential backoff capped at 30 seconds" in context_of(out, "UserPromptSubmit")
+
+    assert injected("s1") and not injected("s1")
+    assert injected("s2")
+    hook(model_home, "SessionStart", payload("SessionStart", repo, "s1", source="compact"))
+    assert injected("s1")
 
 
 @pytest.mark.model
