@@ -48,25 +48,28 @@ class Indexes:
         p = self.p
         name, dim = p.store_db.get_meta("model_name"), p.store_db.get_meta("model_dim")
         mine = (p.embedder.name, str(p.embedder.dim))
-        # The configured name is known before the model loads (its dimensions are not): a store
-        # of another model is refused at once, not served by keyword recall until the load ends.
-        # The dimensions are checked when the model is back (retry_model).
-        if p.degraded and (name is None or name == mine[0]):
-            return False
+        # The configured name is known before the model loads, its dimensions only after: a store
+        # of another model is refused at once, not served by keyword recall until the load ends,
+        # and a store first written while the model loads records the name then, the dimensions
+        # when the model is back (retry_model checks again).
         if name is None:
             p.store_db.set_meta("model_name", mine[0])
-            p.store_db.set_meta("model_dim", mine[1])
+            if not p.degraded:
+                p.store_db.set_meta("model_dim", mine[1])
             return False
-        if (name, dim) != mine:
-            if self.allow_model_change:
-                return True
-            raise ModelMismatch(
-                f"{p.path} was embedded with {name} ({dim} dims) but this engram uses "
-                f"{mine[0]}{'' if p.degraded else f' ({mine[1]} dims)'}; vectors from two models must not be mixed. "
-                f"Run `engram reindex --reembed` to re-embed every memory with {mine[0]}, "
-                f"or set ENGRAM_MODEL={name}."
-            )
-        return False
+        if dim is None and not p.degraded:
+            p.store_db.set_meta("model_dim", mine[1])
+            dim = mine[1]
+        if name == mine[0] and (p.degraded or dim == mine[1]):
+            return False
+        if self.allow_model_change:
+            return True
+        raise ModelMismatch(
+            f"{p.path} was embedded with {name} ({dim or '?'} dims) but this engram uses "
+            f"{mine[0]}{'' if p.degraded else f' ({mine[1]} dims)'}; vectors from two models must not be mixed. "
+            f"Run `engram reindex --reembed` to re-embed every memory with {mine[0]}, "
+            f"or set ENGRAM_MODEL={name}."
+        )
 
     def retry_model(self, load: Callable[[], Embedder], *, force: bool = False) -> bool:
         """While degraded, try to load the model again with `load` (at most every MODEL_RETRY_S

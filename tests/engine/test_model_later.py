@@ -62,3 +62,22 @@ def test_a_store_of_another_model_by_name_is_refused_before_the_model_loads(tmp_
         Engram(path, settings=settings, degraded_ok=True, load_model_later=True)
     with Engram(path, settings=settings, degraded_ok=True, load_model_later=True, allow_model_change=True) as eng:
         assert eng.state.model_changed  # what `engram reindex --reembed` opens with
+
+
+def test_a_store_first_written_while_the_model_loads_records_its_model_then(tmp_path, checked_model_cache):
+    """The first write of a new store can come while the model still loads (a first start on a
+    machine): the name is recorded then, the dimensions once the model is back, so a command
+    naming another model meanwhile is refused rather than taking the store over."""
+    env = {"ENGRAM_HOME": str(tmp_path), "ENGRAM_MODEL_CACHE": str(checked_model_cache)}
+    settings = Settings.from_env(env)
+    path = tmp_path / "m.duckdb"
+    with Engram(path, settings=settings, degraded_ok=True, load_model_later=True) as eng:
+        eng.store("The on-call rotation changes every Monday at 10:00")
+        assert eng.store_db.get_meta("model_name") == settings.model and eng.store_db.get_meta("model_dim") is None
+    other = Settings.from_env({**env, "ENGRAM_MODEL": "another-model"})
+    with pytest.raises(ModelMismatch, match=f"embedded with {settings.model} .*engram reindex --reembed"):
+        Engram(path, settings=other, degraded_ok=True, load_model_later=True)
+    with Engram(path, settings=settings, degraded_ok=True, load_model_later=True) as eng:
+        assert eng.load_model() is True
+        assert eng.store_db.get_meta("model_dim") == str(eng.embedder.dim)
+        assert eng.recall("when does on-call rotate")[0].memory.content.startswith("The on-call rotation")

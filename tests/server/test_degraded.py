@@ -88,12 +88,14 @@ def test_degraded_serves_keyword_recall_keeps_stores_and_recovers(broken, settin
 
 
 def test_a_new_database_while_degraded(broken, settings, clock, fake):
+    settings = replace(settings, model=fake.name)  # the model that will load
     eng = Engram(":memory:", settings=settings, clock=clock, degraded_ok=True)
     try:
         api = Api(eng)
         mid = api.call("store_memory", {"content": "The API timeout is 30 seconds"}, CTX)["memory_id"]
         assert api.call("recall_memory", {"query": "API timeout"}, CTX)["memories"][0]["id"] == mid
-        assert eng.store_db.get_meta("model_name") is None  # recorded once the model is known
+        # The configured name is recorded at once, the dimensions once the model is known.
+        assert eng.store_db.get_meta("model_name") == fake.name and eng.store_db.get_meta("model_dim") is None
         broken.setattr(engram_mod, "load_embedder", lambda *a, **k: fake)
         assert eng.retry_model(force=True) and eng.store_db.get_meta("model_dim") == str(fake.dim)
         assert eng.index.vector(mid) is not None and float(np.linalg.norm(eng.index.vector(mid))) > 0.99
