@@ -14,7 +14,7 @@ import re
 import signal
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -414,7 +414,17 @@ def run_hook(event: str, client: str, stdin: IO[bytes], settings: Any = None) ->
         captured = _detach_capture(settings, client, name, payload, session_id)
         if kind == "capture":
             return captured
-        kind = "checkpoint"
+        # An event that also checkpoints (Codex's Stop): its log line says both, so a reader of
+        # hooks.log sees which process captures the turn.
+        out = _run_hook(settings, client, name, payload, session_id, project, "checkpoint")
+        return replace(out, message=f"{out.message}; {captured.message}")
+    return _run_hook(settings, client, name, payload, session_id, project, kind)
+
+
+def _run_hook(
+    settings: Any, client: str, name: str, payload: dict, session_id: str, project: Any, kind: str
+) -> HookOutcome:
+    """A hook that talks to the daemon (a session's start, a prompt, a checkpoint) within its budget."""
     budget, wait, spawn_wait = _waits(settings, kind)
     old = signal.signal(signal.SIGALRM, _on_alarm)
     signal.setitimer(signal.ITIMER_REAL, budget)

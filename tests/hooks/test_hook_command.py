@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -215,6 +217,23 @@ def test_a_memory_is_injected_once_per_context_of_a_session(model_home, repo):
     assert injected("s2")
     hook(model_home, "SessionStart", payload("SessionStart", repo, "s1", source="compact"))
     assert injected("s1")
+
+
+@pytest.mark.model
+def test_codex_stop_says_it_checkpointed_and_which_process_captures_the_turn(model_home, repo, tmp_path):
+    """Codex's Stop both checkpoints and hands the turn's capture to a detached process: its log
+    line says both (it once said only the checkpoint, so nothing showed the capture was running)."""
+    t = tmp_path / "rollout.jsonl"
+    t.write_text((DATA / "codex_rollout.jsonl").read_text())
+    base = {"session_id": "cx-1", "transcript_path": str(t), "cwd": str(repo), "hook_event_name": "Stop"}
+    out, line = hook(model_home, "Stop", base, client="codex")
+    m = re.search(r"; capture handed to pid (\d+)$", line)
+    assert out is None and " ok " in line and m, line
+    assert "checkpoint" in line or "stored" in line, line
+    end = time.monotonic() + 60
+    while f"capture pid={m.group(1)} " not in "".join(log_lines(model_home)):  # its own line, when done
+        assert time.monotonic() < end, "the detached capture logged nothing within 60 s"
+        time.sleep(0.05)
 
 
 @pytest.mark.model
