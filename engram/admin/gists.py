@@ -27,6 +27,7 @@ gist is written. A run that finds no new member changes no gist.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from datetime import datetime
@@ -38,6 +39,7 @@ from engram.core.ids import new_id
 from engram.core.redaction import REDACTED
 from engram.core.types import MEMORY_TYPES, Memory
 from engram.search.decay import MAX_STABILITY, base_stability
+from engram.search.memory_index import to_days
 from engram.text.statements import sentences
 from engram.text.tokens import tokenize
 
@@ -52,7 +54,10 @@ MIN_SESSIONS = 2
 SHARED_TERMS = 3  # content words two alike memories have in common, beside their vectors' similarity
 MAX_LINES = 12
 MAX_LINE_CHARS = 400
-PENDING_DAYS = 30  # how long the prune spares a recurrence that has not made a gist yet
+# How long the prune spares what may recur before a gist holds it: a captured memory from its
+# creation, two alike ones from two sessions from the newer one's.
+WINDOW_DAYS = 14
+PENDING_DAYS = 30
 HEADER = re.compile(r"\AGist of (\d+) (\w+) in (\d+) sessions?, (\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2}):\Z")
 LINE = re.compile(r"\A- (.+) \((\d+) of (\d+)\)\Z")
 _CODE = re.compile(r"`([^`\n]{3,300})`")
@@ -70,9 +75,10 @@ def plan_gists(eng: Engram, mine: np.ndarray, now: datetime) -> tuple[list[dict[
 
     The plans: a new gist per new cluster, an update per gist with new members, each {action:
     new | update, gist_id, kind, members: [Memory], gist: Memory | None, content, lines, meta}.
-    The recurrences: ids of alike memories from two sessions or more, too few yet for a gist,
-    the newest of them younger than PENDING_DAYS: the prune spares them that long, so a problem
-    that comes back every week or two can make its gist although one episode alone fades in days.
+    The recurrences in progress, which the prune spares: the ids of captured memories younger than
+    WINDOW_DAYS in no gist, and of alike memories from two sessions or more, too few yet for a
+    gist, the newest of them younger than PENDING_DAYS; so a problem that comes back every week or
+    two can make its gist although one episode alone fades in days.
     `mine`: the rows maintenance covers. A member may be one the prune then removes (it faded):
     what it said is in the gist first."""
     idx, s = eng.index, eng.settings
@@ -101,6 +107,10 @@ def plan_gists(eng: Engram, mine: np.ndarray, now: datetime) -> tuple[list[dict[
             for few in waiting:
                 if (now - max(m.created_at for m in few)).days < PENDING_DAYS:
                     pending.update(m.id for m in few)
+            # One alone may be the first of a recurrence: it waits WINDOW_DAYS for the next.
+            placed = {m.id for p in found for m in p["members"]}
+            young = [r for r in members if to_days(now) - idx.created[r] < WINDOW_DAYS]
+            pending.update(idx.ids[r] for r in young if idx.ids[r] not in placed)
     return plans, pending
 
 
@@ -127,14 +137,14 @@ def _plan_group(
         refs = [g.id] + [i for i in g.metadata["gist"]["sources"] if i in idx.row_of and idx.alive[idx.row_of[i]]]
         ref_rows = np.array([idx.row_of[i] for i in refs])
         ref_terms = [_terms(idx.texts[r] or "") for r in ref_rows]
+        # ... and says one of the gist's lines (its question aside): what it shares is what they share.
+        said = {unit_key(line["text"]) for line in g.metadata["gist"]["lines"] if not line["text"].startswith("User:")}
         sims = vecs @ idx.vectors[ref_rows].T
         for k, r in enumerate(rows):
-            alike = [
-                float(sims[k, j])
-                for j in range(len(ref_rows))
-                if sims[k, j] >= threshold and len(terms[r] & ref_terms[j]) >= SHARED_TERMS
-            ]
-            if alike:
+            alike = any(
+                sims[k, j] >= threshold and len(terms[r] & ref_terms[j]) >= SHARED_TERMS for j in range(len(ref_rows))
+            )
+            if alike and said & {unit_key(u) for u in units_of(mems[idx.ids[r]].content)}:
                 joined.setdefault(g.id, []).append(r)
     best: dict[int, str] = {}
     for gid, near_rows in joined.items():
@@ -222,7 +232,8 @@ def compose(
     for line in carried:
         entry = found.setdefault(unit_key(line["text"]), {"text": line["text"], "sources": []})
         entry["sources"] += [i for i in line["sources"] if i not in live and i not in entry["sources"]]
-    shared = [e for e in found.values() if len(e["sources"]) >= 2]
+    # What most members do not say is not what they share: a line needs half of them (two at least).
+    shared = [e for e in found.values() if len(e["sources"]) >= max(2, math.ceil(total / 2))]
     shared.sort(key=lambda e: -len(e["sources"]))  # a stable sort: the earlier said first among equals
     if kind == "episode" and not any(e["text"].startswith("User:") for e in shared):
         asked = [line["text"] for line in carried if line["text"].startswith("User:")]

@@ -115,8 +115,11 @@ def test_a_burst_becomes_one_traceable_gist_and_the_dry_run_writes_nothing(eng, 
     assert memory_stats(eng)["totals"]["gists_written"] == 1
 
 
-def test_a_problem_back_every_few_days_makes_its_gist_though_each_episode_fades(eng, api, clock):
-    recurring(api, clock, n=4, days=3)
+def test_a_problem_back_every_week_makes_its_gist_though_each_episode_fades_in_days(eng, api, clock):
+    # An episode alone fades below the prune floor in about three days; a captured memory waits
+    # WINDOW_DAYS for its next occurrence, and a pair from two sessions PENDING_DAYS for a third.
+    episode(api, "lone", "what colour is the logo", "The logo is teal on white, see brand/logo.svg.")
+    recurring(api, clock, n=4, days=7)
     [g] = gists(eng)
     assert g.content.startswith("Gist of 4 episodes in 4 sessions")
     assert f"- {FLAKY} (4 of 4)" in g.content
@@ -125,7 +128,9 @@ def test_a_problem_back_every_few_days_makes_its_gist_though_each_episode_fades(
     for _ in range(10):
         clock.advance(hours=12)
         maintain(eng)
-    assert not {m.id for m, _ in eng.store_db.iter_memory_rows()} & set(g.metadata["gist"]["sources"])
+    left = {m.id for m, _ in eng.store_db.iter_memory_rows()}
+    assert not left & set(g.metadata["gist"]["sources"])
+    assert not any("logo" in SEEN[i] for i in left if i in SEEN)  # the lone episode went after its window
     assert eng.get(g.id).status == "active"
     hits = [h.memory.id for h in eng.recall(NEW_QUESTION, limit=5, reinforce=False, scope=Scope(PROJECT))]
     assert g.id in hits
