@@ -300,8 +300,8 @@ def run_captured(days: int = 120, seed: int = 7, gists: bool = True) -> dict:  #
 
 
 def render_captured(off: dict, on: dict) -> str:
-    def pair(k: str) -> str:
-        return f"{off[k]} | {on[k]}"
+    def pair(k: str, fmt: str = "") -> str:
+        return f"{off[k]:{fmt}} | {on[k]:{fmt}}"
 
     def frac(r: dict, field: str, kind: str) -> str:
         a, b = r[field][kind]
@@ -320,18 +320,19 @@ def render_captured(off: dict, on: dict) -> str:
         f"{on['rows']} / {on['disk_bytes'] / 1e6:.2f} MB |",
     ]
     for kind in ("durable", "pitfall", "question"):
-        rows.append(
-            f"| {kind}: answer in recall's top 5 for a new phrasing | {frac(off, 'found5', kind)} | {frac(on, 'found5', kind)} |"
+        top5, block = (
+            f"{frac(off, 'found5', kind)} | {frac(on, 'found5', kind)}",
+            (f"{frac(off, 'injected', kind)} | {frac(on, 'injected', kind)}"),
         )
-        rows.append(
-            f"| {kind}: answer in the prompt hook's injected block | {frac(off, 'injected', kind)} | {frac(on, 'injected', kind)} |"
-        )
+        rows.append(f"| {kind}: answer in recall's top 5 for a new phrasing | {top5} |")
+        rows.append(f"| {kind}: answer in the prompt hook's injected block | {block} |")
     rows += [
-        f"| tokens the prompt hook injects per question (mean) | {off['prompt_tokens']:.0f} | {on['prompt_tokens']:.0f} |",
-        f"| get_context tokens per question, limit=5 (mean) | {off['ctx5_tokens']:.0f} | {on['ctx5_tokens']:.0f} |",
+        f"| tokens the prompt hook injects per question (mean) | {pair('prompt_tokens', '.0f')} |",
+        f"| get_context tokens per question, limit=5 (mean) | {pair('ctx5_tokens', '.0f')} |",
         f"| gists active / written / updated (totals) | {off['gists']} | {on['gists']} / "
         f"{on['totals'].get('gists_written', 0)} / {on['totals'].get('gists_updated', 0)} |",
-        f"| gist lines traced to their sources / problems | - | {on['gist_lines']} / {on['trace_problems']} |",
+        f"| gist lines traced to their sources / problems / sources with no text kept | - | "
+        f"{on['gist_lines']} / {on['trace_problems']} / {on['unknown_sources']} |",
         f"| missed | {', '.join(off['missing']) or '-'} | {', '.join(on['missing']) or '-'} |",
         f"| wall time of the simulation | {off['sim_seconds']:.0f} s | {on['sim_seconds']:.0f} s |",
     ]
