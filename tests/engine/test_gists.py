@@ -236,3 +236,29 @@ def test_trace_catches_an_invented_line(eng, api, clock):
     bad = g.content.replace(meta["lines"][0]["text"], "The checkout test is fine.")
     assert trace(bad, forged, texts(eng)) != []
     assert units_of("User: short\nAssistant: ok") == []
+
+
+def test_export_and_import_carry_a_gist_whole(eng, api, clock, fake, tmp_path):
+    from engram import Engram, Settings
+    from engram.admin.export_import import export_memories, import_memories
+
+    recurring(api, clock, n=3, days=0)
+    maintain(eng)
+    [g] = gists(eng)
+    path = tmp_path / "out.jsonl"
+    export_memories(eng, path)
+    there = Engram(":memory:", settings=Settings.from_env({"ENGRAM_HOME": str(tmp_path)}), embedder=fake, clock=clock)
+    try:
+        import_memories(there, path)
+        copy = there.get(g.id)
+        assert (copy.content, copy.tags, copy.metadata, copy.tier, copy.provenance) == (
+            g.content,
+            g.tags,
+            g.metadata,
+            g.tier,
+            g.provenance,
+        )
+        assert memory_stats(there)["gists"] == 1
+        assert maintain(there)["gists"] == []  # imported, it is the same gist: nothing to write again
+    finally:
+        there.close()
