@@ -131,29 +131,7 @@ def _plan_group(
     terms = {r: _terms(mems[idx.ids[r]].content) for r in rows}
     vecs = idx.vectors[np.array(rows)]
     plans: list[dict] = []
-    # 1. A memory alike to a gist, or to one of its members still stored, joins the nearest such gist.
-    joined: dict[str, list[int]] = {}
-    for g in anchors:
-        refs = [g.id] + [i for i in g.metadata["gist"]["sources"] if i in idx.row_of and idx.alive[idx.row_of[i]]]
-        ref_rows = np.array([idx.row_of[i] for i in refs])
-        ref_terms = [_terms(idx.texts[r] or "") for r in ref_rows]
-        # ... and says one of the gist's lines (its question aside): what it shares is what they share.
-        said = {unit_key(line["text"]) for line in g.metadata["gist"]["lines"] if not line["text"].startswith("User:")}
-        sims = vecs @ idx.vectors[ref_rows].T
-        for k, r in enumerate(rows):
-            alike = any(
-                sims[k, j] >= threshold and len(terms[r] & ref_terms[j]) >= SHARED_TERMS for j in range(len(ref_rows))
-            )
-            if alike and said & {unit_key(u) for u in units_of(mems[idx.ids[r]].content)}:
-                joined.setdefault(g.id, []).append(r)
-    best: dict[int, str] = {}
-    for gid, near_rows in joined.items():
-        g_vec = idx.vectors[idx.row_of[gid]]
-        for r in near_rows:
-            if r not in best or float(idx.vectors[r] @ g_vec) > float(
-                idx.vectors[r] @ idx.vectors[idx.row_of[best[r]]]
-            ):
-                best[r] = gid
+    best = _joining(eng, rows, mems, terms, vecs, anchors, threshold)
     by_id = {g.id: g for g in anchors}
     for gid in sorted(set(best.values())):
         new = [mems[idx.ids[r]] for r in rows if best.get(r) == gid]
@@ -161,14 +139,11 @@ def _plan_group(
     # 2. The rest: a seed with its alike peers, the best-connected seed first.
     rest = [k for k, r in enumerate(rows) if r not in best]
     sims = vecs[rest] @ vecs[rest].T
-    near = [
-        {
-            j
-            for j in range(len(rest))
-            if j != i and sims[i, j] >= threshold and len(terms[rows[rest[i]]] & terms[rows[rest[j]]]) >= SHARED_TERMS
-        }
-        for i in range(len(rest))
-    ]
+    near: list[set[int]] = [set() for _ in rest]
+    # The vectors pick the candidate pairs at once; only those have their words compared.
+    for i, j in zip(*np.nonzero(sims >= threshold)):
+        if i != j and len(terms[rows[rest[i]]] & terms[rows[rest[j]]]) >= SHARED_TERMS:
+            near[i].add(int(j))
     used: set[int] = set()
     waiting: list[list[Memory]] = []
     for seed in sorted(range(len(rest)), key=lambda i: (-len(near[i]), idx.created[rows[rest[i]]], i)):
@@ -186,6 +161,38 @@ def _plan_group(
             used.update(cluster)
             plans.append(plan)
     return plans, waiting
+
+
+def _joining(
+    eng: Engram,
+    rows: list[int],
+    mems: dict[str, Memory],
+    terms: dict[int, frozenset[str]],
+    vecs: np.ndarray,
+    anchors: list[Memory],
+    threshold: float,
+) -> dict[int, str]:
+    """{row: gist id} of the rows that join a gist: alike to it or to one of its members still
+    stored, and saying one of its lines (its question aside: what it shares is what they share);
+    the nearest such gist when several are."""
+    idx = eng.index
+    best: dict[int, str] = {}
+    for g in anchors:
+        refs = [g.id] + [i for i in g.metadata["gist"]["sources"] if i in idx.row_of and idx.alive[idx.row_of[i]]]
+        ref_rows = np.array([idx.row_of[i] for i in refs])
+        ref_terms = [_terms(idx.texts[r] or "") for r in ref_rows]
+        said = {unit_key(line["text"]) for line in g.metadata["gist"]["lines"] if not line["text"].startswith("User:")}
+        sims = vecs @ idx.vectors[ref_rows].T
+        g_vec = idx.vectors[idx.row_of[g.id]]
+        for k, r in enumerate(rows):
+            close = np.flatnonzero(sims[k] >= threshold)
+            if not any(len(terms[r] & ref_terms[j]) >= SHARED_TERMS for j in close):
+                continue
+            if not said & {unit_key(u) for u in units_of(mems[idx.ids[r]].content)}:
+                continue
+            if r not in best or float(vecs[k] @ g_vec) > float(vecs[k] @ idx.vectors[idx.row_of[best[r]]]):
+                best[r] = g.id
+    return best
 
 
 # -- the text ---------------------------------------------------------------------------------------
