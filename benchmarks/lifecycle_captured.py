@@ -16,10 +16,13 @@ its question: is the answer in recall's top 5, and in the block the prompt hook 
 store's size (active memories, the tokens of their text, disk); the tokens an injection spends; and
 every gist's lines traced to the texts of the sources they name (engram.admin.gists.trace, over
 the text of every memory captured, kept as it was stored).
+
+    HF_HUB_OFFLINE=1 python -m benchmarks.lifecycle_captured [--days 120] [--seed 7]
 """
 
 from __future__ import annotations
 
+import argparse
 import random
 import tempfile
 import time
@@ -339,3 +342,15 @@ def render_captured(off: dict, on: dict) -> str:
     if on["gist_examples"]:
         rows += ["", "A gist it wrote:", "", "```", on["gist_examples"][0], "```"]
     return "\n".join(rows)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--days", type=int, default=120)
+    p.add_argument("--seed", type=int, default=7)
+    a = p.parse_args()
+    print(render_captured(run_captured(a.days, a.seed, gists=False), run_captured(a.days, a.seed, gists=True)))
+
+
+if __name__ == "__main__":
+    main()

@@ -44,6 +44,8 @@ PUBLISHED = {
     "edge_threshold": "ENGRAM_EDGE_THRESHOLD",
     "max_edges": "ENGRAM_MAX_EDGES",
     "consolidate_threshold": "ENGRAM_CONSOLIDATE_THRESHOLD",
+    "gists": "ENGRAM_GISTS",
+    "gist_threshold": "ENGRAM_GIST_THRESHOLD",
     "tier_working": "ENGRAM_TIER_WORKING",
     "tier_episodic": "ENGRAM_TIER_EPISODIC",
     "tier_semantic": "ENGRAM_TIER_SEMANTIC",
