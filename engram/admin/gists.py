@@ -66,10 +66,6 @@ _PATH = re.compile(
 )
 
 
-def is_gist(m: Memory) -> bool:
-    return GIST_TAG in m.tags
-
-
 def plan_gists(eng: Engram, mine: np.ndarray, now: datetime) -> tuple[list[dict[str, Any]], set[str]]:
     """What this run would write, and the recurrences in progress.
 
@@ -156,7 +152,7 @@ def _plan_group(
         if len(members) < MIN_MEMBERS:
             waiting.append(members)
             continue
-        plan = _new_plan(eng, kind, members)
+        plan = _new_plan(kind, members)
         if plan is not None:
             used.update(cluster)
             plans.append(plan)
@@ -226,7 +222,8 @@ def compose(
     members: list[Memory], carried: list[dict], kind: str, sessions: set[str], span: tuple[str, str], total: int
 ) -> dict:
     """The gist's lines and text: the units of `members` (and of `carried` lines, whose sources no
-    longer stored still count) that at least two sources say, the most said first; for episodes,
+    longer stored still count) that half the sources or more say (two at least), the most said
+    first; for episodes,
     the earliest request too when no shared line is one (what the gist answers). `total`: the
     gist's sources, stored or not. Returns {content, lines}."""
     live = {m.id for m in members}
@@ -274,7 +271,12 @@ def trace(content: str, meta: dict, source_text: dict[str, str]) -> list[str]:
         problems.append("the lines are not the metadata's")
     for text, line in zip(body, meta["lines"]):
         m = LINE.match(text)
-        if m is None or m.group(1) != line["text"] or int(m.group(2)) != len(line["sources"]):
+        if (
+            m is None
+            or m.group(1) != line["text"]
+            or int(m.group(2)) != len(line["sources"])
+            or int(m.group(3)) != len(meta["sources"])
+        ):
             problems.append(f"line {text!r} is not its metadata's")
             continue
         key = unit_key(line["text"])
@@ -292,7 +294,7 @@ def _span(dates: list[str]) -> tuple[str, str]:
     return min(dates)[:10], max(dates)[:10]
 
 
-def _new_plan(eng: Engram, kind: str, members: list[Memory]) -> dict | None:
+def _new_plan(kind: str, members: list[Memory]) -> dict | None:
     sessions = {m.session_id for m in members if m.session_id}
     dates = [m.created_at.isoformat() for m in members]
     text = compose(members, [], kind, sessions, _span(dates), len(members))
