@@ -27,8 +27,11 @@ gist is written. A run that finds no new member changes no gist.
 
 from __future__ import annotations
 
+import logging
 import math
 import re
+import shlex
+import subprocess
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -46,6 +49,8 @@ from engram.text.tokens import tokenize
 if TYPE_CHECKING:
     from engram.engram import Engram
 
+log = logging.getLogger(__name__)
+
 GIST_TAG = "gist"
 # The kinds of captured memory that gist, each among its own kind; what type the gist is.
 KINDS = {"episode": "fact", "failure": "failure", "handoff": "fact"}
@@ -58,6 +63,7 @@ MAX_LINE_CHARS = 400
 # creation, two alike ones from two sessions from the newer one's.
 WINDOW_DAYS = 14
 PENDING_DAYS = 30
+SUMMARISER_TIMEOUT_S = 30
 HEADER = re.compile(r"\AGist of (\d+) (\w+) in (\d+) sessions?, (\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2}):\Z")
 LINE = re.compile(r"\A- (.+) \((\d+) of (\d+)\)\Z")
 _CODE = re.compile(r"`([^`\n]{3,300})`")
@@ -259,11 +265,13 @@ def compose(
 
 
 def trace(content: str, meta: dict, source_text: dict[str, str]) -> list[str]:
-    """What in a gist cannot be traced to its sources (empty: every line can): each line must be
+    """What in a gist cannot be traced to its sources (empty: every line can): each line of its
+    extractive text (its content unless a command rewrote it) must be
     the verbatim text of a unit said by each source it names (as `source_text` has them: the ids
     of sources no longer stored are skipped), its count theirs, its header the metadata's."""
     problems = []
-    head, *body = content.splitlines()
+    # A gist ENGRAM_GIST_COMMAND rewrote is checked by the extractive text it was given.
+    head, *body = meta.get("extractive", content).splitlines()
     h = HEADER.match(head)
     if h is None or int(h.group(1)) != len(meta["sources"]) or int(h.group(3)) != len(meta["sessions"]):
         problems.append(f"header {head!r} does not count the gist's sources and sessions")
@@ -335,6 +343,9 @@ def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -
     if not plans:
         return []
     db, idx = eng.store_db, eng.index
+    if eng.settings.gist_command:
+        for p in plans:
+            _summarise(eng, p)
     vecs = eng.embedder.embed_batch([p["content"] for p in plans])
     written: list[tuple[Memory, np.ndarray]] = []
     faded: list[Memory] = []
@@ -403,6 +414,31 @@ def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -
     for m in faded:
         idx.upsert(m, None)
     return [g.id for g, _ in written]
+
+
+def _summarise(eng: Engram, plan: dict) -> None:
+    """ENGRAM_GIST_COMMAND's text for a planned gist, in place of the extractive one, which stays in
+    its metadata (`extractive`, checked by trace) with the command (`summarised_by`). A command that
+    fails, times out or prints nothing leaves the extractive text: maintenance goes on."""
+    command = str(eng.settings.gist_command)
+    try:
+        done = subprocess.run(
+            shlex.split(command),
+            input=plan["content"],
+            capture_output=True,
+            text=True,
+            timeout=SUMMARISER_TIMEOUT_S,
+            check=False,
+        )
+    except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+        log.warning("gist command %r failed: %s", command, e)
+        return
+    text = done.stdout.strip()
+    if done.returncode != 0 or not text:
+        log.warning("gist command %r exited %s with %d characters", command, done.returncode, len(text))
+        return
+    plan["meta"] = {**plan["meta"], "extractive": plan["content"], "summarised_by": command}
+    plan["content"] = eng.redact(text[: eng.settings.max_content_chars])
 
 
 def report_entry(p: dict, into: str | None) -> dict:

@@ -4,13 +4,18 @@ never mix; the members fade to the working tier. On the virtual clock, through t
 
 from __future__ import annotations
 
+import sys
+from dataclasses import replace
+
 import pytest
 
+from engram import Engram
 from engram.admin.gists import GIST_TAG, trace, units_of
 from engram.admin.maintenance import consolidate_memory, memory_stats
 from engram.api import Api
 from engram.core.types import Ctx, Scope
 from engram.search.decay import base_stability
+from tests.conftest import memory_path
 
 PROJECT = "example.com/shop"
 OTHER = "example.com/blog"
@@ -262,3 +267,45 @@ def test_export_and_import_carry_a_gist_whole(eng, api, clock, fake, tmp_path):
         assert maintain(there)["gists"] == []  # imported, it is the same gist: nothing to write again
     finally:
         there.close()
+
+
+@pytest.fixture
+def with_command(settings, fake, clock):
+    """An engine whose settings name a gist command: with_command(cmd) -> (engine, api)."""
+    opened = []
+
+    def make(command: str):
+        e = Engram(memory_path(settings), settings=replace(settings, gist_command=command), embedder=fake, clock=clock)
+        opened.append(e)
+        return e, Api(e)
+
+    yield make
+    for e in opened:
+        e.close()
+
+
+def test_a_summariser_command_rewrites_the_gist_and_the_extractive_text_stays_checkable(with_command, clock, tmp_path):
+    script = tmp_path / "summarise.py"
+    script.write_text(
+        "import sys\n"
+        "lines = sys.stdin.read().splitlines()\n"
+        "print(f'Checkout test failures, summarised from {len(lines) - 1} shared lines: freeze the clock.')\n"
+    )
+    eng, api = with_command(f"{sys.executable} {script}")
+    recurring(api, clock, n=3, days=0)
+    maintain(eng)
+    [g] = gists(eng)
+    assert g.content.startswith("Checkout test failures, summarised from 4 shared lines")
+    meta = g.metadata["gist"]
+    assert meta["summarised_by"] == f"{sys.executable} {script}"
+    assert meta["extractive"].startswith("Gist of 3 episodes in 3 sessions")
+    assert trace(g.content, meta, texts(eng)) == []
+
+
+def test_a_failing_summariser_leaves_the_extractive_gist(with_command, clock):
+    eng, api = with_command(f"{sys.executable} -c 'raise SystemExit(3)'")
+    recurring(api, clock, n=3, days=0)
+    report = maintain(eng)
+    [g] = gists(eng)
+    assert report["gists"][0]["into"] == g.id
+    assert g.content.startswith("Gist of 3 episodes in 3 sessions") and "extractive" not in g.metadata["gist"]
