@@ -6,14 +6,14 @@ failures (pitfalls) and handoffs. Within one user, one project and one kind, two
 when their vectors are within ENGRAM_GIST_THRESHOLD and their texts share at least SHARED_TERMS
 content words. The memory alike to the most others (the seed) with its alike peers, at least
 MIN_MEMBERS of them from at least MIN_SESSIONS sessions, is a cluster, and becomes one gist: a
-`fact` (a `failure` for failures) of the semantic tier tagged `gist`, whose lines are the
-sentences, commands (`code`) and file paths that half its members or more say, each copied
-verbatim from one of them, with how many members say it (and an episode's first request), under a header that counts its members and sessions
-and spans their dates. Nothing in a gist is written by engram but that header and the counts
-(unless ENGRAM_GIST_COMMAND names a command that rewrites it), and
-a sentence with a redacted secret is never taken. Its metadata (`gist`) names, for every line, the
-members that say it, so each line can be traced to its sources (provenance lists them; the
-`consolidate` event of its history too).
+`fact` (a `failure` for failures) of the semantic tier tagged `gist`, whose lines are the sentences,
+commands (`code`) and file paths that half its members or more say, each copied verbatim from one of
+them, with how many members say it (and an episode's first request), under a header that counts its
+members and sessions and spans their dates. Nothing in a gist is written by engram but that header
+and the counts (unless ENGRAM_GIST_COMMAND names a command that rewrites it), and a sentence with a
+redacted secret is never taken. Its metadata (`gist`) names, for every line, the members that say
+it, so each line can be traced to its sources (provenance lists them; the `consolidate` event of its
+history too).
 
 The gist carries its members' combined stability (their base stabilities added) from their latest
 use; its members move to the working tier (a `tier` event by the gist), so they fade in days rather
@@ -22,9 +22,9 @@ particular to one occurrence (the exact diff of one fix) stays findable for thos
 is lost if the gist missed it. Pinned memories and those the user kept stay in their tier.
 
 A memory alike to an existing gist (or to one of its members still stored) that says one of its
-lines joins it on a later run: the gist's lines are counted again with it, its stability grows by the member's, and no second
-gist is written. A run that finds no new member changes no gist. What may still recur is spared
-by the prune meanwhile (plan_gists: WINDOW_DAYS, PENDING_DAYS).
+lines joins it on a later run: the gist's lines are counted again with it, its stability grows by
+the member's, and no second gist is written. A run that finds no new member changes no gist. What
+may still recur is spared by the prune meanwhile (plan_gists: WINDOW_DAYS, PENDING_DAYS).
 """
 
 from __future__ import annotations
