@@ -21,7 +21,9 @@ One run (consolidate_memory) does, under the engram's lock:
    deleted, compacted so the deleted text leaves the disk; the derived indexes are rebuilt when
    the run changed something or rows were removed since they were built.
 
-Prune runs first so nothing about to be deleted gets merged into something that lasts.
+Prune runs before consolidation so nothing about to be deleted gets merged into something that
+lasts. Gists are planned before the prune on purpose: a captured memory that faded is pruned once
+what it shares with others is in their gist, and what may still recur is spared meanwhile.
 
 A run covers one user's memories (consolidate_memory(user_id=...): what a caller of the API asks
 for) or, with user_id None, every user's (the scheduled job). Rebuilding and compaction are
