@@ -9,6 +9,11 @@ phrasing of its question, how much noise is gone, and get_context tokens per que
 tokens of everything the agent wrote.
 
     HF_HUB_OFFLINE=1 python -m benchmarks.lifecycle [--days 120] [--seed 7] [--limit N]
+
+`--captured` runs the captured-work scenario instead (benchmarks/lifecycle_captured.py): sessions
+through the capture path, with recurring problems and questions, once with gists off and once on.
+
+    HF_HUB_OFFLINE=1 python -m benchmarks.lifecycle --captured [--days 120] [--seed 7]
 """
 
 from __future__ import annotations
@@ -299,7 +304,13 @@ def main() -> None:
     p.add_argument(
         "--limit", type=int, default=None, help="limit of the organic get_context calls (default: get_context's own)"
     )
+    p.add_argument("--captured", action="store_true", help="the captured-work scenario, gists off then on")
     a = p.parse_args()
+    if a.captured:
+        from benchmarks.lifecycle_captured import render_captured, run_captured
+
+        print(render_captured(run_captured(a.days, a.seed, gists=False), run_captured(a.days, a.seed, gists=True)))
+        return
     print(render(run(a.days, a.seed, a.limit)))
 
 

@@ -16,11 +16,15 @@ One run (consolidate_memory) does, under the engram's lock:
    snowball) and whose texts do not contradict or name different subjects, become one new
    memory. Sources become status "consolidated" (valid_to = now, superseded_by = the new id):
    out of recall, still visible to as_of.
+   Before it, gists (engram.admin.gists): recurring captured episodes, pitfalls and handoffs of
+   one project, from two sessions or more, become one memory of what they share, and fade.
 3. rebuild -- graph edges of what changed, then the file is checkpointed and, when rows were
    deleted, compacted so the deleted text leaves the disk; the derived indexes are rebuilt when
    the run changed something or rows were removed since they were built.
 
-Prune runs first so nothing about to be deleted gets merged into something that lasts.
+Prune runs before consolidation so nothing about to be deleted gets merged into something that
+lasts. Gists are planned before the prune on purpose: a captured memory that faded is pruned once
+what it shares with others is in their gist, and what may still recur is spared meanwhile.
 
 A run covers one user's memories (consolidate_memory(user_id=...): what a caller of the API asks
 for) or, with user_id None, every user's (the scheduled job). Rebuilding and compaction are
@@ -38,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram.admin.gists import GIST_TAG, apply_gists, plan_gists, report_entry
 from engram.core.ids import new_id
 from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, Memory
 from engram.engine import resolution
@@ -65,8 +70,13 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
         eng.catch_up(force=True)  # plan over every server's writes
         started = eng.clock.now()
         mine = user_rows(eng.index, user_id)
-        prune = _plan_prune(eng, started, mine)
-        clusters = _plan_clusters(eng, mine, exclude=set(prune["ids"]))
+        # Gists first: a member that faded is pruned once what it said is in its gist.
+        gist_plans, recurring = plan_gists(eng, mine, started) if eng.settings.gists else ([], set())
+        # A gist a new member joins is reinforced by it, not pruned.
+        recurring |= {p["gist_id"] for p in gist_plans if p["gist_id"]}
+        prune = _plan_prune(eng, started, mine, spare=recurring)
+        in_gists = {m.id for p in gist_plans for m in p["members"]}
+        clusters = _plan_clusters(eng, mine, exclude=set(prune["ids"]) | in_gists)
         report: dict[str, Any] = {
             "applied": bool(apply),
             "user_id": user_id,
@@ -75,7 +85,9 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
             "pruned": len(prune["ids"]),
             "pruned_ids": prune["ids"],
             "pruned_by_reason": prune["by_reason"],
+            "gists": [report_entry(p, p["gist_id"]) for p in gist_plans],
             "protected": prune["protected"],
+            "spared_recurring": prune["recurring"],
             "edges_refreshed": 0,
             "compacted": False,
             "reindexed": False,
@@ -83,6 +95,9 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
         if apply:
             if prune["ids"]:
                 eng.remove_memories(prune["ids"])  # their edges go with them
+            gist_ids = apply_gists(eng, gist_plans, started, gone=set(prune["ids"]))
+            for entry, gist_id in zip(report["gists"], gist_ids):
+                entry["into"] = gist_id
             new_ids, retired = _apply_clusters(eng, clusters, started)
             for entry, new_id in zip(report["clusters"], new_ids):
                 entry["into"] = new_id
@@ -92,11 +107,15 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
                 eng.graph.remove_nodes(retired)
             # A merged memory links to its nearest active peers (and so takes over its sources'
             # place in the graph); neighbours of deleted memories keep their remaining edges.
-            report["edges_refreshed"] = eng.rebuild_edges(new_ids) if new_ids else 0
+            # A gist links to its nearest active peers too: its sources, while they last.
+            linked = new_ids + gist_ids
+            report["edges_refreshed"] = eng.rebuild_edges(linked) if linked else 0
             totals = maintenance_totals(eng)
             totals.update(
                 consolidated=totals["consolidated"] + report["consolidated"],
                 pruned=totals["pruned"] + report["pruned"],
+                gists_written=totals["gists_written"] + sum(p["action"] == "new" for p in gist_plans),
+                gists_updated=totals["gists_updated"] + sum(p["action"] == "update" for p in gist_plans),
                 runs=totals["runs"] + 1,
                 last_run=started.isoformat(),
             )
@@ -107,7 +126,9 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
             # under the lock (seconds at 100k memories, with recall waiting) to build the same
             # ones. Rows removed since the last build (forget, replace) leave slots it reclaims.
             idx = eng.index
-            report["reindexed"] = bool(prune["ids"] or new_ids or retired or report["compacted"] or len(idx) < idx.n)
+            report["reindexed"] = bool(
+                prune["ids"] or new_ids or retired or gist_ids or report["compacted"] or len(idx) < idx.n
+            )
             if report["reindexed"]:
                 eng.rebuild_indexes()
             if user_id is None:
@@ -150,7 +171,8 @@ def user_rows(idx: Any, user_id: str | None) -> np.ndarray:
 
 
 # -- prune -------------------------------------------------------------------------------------------
-def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
+def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray, spare: set[str]) -> dict[str, Any]:
+    """What goes; `spare`: ids kept from the weak prune (a recurrence waiting for its gist)."""
     s, idx, db = eng.settings, eng.index, eng.store_db
     n = idx.n
     active = mine & (idx.status[:n] == 0)
@@ -161,7 +183,7 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
     latest_handoffs = db.latest_handoff_ids()
     doomed: list[str] = []
     reasons = {"expired": 0, "weak": 0, "consolidated_expired": 0, "superseded_expired": 0}
-    protected = 0
+    protected = recurring = 0
     # A time to live is kept to: an expired memory is no longer returned by any read, so it goes.
     expired = np.flatnonzero(mine & (idx.expires[:n] <= to_days(now)))
     doomed += [idx.ids[r] for r in expired]
@@ -171,6 +193,9 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
         mid = idx.ids[r]
         if idx.pinned[r] or int(idx.task[r]) in task_codes or mid in latest_handoffs:
             protected += 1
+            continue
+        if mid in spare:
+            recurring += 1
             continue
         doomed.append(mid)
         reasons["weak"] += 1
@@ -208,7 +233,7 @@ def _plan_prune(eng: Engram, now: datetime, mine: np.ndarray) -> dict[str, Any]:
                 doomed.append(mid)
                 reasons["superseded_expired"] += 1
                 changed = True
-    return {"ids": doomed, "by_reason": reasons, "protected": protected}
+    return {"ids": doomed, "by_reason": reasons, "protected": protected, "recurring": recurring}
 
 
 # -- consolidate ----------------------------------------------------------------------------------
@@ -251,7 +276,9 @@ def _plan_clusters(eng: Engram, mine: np.ndarray, exclude: set[str]) -> list[dic
     types = [MEMORY_TYPES.index(t) for t in CONSOLIDATABLE]
     # A turn of a conversation is a record of what was said, kept as said (engine/writes.py).
     ok = mine & (idx.status[:n] == 0) & np.isin(idx.mtype[:n], types) & ~idx.pinned[:n] & ~idx.turn[:n]
-    rows = [r for r in np.flatnonzero(ok) if idx.ids[r] not in exclude]
+    # A gist is kept whole: later members join it (engram.admin.gists), it is never merged.
+    gist_rows = idx.tag_rows.get(GIST_TAG, set())
+    rows = [r for r in np.flatnonzero(ok) if idx.ids[r] not in exclude and r not in gist_rows]
     groups: dict[tuple[int, int, int], list[int]] = {}
     for r in rows:
         groups.setdefault((int(idx.user[r]), int(idx.mtype[r]), int(idx.task[r])), []).append(int(r))
@@ -395,4 +422,12 @@ def _flush(eng: Engram, deleted: bool) -> bool:
 def maintenance_totals(eng: Engram) -> dict[str, Any]:
     """Consolidated and pruned memories and runs since the database was created."""
     raw = eng.store_db.get_meta(META_TOTALS)
-    return {"consolidated": 0, "pruned": 0, "runs": 0, "last_run": None, **(json.loads(raw) if raw else {})}
+    return {
+        "consolidated": 0,
+        "pruned": 0,
+        "gists_written": 0,
+        "gists_updated": 0,
+        "runs": 0,
+        "last_run": None,
+        **(json.loads(raw) if raw else {}),
+    }

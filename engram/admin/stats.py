@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram.admin.gists import GIST_TAG
 from engram.admin.maintenance import maintenance_totals, user_rows
 from engram.core.types import MEMORY_TIERS
 from engram.search.decay import days_until_prune, memory_strength, strength_array
@@ -66,6 +67,7 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         live = set(rows.tolist())
         # What the hooks captured with no model (engram.workflows.capture), by its tag.
         captured = {tag: len(live & idx.tag_rows.get(tag, set())) for tag in ("pitfall", "episode")}
+        gists = len(live & idx.tag_rows.get(GIST_TAG, set()))
         # How far the daemon's background fill has come (engine/token_vectors.py): recall reads a
         # turn without vectors by encoding it then, which is slower.
         turns, read = eng.indexes.tokens.coverage(rows.tolist())
@@ -73,6 +75,8 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
         expires = idx.expires[rows]
         return {
             "captured": captured,
+            # What maintenance distilled from recurring captures (engram.admin.gists).
+            "gists": gists,
             # Tiers and expiry (docs/lifecycle.md): active memories by tier, the factor each
             # multiplies stability by, and what expires (already: removed by the next maintenance).
             "by_tier": {t: int((tiers == code).sum()) for code, t in enumerate(MEMORY_TIERS)},

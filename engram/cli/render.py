@@ -318,6 +318,7 @@ def _render_consolidate(r: dict) -> str:
     for i, c in enumerate(clusters, 1):
         into = f" -> {c['into']}" if c.get("into") else ""
         rows.append(("", f"{i}. {len(c.get('sources') or [])} memories{into}: {c.get('preview', '')}"))
+    rows += life.gist_rows(r)
     pruned = r.pop("pruned", 0)
     rows.append(
         (
@@ -325,8 +326,7 @@ def _render_consolidate(r: dict) -> str:
             f"{'pruned' if r.get('applied') else 'would prune'} {pruned} ({_counts(r.pop('pruned_by_reason', {}))})",
         )
     )
-    for mid in r.pop("pruned_ids", []) or []:
-        rows.append(("", mid))
+    rows += [("", mid) for mid in r.pop("pruned_ids", []) or []]
     rows.append(("protected", f"{r.pop('protected', 0)} kept although faded (pinned, open task, latest handoff)"))
     rows.append(("edges", f"{r.pop('edges_refreshed', 0)} refreshed"))
     rows.append(("compacted", "yes" if r.pop("compacted", False) else "no"))

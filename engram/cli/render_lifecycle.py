@@ -18,7 +18,7 @@ def expiry_lines(m: dict) -> list[str]:
 
 def lifecycle_rows(r: dict) -> list[tuple[str, str]]:
     """The stats table's tier and expiry rows, taking their fields out of `r`."""
-    rows = []
+    rows = gist_rows(r)
     by_tier = r.pop("by_tier", None)
     factors = r.pop("tier_factors", None) or {}
     if isinstance(by_tier, dict):
@@ -71,3 +71,28 @@ def render_doctor(r: dict) -> str:
     lines = [f"{p['severity'].upper()} [{p['check']}] {p['problem']}\n  fix: {p['fix']}" for p in r["problems"]]
     verdict = "healthy" if not r["problems"] else f"{r['errors']} errors, {r['warnings']} warnings"
     return "\n".join([*lines, f"checked {', '.join(r['checks'])}: {verdict}"])
+
+
+def gist_rows(r: dict) -> list[tuple[str, str]]:
+    """The gists' rows, taking their fields out of `r`: in `engram stats` their count and the runs'
+    totals, in `engram consolidate` each gist written or updated (or that would be), with its text."""
+    gists = r.pop("gists", None)
+    if isinstance(gists, int):
+        t = r.get("totals") or {}
+        return [
+            (
+                "gists",
+                f"{gists:,} (what recurring captures share; {t.get('gists_written', 0):,} written, "
+                f"{t.get('gists_updated', 0):,} updated by later members)",
+            )
+        ]
+    if not isinstance(gists, list):
+        return []
+    verb = "wrote or updated" if r.get("applied") else "would write or update"
+    rows = [("gists", f"{verb} {len(gists)} gist{'' if len(gists) == 1 else 's'}")]
+    for i, g in enumerate(gists, 1):
+        into = f" -> {g['into']}" if g.get("into") else ""
+        head = f"{i}. {g['action']}, {len(g.get('new_sources') or [])} new of {g.get('sources')} sources{into}:"
+        rows += [("", head), *(("", f"   {line}") for line in str(g.get("preview", "")).splitlines())]
+    rows.append(("recurring", f"{r.pop('spared_recurring', 0)} kept although faded: alike, awaiting a gist"))
+    return rows

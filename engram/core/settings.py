@@ -200,6 +200,15 @@ class Settings:
     consolidate_threshold: float = setting(
         0.70, "similarity at which maintenance consolidates memories", ge=0.0, le=1.0
     )
+    # Gists (docs/lifecycle.md#gists): maintenance writes what recurring captures share once.
+    gists: bool = setting(True, "maintenance distils recurring episodes, pitfalls and handoffs into gists")
+    gist_threshold: float = setting(
+        0.6, "similarity at which captured memories of a project are alike enough to share a gist", ge=0.0, le=1.0
+    )
+    # Off by default: a gist then says only what its sources said, each line traceable.
+    gist_command: str | None = setting(
+        None, "a command that rewrites a gist: the extractive text on stdin, the new one on stdout", shown="unset"
+    )
     # Tiers (docs/lifecycle.md): each multiplies the stability of the memories in it, so a
     # scratch note is gone in days and an operating rule practically never decays.
     tier_working: float = setting(0.4, "how much a working memory's stability is multiplied by", gt=0.0)

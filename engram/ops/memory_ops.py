@@ -206,12 +206,18 @@ MORE_MEMORY_TOOLS = (
         mcp="write",
         title="Consolidate memory",
         description="""\
-Tidy memory: consolidate clusters of near-duplicate memories and prune decayed, unimportant
-ones. Runs on a schedule anyway; call it with apply=false to preview, apply=true when asked to
-clean up. Returns a report of what was (or would be) consolidated and pruned.""",
+Tidy memory: write gists of captures that recur across sessions, consolidate clusters of
+near-duplicate memories and prune decayed, unimportant ones. Runs on a schedule anyway; call it
+with apply=false to preview, apply=true when asked to clean up. Returns a report of what was (or
+would be) written, consolidated and pruned.""",
         # Over HTTP, POST /maintenance means "do it now"; apply=false previews.
         http=Http("POST", "/maintenance", "Consolidate and prune now", empty_body_ok=True, defaults=(("apply", True),)),
-        cli=(Cli(("consolidate",), "Merge near-duplicates and prune faded memories (dry run by default)."),),
+        cli=(
+            Cli(
+                ("consolidate",),
+                "Write gists of recurring captures, merge near-duplicates, prune faded memories (dry run by default).",
+            ),
+        ),
     ),
     Op(
         "prune_memories",

@@ -190,7 +190,9 @@ def test_stats_and_consolidate_read_as_aligned_labelled_lines(cli):
     code, out, _ = cli("consolidate")
     lines = out.splitlines()
     assert lines[0] == "consolidate  would merge 0 memories into 0 clusters"
-    assert lines[1] == (
+    assert lines[1] == "gists        would write or update 0 gists"
+    assert lines[2] == "recurring    0 kept although faded: alike, awaiting a gist"
+    assert lines[3] == (
         "prune        would prune 0 (expired 0, weak 0, consolidated expired 0, superseded expired 0, "
         "episodes over budget 0)"
     )

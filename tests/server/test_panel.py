@@ -702,3 +702,33 @@ def test_tiers_prune_and_doctor_over_http(api):
     assert ok(api.get("/memories", params={"limit": 500}))["total"] == before  # a dry run changes nothing
     doctor = ok(api.get("/doctor"))
     assert doctor["checks"][0] == "schema" and not [p for p in doctor["problems"] if p["severity"] == "error"]
+
+
+@pytest.mark.model
+def test_upkeep_counts_the_gists_maintenance_wrote(page, api):
+    # docs/lifecycle.md#gists: three sessions' turns that say the same, one maintenance run, one gist.
+    answer = (
+        "Assistant: The invoice PDF job needs the fonts package installed on the worker. "
+        "Install it with `apt-get install fonts-dejavu` and restart the worker. {}"
+    )
+    for i, ask in enumerate(["invoices render blank again", "why are the PDF invoices empty", "blank invoice PDFs"]):
+        ok(
+            api.post(
+                "/memories",
+                json={
+                    "content": f"User: {ask}\n" + answer.format(f"Checked on attempt {i}."),
+                    "memory_type": "episode",
+                    "conversation": f"gist-session-{i}",
+                },
+                headers={"X-Engram-Session": f"gist-session-{i}"},
+            )
+        )
+    report = ok(api.post("/maintenance", json={"apply": True}))
+    assert [g["action"] for g in report["gists"]] == ["new"], report["gists"]
+    stats = ok(api.get("/stats"))
+    assert stats["gists"] >= 1
+    page.click("header nav a[data-section=upkeep]")
+    page.wait_for_selector("h1:text('Upkeep')")
+    gists = page.locator(".stat", has_text="Gists")
+    assert gists.locator("b").inner_text() == str(stats["gists"])
+    assert f"{stats['totals']['gists_written']} written" in gists.locator("small").inner_text()
