@@ -31,8 +31,8 @@ from pathlib import Path
 
 from engram import Engram, Settings, VirtualClock
 from engram.admin.gists import GIST_TAG, trace
-from engram.admin.maintenance import memory_stats
 from engram.admin.scheduler import MaintenanceScheduler
+from engram.admin.stats import memory_stats
 from engram.api import Api
 from engram.continuity.fixes import FixTracker
 from engram.continuity.rendering import estimate_tokens

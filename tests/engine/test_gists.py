@@ -11,7 +11,8 @@ import pytest
 
 from engram import Engram
 from engram.admin.gists import GIST_TAG, trace, units_of
-from engram.admin.maintenance import consolidate_memory, memory_stats
+from engram.admin.maintenance import consolidate_memory
+from engram.admin.stats import memory_stats
 from engram.api import Api
 from engram.core.types import Ctx, Scope
 from engram.search.decay import base_stability
