@@ -524,14 +524,17 @@ def plain_ranks(doc: dict, embedder, chunked: bool) -> list[list[str]]:
 # same store; "ingest": a store of its own, as the setting changes what is written or indexed).
 COMPONENTS: tuple[tuple[str, dict, dict, bool], ...] = (
     ("defaults", {}, {}, False),
+    ("a long turn as its best chunk, uncorrected (chunk_spread 0)", {}, {"chunk_spread": 0.0}, False),
     ("late interaction off", {"late_interaction": False}, {}, False),
     ("late weight 0.2 (2x)", {"late_weight": 0.2}, {}, False),
     ("no decay (floor 1)", {"decay_floor": 1.0}, {}, False),
     ("no relevance floor or coverage gates", {"relevance_cosine": -1.0, "relevance_coverage": 0.0},
      {"hit_share": 0.0, "hit_cosine": -1.0, "hit_coverage": 0.0}, False),
     ("no BM25 in hybrid (w_bm25 0)", {"w_bm25": 0.0}, {}, False),
-    ("no neighbour context (window 0)", {"context_window": 0}, {}, True),
-    ("one memory per turn (no chunks)", {"chunk_size": 100_000}, {}, True),
+    # A store of their own, without the late stage (its token vectors take most of an ingest's
+    # time here): compared with the "late interaction off" row.
+    ("no neighbour context (window 0), late off", {"context_window": 0, "late_interaction": False}, {}, True),
+    ("one memory per turn (no chunks), late off", {"chunk_size": 100_000, "late_interaction": False}, {}, True),
 )  # fmt: skip
 
 
