@@ -43,6 +43,13 @@ def to_days(dt: datetime | None, default: float = np.nan) -> float:
     return default if dt is None else dt.timestamp() / SECONDS_PER_DAY
 
 
+def _pieces(metadata: dict | None) -> int:
+    """How many chunks the text of a chunk was cut into (engine/writes.py records it), else 1."""
+    meta = metadata or {}
+    n = meta.get("chunks")
+    return n if meta.get("chunk_group") and isinstance(n, int) and not isinstance(n, bool) and n > 1 else 1
+
+
 class _Codes(dict):
     """Key -> small integer code (for the filter columns), and back through `names`."""
 
@@ -136,6 +143,7 @@ class MemoryIndex:
         self.turn = grow("turn", bool, False)  # a turn of a conversation (stored with one)
         self.conversation = grow("conversation", np.int32, -1)  # which one; -1: none
         self.group = grow("group", np.int32, -1)  # the text a chunk was cut from; -1: not a chunk
+        self.pieces = grow("pieces", np.int32, 1)  # how many chunks that text was cut into (1: not cut)
         self.contextual = grow("contextual", bool, False)  # its search vector mixes in context (differs from its own)
         for name in self.proj:
             old_cap = len(self.resid[name])
@@ -227,6 +235,7 @@ class MemoryIndex:
         self.turn[row] = m.conversation is not None
         self.conversation[row] = self.conversations.code(m.conversation)
         self.group[row] = self.groups.code((m.metadata or {}).get("chunk_group"))
+        self.pieces[row] = _pieces(m.metadata)
         if fresh:
             self.context_of[row] = self._context_rows(row, m.conversation)
             for r in self.context_of[row]:

@@ -116,6 +116,7 @@ class Weights:
     hit_coverage: float = 0.1
     adapt_low: float = 0.3
     adapt_high: float = 0.6
+    chunk_spread: float = 0.03
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Weights:
@@ -261,7 +262,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         decay = np.where(index.pinned[c], 1.0, decay)  # a pinned memory does not fade
         if use_vec and qvec is not None:
             cos[c] = index.match(c, qvec)
-        c_cos = np.maximum(cos[c].astype(np.float64), 0.0)
+        c_cos = np.maximum(cos[c].astype(np.float64) - weights.chunk_spread * max_lift(index.pieces[c]), 0.0)
         if mode == "bm25":
             s = bm25[c].copy()
         elif mode == "vector":
@@ -346,6 +347,15 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         out.append(Ranked(r, s + b, parts))
     out.sort(key=lambda t: (-round(t.score, 9), -index.created[t.row], index.ids[t.row]))
     return best_chunk_only(index, out)[:limit]
+
+
+def max_lift(pieces: np.ndarray) -> np.ndarray:
+    """How far the best of n chunks' cosines stands above one text's, in spreads: sqrt(2 ln n),
+    the growth of the largest of n draws (0 for a text not cut). A long text is as close to a query
+    as its best chunk, and the more chunks it was cut into, the more chances one of them had to
+    come close by chance: without this, long replies crowd out the short turns that hold the
+    answer (benchmarks/RESULTS.md, issue 47)."""
+    return np.sqrt(2.0 * np.log(np.maximum(pieces, 1)))
 
 
 def best_chunk_only(index: MemoryIndex, ranked: list[Ranked]) -> list[Ranked]:

@@ -4,6 +4,7 @@ was cut into, and what is meant for short chat lines does not blur long ones."""
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from typing import ClassVar
 
 from engram import Engram
 
@@ -97,3 +98,55 @@ def test_a_turn_weighs_the_same_whatever_its_age_or_use(eng, clock):
     assert hits[old.id].parts["decay"] == hits[new.id].parts["decay"] == floor
     assert eng.get(old.id).recall_count >= 1  # reinforced all the same (it keeps the turn from fading)
     assert hits[fact.id].parts["decay"] > floor
+
+
+class _Placed:
+    """An embedder putting each text where its marker word says: the query on axis 0, a text
+    with `closeness` c on axis 0 at cosine c (the rest of it on an axis of its own)."""
+
+    name, dim, backend = "placed", 8, "fake"
+    # The first word found counts.
+    closeness: ClassVar[dict] = {"standout": (0.90, 3), "answerturn": (0.60, 1), "replypart": (0.62, 2)}
+
+    def _one(self, text: str):
+        import numpy as np
+
+        v = np.zeros(self.dim, dtype=np.float32)
+        for word, (c, axis) in self.closeness.items():
+            if word in text.lower():
+                v[0], v[axis] = c, (1 - c * c) ** 0.5
+                return v
+        v[7] = 1.0  # anything else (the reference texts): unrelated to the query
+        return v
+
+    def embed_batch(self, texts):
+        import numpy as np
+
+        return np.stack([self._one(t) for t in texts]) if texts else np.zeros((0, self.dim), dtype=np.float32)
+
+    def embed_query(self, text):
+        import numpy as np
+
+        return np.eye(self.dim, dtype=np.float32)[0]
+
+
+def test_a_long_reply_does_not_outrank_a_closer_short_turn_by_its_many_chunks(settings, clock):
+    """Nine chunks each a little closer than the short turn that answers: the reply's best chunk
+    is close by chance as often as it has chunks, so it ranks below; one chunk far closer than
+    the short turn still ranks first (the answer in one sentence of a long reply is found)."""
+    reply = " ".join(f"The replypart paragraph {i} goes on about the subject at some length." for i in range(120))
+    standout = reply.replace("replypart paragraph 60 ", "standout paragraph 60 ", 1)
+    eng = Engram(":memory:", settings=settings, embedder=_Placed(), clock=clock)
+    try:
+        short = eng.store("The answerturn says it in a line.", conversation="c1", created_at=WHEN)
+        long = eng.store(reply, conversation="c2", created_at=WHEN)
+        assert len(long.chunks) >= 8
+        hits = eng.recall("where is it", mode="vector", limit=2, reinforce=False, explain=True)
+        assert hits[0].memory.id == short.memory.id
+        assert hits[1].memory.id in long.chunks
+        assert hits[1].parts["cosine"] > hits[0].parts["cosine"]  # its own cosine is still shown as it is
+        other = eng.store(standout, conversation="c3", created_at=WHEN)
+        first = eng.recall("where is it", mode="vector", limit=1, reinforce=False)[0]
+        assert first.memory.id in other.chunks and "standout" in first.memory.content
+    finally:
+        eng.close()
