@@ -9,9 +9,11 @@ as database_url and the `eng` fixture opens. Tests about the DuckDB file itself 
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import os
+import shutil
 import socket
 import subprocess
 import tempfile
@@ -30,6 +32,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # is unset or not private.
 if not os.environ.get("XDG_RUNTIME_DIR"):
     os.environ["XDG_RUNTIME_DIR"] = tempfile.mkdtemp(prefix="engram-xdg-")  # mode 0700
+    # Gone with the run that made it (the workers inherit it): runs must not leave one each.
+    atexit.register(shutil.rmtree, os.environ["XDG_RUNTIME_DIR"], ignore_errors=True)
 # One model cache for every test and every process they start (ENGRAM_MODEL_CACHE): the model's
 # ONNX graph is exported and checked once (about 15 s, torch in a child process) instead of at
 # each new home's first daemon start. Its file names carry the key of the weights and library
