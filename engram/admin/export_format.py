@@ -93,9 +93,14 @@ _MEMORY_CHECKS: dict[str, dict[str, Any]] = {
 }
 
 
+# The store's INTEGER columns hold 32 bits: a larger number in a file is refused by name, not
+# by the database's conversion error halfway through the import.
+INT32 = {"ge": -(2**31), "le": 2**31 - 1}
+
+
 def _memory_field(c: Column) -> tuple[Any, Any]:
     kind, default = _FIELD_TYPES[c.kind]
-    checks = _MEMORY_CHECKS.get(c.name, {})
+    checks = {**(INT32 if c.kind == "int" else {}), **_MEMORY_CHECKS.get(c.name, {})}
     if c.required:
         return kind, Field(**checks)
     if callable(default):
@@ -135,7 +140,7 @@ class SessionLine(Line):
     id: str = Field(min_length=1)
     user_id: str
     client: str = ""
-    pid: int | None = None
+    pid: int | None = Field(None, **INT32)
     status: str
     started_at: datetime
     last_heartbeat: datetime
@@ -147,8 +152,8 @@ class SessionLine(Line):
     interruption: str | None = None
     project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)
     branch: str | None = None
-    successes: int = 0
-    failures: int = 0
+    successes: int = Field(0, **INT32)
+    failures: int = Field(0, **INT32)
 
 
 class EdgeLine(Line):

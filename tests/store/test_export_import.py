@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -181,6 +182,8 @@ def test_damaged_files_import_nothing(eng, target, tmp_path, clock):
         "row missing": rows[:2] + rows[3:],
         "bad type": [rows[0], rows[1].replace('"memory_type":"', '"memory_type":"x'), *rows[2:]],
         "no header": rows[1:],
+        # A number the store's 32-bit columns cannot hold (found by the long fuzz run).
+        "too large": [rows[0], re.sub(r'"recall_count":\d+', '"recall_count":2147483648.0', rows[1]), *rows[2:]],
     }
     for name, body in cases.items():
         bad = tmp_path / f"{name}.jsonl"
