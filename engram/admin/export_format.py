@@ -95,7 +95,8 @@ _MEMORY_CHECKS: dict[str, dict[str, Any]] = {
 
 # The store's INTEGER columns hold 32 bits: a larger number in a file is refused by name, not
 # by the database's conversion error halfway through the import.
-INT32 = {"ge": -(2**31), "le": 2**31 - 1}
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+INT32: dict[str, Any] = {"ge": INT32_MIN, "le": INT32_MAX}
 
 
 def _memory_field(c: Column) -> tuple[Any, Any]:
@@ -140,7 +141,7 @@ class SessionLine(Line):
     id: str = Field(min_length=1)
     user_id: str
     client: str = ""
-    pid: int | None = Field(None, **INT32)
+    pid: int | None = Field(None, ge=INT32_MIN, le=INT32_MAX)
     status: str
     started_at: datetime
     last_heartbeat: datetime
@@ -152,8 +153,8 @@ class SessionLine(Line):
     interruption: str | None = None
     project: str | None = Field(None, min_length=1, max_length=MAX_PROJECT_CHARS)
     branch: str | None = None
-    successes: int = Field(0, **INT32)
-    failures: int = Field(0, **INT32)
+    successes: int = Field(0, ge=INT32_MIN, le=INT32_MAX)
+    failures: int = Field(0, ge=INT32_MIN, le=INT32_MAX)
 
 
 class EdgeLine(Line):
