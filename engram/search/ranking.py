@@ -14,7 +14,8 @@ score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker
   turn of a conversation, which neither age nor use makes more or less relevant;
 - the cue bonuses go to candidates only (they never pull in a memory neither search found):
   date: written in a range the query names ("on 13 October 2023", "in June"); speaker: opens
-  with a label ("Melanie: …") whose name the query has; when: the query asks when and the
+  with a label ("Melanie: …") whose name the query has (never a captured episode's "User:", the
+  capture's role label); when: the query asks when and the
   memory mentions a time.
 
 Relevance floor. A query gets hits only with evidence by meaning or by words:
@@ -55,6 +56,7 @@ import numpy as np
 
 from engram.core.recall_query import RecallQuery
 from engram.core.settings import Settings
+from engram.core.types import MEMORY_TYPES
 from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
 from engram.search.graph import MemoryGraph
 from engram.search.memory_index import MemoryIndex
@@ -129,6 +131,7 @@ class Weights:
         return cls(**{f.name: getattr(settings, f.name) for f in fields(cls) if f.name in declared})
 
 
+EPISODE_CODE = MEMORY_TYPES.index("episode")
 # A memory's opening label: one to three words and a colon ("Melanie: …", "Dr Ann Lee: …").
 _LABEL = re.compile(r"\s*([^\W\d_][\w'’.-]*(?:\s[^\W\d_][\w'’.-]*){0,2})\s*:\s")
 
@@ -149,6 +152,10 @@ def _cues(index: MemoryIndex, query: str, weights: Weights):
         if qterms:
             sp = np.zeros(len(c))
             for i, r in enumerate(c):
+                # A captured episode opens with the capture's role label ("User: ..."), the same
+                # on every episode: no speaker, and a query about "the user" lifted them all.
+                if index.mtype[r] == EPISODE_CODE:
+                    continue
                 m = _LABEL.match(index.texts[r] or "")
                 if m and qterms.intersection(tokenize(m.group(1))):
                     sp[i] = weights.speaker_bonus

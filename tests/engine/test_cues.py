@@ -86,6 +86,28 @@ def test_opening_label_named_in_the_query_gets_the_speaker_bonus(plain, fake, cl
     eng.close()
 
 
+def test_a_captured_episodes_role_label_is_no_speaker(plain, fake, clock):
+    # Every captured episode opens with "User:" (engram.workflows.capture): a question about what
+    # the user wants must not lift every episode above the fact that answers it.
+    eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
+    eng.weights = replace(eng.weights, hit_share=0.0, hit_cosine=-2.0, hit_coverage=0.0)  # every hit returned
+    fact = eng.store("The user wants tests run with pytest -x", resolve_conflicts=False).memory
+    ep = eng.store(
+        "User: next: ran the unit tests\nAssistant: Ran the unit tests at 10:15; 87 passed.",
+        memory_type="episode",
+        conversation="s1",
+        resolve_conflicts=False,
+    ).memory
+    labelled = eng.store("User: the staging tests run nightly", resolve_conflicts=False).memory
+    hits = {
+        h.memory.id: h for h in eng.recall("which flags does the user like for tests", explain=True, reinforce=False)
+    }
+    assert hits[ep.id].parts["speaker"] == 0.0
+    assert hits[fact.id].parts["speaker"] == 0.0
+    assert hits[labelled.id].parts["speaker"] == plain.speaker_bonus  # a label of any other memory still counts
+    eng.close()
+
+
 def test_when_question_prefers_a_memory_that_says_when(plain, fake, clock):
     eng = Engram(":memory:", settings=plain, embedder=fake, clock=clock)
     timed = eng.store("The payment outage happened yesterday evening", resolve_conflicts=False).memory
