@@ -20,6 +20,7 @@ CONVENTION_TAG = "convention"  # a project's rule (engram.continuity.conventions
 EPISODE_TYPE = "episode"  # a turn of a session captured as said (the request and the answer)
 EPISODE_TAG = "episode"
 PITFALL_TAG = "pitfall"  # an error a session fixed, with the changed lines
+GIST_TAG = "gist"  # what several captured memories of a project share (engram.admin.gists)
 MEMORY_STATUSES: tuple[str, ...] = ("active", "superseded", "consolidated", "deleted")
 # How long a kind of memory lasts (docs/lifecycle.md): each tier scales a memory's stability
 # (engram.search.decay), from a session's scratch that fades in days to a rule kept for good.

@@ -15,7 +15,7 @@ from engram.continuity.conventions import conventions_for_prompt, is_captured_co
 from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
 from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document, shared_by
-from engram.core.types import OPEN_TASK_STATUSES, PITFALL_TAG, EngramError, Memory, NotFound, Scope
+from engram.core.types import GIST_TAG, OPEN_TASK_STATUSES, PITFALL_TAG, EngramError, Memory, NotFound, Scope
 from engram.engram import Engram
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
@@ -176,8 +176,9 @@ def injectable(m: Memory) -> bool:
     cause nor a fix (a checkpoint's failed command: `cat` of a missing file, an `rg` without a
     match) says only that something failed once; on real sessions such records were 129 of the
     188 failures injected and 12 of them bore on the prompt. They stay in the task's resume block
-    and in recall; pitfalls (with their fix) and failures with a root cause or fix are injected."""
-    if m.memory_type != "failure" or PITFALL_TAG in m.tags:
+    and in recall; pitfalls (with their fix) and failures with a root cause or fix are injected,
+    and so is a gist of pitfalls: the error, files and changed lines its fixes share."""
+    if m.memory_type != "failure" or PITFALL_TAG in m.tags or GIST_TAG in m.tags:
         return True
     doc = m.metadata.get("failure")
     return isinstance(doc, dict) and bool(doc.get("fix") or doc.get("root_cause"))
