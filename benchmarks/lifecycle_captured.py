@@ -174,12 +174,15 @@ def _fix(p: dict, n: int) -> dict:
     return fix.to_dict()
 
 
-def run_captured(days: int = 120, seed: int = 7, gists: bool = True) -> dict:  # noqa: C901 - a scenario read top to bottom
+def run_captured(days: int = 120, seed: int = 7, gists: bool = True, window: float | None = None) -> dict:  # noqa: C901 - a scenario read top to bottom
     from benchmarks.lifecycle import DURABLE, noise_note
 
     rng = random.Random(seed)
     home = Path(tempfile.mkdtemp(prefix="engram-lifecycle-captured-"))
-    settings = Settings.from_env({"ENGRAM_HOME": str(home), "ENGRAM_GISTS": "1" if gists else "0"})
+    env = {"ENGRAM_HOME": str(home), "ENGRAM_GISTS": "1" if gists else "0"}
+    if window is not None:
+        env["ENGRAM_GIST_WINDOW_DAYS"] = str(window)
+    settings = Settings.from_env(env)
     clock = VirtualClock(datetime(2025, 1, 6, 0, 0, tzinfo=UTC))
     eng = Engram(home / "memories.duckdb", settings=settings, embedder=load_embedder("all-MiniLM-L6-v2"), clock=clock)
     api = Api(eng)
@@ -348,8 +351,12 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--days", type=int, default=120)
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--gist-window-days", type=float, default=None, help="ENGRAM_GIST_WINDOW_DAYS (default: its default)"
+    )
     a = p.parse_args()
-    print(render_captured(run_captured(a.days, a.seed, gists=False), run_captured(a.days, a.seed, gists=True)))
+    off = run_captured(a.days, a.seed, gists=False)
+    print(render_captured(off, run_captured(a.days, a.seed, gists=True, window=a.gist_window_days)))
 
 
 if __name__ == "__main__":

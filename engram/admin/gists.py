@@ -8,7 +8,8 @@ content words. The memory alike to the most others (the seed) with its alike pee
 MIN_MEMBERS of them from at least MIN_SESSIONS sessions, is a cluster, and becomes one gist: a
 `fact` (a `failure` for failures) of the semantic tier tagged `gist`, whose lines are the sentences,
 commands (`code`) and file paths that half its members or more say, each copied verbatim from one of
-them, with how many members say it (and an episode's first request), under a header that counts its
+them, with how many members say it (and above them the requests an episodes' gist answers, as its
+members were asked them), under a header that counts its
 members and sessions and spans their dates. Nothing in a gist is written by engram but that header
 and the counts (unless ENGRAM_GIST_COMMAND names a command that rewrites it), and a sentence with a
 redacted secret is never taken. Its metadata (`gist`) names, for every line, the members that say
@@ -23,15 +24,17 @@ is lost if the gist missed it. Pinned memories and those the user kept stay in t
 
 A memory alike to an existing gist (or to one of its members still stored) that says one of its
 lines joins it on a later run: the gist's lines are counted again with it, its stability grows by
-the member's, and no second gist is written. A run that finds no new member changes no gist. What
-may still recur is spared by the prune meanwhile (plan_gists: WINDOW_DAYS, PENDING_DAYS).
+the member's, and no second gist is written. Two gists of a group that are alike and state a line
+in common (a cluster that formed beside its gist, a teammate's gist imported) become one: the older
+absorbs the other's sources, lines and stability, and the other is deleted. A run that finds no new
+member and nothing to merge changes no gist. What may still recur is spared by the prune meanwhile
+(plan_gists: ENGRAM_GIST_WINDOW_DAYS, PENDING_DAYS); an episode kept so, past its fading, is not
+recalled (MemoryIndex.faded_episodes).
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import re
 import shlex
 import subprocess
 from dataclasses import replace
@@ -40,12 +43,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from engram.admin.gist_text import compose, trace, unit_key, units_of
 from engram.core.ids import new_id
-from engram.core.redaction import REDACTED
-from engram.core.types import MEMORY_TYPES, Memory
+from engram.core.types import GIST_TAG, MEMORY_TYPES, Memory
 from engram.search.decay import MAX_STABILITY, base_stability
 from engram.search.memory_index import to_days
-from engram.text.statements import sentences
 from engram.text.tokens import tokenize
 
 if TYPE_CHECKING:
@@ -53,34 +55,26 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-GIST_TAG = "gist"
 # The kinds of captured memory that gist, each among its own kind; what type the gist is.
 KINDS = {"episode": "fact", "failure": "failure", "handoff": "fact"}
 MIN_MEMBERS = 3
 MIN_SESSIONS = 2
 SHARED_TERMS = 3  # content words two alike memories have in common, beside their vectors' similarity
-MAX_LINES = 12
-MAX_LINE_CHARS = 400
 # How long the prune spares what may recur before a gist holds it: a captured memory from its
 # creation, two alike ones from two sessions from the newer one's.
-WINDOW_DAYS = 14
 PENDING_DAYS = 30
 SUMMARISER_TIMEOUT_S = 30
-HEADER = re.compile(r"\AGist of (\d+) (\w+) in (\d+) sessions?, (\d{4}-\d{2}-\d{2})\.\.(\d{4}-\d{2}-\d{2}):\Z")
-LINE = re.compile(r"\A- (.+) \((\d+) of (\d+)\)\Z")
-_CODE = re.compile(r"`([^`\n]{3,300})`")
-_PATH = re.compile(
-    r"(?<![\w/.-])((?:[\w.-]+/)+[\w.-]+\.\w{1,8}|[\w-]+\.(?:py|js|ts|tsx|go|rs|rb|java|toml|yaml|yml|json|md|sql|sh|cfg|ini))(?::\d+)?\b"
-)
+__all__ = ["GIST_TAG", "apply_gists", "plan_gists", "report_entry", "trace", "units_of"]
 
 
 def plan_gists(eng: Engram, mine: np.ndarray, now: datetime) -> tuple[list[dict[str, Any]], set[str]]:
     """What this run would write, and the recurrences in progress.
 
-    The plans: a new gist per new cluster, an update per gist with new members, each {action:
-    new | update, gist_id, kind, members: [Memory], gist: Memory | None, content, lines, meta}.
+    The plans: a new gist per new cluster, an update per gist with new members or alike gists to
+    absorb, each {action: new | update, gist_id, kind, members: [Memory], gist: Memory | None,
+    content, lines, meta, absorbed: [gist id]}.
     The recurrences in progress, which the prune spares: the ids of captured memories younger than
-    WINDOW_DAYS in no gist, and of alike memories from two sessions or more, too few yet for a
+    ENGRAM_GIST_WINDOW_DAYS in no gist, and of alike memories from two sessions or more, too few yet for a
     gist, the newest of them younger than PENDING_DAYS; so a problem that comes back every week or
     two can make its gist although one episode alone fades in days.
     `mine`: the rows maintenance covers. A member may be one the prune then removes (it faded):
@@ -102,20 +96,86 @@ def plan_gists(eng: Engram, mine: np.ndarray, now: datetime) -> tuple[list[dict[
         groups: dict[tuple[int, int], list[int]] = {}
         for r in rows:
             groups.setdefault((int(idx.user[r]), int(idx.project[r])), []).append(r)
+        for g in kind_gists:
+            groups.setdefault((int(idx.user[idx.row_of[g.id]]), int(idx.project[idx.row_of[g.id]])), [])
         for (user, project), members in sorted(groups.items()):
             anchors = [
                 g for g in kind_gists if idx.user[idx.row_of[g.id]] == user and idx.project[idx.row_of[g.id]] == project
             ]
+            # Repeated gists of one recurrence become one before anything joins them.
+            anchors, absorbed = _merge_alike(eng, kind, anchors, s.gist_threshold)
             found, waiting = _plan_group(eng, kind, members, anchors, s.gist_threshold)
+            by_gist = {p["gist_id"]: p for p in found if p["gist_id"]}
+            for g in anchors:
+                if absorbed.get(g.id) and g.id not in by_gist:
+                    by_gist[g.id] = _update_plan(eng, kind, g, [])
+                    found.append(by_gist[g.id])
+                if g.id in by_gist:
+                    by_gist[g.id]["absorbed"] = absorbed.get(g.id, [])
             plans += found
             for few in waiting:
                 if (now - max(m.created_at for m in few)).days < PENDING_DAYS:
                     pending.update(m.id for m in few)
-            # One alone may be the first of a recurrence: it waits WINDOW_DAYS for the next.
+            # One alone may be the first of a recurrence: it waits the window (gist_window_days) for the next.
             placed = {m.id for p in found for m in p["members"]}
-            young = [r for r in members if to_days(now) - idx.created[r] < WINDOW_DAYS]
+            young = [r for r in members if to_days(now) - idx.created[r] < s.gist_window_days]
             pending.update(idx.ids[r] for r in young if idx.ids[r] not in placed)
     return plans, pending
+
+
+def _said(gist: Memory) -> set[Any]:
+    """What a gist states (its lines but the questions it answers), as unit keys."""
+    return {unit_key(line["text"]) for line in gist.metadata["gist"]["lines"] if not line["text"].startswith("User:")}
+
+
+def _merge_alike(
+    eng: Engram, kind: str, anchors: list[Memory], threshold: float
+) -> tuple[list[Memory], dict[str, list[str]]]:
+    """Gists of one group that are alike (vectors within `threshold`) and state a line in common
+    are one recurrence gisted twice (a cluster that formed beside its gist): the oldest absorbs
+    the others. Returns the group's gists as they would be after (an absorbing one with their
+    sources, lines recounted over all of them, stabilities added) and {absorbing id: absorbed ids}.
+    A merge whose lines would no longer state anything (no line said by half of all the
+    sources) is not made."""
+    idx = eng.index
+    kept: list[Memory] = []
+    absorbed: dict[str, list[str]] = {}
+    for g in sorted(anchors, key=lambda g: (g.created_at, g.id)):
+        vec = idx.vectors[idx.row_of[g.id]]
+        for k, keep in enumerate(kept):
+            if float(vec @ idx.vectors[idx.row_of[keep.id]]) < threshold or not _said(g) & _said(keep):
+                continue
+            merged = _merged(eng, kind, keep, g)
+            if merged is not None:
+                kept[k] = merged
+                absorbed.setdefault(keep.id, []).append(g.id)
+                break
+        else:
+            kept.append(g)
+    return kept, absorbed
+
+
+def _merged(eng: Engram, kind: str, keep: Memory, other: Memory) -> Memory | None:
+    """`keep` with `other`'s sources, its lines recounted over both (not written), or None when no
+    line but a question would remain."""
+    a, b = keep.metadata["gist"], other.metadata["gist"]
+    ids = list(dict.fromkeys([*a["sources"], *b["sources"]]))
+    stored = eng.store_db.get_memories(ids)
+    carried = [{**line, "sources": [i for i in line["sources"] if i not in stored]} for line in a["lines"] + b["lines"]]
+    sessions = set(a["sessions"]) | set(b["sessions"])
+    dates = [a["first"], a["last"], b["first"], b["last"]]
+    text = compose(list(stored.values()), carried, kind, sessions, _span(dates), len(ids))
+    if not any(not line["text"].startswith("User:") for line in text["lines"]):
+        return None
+    return replace(
+        keep,
+        content=text["content"],
+        importance=max(keep.importance, other.importance),
+        last_recalled_at=max(x.last_recalled_at or x.created_at for x in (keep, other)),
+        metadata={**keep.metadata, "gist": _meta(kind, ids, sessions, dates, text["lines"])},
+        provenance=tuple(dict.fromkeys([*keep.provenance, *other.provenance])),
+        stability=min(MAX_STABILITY, base_stability(keep) + base_stability(other)),
+    )
 
 
 def _terms(text: str) -> frozenset[str]:
@@ -199,107 +259,6 @@ def _joining(
     return best
 
 
-# -- the text ---------------------------------------------------------------------------------------
-def units_of(text: str) -> list[str]:
-    """What a member says that a gist may repeat, each a verbatim piece of `text`: its sentences
-    of at least three content words, the commands in backticks and the file paths it names; none
-    with a redacted secret."""
-    out: list[str] = []
-    for line in text.splitlines():
-        # A turn's answer is labelled "Assistant:" (engram.workflows.capture): the sentence is the rest.
-        out += [p.strip().removeprefix("Assistant:").strip() for p in sentences(line) if len(tokenize(p)) >= 3]
-    out += [m.group(1).strip() for m in _CODE.finditer(text)]
-    out += [m.group(0) for m in _PATH.finditer(text)]
-    return [u for u in dict.fromkeys(out) if 3 <= len(u) <= MAX_LINE_CHARS and REDACTED not in u and u in text]
-
-
-def request_of(m: Memory) -> str | None:
-    """An episode's request as a unit (its first sentence, "User: ..."): what the gist was asked."""
-    first = units_of(m.content.splitlines()[0]) if m.content.strip() else []
-    return first[0] if first and first[0].startswith("User:") else None
-
-
-def unit_key(unit: str) -> tuple[str, ...] | str:
-    """Two members say the same thing when their units have the same content words in order (a
-    sentence), or the same text (a command, a path: every character matters)."""
-    words = tuple(tokenize(unit))
-    return words if len(words) >= 3 else " ".join(unit.split())
-
-
-def compose(
-    members: list[Memory], carried: list[dict], kind: str, sessions: set[str], span: tuple[str, str], total: int
-) -> dict:
-    """The gist's lines and text: the units of `members` (and of `carried` lines, whose sources no
-    longer stored still count) that half the sources or more say (two at least), the most said
-    first; for episodes,
-    the earliest request too when no shared line is one (what the gist answers). `total`: the
-    gist's sources, stored or not. Returns {content, lines}."""
-    live = {m.id for m in members}
-    found: dict[Any, dict] = {}
-    for m in sorted(members, key=lambda m: (m.created_at, m.id)):
-        for u in units_of(m.content):
-            entry = found.setdefault(unit_key(u), {"text": u, "sources": []})
-            if m.id not in entry["sources"]:
-                entry["sources"].append(m.id)
-    for line in carried:
-        entry = found.setdefault(unit_key(line["text"]), {"text": line["text"], "sources": []})
-        entry["sources"] += [i for i in line["sources"] if i not in live and i not in entry["sources"]]
-    # What most members do not say is not what they share: a line needs half of them (two at least).
-    shared = [e for e in found.values() if len(e["sources"]) >= max(2, math.ceil(total / 2))]
-    shared.sort(key=lambda e: -len(e["sources"]))  # a stable sort: the earlier said first among equals
-    if kind == "episode" and not any(e["text"].startswith("User:") for e in shared):
-        asked = [line["text"] for line in carried if line["text"].startswith("User:")]
-        asked += [r for m in sorted(members, key=lambda m: (m.created_at, m.id)) for r in [request_of(m)] if r]
-        if asked and shared:
-            shared.insert(0, found[unit_key(asked[0])])
-    lines: list[dict] = []
-    for e in shared:
-        if any(e["text"] in kept["text"] for kept in lines):
-            continue  # a path or command inside a sentence already kept
-        lines.append({"text": e["text"], "sources": e["sources"]})
-        if len(lines) == MAX_LINES:
-            break
-    noun = {"episode": "episodes", "failure": "failures", "handoff": "handoffs"}[kind]
-    plural = "s" if len(sessions) != 1 else ""
-    head = f"Gist of {total} {noun} in {len(sessions)} session{plural}, {span[0]}..{span[1]}:"
-    body = [f"- {x['text']} ({len(x['sources'])} of {total})" for x in lines]
-    return {"content": "\n".join([head, *body]), "lines": lines}
-
-
-def trace(content: str, meta: dict, source_text: dict[str, str]) -> list[str]:
-    """What in a gist cannot be traced to its sources (empty: every line can): each line of its
-    extractive text (its content unless a command rewrote it) must be
-    the verbatim text of a unit said by each source it names (as `source_text` has them: the ids
-    of sources no longer stored are skipped), its count theirs, its header the metadata's."""
-    problems = []
-    # A gist ENGRAM_GIST_COMMAND rewrote is checked by the extractive text it was given.
-    head, *body = meta.get("extractive", content).splitlines()
-    h = HEADER.match(head)
-    if h is None or int(h.group(1)) != len(meta["sources"]) or int(h.group(3)) != len(meta["sessions"]):
-        problems.append(f"header {head!r} does not count the gist's sources and sessions")
-    if len(body) != len(meta["lines"]):
-        problems.append("the lines are not the metadata's")
-    for text, line in zip(body, meta["lines"]):
-        m = LINE.match(text)
-        if (
-            m is None
-            or m.group(1) != line["text"]
-            or int(m.group(2)) != len(line["sources"])
-            or int(m.group(3)) != len(meta["sources"])
-        ):
-            problems.append(f"line {text!r} is not its metadata's")
-            continue
-        key = unit_key(line["text"])
-        for sid in line["sources"]:
-            src = source_text.get(sid)
-            if src is not None and not any(unit_key(u) == key for u in units_of(src)):
-                problems.append(f"line {text!r}: source {sid} does not say it")
-        stored = [source_text[sid] for sid in line["sources"] if sid in source_text]
-        if stored and not any(line["text"] in src for src in stored):
-            problems.append(f"line {text!r} is in none of its sources verbatim")
-    return problems
-
-
 def _span(dates: list[str]) -> tuple[str, str]:
     return min(dates)[:10], max(dates)[:10]
 
@@ -340,8 +299,10 @@ def _meta(kind: str, ids: list[str], sessions: set[str], dates: list[str], lines
 
 # -- writing --------------------------------------------------------------------------------------
 def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -> list[str]:
-    """Write the planned gists and move their new members to the working tier (those in `gone`,
-    pruned by this run, are not written to); returns the ids of the gists written or updated."""
+    """Write the planned gists, move their new members to the working tier (those in `gone`,
+    pruned by this run, are not written to) and delete the gists others absorbed (each plan's
+    `absorbed`: what they said is in the absorbing gist's lines and history); returns the ids of
+    the gists written or updated."""
     if not plans:
         return []
     db, idx = eng.store_db, eng.index
@@ -354,7 +315,7 @@ def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -
     with db.transaction():
         for p, vec in zip(plans, vecs):
             members: list[Memory] = p["members"]
-            touched = max(m.last_recalled_at or m.created_at for m in members)
+            touched = max([m.last_recalled_at or m.created_at for m in members], default=now)
             added = sum(base_stability(m) for m in members)
             ids = [m.id for m in members]
             g: Memory | None = p["gist"]
@@ -381,11 +342,12 @@ def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -
                 )
                 db.insert_memory(gist, vec)
             else:
+                last = g.last_recalled_at or g.created_at
                 gist = replace(
                     g,
                     content=p["content"],
-                    importance=max(g.importance, *(m.importance for m in members)),
-                    last_recalled_at=max(touched, g.last_recalled_at or g.created_at),
+                    importance=max([g.importance, *(m.importance for m in members)]),
+                    last_recalled_at=max(touched, last) if members else last,
                     metadata={**g.metadata, "gist": p["meta"]},
                     provenance=tuple(dict.fromkeys([*g.provenance, *ids])),
                     stability=min(MAX_STABILITY, base_stability(g) + added),
@@ -403,7 +365,10 @@ def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -
                     updated_at=now,
                 )
             # The history names the sources as a consolidation's (engram memory_history lists them).
-            db.add_event(gist.id, now, "consolidate", {"sources": ids, "gist": True})
+            event: dict[str, Any] = {"sources": ids, "gist": True}
+            if p.get("absorbed"):
+                event["merged"] = p["absorbed"]  # the gists it absorbed, deleted below
+            db.add_event(gist.id, now, "consolidate", event)
             written.append((gist, vec))
             for m in members:
                 if m.id in gone or m.tier == "working" or m.pinned or (m.metadata or {}).get("captured") == "kept":
@@ -415,6 +380,9 @@ def apply_gists(eng: Engram, plans: list[dict], now: datetime, gone: set[str]) -
         idx.upsert(gist, vec)
     for m in faded:
         idx.upsert(m, None)
+    absorbed = [i for p in plans for i in p.get("absorbed", []) if i not in gone]
+    if absorbed:
+        eng.remove_memories(absorbed)
     return [g.id for g, _ in written]
 
 
@@ -450,6 +418,7 @@ def report_entry(p: dict, into: str | None) -> dict:
         "into": into,
         "kind": p["kind"],
         "new_sources": [m.id for m in p["members"]],
+        "absorbed": list(p.get("absorbed", [])),
         "sources": len(p["meta"]["sources"]),
         "sessions": len(p["meta"]["sessions"]),
         "preview": p["content"],

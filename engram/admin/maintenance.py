@@ -116,6 +116,7 @@ def consolidate_memory(eng: Engram, apply: bool = True, user_id: str | None = No
                 pruned=totals["pruned"] + report["pruned"],
                 gists_written=totals["gists_written"] + sum(p["action"] == "new" for p in gist_plans),
                 gists_updated=totals["gists_updated"] + sum(p["action"] == "update" for p in gist_plans),
+                gists_merged=totals["gists_merged"] + sum(len(p.get("absorbed", [])) for p in gist_plans),
                 runs=totals["runs"] + 1,
                 last_run=started.isoformat(),
             )
@@ -427,6 +428,7 @@ def maintenance_totals(eng: Engram) -> dict[str, Any]:
         "pruned": 0,
         "gists_written": 0,
         "gists_updated": 0,
+        "gists_merged": 0,
         "runs": 0,
         "last_run": None,
         **(json.loads(raw) if raw else {}),

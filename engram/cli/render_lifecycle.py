@@ -83,7 +83,8 @@ def gist_rows(r: dict) -> list[tuple[str, str]]:
             (
                 "gists",
                 f"{gists:,} (what recurring captures share; {t.get('gists_written', 0):,} written, "
-                f"{t.get('gists_updated', 0):,} updated by later members)",
+                f"{t.get('gists_updated', 0):,} updated by later members, "
+                f"{t.get('gists_merged', 0):,} merged into an alike one)",
             )
         ]
     if not isinstance(gists, list):
@@ -92,7 +93,8 @@ def gist_rows(r: dict) -> list[tuple[str, str]]:
     rows = [("gists", f"{verb} {len(gists)} gist{'' if len(gists) == 1 else 's'}")]
     for i, g in enumerate(gists, 1):
         into = f" -> {g['into']}" if g.get("into") else ""
-        head = f"{i}. {g['action']}, {len(g.get('new_sources') or [])} new of {g.get('sources')} sources{into}:"
+        merged = f", absorbing {len(g['absorbed'])} alike gist(s)" if g.get("absorbed") else ""
+        head = f"{i}. {g['action']}, {len(g.get('new_sources') or [])} new of {g.get('sources')} sources{merged}{into}:"
         rows += [("", head), *(("", f"   {line}") for line in str(g.get("preview", "")).splitlines())]
     rows.append(("recurring", f"{r.pop('spared_recurring', 0)} kept although faded: alike, awaiting a gist"))
     return rows

@@ -205,6 +205,11 @@ class Settings:
     gist_threshold: float = setting(
         0.6, "similarity at which captured memories of a project are alike enough to share a gist", ge=0.0, le=1.0
     )
+    # How long the prune keeps a captured memory in no gist, in case it recurs (0: no longer than
+    # it lasts by itself); what it costs is a bigger store (docs/lifecycle.md#gists).
+    gist_window_days: float = setting(
+        14.0, "days a captured memory in no gist is kept from the prune in case it recurs", ge=0.0
+    )
     # Off by default: a gist then says only what its sources said, each line traceable.
     gist_command: str | None = setting(
         None, "a command that rewrites a gist: the extractive text on stdin, the new one on stdout", shown="unset"

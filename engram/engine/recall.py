@@ -63,6 +63,9 @@ class Recall:
             mask = idx.mask(user, q.memory_type, q.task_id, q.tags, q.as_of, scope=q.scope, now=now)
             for excluded in q.exclude_types:
                 mask &= idx.mtype[: idx.n] != MEMORY_TYPES.index(excluded)
+            if self.p.settings.gists and q.as_of is None:
+                # Kept past its fading only in case it recurs (the gist window): as if pruned.
+                mask &= ~idx.faded_episodes(now, self.p.settings.prune_threshold)
             # The query's misspelt words, among this caller's memories only, read once: the
             # ranking searches with them and the answer shows them.
             read_as = {} if q.mode == "vector" else idx.bm25.corrections(q.text, mask)

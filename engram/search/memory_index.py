@@ -29,7 +29,7 @@ import numpy as np
 from engram.core.clock import SECONDS_PER_DAY
 from engram.core.types import MEMORY_TIERS, MEMORY_TYPES, Memory, Scope
 from engram.search.bm25 import BM25Index
-from engram.search.decay import TIER_FACTORS, memory_stability
+from engram.search.decay import TIER_FACTORS, memory_stability, strength_array
 from engram.search.vector_search import best, bounded_best, principal_basis, project, score_bounds
 
 STATUS_CODES = {"active": 0, "superseded": 1, "consolidated": 2}
@@ -460,6 +460,14 @@ class MemoryIndex:
                 tm[list(rows)] = True
             m &= tm
         return m
+
+    def faded_episodes(self, now: datetime, floor: float) -> np.ndarray:
+        """Rows of captured episodes, not pinned, whose strength fell below `floor` (the prune's):
+        with gists on, maintenance keeps them past it only as what a gist may yet be made of
+        (docs/lifecycle.md#gists), and recall leaves them out as the prune would have."""
+        n = self.n
+        st = strength_array(self.importance[:n], self.stability[:n], to_days(now) - self.touched[:n])
+        return (self.mtype[:n] == MEMORY_TYPES.index("episode")) & ~self.pinned[:n] & (st < floor)
 
     def in_project(self, project: str | None, exact: bool = False) -> np.ndarray:
         """Rows of `project` and of no project (exact: of `project` only; None: of no project)."""

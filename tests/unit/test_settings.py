@@ -46,6 +46,7 @@ PUBLISHED = {
     "consolidate_threshold": "ENGRAM_CONSOLIDATE_THRESHOLD",
     "gists": "ENGRAM_GISTS",
     "gist_threshold": "ENGRAM_GIST_THRESHOLD",
+    "gist_window_days": "ENGRAM_GIST_WINDOW_DAYS",
     "gist_command": "ENGRAM_GIST_COMMAND",
     "tier_working": "ENGRAM_TIER_WORKING",
     "tier_episodic": "ENGRAM_TIER_EPISODIC",

@@ -35,7 +35,7 @@ export function upkeepPage() {
           lateStat(s.late_interaction),
           stat("Tasks", Object.values(s.tasks).reduce((a, b) => a + b, 0), Object.entries(s.tasks).map(([k, v]) => `${k} ${v}`).join(" · ")),
           stat("Sessions", Object.values(s.sessions).reduce((a, b) => a + b, 0), Object.entries(s.sessions).map(([k, v]) => `${k} ${v}`).join(" · ")),
-          stat("Gists", s.gists, `what recurring captures share, written once · ${s.totals.gists_written} written · ${s.totals.gists_updated} updated by later members`),
+          stat("Gists", s.gists, `what recurring captures share, written once · ${s.totals.gists_written} written · ${s.totals.gists_updated} updated by later members · ${s.totals.gists_merged ?? 0} merged into an alike one`),
           stat("Maintenance so far", `${s.totals.runs} runs`,
             `${s.totals.consolidated} consolidated · ${s.totals.pruned} pruned · last ${s.totals.last_run ? new Date(s.totals.last_run).toLocaleString() : "never"}`),
           stat("Mean strength", num(s.strength.mean), Object.entries(s.strength.buckets).map(([k, v]) => `${k}: ${v}`).join(" · "))),
