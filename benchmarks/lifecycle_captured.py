@@ -270,6 +270,9 @@ def run_captured(days: int = 120, seed: int = 7, gists: bool = True, window: flo
     idx = eng.index
     active = [i for i in idx.row_of if idx.status[idx.row_of[i]] == 0]
     mems = eng.store_db.get_memories(active)
+    # Of those, the episodes kept past their fading for a recurrence (the gist window): not recalled.
+    faded = idx.faded_episodes(clock.now(), settings.prune_threshold) if gists else None
+    held = [i for i in active if faded is not None and faded[idx.row_of[i]]]
     gist_mems = [m for m in mems.values() if GIST_TAG in m.tags]
     lines = problems = 0
     for g in gist_mems:
@@ -284,6 +287,8 @@ def run_captured(days: int = 120, seed: int = 7, gists: bool = True, window: flo
         "written_tokens": sum(estimate_tokens(t) for t in seen.values()),
         "active": len(active),
         "active_tokens": sum(estimate_tokens(m.content) for m in mems.values()),
+        "held": len(held),
+        "held_tokens": sum(estimate_tokens(mems[i].content) for i in held),
         "by_type": stats["by_type"],
         "rows": eng.store_db.count("memories"),
         "disk_bytes": stats["disk_bytes"],
@@ -322,6 +327,11 @@ def render_captured(off: dict, on: dict) -> str:
         f"| active memories at the end | {pair('active')} |",
         f"| active by type | {off['by_type']} | {on['by_type']} |",
         f"| tokens of the active memories' text | {off['active_tokens']:,} | {on['active_tokens']:,} |",
+        f"| of them, episodes kept past their fading for a recurrence (not recalled) / their tokens | "
+        f"{off['held']} / {off['held_tokens']:,} | {on['held']} / {on['held_tokens']:,} |",
+        f"| recallable at the end / their tokens | {off['active'] - off['held']} / "
+        f"{off['active_tokens'] - off['held_tokens']:,} | {on['active'] - on['held']} / "
+        f"{on['active_tokens'] - on['held_tokens']:,} |",
         f"| rows (all statuses) / disk | {off['rows']} / {off['disk_bytes'] / 1e6:.2f} MB | "
         f"{on['rows']} / {on['disk_bytes'] / 1e6:.2f} MB |",
     ]
@@ -335,8 +345,9 @@ def render_captured(off: dict, on: dict) -> str:
     rows += [
         f"| tokens the prompt hook injects per question (mean) | {pair('prompt_tokens', '.0f')} |",
         f"| get_context tokens per question, limit=5 (mean) | {pair('ctx5_tokens', '.0f')} |",
-        f"| gists active / written / updated (totals) | {off['gists']} | {on['gists']} / "
-        f"{on['totals'].get('gists_written', 0)} / {on['totals'].get('gists_updated', 0)} |",
+        f"| gists active / written / updated / merged into another (totals) | {off['gists']} | {on['gists']} / "
+        f"{on['totals'].get('gists_written', 0)} / {on['totals'].get('gists_updated', 0)} / "
+        f"{on['totals'].get('gists_merged', 0)} |",
         f"| gist lines traced to their sources / problems / sources with no text kept | - | "
         f"{on['gist_lines']} / {on['trace_problems']} / {on['unknown_sources']} |",
         f"| missed | {', '.join(off['missing']) or '-'} | {', '.join(on['missing']) or '-'} |",
