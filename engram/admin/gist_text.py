@@ -56,7 +56,7 @@ def compose(
 ) -> dict:
     """The gist's lines and text: the units of `members` (and of `carried` lines, whose sources no
     longer stored still count) that half the sources or more say (two at least), the most said
-    first; for episodes, above them, the requests its members were asked (what the gist answers:
+    first; for episodes, below them, the requests its members were asked (what the gist answers:
     up to MAX_REQUESTS, the most asked first), and no line at all when they share no answer.
     `total`: the gist's sources, stored or not. Returns {content, lines}."""
     live = {m.id for m in members}
@@ -81,7 +81,9 @@ def compose(
         asked += [r for m in sorted(members, key=lambda m: (m.created_at, m.id)) for r in [request_of(m)] if r]
         entries = list({id(found[unit_key(q)]): found[unit_key(q)] for q in asked}.values())
         entries.sort(key=lambda e: -len(e["sources"]))  # the most asked first, the earlier among equals
-        shared = entries[:MAX_REQUESTS] + answers if answers else []
+        # The answers first: a block that cuts a long gist short (the prompt hook's) keeps them.
+        asked_lines = entries[:MAX_REQUESTS]
+        shared = answers[: MAX_LINES - len(asked_lines)] + asked_lines if answers else []
     lines: list[dict] = []
     for e in shared:
         if any(e["text"] in kept["text"] for kept in lines):

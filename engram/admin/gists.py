@@ -8,7 +8,7 @@ content words. The memory alike to the most others (the seed) with its alike pee
 MIN_MEMBERS of them from at least MIN_SESSIONS sessions, is a cluster, and becomes one gist: a
 `fact` (a `failure` for failures) of the semantic tier tagged `gist`, whose lines are the sentences,
 commands (`code`) and file paths that half its members or more say, each copied verbatim from one of
-them, with how many members say it (and above them the requests an episodes' gist answers, as its
+them, with how many members say it (and below them the requests an episodes' gist answers, as its
 members were asked them), under a header that counts its
 members and sessions and spans their dates. Nothing in a gist is written by engram but that header
 and the counts (unless ENGRAM_GIST_COMMAND names a command that rewrites it), and a sentence with a

@@ -96,8 +96,9 @@ def test_a_burst_becomes_one_traceable_gist_and_the_dry_run_writes_nothing(eng, 
     assert lines[0] == f"Gist of 3 episodes in 3 sessions, {meta['first'][:10]}..{meta['last'][:10]}:"
     assert f"- {FLAKY} (3 of 3)" in lines and f"- {FIX} (3 of 3)" in lines
     assert "- pytest tests/test_checkout.py -x (3 of 3)" in lines
-    # What it answers: each question its sources were asked, as asked, in the order asked.
-    assert lines[1:4] == [f"- User: {q} (1 of 3)" for q in QUESTIONS[:3]]
+    # What it answers: each question its sources were asked, as asked, in the order asked, after
+    # what it says (a block that cuts the gist short keeps the answer).
+    assert lines[-3:] == [f"- User: {q} (1 of 3)" for q in QUESTIONS[:3]]
     assert "logo" not in g.content  # not a member
     # Every line is the verbatim text of what each source it names says.
     src = texts(eng)
