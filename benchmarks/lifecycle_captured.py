@@ -13,7 +13,8 @@ virtual-clock path runs maintenance every 12 hours.
 
 At the end, for each durable fact, recurring pitfall and recurring question, a new phrasing of
 its question: is the answer in recall's top 5, and in the block the prompt hook injects; the
-store's size (active memories, the tokens of their text, disk); the tokens an injection spends; and
+store's size (active memories, the tokens of their text, disk; of them the episodes kept past
+their fading for a recurrence, which recall leaves out); the tokens an injection spends; and
 every gist's lines traced to the texts of the sources they name (engram.admin.gists.trace, over
 the text of every memory captured, kept as it was stored).
 
