@@ -17,6 +17,7 @@ from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document, shared_by
 from engram.core.types import OPEN_TASK_STATUSES, PITFALL_TAG, EngramError, Memory, NotFound, Scope
 from engram.engram import Engram
+from engram.search.ranking import STRONG_MEANING
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
 
@@ -183,6 +184,29 @@ def injectable(m: Memory) -> bool:
     return isinstance(doc, dict) and bool(doc.get("fix") or doc.get("root_cause"))
 
 
+# A failure pushed into a prompt unasked must be this close in meaning (cosine above the
+# background), or hold PROMPT_WORDS of the prompt's words and PROMPT_COVERAGE of its weight.
+# Chosen on the tune half of the real sessions (benchmarks/capture_real/judgements/tune): in
+# one project every pitfall is on its subject (a Go CLI's lint and test failures came with
+# every prompt about its commits), and those a reader found relevant were 0.41-0.44 close or
+# shared the prompt's words (a pasted error, "enable github pages"), the noise 0.25-0.39 close
+# with a few words of a long prompt.
+PROMPT_FAILURE_CLOSE = 0.40
+PROMPT_WORDS = 2
+PROMPT_COVERAGE = 0.2
+
+
+def bears_on_prompt(parts: dict[str, float]) -> bool:
+    """Whether a strong hit on a failure (its explained parts) is evidence enough to push it
+    into a prompt nobody asked about: close in meaning (PROMPT_FAILURE_CLOSE), or holding
+    PROMPT_WORDS of the prompt's words and PROMPT_COVERAGE of its weight. One word is never
+    enough: a short prompt's one word makes a hit strong by coverage ("you run it" brought a
+    push rejected by its remote, "I fixed it" every pitfall: "Fixed by running …"). An agent's
+    own recall keeps the looser rule: there the agent chose the words."""
+    close = parts["meaning"] >= STRONG_MEANING and parts["cosine"] - parts["background"] >= PROMPT_FAILURE_CLOSE
+    return close or (parts["words"] >= PROMPT_WORDS and parts["coverage"] >= PROMPT_COVERAGE)
+
+
 def prompt_memories(
     eng: Engram,
     user: str | None,
@@ -208,7 +232,9 @@ def prompt_memories(
         exclude_types=("handoff", "progress", "episode"),
         scope=Scope.of(project),
         strong_only=True,
+        explain=True,
     )
+    hits = [h for h in hits if h.memory.memory_type != "failure" or (h.parts is not None and bears_on_prompt(h.parts))]
     # A failed command whose fix is shown is said once, by the pitfall with the changed lines.
     fixed = {
         f"`{c}` failed"
