@@ -29,8 +29,10 @@ def failure_words(m: Memory) -> set[str]:
     """The words of a failure's error and failed command (its metadata as capture and
     track_failure record them); its text when it has neither."""
     md = m.metadata or {}
-    capture = md.get("capture") if isinstance(md.get("capture"), dict) else {}
-    failure = md.get("failure") if isinstance(md.get("failure"), dict) else {}
+    capture = md.get("capture")
+    failure = md.get("failure")
+    capture = capture if isinstance(capture, dict) else {}
+    failure = failure if isinstance(failure, dict) else {}
     parts = [capture.get(k) for k in ("program", "signature", "detail", "command")]
     parts += [failure.get(k) for k in ("error", "component")]
     text = " ".join(p for p in parts if isinstance(p, str) and p)
