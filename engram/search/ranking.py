@@ -346,6 +346,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
             "when": 0.0,
             "base": s,
             "coverage": float(cover[r]),
+            "words": float(held[r]),
             "background": bg,
             "floor": float(passed),
             "meaning": float(meaning) if np.isfinite(meaning) else -1.0,

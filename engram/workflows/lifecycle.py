@@ -12,11 +12,13 @@ import threading
 from typing import Any
 
 from engram.continuity.conventions import conventions_for_prompt, is_captured_convention, project_conventions
+from engram.continuity.failure_words import shared_words
 from engram.continuity.rendering import estimate_tokens, pack_sections, render_handoff
 from engram.core.bounds import MAX_TOKENS
 from engram.core.documents import document, shared_by
 from engram.core.types import GIST_TAG, OPEN_TASK_STATUSES, PITFALL_TAG, EngramError, Memory, NotFound, Scope
 from engram.engram import Engram
+from engram.search.ranking import STRONG_MEANING
 
 __all__ = ["AUTO_TAG", "UNASSIGNED_TAG", "prompt_memories", "session_checkpoint", "session_start"]
 
@@ -184,6 +186,28 @@ def injectable(m: Memory) -> bool:
     return isinstance(doc, dict) and bool(doc.get("fix") or doc.get("root_cause"))
 
 
+# A failure pushed into a prompt unasked must be this close in meaning (cosine above the
+# background), or share PROMPT_WORDS words of its error and command with the prompt (see
+# continuity/failure_words.py) and hold PROMPT_COVERAGE of the prompt's weight. Chosen on the
+# tune half of the real sessions (benchmarks/capture_real/judgements/tune): in one project every
+# pitfall is on its subject (a Go CLI's lint and test failures came with every prompt about its
+# commits); those a reader found relevant were 0.41-0.44 close or shared words of the error (a
+# pasted error, the tool it named), the noise 0.25-0.39 close, sharing words of the fix's diff,
+# of engram's "Fixed by running", of a path, or only a few common words of a long pasted log.
+PROMPT_FAILURE_CLOSE = 0.40
+PROMPT_WORDS = 2
+PROMPT_COVERAGE = 0.2
+
+
+def bears_on_prompt(prompt: str, m: Memory, parts: dict[str, float]) -> bool:
+    """Whether failure `m`, a strong hit (its explained parts) on `prompt`, is evidence enough to
+    push into a prompt nobody asked about (PROMPT_FAILURE_CLOSE, PROMPT_WORDS). An agent's own
+    recall keeps the looser rule: there the agent chose the words."""
+    if parts["meaning"] >= STRONG_MEANING and parts["cosine"] - parts["background"] >= PROMPT_FAILURE_CLOSE:
+        return True
+    return parts["coverage"] >= PROMPT_COVERAGE and len(shared_words(prompt, m)) >= PROMPT_WORDS
+
+
 def prompt_memories(
     eng: Engram,
     user: str | None,
@@ -209,7 +233,13 @@ def prompt_memories(
         exclude_types=("handoff", "progress", "episode"),
         scope=Scope.of(project),
         strong_only=True,
+        explain=True,
     )
+    hits = [
+        h
+        for h in hits
+        if h.memory.memory_type != "failure" or (h.parts is not None and bears_on_prompt(query, h.memory, h.parts))
+    ]
     # A failed command whose fix is shown is said once, by the pitfall with the changed lines.
     fixed = {
         f"`{c}` failed"

@@ -334,3 +334,21 @@ def test_a_failure_without_cause_or_fix_is_not_injected_into_a_prompt(eng):
     shown = prompt_memories(eng, None, prompt, 300, 5, PROJECT)["memory_ids"]
     assert explained in shown and bare not in shown
     assert bare in [h.memory.id for h in eng.recall(prompt, scope=Scope.of(PROJECT), reinforce=False)]
+
+
+def test_one_word_of_a_short_prompt_does_not_bring_a_pitfall(eng):
+    """A prompt hook pushes a memory into a context nobody asked about, so a hit strong only
+    because it holds the one word of a short prompt is not enough (on a real session "remove
+    it" brought a pitfall whose command named /tmp/agentv-remove-legacy.md). Two of the
+    prompt's words, or a hit close in meaning, are; an agent's own recall still finds it."""
+    pitfall = eng.track_failure(
+        "`scripts/dispatch.sh --prompt-file /tmp/agentv-remove-legacy.md` failed: no such file or directory",
+        "dispatch",
+        fix="run the installed helper ~/.agents/skills/workmux/scripts/dispatch.sh",
+        project=PROJECT,
+    ).memory.id
+    hits = eng.recall("remove it", scope=Scope.of(PROJECT), reinforce=False, strong_only=True, explain=True)
+    assert [h.memory.id for h in hits] == [pitfall] and hits[0].parts["words"] == 1
+    assert prompt_memories(eng, None, "remove it", 300, 5, PROJECT)["memory_ids"] == []
+    named = prompt_memories(eng, None, "dispatch the legacy prompt file", 300, 5, PROJECT)
+    assert named["memory_ids"] == [pitfall]
