@@ -14,7 +14,9 @@ loaded before the clock starts):
 - `bulk`: one store_many per --batch-sessions sessions, the token vectors left to the fill.
 
 A path that defers runs the fill (Engram.fill_token_vectors, what the daemon runs a second
-after the writes) after its writes, timed apart: turns/s is the writes, "with fill" both.
+after the writes) after its writes, timed apart: turns/s is the writes, "with fill" both. The
+process's CPU seconds (all threads) are reported beside the wall clock: on a shared machine they
+measure the work more steadily.
 Then every answered question of the sets whose evidence was stored is asked of each store
 (hybrid, limit 10, no reinforcement): turn recall@5/@10, and how many questions get exactly
 the top 10 of the first path. The stores are also compared memory by memory (text, type,
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 from collections import Counter
@@ -100,16 +103,19 @@ def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> t
     eng.indexes.tokens.reader()  # loaded before the clock starts, as a daemon has it
     sessions = doc["sessions"]
     load_before = os.getloadavg()[0]
+    c0 = _cpu()
     t0 = time.perf_counter()
     actions: Counter = Counter()
     for i in range(0, len(sessions), per_call):
         items = [it for s in sessions[i : i + per_call] for it in _items(s)]
         actions.update(r.action for r in eng.store_many(items, fill_token_vectors=fill_now))
     writes = time.perf_counter() - t0
+    c1 = _cpu()
     load_writes = os.getloadavg()[0]
     t1 = time.perf_counter()
     filled = eng.fill_token_vectors()  # nothing left to fill on the `one` path
     fill = time.perf_counter() - t1
+    c2 = _cpu()
     turns = sum(len(s["turns"]) for s in sessions)
     return eng, {
         "path": name,
@@ -120,13 +126,23 @@ def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> t
         "writes_s": round(writes, 1),
         "fill_s": round(fill, 1),
         "filled": filled,
+        "writes_cpu_s": round(c1 - c0, 1),
+        "fill_cpu_s": round(c2 - c1, 1),
         "turns_per_s": round(turns / writes, 2),
+        "turns_per_cpu_s": round(turns / (c1 - c0), 2),
         "turns_per_s_with_fill": round(turns / (writes + fill), 2),
         "load_before": round(load_before, 2),
         "load_after_writes": round(load_writes, 2),
         "load_after_fill": round(os.getloadavg()[0], 2),
         "actions": dict(actions),
     }
+
+
+def _cpu() -> float:
+    """CPU seconds this process has used, every thread's (the model's included): on a shared
+    machine a steadier measure of the work than the wall clock."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
 
 def stored(eng) -> list[tuple]:
@@ -174,14 +190,15 @@ def markdown(result: dict) -> str:
         f"{result['turns']} turns ({result['memories']} memories), {result['questions']} questions; "
         f"batch of {result['batch_sessions']} sessions for `bulk`.",
         "",
-        "| path | writes s | turns/s | × first | fill s | turns/s with fill | load avg (before/after) "
-        "| recall@5 | recall@10 | same top 10 | same memories |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| path | writes s | turns/s | × first | writes CPU s | turns per CPU s | fill s (CPU s) "
+        "| turns/s with fill | load avg (before/after) | recall@5 | recall@10 | same top 10 | same memories |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['path']} | {r['writes_s']} | {r['turns_per_s']} | "
-            f"{r['turns_per_s'] / base['turns_per_s']:.2f} | {r['fill_s']} | {r['turns_per_s_with_fill']} | "
+            f"{r['turns_per_s'] / base['turns_per_s']:.2f} | {r['writes_cpu_s']} | {r['turns_per_cpu_s']} | "
+            f"{r['fill_s']} ({r['fill_cpu_s']}) | {r['turns_per_s_with_fill']} | "
             f"{r['load_before']}/{r['load_after_fill']} | {r['recall']['recall@5']} | {r['recall']['recall@10']} | "
             f"{r['recall']['same_top10_as_first']}/{r['recall']['questions']} | {r['same_memories']} |"
         )
