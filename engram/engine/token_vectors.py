@@ -116,7 +116,13 @@ class TokenVectors:
         """These memories were written without their token vectors (a bulk import): ask for the
         background fill when one runs. Until it has run, recall encodes the candidates it reads
         that lack them (scores), so what a recall returns is the same, only slower."""
-        if self.p.settings.late_interaction and ids and self.fill_soon is not None:
+        if ids:
+            self.request_fill()
+
+    def request_fill(self) -> None:
+        """Ask for the background fill, when one runs (turns were written without their token
+        vectors: a bulk write, an import of an export)."""
+        if self.p.settings.late_interaction and self.fill_soon is not None:
             self.fill_soon()
 
     def fill_missing(self) -> int:

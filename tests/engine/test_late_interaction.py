@@ -183,11 +183,14 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
     target = Engram(
         ":memory:", settings=replace(settings, late_interaction=True, database_url=None), embedder=fake, clock=clock
     )
+    asked: list[int] = []
+    target.indexes.tokens.fill_soon = lambda: asked.append(1)
     try:
         e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
         export_jsonl(e, tmp_path / "dump.jsonl")
         assert "token_vectors" not in (tmp_path / "dump.jsonl").read_text(encoding="utf-8")  # derived: not carried
         import_jsonl(target, tmp_path / "dump.jsonl")
+        assert asked == [1]  # the daemon's background fill is asked for
         assert target.fill_token_vectors() == len(TURNS)
         assert len(target.indexes.p.store_db.token_vectors()) == len(TURNS)
         q = "What is Caroline researching?"
