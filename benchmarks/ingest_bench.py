@@ -108,7 +108,9 @@ def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> t
     actions: Counter = Counter()
     for i in range(0, len(sessions), per_call):
         items = [it for s in sessions[i : i + per_call] for it in _items(s)]
-        actions.update(r.action for r in eng.store_many(items, fill_token_vectors=fill_now))
+        # The `one` path calls store_many as before this issue, so the script runs on main too.
+        stored_now = eng.store_many(items) if fill_now else eng.store_many(items, fill_token_vectors=False)
+        actions.update(r.action for r in stored_now)
     writes = time.perf_counter() - t0
     c1 = _cpu()
     load_writes = os.getloadavg()[0]
