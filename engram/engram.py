@@ -209,6 +209,7 @@ class Engram:
     # -- writes (engine/writes.py) -------------------------------------------
     store_memory = _delegate("writes", Writes.store_memory)
     store_many = _delegate("writes", Writes.store_many)
+    store_batch = _delegate("writes", Writes.store_batch)
     update_memory = _delegate("writes", Writes.update_memory)
     forget_memory = _delegate("writes", Writes.forget_memory)
     remove_memories = _delegate("writes", Writes.remove_memories)

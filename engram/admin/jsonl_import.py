@@ -99,6 +99,8 @@ def import_memories(
                 writer.flush()
             eng.rebuild_indexes()
             c = writer.counts
+            if c["memories"]:
+                eng.indexes.tokens.request_fill()  # derived, not carried: the turns' token vectors
             return {
                 **{t: c[t] for t in TABLES},
                 "skipped": n_clash,

@@ -99,11 +99,29 @@ class MaintenanceScheduler:
         )
         # Turns written before the late-interaction stage (or while its model was missing) get
         # their token vectors soon after start, in the background, rather than at the next run
-        # (hours away) or one recall's candidates at a time.
-        self._scheduler.add_job(
-            self.fill_token_vectors, "date", run_date=now + FILL_DELAY, id=FILL_JOB_ID, replace_existing=True
-        )
+        # (hours away) or one recall's candidates at a time; so do the turns of a bulk import,
+        # which leaves them to this fill (engine/token_vectors.py: defer).
+        self.fill_soon()
         self._scheduler.start()
+        self.eng.indexes.tokens.fill_soon = self.fill_soon
+
+    def fill_soon(self) -> None:
+        """Fill in the turns' missing token vectors FILL_DELAY from now, in the background. Asked
+        again before then (a bulk import in several calls), the fill moves to FILL_DELAY after
+        the last ask, so it does not take the cores from the writes it follows; asked while it
+        runs, the run takes in the new turns too (fill_missing reads what is missing until
+        nothing is)."""
+        scheduler = self._scheduler
+        if scheduler is None:
+            return
+        scheduler.add_job(
+            self.fill_token_vectors,
+            "date",
+            run_date=self.clock.now() + FILL_DELAY,
+            id=FILL_JOB_ID,
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
 
     def fill_token_vectors(self) -> int:
         """Fill in the turns' missing token vectors (engine/token_vectors.py); how many. A failure
@@ -116,6 +134,8 @@ class MaintenanceScheduler:
 
     def shutdown(self) -> None:
         """Stop scheduling; waits for a run in progress so the database is left consistent."""
+        if self.eng.indexes.tokens.fill_soon == self.fill_soon:
+            self.eng.indexes.tokens.fill_soon = None
         if self._scheduler is not None:
             self._scheduler.shutdown(wait=True)
             self._scheduler = None

@@ -23,6 +23,7 @@ __all__ = [
     "ModelMismatch",
     "ModelUnavailable",
     "NotFound",
+    "STORE_FAULTS",
     "SchemaTooNew",
     "StoreMismatch",
     "TargetNotEmpty",
@@ -104,3 +105,16 @@ class DiskFull(EngramError):
 
 class BackupInvalid(EngramError):
     """A backup file that cannot be opened or fails the integrity check."""
+
+
+# Errors that are the store's or the model's, not an item's: a call that meets one fails as a
+# whole, to be sent again once it passes (a batch's refused items are only bad input).
+STORE_FAULTS: tuple[type[EngramError], ...] = (
+    DatabaseDamaged,
+    DatabaseLocked,
+    DatabaseUnavailable,
+    DiskFull,
+    ModelMismatch,
+    ModelUnavailable,
+    StoreMismatch,
+)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import hashlib
 from contextlib import suppress
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -45,6 +45,9 @@ class TokenVectors:
         self._reader = OnDemand(lambda: LateReader(threads=p.settings.rerank_threads), "late-interaction reader")
         self.hashes: dict[str, str] = {}  # memory id -> hash of the text its kept vectors are of
         self.encoded = 0  # texts encoded since the store was opened (read back ones are not)
+        # Asks for a background fill_missing soon (set by whoever runs one: the daemon's
+        # scheduler); None: deferred turns wait for maintenance, the next start, or recall.
+        self.fill_soon: Callable[[], None] | None = None
 
     def reader(self) -> LateReader | None:
         """The reader when the setting is on and it loads, else None (a failure to load is
@@ -108,6 +111,19 @@ class TokenVectors:
             idx = self.p.index
             todo = self._todo([r for i in dict.fromkeys(ids) if (r := idx.row_of.get(i)) is not None])
         return self._encode(todo)
+
+    def defer(self, ids: Sequence[str]) -> None:
+        """These memories were written without their token vectors (a bulk import): ask for the
+        background fill when one runs. Until it has run, recall encodes the candidates it reads
+        that lack them (scores), so what a recall returns is the same, only slower."""
+        if ids:
+            self.request_fill()
+
+    def request_fill(self) -> None:
+        """Ask for the background fill, when one runs (turns were written without their token
+        vectors: a bulk write, an import of an export)."""
+        if self.p.settings.late_interaction and self.fill_soon is not None:
+            self.fill_soon()
 
     def fill_missing(self) -> int:
         """Encode every turn that has no token vectors for its current text, FILL_BATCH at a

@@ -13,16 +13,15 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from engram.core.clock import utc
 from engram.core.documents import RECORD_TOOLS, record_document
 from engram.core.ids import new_id
-from engram.core.project import check_project
-from engram.core.types import MEMORY_TYPES, NO_PROJECT, EngramError, Memory, Scope, StoreResult, check_tags
-from engram.core.validation import check_conversation, check_importance, check_text, check_type, refuse_unknown
+from engram.core.types import MEMORY_TYPES, NO_PROJECT, EngramError, Memory, Scope, StoreResult
+from engram.core.validation import check_text
 from engram.engine import resolution
 from engram.engine.index_upkeep import Indexes
 from engram.engine.state import EngineState
-from engram.engine.tiers import lifecycle_of, refreshed_expiry
+from engram.engine.tiers import refreshed_expiry
+from engram.engine.write_items import checked_items
 from engram.search.decay import recalled_stability
 from engram.search.graph import nearest_edges
 from engram.search.memory_index import MemoryIndex, to_days
@@ -119,54 +118,38 @@ class Writes:
             ]
         )[0]
 
-    def prepare(self, item: dict) -> dict:
-        s = self.p.settings
-        refuse_unknown("store", item, STORE_FIELDS)
-        content = check_text(item.get("content"), "content", s.max_content_chars)
-        metadata = item.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise EngramError("metadata must be an object")
-        prov = item.get("provenance") or ()
-        if isinstance(prov, str):
-            prov = (prov,)
-        task_id = item.get("task_id")
-        if task_id is not None and not isinstance(task_id, str):
-            raise EngramError("task_id must be a string")
-        created = item.get("created_at")
-        memory_type = check_type(item.get("memory_type", "fact"))
-        tags = tuple(self.p.redact(t) for t in check_tags(item.get("tags")))
-        conversation = check_conversation(item.get("conversation"))
-        tier, ttl = lifecycle_of(s, memory_type, tags, conversation, item.get("tier"), item.get("ttl_days"))
-        return dict(
-            content=self.p.redact(content),  # verbatim: no strip, no re-casing
-            memory_type=memory_type,
-            importance=check_importance(item.get("importance", 0.5)),
-            tags=tags,
-            task_id=task_id,
-            metadata=self.p.redact.value(metadata),
-            provenance=tuple(str(p) for p in prov),
-            user_id=self.p.user_of(item.get("user_id")),
-            session_id=item.get("session_id"),
-            pinned=bool(item.get("pinned", False)),
-            created_at=utc(created) if created is not None else None,
-            resolve_conflicts=bool(item.get("resolve_conflicts", True)),
-            conversation=conversation,
-            chunk=bool(item.get("chunk", True)),
-            project=check_project(item.get("project")),
-            tier=tier,
-            ttl_days=ttl,
-        )
+    def store_many(self, items: Sequence[dict], *, fill_token_vectors: bool = True) -> list[StoreResult]:
+        """Store several memories in one transaction, all or nothing: an item that is refused
+        (bad input, another user's task) refuses the batch before anything is written, and the
+        error names the item. Embeddings are computed in batches (_write).
 
-    def store_many(self, items: Sequence[dict]) -> list[StoreResult]:
-        """Store several memories in one transaction; embeddings are computed in batches.
-
-        A large batch is stored in waves: while one wave is resolved and written (Python, one
-        core), the next is embedded on another thread (the model releases the GIL).
+        `fill_token_vectors`: False leaves the turns' late-interaction token vectors to the
+        background fill (engine/token_vectors.py: TokenVectors.defer), so a bulk import stores
+        at the speed of the first stage; recall computes what its candidates lack meanwhile.
         """
-        prepared = [self.prepare(dict(it)) for it in items]
-        # A memory may only name a task of its own user (handoff and track_failure refuse the same).
-        for task_id, user in {(p["task_id"], p["user_id"]) for p in prepared if p["task_id"] is not None}:
-            self.p.task(task_id, user)
+        prepared = checked_items(self.p, items, STORE_FIELDS)
+        refused = [(i, e) for i, e in enumerate(prepared) if isinstance(e, EngramError)]
+        if refused:
+            i, e = refused[0]
+            raise e if len(items) == 1 else type(e)(f"item {i}: {e}")
+        return self._write([p for p in prepared if not isinstance(p, EngramError)], fill_token_vectors)
+
+    def store_batch(self, items: Sequence[dict], *, fill_token_vectors: bool = True) -> list[StoreResult | EngramError]:
+        """Store several memories as store_many does, except that an item refused (bad input,
+        another user's task) costs only itself: its place in the answer holds the error that
+        refused it, and the others are stored (a whole transcript captured, a history
+        imported). A fault of the store itself (a full disk, a lock) still fails the call."""
+        prepared = checked_items(self.p, items, STORE_FIELDS)
+        stored = iter(self._write([p for p in prepared if not isinstance(p, EngramError)], fill_token_vectors))
+        return [p if isinstance(p, EngramError) else next(stored) for p in prepared]
+
+    def _write(self, prepared: Sequence[dict], fill_token_vectors: bool) -> list[StoreResult]:
+        """Write checked items in one transaction, in order (an item is resolved against the
+        ones before it). A large batch is stored in waves: while one wave is resolved and
+        written (Python, one core), the next is embedded on another thread (the model releases
+        the GIL)."""
+        if not prepared:
+            return []
         waves: list[list[tuple[dict, list[str]]]] = [[]]
         for p in prepared:
             chunks = (
@@ -212,7 +195,11 @@ class Writes:
                 self.batch = None
         # The late-interaction stage's token vectors, once the rows are in, encoded outside the
         # lock (a turn left without them is filled in by the daemon, maintenance or recall).
-        self.indexes.tokens.fill([i for r in out for i in (r.chunks or (r.memory.id,))])
+        ids = [i for r in out for i in (r.chunks or (r.memory.id,))]
+        if fill_token_vectors:
+            self.indexes.tokens.fill(ids)
+        else:
+            self.indexes.tokens.defer(ids)
         return out
 
     def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray | list[None], col: int) -> StoreResult:

@@ -65,7 +65,11 @@ class _QueryCache:
                 self._d.popitem(last=False)
 
 
-BATCH_SIZE = 64  # texts per forward pass in a batch (sorted by length, as encode() does)
+# Texts per forward pass in a batch (sorted by length, as encode() does). Each pass pads its texts
+# to the longest: 64 to a pass padded 1,000 long turns' chunks, written 128 to a wave, to 1.37
+# times their word pieces; 16 cost a quarter less CPU there and a tenth less on LoCoMo's short
+# turns, the vectors the same to 3e-8 (benchmarks/HISTORY.md, issue 47).
+BATCH_SIZE = 16
 LARGE_BATCH = 8  # above this many texts a batch may use two threads (see _forward)
 
 

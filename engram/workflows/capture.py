@@ -13,15 +13,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from engram.core.errors import (
-    DatabaseDamaged,
-    DatabaseLocked,
-    DatabaseUnavailable,
-    DiskFull,
-    ModelMismatch,
-    ModelUnavailable,
-    StoreMismatch,
-)
+from engram.core.errors import STORE_FAULTS
 from engram.core.types import AUTO_CAPTURE_TAG, EPISODE_TAG, EPISODE_TYPE, MEMORY_TYPES, PITFALL_TAG, EngramError
 from engram.engram import Engram
 
@@ -29,16 +21,6 @@ __all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "pr
 
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
-# Errors that are the store's, not an item's: the capture is sent again once they pass.
-STORE_FAULTS = (
-    DatabaseDamaged,
-    DatabaseLocked,
-    DatabaseUnavailable,
-    DiskFull,
-    ModelMismatch,
-    ModelUnavailable,
-    StoreMismatch,
-)
 # An answer that is none: what a client writes when the model was not asked (Claude Code's
 # "No response requested." after a local command) or could not answer.
 NO_ANSWER = re.compile(r"\A\s*(?:No response requested\.?\s*\Z|Request timed out\.?\s*\Z|API Error:)", re.I)
@@ -157,25 +139,31 @@ def session_capture(
         with _one_item(out, f"fix {i}"):
             new = _store_fix(eng, user, session_id, fix, task, project)
             out["fixes" if new else "reinforced"] += 1
-    for i, t in enumerate(turns):
-        with _one_item(out, f"episode {i}"):
-            eng.store_many(
-                [
-                    dict(
-                        content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
-                        memory_type=EPISODE_TYPE,
-                        importance=EPISODE_IMPORTANCE,
-                        tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]],
-                        task_id=task,
-                        metadata={"episode": {"session": session_id, "client": client}},
-                        user_id=user,
-                        session_id=session_id,
-                        conversation=session_id[:200],
-                        resolve_conflicts=False,
-                        project=project,
-                    )
-                ]
+    # The turns in one batch (one model call for all their chunks, one transaction), their
+    # token vectors left to the background fill; a refused turn is named and costs only itself.
+    stored = eng.store_batch(
+        [
+            dict(
+                content=f"User: {t['request'].strip()}\nAssistant: {t['answer'].strip()}",
+                memory_type=EPISODE_TYPE,
+                importance=EPISODE_IMPORTANCE,
+                tags=[AUTO_CAPTURE_TAG, EPISODE_TAG, f"client:{client}"[:200]],
+                task_id=task,
+                metadata={"episode": {"session": session_id, "client": client}},
+                user_id=user,
+                session_id=session_id,
+                conversation=session_id[:200],
+                resolve_conflicts=False,
+                project=project,
             )
+            for t in turns
+        ],
+        fill_token_vectors=False,
+    )
+    for i, r in enumerate(stored):
+        if isinstance(r, EngramError):
+            out["skipped"].append(f"episode {i}: {r}")
+        else:
             out["episodes"] += 1
     return out
 

@@ -97,6 +97,25 @@ def test_the_same_fix_twice_is_one_reinforced_pitfall(eng):
     ]
 
 
+def test_a_turn_the_store_refuses_costs_only_itself(eng):
+    """The turns of a capture are stored as one batch: one the store refuses (here a NUL in its
+    text) is named in "skipped", and the turns around it are stored."""
+    api = Api(eng)
+    turns = [
+        {"request": "how do we run the tests?", "answer": "With pytest -n 2 from the repository root."},
+        {"request": "and the linter?", "answer": "ruff check .\x00"},
+        {"request": "which Python?", "answer": "3.11, from the project's venv."},
+    ]
+    out = api.call("session_capture", {"episodes": turns}, Ctx(session_id="s9", project=PROJECT))
+    assert out["episodes"] == 2
+    assert out["skipped"] == ["episode 1: content contains a NUL character"]
+    kept = sorted(m.content for m, _ in eng.store_db.iter_index_rows() if m.conversation == "s9")
+    assert kept == [
+        "User: how do we run the tests?\nAssistant: With pytest -n 2 from the repository root.",
+        "User: which Python?\nAssistant: 3.11, from the project's venv.",
+    ]
+
+
 def test_turns_are_captured_incrementally_as_episodes_kept_out_of_injection(eng, tmp_path):
     api = Api(eng)
     src = (FIXES / "claude-code" / "py-keyerror.jsonl").read_text().splitlines(keepends=True)

@@ -183,11 +183,14 @@ def test_export_and_import_recompute_them(settings, fake, clock, tmp_path):
     target = Engram(
         ":memory:", settings=replace(settings, late_interaction=True, database_url=None), embedder=fake, clock=clock
     )
+    asked: list[int] = []
+    target.indexes.tokens.fill_soon = lambda: asked.append(1)
     try:
         e.store_many([{"content": t, "conversation": "c1"} for t in TURNS])
         export_jsonl(e, tmp_path / "dump.jsonl")
         assert "token_vectors" not in (tmp_path / "dump.jsonl").read_text(encoding="utf-8")  # derived: not carried
         import_jsonl(target, tmp_path / "dump.jsonl")
+        assert asked == [1]  # the daemon's background fill is asked for
         assert target.fill_token_vectors() == len(TURNS)
         assert len(target.indexes.p.store_db.token_vectors()) == len(TURNS)
         q = "What is Caroline researching?"
@@ -290,3 +293,65 @@ def test_a_long_text_is_read_to_its_end(reader):
     assert with_key > without + 0.05
     (short,) = reader.encode([key])  # a text that fits is read in one run, as before
     assert len(short) < MAX_TOKENS
+
+
+def test_a_bulk_write_leaves_them_to_the_fill_and_recalls_the_same(settings, fake, clock):
+    """store_many(fill_token_vectors=False), as an import of history writes: the turns are
+    stored without token vectors (the background fill is asked for), recall returns what it
+    returns on a store that encoded them at write, and the fill then keeps exactly those."""
+    later = open_engram(settings, fake, clock)  # the backend's store (one database a test)
+    now = Engram(
+        ":memory:", settings=replace(settings, late_interaction=True, database_url=None), embedder=fake, clock=clock
+    )
+    asked: list[int] = []
+    later.indexes.tokens.fill_soon = lambda: asked.append(1)
+    try:
+        items = [{"content": t, "conversation": "c1"} for t in TURNS]
+        now.store_many(items)
+        later.store_many(items, fill_token_vectors=False)
+        assert asked == [1]  # the background fill was asked for once, for the whole batch
+        assert later.indexes.p.store_db.token_vectors() == []
+        assert memory_stats(later)["late_interaction"]["turns_read"] == 0
+        for q in QUERIES:
+            a = [(h.memory.content, round(h.score, 6)) for h in now.recall(q, reinforce=False)]
+            b = [(h.memory.content, round(h.score, 6)) for h in later.recall(q, reinforce=False)]
+            assert a == b
+        read_by_recall = later.indexes.tokens.encoded  # the candidates recall read, kept as it read them
+        assert later.fill_token_vectors() == len(TURNS) - read_by_recall
+        assert memory_stats(later)["late_interaction"]["turns_read"] == len(TURNS)
+        kept = {text_hash(m.content): blob for m, (_, _, blob) in _kept(later)}
+        assert kept == {text_hash(m.content): blob for m, (_, _, blob) in _kept(now)}
+    finally:
+        now.close()
+        later.close()
+
+
+def _kept(e: Engram) -> list:
+    """(memory, its kept token vectors row) for every turn of the store."""
+    rows = {row[0]: row for row in e.indexes.p.store_db.token_vectors()}
+    return [(m, rows[m.id]) for m, _ in e.store_db.iter_index_rows() if m.conversation]
+
+
+def test_the_daemons_scheduler_fills_in_a_bulk_write_soon_after_it(settings, fake, tmp_path):
+    """With the scheduler running (the system clock: as the daemon runs it), turns a bulk write
+    left without token vectors get them in the background a moment later."""
+    import time
+
+    from engram.admin.scheduler import MaintenanceScheduler
+    from engram.core.clock import SystemClock
+
+    e = open_engram(settings, fake, SystemClock())
+    sched = MaintenanceScheduler(e)
+    try:
+        sched.start()
+        assert e.indexes.tokens.fill_soon == sched.fill_soon
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS], fill_token_vectors=False)
+        deadline = time.monotonic() + 60
+        while len(e.indexes.p.store_db.token_vectors()) < len(TURNS) and time.monotonic() < deadline:
+            time.sleep(0.1)  # polling the condition the background job brings about
+        assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
+        assert sched.runs == 0  # filled in without a maintenance run
+    finally:
+        sched.shutdown()
+        e.close()
+    assert e.indexes.tokens.fill_soon is None  # a stopped scheduler is asked for nothing

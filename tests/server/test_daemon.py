@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engram import Engram
-from engram.admin.scheduler import CATCH_UP_DELAY, META_NEXT_DUE, MaintenanceScheduler
+from engram.admin.scheduler import CATCH_UP_DELAY, FILL_JOB_ID, META_NEXT_DUE, MaintenanceScheduler
 from engram.server.daemon import Daemon
 from engram.server.rpc_client import RpcClient
 from tests.conftest import wait_until
@@ -122,3 +122,34 @@ def test_an_unreadable_change_feed_is_logged_once_and_its_return_once(short_sett
         "could not read the change feed: ConnectionError: the connection is closed (retrying every 0.01 s)",
         "the change feed is readable again",
     ]
+
+
+def test_a_captured_transcripts_turns_get_their_token_vectors_from_the_daemon_soon_after(short_settings, fake):
+    """A capture stores its turns as a bulk write (the token vectors left to the background fill):
+    the daemon's scheduler fills them in a moment after, with no recall and no maintenance run."""
+    settings = replace(short_settings, late_interaction=True, idle_exit_s=0.0)
+    eng = Engram(":memory:", settings=settings, embedder=fake)  # the system clock: the scheduler runs
+    daemon = Daemon(settings, engram=eng)
+    daemon.start()
+    turns = [
+        {"request": "how do we run the tests?", "answer": "With pytest -n 2 from the repository root."},
+        {"request": "and the linter?", "answer": "ruff check . then ruff format ."},
+        {"request": "which Python?", "answer": "3.11, from the project's own venv."},
+    ]
+    jobs = daemon.scheduler._scheduler
+    try:
+        # The fill a daemon runs a second after it starts has run (and found nothing to fill).
+        wait_until(lambda: jobs.get_job(FILL_JOB_ID) is None, what="the daemon's start-up fill")
+        with RpcClient(settings.socket_path, session_id="s1", client="test") as c:
+            assert c.call("session_capture", episodes=turns, client="claude-code")["episodes"] == 3
+
+            def read() -> int:
+                return c.call("memory_stats")["late_interaction"]["turns_read"]
+
+            assert jobs.get_job(FILL_JOB_ID) is not None or read() == 3  # the capture asked for the fill
+
+            wait_until(lambda: read() == 3, timeout=120, what="the daemon's fill of the captured turns")
+            assert daemon.scheduler.runs == 0  # filled without a maintenance run
+    finally:
+        daemon.stop_requested.set()
+        daemon.close()

@@ -1,0 +1,135 @@
+"""A batch of writes (store_many, store_batch: how imports, captures and the benchmarks store
+history) stores what the same items stored one at a time store: the same memories, strengths and
+resolution, duplicates inside the batch included; and a bad item is named without costing the
+others (store_batch) or refuses the whole batch before anything is written (store_many)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import timedelta
+
+import pytest
+
+from engram import Engram
+from engram.core.errors import EngramError, NotFound
+
+LONG = " ".join(f"Paragraph {i} of the deployment notes: the staging cluster drains node {i} first." for i in range(40))
+
+
+def items(clock) -> list[dict]:
+    t0 = clock.now() - timedelta(days=3)
+    return [
+        {"content": "The API server listens on port 8080.", "tags": ["infra"]},
+        {"content": "Deploys go out on Thursdays after the standup.", "importance": 0.7},
+        {"content": "The API server listens on port 8080.", "tags": ["api"]},  # the same fact again: reinforce
+        {"content": "The API server listens on port 9090."},  # a changed value: replace
+        {"content": LONG, "memory_type": "strategy"},  # chunked
+        {"content": "Caroline: I adopted a gecko called Velmar.", "conversation": "s1", "created_at": t0},
+        {"content": "Melanie: What does he eat?", "conversation": "s1", "created_at": t0 + timedelta(minutes=1)},
+        {"content": "Caroline: I adopted a gecko called Velmar.", "conversation": "s1", "created_at": t0},  # again
+        {"content": "Caroline: I adopted a gecko called Velmar.", "conversation": "s2", "created_at": t0},  # other chat
+        {"content": "The fixture loads the seed data from tests/data.", "user_id": "bob"},
+    ]
+
+
+def stored(e: Engram) -> list[tuple]:
+    """Every memory but the ids a write draws at random (a chunk group's, a memory's)."""
+    out = []
+    for m, _ in e.store_db.iter_index_rows():
+        meta = {k: v for k, v in m.metadata.items() if k != "chunk_group"}
+        out.append(
+            (
+                m.content,
+                m.memory_type,
+                m.status,
+                m.user_id,
+                m.conversation,
+                m.created_at,
+                m.importance,
+                m.recall_count,
+                m.stability,
+                m.tags,
+                tuple(sorted(meta.items())),
+                m.superseded_by is not None,
+            )
+        )
+    return sorted(out, key=repr)
+
+
+def summary(results) -> list[tuple]:
+    return [(r.action, r.memory.content[:60], len(r.chunks)) for r in results]
+
+
+def test_a_batch_stores_what_the_items_one_at_a_time_store(eng, settings, fake, clock):
+    one_by_one = [eng.store_memory(**it) for it in items(clock)]
+    # the batch in a store of its own (a DuckDB one: under PostgreSQL a test has one database)
+    other = Engram(":memory:", settings=replace(settings, database_url=None), embedder=fake, clock=clock)
+    try:
+        batch = other.store_many(items(clock))
+        assert summary(batch) == summary(one_by_one)
+        assert [r.action for r in batch] == [
+            "new",
+            "new",
+            "reinforce",
+            "replace",
+            "new",
+            "new",
+            "new",
+            "reinforce",
+            "new",
+            "new",
+        ]
+        assert stored(other) == stored(eng)
+        # the reinforced one is the batch's own first item, as it is the first store's
+        assert batch[2].memory.id == batch[0].memory.id
+        assert batch[7].memory.id == batch[5].memory.id
+        assert batch[3].previous.id == batch[0].memory.id
+    finally:
+        other.close()
+
+
+def test_store_batch_names_a_bad_item_and_stores_the_others(eng, clock):
+    task = eng.create_task("Ship the release", user_id="bob")
+    batch = [
+        {"content": "Release notes live in docs/releases."},
+        {"content": ""},
+        {"content": "The changelog is written before the tag.", "metadata": "not an object"},
+        {"content": "Tag names start with v.", "task_id": task.id},  # bob's task, not this user's
+        {"content": "Tags are signed with the release key.", "importance": 0.9},
+        "not an item",
+        {"content": "Builds run on the CI runner.", "colour": "blue"},
+    ]
+    out = eng.store_batch(batch)
+    assert [type(r).__name__ for r in out] == [
+        "StoreResult",
+        "EngramError",
+        "EngramError",
+        "NotFound",
+        "StoreResult",
+        "EngramError",
+        "InvalidArguments",
+    ]
+    assert "content" in str(out[1])
+    assert "metadata must be an object" in str(out[2])
+    assert task.id in str(out[3])
+    assert "str" in str(out[5])
+    assert "colour" in str(out[6])
+    kept = [eng.get(r.memory.id) for r in out if not isinstance(r, EngramError)]
+    assert [m.content for m in kept] == [
+        "Release notes live in docs/releases.",
+        "Tags are signed with the release key.",
+    ]
+    assert kept[1].importance == 0.9
+    assert len(eng.index) == 2  # nothing of the refused items was stored
+
+
+def test_store_many_refuses_a_batch_with_a_bad_item_and_names_it(eng):
+    eng.store("Already known before the batch.")
+    with pytest.raises(EngramError, match=r"^item 1: .*content"):
+        eng.store_many([{"content": "A good item."}, {"content": "   "}, {"content": "Another good one."}])
+    with pytest.raises(NotFound, match=r"^item 0: no task"):
+        eng.store_many([{"content": "Names a task nobody has.", "task_id": "t-missing"}, {"content": "Fine."}])
+    assert [m.content for m, _ in eng.store_db.iter_index_rows()] == ["Already known before the batch."]
+    # one item: its error as the single store gives it
+    with pytest.raises(EngramError, match=r"^content"):
+        eng.store_many([{"content": ""}])
