@@ -98,6 +98,7 @@ class Weights:
     graph_depth: int = Settings.graph_depth
     graph_bonus: float = Settings.graph_bonus
     decay_floor: float = Settings.decay_floor
+    turn_lexical_floor: float = Settings.turn_lexical_floor
     bm25_k1: float = Settings.bm25_k1
     bm25_b: float = Settings.bm25_b
     date_bonus: float = Settings.date_bonus
@@ -268,7 +269,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         elif mode == "vector":
             s = c_cos * decay
         else:
-            lexical = bm25[c] * np.where(index.turn[c], 1.0, adapt)
+            lexical = bm25[c] * np.where(index.turn[c], max(weights.turn_lexical_floor, adapt), adapt)
             s = weights.w_bm25 * lexical + weights.w_vector * c_cos * decay
         if cues is not None:
             parts = cues(c)
