@@ -531,6 +531,8 @@ COMPONENTS: tuple[tuple[str, dict, dict, bool], ...] = (
     ("no relevance floor or coverage gates", {"relevance_cosine": -1.0, "relevance_coverage": 0.0},
      {"hit_share": 0.0, "hit_cosine": -1.0, "hit_coverage": 0.0}, False),
     ("no BM25 in hybrid (w_bm25 0)", {"w_bm25": 0.0}, {}, False),
+    ("a turn's BM25 weighed by the query's coverage (turn_lexical_floor 0)", {"turn_lexical_floor": 0.0}, {}, False),
+    ("turn_lexical_floor 0.5", {"turn_lexical_floor": 0.5}, {}, False),
     # A store of their own, without the late stage (its token vectors take most of an ingest's
     # time here): compared with the "late interaction off" row.
     ("no neighbour context (window 0), late off", {"context_window": 0, "late_interaction": False}, {}, True),

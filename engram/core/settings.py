@@ -152,6 +152,9 @@ class Settings:
     context_window: int = setting(2, "earlier turns of a conversation searched with a turn", ge=0)
     context_weight: float = setting(0.5, "how much those turns count in the vector", ge=0.0)
     context_terms: float = setting(0.4, "how much those turns count in BM25", ge=0.0)
+    # A turn's BM25 weighs at least this much in hybrid, however little of the query's words any
+    # memory holds (an independent memory's weighs by that coverage: search/ranking.py, "adapt").
+    turn_lexical_floor: float = setting(0.75, "least weight of a turn's BM25 in hybrid", ge=0.0, le=1.0)
     # BM25: term-frequency saturation and length normalisation (b 0.3: memories are short and
     # a long one is not less relevant for being long).
     bm25_k1: float = setting(1.2, "BM25 term-frequency saturation", ge=0.0)

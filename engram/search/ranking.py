@@ -4,9 +4,12 @@ floor and a score breakdown.
 score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker + when + graph, where
 - BM25 is divided by the larger of the query's "ideal score" (bm25.BM25Index.ideal_score) and
   the best row's score, so it lies in [0, 1] and keeps the order of the raw scores;
-- adapt is 1 for a turn of a conversation (a memory stored with `conversation`: short chat lines
-  whose embedding is weak and whose names and words carry the match) and, for an independent
-  memory, clip((best coverage − adapt_low) / (adapt_high − adapt_low), 0, 1), where the best
+- adapt is, for an independent memory, clip((best coverage − adapt_low) / (adapt_high −
+  adapt_low), 0, 1), and for a turn of a conversation (a memory stored with `conversation`: short
+  chat lines whose embedding is weak and whose names and words carry the match) at least
+  turn_lexical_floor (0.75): a question that names who said what keeps its words' full weight,
+  one that paraphrases its answer no longer lets the long replies on its subject outweigh the
+  meaning of the short turn that holds it (benchmarks/paraphrase_chat.py); where the best
   coverage is the largest share of the query's IDF mass any eligible memory holds. Words count
   as evidence only when some memory matches enough of the query: one incidental word ("live",
   "run", "use") shared with a wrong fact no longer outweighs the meaning of the right one;
@@ -100,6 +103,7 @@ class Weights:
     graph_depth: int = Settings.graph_depth
     graph_bonus: float = Settings.graph_bonus
     decay_floor: float = Settings.decay_floor
+    turn_lexical_floor: float = Settings.turn_lexical_floor
     bm25_k1: float = Settings.bm25_k1
     bm25_b: float = Settings.bm25_b
     date_bonus: float = Settings.date_bonus
@@ -275,7 +279,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         elif mode == "vector":
             s = c_cos * decay
         else:
-            lexical = bm25[c] * np.where(index.turn[c], 1.0, adapt)
+            lexical = bm25[c] * np.where(index.turn[c], max(weights.turn_lexical_floor, adapt), adapt)
             s = weights.w_bm25 * lexical + weights.w_vector * c_cos * decay
         if cues is not None:
             parts = cues(c)

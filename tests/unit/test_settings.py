@@ -26,6 +26,7 @@ PUBLISHED = {
     "context_window": "ENGRAM_CONTEXT_WINDOW",
     "context_weight": "ENGRAM_CONTEXT_WEIGHT",
     "context_terms": "ENGRAM_CONTEXT_TERMS",
+    "turn_lexical_floor": "ENGRAM_TURN_LEXICAL_FLOOR",
     "bm25_k1": "ENGRAM_BM25_K1",
     "bm25_b": "ENGRAM_BM25_B",
     "date_bonus": "ENGRAM_DATE_BONUS",
