@@ -77,24 +77,11 @@ def pool(locomo: Path, turns: int) -> dict:
     return {"sessions": sessions, "questions": questions}
 
 
-def _items(session: dict) -> list[dict]:
-    start = datetime.fromisoformat(session["date"])
-    return [
-        {
-            "content": t["content"],
-            "provenance": (t["id"],),
-            "user_id": USER,
-            "created_at": start + timedelta(minutes=i),
-            "conversation": session["id"],
-            "metadata": {"role": t["role"]},
-        }
-        for i, t in enumerate(session["turns"])
-    ]
-
-
 def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> tuple[Any, dict]:
     """A new store holding the pool, written by path `name`; (the engine, its figures)."""
     from engram import Engram, VirtualClock
+
+    from .long_sessions import session_items
 
     per_call, fill_now = PATHS[name]
     per_call = per_call or batch_sessions
@@ -107,7 +94,7 @@ def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> t
     t0 = time.perf_counter()
     actions: Counter = Counter()
     for i in range(0, len(sessions), per_call):
-        items = [it for s in sessions[i : i + per_call] for it in _items(s)]
+        items = [it for s in sessions[i : i + per_call] for it in session_items(s, USER)]
         # The `one` path calls store_many as before this issue, so the script runs on main too.
         stored_now = eng.store_many(items) if fill_now else eng.store_many(items, fill_token_vectors=False)
         actions.update(r.action for r in stored_now)

@@ -57,24 +57,28 @@ def load_set(path: Path) -> dict:
     return doc
 
 
+def session_items(session: dict, user: str = USER) -> list[dict]:
+    """A session's turns as store_many items of `user`: one memory per turn, a minute apart
+    from the session's date, the turn's id as provenance."""
+    start = datetime.fromisoformat(session["date"])
+    return [
+        {
+            "content": t["content"],
+            "provenance": (t["id"],),
+            "user_id": user,
+            "created_at": start + timedelta(minutes=i),
+            "conversation": session["id"],
+            "metadata": {"role": t["role"]},
+        }
+        for i, t in enumerate(session["turns"])
+    ]
+
+
 def store_sessions(eng, doc: dict) -> int:
     """Store every session, one memory per turn; returns the number of memories (chunks count)."""
     stored = 0
     for s in doc["sessions"]:
-        start = datetime.fromisoformat(s["date"])
-        results = eng.store_many(
-            [
-                {
-                    "content": t["content"],
-                    "provenance": (t["id"],),
-                    "user_id": USER,
-                    "created_at": start + timedelta(minutes=i),
-                    "conversation": s["id"],
-                    "metadata": {"role": t["role"]},
-                }
-                for i, t in enumerate(s["turns"])
-            ]
-        )
+        results = eng.store_many(session_items(s))
         stored += sum(len(r.chunks) or 1 for r in results)
     return stored
 
