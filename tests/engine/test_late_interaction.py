@@ -219,10 +219,19 @@ def test_a_backup_carries_them(settings, fake, clock, tmp_path):
         copy.close()
 
 
+def _wait_for_token_vectors(e, n: int) -> None:
+    """Until the store holds n token vectors, which the scheduler's background job brings about
+    (at most a minute: the assertion after it says whether it did)."""
+    import time
+
+    deadline = time.monotonic() + 60
+    while len(e.indexes.p.store_db.token_vectors()) < n and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the condition the background job brings about
+
+
 def test_the_daemons_scheduler_fills_them_in_soon_after_start(settings, fake, tmp_path):
     """A store upgraded with turns and no token vectors gets them in the background a moment
     after the scheduler starts (the system clock: as the daemon runs it), not hours later."""
-    import time
 
     from engram.admin.scheduler import MaintenanceScheduler
     from engram.core.clock import SystemClock
@@ -238,9 +247,7 @@ def test_the_daemons_scheduler_fills_them_in_soon_after_start(settings, fake, tm
     try:
         assert e.indexes.p.store_db.token_vectors() == []
         sched.start()
-        deadline = time.monotonic() + 60
-        while len(e.indexes.p.store_db.token_vectors()) < len(TURNS) and time.monotonic() < deadline:
-            time.sleep(0.1)  # polling the condition the background job brings about
+        _wait_for_token_vectors(e, len(TURNS))
         assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
         assert sched.runs == 0  # filled in without a maintenance run
     finally:
@@ -335,7 +342,6 @@ def _kept(e: Engram) -> list:
 def test_the_daemons_scheduler_fills_in_a_bulk_write_soon_after_it(settings, fake, tmp_path):
     """With the scheduler running (the system clock: as the daemon runs it), turns a bulk write
     left without token vectors get them in the background a moment later."""
-    import time
 
     from engram.admin.scheduler import MaintenanceScheduler
     from engram.core.clock import SystemClock
@@ -346,9 +352,7 @@ def test_the_daemons_scheduler_fills_in_a_bulk_write_soon_after_it(settings, fak
         sched.start()
         assert e.indexes.tokens.fill_soon == sched.fill_soon
         e.store_many([{"content": t, "conversation": "c1"} for t in TURNS], fill_token_vectors=False)
-        deadline = time.monotonic() + 60
-        while len(e.indexes.p.store_db.token_vectors()) < len(TURNS) and time.monotonic() < deadline:
-            time.sleep(0.1)  # polling the condition the background job brings about
+        _wait_for_token_vectors(e, len(TURNS))
         assert len(e.indexes.p.store_db.token_vectors()) == len(TURNS)
         assert sched.runs == 0  # filled in without a maintenance run
     finally:

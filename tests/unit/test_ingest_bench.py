@@ -5,13 +5,13 @@ paths store the same memories and recall the same top 10 (here with the fake emb
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from benchmarks import ingest_bench
+from benchmarks.locomo.run import default_data_path
 
-DATA = Path(__file__).resolve().parents[2].parent / "shared" / "locomo" / "locomo10.json"
+DATA = default_data_path()
 needs_data = pytest.mark.skipif(not DATA.exists(), reason=f"LoCoMo data not found at {DATA}")
 
 
