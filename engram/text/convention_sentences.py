@@ -106,7 +106,8 @@ _ONE_OFF = re.compile(
 _REQUEST_START = re.compile(
     r"^(?:fix|add|run|write|update|rename|refactor|make|create|remove|delete|revert|split|find|check|look|"
     r"show|explain|implement|move|change|convert|continue|go|try|commit|push|help|debug|investigate|review|"
-    r"bump|build|test|let'?s|can you|could you|帮我|给|把|跑|继续|更新|修)\b"
+    r"bump|build|test|verify|confirm|install|configure|set up|setup|clean up|open|read|print|list|generate|prepare|"
+    r"let'?s|can you|could you|帮我|给|把|跑|继续|更新|修)\b"
     r"(?!\s+(?:messages?|files?|cases?|suites?|names?|runs?|scripts?)\b)",
     re.I,
 )  # "commit messages must ..."
@@ -242,6 +243,7 @@ _STANDING = re.compile(
     r"immer|niemals|nie|ab jetzt|von nun an|künftig|wir (?:verwenden|nutzen|benutzen)|in diesem (?:repo|projekt))\b",
     re.I,
 )
+_IN_THIS = re.compile(r"\bin this (?:repo|repository|project|codebase|code base|service|monorepo|team)\b")
 # What the code's and the work's conventions are about (beyond TOPICS, below).
 _WORK = re.compile(
     r"\b(?:functions|methods|class(?:es)?|modules|docstrings?|code comments|type hints|variables|naming|imports|"
@@ -295,7 +297,9 @@ def _kind(s: str, memo: str) -> str | None:
         return STANDING if _KEEP_MEMO.match(memo) or _STANDING.search(low) else CANDIDATE
     general = re.search(rf"\b(?:{_GENERAL}|from now on|going forward)\b", low)
     if _REQUEST_START.match(low) and not general:
-        if _STANDING.search(low):  # "commit after each task once the tests pass"
+        # "commit after each task once the tests pass" holds; "verify X works in this repo" is a
+        # task located in the repository, not a rule of it.
+        if _STANDING.search(_IN_THIS.sub("", low)):
             return STANDING
         return CANDIDATE if _RULE_REQUEST.search(low) else None
     if any(t.search(low) for t in _TRIGGERS):

@@ -154,6 +154,23 @@ def test_a_rule_said_as_standing_is_a_convention_and_one_said_once_without_a_cue
     assert st.standing is standing
 
 
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "Verify git-ai v1.3.1 is working in this repo.",
+        "Fix the flaky login test in this repo.",
+        "Install the hooks in this repo.",
+    ],
+)
+def test_a_task_located_in_the_repository_is_not_a_rule_of_it(prompt):
+    assert convention_statements(prompt) == []
+
+
+def test_a_request_with_a_cue_of_standing_beside_the_location_is_still_a_rule():
+    (st,) = convention_statements("Install dependencies with uv in this repo, never pip.")
+    assert st.standing
+
+
 def test_a_rule_without_its_subject_is_stored_with_the_line_it_continues():
     prompt = (
         "brainstorm:\n- automatically generate checkpoint summaries when creating checkpoints\n"
