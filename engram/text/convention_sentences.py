@@ -262,7 +262,10 @@ _RULE_REQUEST = re.compile(
     r"go with|stick with|switch (?:\w+ )?to|instead of \w+,? use|store (?:the |all )?\w+(?: \w+)? in|"
     r"(?:should|must|needs? to) (?:always |also )?be documented|preferably|i (?:only )?want (?:each|every|all|only)|"
     r"we(?:'ll| will) (?:also )?(?:want|need) (?!to\b)|we should|i(?:'d| would) prefer|"
-    r"^the [\w .,/'-]{2,60}?\bshould)\b",
+    r"^the [\w .,/'-]{2,60}?\bshould|"
+    r"(?:before|prior to) (?:you |we )?(?:running|committing|pushing|merging|deploying|releasing|moving on|"
+    r"moving forward|continuing)|as you (?:go|implement|work|build|write|add)|let'?s avoid|"
+    r"one \w+ at a time|i want (?:all|every|each) of|i(?:'d| would) like (?:to use|you to use|us to use))\b",
     re.I,
 )
 # "Like that from now on", "keep doing it this way": a rule that only points back at what was said

@@ -147,6 +147,11 @@ def test_a_rule_that_only_points_back_is_not_kept_without_what_it_points_to(prom
         ("In the Dockerfiles, run `npm ci` before copying the sources.", False),
         ("OK, store game state in Redis.", False),  # a decision about the stack
         ("Note that the staging host is slow.", False),  # "note that" leads into a fact of the task
+        ("Bump the version prior to releasing.", False),  # a request that sets a rule, other words
+        ("As you go, add a test for each endpoint you touch.", False),
+        ("Let's avoid duplicating the parser.", False),
+        ("One migration at a time, please.", False),
+        ("I would like you to use Postgres for the job queue.", False),  # a decision about the stack
     ],
 )
 def test_a_rule_said_as_standing_is_a_convention_and_one_said_once_without_a_cue_a_candidate(prompt, standing):
