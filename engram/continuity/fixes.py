@@ -121,6 +121,8 @@ class Fix:
     # command (`PYTHONPATH=. pytest` after `pytest`).
     fix_commands: tuple[str, ...] = ()
     origin: str = "agent-run"  # or "user-pasted": the user pasted the error into a prompt
+    # `passed` ran again and failed further on, with another error: this one was past (a fix in steps).
+    moved_on: bool = False
 
     def content(self) -> str:
         """The pitfall as a memory's text: what failed, where, and what made it pass."""
@@ -143,6 +145,8 @@ class Fix:
             return "\n".join(lines)
         if not self.edits and not self.fix_commands:
             lines.append(f"Fixed by running `{_short(self.passed, 300)}` instead, which passed.")
+        elif self.moved_on:
+            lines.append(f"Then `{_short(self.passed, 200)}` got past this error.")
         else:
             lines.append(f"Then `{_short(self.passed, 200)}` passed.")
         return "\n".join(lines)
@@ -159,6 +163,7 @@ class Fix:
             "detail": self.detail,
             "fix_commands": list(self.fix_commands),
             "origin": self.origin,
+            "moved_on": self.moved_on,
         }
 
 
@@ -264,17 +269,38 @@ def error_detail(output: str, signature: str) -> str:
     raised = [m.group(1).strip() for m in exception.finditer(text)]
     if raised and raised[-1] not in signature:
         out.append(_short(raised[-1], 200))  # the exception behind a test's FAILED line
-    # The other errors a compiler or a test run reported with it (Go and tsc list several).
+    # A linter's rule on a line of its own, after a message that spans lines (golangci-lint's
+    # goconst quotes a string with its newlines): the rule names the error better than its place.
+    if LOCATED.match(signature) and not LINT_RULE.search(signature):
+        after = text[text.find(signature.split("`")[0]) :] if signature.split("`")[0] in text else ""
+        rule = LINT_RULE.search("\n".join(after.splitlines()[:8]))
+        if rule:
+            out.append(_short(rule.group(0).strip(), 200))
+    # The other errors a compiler or a test run reported with it (Go and tsc list several): each
+    # message once, whatever line it is at (four "cannot use ..." and then "redeclared").
+    said = {_message(signature)} | {_message(o) for o in out}
     for pattern, _ in SIGNATURES[:EXCEPTION_AT]:
         for m in pattern.finditer(text):
             line = _short(m.group(1).strip(), 200)
-            if line and line not in signature and signature not in line and line not in out:
+            if line and line not in signature and signature not in line and _message(line) not in said:
                 out.append(line)
+                said.add(_message(line))
     for line in (output or "").splitlines():
         line = line.strip()
-        if line and keep.search(line) and line not in signature and _short(line, 200) not in out:
+        if line and keep.search(line) and line not in signature and _message(_short(line, 200)) not in said:
             out.append(_short(line, 200))
+            said.add(_message(out[-1]))
     return " | ".join(out[:3])
+
+
+# A compiler's or linter's place in front of its message, and a linter's rule after it.
+LOCATED = re.compile(r"^\s*(?:\./)?[\w./@-]+\.\w+:\d+(?::\d+)?:\s*")
+LINT_RULE = re.compile(r"^.*\((?:[a-z][\w-]*)\)\s*$", re.M)
+
+
+def _message(line: str) -> str:
+    """An error line without the place it is at: the same error elsewhere is the same message."""
+    return LOCATED.sub("", line).strip().lower()
 
 
 def hunk(old: str, new: str) -> str:
@@ -376,11 +402,17 @@ class FixTracker:
             self.open = [o for o in self.open if o is not prev]
             got_past = None
             if prev is not None and not _same_error(prev["signature"], sig):
-                # Another error now: a changed command got past the one before (`cargo: command not
-                # found`, then through `nix-shell --run`), which is that error's fix; edits so far
-                # were about the one before.
+                # Another error now: the one before is past. A changed command got past it (`cargo:
+                # command not found`, then through `nix-shell --run`): that is its fix. Else the
+                # edits made since that touch it, or the commands run since that share its words,
+                # fixed it, and the run fails further on (a fix in several steps: an import, then
+                # a missing column). The new error starts with no edits of its own.
                 if changed_command(prev["command"], command):
                     got_past = self._settle(prev, command, [])
+                else:
+                    places = [self._inside(p) for p in prev.get("places") or []]
+                    touching = [e for e in prev["edits"] if touches(e[0], places)]
+                    got_past = self._settle(prev, command, touching, moved_on=True)
                 prev = None
             edits = prev["edits"] if prev else []
             first = (prev or {}).get("first") or {
@@ -411,14 +443,14 @@ class FixTracker:
         places = [self._inside(p) for p in done.get("places") or []]
         return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
 
-    def _settle(self, done: dict, command: str, edits: list) -> Fix | None:
+    def _settle(self, done: dict, command: str, edits: list, moved_on: bool = False) -> Fix | None:
         """The fix of the failure `done` once `command` got past it: the edits that touch it, or
         else `command` itself when it is the failing one changed, or else the commands run in
         between that share its words; None when nothing did (flaky, or not ours to learn)."""
         first = done["first"]  # the error as it first appeared, not the last attempt's
         fix_commands: list[str] = []
         if not edits:
-            if changed_command(str(first.get("command") or done["command"]), command):
+            if not moved_on and changed_command(str(first.get("command") or done["command"]), command):
                 pass  # the passing command is itself the fix
             elif done.get("ran"):
                 fix_commands = list(done["ran"])
@@ -433,6 +465,7 @@ class FixTracker:
             edits,
             str(first.get("detail") or ""),
             tuple(fix_commands),
+            moved_on=moved_on,
         )
 
     def _inside(self, place: str) -> str:
@@ -466,6 +499,7 @@ def _fix(
     detail: str,
     fix_commands: tuple[str, ...] = (),
     origin: str = "agent-run",
+    moved_on: bool = False,
 ) -> Fix:
     merged: dict[str, list[str]] = {}
     for path, change in edits:
@@ -475,7 +509,7 @@ def _fix(
     norm = re.sub(r"\d+", "#", norm)
     how = [f"{f}\n{h}" for f, h in files] or [*fix_commands] or [shaped(passed)]
     key = hashlib.sha256("\x00".join([program, norm, *how]).encode()).hexdigest()[:16]
-    return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin)
+    return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin, moved_on)
 
 
 def _trim(text: str) -> str:

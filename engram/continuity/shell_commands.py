@@ -11,6 +11,7 @@ import shlex
 
 __all__ = [
     "changed_command",
+    "cut_heredocs",
     "command_words",
     "segments",
     "program_of",
@@ -114,8 +115,15 @@ def read_only(command: str) -> bool:
 def program_of(command: str) -> str:
     """The program a shell command runs (pytest for `python -m pytest`, cargo, npm, git)."""
     words = command_words(command)
+    skip = 0
     for i, w in enumerate(words):
+        if skip:
+            skip -= 1
+            continue
         if "=" in w.split("/")[0] or w in WRAPPERS:
+            continue
+        if i and words[i - 1] in ("sudo", "env") and w.startswith("-"):
+            skip = 1 if w in ("-u", "-g", "-C", "-D", "-U") else 0  # sudo -u mischa op: op
             continue
         name = w.rsplit("/", 1)[-1]
         if re.fullmatch(r"python[\d.]*", name) and "-m" in words[i:]:
@@ -154,7 +162,13 @@ def same_command(failed: str, later: str) -> bool:
     if " ".join(failed.split()) == " ".join(later.split()):
         return True
     if "<<" in failed or "<<" in later:
-        return False  # a script fed by a heredoc: another script is another command
+        # A script fed by a heredoc: another script is another command. A heredoc that only
+        # writes a message (`git commit -m "$(cat <<EOF ...)" && git push`) is not what runs last.
+        failed, later = cut_heredocs(failed)[0], cut_heredocs(later)[0]
+        if any(re.fullmatch(r"<<\d+", w) for w in command_words(failed) + command_words(later)):
+            return False
+        if " ".join(failed.split()) == " ".join(later.split()):
+            return True
     if _host(failed) != _host(later):
         return False
     a_words, b_words = command_words(failed), command_words(later)
@@ -164,6 +178,35 @@ def same_command(failed: str, later: str) -> bool:
         return False
     a, b = targets(failed), targets(later)
     return not a or not b or a <= b or b <= a
+
+
+HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w-]*)\2")
+
+
+def cut_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command with each heredoc's body taken out (its line ends with `<<N` for body N)."""
+    bodies: list[str] = []
+    out: list[str] = []
+    lines = command.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        marks = list(HEREDOC.finditer(line))
+        if not marks:
+            out.append(line)
+            continue
+        for m in marks:
+            strip_tabs, word = m.group(1) == "-", m.group(3)
+            body = []
+            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]).strip() != word:
+                body.append(lines[i])
+                i += 1
+            i += 1  # the closing word (or the end: a heredoc left open still feeds its body)
+            line = line.replace(m.group(0), f"<<{len(bodies)}", 1)
+            bodies.append("\n".join(body))
+        out.append(line)
+    return "\n".join(out), bodies
 
 
 def shaped(command: str) -> str:

@@ -78,6 +78,7 @@ def fix_from_dict(raw: Any):
         raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "",
         tuple(c[:2000] for c in commands[:5]),
         origin,
+        raw.get("moved_on") is True,
     )
 
 
