@@ -203,6 +203,16 @@ def error_signature(output: str) -> tuple[str, str | None]:
     return _short(sig, 300), where
 
 
+# An error that says the command itself was called wrong: an option or subcommand it does not
+# have, a path given to it that is not there or not tracked. Set right by calling it again another
+# way (no edit), it is the agent's slip, not the project's pitfall (`git mv` of an untracked file,
+# `git -C` into a removed worktree, a flag the CLI lacks).
+SLIP = re.compile(
+    r"(?i)\bunknown (?:flag|option|switch|shorthand flag)\b|\bunrecognized (?:option|arguments?)\b|"
+    r"\binvalid option\b|\bno such option\b|\bflag provided but not defined\b|"
+    r"\bnot under version control\b|\bdid not match any files?\b|\bcannot change to\b|"
+    r"\bpathspec '[^']*' did not match\b|\bis not a git command\b"
+)
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
 # Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
@@ -449,6 +459,8 @@ class FixTracker:
         between that share its words; None when nothing did (flaky, or not ours to learn)."""
         first = done["first"]  # the error as it first appeared, not the last attempt's
         fix_commands: list[str] = []
+        if not edits and SLIP.search(f"{first['signature']}\n{first.get('detail') or ''}"):
+            return None  # the command was called wrong and called right next: a slip, no lesson
         if not edits:
             if not moved_on and changed_command(str(first.get("command") or done["command"]), command):
                 pass  # the passing command is itself the fix

@@ -40,6 +40,9 @@ SHAPING = re.compile(
 )
 
 
+# Programs whose first word is a subcommand of their own: `git mv a b` then `mv a b` is another
+# command, not the same one without a wrapper.
+SUBCOMMANDS = {"git", "gh", "npm", "yarn", "pnpm", "docker", "kubectl", "cargo", "go", "pip", "pip3", "brew", "apt"}
 SSH_OPTIONS_WITH_VALUE = set("bcDEeFIiJLlmOopQRSWw")
 TRIVIAL = {"cd", "sleep", "echo", "export", "source", ".", "set", "true", "pushd", "popd", "clear"}
 
@@ -172,7 +175,7 @@ def same_command(failed: str, later: str) -> bool:
     if _host(failed) != _host(later):
         return False
     a_words, b_words = command_words(failed), command_words(later)
-    if a_words and b_words and (a_words[1:] == b_words or b_words[1:] == a_words):
+    if a_words and b_words and (_unwrapped(a_words, b_words) or _unwrapped(b_words, a_words)):
         return True
     if program_of(failed) != program_of(later):
         return False
@@ -209,6 +212,11 @@ def cut_heredocs(command: str) -> tuple[str, list[str]]:
     return "\n".join(out), bodies
 
 
+def _unwrapped(outer: list[str], inner: list[str]) -> bool:
+    """Whether `outer` is `inner` with a wrapper in front (`rtk bun run test`, `bun run test`)."""
+    return outer[1:] == inner and outer[0].rsplit("/", 1)[-1] not in SUBCOMMANDS
+
+
 def shaped(command: str) -> str:
     """A command without what only shapes its output (`2>&1`, `| tail -5`, `-q`), whitespace normalised."""
     return " ".join(SHAPING.sub("", " ".join(command.split())).split())
@@ -226,7 +234,7 @@ def changed_command(failed: str, passed: str) -> bool:
     if shaped(failed) == shaped(passed):
         return False
     fw, pw = command_words(failed), command_words(passed)
-    if fw and pw and fw[1:] == pw:
+    if fw and pw and _unwrapped(fw, pw):
         return True  # the same without the wrapper in front (`rtk bun run test`, then `bun run test`)
     a, b = targets(failed), targets(passed)
     if not a <= b:
