@@ -244,6 +244,23 @@ PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
     (re.compile(r"\b(ERR_[A-Z][A-Z_]{3,}\b.*)$", re.M), "first"),  # Chrome: net::ERR_UNSAFE_PORT
     # An uncaught exception quoted inside a sentence ("blank screen: Uncaught ReferenceError: ...").
     (re.compile(r"\b(Uncaught (?:\(in promise\) )?[A-Z]\w*(?:Error|Exception)\b.*)$", re.M), "first"),
+    # A log line at level error (a server's, a browser console's, a CLI's): from its level on.
+    (
+        re.compile(r"(?:^|\s)((?:\[(?:ERROR|Error|error|FATAL)\][ :]+|\b(?:ERROR|FATAL)(?::| \[))\s*\S.*)$", re.M),
+        "first",
+    ),
+    # A program's own complaint: `grep: unrecognized option: line-buffered`, `bash: x: command not found`.
+    (
+        re.compile(
+            r"^\s*((?:[\w.-]+: )+(?:unrecognized|invalid|unknown|illegal|cannot|can't|unable|failed|error)\b.+)$",
+            re.M | re.I,
+        ),
+        "first",
+    ),
+    # A chain of causes (Go, Docker's build): `failed to solve: rpc error: ...: no such file or directory`.
+    (re.compile(r"\b((?:failed to|unable to) [^:\n]{1,60}: [^\n]*(?:: [^\n]+){1,})$", re.M), "first"),
+    # A script's own failure line: `❌ Failed to start Turso`.
+    (re.compile(r"^\s*((?:\u274c|\u2717|\u2718) ?.*\b(?:[Ff]ail|[Ee]rro|[Ff]alha)\w*\b.*)$", re.M), "first"),
 ]
 
 
