@@ -71,6 +71,9 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         (r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$", "first"),  # bash set -u, make
         (r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$", "first"),  # config parse errors
         (r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$", "first"),
+        (r"^([\w.-]+ : .+)$(?=\n\s*At (?:line:|\S+:\d+ char:))", "first"),  # PowerShell: Cmdlet : message
+        # A script's own failure line, marked as one: `❌ Failed to start Turso`, `❌ Falha ao iniciar`.
+        (r"^\s*((?:\u274c|\u2717|\u2718) ?.*\b(?:[Ff]ail|[Ee]rro|[Ff]alha)\w*\b.*)$", "first"),
         (
             r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR|refused|denied)\b.*)$",
             "first",
@@ -89,6 +92,7 @@ WRAPPER = re.compile(
     r"^error: Recipe .* failed|^Error: Process completed|run failed|build failed|^ERROR\s*$|\bsee above\b|"
     r"^\s*(?:at |File \")|Traceback \(most recent call last\)|^\$ |: \(none\)$|^(?:Command|Directory): "
     r"|^(?:Process Group PGID|Background PIDs|Signal): "  # Gemini CLI's shell result trailer
+    r"|^\s*\+ (?:FullyQualifiedErrorId|CategoryInfo) *:|^\s*\+ "  # PowerShell's record after its message
 )
 # Where the error points: "File "x.py", line 3", "x.rs:3:5", "x.java:[10,5]", "at x.js:3:5".
 LOCATIONS = [
@@ -259,8 +263,6 @@ PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
     ),
     # A chain of causes (Go, Docker's build): `failed to solve: rpc error: ...: no such file or directory`.
     (re.compile(r"\b((?:failed to|unable to) [^:\n]{1,60}: [^\n]*(?:: [^\n]+){1,})$", re.M), "first"),
-    # A script's own failure line: `❌ Failed to start Turso`.
-    (re.compile(r"^\s*((?:\u274c|\u2717|\u2718) ?.*\b(?:[Ff]ail|[Ee]rro|[Ff]alha)\w*\b.*)$", re.M), "first"),
 ]
 
 
@@ -276,6 +278,37 @@ def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
             found = found[::-1] if which == "last" else found
             where = error_signature(body)[1]
             return [(_short(sig, 300), where) for sig in found[:most]]
+    return []
+
+
+# A sentence of the user's telling that something of the project misbehaves, without an error
+# pasted: what goes wrong ("gets stuck", "a blank screen") or what does not happen ("does not
+# receive events", "cannot log in"). A request that something not happen is no report.
+REPORTED = re.compile(
+    r"(?i)\b(?:gets? stuck|getting stuck|is stuck|are stuck|stuck (?:on|at|in)|(?:get|getting|gets|got) "
+    r"(?:disconnected|logged out|kicked)|blank (?:screen|page)|crash(?:es|ed|ing)\b|hangs\b|freez(?:es|ing)\b|"
+    r"(?:does not|doesn'?t|did not|didn'?t|do not|don'?t|cannot|can'?t|can not|isn'?t|is not|aren'?t|are not|"
+    r"won'?t|never|nothing)\s+(?:\w+\s+){0,3}?(?:work(?:s|ing)?|appear\w*|show(?:s|ing)? up|load\w*|open\w*|"
+    r"receiv\w*|recei\w*|progress\w*|reach\w*|accessi?ble|accesible|connect\w*|start\w*|render\w*|"
+    r"respond\w*|drag\w*|fire[sd]?|log(?:ged)? ?in|happen\w*|be reached|see (?:it|them|the|any))\b)"
+)
+NOT_A_REPORT = re.compile(
+    r"(?i)\b(?:make (?:it|sure)|so (?:that|it)|should(?:n'?t| not)?|want|ensure|please add|add an?|"
+    r"implement|instead of|if (?:it|the|a))\b|\?\s*$"
+)
+REPORT_CHARS = 600  # a longer prompt is a task, a document or a log, not a report in words
+
+
+def reported_problems(text: str) -> list[tuple[str, None]]:
+    """The sentence of a short prompt that tells a problem in words (`When I refresh my browser, I
+    get disconnected and the table gets stuck`), as a pasted error's headline; none in a request."""
+    from engram.text.statements import sentences
+
+    if len(text) > REPORT_CHARS:
+        return []
+    for sentence in sentences(" ".join(text.split())):
+        if REPORTED.search(sentence) and not NOT_A_REPORT.search(sentence):
+            return [(_short(sentence.strip(), 200), None)]
     return []
 
 
@@ -379,8 +412,12 @@ class FixTracker:
         made since, unless this prompt pastes the same error again), and may paste new ones."""
         fixes = []
         found = pasted_errors(text)
-        for pending in [o for o in self.open if o.get("pasted")]:
-            if not found and NOT_FIXED.search(text):
+        still = not found and bool(NOT_FIXED.search(text))
+        waiting = [o for o in self.open if o.get("pasted")]
+        if not found and not (still and waiting):
+            found = reported_problems(text)  # a problem told in words ("the table gets stuck")
+        for pending in waiting:
+            if still:
                 continue  # "same error", "still broken": not fixed yet, the edits to come may
             self.open.remove(pending)
             if not any(_same_error(sig, pending["signature"]) for sig, _ in found):
