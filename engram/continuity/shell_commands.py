@@ -40,6 +40,8 @@ SHAPING = re.compile(
 )
 
 
+# A variable set for the command (`PYTHONPATH=. pytest`), not an operand holding "=" (`-c "... = 1"`).
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
 # Programs whose first word is a subcommand of their own: `git mv a b` then `mv a b` is another
 # command, not the same one without a wrapper.
 SUBCOMMANDS = {"git", "gh", "npm", "yarn", "pnpm", "docker", "kubectl", "cargo", "go", "pip", "pip3", "brew", "apt"}
@@ -123,7 +125,7 @@ def program_of(command: str) -> str:
         if skip:
             skip -= 1
             continue
-        if "=" in w.split("/")[0] or w in WRAPPERS:
+        if ASSIGNMENT.match(w) or w in WRAPPERS:
             continue
         if i and words[i - 1] in ("sudo", "env") and w.startswith("-"):
             skip = 1 if w in ("-u", "-g", "-C", "-D", "-U") else 0  # sudo -u mischa op: op
@@ -140,7 +142,7 @@ def targets(command: str) -> set[str]:
     """The command's operands: its words that are not options (a test id keeps its file)."""
     out = set()
     for w in command_words(command)[1:]:
-        if w.startswith("-") or "=" in w.split("/")[0]:
+        if w.startswith("-") or ASSIGNMENT.match(w):
             continue
         out.add(w.split("::")[0])
     return out
