@@ -240,7 +240,7 @@ def _words_of(command: str) -> str:
 NOT_FIXED = re.compile(
     r"(?i)\b(?:same (?:error|issue|problem|thing)|still (?:the same|getting|get|seeing|see|broken|fails|failing|"
     r"not working|doesn'?t work|no go|happening)|(?:didn'?t|doesn'?t|did not|does not) (?:work|help|fix)|"
-    r"not fixed|no change)\b"
+    r"not fixed|no change|still (?:doesn'?t|don'?t|isn'?t|aren'?t|can'?t|cannot|won'?t|not|no|stuck|blank|crash\w*))\b"
 )
 # Lines of a pasted error that no command printed: a browser's warning or network error code.
 PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
@@ -299,7 +299,7 @@ NOT_A_REPORT = re.compile(
 REPORT_CHARS = 600  # a longer prompt is a task, a document or a log, not a report in words
 
 
-def reported_problems(text: str) -> list[tuple[str, None]]:
+def reported_problems(text: str) -> list[tuple[str, str | None]]:
     """The sentence of a short prompt that tells a problem in words (`When I refresh my browser, I
     get disconnected and the table gets stuck`), as a pasted error's headline; none in a request."""
     from engram.text.statements import sentences
