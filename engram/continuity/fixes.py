@@ -296,6 +296,7 @@ NOT_A_REPORT = re.compile(
     r"(?i)\b(?:make (?:it|sure)|so (?:that|it)|should(?:n'?t| not)?|want|ensure|please add|add an?|"
     r"implement|instead of|if (?:it|the|a))\b|\?\s*$"
 )
+PASTED_WAIT = 2  # prompts a pasted error waits for its first edit before it is dropped
 REPORT_CHARS = 600  # a longer prompt is a task, a document or a log, not a report in words
 
 
@@ -419,6 +420,11 @@ class FixTracker:
         for pending in waiting:
             if still:
                 continue  # "same error", "still broken": not fixed yet, the edits to come may
+            if not pending["edits"] and pending.get("waited", 0) < PASTED_WAIT and not found:
+                # Nothing edited yet: the user answered a question or said how to fix it ("set it
+                # to 9998"); the edits come after this prompt.
+                pending["waited"] = pending.get("waited", 0) + 1
+                continue
             self.open.remove(pending)
             if not any(_same_error(sig, pending["signature"]) for sig, _ in found):
                 fix = self._pasted_fix(pending)
@@ -515,12 +521,17 @@ class FixTracker:
         fix_commands: list[str] = []
         if not edits and SLIP.search(f"{first['signature']}\n{first.get('detail') or ''}"):
             return None  # the command was called wrong and called right next: a slip, no lesson
-        if not edits:
-            if not moved_on and changed_command(str(first.get("command") or done["command"]), command):
-                pass  # the passing command is itself the fix
-            elif done.get("ran"):
-                fix_commands = list(done["ran"])
-            else:
+        if not edits and not (
+            not moved_on and changed_command(str(first.get("command") or done["command"]), command)
+        ):  # unless the passing command is itself the fix: the commands run in between
+            fix_commands = list(done.get("ran") or [])
+            if moved_on:
+                # The run failed on: a command is its fix only when it names what the error names
+                # (`uv pip install sqlalchemy` for "requires SQLAlchemy"), not merely the failing
+                # command's operands.
+                said = _tokens(str(first["signature"]))
+                fix_commands = [c for c in fix_commands if _tokens(remote(c)) & said]
+            if not fix_commands:
                 return None
         return _fix(
             program_of(done["command"]),
