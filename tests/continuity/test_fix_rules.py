@@ -656,3 +656,36 @@ def test_powershell_headline_is_the_cmdlet_and_its_message():
     assert error_signature(out)[0] == (
         "Resolve-DnsName : example.com : This operation returned because the timeout period expired"
     )
+
+
+def test_a_pasted_error_waits_for_its_first_edit():
+    # The user pastes a browser error, the agent asks, the user answers how to fix it; the edits
+    # come only after that answer and fix the error pasted before.
+    t = FixTracker(root="/r")
+    t.request("the page says: This site can't be reached. Error code: ERR_UNSAFE_PORT")
+    assert t.request("ok, put it on 9998") == []  # nothing edited yet: it keeps waiting
+    t.edit("scripts/start.sh", "PORT=6669\n", "PORT=9998\n")
+    fixes = t.request("works. now the logs page")
+    assert len(fixes) == 1 and fixes[0].signature.startswith("ERR_UNSAFE_PORT")
+    assert [f for f, _ in fixes[0].edits] == ["scripts/start.sh"]
+    # Never edited for: dropped after two more prompts, not credited to a later edit.
+    t = FixTracker(root="/r")
+    t.request("the page says: Error code: ERR_UNSAFE_PORT")
+    for prompt in ("what port is that?", "ok", "fine, leave it"):
+        assert t.request(prompt) == []
+    t.edit("README.md", "a\n", "b\n")
+    assert t.request("thanks") == []
+
+
+def test_a_run_that_fails_on_is_fixed_by_a_command_only_when_it_names_the_error():
+    missing = "ImportError: TaskStore requires SQLAlchemy and a database driver"
+    t = FixTracker(root="/r")
+    t.command("uv run python check.py", True, missing)
+    t.command("uv pip install sqlalchemy", False)
+    fix = t.command("uv run python check.py", True, "TypeError: argument 'auth_token': 'NoneType' object")
+    assert fix is not None and fix.moved_on and fix.fix_commands == ("uv pip install sqlalchemy",)
+    # A command that shares only the failing command's operands is no fix of the error before.
+    t = FixTracker(root="/r")
+    t.command("op item get key --fields private | gpg --import", True, "gpg: Total number processed: 0")
+    t.command("op item list --vault private", False)
+    assert t.command("op item get key --fields private | gpg --import", True, "gpg: no valid OpenPGP data") is None
