@@ -87,6 +87,14 @@ def _names_a_file(m: dict, files: list[str]) -> bool:
     return any(Path(f).name and Path(f).name in text for f in files)
 
 
+def credits(fix: dict, m: dict) -> bool:
+    """Whether the stored pitfall `m` is the labelled pair `fix`: its patterns match, and an edit
+    fix names a file the label says was edited."""
+    if not _matches(fix.get("match") or [], _memory_text(m)):
+        return False
+    return fix.get("fixed_by") != "edit" or not fix.get("files") or _names_a_file(m, fix["files"])
+
+
 def _chunk_groups(memories: list[dict]) -> dict[str, list[dict]]:
     groups: dict[str, list[dict]] = defaultdict(list)
     for m in memories:
@@ -175,12 +183,6 @@ def score_session(label: dict, memories: list[dict]) -> dict:
     }
 
     fixes = label.get("fixes") or []
-
-    def credits(fix: dict, m: dict) -> bool:
-        if not _matches(fix.get("match") or [], _memory_text(m)):
-            return False
-        return fix.get("fixed_by") != "edit" or not fix.get("files") or _names_a_file(m, fix["files"])
-
     right_pitfalls = [m for m in pitfalls if any(credits(f, m) for f in fixes)]
     by_origin = defaultdict(lambda: [0, 0])
     for f in fixes:

@@ -71,6 +71,9 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         (r"^(.*(?:: unbound variable|\*\*\* .+ Stop\.))$", "first"),  # bash set -u, make
         (r"^(.*(?:yaml|YAML|json|JSON|toml|TOML)[^\n]*(?:line|column) \d+.*)$", "first"),  # config parse errors
         (r"^((?:npm|yarn|pnpm) (?:ERR!|error) .+)$", "first"),
+        (r"^([\w.-]+ : .+)$(?=\n\s*At (?:line:|\S+:\d+ char:))", "first"),  # PowerShell: Cmdlet : message
+        # A script's own failure line, marked as one: `❌ Failed to start Turso`, `❌ Falha ao iniciar`.
+        (r"^\s*((?:\u274c|\u2717|\u2718) ?.*\b(?:[Ff]ail|[Ee]rro|[Ff]alha)\w*\b.*)$", "first"),
         (
             r"^(.*\b(?:failed|Failed|FAILED|error|Error|ERROR|refused|denied)\b.*)$",
             "first",
@@ -89,6 +92,7 @@ WRAPPER = re.compile(
     r"^error: Recipe .* failed|^Error: Process completed|run failed|build failed|^ERROR\s*$|\bsee above\b|"
     r"^\s*(?:at |File \")|Traceback \(most recent call last\)|^\$ |: \(none\)$|^(?:Command|Directory): "
     r"|^(?:Process Group PGID|Background PIDs|Signal): "  # Gemini CLI's shell result trailer
+    r"|^\s*\+ (?:FullyQualifiedErrorId|CategoryInfo) *:|^\s*\+ "  # PowerShell's record after its message
 )
 # Where the error points: "File "x.py", line 3", "x.rs:3:5", "x.java:[10,5]", "at x.js:3:5".
 LOCATIONS = [
@@ -121,6 +125,8 @@ class Fix:
     # command (`PYTHONPATH=. pytest` after `pytest`).
     fix_commands: tuple[str, ...] = ()
     origin: str = "agent-run"  # or "user-pasted": the user pasted the error into a prompt
+    # `passed` ran again and failed further on, with another error: this one was past (a fix in steps).
+    moved_on: bool = False
 
     def content(self) -> str:
         """The pitfall as a memory's text: what failed, where, and what made it pass."""
@@ -143,6 +149,8 @@ class Fix:
             return "\n".join(lines)
         if not self.edits and not self.fix_commands:
             lines.append(f"Fixed by running `{_short(self.passed, 300)}` instead, which passed.")
+        elif self.moved_on:
+            lines.append(f"Then `{_short(self.passed, 200)}` got past this error.")
         else:
             lines.append(f"Then `{_short(self.passed, 200)}` passed.")
         return "\n".join(lines)
@@ -159,6 +167,7 @@ class Fix:
             "detail": self.detail,
             "fix_commands": list(self.fix_commands),
             "origin": self.origin,
+            "moved_on": self.moved_on,
         }
 
 
@@ -198,6 +207,16 @@ def error_signature(output: str) -> tuple[str, str | None]:
     return _short(sig, 300), where
 
 
+# An error that says the command itself was called wrong: an option or subcommand it does not
+# have, a path given to it that is not there or not tracked. Set right by calling it again another
+# way (no edit), it is the agent's slip, not the project's pitfall (`git mv` of an untracked file,
+# `git -C` into a removed worktree, a flag the CLI lacks).
+SLIP = re.compile(
+    r"(?i)\bunknown (?:flag|option|switch|shorthand flag)\b|\bunrecognized (?:option|arguments?)\b|"
+    r"\binvalid option\b|\bno such option\b|\bflag provided but not defined\b|"
+    r"\bnot under version control\b|\bdid not match any files?\b|\bcannot change to\b|"
+    r"\bpathspec '[^']*' did not match\b|\bis not a git command\b"
+)
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
 # Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
@@ -221,7 +240,7 @@ def _words_of(command: str) -> str:
 NOT_FIXED = re.compile(
     r"(?i)\b(?:same (?:error|issue|problem|thing)|still (?:the same|getting|get|seeing|see|broken|fails|failing|"
     r"not working|doesn'?t work|no go|happening)|(?:didn'?t|doesn'?t|did not|does not) (?:work|help|fix)|"
-    r"not fixed|no change)\b"
+    r"not fixed|no change|still (?:doesn'?t|don'?t|isn'?t|aren'?t|can'?t|cannot|won'?t|not|no|stuck|blank|crash\w*))\b"
 )
 # Lines of a pasted error that no command printed: a browser's warning or network error code.
 PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
@@ -229,6 +248,21 @@ PASTED_EXTRA: list[tuple[re.Pattern, str]] = [
     (re.compile(r"\b(ERR_[A-Z][A-Z_]{3,}\b.*)$", re.M), "first"),  # Chrome: net::ERR_UNSAFE_PORT
     # An uncaught exception quoted inside a sentence ("blank screen: Uncaught ReferenceError: ...").
     (re.compile(r"\b(Uncaught (?:\(in promise\) )?[A-Z]\w*(?:Error|Exception)\b.*)$", re.M), "first"),
+    # A log line at level error (a server's, a browser console's, a CLI's): from its level on.
+    (
+        re.compile(r"(?:^|\s)((?:\[(?:ERROR|Error|error|FATAL)\][ :]+|\b(?:ERROR|FATAL)(?::| \[))\s*\S.*)$", re.M),
+        "first",
+    ),
+    # A program's own complaint: `grep: unrecognized option: line-buffered`, `bash: x: command not found`.
+    (
+        re.compile(
+            r"^\s*((?:[\w.-]+: )+(?:unrecognized|invalid|unknown|illegal|cannot|can't|unable|failed|error)\b.+)$",
+            re.M | re.I,
+        ),
+        "first",
+    ),
+    # A chain of causes (Go, Docker's build): `failed to solve: rpc error: ...: no such file or directory`.
+    (re.compile(r"\b((?:failed to|unable to) [^:\n]{1,60}: [^\n]*(?:: [^\n]+){1,})$", re.M), "first"),
 ]
 
 
@@ -244,6 +278,38 @@ def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
             found = found[::-1] if which == "last" else found
             where = error_signature(body)[1]
             return [(_short(sig, 300), where) for sig in found[:most]]
+    return []
+
+
+# A sentence of the user's telling that something of the project misbehaves, without an error
+# pasted: what goes wrong ("gets stuck", "a blank screen") or what does not happen ("does not
+# receive events", "cannot log in"). A request that something not happen is no report.
+REPORTED = re.compile(
+    r"(?i)\b(?:gets? stuck|getting stuck|is stuck|are stuck|stuck (?:on|at|in)|(?:get|getting|gets|got) "
+    r"(?:disconnected|logged out|kicked)|blank (?:screen|page)|crash(?:es|ed|ing)\b|hangs\b|freez(?:es|ing)\b|"
+    r"(?:does not|doesn'?t|did not|didn'?t|do not|don'?t|cannot|can'?t|can not|isn'?t|is not|aren'?t|are not|"
+    r"won'?t|never|nothing)\s+(?:\w+\s+){0,3}?(?:work(?:s|ing)?|appear\w*|show(?:s|ing)? up|load\w*|open\w*|"
+    r"receiv\w*|recei\w*|progress\w*|reach\w*|accessi?ble|accesible|connect\w*|start\w*|render\w*|"
+    r"respond\w*|drag\w*|fire[sd]?|log(?:ged)? ?in|happen\w*|be reached|see (?:it|them|the|any))\b)"
+)
+NOT_A_REPORT = re.compile(
+    r"(?i)\b(?:make (?:it|sure)|so (?:that|it)|should(?:n'?t| not)?|want|ensure|please add|add an?|"
+    r"implement|instead of|if (?:it|the|a))\b|\?\s*$"
+)
+PASTED_WAIT = 2  # prompts a pasted error waits for its first edit before it is dropped
+REPORT_CHARS = 600  # a longer prompt is a task, a document or a log, not a report in words
+
+
+def reported_problems(text: str) -> list[tuple[str, str | None]]:
+    """The sentence of a short prompt that tells a problem in words (`When I refresh my browser, I
+    get disconnected and the table gets stuck`), as a pasted error's headline; none in a request."""
+    from engram.text.statements import sentences
+
+    if len(text) > REPORT_CHARS:
+        return []
+    for sentence in sentences(" ".join(text.split())):
+        if REPORTED.search(sentence) and not NOT_A_REPORT.search(sentence):
+            return [(_short(sentence.strip(), 200), None)]
     return []
 
 
@@ -264,17 +330,38 @@ def error_detail(output: str, signature: str) -> str:
     raised = [m.group(1).strip() for m in exception.finditer(text)]
     if raised and raised[-1] not in signature:
         out.append(_short(raised[-1], 200))  # the exception behind a test's FAILED line
-    # The other errors a compiler or a test run reported with it (Go and tsc list several).
+    # A linter's rule on a line of its own, after a message that spans lines (golangci-lint's
+    # goconst quotes a string with its newlines): the rule names the error better than its place.
+    if LOCATED.match(signature) and not LINT_RULE.search(signature):
+        after = text[text.find(signature.split("`")[0]) :] if signature.split("`")[0] in text else ""
+        rule = LINT_RULE.search("\n".join(after.splitlines()[:8]))
+        if rule:
+            out.append(_short(rule.group(0).strip(), 200))
+    # The other errors a compiler or a test run reported with it (Go and tsc list several): each
+    # message once, whatever line it is at (four "cannot use ..." and then "redeclared").
+    said = {_message(signature)} | {_message(o) for o in out}
     for pattern, _ in SIGNATURES[:EXCEPTION_AT]:
         for m in pattern.finditer(text):
             line = _short(m.group(1).strip(), 200)
-            if line and line not in signature and signature not in line and line not in out:
+            if line and line not in signature and signature not in line and _message(line) not in said:
                 out.append(line)
+                said.add(_message(line))
     for line in (output or "").splitlines():
         line = line.strip()
-        if line and keep.search(line) and line not in signature and _short(line, 200) not in out:
+        if line and keep.search(line) and line not in signature and _message(_short(line, 200)) not in said:
             out.append(_short(line, 200))
+            said.add(_message(out[-1]))
     return " | ".join(out[:3])
+
+
+# A compiler's or linter's place in front of its message, and a linter's rule after it.
+LOCATED = re.compile(r"^\s*(?:\./)?[\w./@-]+\.\w+:\d+(?::\d+)?:\s*")
+LINT_RULE = re.compile(r"^.*\((?:[a-z][\w-]*)\)\s*$", re.M)
+
+
+def _message(line: str) -> str:
+    """An error line without the place it is at: the same error elsewhere is the same message."""
+    return LOCATED.sub("", line).strip().lower()
 
 
 def hunk(old: str, new: str) -> str:
@@ -326,9 +413,18 @@ class FixTracker:
         made since, unless this prompt pastes the same error again), and may paste new ones."""
         fixes = []
         found = pasted_errors(text)
-        for pending in [o for o in self.open if o.get("pasted")]:
-            if not found and NOT_FIXED.search(text):
+        still = not found and bool(NOT_FIXED.search(text))
+        waiting = [o for o in self.open if o.get("pasted")]
+        if not found and not (still and waiting):
+            found = reported_problems(text)  # a problem told in words ("the table gets stuck")
+        for pending in waiting:
+            if still:
                 continue  # "same error", "still broken": not fixed yet, the edits to come may
+            if not pending["edits"] and pending.get("waited", 0) < PASTED_WAIT and not found:
+                # Nothing edited yet: the user answered a question or said how to fix it ("set it
+                # to 9998"); the edits come after this prompt.
+                pending["waited"] = pending.get("waited", 0) + 1
+                continue
             self.open.remove(pending)
             if not any(_same_error(sig, pending["signature"]) for sig, _ in found):
                 fix = self._pasted_fix(pending)
@@ -376,11 +472,17 @@ class FixTracker:
             self.open = [o for o in self.open if o is not prev]
             got_past = None
             if prev is not None and not _same_error(prev["signature"], sig):
-                # Another error now: a changed command got past the one before (`cargo: command not
-                # found`, then through `nix-shell --run`), which is that error's fix; edits so far
-                # were about the one before.
+                # Another error now: the one before is past. A changed command got past it (`cargo:
+                # command not found`, then through `nix-shell --run`): that is its fix. Else the
+                # edits made since that touch it, or the commands run since that share its words,
+                # fixed it, and the run fails further on (a fix in several steps: an import, then
+                # a missing column). The new error starts with no edits of its own.
                 if changed_command(prev["command"], command):
                     got_past = self._settle(prev, command, [])
+                else:
+                    places = [self._inside(p) for p in prev.get("places") or []]
+                    touching = [e for e in prev["edits"] if touches(e[0], places)]
+                    got_past = self._settle(prev, command, touching, moved_on=True)
                 prev = None
             edits = prev["edits"] if prev else []
             first = (prev or {}).get("first") or {
@@ -411,18 +513,25 @@ class FixTracker:
         places = [self._inside(p) for p in done.get("places") or []]
         return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
 
-    def _settle(self, done: dict, command: str, edits: list) -> Fix | None:
+    def _settle(self, done: dict, command: str, edits: list, moved_on: bool = False) -> Fix | None:
         """The fix of the failure `done` once `command` got past it: the edits that touch it, or
         else `command` itself when it is the failing one changed, or else the commands run in
         between that share its words; None when nothing did (flaky, or not ours to learn)."""
         first = done["first"]  # the error as it first appeared, not the last attempt's
         fix_commands: list[str] = []
-        if not edits:
-            if changed_command(str(first.get("command") or done["command"]), command):
-                pass  # the passing command is itself the fix
-            elif done.get("ran"):
-                fix_commands = list(done["ran"])
-            else:
+        if not edits and SLIP.search(f"{first['signature']}\n{first.get('detail') or ''}"):
+            return None  # the command was called wrong and called right next: a slip, no lesson
+        if not edits and not (
+            not moved_on and changed_command(str(first.get("command") or done["command"]), command)
+        ):  # unless the passing command is itself the fix: the commands run in between
+            fix_commands = list(done.get("ran") or [])
+            if moved_on:
+                # The run failed on: a command is its fix only when it names what the error names
+                # (`uv pip install sqlalchemy` for "requires SQLAlchemy"), not merely the failing
+                # command's operands.
+                said = _tokens(str(first["signature"]))
+                fix_commands = [c for c in fix_commands if _tokens(remote(c)) & said]
+            if not fix_commands:
                 return None
         return _fix(
             program_of(done["command"]),
@@ -433,6 +542,7 @@ class FixTracker:
             edits,
             str(first.get("detail") or ""),
             tuple(fix_commands),
+            moved_on=moved_on,
         )
 
     def _inside(self, place: str) -> str:
@@ -466,6 +576,7 @@ def _fix(
     detail: str,
     fix_commands: tuple[str, ...] = (),
     origin: str = "agent-run",
+    moved_on: bool = False,
 ) -> Fix:
     merged: dict[str, list[str]] = {}
     for path, change in edits:
@@ -475,7 +586,7 @@ def _fix(
     norm = re.sub(r"\d+", "#", norm)
     how = [f"{f}\n{h}" for f, h in files] or [*fix_commands] or [shaped(passed)]
     key = hashlib.sha256("\x00".join([program, norm, *how]).encode()).hexdigest()[:16]
-    return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin)
+    return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin, moved_on)
 
 
 def _trim(text: str) -> str:

@@ -11,6 +11,7 @@ import shlex
 
 __all__ = [
     "changed_command",
+    "cut_heredocs",
     "command_words",
     "segments",
     "program_of",
@@ -39,6 +40,11 @@ SHAPING = re.compile(
 )
 
 
+# A variable set for the command (`PYTHONPATH=. pytest`), not an operand holding "=" (`-c "... = 1"`).
+ASSIGNMENT = re.compile(r"[A-Za-z_]\w*=")
+# Programs whose first word is a subcommand of their own: `git mv a b` then `mv a b` is another
+# command, not the same one without a wrapper.
+SUBCOMMANDS = {"git", "gh", "npm", "yarn", "pnpm", "docker", "kubectl", "cargo", "go", "pip", "pip3", "brew", "apt"}
 SSH_OPTIONS_WITH_VALUE = set("bcDEeFIiJLlmOopQRSWw")
 TRIVIAL = {"cd", "sleep", "echo", "export", "source", ".", "set", "true", "pushd", "popd", "clear"}
 
@@ -114,8 +120,15 @@ def read_only(command: str) -> bool:
 def program_of(command: str) -> str:
     """The program a shell command runs (pytest for `python -m pytest`, cargo, npm, git)."""
     words = command_words(command)
+    skip = 0
     for i, w in enumerate(words):
-        if "=" in w.split("/")[0] or w in WRAPPERS:
+        if skip:
+            skip -= 1
+            continue
+        if ASSIGNMENT.match(w) or w in WRAPPERS:
+            continue
+        if i and words[i - 1] in ("sudo", "env") and w.startswith("-"):
+            skip = 1 if w in ("-u", "-g", "-C", "-D", "-U") else 0  # sudo -u mischa op: op
             continue
         name = w.rsplit("/", 1)[-1]
         if re.fullmatch(r"python[\d.]*", name) and "-m" in words[i:]:
@@ -129,7 +142,7 @@ def targets(command: str) -> set[str]:
     """The command's operands: its words that are not options (a test id keeps its file)."""
     out = set()
     for w in command_words(command)[1:]:
-        if w.startswith("-") or "=" in w.split("/")[0]:
+        if w.startswith("-") or ASSIGNMENT.match(w):
             continue
         out.add(w.split("::")[0])
     return out
@@ -154,16 +167,56 @@ def same_command(failed: str, later: str) -> bool:
     if " ".join(failed.split()) == " ".join(later.split()):
         return True
     if "<<" in failed or "<<" in later:
-        return False  # a script fed by a heredoc: another script is another command
+        # A script fed by a heredoc: another script is another command. A heredoc that only
+        # writes a message (`git commit -m "$(cat <<EOF ...)" && git push`) is not what runs last.
+        failed, later = cut_heredocs(failed)[0], cut_heredocs(later)[0]
+        if any(re.fullmatch(r"<<\d+", w) for w in command_words(failed) + command_words(later)):
+            return False
+        if " ".join(failed.split()) == " ".join(later.split()):
+            return True
     if _host(failed) != _host(later):
         return False
     a_words, b_words = command_words(failed), command_words(later)
-    if a_words and b_words and (a_words[1:] == b_words or b_words[1:] == a_words):
+    if a_words and b_words and (_unwrapped(a_words, b_words) or _unwrapped(b_words, a_words)):
         return True
     if program_of(failed) != program_of(later):
         return False
     a, b = targets(failed), targets(later)
     return not a or not b or a <= b or b <= a
+
+
+HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w-]*)\2")
+
+
+def cut_heredocs(command: str) -> tuple[str, list[str]]:
+    """The command with each heredoc's body taken out (its line ends with `<<N` for body N)."""
+    bodies: list[str] = []
+    out: list[str] = []
+    lines = command.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        i += 1
+        marks = list(HEREDOC.finditer(line))
+        if not marks:
+            out.append(line)
+            continue
+        for m in marks:
+            strip_tabs, word = m.group(1) == "-", m.group(3)
+            body = []
+            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]).strip() != word:
+                body.append(lines[i])
+                i += 1
+            i += 1  # the closing word (or the end: a heredoc left open still feeds its body)
+            line = line.replace(m.group(0), f"<<{len(bodies)}", 1)
+            bodies.append("\n".join(body))
+        out.append(line)
+    return "\n".join(out), bodies
+
+
+def _unwrapped(outer: list[str], inner: list[str]) -> bool:
+    """Whether `outer` is `inner` with a wrapper in front (`rtk bun run test`, `bun run test`)."""
+    return outer[1:] == inner and outer[0].rsplit("/", 1)[-1] not in SUBCOMMANDS
 
 
 def shaped(command: str) -> str:
@@ -183,7 +236,7 @@ def changed_command(failed: str, passed: str) -> bool:
     if shaped(failed) == shaped(passed):
         return False
     fw, pw = command_words(failed), command_words(passed)
-    if fw and pw and fw[1:] == pw:
+    if fw and pw and _unwrapped(fw, pw):
         return True  # the same without the wrapper in front (`rtk bun run test`, then `bun run test`)
     a, b = targets(failed), targets(passed)
     if not a <= b:

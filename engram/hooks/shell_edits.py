@@ -15,11 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from engram.continuity.shell_commands import segments
+from engram.continuity.shell_commands import cut_heredocs, segments
 
 __all__ = ["ShellEdits", "patch_edits", "shell_edits"]
 
-HEREDOC = re.compile(r"<<(-?)[ \t]*(['\"]?)([A-Za-z_][\w-]*)\2")
 NOT_FILES = ("/dev/", "/proc/", "$", "&")
 # A script writing a file: Python's write_text / open(..., "w"), Node's writeFileSync.
 SCRIPT_WRITES = re.compile(
@@ -63,32 +62,6 @@ def patch_edits(patch: str) -> list[tuple[str, str, str]]:
             old, new = old or f"(deleted {path})", ""
         out.append((path, old, new))
     return out
-
-
-def _cut_heredocs(command: str) -> tuple[str, list[str]]:
-    """The command with each heredoc's body taken out (its line ends with `<<N` for body N)."""
-    bodies: list[str] = []
-    out: list[str] = []
-    lines = command.split("\n")
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        i += 1
-        marks = list(HEREDOC.finditer(line))
-        if not marks:
-            out.append(line)
-            continue
-        for m in marks:
-            strip_tabs, word = m.group(1) == "-", m.group(3)
-            body = []
-            while i < len(lines) and (lines[i].lstrip("\t") if strip_tabs else lines[i]).strip() != word:
-                body.append(lines[i])
-                i += 1
-            i += 1  # the closing word (or the end: a heredoc left open still feeds its body)
-            line = line.replace(m.group(0), f"<<{len(bodies)}", 1)
-            bodies.append("\n".join(body))
-        out.append(line)
-    return "\n".join(out), bodies
 
 
 def _joined(cwd: str | None, path: str) -> str:
@@ -166,7 +139,7 @@ def shell_edits(command: str) -> ShellEdits:
         patch = patch.split("*** End Patch", 1)[0]
         patched = [(_joined(cd.group(1) if cd else None, f), o, n) for f, o, n in patch_edits(patch)]
         return ShellEdits(patched, only_edits=True)
-    text, bodies = _cut_heredocs(command)
+    text, bodies = cut_heredocs(command)
     edits: list[tuple[str, str, str]] = []
     only = True
     before: bool | None = None

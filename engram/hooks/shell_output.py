@@ -65,6 +65,8 @@ KEY_LINE = re.compile(
     re.M,
 )
 # Programs whose exit code 1 with no output means "nothing found".
+# Errors of a program that goes on and exits 0 after them: psql running a file without ON_ERROR_STOP.
+ERROR_EXIT_ZERO = re.compile(r"(?m)^psql:\S+:\d+: (?:ERROR|FATAL): ")
 NO_MATCH_PROGRAM = re.compile(r"(?:^|[|;&]\s*)(?:grep|egrep|fgrep|rg|ag|pgrep|diff|test|\[|which|command -v)\b")
 
 

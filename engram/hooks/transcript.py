@@ -22,6 +22,7 @@ from typing import Any
 
 from engram.hooks.shell_edits import patch_edits, shell_edits
 from engram.hooks.shell_output import (
+    ERROR_EXIT_ZERO,
     EXIT_CODE,
     FAILED_OUTPUT,
     HIDDEN_BY_PIPE,
@@ -381,6 +382,8 @@ class Session:
         # `cmd | tail -20` exits as tail does: what it printed says whether cmd failed.
         if not failed and HIDDEN_BY_PIPE.search(cmd) and FAILED_OUTPUT.search(output or ""):
             failed = True
+        if not failed and ERROR_EXIT_ZERO.search(output or ""):
+            failed = True  # psql -f went on past an error and exited 0
         # A search that found nothing exits 1 with no output: an answer, not an error.
         if failed and code and code.group(1) == "1" and NO_MATCH_PROGRAM.search(cmd) and not said(output):
             failed = False

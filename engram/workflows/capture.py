@@ -17,7 +17,17 @@ from engram.core.errors import STORE_FAULTS
 from engram.core.types import AUTO_CAPTURE_TAG, EPISODE_TAG, EPISODE_TYPE, MEMORY_TYPES, PITFALL_TAG, EngramError
 from engram.engram import Engram
 
-__all__ = ["AUTO_CAPTURE_TAG", "EPISODE_TAG", "EPISODE_TYPE", "PITFALL_TAG", "prune_episodes", "session_capture"]
+__all__ = [
+    "AUTO_CAPTURE_TAG",
+    "EPISODE_TAG",
+    "EPISODE_TYPE",
+    "PITFALL_TAG",
+    "fix_from_dict",
+    "pitfall_metadata",
+    "pitfall_tags",
+    "prune_episodes",
+    "session_capture",
+]
 
 PITFALL_IMPORTANCE = 0.6
 EPISODE_IMPORTANCE = 0.2
@@ -27,7 +37,8 @@ NO_ANSWER = re.compile(r"\A\s*(?:No response requested\.?\s*\Z|Request timed out
 FIX_FIELDS = ("program", "signature", "location", "command", "passed", "edits", "key")
 
 
-def _fix(raw: Any):
+def fix_from_dict(raw: Any):
+    """The Fix a hook sent (its to_dict), checked; EngramError names what is wrong."""
     from engram.continuity.fixes import Fix
 
     if not isinstance(raw, dict) or any(k not in raw for k in FIX_FIELDS):
@@ -67,7 +78,25 @@ def _fix(raw: Any):
         raw["detail"][:1000] if isinstance(raw.get("detail"), str) else "",
         tuple(c[:2000] for c in commands[:5]),
         origin,
+        raw.get("moved_on") is True,
     )
+
+
+def pitfall_tags(fix) -> list[str]:
+    """A pitfall's tags: its kind, its program, its key (the same error fixed the same way) and origin."""
+    return [PITFALL_TAG, f"component:{fix.program.lower()}", f"fix:{fix.key}", f"origin:{fix.origin}"]
+
+
+def pitfall_metadata(fix) -> dict:
+    """A pitfall's metadata: the failure record every failure memory has, and the fix as captured."""
+    doc = {
+        "error": fix.signature + (f" (at {fix.location})" if fix.location else ""),
+        "component": fix.program,
+        "root_cause": "",
+        "fix": "\n".join([*(f"{f}:\n{h}" for f, h in fix.edits), *fix.fix_commands])
+        or (f"run `{fix.passed}`" if fix.passed else ""),
+    }
+    return {"failure": doc, "capture": fix.to_dict()}
 
 
 def _store_fix(eng: Engram, user: str | None, session_id: str, fix, task: str | None, project: str | None) -> bool:
@@ -80,20 +109,13 @@ def _store_fix(eng: Engram, user: str | None, session_id: str, fix, task: str | 
     # reinforcement takes in the tags it is sent.
     kept = bool(page["memories"]) and AUTO_CAPTURE_TAG not in page["memories"][0]["tags"]
     mark = [] if kept else [AUTO_CAPTURE_TAG]
-    doc = {
-        "error": fix.signature + (f" (at {fix.location})" if fix.location else ""),
-        "component": fix.program,
-        "root_cause": "",
-        "fix": "\n".join([*(f"{f}:\n{h}" for f, h in fix.edits), *fix.fix_commands])
-        or (f"run `{fix.passed}`" if fix.passed else ""),
-    }
     r = eng.store_memory(
         content,
         memory_type="failure",
         importance=PITFALL_IMPORTANCE,
-        tags=[*mark, PITFALL_TAG, f"component:{fix.program.lower()}", key_tag, f"origin:{fix.origin}"],
+        tags=[*mark, *pitfall_tags(fix)],
         task_id=task,
-        metadata={"failure": doc, "capture": fix.to_dict()},
+        metadata=pitfall_metadata(fix),
         user_id=user,
         session_id=session_id,
         chunk=False,
@@ -124,7 +146,7 @@ def session_capture(
     items = []
     for i, f in enumerate(fixes):
         with _one_item(out, f"fix {i}"):
-            items.append(_fix(f))
+            items.append(fix_from_dict(f))
     turns = []
     for i, e in enumerate(episodes):
         if not isinstance(e, dict) or not isinstance(e.get("request"), str) or not isinstance(e.get("answer"), str):

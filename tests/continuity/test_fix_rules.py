@@ -451,3 +451,241 @@ def test_gemini_shells_trailer_is_no_headline():
         "Error: (none)\nExit Code: 128\nSignal: (none)\nBackground PIDs: (none)\nProcess Group PGID: 14184"
     )
     assert "destination exists" in error_signature(output)[0]
+
+
+# ---------------------------------------------------------------- rules measured on real sessions (issue 45)
+
+
+def test_an_error_got_past_with_another_error_is_fixed_by_the_edits_that_touch_it():
+    # A fix in steps: the script fails on an import, the import is fixed, the same script then fails
+    # further on (a missing column): the first error is past, credited to the edit that touched it.
+    t = FixTracker(root="/r")
+    import_error = (
+        'Traceback (most recent call last):\n  File "/r/agent/store.py", line 3, in <module>\n'
+        "    import sqlite_utils\nModuleNotFoundError: No module named 'sqlite_utils'"
+    )
+    assert t.command("python run_checks.py", True, import_error) is None
+    t.edit("agent/store.py", "import sqlite_utils\n", "import sqlite3\n")
+    t.edit("docs/NOTES.md", "a\n", "b\n")  # touches nothing the error names
+    column_error = (
+        'Traceback (most recent call last):\n  File "/r/agent/store.py", line 40, in load\n'
+        "sqlite3.OperationalError: no such column: session_id"
+    )
+    fix = t.command("python run_checks.py", True, column_error)
+    assert fix is not None and fix.moved_on
+    assert fix.signature == "ModuleNotFoundError: No module named 'sqlite_utils'"
+    assert [f for f, _ in fix.edits] == ["agent/store.py"]
+    assert "got past this error" in fix.content()
+    # The new error waits with no edits of its own; the edit that fixes it is its fix.
+    t.edit("agent/store.py", "SELECT session_id FROM runs\n", "SELECT id FROM runs\n")
+    second = t.command("python run_checks.py", False)
+    assert second is not None and not second.moved_on and "no such column: session_id" in second.signature
+
+
+def test_the_same_error_again_is_not_got_past():
+    t = FixTracker(root="/r")
+    out = "src/app.go:12:2: undefined: loadConfig"
+    t.command("go build ./...", True, out)
+    t.edit("src/app.go", "loadConfig()\n", "loadConfg()\n")
+    assert t.command("go build ./...", True, out.replace(":12:2", ":13:2")) is None  # same message, another line
+
+
+def test_a_commit_message_heredoc_does_not_make_the_push_another_command():
+    from engram.continuity.shell_commands import same_command
+
+    commit_and_push = (
+        "git add src/cli.go && git commit -m \"$(cat <<'EOF'\nInline the helper\n\nIt had one caller.\nEOF\n)\""
+        " && git push 2>&1"
+    )
+    assert same_command(commit_and_push, "git push 2>&1")
+    # A script fed by a heredoc is still another script when its body differs.
+    assert not same_command("python - <<'PY'\nprint(1)\nPY", "python - <<'PY'\nprint(2)\nPY")
+
+
+def test_sudo_options_are_not_the_program():
+    from engram.continuity.shell_commands import program_of
+
+    assert program_of("sudo -u mischa op vault list") == "op"
+    assert program_of("sudo -E legion_gui") == "legion_gui"
+
+
+def test_an_errors_detail_lists_each_other_message_once_and_a_linters_rule():
+    from engram.continuity.fixes import error_detail
+
+    go = (
+        "# acme/cli/strategy\n"
+        "strategy/attr.go:47:38: cannot use content (variable of type string) as []byte value in argument to count\n"
+        "strategy/attr.go:104:21: cannot use content (variable of type string) as []byte value in argument to count\n"
+        "strategy/attr.go:137:6: count redeclared in this block\n"
+        "FAIL\tacme/cli/strategy [build failed]"
+    )
+    sig, _ = error_signature(go)
+    assert "cannot use content" in sig and "count redeclared in this block" in error_detail(go, sig)
+    lint = (
+        "strategy/attribution_test.go:8:13: string `alpha\nbeta\n` has 4 occurrences, make it a constant (goconst)\n"
+        '\tcontent := "alpha\\nbeta\\n"\n1 issues:\n* goconst: 1'
+    )
+    sig, _ = error_signature(lint)
+    assert "(goconst)" in error_detail(lint, sig)
+
+
+@pytest.mark.parametrize(
+    ("failed", "output", "passed"),
+    [
+        ("git mv notes.txt docs/notes.txt", "fatal: not under version control, source=notes.txt", "mv notes.txt docs/"),
+        (
+            "git -C /src/wt/old-branch status",
+            "fatal: cannot change to '/src/wt/old-branch': No such file or directory",
+            "git status",
+        ),
+        ("gh pr list --author-login me", "unknown flag: --author-login", "gh pr list --author me"),
+    ],
+)
+def test_a_command_called_wrong_and_called_right_next_is_a_slip(failed, output, passed):
+    t = FixTracker(root="/src")
+    t.command(failed, True, output)
+    assert t.command(passed, False) is None
+
+
+def test_a_slip_fixed_by_an_edit_is_still_a_pitfall():
+    # The project's own script lacked the option: editing the script is a lesson about the project.
+    t = FixTracker(root="/r")
+    t.command("./scripts/release.sh --dry-run", True, "./scripts/release.sh: unknown option: --dry-run")
+    t.edit("scripts/release.sh", "case $1 in\n", "case $1 in\n  --dry-run) DRY=1 ;;\n")
+    fix = t.command("./scripts/release.sh --dry-run", False)
+    assert fix is not None and [f for f, _ in fix.edits] == ["scripts/release.sh"]
+
+
+def test_dropping_git_in_front_is_another_command_not_an_unwrapped_one():
+    from engram.continuity.shell_commands import changed_command, same_command
+
+    assert not same_command("git mv a.txt b.txt", "mv a.txt b.txt")
+    assert not changed_command("git mv a.txt b.txt", "mv a.txt b.txt")
+    assert changed_command("rtk bun run test", "bun run test")  # a wrapper dropped: the fix
+
+
+@pytest.mark.parametrize(
+    ("prompt", "headline"),
+    [
+        (
+            "I'm getting this from docker compose up failed to solve: rpc error: code = Unknown desc = failed to "
+            "read dockerfile: open /var/lib/docker/tmp/buildkit-mount9/Dockerfile: no such file or directory",
+            "failed to solve: rpc error: code = Unknown desc = failed to read dockerfile: open "
+            "/var/lib/docker/tmp/buildkit-mount9/Dockerfile: no such file or directory",
+        ),
+        (
+            "login fails: shop-auth-1 | 2026-02-01 10:00:01,502 ERROR [org.auth.services] (worker-1) AUTH0095: "
+            "Client is not allowed to use the implicit flow.",
+            "ERROR [org.auth.services] (worker-1) AUTH0095: Client is not allowed to use the implicit flow.",
+        ),
+        ("[Error] Failed to load resource: Origin null is not allowed. (app.js, line 0)", None),
+        ("the launcher says\ngrep: unrecognized option: line-buffered\nUsage: grep [-HhnlLoqvsrRiwFE]", None),
+        ("deu erro?\n🚀 Starting agents...\n✅ Port 9999 is available\n❌ Failed to start Billing\n", None),
+    ],
+)
+def test_pasted_errors_in_the_shapes_users_paste_them(prompt, headline):
+    from engram.continuity.fixes import pasted_errors
+
+    found = pasted_errors(prompt)
+    assert found, prompt
+    if headline:
+        assert found[0][0] == headline
+    assert not pasted_errors("ERROR on gate failures or unresolved clarifications, then continue.")  # a kit's prose
+
+
+def test_a_problem_told_in_words_and_fixed_by_edits_is_a_pitfall():
+    t = FixTracker(root="/r")
+    assert t.request("When I reload the page, I get logged out and the cart gets stuck") == []
+    t.edit("web/src/session.ts", "storage = memory\n", "storage = localStorage\n")
+    fixes = t.request("great, now add a checkout button")  # the problem is not told again: fixed
+    assert len(fixes) == 1 and fixes[0].origin == "user-pasted"
+    assert fixes[0].signature == "When I reload the page, I get logged out and the cart gets stuck"
+    assert [f for f, _ in fixes[0].edits] == ["web/src/session.ts"]
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "make it so the banner doesn't show on mobile",  # a request
+        "Why doesn't the cache get invalidated?",  # a question
+        "add a retry so the upload does not fail on a flaky network",
+    ],
+)
+def test_a_request_or_a_question_is_no_reported_problem(prompt):
+    from engram.continuity.fixes import reported_problems
+
+    assert reported_problems(prompt) == []
+
+
+def test_a_problem_told_again_is_not_fixed_yet():
+    t = FixTracker(root="/r")
+    t.request("The list does not load after I sign in")
+    t.edit("web/src/list.ts", "a\n", "b\n")
+    assert t.request("nope, still doesn't load") == []  # told again: the edits did not fix it
+    t.edit("web/src/api.ts", "c\n", "d\n")
+    fixes = t.request("works now, thanks. Next: dark mode")
+    assert len(fixes) == 1 and [f for f, _ in fixes[0].edits] == ["web/src/list.ts", "web/src/api.ts"]
+
+
+def test_psql_errors_it_exits_zero_after_are_a_failure():
+    s = Session(client="claude-code", timeline=[])
+    out = (
+        'CREATE TABLE\npsql:db/migrations/001_posts.sql:26: ERROR:  foreign key constraint "posts_author_fkey" '
+        'cannot be implemented\nDETAIL:  Key columns "author_id" and "id" are of incompatible types: integer and uuid.'
+    )
+    s.tool("Bash", {"command": "psql -d blog -f db/migrations/001_posts.sql"}, out, False)
+    assert s.timeline[0]["failed"]
+    assert "posts_author_fkey" in error_signature(s.timeline[0]["output"])[0]
+
+
+def test_an_operand_holding_an_equals_sign_is_not_a_variable():
+    from engram.continuity.shell_commands import same_command, targets
+
+    query = "psql -d blog -c \"SELECT id FROM users WHERE name = 'x'\""
+    assert "SELECT id FROM users WHERE name = 'x'" in targets(query)
+    assert not same_command("psql -d blog -f db/migrations/001_posts.sql", query)
+
+
+def test_powershell_headline_is_the_cmdlet_and_its_message():
+    out = (
+        "Resolve-DnsName : example.com : This operation returned because the timeout period expired\n"
+        "At line:1 char:1\n+ Resolve-DnsName example.com -Server 10.0.0.1 -DnsOnly\n+ ~~~~~~~~~~~~~~~\n"
+        "    + CategoryInfo          : OperationTimeout: (example.com:String) [Resolve-DnsName], Win32Exception\n"
+        "    + FullyQualifiedErrorId : ERROR_TIMEOUT,Microsoft.DnsClient.Commands.ResolveDnsName"
+    )
+    assert error_signature(out)[0] == (
+        "Resolve-DnsName : example.com : This operation returned because the timeout period expired"
+    )
+
+
+def test_a_pasted_error_waits_for_its_first_edit():
+    # The user pastes a browser error, the agent asks, the user answers how to fix it; the edits
+    # come only after that answer and fix the error pasted before.
+    t = FixTracker(root="/r")
+    t.request("the page says: This site can't be reached. Error code: ERR_UNSAFE_PORT")
+    assert t.request("ok, put it on 9998") == []  # nothing edited yet: it keeps waiting
+    t.edit("scripts/start.sh", "PORT=6669\n", "PORT=9998\n")
+    fixes = t.request("works. now the logs page")
+    assert len(fixes) == 1 and fixes[0].signature.startswith("ERR_UNSAFE_PORT")
+    assert [f for f, _ in fixes[0].edits] == ["scripts/start.sh"]
+    # Never edited for: dropped after two more prompts, not credited to a later edit.
+    t = FixTracker(root="/r")
+    t.request("the page says: Error code: ERR_UNSAFE_PORT")
+    for prompt in ("what port is that?", "ok", "fine, leave it"):
+        assert t.request(prompt) == []
+    t.edit("README.md", "a\n", "b\n")
+    assert t.request("thanks") == []
+
+
+def test_a_run_that_fails_on_is_fixed_by_a_command_only_when_it_names_the_error():
+    missing = "ImportError: TaskStore requires SQLAlchemy and a database driver"
+    t = FixTracker(root="/r")
+    t.command("uv run python check.py", True, missing)
+    t.command("uv pip install sqlalchemy", False)
+    fix = t.command("uv run python check.py", True, "TypeError: argument 'auth_token': 'NoneType' object")
+    assert fix is not None and fix.moved_on and fix.fix_commands == ("uv pip install sqlalchemy",)
+    # A command that shares only the failing command's operands is no fix of the error before.
+    t = FixTracker(root="/r")
+    t.command("op item get key --fields private | gpg --import", True, "gpg: Total number processed: 0")
+    t.command("op item list --vault private", False)
+    assert t.command("op item get key --fields private | gpg --import", True, "gpg: no valid OpenPGP data") is None
