@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.capture_real.__main__ import LABELS, _label, _matches, _ratio
+from benchmarks.capture_real.__main__ import LABELS, _label, _matches, _ratio, _select
 from benchmarks.capture_real.replay import READERS
 from engram.text.convention_sentences import convention_statements
 
@@ -59,14 +59,10 @@ def score_statements(label: dict, said: dict[str, bool]) -> dict:
 
 
 def run(corpus: Path, half: str, labels: Path = LABELS, show: bool = False) -> dict:
-    manifest = {r["id"]: r for r in json.loads((corpus / "manifest.json").read_text(encoding="utf-8"))}
-    split = json.loads((corpus / "split.json").read_text(encoding="utf-8"))
+    rows, _ = _select(corpus, half, [], labels)
     total: dict[str, int] = {}
-    for sid in split[half]:
-        label = _label(sid, labels)
-        if label is None or sid not in manifest:
-            continue
-        row = manifest[sid]
+    for row in sorted(rows, key=lambda r: r["id"]):
+        sid, label = row["id"], _label(row["id"], labels) or {}
         said = session_statements([t.prompt for t in READERS[row["client"]](corpus / row["file"]).turns])
         s = score_statements(label, said)
         for k, v in s.items():
