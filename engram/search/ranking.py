@@ -61,6 +61,7 @@ from engram.core.recall_query import RecallQuery
 from engram.core.settings import Settings
 from engram.core.types import MEMORY_TYPES
 from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
+from engram.search import links
 from engram.search.graph import MemoryGraph
 from engram.search.memory_index import MemoryIndex
 from engram.search.vector_search import top_rows
@@ -216,6 +217,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
     bm25 = np.zeros(n)
     cover = np.zeros(n)
     held = np.zeros(n)
+    terms: list[tuple[tuple[str, ...], int]] = []
     if mode in ("hybrid", "bm25"):
         terms = index.bm25.query_terms(query, mask, corrections)  # misspelt words read once (bm25.py)
         raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b, terms=terms)
@@ -313,32 +315,26 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
 
     scores, strength, decay = base_scores(cand)
     info = {int(r): (float(s), float(st), float(d)) for r, s, st, d in zip(cand, scores, strength, decay)}
-    bonus: dict[int, tuple[float, int]] = {}
-    if q.graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
-        # Ties broken by id so the seeds do not depend on row order.
-        order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))[:5]
-        best = float(scores[order[0]]) if len(order) else 0.0
-        if best > 0:
-            seeds = {index.live(int(cand[i]))[0]: float(scores[i]) / best for i in order if scores[i] > 0}
-            reached = graph.expand(seeds, weights.graph_depth, weights.graph_bonus)
-            extra = []
-            for mid, (b, hops) in reached.items():
-                r = index.row_of.get(mid)
-                if r is not None and mask[r]:
-                    bonus[r] = (b, hops)
-                    if r not in info:
-                        extra.append(r)
-            if extra:
-                ex = np.array(extra, dtype=np.int64)
-                s2, st2, d2 = base_scores(ex)
-                for r, s, st, d in zip(ex, s2, st2, d2):
-                    info[int(r)] = (float(s), float(st), float(d))
+    bonus: dict[int, float] = {}
+    if q.graph and mode == "hybrid" and weights.graph_depth > 0 and len(cand):
+        bonus = _linked_bonus(index, cand, scores, mask, terms, weights)
+        extra = np.array([r for r in bonus if r not in info], dtype=np.int64)
+        if len(extra):
+            s2, st2, d2 = base_scores(extra)
+            for r, s, st, d in zip(extra, s2, st2, d2):
+                info[int(r)] = (float(s), float(st), float(d))
+        # The first GRAPH_KEEP hits hold their places: a linked memory comes after them.
+        firsts = sorted((v[0] for v in info.values()), reverse=True)[:GRAPH_KEEP]
+        cap = firsts[-1] if len(firsts) == GRAPH_KEEP else np.inf
+        for r in list(bonus):
+            s = info[r][0]
+            bonus[r] = max(0.0, min(s + bonus[r], cap - 1e-9) - s) if s < cap else 0.0
     out = []
     for r, (s, st, d) in info.items():
-        passed = gate and (evidence(r) or r in bonus)  # a graph neighbour's evidence is its link
+        passed = gate and evidence(r)  # a linked memory needs evidence of its own, as any hit
         if not passed and floor:
             continue
-        b = bonus.get(r, (0.0, 0))[0]
+        b = bonus.get(r, 0.0)
         parts = {
             "bm25": float(bm25[r]),
             "cosine": float(max(cos[r], 0.0)),
@@ -359,6 +355,43 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         out.append(Ranked(r, s + b, parts))
     out.sort(key=lambda t: (-round(t.score, 9), -index.created[t.row], index.ids[t.row]))
     return best_chunk_only(index, out)[:limit]
+
+
+# Graph expansion (search/links.py): links are followed from the first GRAPH_ANCHORS candidates,
+# and the first GRAPH_KEEP keep their places (the first piece found is not pushed out).
+GRAPH_ANCHORS = 3
+GRAPH_KEEP = 2
+
+
+def _linked_bonus(
+    index: MemoryIndex,
+    cand: np.ndarray,
+    scores: np.ndarray,
+    mask: np.ndarray,
+    terms: list[tuple[tuple[str, ...], int]],
+    weights: Weights,
+) -> dict[int, float]:
+    """Row -> graph bonus: graph_bonus × its strongest link to the first candidates (each worth
+    its share of the best score), over graph_depth hops, each further hop at half the last."""
+    # Ties broken by id so the anchors do not depend on row order.
+    order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))
+    best = float(scores[order[0]])
+    if best <= 0:
+        return {}
+    query_words = {t for alts, _ in terms for t in alts}
+    frontier = [(int(cand[i]), float(scores[i]) / best) for i in order[:GRAPH_ANCHORS] if scores[i] > 0]
+    seen = {r for r, _ in frontier}
+    out: dict[int, float] = {}
+    for hop in range(weights.graph_depth):
+        reached = {r: v for r, v in links.linked(index, frontier, mask, query_words).items() if r not in seen}
+        for r, v in reached.items():
+            out[r] = max(out.get(r, 0.0), weights.graph_bonus * v * 0.5**hop)
+        seen.update(reached)
+        # The strongest links only carry on: a hub's many links would flood the next hop.
+        frontier = sorted(reached.items(), key=lambda kv: (-kv[1], kv[0]))[:GRAPH_ANCHORS]
+        if not frontier:
+            break
+    return out
 
 
 def max_lift(pieces: np.ndarray) -> np.ndarray:
