@@ -10,6 +10,10 @@ issue 47), but:
   a statement and the detail that follows it), from the index's context links;
 - a rare word the hit names that the query does not (a name, a place, an identifier), held by
   another memory: the thing the hit is about, mentioned elsewhere.
+A chunk of a long text (a reply cut in pieces) neither starts a link nor is reached as a
+neighbour: a long reply names many things and sits beside every short turn of its exchange, and
+linking through it lifted long replies on the subject over the short turn holding the answer
+(benchmarks/paraphrase_chat.py: Hit@5 0.420 → 0.385 with such links, 0.415 without).
 Each link is worth its strength (1 for a neighbouring turn; for words, the share of the hit's
 rare words' IDF the memory holds) times the hit's share of the best score.
 """
@@ -29,10 +33,10 @@ RARE_SHARE = 0.02
 
 def neighbours(index: MemoryIndex, row: int) -> set[int]:
     """The turns said just before and just after `row` in its conversation (none for a memory
-    outside any conversation, or with context_window 0)."""
+    outside any conversation, or with context_window 0), but no chunk of a long text."""
     out = set(index.context_of.get(row, ())[:1])
     out.update(d for d in index.borrowers(row) if index.context_of.get(d, ())[:1] == (row,))
-    return out
+    return {r for r in out if index.pieces[r] <= 1}
 
 
 def rare_words(index: MemoryIndex, row: int, mask: np.ndarray, eligible: int, skip: set[str]) -> dict[str, list[int]]:
@@ -72,6 +76,8 @@ def linked(
             out[r] = v
 
     for a, share in anchors:
+        if index.pieces[a] > 1:
+            continue  # a chunk of a long text: see the module docstring
         for r in neighbours(index, a):
             offer(r, share)
         words = rare_words(index, a, mask, eligible, query_terms)

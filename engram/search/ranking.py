@@ -15,6 +15,10 @@ score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker
   "run", "use") shared with a wrong fact no longer outweighs the meaning of the right one;
 - decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight); the floor for a
   turn of a conversation, which neither age nor use makes more or less relevant;
+- graph (hybrid, graph_depth > 0): graph_bonus × a candidate's strongest link to the first
+  GRAPH_ANCHORS candidates (search/links.py: the turn said just before or after one, a memory
+  naming its rare words), each anchor's link worth its share of the best score; the first
+  GRAPH_KEEP candidates keep their places;
 - the cue bonuses go to candidates only (they never pull in a memory neither search found):
   date: written in a range the query names ("on 13 October 2023", "in June"); speaker: opens
   with a label ("Melanie: …") whose name the query has (never a captured episode's "User:", the
@@ -42,10 +46,11 @@ Then each hit must carry evidence of its own, measured against the query's best 
 floor): by meaning, its calibrated cosine (cosine − background) is at least hit_share of the
 best calibrated cosine in the store and at least hit_cosine; or by words (bm25 and hybrid), its
 coverage is at least hit_share of the best coverage and at least hit_coverage, and it holds more
-than one query word (a borrowed one counting at the context weight) unless no memory does; or, with
-graph_depth > 0, it is linked to a hit. So a question nothing stored answers returns nothing,
-and a question that one or two memories answer returns those, not `limit` memories that merely
-sit closer than unrelated text; what is not returned is not reinforced.
+than one query word (a borrowed one counting at the context weight) unless no memory does; a memory
+graph expansion links to a hit needs that evidence too (the link moves it up, never in). So a
+question nothing stored answers returns nothing, and a question that one or two memories answer
+returns those, not `limit` memories that merely sit closer than unrelated text; what is not
+returned is not reinforced.
 """
 
 from __future__ import annotations
@@ -60,9 +65,8 @@ import numpy as np
 from engram.core.recall_query import RecallQuery
 from engram.core.settings import Settings
 from engram.core.types import MEMORY_TYPES
-from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
 from engram.search import links
-from engram.search.graph import MemoryGraph
+from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
 from engram.search.memory_index import MemoryIndex
 from engram.search.vector_search import top_rows
 from engram.text import dates
@@ -185,7 +189,6 @@ class Ranked(NamedTuple):
 
 def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; each stage a function is the next step
     index: MemoryIndex,
-    graph: MemoryGraph | None,
     q: RecallQuery,
     qvec: np.ndarray | None,
     mask: np.ndarray,
