@@ -26,6 +26,10 @@ import numpy as np
 
 from engram.search.memory_index import MemoryIndex
 
+# Links are followed from the first ANCHORS candidates, and the first KEEP keep their places
+# (ranking.rank): the first piece found is not pushed out.
+ANCHORS = 3
+KEEP = 2
 # A word is rare when at most this share of the eligible memories hold it (and always when two
 # or fewer do): LoCoMo's names and places, an agent store's file names and identifiers.
 RARE_SHARE = 0.02
@@ -93,4 +97,36 @@ def linked(
             offer(r, share * v / total)
     for a, _ in anchors:
         out.pop(a, None)
+    return out
+
+
+def expansion(
+    index: MemoryIndex,
+    cand: np.ndarray,
+    scores: np.ndarray,
+    mask: np.ndarray,
+    query_words: set[str],
+    depth: int,
+    bonus: float,
+) -> dict[int, float]:
+    """Row -> graph bonus for a ranking's candidates `cand` (first-stage `scores`): `bonus` × its
+    strongest link to the first ANCHORS candidates (each worth its share of the best score), over
+    `depth` hops, each further hop at half the last."""
+    # Ties broken by id so the anchors do not depend on row order.
+    order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))
+    best = float(scores[order[0]])
+    if best <= 0:
+        return {}
+    frontier = [(int(cand[i]), float(scores[i]) / best) for i in order[:ANCHORS] if scores[i] > 0]
+    seen = {r for r, _ in frontier}
+    out: dict[int, float] = {}
+    for hop in range(depth):
+        reached = {r: v for r, v in linked(index, frontier, mask, query_words).items() if r not in seen}
+        for r, v in reached.items():
+            out[r] = max(out.get(r, 0.0), bonus * v * 0.5**hop)
+        seen.update(reached)
+        # The strongest links only carry on: a hub's many links would flood the next hop.
+        frontier = sorted(reached.items(), key=lambda kv: (-kv[1], kv[0]))[:ANCHORS]
+        if not frontier:
+            break
     return out

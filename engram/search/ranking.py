@@ -16,9 +16,9 @@ score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker
 - decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight); the floor for a
   turn of a conversation, which neither age nor use makes more or less relevant;
 - graph (hybrid, graph_depth > 0): graph_bonus × a candidate's strongest link to the first
-  GRAPH_ANCHORS candidates (search/links.py: the turn said just before or after one, a memory
+  links.ANCHORS candidates (search/links.py: the turn said just before or after one, a memory
   naming its rare words), each anchor's link worth its share of the best score; the first
-  GRAPH_KEEP candidates keep their places;
+  links.KEEP candidates keep their places;
 - the cue bonuses go to candidates only (they never pull in a memory neither search found):
   date: written in a range the query names ("on 13 October 2023", "in June"); speaker: opens
   with a label ("Melanie: …") whose name the query has (never a captured episode's "User:", the
@@ -320,15 +320,16 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
     info = {int(r): (float(s), float(st), float(d)) for r, s, st, d in zip(cand, scores, strength, decay)}
     bonus: dict[int, float] = {}
     if q.graph and mode == "hybrid" and weights.graph_depth > 0 and len(cand):
-        bonus = _linked_bonus(index, cand, scores, mask, terms, weights)
+        query_words = {t for alts, _ in terms for t in alts}
+        bonus = links.expansion(index, cand, scores, mask, query_words, weights.graph_depth, weights.graph_bonus)
         extra = np.array([r for r in bonus if r not in info], dtype=np.int64)
         if len(extra):
             s2, st2, d2 = base_scores(extra)
             for r, s, st, d in zip(extra, s2, st2, d2):
                 info[int(r)] = (float(s), float(st), float(d))
-        # The first GRAPH_KEEP hits hold their places: a linked memory comes after them.
-        firsts = sorted((v[0] for v in info.values()), reverse=True)[:GRAPH_KEEP]
-        cap = firsts[-1] if len(firsts) == GRAPH_KEEP else np.inf
+        # The first KEEP hits hold their places: a linked memory comes after them.
+        firsts = sorted((v[0] for v in info.values()), reverse=True)[: links.KEEP]
+        cap = firsts[-1] if len(firsts) == links.KEEP else np.inf
         for r in list(bonus):
             s = info[r][0]
             bonus[r] = max(0.0, min(s + bonus[r], cap - 1e-9) - s) if s < cap else 0.0
@@ -358,43 +359,6 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
         out.append(Ranked(r, s + b, parts))
     out.sort(key=lambda t: (-round(t.score, 9), -index.created[t.row], index.ids[t.row]))
     return best_chunk_only(index, out)[:limit]
-
-
-# Graph expansion (search/links.py): links are followed from the first GRAPH_ANCHORS candidates,
-# and the first GRAPH_KEEP keep their places (the first piece found is not pushed out).
-GRAPH_ANCHORS = 3
-GRAPH_KEEP = 2
-
-
-def _linked_bonus(
-    index: MemoryIndex,
-    cand: np.ndarray,
-    scores: np.ndarray,
-    mask: np.ndarray,
-    terms: list[tuple[tuple[str, ...], int]],
-    weights: Weights,
-) -> dict[int, float]:
-    """Row -> graph bonus: graph_bonus × its strongest link to the first candidates (each worth
-    its share of the best score), over graph_depth hops, each further hop at half the last."""
-    # Ties broken by id so the anchors do not depend on row order.
-    order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))
-    best = float(scores[order[0]])
-    if best <= 0:
-        return {}
-    query_words = {t for alts, _ in terms for t in alts}
-    frontier = [(int(cand[i]), float(scores[i]) / best) for i in order[:GRAPH_ANCHORS] if scores[i] > 0]
-    seen = {r for r, _ in frontier}
-    out: dict[int, float] = {}
-    for hop in range(weights.graph_depth):
-        reached = {r: v for r, v in links.linked(index, frontier, mask, query_words).items() if r not in seen}
-        for r, v in reached.items():
-            out[r] = max(out.get(r, 0.0), weights.graph_bonus * v * 0.5**hop)
-        seen.update(reached)
-        # The strongest links only carry on: a hub's many links would flood the next hop.
-        frontier = sorted(reached.items(), key=lambda kv: (-kv[1], kv[0]))[:GRAPH_ANCHORS]
-        if not frontier:
-            break
-    return out
 
 
 def max_lift(pieces: np.ndarray) -> np.ndarray:
