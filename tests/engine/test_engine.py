@@ -345,6 +345,48 @@ def test_graph_brings_the_second_piece_without_pushing_the_first(settings, fake,
     assert set(after) == set(before)  # reordered, none added
 
 
+def test_graph_brings_the_turns_said_around_a_hit(settings, fake, clock):
+    # The reply is found first; the request it answers (naming the conference) and the turn after
+    # it come up with it, above a lookalike reply of another conversation.
+    eng = Engram(
+        ":memory:",
+        settings=replace(settings, graph_depth=1, graph_bonus=0.5, late_interaction=False),
+        embedder=fake,
+        clock=clock,
+    )
+    ask, reply, after = (
+        r.memory
+        for r in eng.store_many(
+            [
+                {"content": c, "conversation": "trip", "resolve_conflicts": False}
+                for c in (
+                    "Ana: I still have to book a hotel for the Lisbon conference",
+                    "Ben: Take the Alfama Lodge, it was quiet when we stayed there",
+                    "Ana: Thanks, and the flights are booked already",
+                )
+            ]
+        )
+    )
+    for i, town in enumerate(("Porto", "Madrid", "Rome", "Paris")):
+        eng.store_many(
+            [
+                {"content": c, "conversation": f"office-{i}", "resolve_conflicts": False}
+                for c in (
+                    f"Ana: The {town} office moved last spring",
+                    f"Ben: A hotel near the {town} office is always quiet",
+                )
+            ]
+        )
+    query = "which quiet hotel did Ben suggest for the conference"
+    without = eng.recall(query, explain=True, graph=False, reinforce=False, limit=10)
+    linked = eng.recall(query, explain=True, reinforce=False, limit=10)
+    before, now = [h.memory.id for h in without], [h.memory.id for h in linked]
+    assert before[0] == now[0] == reply.id and now[:2] == before[:2]
+    for turn in (ask, after):
+        assert now.index(turn.id) < before.index(turn.id)
+        assert linked[now.index(turn.id)].parts["graph"] > 0
+
+
 def test_graph_link_needs_evidence_of_its_own(settings, fake, clock):
     # Linked to the hit by "orion" but holding nothing of the query: not returned, as before.
     eng = Engram(
