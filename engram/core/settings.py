@@ -142,8 +142,10 @@ class Settings:
     dedup_threshold: float = setting(0.65, "similarity from which merge or replace is considered", ge=0.0, le=1.0)
     w_bm25: float = setting(0.5, "keyword weight in fusion", ge=0.0)
     w_vector: float = setting(0.5, "vector weight in fusion", ge=0.0)
-    graph_depth: int = setting(0, "graph expansion hops (0: off)", ge=0)
-    graph_bonus: float = setting(0.1, "score added to a memory linked to a hit")
+    # Graph expansion (search/links.py): from the first hits, the turns said just before and after
+    # them and the memories naming their rare words (benchmarks/RESULTS.md, issue 47).
+    graph_depth: int = setting(1, "graph expansion hops from the first hits (0: off)", ge=0)
+    graph_bonus: float = setting(0.1, "score added to a memory linked to a hit, times the link's strength")
     # Ranking: cosine × (floor + (1 − floor) × strength), so decay demotes but never buries.
     decay_floor: float = setting(0.8, "least decay weight of a memory in ranking", ge=0.0, le=1.0)
     # Search a turn of a conversation (a memory stored with `conversation`) together with the

@@ -82,7 +82,6 @@ class Recall:
             ce = self.cross_encoder() if second else None
             ranked = rank(
                 idx,
-                self.p.graph,
                 q,
                 qvec,
                 mask,

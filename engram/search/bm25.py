@@ -170,6 +170,14 @@ class BM25Index:
         p = self.postings.get(term)
         return p.row_set() if p is not None else set()
 
+    def holders(self, term: str, allowed: np.ndarray) -> np.ndarray:
+        """The rows of `allowed` whose postings hold `term` (in their own words or their context's)."""
+        p = self.postings.get(term)
+        if p is None:
+            return np.zeros(0, dtype=np.int64)
+        rows = p.rows[: p.n][p.tfs[: p.n] > 0].astype(np.int64)
+        return rows[allowed[rows]]
+
     def idf(self, term: str) -> float:
         p = self.postings.get(term)
         return _idf(len(self.doc_terms), p.live if p is not None else 0)

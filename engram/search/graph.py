@@ -1,4 +1,8 @@
-"""The memory graph: a networkx view of the edges table, walked breadth-first."""
+"""The memory graph: a networkx view of the edges table (each memory's most similar peers).
+
+Recall does not read it: graph expansion follows a hit's conversation neighbours and rare words
+(search/links.py), as similarity edges only reshuffled what the query had ranked already
+(benchmarks/RESULTS.md, issue 47). The edges are kept for the stats and the export."""
 
 from __future__ import annotations
 
@@ -30,8 +34,8 @@ def _add(g: nx.Graph, edges: Iterable[tuple[str, str, float]]) -> None:
 
 
 class MemoryGraph:
-    """The edges as a networkx graph. With `load` (the edges table), built on first use: with
-    graph expansion off, the default, a large store never pays for it (4 s at 300k edges).
+    """The edges as a networkx graph. With `load` (the edges table), built on first use: recall
+    never reads it, so a large store pays for it (4 s at 300k edges) only when its stats are asked.
     Until then writes need no mirroring, as the table already holds them when it is read."""
 
     def __init__(self, load: Callable[[], Iterable[tuple[str, str, float]]] | None = None) -> None:
@@ -57,38 +61,3 @@ class MemoryGraph:
 
     def edge_count(self) -> int:
         return self.g.number_of_edges()
-
-    def expand(self, seeds: dict[str, float], depth: int, bonus: float) -> dict[str, tuple[float, int]]:
-        """Breadth-first from seed memories (id -> seed score in 0..1) up to `depth` hops.
-
-        Each reached memory gets bonus × seed score × edge weight × 0.5^(hops−1); the best
-        path wins. Returns id -> (bonus, hops); seeds themselves are not included.
-        """
-        out: dict[str, tuple[float, int]] = {}
-        if depth <= 0 or bonus <= 0:
-            return out
-        for seed, s in seeds.items():
-            if seed not in self.g:
-                continue
-            frontier = {seed: 1.0}
-            seen = {seed}
-            for hop in range(1, depth + 1):
-                nxt: dict[str, float] = {}
-                for node, carried in frontier.items():
-                    for nb, attrs in self.g[node].items():
-                        if nb in seen:
-                            continue
-                        v = carried * attrs.get("weight", 1.0)
-                        if v > nxt.get(nb, 0.0):
-                            nxt[nb] = v
-                if len(nxt) > 64:  # hubs: keep the strongest paths only
-                    nxt = dict(sorted(nxt.items(), key=lambda kv: -kv[1])[:64])
-                seen.update(nxt)
-                for nb, v in nxt.items():
-                    b = bonus * s * v * 0.5 ** (hop - 1)
-                    if nb not in seeds and b > out.get(nb, (0.0, 0))[0]:
-                        out[nb] = (b, hop)
-                frontier = nxt
-                if not frontier:
-                    break
-        return out

@@ -303,6 +303,10 @@ class MemoryIndex:
         out[ok] = mixed[ok] / norm[ok, None]
         return out, ok
 
+    def borrowers(self, row: int) -> tuple[int, ...]:
+        """The rows that take `row` as context: the turns said after it in its conversation."""
+        return tuple(sorted(self._borrowers.get(row, ())))
+
     def _context_text(self, row: int) -> tuple[int, ...]:
         """Context rows whose words count towards this row in BM25 (none when switched off)."""
         return self.context_of.get(row, ()) if self.context_terms > 0 else ()

@@ -15,6 +15,10 @@ score = w_bm25 × BM25 × adapt + w_vector × (cosine × decay) + date + speaker
   "run", "use") shared with a wrong fact no longer outweighs the meaning of the right one;
 - decay = floor + (1 − floor) × min(1, strength) (see decay.retrieval_weight); the floor for a
   turn of a conversation, which neither age nor use makes more or less relevant;
+- graph (hybrid, graph_depth > 0): graph_bonus × a candidate's strongest link to the first
+  links.ANCHORS candidates (search/links.py: the turn said just before or after one, a memory
+  naming its rare words), each anchor's link worth its share of the best score; the first
+  links.KEEP candidates keep their places;
 - the cue bonuses go to candidates only (they never pull in a memory neither search found):
   date: written in a range the query names ("on 13 October 2023", "in June"); speaker: opens
   with a label ("Melanie: …") whose name the query has (never a captured episode's "User:", the
@@ -42,10 +46,11 @@ Then each hit must carry evidence of its own, measured against the query's best 
 floor): by meaning, its calibrated cosine (cosine − background) is at least hit_share of the
 best calibrated cosine in the store and at least hit_cosine; or by words (bm25 and hybrid), its
 coverage is at least hit_share of the best coverage and at least hit_coverage, and it holds more
-than one query word (a borrowed one counting at the context weight) unless no memory does; or, with
-graph_depth > 0, it is linked to a hit. So a question nothing stored answers returns nothing,
-and a question that one or two memories answer returns those, not `limit` memories that merely
-sit closer than unrelated text; what is not returned is not reinforced.
+than one query word (a borrowed one counting at the context weight) unless no memory does; a memory
+graph expansion links to a hit needs that evidence too (the link moves it up, never in). So a
+question nothing stored answers returns nothing, and a question that one or two memories answer
+returns those, not `limit` memories that merely sit closer than unrelated text; what is not
+returned is not reinforced.
 """
 
 from __future__ import annotations
@@ -60,8 +65,8 @@ import numpy as np
 from engram.core.recall_query import RecallQuery
 from engram.core.settings import Settings
 from engram.core.types import MEMORY_TYPES
+from engram.search import links
 from engram.search.decay import ranking_penalty, retrieval_weight_array, strength_array
-from engram.search.graph import MemoryGraph
 from engram.search.memory_index import MemoryIndex
 from engram.search.vector_search import top_rows
 from engram.text import dates
@@ -184,7 +189,6 @@ class Ranked(NamedTuple):
 
 def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; each stage a function is the next step
     index: MemoryIndex,
-    graph: MemoryGraph | None,
     q: RecallQuery,
     qvec: np.ndarray | None,
     mask: np.ndarray,
@@ -216,6 +220,7 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
     bm25 = np.zeros(n)
     cover = np.zeros(n)
     held = np.zeros(n)
+    terms: list[tuple[tuple[str, ...], int]] = []
     if mode in ("hybrid", "bm25"):
         terms = index.bm25.query_terms(query, mask, corrections)  # misspelt words read once (bm25.py)
         raw, cover, held = index.bm25.match(query, n, allowed=mask, k1=weights.bm25_k1, b=weights.bm25_b, terms=terms)
@@ -313,32 +318,27 @@ def rank(  # noqa: C901 - debt: one pipeline of stages sharing their arrays; eac
 
     scores, strength, decay = base_scores(cand)
     info = {int(r): (float(s), float(st), float(d)) for r, s, st, d in zip(cand, scores, strength, decay)}
-    bonus: dict[int, tuple[float, int]] = {}
-    if q.graph and graph is not None and mode == "hybrid" and weights.graph_depth > 0:
-        # Ties broken by id so the seeds do not depend on row order.
-        order = sorted(range(len(cand)), key=lambda i: (-round(float(scores[i]), 9), index.ids[cand[i]]))[:5]
-        best = float(scores[order[0]]) if len(order) else 0.0
-        if best > 0:
-            seeds = {index.live(int(cand[i]))[0]: float(scores[i]) / best for i in order if scores[i] > 0}
-            reached = graph.expand(seeds, weights.graph_depth, weights.graph_bonus)
-            extra = []
-            for mid, (b, hops) in reached.items():
-                r = index.row_of.get(mid)
-                if r is not None and mask[r]:
-                    bonus[r] = (b, hops)
-                    if r not in info:
-                        extra.append(r)
-            if extra:
-                ex = np.array(extra, dtype=np.int64)
-                s2, st2, d2 = base_scores(ex)
-                for r, s, st, d in zip(ex, s2, st2, d2):
-                    info[int(r)] = (float(s), float(st), float(d))
+    bonus: dict[int, float] = {}
+    if q.graph and mode == "hybrid" and weights.graph_depth > 0 and len(cand):
+        query_words = {t for alts, _ in terms for t in alts}
+        bonus = links.expansion(index, cand, scores, mask, query_words, weights.graph_depth, weights.graph_bonus)
+        extra = np.array([r for r in bonus if r not in info], dtype=np.int64)
+        if len(extra):
+            s2, st2, d2 = base_scores(extra)
+            for r, s, st, d in zip(extra, s2, st2, d2):
+                info[int(r)] = (float(s), float(st), float(d))
+        # The first KEEP hits hold their places: a linked memory comes after them.
+        firsts = sorted((v[0] for v in info.values()), reverse=True)[: links.KEEP]
+        cap = firsts[-1] if len(firsts) == links.KEEP else np.inf
+        for r in list(bonus):
+            s = info[r][0]
+            bonus[r] = max(0.0, min(s + bonus[r], cap - 1e-9) - s) if s < cap else 0.0
     out = []
     for r, (s, st, d) in info.items():
-        passed = gate and (evidence(r) or r in bonus)  # a graph neighbour's evidence is its link
+        passed = gate and evidence(r)  # a linked memory needs evidence of its own, as any hit
         if not passed and floor:
             continue
-        b = bonus.get(r, (0.0, 0))[0]
+        b = bonus.get(r, 0.0)
         parts = {
             "bm25": float(bm25[r]),
             "cosine": float(max(cos[r], 0.0)),

@@ -318,16 +318,84 @@ def test_model_identity_guard(tmp_path, settings, clock):
     e.close()
 
 
-def test_graph_bonus_reaches_neighbours(settings, fake, clock):
-    eng = Engram(":memory:", settings=replace(settings, graph_depth=3, context_window=0), embedder=fake, clock=clock)
-    a = eng.store("kestrel service uses the orion queue").memory
-    b = eng.store("orion queue runs on the basalt cluster").memory
-    hits = eng.recall("kestrel service", explain=True, limit=5, reinforce=False)
-    got = {h.memory.id: h.parts for h in hits}
-    assert a.id in got and b.id in got
-    assert got[b.id]["graph"] > 0
-    nograph = {h.memory.id: h.parts for h in eng.recall("kestrel service", explain=True, graph=False, reinforce=False)}
-    assert nograph.get(b.id, {"graph": 0})["graph"] == 0
+def test_graph_brings_the_second_piece_without_pushing_the_first(settings, fake, clock):
+    # The hit names the orion queue; the memory saying what happens there holds the query's words
+    # too, yet ranks below four lookalikes: the link to the hit lifts it, below the first two.
+    eng = Engram(
+        ":memory:",
+        settings=replace(settings, graph_depth=1, graph_bonus=0.5, late_interaction=False),
+        embedder=fake,
+        clock=clock,
+    )
+    first = eng.store("Kestrel events that fail go to the orion queue").memory
+    for job in ("billing", "mail", "search", "upload"):
+        eng.store(f"Events of the {job} job are retried when they fail", resolve_conflicts=False)
+    second = eng.store(
+        "Events of the orion job are retried when they fail, with a pause of a minute between tries"
+    ).memory
+    query = "how are kestrel events retried when they fail"
+    without = eng.recall(query, explain=True, graph=False, reinforce=False, limit=10)
+    linked = eng.recall(query, explain=True, reinforce=False, limit=10)
+    before, after = [h.memory.id for h in without], [h.memory.id for h in linked]
+    assert before[-1] == second.id and without[-1].parts["graph"] == 0
+    assert after[:2] == before[:2] and after[0] == first.id  # the first two hold their places
+    assert after.index(second.id) < before.index(second.id)  # above a lookalike it trailed
+    got = linked[after.index(second.id)]
+    assert got.parts["graph"] > 0 and got.score == pytest.approx(got.parts["base"] + got.parts["graph"])
+    assert set(after) == set(before)  # reordered, none added
+
+
+def test_graph_brings_the_turns_said_around_a_hit(settings, fake, clock):
+    # The reply is found first; the request it answers (naming the conference) and the turn after
+    # it come up with it, above a lookalike reply of another conversation.
+    eng = Engram(
+        ":memory:",
+        settings=replace(settings, graph_depth=1, graph_bonus=0.5, late_interaction=False),
+        embedder=fake,
+        clock=clock,
+    )
+    ask, reply, after = (
+        r.memory
+        for r in eng.store_many(
+            [
+                {"content": c, "conversation": "trip", "resolve_conflicts": False}
+                for c in (
+                    "Ana: I still have to book a hotel for the Lisbon conference",
+                    "Ben: Take the Alfama Lodge, it was quiet when we stayed there",
+                    "Ana: Thanks, and the flights are booked already",
+                )
+            ]
+        )
+    )
+    for i, town in enumerate(("Porto", "Madrid", "Rome", "Paris")):
+        eng.store_many(
+            [
+                {"content": c, "conversation": f"office-{i}", "resolve_conflicts": False}
+                for c in (
+                    f"Ana: The {town} office moved last spring",
+                    f"Ben: A hotel near the {town} office is always quiet",
+                )
+            ]
+        )
+    query = "which quiet hotel did Ben suggest for the conference"
+    without = eng.recall(query, explain=True, graph=False, reinforce=False, limit=10)
+    linked = eng.recall(query, explain=True, reinforce=False, limit=10)
+    before, now = [h.memory.id for h in without], [h.memory.id for h in linked]
+    assert before[0] == now[0] == reply.id and now[:2] == before[:2]
+    for turn in (ask, after):
+        assert now.index(turn.id) < before.index(turn.id)
+        assert linked[now.index(turn.id)].parts["graph"] > 0
+
+
+def test_graph_link_needs_evidence_of_its_own(settings, fake, clock):
+    # Linked to the hit by "orion" but holding nothing of the query: not returned, as before.
+    eng = Engram(
+        ":memory:", settings=replace(settings, graph_depth=1, late_interaction=False), embedder=fake, clock=clock
+    )
+    eng.store("Kestrel events that fail go to the orion queue")
+    unrelated = eng.store("The orion dashboard is green on Mondays").memory
+    hits = eng.recall("how are kestrel events retried when they fail", reinforce=False, limit=10)
+    assert hits and unrelated.id not in {h.memory.id for h in hits}
 
 
 def test_context_finds_a_reply_by_the_subject_said_just_before(settings, fake, clock):

@@ -65,9 +65,9 @@ def test_recall_memorys_query_travels_from_the_api_to_the_ranking_as_one_object(
         built.append(q)
         return real_recall_memory(q, **kw)
 
-    def counted(index, graph, q, *args, **kwargs):
+    def counted(index, q, *args, **kwargs):
         ranked.append(q)
-        return real_rank(index, graph, q, *args, **kwargs)
+        return real_rank(index, q, *args, **kwargs)
 
     monkeypatch.setattr(eng, "recall_memory", recall_memory)
     monkeypatch.setattr(engram.engine.recall, "rank", counted)
@@ -87,7 +87,7 @@ def test_ranking_answers_with_named_results(eng):
     idx = eng.index
     mask = idx.mask(eng.user_of(None), None, None, None, None)
     q = RecallQuery("invoice csv separators", mode="bm25")
-    got = rank(idx, eng.graph, q, None, mask, 0.0, weights=eng.weights, candidates=5)
+    got = rank(idx, q, None, mask, 0.0, weights=eng.weights, candidates=5)
     assert got and all(isinstance(t, Ranked) for t in got)
     best = got[0]
     assert idx.texts[best.row] == "The invoice CSV uses semicolons as separators"

@@ -93,7 +93,7 @@ DEFAULTS = {
     "dedup_threshold": 0.65,
     "w_bm25": 0.5,
     "w_vector": 0.5,
-    "graph_depth": 0,
+    "graph_depth": 1,
     "graph_bonus": 0.1,
     "decay_floor": 0.8,
     "context_window": 2,
