@@ -123,9 +123,13 @@ class Writes:
         (bad input, another user's task) refuses the batch before anything is written, and the
         error names the item. Embeddings are computed in batches (_write).
 
-        `fill_token_vectors`: False leaves the turns' late-interaction token vectors to the
-        background fill (engine/token_vectors.py: TokenVectors.defer), so a bulk import stores
-        at the speed of the first stage; recall computes what its candidates lack meanwhile.
+        `fill_token_vectors`: False is a bulk write (an import of history, a captured
+        transcript): what recall can find a turn without is left to the background fill
+        (Indexes.fill_token_vectors): the turns' late-interaction token vectors
+        (engine/token_vectors.py: TokenVectors.defer), which recall computes for its candidates
+        meanwhile, and the embeddings of a long turn's later chunks (Indexes.defer_vectors): its
+        first chunk's embedding finds the turn by meaning, every chunk's words by BM25. Once the
+        fill has run, the store is as an eager write leaves it.
         """
         prepared = checked_items(self.p, items, STORE_FIELDS)
         refused = [(i, e) for i, e in enumerate(prepared) if isinstance(e, EngramError)]
@@ -150,21 +154,24 @@ class Writes:
         the GIL)."""
         if not prepared:
             return []
-        waves: list[list[tuple[dict, list[str]]]] = [[]]
+        # (item, its chunks, how many of them are embedded now): a bulk write embeds a long
+        # turn's first chunk only, the rest are left to the background fill (store_many).
+        waves: list[list[tuple[dict, list[str], int]]] = [[]]
         for p in prepared:
             chunks = (
                 split_chunks(p["content"], self.p.settings.chunk_size, self.p.settings.chunk_overlap)
                 if p["chunk"]
                 else [p["content"]]
             )
-            if sum(len(c) for _, c in waves[-1]) >= STORE_WAVE:
+            embedded = 1 if not fill_token_vectors and p["conversation"] is not None else len(chunks)
+            if sum(k for _, _, k in waves[-1]) >= STORE_WAVE:
                 waves.append([])
-            waves[-1].append((p, chunks))
+            waves[-1].append((p, chunks, embedded))
 
-        def embed(wave: list[tuple[dict, list[str]]]) -> np.ndarray | None:
+        def embed(wave: list[tuple[dict, list[str], int]]) -> np.ndarray | None:
             if self.p.degraded:
                 return None  # stored without vectors; embedded when the model is back
-            return self.p.embedder.embed_batch([t for _, chunks in wave for t in chunks])
+            return self.p.embedder.embed_batch([t for _, chunks, k in wave for t in chunks[:k]])
 
         out: list[StoreResult] = []
         vecs = embed(waves[0])
@@ -180,13 +187,14 @@ class Writes:
                             ahead.append(pool.submit(embed, waves[i + 1]))
                         self.batch = _BatchSims(self.p.index, vecs) if vecs is not None and len(vecs) > 1 else None
                         k = 0
-                        for p, chunks in wave:
-                            part = [None] * len(chunks) if vecs is None else vecs[k : k + len(chunks)]
+                        for p, chunks, embedded in wave:
+                            part = [None] * len(chunks) if vecs is None else [*vecs[k : k + embedded]]
+                            part += [None] * (len(chunks) - len(part))
                             if len(chunks) == 1:
                                 out.append(self._store_one(p, part[0], k))
                             else:
                                 out.append(self._store_chunks(p, chunks, part, k))
-                            k += len(chunks)
+                            k += embedded
             except BaseException:
                 # The rows rolled back; the derived indexes must follow them.
                 self.indexes.rebuild()
@@ -202,7 +210,7 @@ class Writes:
             self.indexes.tokens.defer(ids)
         return out
 
-    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray | list[None], col: int) -> StoreResult:
+    def _store_chunks(self, p: dict, chunks: list[str], vecs: list[np.ndarray | None], col: int) -> StoreResult:
         group = new_id()
         results = []
         # chunk_start: where the chunk's text begins in the stored text (chunks overlap), so the
@@ -215,7 +223,10 @@ class Writes:
                 resolve_conflicts=False,
                 metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks), chunk_start=at),
             )
-            results.append(self._store_one(q, v, col + i))
+            if v is None and not self.p.degraded:  # left to the background fill (a bulk write)
+                results.append(self._store_later(q))
+            else:
+                results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
         links = [(a, b, 1.0) for a, b in pairwise(ids)]
         with self.p.store_db.transaction():
@@ -282,6 +293,16 @@ class Writes:
         if decision.action == "merge":
             return self._merge(decision, p, now)
         return self._insert(decision, p, vec, now, sims, peers)
+
+    def _store_later(self, p: dict) -> StoreResult:
+        """A later chunk of a turn of a bulk write, stored without its embedding: a chunk is
+        never resolved, so it is stored as new, as it would be with one, and the background
+        fill embeds it and gives it the edges it would have had (Indexes.fill_vectors)."""
+        now = p["created_at"] or self.p.clock.now()
+        decision = resolution.Resolution("new", None, None, "no similar memory")
+        result = self._insert(decision, p, None, now, None, ())
+        self.indexes.defer_vectors([result.memory.id])
+        return result
 
     def _same_turn(self, p: dict, sims: np.ndarray | None, peers: np.ndarray) -> int | None:
         """The row of an active turn of the same conversation with exactly this text (a client
@@ -422,6 +443,7 @@ class Writes:
                 self.p.store_db.add_event(old.id, now, "update", {"previous": old.content})
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, vec)
+            self.indexes.unembedded.discard(mem.id)
             self.p.activity_epoch += 1
         self.indexes.tokens.fill([mem.id])
         self.indexes.rebuild_edges([mem.id])
@@ -479,6 +501,7 @@ class Writes:
         for i in ids:
             self.p.index.remove(i)
         self.indexes.tokens.forget(ids)
+        self.indexes.unembedded.difference_update(ids)
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
 
