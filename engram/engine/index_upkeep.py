@@ -190,7 +190,7 @@ class Indexes:
                         p.store_db.update_memory(mid, embedding=v)
                         idx.set_vector(r, v)
                         self.unembedded.discard(mid)
-                    for r, mid, v in still:
+                    for r, _, v in still:
                         edges = self._write_edges(r, v)
                         p.store_db.add_edges(idx.users.names[idx.user[r]], edges)
                         p.graph.add_edges(edges, keep_existing=True)
