@@ -173,7 +173,7 @@ class Indexes:
             with p.lock:
                 idx = p.index
                 rows = sorted(r for i in self.unembedded if (r := idx.row_of.get(i)) is not None)
-                self.unembedded = {idx.ids[r] for r in rows}  # the deleted ones are gone
+                self.unembedded = {idx.live(r)[0] for r in rows}  # the deleted ones are gone
                 todo = [(r, *idx.live(r)) for r in rows[:FILL_BATCH]]
                 if not todo or p.degraded:
                     return done
@@ -267,7 +267,7 @@ class Indexes:
         )
         sims = np.full(idx.n, -np.inf, dtype=np.float32)
         sims[peers] = idx.vectors[peers] @ v
-        return nearest_edges(idx.ids[r], sims, idx.ids, peers, s.edge_threshold, s.max_edges)
+        return nearest_edges(idx.live(r)[0], sims, idx.ids, peers, s.edge_threshold, s.max_edges)
 
     def read_graph(self) -> MemoryGraph:
         """The graph over the edges table, read when first needed."""
