@@ -105,6 +105,7 @@ def run_path(
     c1 = _cpu()
     load_writes = os.getloadavg()[0]
     before = ask(eng, doc) if ask_before_fill else None
+    encoded = eng.indexes.tokens.encoded  # at write (`one`), or by the recalls before the fill
     t1 = time.perf_counter()
     cf = _cpu()
     embedded = eng.indexes.fill_vectors()  # the later chunks' embeddings (nothing on `one`)
@@ -126,6 +127,7 @@ def run_path(
             "fill_vectors_s": round(fill_vectors, 1),
             "embedded_by_fill": embedded,
             "filled": filled,
+            "token_vectors_before_fill": encoded,
             "writes_cpu_s": round(c1 - c0, 1),
             "fill_cpu_s": round(c2 - cf, 1),
             "turns_per_s": round(turns / writes, 2),
