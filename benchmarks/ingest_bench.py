@@ -104,12 +104,14 @@ def run_path(
     writes = time.perf_counter() - t0
     c1 = _cpu()
     load_writes = os.getloadavg()[0]
+    _progress(name, "writes", writes, c1 - c0)
     before = ask(eng, doc) if ask_before_fill else None
     encoded = eng.indexes.tokens.encoded  # at write (`one`), or by the recalls before the fill
     t1 = time.perf_counter()
     cf = _cpu()
     embedded = eng.indexes.fill_vectors()  # the later chunks' embeddings (nothing on `one`)
     fill_vectors = time.perf_counter() - t1
+    _progress(name, "fill of the embeddings", fill_vectors, _cpu() - cf)
     filled = eng.fill_token_vectors()  # then the token vectors (nothing on `one`)
     fill = time.perf_counter() - t1
     c2 = _cpu()
@@ -140,6 +142,11 @@ def run_path(
         },
         before,
     )
+
+
+def _progress(path: str, step: str, wall: float, cpu: float) -> None:
+    """A step's time on stderr as it ends: a long run's figures so far."""
+    print(f"{path}: {step} {wall:.1f} s ({cpu:.1f} CPU s), load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
 
 
 def _cpu() -> float:
