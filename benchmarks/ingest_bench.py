@@ -9,12 +9,15 @@ loaded before the clock starts):
 
 - `one`: one store_many per session, each turn's token vectors encoded as it is written (how
   every benchmark and importer wrote before this issue);
-- `deferred`: one store_many per session, the token vectors left to the background fill
-  (store_many(..., fill_token_vectors=False));
-- `bulk`: one store_many per --batch-sessions sessions, the token vectors left to the fill.
+- `deferred`: one store_many per session, a bulk write (store_many(..., fill_token_vectors=False)):
+  a long turn's first chunk embedded, its later chunks' embeddings and the token vectors left to
+  the background fill;
+- `bulk`: one such store_many per --batch-sessions sessions.
 
 A path that defers runs the fill (Engram.fill_token_vectors, what the daemon runs a second
-after the writes) after its writes, timed apart: turns/s is the writes, "with fill" both. The
+after the writes: the embeddings first, timed apart too, then the token vectors) after its
+writes, timed apart: turns/s is the writes, "with fill" both. --ask-before-fill asks the
+questions between the writes and the fill too (recall meanwhile). The
 process's CPU seconds (all threads) are reported beside the wall clock: on a shared machine they
 measure the work more steadily.
 Then every answered question of the sets whose evidence was stored is asked of each store
