@@ -30,6 +30,7 @@ from engram.text.chunking import chunk_spans, split_chunks
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
+NEW = resolution.Resolution("new", None, None, "no similar memory")  # nothing to resolve against
 
 
 class _BatchSims:
@@ -123,14 +124,11 @@ class Writes:
         (bad input, another user's task) refuses the batch before anything is written, and the
         error names the item. Embeddings are computed in batches (_write).
 
-        `fill_token_vectors`: False is a bulk write (an import of history, a captured
-        transcript): what recall can find a turn without is left to the background fill
-        (Indexes.fill_token_vectors): the turns' late-interaction token vectors
-        (engine/token_vectors.py: TokenVectors.defer), which recall computes for its candidates
-        meanwhile, and the embeddings of a long turn's later chunks (Indexes.defer_vectors): its
-        first chunk's embedding finds the turn by meaning, every chunk's words by BM25. Once the
-        fill has run, the store is as an eager write leaves it.
-        """
+        `fill_token_vectors`: False is a bulk write (history imported, a transcript captured):
+        the turns' token vectors (recall computes its candidates' meanwhile) and a long turn's
+        later chunks' embeddings (its first chunk finds it by meaning, every chunk's words by
+        BM25) are left to the background fill (Indexes.fill_token_vectors), after which the
+        store is as an eager write leaves it."""
         prepared = checked_items(self.p, items, STORE_FIELDS)
         refused = [(i, e) for i, e in enumerate(prepared) if isinstance(e, EngramError)]
         if refused:
@@ -154,15 +152,11 @@ class Writes:
         the GIL)."""
         if not prepared:
             return []
-        # (item, its chunks, how many of them are embedded now): a bulk write embeds a long
-        # turn's first chunk only, the rest are left to the background fill (store_many).
+        # (item, its chunks, how many embedded now: a bulk write's turn, its first one; store_many)
         waves: list[list[tuple[dict, list[str], int]]] = [[]]
+        size, overlap = self.p.settings.chunk_size, self.p.settings.chunk_overlap
         for p in prepared:
-            chunks = (
-                split_chunks(p["content"], self.p.settings.chunk_size, self.p.settings.chunk_overlap)
-                if p["chunk"]
-                else [p["content"]]
-            )
+            chunks = split_chunks(p["content"], size, overlap) if p["chunk"] else [p["content"]]
             embedded = 1 if not fill_token_vectors and p["conversation"] is not None else len(chunks)
             if sum(k for _, _, k in waves[-1]) >= STORE_WAVE:
                 waves.append([])
@@ -189,7 +183,7 @@ class Writes:
                         k = 0
                         for p, chunks, embedded in wave:
                             part = [None] * len(chunks) if vecs is None else [*vecs[k : k + embedded]]
-                            part += [None] * (len(chunks) - len(part))
+                            part += [None] * (len(chunks) - len(part))  # left to the fill
                             if len(chunks) == 1:
                                 out.append(self._store_one(p, part[0], k))
                             else:
@@ -223,8 +217,9 @@ class Writes:
                 resolve_conflicts=False,
                 metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks), chunk_start=at),
             )
-            if v is None and not self.p.degraded:  # left to the background fill (a bulk write)
-                results.append(self._store_later(q))
+            if v is None and not self.p.degraded:  # a bulk write's: the fill embeds it, gives its edges
+                results.append(self._insert(NEW, q, None, q["created_at"] or self.p.clock.now(), None, ()))
+                self.indexes.defer_vectors([results[-1].memory.id])
             else:
                 results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
@@ -271,7 +266,7 @@ class Writes:
                 masks = [mine, same] if resolving else [mine]
                 for rows, s in idx.nearest(vec, masks, max(5, self.p.settings.max_edges), "vectors"):
                     sims[rows] = s
-        decision = resolution.Resolution("new", None, None, "no similar memory")
+        decision = NEW
         again = self._same_turn(p, sims, peers) if p["conversation"] is not None and p["resolve_conflicts"] else None
         if again is not None and sims is not None:  # a turn found again: sims were computed
             decision = resolution.Resolution(
@@ -293,16 +288,6 @@ class Writes:
         if decision.action == "merge":
             return self._merge(decision, p, now)
         return self._insert(decision, p, vec, now, sims, peers)
-
-    def _store_later(self, p: dict) -> StoreResult:
-        """A later chunk of a turn of a bulk write, stored without its embedding: a chunk is
-        never resolved, so it is stored as new, as it would be with one, and the background
-        fill embeds it and gives it the edges it would have had (Indexes.fill_vectors)."""
-        now = p["created_at"] or self.p.clock.now()
-        decision = resolution.Resolution("new", None, None, "no similar memory")
-        result = self._insert(decision, p, None, now, None, ())
-        self.indexes.defer_vectors([result.memory.id])
-        return result
 
     def _same_turn(self, p: dict, sims: np.ndarray | None, peers: np.ndarray) -> int | None:
         """The row of an active turn of the same conversation with exactly this text (a client
