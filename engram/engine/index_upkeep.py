@@ -185,16 +185,21 @@ class Indexes:
                     for (r, mid, text), v in zip(todo, vecs)
                     if mid in self.unembedded and idx.row_of.get(mid) == r and idx.texts[r] == text
                 ]
-                with p.store_db.transaction():
-                    for r, mid, v in still:
-                        p.store_db.update_memory(mid, embedding=v)
-                        idx.set_vector(r, v)
-                        self.unembedded.discard(mid)
-                    for r, _, v in still:
-                        edges = self._write_edges(r, v)
-                        p.store_db.add_edges(idx.users.names[idx.user[r]], edges)
-                        p.graph.add_edges(edges, keep_existing=True)
-                    self._relink_later([r for r, _, _ in still])
+                try:
+                    with p.store_db.transaction():
+                        for r, mid, v in still:
+                            p.store_db.update_memory(mid, embedding=v)
+                            idx.set_vector(r, v)
+                            self.unembedded.discard(mid)
+                        with p.store_db.buffered():  # the edges sent together
+                            for r, _, v in still:
+                                edges = self._write_edges(r, v)
+                                p.store_db.add_edges(idx.users.names[idx.user[r]], edges)
+                                p.graph.add_edges(edges, keep_existing=True)
+                            self._relink_later([r for r, _, _ in still])
+                except BaseException:
+                    self.rebuild()  # the rows rolled back; the derived indexes follow them
+                    raise
                 done += len(still)
 
     def _relink_later(self, filled: Sequence[int]) -> None:
