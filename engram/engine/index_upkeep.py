@@ -156,7 +156,7 @@ class Indexes:
         return self.tokens.fill_missing()
 
     def defer_vectors(self, ids: Sequence[str]) -> None:
-        """These memories were stored without their embedding (Writes._store_later): embedded by
+        """These memories were stored without their embedding (Writes._store_chunks): embedded by
         the background fill, which is asked for."""
         self.unembedded.update(ids)
         self.tokens.request_fill()
