@@ -9,12 +9,15 @@ loaded before the clock starts):
 
 - `one`: one store_many per session, each turn's token vectors encoded as it is written (how
   every benchmark and importer wrote before this issue);
-- `deferred`: one store_many per session, the token vectors left to the background fill
-  (store_many(..., fill_token_vectors=False));
-- `bulk`: one store_many per --batch-sessions sessions, the token vectors left to the fill.
+- `deferred`: one store_many per session, a bulk write (store_many(..., fill_token_vectors=False)):
+  a long turn's first chunk embedded, its later chunks' embeddings and the token vectors left to
+  the background fill;
+- `bulk`: one such store_many per --batch-sessions sessions.
 
 A path that defers runs the fill (Engram.fill_token_vectors, what the daemon runs a second
-after the writes) after its writes, timed apart: turns/s is the writes, "with fill" both. The
+after the writes: the embeddings first, timed apart too, then the token vectors) after its
+writes, timed apart: turns/s is the writes, "with fill" both. --ask-before-fill asks the
+questions between the writes and the fill too (recall meanwhile). The
 process's CPU seconds (all threads) are reported beside the wall clock: on a shared machine they
 measure the work more steadily.
 Then every answered question of the sets whose evidence was stored is asked of each store
@@ -77,8 +80,11 @@ def pool(locomo: Path, turns: int) -> dict:
     return {"sessions": sessions, "questions": questions}
 
 
-def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> tuple[Any, dict]:
-    """A new store holding the pool, written by path `name`; (the engine, its figures)."""
+def run_path(
+    name: str, doc: dict, settings, embedder, batch_sessions: int, ask_before_fill: bool = False
+) -> tuple[Any, dict, list[list[str]] | None]:
+    """A new store holding the pool, written by path `name`; (the engine, its figures, and with
+    ask_before_fill the questions' top 10 after the writes, before the fill)."""
     from engram import Engram, VirtualClock
 
     from .long_sessions import session_items
@@ -101,30 +107,49 @@ def run_path(name: str, doc: dict, settings, embedder, batch_sessions: int) -> t
     writes = time.perf_counter() - t0
     c1 = _cpu()
     load_writes = os.getloadavg()[0]
+    _progress(name, "writes", writes, c1 - c0)
+    before = ask(eng, doc) if ask_before_fill else None
+    encoded = eng.indexes.tokens.encoded  # at write (`one`), or by the recalls before the fill
     t1 = time.perf_counter()
-    filled = eng.fill_token_vectors()  # nothing left to fill on the `one` path
+    cf = _cpu()
+    embedded = eng.indexes.fill_vectors()  # the later chunks' embeddings (nothing on `one`)
+    fill_vectors = time.perf_counter() - t1
+    _progress(name, "fill of the embeddings", fill_vectors, _cpu() - cf)
+    filled = eng.fill_token_vectors()  # then the token vectors (nothing on `one`)
     fill = time.perf_counter() - t1
     c2 = _cpu()
     turns = sum(len(s["turns"]) for s in sessions)
-    return eng, {
-        "path": name,
-        "sessions_per_call": per_call,
-        "token_vectors_at_write": fill_now,
-        "turns": turns,
-        "memories": len(eng.index),
-        "writes_s": round(writes, 1),
-        "fill_s": round(fill, 1),
-        "filled": filled,
-        "writes_cpu_s": round(c1 - c0, 1),
-        "fill_cpu_s": round(c2 - c1, 1),
-        "turns_per_s": round(turns / writes, 2),
-        "turns_per_cpu_s": round(turns / (c1 - c0), 2),
-        "turns_per_s_with_fill": round(turns / (writes + fill), 2),
-        "load_before": round(load_before, 2),
-        "load_after_writes": round(load_writes, 2),
-        "load_after_fill": round(os.getloadavg()[0], 2),
-        "actions": dict(actions),
-    }
+    return (
+        eng,
+        {
+            "path": name,
+            "sessions_per_call": per_call,
+            "token_vectors_at_write": fill_now,
+            "turns": turns,
+            "memories": len(eng.index),
+            "writes_s": round(writes, 1),
+            "fill_s": round(fill, 1),
+            "fill_vectors_s": round(fill_vectors, 1),
+            "embedded_by_fill": embedded,
+            "filled": filled,
+            "token_vectors_before_fill": encoded,
+            "writes_cpu_s": round(c1 - c0, 1),
+            "fill_cpu_s": round(c2 - cf, 1),
+            "turns_per_s": round(turns / writes, 2),
+            "turns_per_cpu_s": round(turns / (c1 - c0), 2),
+            "turns_per_s_with_fill": round(turns / (writes + fill), 2),
+            "load_before": round(load_before, 2),
+            "load_after_writes": round(load_writes, 2),
+            "load_after_fill": round(os.getloadavg()[0], 2),
+            "actions": dict(actions),
+        },
+        before,
+    )
+
+
+def _progress(path: str, step: str, wall: float, cpu: float) -> None:
+    """A step's time on stderr as it ends: a long run's figures so far."""
+    print(f"{path}: {step} {wall:.1f} s ({cpu:.1f} CPU s), load {os.getloadavg()[0]:.2f}", file=sys.stderr, flush=True)
 
 
 def _cpu() -> float:
@@ -206,6 +231,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paths", default="one,bulk", help=f"comma-separated, first is the baseline: {', '.join(PATHS)}")
     ap.add_argument("--batch-sessions", type=int, default=50, help="sessions per store_many on the bulk path")
     ap.add_argument("--json", type=Path, default=None, help="write the full result here")
+    ap.add_argument(
+        "--ask-before-fill", action="store_true", help="also ask the questions after the writes, before the fill"
+    )
     args = ap.parse_args(argv)
     paths = [p.strip() for p in args.paths.split(",") if p.strip()]
     unknown = [p for p in paths if p not in PATHS]
@@ -226,7 +254,7 @@ def main(argv: list[str] | None = None) -> int:
     first_ranks: list[list[str]] | None = None
     first_stored: list[tuple] | None = None
     for name in paths:
-        eng, row = run_path(name, doc, settings, embedder, args.batch_sessions)
+        eng, row, before = run_path(name, doc, settings, embedder, args.batch_sessions, args.ask_before_fill)
         try:
             mems = stored(eng)
             ranks = ask(eng, doc)
@@ -236,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         first_stored = first_stored or mems
         row["same_memories"] = mems == first_stored
         row["recall"] = recall_figures(doc, ranks, first_ranks)
+        if before is not None:
+            row["recall_before_fill"] = recall_figures(doc, before, first_ranks)
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     result = {

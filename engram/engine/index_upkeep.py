@@ -28,6 +28,7 @@ FEED_POLL_S = 0.2
 FEED_MAX_GAP_S = 1800.0
 OUTCOMES_POLL_S = 5.0  # session outcomes (not in the feed) are re-read at most this often
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
+FILL_BATCH = 256  # memories embedded and written per transaction by fill_vectors
 
 
 class Indexes:
@@ -41,6 +42,10 @@ class Indexes:
         self.feed_mark = 0  # the change number the derived indexes are up to (catch_up)
         self.feed_checked = self.outcomes_read = time.monotonic()  # when the feed, the outcomes were read
         self.tokens = TokenVectors(p)  # the late-interaction stage's token vectors
+        # Memories a bulk write stored without their embedding (a long turn's later chunks),
+        # in the index without a vector until fill_vectors embeds them. A rebuild embeds every
+        # row the store holds without one, so it starts this over.
+        self.unembedded: set[str] = set()
 
     def check_model(self) -> bool:
         """Whether the store was embedded with another model (allow_model_change: True; else
@@ -133,6 +138,7 @@ class Indexes:
             idx.load(rows())
             if missing and not p.model_changed and not p.degraded:
                 self.reembed(missing, idx)
+            self.unembedded = set()
             p.index = idx
             self.tokens.load()
             p.graph = self.read_graph()
@@ -142,9 +148,131 @@ class Indexes:
             self.feed_checked = self.outcomes_read = time.monotonic()
 
     def fill_token_vectors(self) -> int:
-        """Encode the late-interaction token vectors of every turn that lacks them (written
-        before the stage was on, or while its model was missing); how many were encoded."""
+        """The background fill: embed what bulk writes left without an embedding (fill_vectors),
+        then encode the late-interaction token vectors of every turn that lacks them (a bulk
+        write's, or written before the stage was on, or while its model was missing); how many
+        token vectors were encoded."""
+        self.fill_vectors()
         return self.tokens.fill_missing()
+
+    def defer_vectors(self, ids: Sequence[str]) -> None:
+        """These memories were stored without their embedding (Writes._store_chunks): embedded by
+        the background fill, which is asked for."""
+        self.unembedded.update(ids)
+        self.tokens.request_fill()
+
+    def fill_vectors(self) -> int:
+        """Embed the memories bulk writes stored without an embedding, oldest first, FILL_BATCH
+        at a time outside the lock (recall goes on meanwhile), and give each the similarity edges
+        its write would have: to its nearest earlier peers (same user and project, active, not
+        expired when it was written). How many were embedded. A memory rewritten or deleted
+        meanwhile is left to its own write."""
+        p = self.p
+        done = 0
+        while True:
+            with p.lock:
+                idx = p.index
+                rows = sorted(r for i in self.unembedded if (r := idx.row_of.get(i)) is not None)
+                self.unembedded = {idx.live(r)[0] for r in rows}  # the deleted ones are gone
+                todo = [(r, *idx.live(r)) for r in rows[:FILL_BATCH]]
+                if not todo or p.degraded:
+                    return done
+            vecs = p.embedder.embed_batch([text for _, _, text in todo])
+            with p.lock:
+                idx = p.index
+                still = [
+                    (r, mid, v)
+                    for (r, mid, text), v in zip(todo, vecs)
+                    if mid in self.unembedded and idx.row_of.get(mid) == r and idx.texts[r] == text
+                ]
+                try:
+                    with p.store_db.transaction():
+                        for r, mid, v in still:
+                            p.store_db.update_memory(mid, embedding=v)
+                            idx.set_vector(r, v)
+                            self.unembedded.discard(mid)
+                        with p.store_db.buffered():  # the edges sent together
+                            for r, _, v in still:
+                                edges = self._write_edges(r, v)
+                                p.store_db.add_edges(idx.users.names[idx.user[r]], edges)
+                                p.graph.add_edges(edges, keep_existing=True)
+                            self._relink_later([r for r, _, _ in still])
+                except BaseException:
+                    self.rebuild()  # the rows rolled back; the derived indexes follow them
+                    raise
+                done += len(still)
+
+    def _relink_later(self, filled: Sequence[int]) -> None:
+        """The rows written with their vector after a row just filled were written while it had
+        none, so their nearest peers could not include it: each such row's similarity edges (to
+        rows before it; a chunk's link to the next is to a row after it) become its nearest of
+        those and the filled rows that are its peers, as its write would have chosen them."""
+        p, idx, s = self.p, self.p.index, self.p.settings
+        if not filled or s.max_edges <= 0:
+            return
+        f = np.array(sorted(filled), dtype=np.int64)
+        n = idx.n
+        later = np.zeros(n, dtype=bool)
+        later[f[0] + 1 :] = idx.alive[f[0] + 1 : n]
+        later[f] = False
+        for mid in self.unembedded:  # written without a vector too: its own fill sees these rows
+            if (r := idx.row_of.get(mid)) is not None:
+                later[r] = False
+        ys = np.flatnonzero(later)
+        if not len(ys):
+            return
+        sims = idx.vectors[ys] @ idx.vectors[f].T
+        ok = (
+            (sims >= s.edge_threshold)
+            & (f[None, :] < ys[:, None])
+            & (idx.user[f][None, :] == idx.user[ys][:, None])
+            & (idx.project[f][None, :] == idx.project[ys][:, None])
+            & (idx.status[f] == 0)[None, :]
+            & (idx.expires[f][None, :] > idx.created[ys][:, None])
+        )
+        touched = np.flatnonzero(ok.any(axis=1))
+        if not len(touched):
+            return
+        ids = idx.ids
+        have: dict[str, dict[str, float]] = {ids[ys[j]]: {} for j in touched}
+        for src, dst, w in p.store_db.edges_from(list(have)):
+            r = idx.row_of.get(dst)
+            if r is not None and r < idx.row_of[src]:  # a similarity edge (a chunk's link goes forward)
+                have[src][dst] = w
+        gone: list[tuple[str, str]] = []
+        mirror: list[tuple[str, str, float | None]] = []
+        for j in touched:
+            y = ids[ys[j]]
+            old = have[y]
+            pool = dict(old)
+            pool.update({ids[f[k]]: float(sims[j, k]) for k in np.flatnonzero(ok[j])})
+            keep = dict(sorted(pool.items(), key=lambda kv: -kv[1])[: s.max_edges])
+            gone += [(y, d) for d in old if d not in keep]
+            added = [(y, d, w) for d, w in keep.items() if d not in old]
+            p.store_db.add_edges(idx.users.names[idx.user[ys[j]]], added)
+            mirror += added
+            for d in old:
+                if d not in keep:  # a chunk's link to the one before it stays in the graph
+                    rd = idx.row_of[d]
+                    linked = idx.group[rd] != -1 and idx.group[rd] == idx.group[ys[j]] and abs(rd - ys[j]) == 1
+                    mirror.append((y, d, 1.0 if linked else None))
+        p.store_db.delete_edges(gone)
+        p.graph.set_edges(mirror)
+
+    def _write_edges(self, r: int, v: np.ndarray) -> list[tuple[str, str, float]]:
+        """The similarity edges row r would have been given when it was written (Writes._insert):
+        to its nearest peers among the rows written before it."""
+        idx, s = self.p.index, self.p.settings
+        peers = np.flatnonzero(
+            idx.alive[:r]
+            & (idx.user[:r] == idx.user[r])
+            & (idx.status[:r] == 0)
+            & (idx.project[:r] == idx.project[r])
+            & (idx.expires[:r] > idx.created[r])
+        )
+        sims = np.full(idx.n, -np.inf, dtype=np.float32)
+        sims[peers] = idx.vectors[peers] @ v
+        return nearest_edges(idx.live(r)[0], sims, idx.ids, peers, s.edge_threshold, s.max_edges)
 
     def read_graph(self) -> MemoryGraph:
         """The graph over the edges table, read when first needed."""
@@ -192,7 +320,8 @@ class Indexes:
                 continue
             m, blob = got
             vec = None
-            if blob is not None and (r is None or idx.texts[r] != m.content):
+            # A row without a vector here: another server's bulk write, embedded by its fill since.
+            if blob is not None and (r is None or idx.texts[r] != m.content or not idx.vectors[r].any()):
                 vec = np.frombuffer(blob, dtype=np.float32)
                 if vec.shape[0] != p.embedder.dim:
                     vec = None  # written by a server on another model: kept out of vector search

@@ -30,6 +30,7 @@ from engram.text.chunking import chunk_spans, split_chunks
 
 RESOLVABLE_TYPES = ("fact", "strategy", "assumption", "failure")
 STORE_WAVE = 128  # texts embedded ahead while the previous wave is stored (store_many)
+NEW = resolution.Resolution("new", None, None, "no similar memory")  # nothing to resolve against
 
 
 class _BatchSims:
@@ -123,10 +124,11 @@ class Writes:
         (bad input, another user's task) refuses the batch before anything is written, and the
         error names the item. Embeddings are computed in batches (_write).
 
-        `fill_token_vectors`: False leaves the turns' late-interaction token vectors to the
-        background fill (engine/token_vectors.py: TokenVectors.defer), so a bulk import stores
-        at the speed of the first stage; recall computes what its candidates lack meanwhile.
-        """
+        `fill_token_vectors`: False is a bulk write (history imported, a transcript captured):
+        the turns' token vectors (recall computes its candidates' meanwhile) and a long turn's
+        later chunks' embeddings (its first chunk finds it by meaning, every chunk's words by
+        BM25) are left to the background fill (Indexes.fill_token_vectors), after which the
+        store is as an eager write leaves it."""
         prepared = checked_items(self.p, items, STORE_FIELDS)
         refused = [(i, e) for i, e in enumerate(prepared) if isinstance(e, EngramError)]
         if refused:
@@ -150,21 +152,20 @@ class Writes:
         the GIL)."""
         if not prepared:
             return []
-        waves: list[list[tuple[dict, list[str]]]] = [[]]
+        # (item, its chunks, how many embedded now: a bulk write's turn, its first one; store_many)
+        waves: list[list[tuple[dict, list[str], int]]] = [[]]
+        size, overlap = self.p.settings.chunk_size, self.p.settings.chunk_overlap
         for p in prepared:
-            chunks = (
-                split_chunks(p["content"], self.p.settings.chunk_size, self.p.settings.chunk_overlap)
-                if p["chunk"]
-                else [p["content"]]
-            )
-            if sum(len(c) for _, c in waves[-1]) >= STORE_WAVE:
+            chunks = split_chunks(p["content"], size, overlap) if p["chunk"] else [p["content"]]
+            embedded = 1 if not fill_token_vectors and p["conversation"] is not None else len(chunks)
+            if sum(k for _, _, k in waves[-1]) >= STORE_WAVE:
                 waves.append([])
-            waves[-1].append((p, chunks))
+            waves[-1].append((p, chunks, embedded))
 
-        def embed(wave: list[tuple[dict, list[str]]]) -> np.ndarray | None:
+        def embed(wave: list[tuple[dict, list[str], int]]) -> np.ndarray | None:
             if self.p.degraded:
                 return None  # stored without vectors; embedded when the model is back
-            return self.p.embedder.embed_batch([t for _, chunks in wave for t in chunks])
+            return self.p.embedder.embed_batch([t for _, chunks, k in wave for t in chunks[:k]])
 
         out: list[StoreResult] = []
         vecs = embed(waves[0])
@@ -180,13 +181,14 @@ class Writes:
                             ahead.append(pool.submit(embed, waves[i + 1]))
                         self.batch = _BatchSims(self.p.index, vecs) if vecs is not None and len(vecs) > 1 else None
                         k = 0
-                        for p, chunks in wave:
-                            part = [None] * len(chunks) if vecs is None else vecs[k : k + len(chunks)]
+                        for p, chunks, embedded in wave:
+                            part = [None] * len(chunks) if vecs is None else [*vecs[k : k + embedded]]
+                            part += [None] * (len(chunks) - len(part))  # left to the fill
                             if len(chunks) == 1:
                                 out.append(self._store_one(p, part[0], k))
                             else:
                                 out.append(self._store_chunks(p, chunks, part, k))
-                            k += len(chunks)
+                            k += embedded
             except BaseException:
                 # The rows rolled back; the derived indexes must follow them.
                 self.indexes.rebuild()
@@ -202,7 +204,7 @@ class Writes:
             self.indexes.tokens.defer(ids)
         return out
 
-    def _store_chunks(self, p: dict, chunks: list[str], vecs: np.ndarray | list[None], col: int) -> StoreResult:
+    def _store_chunks(self, p: dict, chunks: list[str], vecs: list[np.ndarray | None], col: int) -> StoreResult:
         group = new_id()
         results = []
         # chunk_start: where the chunk's text begins in the stored text (chunks overlap), so the
@@ -215,7 +217,11 @@ class Writes:
                 resolve_conflicts=False,
                 metadata=dict(p["metadata"], chunk_group=group, chunk=i + 1, chunks=len(chunks), chunk_start=at),
             )
-            results.append(self._store_one(q, v, col + i))
+            if v is None and not self.p.degraded:  # a bulk write's: the fill embeds it, gives its edges
+                results.append(self._insert(NEW, q, None, q["created_at"] or self.p.clock.now(), None, ()))
+                self.indexes.defer_vectors([results[-1].memory.id])
+            else:
+                results.append(self._store_one(q, v, col + i))
         ids = [r.memory.id for r in results]
         links = [(a, b, 1.0) for a, b in pairwise(ids)]
         with self.p.store_db.transaction():
@@ -260,7 +266,7 @@ class Writes:
                 masks = [mine, same] if resolving else [mine]
                 for rows, s in idx.nearest(vec, masks, max(5, self.p.settings.max_edges), "vectors"):
                     sims[rows] = s
-        decision = resolution.Resolution("new", None, None, "no similar memory")
+        decision = NEW
         again = self._same_turn(p, sims, peers) if p["conversation"] is not None and p["resolve_conflicts"] else None
         if again is not None and sims is not None:  # a turn found again: sims were computed
             decision = resolution.Resolution(
@@ -422,6 +428,7 @@ class Writes:
                 self.p.store_db.add_event(old.id, now, "update", {"previous": old.content})
             mem = self.p.store_db.get_memory(old.id)
             self.p.index.upsert(mem, vec)
+            self.indexes.unembedded.discard(mem.id)
             self.p.activity_epoch += 1
         self.indexes.tokens.fill([mem.id])
         self.indexes.rebuild_edges([mem.id])
@@ -479,6 +486,7 @@ class Writes:
         for i in ids:
             self.p.index.remove(i)
         self.indexes.tokens.forget(ids)
+        self.indexes.unembedded.difference_update(ids)
         self.p.graph.remove_nodes(ids)
         self.p.activity_epoch += 1
 

@@ -51,9 +51,21 @@ class MemoryGraph:
             self._g = g
         return self._g
 
-    def add_edges(self, edges: Iterable[tuple[str, str, float]]) -> None:
+    def add_edges(self, edges: Iterable[tuple[str, str, float]], keep_existing: bool = False) -> None:
+        """Mirror edges just written to the table. keep_existing: a pair already linked keeps its
+        weight (a chunk's link to the next, written before the fill gives the chunk its edges)."""
         if self._g is not None:
-            _add(self._g, edges)
+            g = self._g
+            _add(g, [e for e in edges if not g.has_edge(e[0], e[1])] if keep_existing else edges)
+
+    def set_edges(self, edges: Iterable[tuple[str, str, float | None]]) -> None:
+        """Mirror changed pairs: (a, b, weight), or (a, b, None) for a pair no longer linked."""
+        if self._g is not None:
+            for a, b, w in edges:
+                if w is not None:
+                    self._g.add_edge(a, b, weight=float(w))
+                elif self._g.has_edge(a, b):
+                    self._g.remove_edge(a, b)
 
     def remove_nodes(self, ids: Iterable[str]) -> None:
         if self._g is not None:

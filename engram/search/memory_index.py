@@ -245,7 +245,7 @@ class MemoryIndex:
         if vector is not None:
             self._set("vectors", row, vector)
             if not defer:
-                self._refresh_search(np.array([row]))
+                self._refresh_search(self._with_borrowers(row))
         for t in self.row_tags.pop(row, ()):
             self.tag_rows.get(t, set()).discard(row)
         self.row_tags[row] = m.tags
@@ -256,6 +256,16 @@ class MemoryIndex:
             if fresh:
                 self._maybe_fit()
         return row
+
+    def set_vector(self, row: int, vector: np.ndarray) -> None:
+        """Give a row its vector (one written without it: a bulk write's later chunk); the rows
+        that borrow it as context search with it from now on too."""
+        self._set("vectors", row, vector)
+        self._refresh_search(self._with_borrowers(row))
+
+    def _with_borrowers(self, row: int) -> np.ndarray:
+        """The row and the live rows that mix its vector into theirs (their search vectors follow it)."""
+        return np.array([row, *sorted(r for r in self._borrowers.get(row, ()) if self.alive[r])], dtype=np.int64)
 
     def _context_rows(self, row: int, conversation: str | None) -> tuple[int, ...]:
         """The earlier active rows of this row's user and conversation that give it context

@@ -158,6 +158,12 @@ class MemoryStore(Protocol):
     def delete_edges_of(self, ids: Sequence[str]) -> None:
         """Delete every edge that starts or ends at one of the ids."""
 
+    def delete_edges(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """Delete these (src, dst) edges."""
+
+    def edges_from(self, ids: Sequence[str]) -> list[tuple[str, str, float]]:
+        """(src, dst, weight) of every edge that starts at one of the ids."""
+
     def all_edges(self) -> list[tuple[str, str, float, str]]:
         """(src, dst, weight, user_id) of every edge."""
 

@@ -352,6 +352,18 @@ class SqlStore(TaskRows):
                 [list(ids), list(ids)],
             )
 
+    def delete_edges(self, pairs: Sequence[tuple[str, str]]) -> None:
+        with self.transaction():
+            for src, dst in pairs:
+                self._sql("DELETE FROM edges WHERE src = ? AND dst = ?", [src, dst])
+
+    def edges_from(self, ids: Sequence[str]) -> list[tuple[str, str, float]]:
+        if not ids:
+            return []
+        return self._sql(
+            f"SELECT src, dst, weight FROM edges WHERE {self.dialect.one_of.format(col='src')}", [list(ids)]
+        )
+
     def all_edges(self) -> list[tuple[str, str, float, str]]:
         return self._sql("SELECT src, dst, weight, user_id FROM edges")
 

@@ -161,8 +161,9 @@ def session_capture(
         with _one_item(out, f"fix {i}"):
             new = _store_fix(eng, user, session_id, fix, task, project)
             out["fixes" if new else "reinforced"] += 1
-    # The turns in one batch (one model call for all their chunks, one transaction), their
-    # token vectors left to the background fill; a refused turn is named and costs only itself.
+    # The turns in one batch (one model call, one transaction), their token vectors and a long
+    # episode's later chunks' embeddings left to the background fill; a refused turn is named
+    # and costs only itself.
     stored = eng.store_batch(
         [
             dict(

@@ -133,3 +133,112 @@ def test_store_many_refuses_a_batch_with_a_bad_item_and_names_it(eng):
     # one item: its error as the single store gives it
     with pytest.raises(EngramError, match=r"^content"):
         eng.store_many([{"content": ""}])
+
+
+def chat(clock) -> list[dict]:
+    """A conversation as a chat import stores it: short requests, long answers of several chunks
+    whose later chunks carry words of their own."""
+    t0 = clock.now() - timedelta(days=2)
+    topics = ["gecko terrarium heating", "sourdough starter feeding", "bicycle chain cleaning"]
+    out = []
+    for i, topic in enumerate(topics):
+        answer = " ".join(
+            f"Step {j} for the {topic}: keep notes {j} about the {topic} and check item {i * 100 + j} twice."
+            for j in range(30)
+        )
+        answer += f" Finally, the {topic} needs the marker word zephyr{i} at the very end."
+        for k, text in enumerate([f"User: how do I manage the {topic}?", f"Assistant: {answer}"]):
+            out.append(
+                {
+                    "content": text,
+                    "conversation": "c1",
+                    "provenance": (f"t{i}{k}",),
+                    "created_at": t0 + timedelta(minutes=2 * i + k),
+                }
+            )
+    return out
+
+
+def by_place(e: Engram) -> dict[tuple, str]:
+    """Memory id -> (turn, chunk): the same place in two stores of the same turns."""
+    return {m.id: (m.provenance, m.metadata.get("chunk", 0)) for m, _ in e.store_db.iter_index_rows()}
+
+
+def derived(e: Engram) -> tuple[dict, set, set]:
+    """Each memory's stored embedding, the edges table and the graph recall walks (kept in step
+    with the writes since it was first read), by place: ids differ by store."""
+    place = by_place(e)
+    vecs = {place[m.id]: blob for m, blob in e.store_db.iter_index_rows()}
+    edges = {(place[s], place[d], round(w, 4)) for s, d, w, _ in e.store_db.all_edges()}
+    graph = {(frozenset((place[a], place[b])), round(w, 4)) for a, b, w in e.indexes.p.graph.g.edges(data="weight")}
+    return vecs, edges, graph
+
+
+QUESTIONS = [
+    "How should I heat the gecko terrarium?",
+    "zephyr1",
+    "What is the marker word for the bicycle chain?",
+    "check item 228 twice",
+    "sourdough starter",
+]
+
+
+def test_a_bulk_write_embeds_a_turns_first_chunk_and_the_fill_the_rest(settings, fake, clock):
+    """store_many(fill_token_vectors=False), as an import of history writes: a long turn's first
+    chunk is embedded at once and its later chunks are left to the background fill (asked for);
+    meanwhile recall finds the turn by any chunk's words; once the fill has run, the store holds
+    the embeddings and edges an eager write leaves, and recall returns the same."""
+    eager = Engram(":memory:", settings=replace(settings, database_url=None), embedder=fake, clock=clock)
+    bulk = Engram(":memory:", settings=replace(settings, database_url=None), embedder=fake, clock=clock)
+    asked: list[int] = []
+    bulk.indexes.tokens.fill_soon = lambda: asked.append(1)
+    try:
+        for e in (eager, bulk):
+            assert e.indexes.p.graph.g.number_of_edges() == 0  # read now: the writes mirror theirs
+        eager.store_many(chat(clock))
+        results = bulk.store_many(chat(clock), fill_token_vectors=False)
+        assert [len(r.chunks) for r in results] == [0, 5, 0, 5, 0, 4]
+        later = {i for r in results for i in r.chunks[1:]}
+        assert bulk.indexes.unembedded == later and asked
+        assert {m.id for m, blob in bulk.store_db.iter_index_rows() if blob is None} == later
+        # Meanwhile: a word only a later chunk holds still finds its turn (BM25).
+        hit = bulk.recall("zephyr1", reinforce=False)
+        assert hit and hit[0].memory.provenance == ("t11",) and hit[0].memory.id in later
+        assert bulk.fill_token_vectors() >= 0
+        assert bulk.indexes.unembedded == set()
+        assert derived(bulk) == derived(eager)
+        for q in QUESTIONS:
+            a = [
+                (h.memory.provenance, h.memory.metadata.get("chunk"), round(h.score, 6))
+                for h in eager.recall(q, reinforce=False)
+            ]
+            b = [
+                (h.memory.provenance, h.memory.metadata.get("chunk"), round(h.score, 6))
+                for h in bulk.recall(q, reinforce=False)
+            ]
+            assert a == b and a
+    finally:
+        eager.close()
+        bulk.close()
+
+
+def test_the_fill_leaves_a_chunk_deleted_meanwhile_and_a_reopened_store_embeds_the_rest(
+    settings, fake, clock, tmp_path
+):
+    """A chunk forgotten before the fill is not embedded again; a store closed before the fill
+    embeds what its rows lack when it is opened again (as for rows stored while the model was away)."""
+    path = str(tmp_path / "bulk.duckdb")
+    s = replace(settings, database_url=None)
+    e = Engram(path, settings=s, embedder=fake, clock=clock)
+    results = e.store_many(chat(clock), fill_token_vectors=False)
+    gone = results[1].chunks[2]
+    e.forget(gone)
+    assert gone not in e.indexes.unembedded
+    e.close()
+    again = Engram(path, settings=s, embedder=fake, clock=clock)
+    try:
+        assert again.indexes.unembedded == set()
+        assert all(blob is not None for _, blob in again.store_db.iter_index_rows())
+        assert again.indexes.fill_vectors() == 0
+    finally:
+        again.close()

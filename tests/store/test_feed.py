@@ -8,6 +8,7 @@ real Postgres database is tested in test_multiserver.py.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import engram.engine.index_upkeep as indexes_mod
@@ -192,3 +193,19 @@ def test_a_duckdb_file_has_an_empty_feed_and_reads_nothing_for_it(eng, monkeypat
     monkeypatch.setattr(eng.store_db, "index_rows", unexpected)
     assert eng.catch_up(force=True) == 0
     assert eng.recall("one process writes")[0].memory.id == m.id
+
+
+def test_a_bulk_writes_later_chunks_reach_the_other_server_once_the_fill_embeds_them(pair, always):
+    """A bulk write stores a long turn's later chunks without an embedding: the other server
+    finds them by their words meanwhile, and takes their embeddings from the feed once the
+    writer's fill has written them (the text did not change, the vector did)."""
+    a, b = pair
+    long = " ".join(f"Step {j}: the staging cluster drains node {j} first, then checks." for j in range(60))
+    later = a.store_many([{"content": long, "conversation": "c1"}], fill_token_vectors=False)[0].chunks[1:]
+    assert later and b.recall("drains node 55", reinforce=False)[0].memory.id in later
+    idx_b = b.indexes.p.index
+    assert not any(idx_b.vector(i).any() for i in later)
+    assert a.indexes.fill_vectors() == len(later)
+    b.recall("staging cluster", reinforce=False)  # reads the feed
+    assert all(np.array_equal(idx_b.vector(i), a.indexes.p.index.vector(i)) for i in later)
+    assert all(idx_b.vector(i).any() for i in later)

@@ -47,11 +47,14 @@ def test_every_path_stores_the_same_and_recalls_the_same(settings, fake):
     settings = replace(settings, late_interaction=True, database_url=None)
     rows, tops, mems = [], [], []
     for path in ingest_bench.PATHS:
-        eng, row = ingest_bench.run_path(path, doc, settings, fake, batch_sessions=2)
+        eng, row, before = ingest_bench.run_path(path, doc, settings, fake, batch_sessions=2, ask_before_fill=True)
         try:
             mems.append(ingest_bench.stored(eng))
             tops.append(ingest_bench.ask(eng, doc))
-            assert row["filled"] == (0 if path == "one" else row["memories"])
+            assert before is not None and "s1:t0" in before[0]  # found before the fill too
+            # The long turns' later chunks (a turn of 2,400-2,450 characters: 3 chunks) are embedded by the fill.
+            assert row["embedded_by_fill"] == (0 if path == "one" else 2 * 3)
+            assert row["filled"] == row["memories"] - row["token_vectors_before_fill"]
             assert len(eng.indexes.p.store_db.token_vectors()) == row["memories"]  # every turn filled
         finally:
             eng.close()
