@@ -213,9 +213,9 @@ def _ratio(a: int, b: int) -> float | None:
     return round(a / b, 3) if b else None
 
 
-def summarise(scores: list[dict], runs: list[dict]) -> dict:
-    c = {k: sum(s["conventions"][k] for s in scores) for k in ("stored", "candidates", "right", "labelled", "found")}
-    c["found_with_candidates"] = sum(s["conventions"]["found_with_candidates"] for s in scores)
+def pitfall_summary(scores: list[dict]) -> dict:
+    """Pitfall precision and recall over the sessions' scores, all, by origin and for Codex
+    sessions (the replay's summary and the offline scorer's)."""
     p = {k: sum(s["pitfalls"][k] for s in scores) for k in ("stored", "right", "labelled", "found")}
     origins: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     codex = [0, 0]
@@ -226,6 +226,18 @@ def summarise(scores: list[dict], runs: list[dict]) -> dict:
         if s["client"] == "codex":
             codex[0] += s["pitfalls"]["found"]
             codex[1] += s["pitfalls"]["labelled"]
+    return {
+        "pitfall_precision": _ratio(p["right"], p["stored"]),
+        "pitfall_recall": _ratio(p["found"], p["labelled"]),
+        "pitfalls": p,
+        "pitfall_recall_by_origin": {k: _ratio(*v) for k, v in sorted(origins.items())},
+        "pitfall_recall_codex": _ratio(*codex),
+    }
+
+
+def summarise(scores: list[dict], runs: list[dict]) -> dict:
+    c = {k: sum(s["conventions"][k] for s in scores) for k in ("stored", "candidates", "right", "labelled", "found")}
+    c["found_with_candidates"] = sum(s["conventions"]["found_with_candidates"] for s in scores)
     seconds = [r["seconds"] for r in runs]
     turns = sum(r["turns"] for r in runs)
     return {
@@ -235,11 +247,7 @@ def summarise(scores: list[dict], runs: list[dict]) -> dict:
         "convention_recall": _ratio(c["found"], c["labelled"]),
         "convention_recall_with_candidates": _ratio(c["found_with_candidates"], c["labelled"]),
         "conventions": c,
-        "pitfall_precision": _ratio(p["right"], p["stored"]),
-        "pitfall_recall": _ratio(p["found"], p["labelled"]),
-        "pitfalls": p,
-        "pitfall_recall_by_origin": {k: _ratio(*v) for k, v in origins.items()},
-        "pitfall_recall_codex": _ratio(*codex),
+        **pitfall_summary(scores),
         "client_requests": sum(len(s["episodes"]["client_requests"]) for s in scores),
         "no_answer_episodes": sum(s["episodes"]["no_answer"] for s in scores),
         "mid_word_chunks": sum(len(s["mid_word_chunks"]) for s in scores),

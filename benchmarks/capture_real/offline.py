@@ -20,7 +20,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from benchmarks.capture_real.__main__ import LABELS, _label, _select, credits, score_session
+from benchmarks.capture_real.__main__ import LABELS, _label, _select, credits, pitfall_summary, score_session
 from benchmarks.capture_real.replay import READERS, Recording
 from engram.continuity.fixes import Fix
 from engram.core.settings import Settings
@@ -101,28 +101,7 @@ def run(corpus: Path, half: str, only: list[str], labels: Path = LABELS) -> dict
 
 def summary(scores: list[dict]) -> dict:
     """Pitfall precision and recall, all and by origin and for Codex sessions."""
-    p = {k: sum(s["pitfalls"][k] for s in scores) for k in ("stored", "right", "labelled", "found")}
-    origin: dict[str, list[int]] = defaultdict(lambda: [0, 0])
-    codex = [0, 0]
-    for s in scores:
-        for k, v in s["pitfalls"]["by_origin"].items():
-            origin[k][0] += v["found"]
-            origin[k][1] += v["labelled"]
-        if s["client"] == "codex":
-            codex[0] += s["pitfalls"]["found"]
-            codex[1] += s["pitfalls"]["labelled"]
-
-    def ratio(a: int, b: int) -> float | None:
-        return round(a / b, 3) if b else None
-
-    return {
-        "sessions": len(scores),
-        "pitfalls": p,
-        "pitfall_precision": ratio(p["right"], p["stored"]),
-        "pitfall_recall": ratio(p["found"], p["labelled"]),
-        "pitfall_recall_by_origin": {k: ratio(*v) for k, v in sorted(origin.items())},
-        "pitfall_recall_codex": ratio(*codex),
-    }
+    return {"sessions": len(scores), **pitfall_summary(scores)}
 
 
 def _details(label: dict, new: list[dict]) -> list[str]:

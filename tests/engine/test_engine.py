@@ -318,15 +318,20 @@ def test_model_identity_guard(tmp_path, settings, clock):
     e.close()
 
 
-def test_graph_brings_the_second_piece_without_pushing_the_first(settings, fake, clock):
-    # The hit names the orion queue; the memory saying what happens there holds the query's words
-    # too, yet ranks below four lookalikes: the link to the hit lifts it, below the first two.
-    eng = Engram(
+def _linking_engram(settings, fake, clock):
+    """An in-memory engine whose links weigh enough to reorder (graph_bonus 0.5), late stage off."""
+    return Engram(
         ":memory:",
         settings=replace(settings, graph_depth=1, graph_bonus=0.5, late_interaction=False),
         embedder=fake,
         clock=clock,
     )
+
+
+def test_graph_brings_the_second_piece_without_pushing_the_first(settings, fake, clock):
+    # The hit names the orion queue; the memory saying what happens there holds the query's words
+    # too, yet ranks below four lookalikes: the link to the hit lifts it, below the first two.
+    eng = _linking_engram(settings, fake, clock)
     first = eng.store("Kestrel events that fail go to the orion queue").memory
     for job in ("billing", "mail", "search", "upload"):
         eng.store(f"Events of the {job} job are retried when they fail", resolve_conflicts=False)
@@ -348,12 +353,7 @@ def test_graph_brings_the_second_piece_without_pushing_the_first(settings, fake,
 def test_graph_brings_the_turns_said_around_a_hit(settings, fake, clock):
     # The reply is found first; the request it answers (naming the conference) and the turn after
     # it come up with it, above a lookalike reply of another conversation.
-    eng = Engram(
-        ":memory:",
-        settings=replace(settings, graph_depth=1, graph_bonus=0.5, late_interaction=False),
-        embedder=fake,
-        clock=clock,
-    )
+    eng = _linking_engram(settings, fake, clock)
     ask, reply, after = (
         r.memory
         for r in eng.store_many(
