@@ -42,6 +42,13 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         (r"^(panic: .+)$", "first"),  # Go
         (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
         (r"^\s*(! \[(?:remote )?rejected\] .+)$", "first"),  # git push: the ref and why
+        # A CLI told it was called wrong (cobra's gh, docker, kubectl print it bare, then their usage
+        # text, whose flag descriptions say "failed" and "error" too).
+        (
+            r"^((?:Error: )?(?:unknown (?:shorthand )?flag|unknown command|flag needs an argument|"
+            r"(?:accepts|requires) (?:at most |at least |exactly |between )?[\d ]+(?:and \d+ )?arg\(s\)).*)$",
+            "first",
+        ),
         (r"^(?:> )?(error: .+)$", "first"),  # cargo, gradle, git, many CLIs
         (r"^(Error: .+)$", "first"),  # node, docker compose, many CLIs
         (r"^((?:fatal|error|ERROR|FATAL|\[ERROR\]): .+)$", "first"),  # git, make, compilers

@@ -112,7 +112,8 @@ SLIP = re.compile(
     r"(?i)\bunknown (?:flag|option|switch|shorthand flag)\b|\bunrecognized (?:option|arguments?)\b|"
     r"\binvalid option\b|\bno such option\b|\bflag provided but not defined\b|"
     r"\bnot under version control\b|\bdid not match any files?\b|\bcannot change to\b|"
-    r"\bpathspec '[^']*' did not match\b|\bis not a git command\b"
+    r"\bpathspec '[^']*' did not match\b|\bis not a git command\b|\bunknown command\b|"
+    r"\b(?:accepts|requires) (?:at most |at least |exactly |between )?[\d ]+(?:and \d+ )?arg\(s\)"
 )
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")

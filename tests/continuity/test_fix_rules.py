@@ -547,6 +547,38 @@ def test_a_command_called_wrong_and_called_right_next_is_a_slip(failed, output, 
     assert t.command(passed, False) is None
 
 
+GH_RUN_VIEW_USAGE = """
+Usage:  gh run view [<run-id>] [flags]
+
+Flags:
+  -a, --attempt uint      The attempt number of the workflow run
+      --exit-status       Exit with non-zero status if run failed
+  -j, --job string        View a specific job ID from a run
+      --log               View full log for either a run or specific job
+      --log-failed        View the log for any failed steps in a run or specific job
+  -v, --verbose           Show job steps
+"""
+
+
+@pytest.mark.parametrize(
+    ("output", "headline"),
+    [
+        ("unknown flag: --status" + GH_RUN_VIEW_USAGE, "unknown flag: --status"),
+        ("accepts at most 1 arg(s), received 2" + GH_RUN_VIEW_USAGE, "accepts at most 1 arg(s), received 2"),
+        (
+            'Error: unknown command "lgos" for "kubectl"\n\nDid you mean this?\n\tlogs',
+            'Error: unknown command "lgos" for "kubectl"',
+        ),
+    ],
+)
+def test_a_cli_called_wrong_is_headed_by_its_complaint_not_its_usage_text(output, headline):
+    # The usage text after the complaint describes flags with "failed" in them: it is not the error.
+    assert error_signature(output)[0] == headline
+    t = FixTracker(root="/src")
+    t.command("gh run view 123 --failed", True, output)
+    assert t.command("gh run view 123 --log-failed", False) is None  # called right next: a slip
+
+
 def test_a_slip_fixed_by_an_edit_is_still_a_pitfall():
     # The project's own script lacked the option: editing the script is a lesson about the project.
     t = FixTracker(root="/r")
