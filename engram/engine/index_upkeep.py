@@ -185,7 +185,7 @@ class Indexes:
                 rows = sorted(r for i in self.unembedded if (r := idx.row_of.get(i)) is not None)
                 self.unembedded = {idx.live(r)[0] for r in rows}  # the deleted ones are gone
                 todo = [(r, *idx.live(r)) for r in rows[:FILL_BATCH]]
-                if not todo or p.degraded:
+                if not todo or p.degraded or self.tokens.halt.is_set():
                     return done
             vecs = p.embedder.embed_batch([text for _, _, text in todo])
             with p.lock:
