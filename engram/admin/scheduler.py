@@ -134,10 +134,15 @@ class MaintenanceScheduler:
 
     def shutdown(self) -> None:
         """Stop scheduling; waits for a run in progress so the database is left consistent."""
-        if self.eng.indexes.tokens.fill_soon == self.fill_soon:
-            self.eng.indexes.tokens.fill_soon = None
+        tokens = self.eng.indexes.tokens
+        if tokens.fill_soon == self.fill_soon:
+            tokens.fill_soon = None
         if self._scheduler is not None:
-            self._scheduler.shutdown(wait=True)
+            tokens.halt.set()  # a fill under way ends after its batch: the rest is the next start's
+            try:
+                self._scheduler.shutdown(wait=True)
+            finally:
+                tokens.halt.clear()
             self._scheduler = None
         self._next = None
 

@@ -111,6 +111,9 @@ def memory_stats(eng: Engram, user_id: str | None = None) -> dict[str, Any]:
                 "edges": db.count("edges"),
                 "graph_edges": eng.graph.edge_count(),
                 "fresh": len(idx) == table_rows,
+                # Rows a bulk write stored without their embedding, found by keywords until the
+                # background fill embeds them (engine/index_upkeep.py: fill_vectors).
+                "awaiting_embedding": len(eng.indexes.unembedded),
             },
             "late_interaction": {"on": s.late_interaction, "turns": turns, "turns_read": read},
             "disk_bytes": db.file_size(),

@@ -267,6 +267,8 @@ def _render_stats(r: dict) -> str:
                 f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}",
             )
         )
+        if idx.get("awaiting_embedding"):
+            rows.append(("", f"{idx['awaiting_embedding']:,} awaiting their embedding (keywords find them meanwhile)"))
     late = r.pop("late_interaction", None)
     if isinstance(late, dict):
         rows.append(("late reader", _late(late)))

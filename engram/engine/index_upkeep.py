@@ -108,7 +108,8 @@ class Indexes:
                     self.model_retry_at = float("inf")  # loading the same model again will not help
                     raise
                 p.text_vectors = TextVectors(emb)
-                self.rebuild()  # re-embeds every row stored while the model was away
+                self.rebuild()
+            self.fill_vectors()  # the rows stored while the model was away, embedded now
             return True
         finally:
             self.model_loading.release()
@@ -136,9 +137,10 @@ class Indexes:
                     yield m, vec
 
             idx.load(rows())
-            if missing and not p.model_changed and not p.degraded:
-                self.reembed(missing, idx)
-            self.unembedded = set()
+            # Rows without an embedding (a bulk write's later chunks whose fill a stop cut short,
+            # rows stored while the model was away) are left to the fill: a store opened after a
+            # large import serves at once, by keywords for those rows until the fill reaches them.
+            self.unembedded = set() if p.model_changed or p.degraded else {m.id for m in missing}
             p.index = idx
             self.tokens.load()
             p.graph = self.read_graph()
@@ -146,6 +148,14 @@ class Indexes:
             p.index_built_at = p.clock.now()
             self.feed_mark = mark
             self.feed_checked = self.outcomes_read = time.monotonic()
+        if self.unembedded:
+            self.request_fill()
+
+    def request_fill(self) -> None:
+        """Ask for the background fill (fill_token_vectors) when one runs: the daemon's starts a
+        second after the ask; without one, maintenance or a call of fill_token_vectors fills."""
+        if self.tokens.fill_soon is not None:
+            self.tokens.fill_soon()
 
     def fill_token_vectors(self) -> int:
         """The background fill: embed what bulk writes left without an embedding (fill_vectors),
@@ -159,7 +169,7 @@ class Indexes:
         """These memories were stored without their embedding (Writes._store_chunks): embedded by
         the background fill, which is asked for."""
         self.unembedded.update(ids)
-        self.tokens.request_fill()
+        self.request_fill()  # late interaction on or off: these are the first stage's vectors
 
     def fill_vectors(self) -> int:
         """Embed the memories bulk writes stored without an embedding, oldest first, FILL_BATCH
@@ -175,7 +185,7 @@ class Indexes:
                 rows = sorted(r for i in self.unembedded if (r := idx.row_of.get(i)) is not None)
                 self.unembedded = {idx.live(r)[0] for r in rows}  # the deleted ones are gone
                 todo = [(r, *idx.live(r)) for r in rows[:FILL_BATCH]]
-                if not todo or p.degraded:
+                if not todo or p.degraded or self.tokens.halt.is_set():
                     return done
             vecs = p.embedder.embed_batch([text for _, _, text in todo])
             with p.lock:

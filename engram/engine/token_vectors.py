@@ -15,6 +15,7 @@ and out of the top 3 for two (four of the five were paraphrases), for one gained
 from __future__ import annotations
 
 import hashlib
+import threading
 from contextlib import suppress
 from typing import Callable, Sequence
 
@@ -48,6 +49,9 @@ class TokenVectors:
         # Asks for a background fill_missing soon (set by whoever runs one: the daemon's
         # scheduler); None: deferred turns wait for maintenance, the next start, or recall.
         self.fill_soon: Callable[[], None] | None = None
+        # Set while the daemon stops: a fill in progress ends after the batch it is on (the rest
+        # waits for the next start), so a stop does not wait for thousands of turns.
+        self.halt = threading.Event()
 
     def reader(self) -> LateReader | None:
         """The reader when the setting is on and it loads, else None (a failure to load is
@@ -136,8 +140,8 @@ class TokenVectors:
                 idx = self.p.index
                 todo = self._todo(np.flatnonzero(idx.turn[: idx.n]).tolist(), FILL_BATCH)
             kept = self._encode(todo)
-            if not kept:
-                return done
+            if not kept or self.halt.is_set():
+                return done + kept
             done += kept
 
     def _encode(self, todo: Sequence[tuple[str, str, str]]) -> int:
@@ -150,6 +154,8 @@ class TokenVectors:
             return 0
         done = 0
         for start in range(0, len(todo), FILL_BATCH):
+            if self.halt.is_set():
+                break
             part = todo[start : start + FILL_BATCH]
             vecs = reader.encode([t for _, _, t in part])
             with self.p.lock:

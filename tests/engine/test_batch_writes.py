@@ -222,11 +222,13 @@ def test_a_bulk_write_embeds_a_turns_first_chunk_and_the_fill_the_rest(settings,
         bulk.close()
 
 
-def test_the_fill_leaves_a_chunk_deleted_meanwhile_and_a_reopened_store_embeds_the_rest(
+def test_the_fill_leaves_a_chunk_deleted_meanwhile_and_a_reopened_store_leaves_the_rest_to_it(
     settings, fake, clock, tmp_path
 ):
     """A chunk forgotten before the fill is not embedded again; a store closed before the fill
-    embeds what its rows lack when it is opened again (as for rows stored while the model was away)."""
+    opens without embedding what its rows lack (after a large import that would hold the daemon
+    off its socket for minutes): it asks for the fill, serves those rows by keywords meanwhile,
+    and once the fill has run holds what an uninterrupted fill leaves."""
     path = str(tmp_path / "bulk.duckdb")
     s = replace(settings, database_url=None)
     e = Engram(path, settings=s, embedder=fake, clock=clock)
@@ -234,11 +236,44 @@ def test_the_fill_leaves_a_chunk_deleted_meanwhile_and_a_reopened_store_embeds_t
     gone = results[1].chunks[2]
     e.forget(gone)
     assert gone not in e.indexes.unembedded
+    left = set(e.indexes.unembedded)
     e.close()
+    whole = Engram(":memory:", settings=s, embedder=fake, clock=clock)
+    done = whole.store_many(chat(clock), fill_token_vectors=False)
+    whole.forget(done[1].chunks[2])
+    whole.fill_token_vectors()
     again = Engram(path, settings=s, embedder=fake, clock=clock)
+    asked: list[int] = []
     try:
+        assert again.indexes.unembedded == left and left
+        assert {m.id for m, blob in again.store_db.iter_index_rows() if blob is None} == left
+        hit = again.recall("zephyr1", reinforce=False)  # a later chunk's word, by keywords meanwhile
+        assert hit and hit[0].memory.id in left
+        again.indexes.tokens.fill_soon = lambda: asked.append(1)
+        again.indexes.rebuild()  # as at an open with the daemon's fill wired
+        assert asked
+        assert again.indexes.fill_vectors() == len(left)
         assert again.indexes.unembedded == set()
         assert all(blob is not None for _, blob in again.store_db.iter_index_rows())
-        assert again.indexes.fill_vectors() == 0
+        assert derived(again) == derived(whole)
     finally:
         again.close()
+        whole.close()
+
+
+def test_a_bulk_write_asks_for_the_fill_with_late_interaction_off(settings, fake, clock):
+    """The later chunks' embeddings are the first stage's: the fill is asked for whether or not
+    the late stage's token vectors are wanted (else they would wait for the next maintenance)."""
+    e = Engram(
+        ":memory:", settings=replace(settings, database_url=None, late_interaction=False), embedder=fake, clock=clock
+    )
+    asked: list[int] = []
+    e.indexes.tokens.fill_soon = lambda: asked.append(1)
+    try:
+        e.store_many(chat(clock), fill_token_vectors=False)
+        assert e.indexes.unembedded and asked
+        assert e.fill_token_vectors() == 0  # no token vectors with the stage off...
+        assert e.indexes.unembedded == set()  # ...but every chunk embedded
+        assert all(blob is not None for _, blob in e.store_db.iter_index_rows())
+    finally:
+        e.close()

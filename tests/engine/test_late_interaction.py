@@ -359,3 +359,53 @@ def test_the_daemons_scheduler_fills_in_a_bulk_write_soon_after_it(settings, fak
         sched.shutdown()
         e.close()
     assert e.indexes.tokens.fill_soon is None  # a stopped scheduler is asked for nothing
+
+
+def test_a_stopping_daemon_ends_a_fill_after_its_batch_and_the_next_start_fills_the_rest(
+    settings, fake, tmp_path, monkeypatch
+):
+    """`engram stop` while the background fill works through a large import: the fill ends after
+    the batch it is on (kept), the scheduler's shutdown returns, and a later fill does the rest;
+    it does not wait for every turn."""
+    import threading
+
+    from engram.admin.scheduler import MaintenanceScheduler
+    from engram.core.clock import SystemClock
+    from engram.engine import token_vectors
+
+    monkeypatch.setattr(token_vectors, "FILL_BATCH", 2)
+    e = open_engram(settings, fake, SystemClock())
+    real = e.indexes.tokens.reader()
+    entered, release = threading.Event(), threading.Event()
+    calls: list[int] = []
+
+    class HeldReader:
+        """The real reader, held at its second batch until the test has asked the stop."""
+
+        def encode(self, texts):
+            calls.append(len(texts))
+            if len(calls) == 2:
+                entered.set()
+                assert release.wait(60)
+            return real.encode(texts)
+
+    monkeypatch.setattr(e.indexes.tokens, "reader", lambda: HeldReader())
+    sched = MaintenanceScheduler(e)
+    try:
+        sched.start()
+        e.store_many([{"content": t, "conversation": "c1"} for t in TURNS], fill_token_vectors=False)
+        assert entered.wait(60)  # the fill is on its second batch
+        stopping = threading.Thread(target=sched.shutdown)
+        stopping.start()
+        while not e.indexes.tokens.halt.is_set() and stopping.is_alive():
+            stopping.join(0.05)  # until the shutdown has asked the fill to end
+        release.set()
+        stopping.join(60)
+        assert not stopping.is_alive()
+        assert len(calls) == 2 and len(e.indexes.p.store_db.token_vectors()) == 4 < len(TURNS)
+        assert not e.indexes.tokens.halt.is_set()  # only the fill under way was ended
+        assert e.fill_token_vectors() == len(TURNS) - 4
+    finally:
+        release.set()
+        sched.shutdown()
+        e.close()

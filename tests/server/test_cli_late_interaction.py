@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,28 @@ def test_turns_remembered_and_recalled_through_the_daemon(model_home):
     assert "adoption" in hits[0]["content"]
     assert len(hits) >= 2 and all("late" in h["explain"] and "first_rank" in h["explain"] for h in hits)
     assert engram(model_home, "consolidate", "--apply")["token_vectors_filled"] == 0  # kept at write
+
+
+def test_a_store_whose_fill_was_cut_short_is_served_at_once_and_filled_behind(model_home):
+    """History imported in bulk, and the process gone before its background fill ran (a crash, a
+    stop): the daemon a later command starts serves the later chunks by their words at once and
+    embeds them in the background, as the fill would have."""
+    from engram import Engram
+    from engram.core.settings import Settings
+
+    settings = Settings.from_env({**os.environ, "ENGRAM_HOME": str(model_home)})
+    answer = " ".join(f"Step {j}: oil the chain link {j} and wipe it with a dry cloth." for j in range(120))
+    turns = ["User: how do I clean my bicycle chain?", f"Assistant: {answer} Last, the marker word quokka7."]
+    with Engram(settings.db_path, settings=settings) as eng:
+        eng.store_many([{"content": t, "conversation": "c1"} for t in turns], fill_token_vectors=False)
+        waiting = len(eng.indexes.unembedded)
+    assert waiting >= 2  # the answer's later chunks, quokka7's among them
+    hits = engram(model_home, "recall", "quokka7")["memories"]
+    assert hits and "quokka7" in hits[0]["content"]
+    deadline = time.monotonic() + 120
+    while engram(model_home, "stats")["index"]["awaiting_embedding"] and time.monotonic() < deadline:
+        time.sleep(0.5)  # polling what the daemon's background fill brings about
+    assert engram(model_home, "stats")["index"]["awaiting_embedding"] == 0
+    engram(model_home, "stop")
+    with Engram(settings.db_path, settings=settings) as eng:
+        assert all(blob is not None for _, blob in eng.store_db.iter_index_rows())
