@@ -51,9 +51,9 @@ _QUESTION_LEAD = re.compile(
 )
 # A question that offers this task's next steps rather than a choice about the project.
 _MENU = re.compile(
-    r"\b(?:would you like(?: me)?(?: to)?\W*$|want me to|do you want(?: me)? to|should (?:i|we)\b|shall (?:i|we)\b|"
-    r"which (?:option|one|fix|approach|path)\b|what would you like|how (?:would you like to|should we|do you want to) "
-    r"proceed|next (?:steps?|action)|ready to)",
+    r"\bwould you like(?: me)?(?: to)?\W*$|^(?:should|shall|can|may) (?:i|we)\b|\b(?:do you )?want me to\b|"
+    r"\bwhat would you like(?: me)? to do\b|\bwhich option would you like\b|"
+    r"\bhow (?:would you like to|should we|do you want to) proceed\b|\bnext (?:steps?|actions?)\b|\bready to\b",
     re.I,
 )
 _RECOMMENDED = re.compile(r"\(\s*recommended\s*\)|\s*✅\s*\*?\*?\s*best fit\*?\*?", re.I)
@@ -73,9 +73,10 @@ def _plain(text: str) -> str:
     return re.sub(r"\s+", " ", text.replace("|", " ")).strip(" -—–:")
 
 
-def _split_key(text: str) -> tuple[str, str] | None:
-    """("A", "At commit time") for "A. At commit time", "Option A: ...", "A"; None for no key."""
-    t = _plain(text)
+def _split_key(text: str, plain: bool = True) -> tuple[str, str] | None:
+    """("A", "At commit time") for "A. At commit time", "Option A: ...", "A"; None for no key.
+    The rest keeps its markdown when not `plain` (a bold name after the key)."""
+    t = _plain(text) if plain else text.strip()
     m = _KEYED.match(t)
     if not m:
         return None
@@ -112,10 +113,10 @@ def _items(message: str) -> list[tuple[int, str, str, str]]:
             label = keyed[1] or after
             out.append((i, keyed[0], label, after if keyed[1] else ""))
             continue
-        keyed = _split_key(body) if not bullet else None
+        keyed = _split_key(body, plain=False) if not bullet else None
         if keyed and keyed[1] and raw[:1] not in " \t":  # "1. Mark existing work as complete"
             lead = _BOLD_LEAD.match(keyed[1])
-            label, detail = (_plain(lead.group(1)), _plain(lead.group(2))) if lead else (keyed[1], "")
+            label, detail = (_plain(lead.group(1)), _plain(lead.group(2))) if lead else (_plain(keyed[1]), "")
             out.append((i, keyed[0], label, detail))
             continue
         lead = _BOLD_LEAD.match(bullet.group(1)) if bullet and raw[:1] not in " \t" else None
@@ -144,8 +145,8 @@ def _question(lines: list[str], start: int) -> tuple[str, bool]:
         heading = _HEADING.match(raw)
         if raw.startswith("|") or not (heading or raw.rstrip("* ").endswith(("?", ":"))):
             continue
-        text = _QUESTION_LEAD.sub("", _plain(heading.group(1) if heading else raw))
-        text = re.split(r"(?<=[.!?])\s+(?=\S)", re.sub(r"^[^\w`(]+", "", text).strip())[-1].rstrip(":").strip()
+        text = re.split(r"(?<=[.!?])\s+(?=\S)", _plain(heading.group(1) if heading else raw))[-1]
+        text = _QUESTION_LEAD.sub("", re.sub(r"^[^\w`(]+", "", text)).rstrip(":").strip()
         if len(text.split()) < 3:
             return "", False
         asks = (bool(heading) or text.endswith("?")) and not _MENU.search(text)
@@ -226,7 +227,7 @@ _AGREED = re.compile(
 
 
 def _keys(raw: str) -> list[str]:
-    return [k.upper() for k in re.findall(_KEY, raw, flags=re.I) if not re.fullmatch(r"and|or", k, re.I)]
+    return [k.upper() for k in re.findall(rf"(?<!\w){_KEY}(?!\w)", raw, flags=re.I)]
 
 
 def _words(text: str) -> list[str]:
@@ -275,8 +276,9 @@ def _rest(after: str, picked: list[Option]) -> str:
 
 
 def _decision(o: Option, rest: str) -> str:
-    name, detail = _RECOMMENDED.sub("", o.label).strip(" ?"), _RECOMMENDED.sub("", o.detail).strip()
-    text = f"{name} — {detail}" if detail and detail != name else name
+    name, detail = _RECOMMENDED.sub("", o.label).strip(" ?"), _RECOMMENDED.sub("", o.detail).strip(" ?")
+    sep = " " if detail.startswith("(") else " — "  # "Push to GitHub (`git push`)" reads as one
+    text = f"{name}{sep}{detail}" if detail and detail != name else name
     if len(text) > OPTION_CHARS:
         text = text[:OPTION_CHARS].rsplit(" ", 1)[0] + " …"
     said = f"Decided ({o.question}): {text}" if o.question else f"Decided: {text}"
