@@ -207,12 +207,14 @@ _VERB = (
     r"(?:go(?:ing)? with|went with|pick|choose|take|tackle|start with|prefer|vote for|let'?s do|do|use|"
     r"implement|apply|i'?ll (?:go with|take))"
 )
+# "2 please", "A is fine": words after a key that agree (not "A lot", "B is broken").
+_AGREEING = r"\s+(?:please|pls|thanks|then|too|now|(?:is|sounds|looks|seems) (?:fine|good|great|ok(?:ay)?|right)|works)\b"
 _AFTER_KEY = r"(?=\s*(?:$|[.,;:!)]|\s(?:please|then|for|is|and|but|too|now)\b))"
 # The key, or keys, a short answer names: "option 2", "go with B", "A.", "1 and 3", "A. is fine".
 _PICK_PATTERNS = (
     re.compile(rf"\boptions?\s+#?(?P<keys>{_KEY_LIST})(?![\w-])", re.I),
     re.compile(rf"\b{_VERB}\s+(?:option\s+)?#?(?P<keys>{_KEY_LIST}){_AFTER_KEY}", re.I),
-    re.compile(rf"^\(?(?P<keys>{_KEY_LIST})\)?(?=\s*(?:$|[.,;:!)]\s|[.!]?$))", re.I),
+    re.compile(rf"^\(?(?P<keys>{_KEY_LIST})\)?(?=\s*(?:$|[.,;:!)]\s|[.!]?$)|{_AGREEING})", re.I),
 )
 _NUMBER_AND_NAME = re.compile(r"^(?P<keys>\d{1,2})\s+(?=[a-z])", re.I)  # "2 import GPG key"
 _ORDINAL_PICK = re.compile(

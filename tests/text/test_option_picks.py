@@ -90,6 +90,8 @@ def test_a_table_of_lettered_options_and_the_question_above_it():
         ("yes, let's go with A", ["Single admin role"]),
         ("go with the second one", ["Two roles"]),
         ("A and B", ["Single admin role", "Two roles"]),
+        ("b please", ["Two roles"]),
+        ("A is fine", ["Single admin role"]),
     ],
 )
 def test_the_answers_that_pick(answer, chosen):
@@ -137,6 +139,7 @@ def test_an_option_picked_by_its_name():
     ("answer", "message"),
     [
         ("A lot of tests fail", SPEC_KIT),
+        ("A is broken again", SPEC_KIT),
         ("B-tree indexes are slow here", SPEC_KIT),
         ("1. fix the login bug\n2. add tests for it", NEXT_STEPS),
         ("A.", NO_OPTIONS),  # no options: never "A." alone
