@@ -19,9 +19,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks.capture_real.__main__ import LABELS, _label, _matches, _ratio, _select
+from benchmarks.capture_real.replay import READERS as RECORDINGS
 from engram.continuity.conventions import statements_said
 from engram.hooks.formats import READERS
 from engram.hooks.transcript import Session
@@ -29,9 +31,14 @@ from engram.hooks.transcript import Session
 
 def session_statements(path: Path, client: str) -> dict[str, bool]:
     """Each statement the session's prompts make, with whether any saying of it was standing:
-    what the checkpoint sends (Session.stated, Session.answers) as the daemon reads it."""
-    s = Session(client=client)
-    READERS[client](path, s)
+    what the checkpoint sends (Session.stated, Session.answers) as the daemon reads it, from the
+    transcript as the replay writes it for the hooks (Gemini CLI's logs.json as a chat)."""
+    rec = RECORDINGS[client](path)
+    with tempfile.TemporaryDirectory() as tmp:
+        written = Path(tmp) / f"transcript{rec.suffix}"
+        rec.write(written, len(rec.units))
+        s = Session(client=client)
+        READERS[client](written, s)
     return statements_said(s.stated, [(a["prompt"], a["offered"]) for a in s.answers])
 
 
