@@ -208,7 +208,9 @@ _VERB = (
     r"implement|apply|i'?ll (?:go with|take))"
 )
 # "2 please", "A is fine": words after a key that agree (not "A lot", "B is broken").
-_AGREEING = r"\s+(?:please|pls|thanks|then|too|now|(?:is|sounds|looks|seems) (?:fine|good|great|ok(?:ay)?|right)|works)\b"
+_AGREEING = (
+    r"\s+(?:please|pls|thanks|then|too|now|(?:is|sounds|looks|seems) (?:fine|good|great|ok(?:ay)?|right)|works)\b"
+)
 _AFTER_KEY = r"(?=\s*(?:$|[.,;:!)]|\s(?:please|then|for|is|and|but|too|now)\b))"
 # The key, or keys, a short answer names: "option 2", "go with B", "A.", "1 and 3", "A. is fine".
 _PICK_PATTERNS = (
