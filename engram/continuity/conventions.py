@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, CONVENTION_TAG, EngramError, Memory, Scope
@@ -96,7 +97,7 @@ def _check_answers(answers: Any) -> list[tuple[str, str]]:
     return out
 
 
-def statements_said(prompts: list[str], answers: list[tuple[str, str]] = ()) -> dict[str, bool]:
+def statements_said(prompts: Sequence[str], answers: Sequence[tuple[str, str]] = ()) -> dict[str, bool]:
     """Each statement the prompts make (and the answers, each a prompt with the agent's message
     it answers), with whether any saying of it was standing: what capture stores."""
     said: dict[str, bool] = {}

@@ -68,7 +68,8 @@ def read_new_events(path: Path, client: str, state: dict) -> tuple[list[dict], A
         # Tool calls whose results had not been written at the last capture (it ran mid-turn),
         # and the agent's last message, which this capture's first prompt may answer.
         s.pending_calls = {k: (v[0], v[1]) for k, v in (state.get("calls") or {}).items()}
-        s.offered = state.get("offered") if isinstance(state.get("offered"), str) else ""
+        offered = state.get("offered")
+        s.offered = offered if isinstance(offered, str) else ""
     READERS[client](path, s)
     events = s.timeline or []
     if not jsonl:
