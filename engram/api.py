@@ -382,11 +382,12 @@ class Api:
     session_capture = _served_by("hooks", HookOperations.session_capture)
     session_checkpoint = _served_by("hooks", HookOperations.session_checkpoint)
 
-    def capture_conventions(self, ctx: Ctx, prompts: list[str]) -> dict:
-        """The conventions the prompts state, stored as facts of the caller's project
-        (engram.continuity.conventions); the hooks' checkpoint calls it."""
+    def capture_conventions(self, ctx: Ctx, prompts: list[str], answers: list[dict[str, str]] | None) -> dict:
+        """The conventions the prompts state, and the decisions of the answers that pick an option
+        the agent offered, stored as facts of the caller's project (engram.continuity.conventions);
+        the hooks' capture and checkpoint call it."""
         return self.eng.capture_conventions(
-            prompts, user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project
+            prompts, answers=answers, user_id=ctx.user_id, session_id=ctx.session_id, project=ctx.project
         )
 
     # -- curation (issue 17: the web panel) ------------------------------------

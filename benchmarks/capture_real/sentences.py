@@ -1,5 +1,7 @@
-"""The convention rules alone on real sessions: each labelled session's prompts read by
-`engram.text.convention_sentences` in this process, what it would store scored against the labels,
+"""The convention rules alone on real sessions: each labelled session read as the hooks' checkpoint
+reads it (engram.hooks.formats: the prompts that state a convention, and those that pick an option
+the agent's message before them offered, with that message) and what the daemon's capture makes of
+them (engram.continuity.conventions.statements_said), in this process, scored against the labels
 without replaying the hooks (seconds instead of the replay's half hour, for tuning a rule).
 
     python -m benchmarks.capture_real.sentences --corpus DIR --half tune [--show]
@@ -17,20 +19,27 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 from benchmarks.capture_real.__main__ import LABELS, _label, _matches, _ratio, _select
-from benchmarks.capture_real.replay import READERS
-from engram.text.convention_sentences import convention_statements
+from benchmarks.capture_real.replay import READERS as RECORDINGS
+from engram.continuity.conventions import statements_said
+from engram.hooks.formats import READERS
+from engram.hooks.transcript import Session
 
 
-def session_statements(prompts: list[str]) -> dict[str, bool]:
-    """Each statement the prompts make, with whether any saying of it was standing."""
-    said: dict[str, bool] = {}
-    for p in prompts:
-        for st in convention_statements(p):
-            said[st.text] = said.get(st.text, False) or st.standing
-    return said
+def session_statements(path: Path, client: str) -> dict[str, bool]:
+    """Each statement the session's prompts make, with whether any saying of it was standing:
+    what the checkpoint sends (Session.stated, Session.answers) as the daemon reads it, from the
+    transcript as the replay writes it for the hooks (Gemini CLI's logs.json as a chat)."""
+    rec = RECORDINGS[client](path)
+    with tempfile.TemporaryDirectory() as tmp:
+        written = Path(tmp) / f"transcript{rec.suffix}"
+        rec.write(written, len(rec.units))
+        s = Session(client=client)
+        READERS[client](written, s)
+    return statements_said(s.stated, [(a["prompt"], a["offered"]) for a in s.answers])
 
 
 def score_statements(label: dict, said: dict[str, bool]) -> dict:
@@ -63,7 +72,7 @@ def run(corpus: Path, half: str, labels: Path = LABELS, show: bool = False) -> d
     total: dict[str, int] = {}
     for row in sorted(rows, key=lambda r: r["id"]):
         sid, label = row["id"], _label(row["id"], labels) or {}
-        said = session_statements([t.prompt for t in READERS[row["client"]](corpus / row["file"]).turns])
+        said = session_statements(corpus / row["file"], row["client"])
         s = score_statements(label, said)
         for k, v in s.items():
             if isinstance(v, int):

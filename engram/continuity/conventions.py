@@ -10,6 +10,9 @@ such a cue (a request that sets a rule, a decision, "X should ...") is a candida
 injected, until it is confirmed (engram.continuity.keeping drops the candidate tag): said again in
 another session, said again as standing, or kept by the user. Both carry `auto-capture` (every
 capture's mark) and metadata.captured = "auto".
+A short answer that picks an option the agent offered ("A.", "yes do option 1") is stored as the
+decision it makes, worded from the option (engram.text.option_picks): standing when the agent's
+question asked how the project should be, else a candidate (a menu of this task's next steps).
 `project_conventions` lists a project's most used conventions (session start); `conventions_for_prompt`
 the ones a prompt is close to (per-prompt injection).
 
@@ -20,10 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from engram.core.types import AUTO_CAPTURE_TAG, CONVENTION_TAG, EngramError, Memory, Scope
-from engram.text.convention_sentences import convention_statements, topics_of
+from engram.text.convention_sentences import topics_of
+from engram.text.option_picks import OFFERED_CHARS, prompt_statements
 
 __all__ = [
     "CANDIDATE_TAG",
@@ -33,6 +38,7 @@ __all__ = [
     "conventions_for_prompt",
     "is_captured_convention",
     "project_conventions",
+    "statements_said",
 ]
 
 CANDIDATE_TAG = "convention-candidate"
@@ -76,23 +82,51 @@ def _check_prompts(prompts: Any) -> list[str]:
     return [p[:MAX_PROMPT_CHARS] for p in prompts]
 
 
+def _check_answers(answers: Any) -> list[tuple[str, str]]:
+    if answers is None:
+        return []
+    if not isinstance(answers, list | tuple):
+        raise EngramError(f"answers must be a list of {{prompt, offered}} objects; got {type(answers).__name__}")
+    if len(answers) > MAX_PROMPTS:
+        raise EngramError(f"answers holds at most {MAX_PROMPTS} items; got {len(answers)}")
+    out = []
+    for i, a in enumerate(answers):
+        if not isinstance(a, dict) or not isinstance(a.get("prompt"), str) or not isinstance(a.get("offered"), str):
+            raise EngramError(f"answers[{i}] must be an object with prompt and offered strings")
+        out.append((a["prompt"][:MAX_PROMPT_CHARS], a["offered"][-OFFERED_CHARS:]))
+    return out
+
+
+def statements_said(prompts: Sequence[str], answers: Sequence[tuple[str, str]] = ()) -> dict[str, bool]:
+    """Each statement the prompts make (and the answers, each a prompt with the agent's message
+    it answers), with whether any saying of it was standing: what capture stores."""
+    said: dict[str, bool] = {}
+    for prompt, offered in [*((p, "") for p in prompts), *answers]:
+        for st in prompt_statements(prompt, offered):
+            said[st.text] = said.get(st.text, False) or st.standing
+    return said
+
+
 def _known_marks(eng: Any, user: str | None, project: str) -> set[str]:
     page = eng.list_memories(tags=[CONVENTION_TAG], in_project=project, status="any", limit=KNOWN_SCANNED, user_id=user)
     return {p for m in page["memories"] for p in eng.get(m["id"], user_id=user).provenance}
 
 
 def capture_conventions(
-    eng: Any, prompts: list[str], user: str | None = None, session_id: str | None = None, project: str | None = None
+    eng: Any,
+    prompts: list[str],
+    user: str | None = None,
+    session_id: str | None = None,
+    project: str | None = None,
+    answers: list[dict] | None = None,
 ) -> dict:
     """Store the conventions the user's prompts state as facts of `project`, each resolved
     against what is known: standing ones as conventions, the others as candidates (see the
-    module's docstring). Returns {found, stored: [{memory_id, action, content, candidate}],
-    already, reason}; outside a project nothing is stored (reason says so)."""
-    prompts = _check_prompts(prompts)
-    said: dict[str, bool] = {}
-    for p in prompts:
-        for st in convention_statements(p):
-            said[st.text] = said.get(st.text, False) or st.standing
+    module's docstring); `answers` ([{prompt, offered}]) are prompts with the agent's message
+    they answer, a pick among its options stored as the decision it makes. Returns {found,
+    stored: [{memory_id, action, content, candidate}], already, reason}; outside a project
+    nothing is stored (reason says so)."""
+    said = statements_said(_check_prompts(prompts), _check_answers(answers))
     out: dict[str, Any] = {"found": len(said), "stored": [], "already": 0, "reason": ""}
     if not said:
         return out
@@ -194,10 +228,11 @@ class Conventions:
         self,
         prompts: list[str],
         *,
+        answers: list[dict] | None = None,
         user_id: str | None = None,
         session_id: str | None = None,
         project: str | None = None,
     ) -> dict:
-        """Store the conventions the user stated in these prompts as facts of `project`
-        (capture_conventions)."""
-        return capture_conventions(self.eng, prompts, user_id, session_id, project)
+        """Store the conventions the user stated in these prompts (and the decisions of the
+        answers that pick an option the agent offered) as facts of `project` (capture_conventions)."""
+        return capture_conventions(self.eng, prompts, user_id, session_id, project, answers)

@@ -206,8 +206,9 @@ def _checkpoint(
         transcript=path,
         cwd=payload.get("cwd") if isinstance(payload.get("cwd"), str) else None,
     )
-    stated = s.stated if settings.capture_conventions and not capture_off(settings, project) else []
-    if args is None and not stated:
+    capture = settings.capture_conventions and not capture_off(settings, project)
+    stated, answers = (s.stated, s.answers) if capture else ([], [])
+    if args is None and not stated and not answers:
         return HookOutcome(message=f"nothing to checkpoint in {s.entries} entries{bad}")
     auto = event in ("PreCompact", "PreCompress") and detail == "auto"
     said = ""
@@ -215,8 +216,8 @@ def _checkpoint(
         if args is not None:
             args["checkpoint"]["project"] = getattr(project, "id", None)
             r = rpc.call("session_checkpoint", interrupted=auto, **args)
-        if stated:
-            c = rpc.call("capture_conventions", prompts=stated)
+        if stated or answers:
+            c = rpc.call("capture_conventions", prompts=stated, answers=answers)
             said = f", conventions: {len(c['stored'])} stored, {c['already']} already" + (
                 f" ({c['reason']})" if c["reason"] else ""
             )

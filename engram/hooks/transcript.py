@@ -37,6 +37,7 @@ from engram.hooks.shell_output import (
     tail,
 )
 from engram.text.convention_sentences import conventions_in
+from engram.text.option_picks import OFFERED_CHARS, picked_options
 
 __all__ = ["CLIENT_NAMES", "Command", "Session", "TodoItem", "TranscriptError", "lines", "text_of"]
 
@@ -128,6 +129,10 @@ class Session:
     # Every request that states a convention (engram.text.convention_sentences), kept past the agent's
     # own handoff: a convention holds for the project, not for one stretch of work.
     stated: list[str] = field(default_factory=list)
+    # Every request that picks an option the agent's message before it offered ("A.", "yes do
+    # option 1"), with that message: {prompt, offered} (engram.text.option_picks).
+    answers: list[dict[str, str]] = field(default_factory=list)
+    offered: str = ""  # the end of the agent's last message, what the next request may pick from
     task_id: str | None = None  # the engram task the session last worked on through the tools
     agent_handoffs: int = 0  # session_handoff calls that succeeded
     pending_calls: dict[str, tuple[str, dict]] = field(default_factory=dict)
@@ -180,14 +185,21 @@ class Session:
         text = text.strip()
         if text and not CLIENT_TEXT.match(text):
             self.requests = (self.requests + [text[:REQUEST_CHARS]])[-REQUESTS_KEPT:]
-            if len(self.stated) < STATED_KEPT and conventions_in(text):
+            event = {"k": "request", "text": text[:CAPTURE_CHARS]}
+            offered, self.offered = self.offered, ""  # a later request answers a later message
+            if offered and picked_options(text, offered):
+                event["offered"] = offered
+                if len(self.answers) < STATED_KEPT:
+                    self.answers.append({"prompt": text[:STATED_CHARS], "offered": offered})
+            elif len(self.stated) < STATED_KEPT and conventions_in(text):
                 self.stated.append(text[:STATED_CHARS])
-            self._record({"k": "request", "text": text[:CAPTURE_CHARS]})
+            self._record(event)
 
     def answer(self, text: str) -> None:
         """The assistant's text (its last one in a turn is the turn's answer)."""
         text = (text or "").strip()
         if text:
+            self.offered = text[-OFFERED_CHARS:]
             self._record({"k": "answer", "text": text[:CAPTURE_CHARS]})
 
     def _record(self, event: dict) -> None:

@@ -65,8 +65,11 @@ def read_new_events(path: Path, client: str, state: dict) -> tuple[list[dict], A
     jsonl = client != "gemini"
     if jsonl and state["offset"] <= size:
         s.offset = state["offset"]
-        # Tool calls whose results had not been written at the last capture (it ran mid-turn).
+        # Tool calls whose results had not been written at the last capture (it ran mid-turn),
+        # and the agent's last message, which this capture's first prompt may answer.
         s.pending_calls = {k: (v[0], v[1]) for k, v in (state.get("calls") or {}).items()}
+        offered = state.get("offered")
+        s.offered = offered if isinstance(offered, str) else ""
     READERS[client](path, s)
     events = s.timeline or []
     if not jsonl:
@@ -100,15 +103,19 @@ def fixes_in(events: list[dict], tracker: FixTracker, root: str | None, session:
     return fixes
 
 
-def _stating_conventions(events: list[dict], s: Any) -> list[str]:
-    """The requests among the events that state a convention (one that fails costs itself only)."""
-    stated = []
+def _stating_conventions(events: list[dict], s: Any) -> tuple[list[str], list[dict]]:
+    """The requests among the events that state a convention, and those that pick an option the
+    agent offered with its message ({prompt, offered}; the reader found them: see
+    Session.request). One that fails costs itself only."""
+    stated, answers = [], []
     for e in events:
         if e["k"] == "request":
             with s.one_entry():
-                if conventions_in(e["text"]):
+                if e.get("offered"):
+                    answers.append({"prompt": e["text"], "offered": e["offered"]})
+                elif conventions_in(e["text"]):
                     stated.append(e["text"])
-    return stated
+    return stated, answers
 
 
 def turns_of(events: list[dict], pending: dict | None) -> tuple[list[dict], dict | None]:
@@ -148,7 +155,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         turns, pending = turns_of(events, state.get("pending"))
         # The user's prompts new in this capture that state a convention, stored as the project's
         # facts (continuity/conventions.py: a restatement reinforces, a session's prompt counts once).
-        stated = _stating_conventions(events, s) if settings.capture_conventions else []
+        stated, answers = _stating_conventions(events, s) if settings.capture_conventions else ([], [])
         episodes = (
             [{"request": t["request"][:EPISODE_CHARS], "answer": t["answer"][:EPISODE_CHARS]} for t in turns][
                 -MAX_EPISODES:
@@ -158,12 +165,12 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
         )
         stored: dict[str, Any] = {"fixes": 0, "episodes": 0}
         task = s.task_id or state.get("task")  # named through engram's tools in this turn or before
-        if fixes or episodes or stated:
+        if fixes or episodes or stated or answers:
             with connect() as rpc:
                 if fixes or episodes:
                     stored = rpc.call("session_capture", fixes=fixes, episodes=episodes, task_id=task, client=client)
-                if stated:
-                    said = rpc.call("capture_conventions", prompts=stated[-MAX_STATED:])
+                if stated or answers:
+                    said = rpc.call("capture_conventions", prompts=stated[-MAX_STATED:], answers=answers[-MAX_STATED:])
                     stored["conventions"] = len(said.get("stored") or [])
         # The errors waiting for their fix and a turn's request wait on disk: redacted as the store
         # would redact them (a failing command's output can hold a token).
@@ -181,6 +188,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
             open=redact.value(tracker.state()),
             pending=redact.value(pending),
             calls=redact.value(calls),
+            offered=redact.value(s.offered) if client != "gemini" else "",
             task=task,
         )
         _save(state_path, state)
@@ -189,7 +197,8 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
     return (
         f"captured {len(events)} events: {len(fixes)} fixes ({stored.get('fixes', 0)} new), "
         f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
-        f"{len(stated)} prompts stating a convention ({stored.get('conventions', 0)} stored)"
+        f"{len(stated)} prompts stating a convention, {len(answers)} picking an option "
+        f"({stored.get('conventions', 0)} stored)"
         + (f"; {s.skipped_summary()}" if s.skipped else "")
         + (f"; the daemon skipped {'; '.join(stored['skipped'])}" if stored.get("skipped") else "")
     )

@@ -57,6 +57,13 @@ HOOK_OPS = (
                 "The user's prompts (at most 500); the sentences that state a "
                 "convention of the project are stored as its facts.",
             ),
+            Param(
+                "answers",
+                list[dict[str, str]] | None,
+                "Prompts with the agent's message they answer: [{prompt, offered}] (at most 500); "
+                "a short answer that picks an option the message offered is stored as the decision it makes.",
+                None,
+            ),
         ),
     ),
     Op(

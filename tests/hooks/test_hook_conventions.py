@@ -87,3 +87,17 @@ def test_a_gemini_prompt_carrying_the_session_start_context_is_searched_without_
     )
     only = payload("BeforeAgent", repo, session="g4", prompt=start)
     assert "no prompt in the input" in hook(model_home, "BeforeAgent", only, client="gemini")[1]
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("client", ["claude-code", "codex", "gemini"])
+def test_a_pick_among_the_agents_options_is_stored_as_the_decision(model_home, tmp_path, client):
+    # "B" alone says nothing; with the agent's message before it, it decides where the cache lives.
+    from tests.hooks.test_option_pick_reading import WRITERS
+
+    repo = git_init(tmp_path / "shop")
+    end = payload("SessionEnd", repo, session=f"{client}-p", transcript_path=str(WRITERS[client](tmp_path)))
+    out, line = hook(model_home, "SessionEnd", end, client=client)
+    assert out is None and "conventions: 1 stored, 0 already" in line, line
+    found = json.dumps(json.loads(engram(model_home, "--json", "recall", "where the cache lives", cwd=repo).stdout))
+    assert json.dumps("Decided (Where should the cache live?): Process memory — No server; lost on restart.") in found

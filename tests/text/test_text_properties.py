@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from engram.text.chunking import chunk_spans, split_chunks
 from engram.text.convention_sentences import conventions_in, topics_of
 from engram.text.dates import asks_when, match, mentions_time, query_dates
+from engram.text.option_picks import offered_options, picked_options, prompt_statements
 from engram.text.statement_diff import compare_detail, covers, is_contradiction
 from engram.text.statements import parse_statement, sentences
 from engram.text.step_words import content, content_words
@@ -44,6 +45,28 @@ def test_conventions_are_sentences_of_the_prompt(prompt):
     for c in conventions_in(prompt):
         assert isinstance(c, str) and c.strip()
     topics_of(prompt)
+
+
+@given(odd_text, odd_text)
+def test_a_pick_is_a_decision_of_an_offered_option(prompt, message):
+    options = offered_options(message)
+    picks = picked_options(prompt, message)
+    assert all(p.text.startswith("Decided") and p.text.strip() for p in picks)
+    assert not picks or options  # never "A." alone: a pick needs the options it picks from
+    assert all(s.text.strip() for s in prompt_statements(prompt, message))
+
+
+OPTION_WORDS = st.sampled_from(["keep", "the", "cache", "in", "Redis", "option", "a", "B", "2", "yes", "`x/y`", "é"])
+
+
+@given(st.lists(st.lists(OPTION_WORDS, min_size=1, max_size=5).map(" ".join), min_size=2, max_size=6), st.data())
+def test_the_option_a_number_picks_is_that_option(labels, data):
+    message = "Which one should we use?\n" + "\n".join(f"{i + 1}. {label}" for i, label in enumerate(labels))
+    k = data.draw(st.integers(0, len(labels) - 1))
+    [decision] = picked_options(
+        data.draw(st.sampled_from(["{}", "{}.", "option {}", "go with {}"])).format(k + 1), message
+    )
+    assert decision.text == f"Decided (Which one should we use?): {labels[k]}" and decision.standing
 
 
 # Days since the epoch as a stored date gives them: datetime's years 1 to 9999, or NaN (none).
