@@ -260,15 +260,11 @@ def _render_stats(r: dict) -> str:
     idx = r.pop("index", None)
     if isinstance(idx, dict):
         fresh = "fresh" if idx.get("fresh") else "stale: run `engram reindex`"
-        rows.append(
-            (
-                "index",
-                f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
-                f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}",
-            )
-        )
-        if idx.get("awaiting_embedding"):
-            rows.append(("", f"{idx['awaiting_embedding']:,} awaiting their embedding (keywords find them meanwhile)"))
+        waiting = idx.get("awaiting_embedding") or 0
+        line = f"{idx.get('rows', 0):,} of {idx.get('table_rows', 0):,} rows indexed ({fresh}), "
+        line += f"{idx.get('graph_edges', 0):,} graph edges, built {_when(idx.get('built_at'))}"
+        line += f"; {waiting:,} await their embedding (found by words meanwhile)" if waiting else ""
+        rows.append(("index", line))
     late = r.pop("late_interaction", None)
     if isinstance(late, dict):
         rows.append(("late reader", _late(late)))

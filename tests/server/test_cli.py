@@ -602,3 +602,12 @@ def test_projects_text_counts_in_the_singular_and_plural():
         }
     )
     assert out.splitlines() == ["* /r/a  1 memory, 1 task", "  /r/b  3 memories, 0 tasks"]
+
+
+def test_stats_says_how_many_rows_await_their_embedding_only_when_some_do():
+    from engram.cli.render import render
+
+    index = {"rows": 5, "table_rows": 5, "fresh": True, "graph_edges": 0, "built_at": None}
+    waiting = render("memory_stats", {"index": {**index, "awaiting_embedding": 1234}}, as_json=False)
+    assert "5 of 5 rows indexed (fresh)" in waiting and "; 1,234 await their embedding" in waiting
+    assert "await their embedding" not in render("memory_stats", {"index": {**index, "awaiting_embedding": 0}}, as_json=False)
