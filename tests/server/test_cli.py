@@ -610,4 +610,6 @@ def test_stats_says_how_many_rows_await_their_embedding_only_when_some_do():
     index = {"rows": 5, "table_rows": 5, "fresh": True, "graph_edges": 0, "built_at": None}
     waiting = render("memory_stats", {"index": {**index, "awaiting_embedding": 1234}}, as_json=False)
     assert "5 of 5 rows indexed (fresh)" in waiting and "; 1,234 await their embedding" in waiting
-    assert "await their embedding" not in render("memory_stats", {"index": {**index, "awaiting_embedding": 0}}, as_json=False)
+    assert "await their embedding" not in render(
+        "memory_stats", {"index": {**index, "awaiting_embedding": 0}}, as_json=False
+    )
