@@ -28,7 +28,7 @@ FEED_POLL_S = 0.2
 FEED_MAX_GAP_S = 1800.0
 OUTCOMES_POLL_S = 5.0  # session outcomes (not in the feed) are re-read at most this often
 MODEL_RETRY_S = 30.0  # while the model is unavailable, how often a call tries to load it again
-FILL_BATCH = 256  # memories embedded and written per transaction by fill_vectors
+FILL_BATCH = 64  # memories embedded and written per transaction by fill_vectors (see token_vectors.py)
 
 
 class Indexes:
@@ -108,8 +108,9 @@ class Indexes:
                     self.model_retry_at = float("inf")  # loading the same model again will not help
                     raise
                 p.text_vectors = TextVectors(emb)
-                self.rebuild()
-            self.fill_vectors()  # the rows stored while the model was away, embedded now
+                self.rebuild()  # hands the rows stored while the model was away to the fill
+            if self.tokens.fill_soon is None:
+                self.fill_vectors()  # no background fill here (no daemon): embedded now
             return True
         finally:
             self.model_loading.release()
@@ -161,9 +162,14 @@ class Indexes:
         """The background fill: embed what bulk writes left without an embedding (fill_vectors),
         then encode the late-interaction token vectors of every turn that lacks them (a bulk
         write's, or written before the stage was on, or while its model was missing); how many
-        token vectors were encoded."""
-        self.fill_vectors()
-        return self.tokens.fill_missing()
+        token vectors were encoded. Rows handed to the fill while it encoded (a bulk write, the
+        model back) are this run's too: an ask while it runs finds it running and is dropped."""
+        encoded = 0
+        while True:
+            self.fill_vectors()
+            encoded += self.tokens.fill_missing()
+            if not self.unembedded or self.p.degraded or self.tokens.halt.is_set():
+                return encoded
 
     def defer_vectors(self, ids: Sequence[str]) -> None:
         """These memories were stored without their embedding (Writes._store_chunks): embedded by

@@ -26,7 +26,10 @@ from engram.engine.state import EngineState
 from engram.models.late_interaction import LateReader, from_bytes, maxsim, to_bytes
 from engram.models.on_demand import OnDemand
 
-FILL_BATCH = 256  # memories encoded and written per transaction when filling in
+# Memories encoded and written per transaction when filling in: a stopping daemon waits for the
+# batch under way, a few seconds at 64 even on a loaded machine (256 took over 30 s, what `engram
+# stop` waits), and the models still read them in batches.
+FILL_BATCH = 64
 
 
 def text_hash(text: str) -> str:
