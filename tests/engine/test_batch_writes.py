@@ -277,3 +277,26 @@ def test_a_bulk_write_asks_for_the_fill_with_late_interaction_off(settings, fake
         assert all(blob is not None for _, blob in e.store_db.iter_index_rows())
     finally:
         e.close()
+
+
+def test_rows_handed_to_the_fill_while_it_encodes_are_embedded_by_the_same_run(settings, fake, clock):
+    """A bulk write while the fill encodes token vectors asks for a fill the scheduler drops (one
+    is running): the running fill embeds its rows before it ends."""
+    e = Engram(":memory:", settings=replace(settings, database_url=None), embedder=fake, clock=clock)
+    encode = e.indexes.tokens.fill_missing
+    written: list[set[str]] = []
+
+    def a_bulk_write_meanwhile() -> int:
+        if not written:
+            later = e.store_many(chat(clock), fill_token_vectors=False)
+            written.append({i for r in later for i in r.chunks[1:]})
+        return encode()
+
+    e.indexes.tokens.fill_missing = a_bulk_write_meanwhile
+    try:
+        e.store_many(chat(clock), fill_token_vectors=False)
+        e.fill_token_vectors()
+        assert written[0] and e.indexes.unembedded == set()
+        assert all(blob is not None for _, blob in e.store_db.iter_index_rows())
+    finally:
+        e.close()
