@@ -138,14 +138,32 @@ def program_of(command: str) -> str:
     return "shell"
 
 
+# A test filter's value made of names joined by `|` (`go test -run "TestA|TestB"`, `jest -t
+# "a|b"`): each name is an operand, so running one of them again is running a part of it.
+NAME_ALTERNATIVES = re.compile(r"\w+(?:\|\w+)+")
+
+
 def targets(command: str) -> set[str]:
-    """The command's operands: its words that are not options (a test id keeps its file)."""
+    """The command's operands: its words that are not options (a test id keeps its file, a
+    filter of names joined by `|` gives each name)."""
     out = set()
     for w in command_words(command)[1:]:
         if w.startswith("-") or ASSIGNMENT.match(w):
             continue
-        out.add(w.split("::")[0])
+        out.update(w.split("|") if NAME_ALTERNATIVES.fullmatch(w) else [w.split("::")[0]])
     return out
+
+
+def _python_script(words: list[str]) -> str | None:
+    """The file a Python interpreter runs: `x/y.py` for `python x/y.py` and for `python -m x.y`."""
+    words = [w for w in words if not ASSIGNMENT.match(w) and w not in WRAPPERS]
+    if not words or not re.fullmatch(r"python[\d.]*", words[0].rsplit("/", 1)[-1]):
+        return None
+    rest = words[1:]
+    if "-m" in rest[:-1]:
+        return rest[rest.index("-m") + 1].replace(".", "/") + ".py"
+    script = next((w for w in rest if not w.startswith("-")), "")
+    return script.removeprefix("./") if script.endswith(".py") else None
 
 
 def _host(command: str) -> str:
@@ -163,7 +181,8 @@ def _host(command: str) -> str:
 def same_command(failed: str, later: str) -> bool:
     """Whether `later` runs what `failed` ran again: the same program on the same host and the same
     operands, or on a part or a superset of them (`pytest tests/a.py::t` then `pytest tests/a.py -q`),
-    or the same command without a wrapper in front (`rtk bun run test` then `bun run test`)."""
+    the same command without a wrapper in front (`rtk bun run test` then `bun run test`), or the
+    same Python file run as a module or as a script."""
     if " ".join(failed.split()) == " ".join(later.split()):
         return True
     if "<<" in failed or "<<" in later:
@@ -179,6 +198,9 @@ def same_command(failed: str, later: str) -> bool:
     a_words, b_words = command_words(failed), command_words(later)
     if a_words and b_words and (_unwrapped(a_words, b_words) or _unwrapped(b_words, a_words)):
         return True
+    script = _python_script(a_words)
+    if script and script == _python_script(b_words):
+        return True  # `python -m server` and `python server.py` run one file
     if program_of(failed) != program_of(later):
         return False
     a, b = targets(failed), targets(later)

@@ -1,0 +1,57 @@
+"""More error -> fix pairs credited on real sessions (issue 45, branch s45-recall): the same run
+under another name, a narrower run that still holds the failing test, a whole suite passing after
+the edits, a command the error's own output tells to run. Synthetic outputs in the tools' shapes,
+each with the cases the rule must not take."""
+
+from __future__ import annotations
+
+from engram.continuity.fixes import FixTracker
+from engram.continuity.shell_commands import same_command, targets
+
+MODULE_ERROR = (
+    "Traceback (most recent call last):\n"
+    '  File "<frozen runpy>", line 198, in _run_module_as_main\n'
+    '  File "/r/turso/server.py", line 20, in <module>\n'
+    "    from turso.agent import TursoAgent\n"
+    "ModuleNotFoundError: No module named 'turso'"
+)
+
+
+def test_a_python_file_run_as_a_module_or_as_a_script_is_one_command():
+    assert same_command("cd /r/turso && python -m server", "cd /r/turso && python server.py")
+    assert same_command("python -m pkg.cli --help", "uv run python pkg/cli.py")
+    assert not same_command("python a.py", "python b.py")
+    assert not same_command("python -m pytest -q", "python tools/pytest_report.py")
+
+
+def test_an_import_fixed_in_a_module_run_as_a_script_next_is_got_past():
+    # `python -m server` fails on a package import; the import is made local and the agent runs
+    # the file as a script, which fails further on: the first error is past, fixed by that edit.
+    t = FixTracker(root="/r")
+    assert t.command("cd /r/turso && python -m server", True, MODULE_ERROR) is None
+    t.edit("turso/server.py", "from turso.agent import TursoAgent\n", "from agent import TursoAgent\n")
+    fix = t.command(
+        "cd /r/turso && python server.py", True, "ModuleNotFoundError: No module named 'libsql_experimental'"
+    )
+    assert fix is not None and fix.moved_on and "No module named 'turso'" in fix.signature
+    assert [f for f, _ in fix.edits] == ["turso/server.py"]
+
+
+def test_a_test_filter_of_names_joined_by_bars_gives_each_name():
+    assert {"TestA", "TestB"} <= targets('go test -race -run "TestA|TestB" ./cmd/x/')
+    assert same_command('go test -run "TestA|TestB" ./cmd/x/', 'go test -run "TestB" ./cmd/x/')
+    assert not same_command('go test -run "TestA|TestB" ./cmd/x/', 'go test -run "TestC" ./cmd/x/')
+    assert targets("grep -E 'a|b' notes.txt") >= {"a", "b"}  # any program: the operands are the names
+    assert "a|b.c" in targets("tool 'a|b.c'")  # not names alone: one operand
+
+
+def test_a_narrower_run_that_holds_the_failing_test_passes_it():
+    out = (
+        "=== RUN   TestFilters\n    state_test.go:333: got \"other\", want \"current\"\n"
+        "--- FAIL: TestFilters (0.05s)\nFAIL\tgithub.com/x/cli/strategy\t0.9s"
+    )
+    t = FixTracker(root="/r")
+    t.command('go test -run "TestCleans|TestFilters" ./strategy/', True, out)
+    t.edit("strategy/state_test.go", 'dir := t.TempDir()\n', 'dir := resolved(t.TempDir())\n')
+    fix = t.command('go test -run "TestFilters" ./strategy/', False)
+    assert fix is not None and fix.signature == "--- FAIL: TestFilters"
