@@ -10,7 +10,16 @@ import re
 
 from engram.continuity.fix_places import ANSI
 
-__all__ = ["NOISE", "error_detail", "error_signature", "pasted_errors", "reported_problems", "same_error", "short"]
+__all__ = [
+    "NOISE",
+    "error_detail",
+    "error_signature",
+    "pasted_errors",
+    "reported_problems",
+    "same_error",
+    "short",
+    "suggested_commands",
+]
 
 
 # The line that names the error, most specific first: the failing test's name, then a compiler's
@@ -194,6 +203,26 @@ def reported_problems(text: str) -> list[tuple[str, str | None]]:
         if REPORTED.search(sentence) and not NOT_A_REPORT.search(sentence):
             return [(short(sentence.strip(), 200), None)]
     return []
+
+
+# A command an error's output tells to run, quoted (`(e.g., 'git pull ...')`, "Run `npm audit
+# fix`") or after "run:" ("To log in, run: gh auth login").
+SUGGESTED = re.compile(r"[`'\"]([a-z][\w.-]* [^`'\"\n]{1,80})[`'\"]|\b[Rr]un:\s+([a-z][\w.-]*(?: [\w.:/=@-]+){1,3})")
+SUGGESTED_WORDS = 3
+
+
+def suggested_commands(output: str, program: str) -> list[list[str]]:
+    """The commands of `program` the output of its failure tells to run, each as its first words
+    (options and placeholders left out): [["git", "pull"]] for git's hint after a rejected push."""
+    found = []
+    for m in SUGGESTED.finditer(output or ""):
+        words = (m.group(1) or m.group(2)).split()
+        if words[0].rsplit("/", 1)[-1] != program or "--help" in words or "help" in words:
+            continue  # another program's, or where to read more
+        words = [w for w in words if not w.startswith(("-", "<", "[", "...", "…")) and "..." not in w]
+        if len(words) > 1 and words[:SUGGESTED_WORDS] not in found:
+            found.append(words[:SUGGESTED_WORDS])
+    return found
 
 
 def same_error(a: str, b: str) -> bool:

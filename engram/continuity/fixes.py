@@ -21,6 +21,7 @@ from engram.continuity.error_lines import (
     reported_problems,
     same_error,
     short,
+    suggested_commands,
 )
 from engram.continuity.fix_places import PLACES_KEPT, places_of, touches
 from engram.continuity.shell_commands import (
@@ -155,6 +156,7 @@ def hunk(old: str, new: str) -> str:
 
 
 CHANGED_COMMANDS_KEPT = 4
+TOLD_KEPT = 4  # commands a failure's output told to run, kept with it
 TOKEN = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 COMMON_TOKENS = {"sudo", "the", "and", "for", "not", "bin", "usr", "bash", "true", "null", "dev", "with", "from"}
 
@@ -270,6 +272,7 @@ class FixTracker:
                 "command": command,
             }
             places = list(dict.fromkeys([*((prev or {}).get("places") or []), *places_of(command, output)]))
+            told = [*((prev or {}).get("told") or []), *suggested_commands(output, program_of(command))]
             self.open.append(
                 {
                     "command": command,
@@ -279,6 +282,7 @@ class FixTracker:
                     "first": first,
                     "places": places[:PLACES_KEPT],
                     "ran": (prev or {}).get("ran") or [],
+                    "told": told[:TOLD_KEPT],
                 }
             )
             self.open = self.open[-OPEN_KEPT:]
@@ -329,12 +333,17 @@ class FixTracker:
 
     def _ran(self, command: str, skip: dict | None) -> None:
         """A command that passed and changes something, kept by each open failure it shares a word
-        with (`lsof -ti :3000 | xargs kill` for "address already in use :3000"): it may be the fix."""
+        with (`lsof -ti :3000 | xargs kill` for "address already in use :3000") or whose output
+        told to run it (git's "use 'git pull'" after a rejected push): it may be the fix."""
         if read_only(command) or RERUN.search(command):
             return  # a look, or a run of tests or a build: what it shows is no change
         words = _tokens(remote(command))
+        run = [w for w in command_words(remote(command)) if not w.startswith("-")]
         for o in self.open:
             if o is skip or o.get("pasted"):
+                continue
+            if any(run[: len(told)] == told for told in o.get("told") or []):
+                o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
                 continue
             # The failure's own words: its error line, and what the command names beyond its program.
             about = _tokens(f"{o['signature']} {(o.get('first') or {}).get('signature', '')}")

@@ -55,3 +55,40 @@ def test_a_narrower_run_that_holds_the_failing_test_passes_it():
     t.edit("strategy/state_test.go", 'dir := t.TempDir()\n', 'dir := resolved(t.TempDir())\n')
     fix = t.command('go test -run "TestFilters" ./strategy/', False)
     assert fix is not None and fix.signature == "--- FAIL: TestFilters"
+
+
+REJECTED_PUSH = (
+    "To github.com:acme/cli.git\n"
+    " ! [rejected]          feature -> feature (fetch first)\n"
+    "error: failed to push some refs to 'github.com:acme/cli.git'\n"
+    "hint: Updates were rejected because the remote contains work that you do not\n"
+    "hint: have locally. If you want to integrate the remote changes, use\n"
+    "hint: 'git pull' before pushing again.\n"
+    "hint: See the 'Note about fast-forwards' in 'git push --help' for details."
+)
+
+
+def test_what_an_errors_output_tells_to_run():
+    from engram.continuity.error_lines import suggested_commands
+
+    assert suggested_commands(REJECTED_PUSH, "git") == [["git", "pull"]]  # not the help it points to
+    assert suggested_commands("You are not logged in. To log in, run: gh auth login", "gh") == [["gh", "auth", "login"]]
+    assert suggested_commands("error: try 'npm install' first", "git") == []  # another program's
+    assert suggested_commands("fatal: 'origin' does not appear to be a git repository", "git") == []
+
+
+def test_a_command_the_error_told_to_run_is_the_fix():
+    # A commit and push rejected (fetch first); the agent pulls, as git's hint says, and pushes.
+    t = FixTracker(root="/r")
+    t.command("git add src/a.go && git commit -m 'Inline the helper' && git push 2>&1", True, REJECTED_PUSH)
+    t.command("git pull --rebase 2>&1", False)
+    fix = t.command("git push 2>&1", False)
+    assert fix is not None and fix.fix_commands == ("git pull --rebase 2>&1",)
+    assert "[rejected]" in fix.signature
+
+
+def test_a_command_the_error_did_not_tell_is_no_fix():
+    t = FixTracker(root="/r")
+    t.command("git push 2>&1", True, REJECTED_PUSH)
+    t.command("git stash 2>&1", False)  # neither told nor sharing a word with the error
+    assert t.command("git push 2>&1", False) is None
