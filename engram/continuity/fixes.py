@@ -32,6 +32,7 @@ from engram.continuity.shell_commands import (
     remote,
     same_command,
     shaped,
+    suite_covers,
 )
 
 __all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_errors", "program_of", "same_command"]
@@ -290,10 +291,23 @@ class FixTracker:
         done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
         self._ran(command, skip=done)
         if done is None:
-            return None
+            return self._suite_passed(command)
         self.open.remove(done)
         places = [self._inside(p) for p in done.get("places") or []]
         return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
+
+    def _suite_passed(self, command: str) -> Fix | None:
+        """The whole suite passed (`mise run test` after `go test ./session -run TestX` failed):
+        the last failure of a part of it with edits since that touch it is fixed by them."""
+        for o in reversed(self.open):
+            if o.get("pasted") or not suite_covers(command, o["command"]):
+                continue
+            places = [self._inside(p) for p in o.get("places") or []]
+            touching = [e for e in o["edits"] if touches(e[0], places)]
+            if touching:
+                self.open.remove(o)
+                return self._settle(o, command, touching)
+        return None
 
     def _settle(self, done: dict, command: str, edits: list, moved_on: bool = False) -> Fix | None:
         """The fix of the failure `done` once `command` got past it: the edits that touch it, or

@@ -19,6 +19,7 @@ __all__ = [
     "remote",
     "same_command",
     "shaped",
+    "suite_covers",
     "targets",
 ]
 
@@ -270,3 +271,38 @@ def changed_command(failed: str, passed: str) -> bool:
         or (fw and pw and fw[0] != pw[0])
         or len(segments(passed)) > len(segments(failed))
     )
+
+
+# What a run checks, by the words that name it: the tests, a build, a lint.
+RUN_KINDS = [
+    ("test", re.compile(r"^(?:tests?|pytest|jest|vitest|mocha|spec)(?::[\w-]+)?$")),
+    ("build", re.compile(r"^(?:build|compile|tsc)(?::[\w-]+)?$")),
+    ("lint", re.compile(r"^(?:lint|vet|clippy|eslint|ruff|golangci-lint)(?::[\w-]+)?$")),
+]
+# Programs that run a project's own tasks (`mise run test`, `make test`, `npm test`): the task
+# runs the project's test runner, whatever it is.
+TASK_RUNNERS = {"make", "just", "mise", "task", "npm", "yarn", "pnpm", "bun", "tox", "nox", "rake", "gradle", "gradlew"}
+WHOLE = {".", "./...", "...", "all", "run"}  # operands that select everything, or say "run"
+
+
+def _kind(words: list[str]) -> str | None:
+    for kind, pattern in RUN_KINDS:
+        if any(pattern.match(w.rsplit("/", 1)[-1]) for w in words):
+            return kind
+    return None
+
+
+def suite_covers(suite: str, failed: str) -> bool:
+    """Whether `suite` runs a project's whole suite of the kind `failed` ran a part of: `mise run
+    test` or `go test ./...` after `go test ./session -run TestX`, on the same host, by the same
+    program or by a task runner. Passing, it passes what failed too."""
+    if _host(suite) != _host(failed):
+        return False
+    sw, fw = command_words(suite), command_words(failed)
+    kind = _kind(sw)
+    if kind is None or kind != _kind(fw):
+        return False
+    if program_of(suite) != program_of(failed) and program_of(suite) not in TASK_RUNNERS:
+        return False
+    rest = {t for t in targets(suite) if not any(p.match(t) for _, p in RUN_KINDS)}
+    return rest <= WHOLE

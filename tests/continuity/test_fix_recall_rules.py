@@ -92,3 +92,42 @@ def test_a_command_the_error_did_not_tell_is_no_fix():
     t.command("git push 2>&1", True, REJECTED_PUSH)
     t.command("git stash 2>&1", False)  # neither told nor sharing a word with the error
     assert t.command("git push 2>&1", False) is None
+
+
+GO_BUILD_FAILED = (
+    "# acme/cli/session [acme/cli/session.test]\n"
+    'session/session_test.go:4:2: "context" imported and not used\n'
+    "FAIL\tacme/cli/session [build failed]\nFAIL"
+)
+
+
+def test_which_runs_are_a_whole_suite_of_the_kind_that_failed():
+    from engram.continuity.shell_commands import suite_covers
+
+    narrow = "cd /r/cli && go test ./session -v -run TestSessionID 2>&1"
+    assert suite_covers("cd /r && mise run test 2>&1 | tail -20", narrow)  # the project's task
+    assert suite_covers("go test ./...", narrow)
+    assert suite_covers("npm run test:ci", "npx vitest run src/a.test.ts")
+    assert not suite_covers("mise run lint", narrow)  # another kind
+    assert not suite_covers("cargo test", narrow)  # another program, not a task runner
+    assert not suite_covers("go test ./api", narrow)  # another part, not the whole
+    assert not suite_covers("pytest tests/test_b.py", "pytest tests/test_a.py")
+    assert not suite_covers("ssh ci 'make test'", "make test TEST=a")  # another host
+
+
+def test_the_whole_suite_passing_after_the_edits_fixes_a_part_that_failed():
+    t = FixTracker(root="/r")
+    t.command("cd /r/cli && go test ./session -v -run TestSessionID 2>&1", True, GO_BUILD_FAILED)
+    t.edit("cli/session/session_test.go", 'import "context"\n', "")
+    fix = t.command("cd /r && mise run test 2>&1 | tail -20", False)
+    assert fix is not None and '"context" imported and not used' in fix.signature
+    assert [f for f, _ in fix.edits] == ["cli/session/session_test.go"]
+
+
+def test_the_whole_suite_passing_without_a_touching_edit_fixes_nothing():
+    t = FixTracker(root="/r")
+    t.command("cd /r/cli && go test ./session -v -run TestSessionID 2>&1", True, GO_BUILD_FAILED)
+    t.edit("docs/CHANGELOG.md", "a\n", "b\n")  # no edit touches the failure: it passed by itself
+    assert t.command("mise run test", False) is None
+    t.edit("cli/session/session_test.go", 'import "context"\n', "")
+    assert t.command("mise run lint", False) is None  # a lint passing says nothing of the tests
