@@ -17,6 +17,7 @@ __all__ = [
     "pasted_errors",
     "reported_problems",
     "same_error",
+    "conflicted_files",
     "short",
     "suggested_commands",
 ]
@@ -51,6 +52,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
         (r"^(panic: .+)$", "first"),  # Go
         (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
         (r"^\s*(! \[(?:remote )?rejected\] .+)$", "first"),  # git push: the ref and why
+        (r"^(CONFLICT \([^)]*\): .+)$", "first"),  # git merge, rebase: the file left in conflict
         (r"^(?:> )?(error: .+)$", "first"),  # cargo, gradle, git, many CLIs
         (r"^(Error: .+)$", "first"),  # node, docker compose, many CLIs
         (r"^((?:fatal|error|ERROR|FATAL|\[ERROR\]): .+)$", "first"),  # git, make, compilers
@@ -223,6 +225,14 @@ def suggested_commands(output: str, program: str) -> list[list[str]]:
         if len(words) > 1 and words[:SUGGESTED_WORDS] not in found:
             found.append(words[:SUGGESTED_WORDS])
     return found
+
+
+CONFLICT_IN = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", re.M)
+
+
+def conflicted_files(output: str) -> list[str]:
+    """The files a merge, rebase or cherry-pick left in conflict, as git names them."""
+    return list(dict.fromkeys(CONFLICT_IN.findall(output or "")))
 
 
 def same_error(a: str, b: str) -> bool:

@@ -15,6 +15,7 @@ from typing import Any
 
 from engram.continuity.error_lines import (
     NOISE,
+    conflicted_files,
     error_detail,
     error_signature,
     pasted_errors,
@@ -116,6 +117,10 @@ SLIP = re.compile(
     r"\bnot under version control\b|\bdid not match any files?\b|\bcannot change to\b|"
     r"\bpathspec '[^']*' did not match\b|\bis not a git command\b"
 )
+# What ends a merge, rebase or cherry-pick left in conflict: a commit or `--continue` concludes it
+# (the conflict is resolved), an abort or a hard reset gives it up (nothing was fixed).
+CONCLUDES = re.compile(r"\bgit(?: -C \S+)? (?:commit\b|(?:merge|rebase|cherry-pick|revert|am) --continue\b)")
+GIVES_UP = re.compile(r"\bgit(?: -C \S+)? (?:(?:merge|rebase|cherry-pick|revert|am) --(?:abort|quit|skip)\b|reset --hard\b)")
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
 # Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
@@ -274,6 +279,7 @@ class FixTracker:
             }
             places = list(dict.fromkeys([*((prev or {}).get("places") or []), *places_of(command, output)]))
             told = [*((prev or {}).get("told") or []), *suggested_commands(output, program_of(command))]
+            conflicts = list(dict.fromkeys([*((prev or {}).get("conflicts") or []), *conflicted_files(output)]))
             self.open.append(
                 {
                     "command": command,
@@ -284,10 +290,15 @@ class FixTracker:
                     "places": places[:PLACES_KEPT],
                     "ran": (prev or {}).get("ran") or [],
                     "told": told[:TOLD_KEPT],
+                    "conflicts": conflicts[:PLACES_KEPT],
                 }
             )
             self.open = self.open[-OPEN_KEPT:]
             return got_past
+        if CONCLUDES.search(command) or GIVES_UP.search(command):
+            merging = next((o for o in reversed(self.open) if o.get("conflicts")), None)
+            if merging is not None:
+                return self._conflict_ended(merging, command)
         done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
         self._ran(command, skip=done)
         if done is None:
@@ -295,6 +306,35 @@ class FixTracker:
         self.open.remove(done)
         places = [self._inside(p) for p in done.get("places") or []]
         return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
+
+    def _conflict_ended(self, merging: dict, command: str) -> Fix | None:
+        """A merge left in conflict, ended by `command`: given up, nothing was fixed; concluded,
+        its fix is how the conflicted files were resolved (the edits of them, the commands that
+        name them: `git checkout --theirs F && git add F`)."""
+        self.open.remove(merging)
+        if GIVES_UP.search(command):
+            return None
+        names = merging["conflicts"]
+        # The conflicted files themselves: a file beside one is not its resolution.
+        edits = [e for e in merging["edits"] if any(f"/{e[0].lstrip('./')}".endswith(f"/{n}") for n in names)]
+        ran = [*(merging.get("ran") or []), command]
+        naming = [c for c in ran if any(n in c for n in names)]
+        # One resolution run in steps and then in one line with the commit: the line says it all.
+        how = tuple(c for i, c in enumerate(naming) if not any(c in d for d in naming[i + 1 :]))
+        how = how[-CHANGED_COMMANDS_KEPT:]
+        if not edits and not how:
+            return None
+        first = merging["first"]
+        return _fix(
+            program_of(merging["command"]),
+            first["signature"],
+            first["location"],
+            str(first.get("command") or merging["command"]),
+            command,
+            edits,
+            str(first.get("detail") or ""),
+            how,
+        )
 
     def _suite_passed(self, command: str) -> Fix | None:
         """The whole suite passed (`mise run test` after `go test ./session -run TestX` failed):
@@ -356,7 +396,8 @@ class FixTracker:
         for o in self.open:
             if o is skip or o.get("pasted"):
                 continue
-            if any(run[: len(told)] == told for told in o.get("told") or []):
+            named = any(n in command for n in o.get("conflicts") or [])  # `git checkout --theirs F`
+            if named or any(run[: len(told)] == told for told in o.get("told") or []):
                 o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
                 continue
             # The failure's own words: its error line, and what the command names beyond its program.

@@ -131,3 +131,41 @@ def test_the_whole_suite_passing_without_a_touching_edit_fixes_nothing():
     assert t.command("mise run test", False) is None
     t.edit("cli/session/session_test.go", 'import "context"\n', "")
     assert t.command("mise run lint", False) is None  # a lint passing says nothing of the tests
+
+
+MERGE_CONFLICT = (
+    "Auto-merging cmd/cli/hooks.go\n"
+    "CONFLICT (content): Merge conflict in cmd/cli/hooks.go\n"
+    "Auto-merging cmd/cli/strategy.go\n"
+    "Automatic merge failed; fix conflicts and then commit the result."
+)
+
+
+def test_a_merge_conflict_is_fixed_by_how_its_files_were_resolved_when_the_merge_is_committed():
+    t = FixTracker(root="/r")
+    assert t.command("git fetch origin main && git merge origin/main 2>&1", True, MERGE_CONFLICT) is None
+    t.command("git checkout --theirs cmd/cli/hooks.go && git add cmd/cli/hooks.go", False)
+    t.command("go build ./...", False)
+    t.edit("cmd/cli/other.go", "a\n", "b\n")  # not a conflicted file
+    fix = t.command("git commit --no-edit", False)
+    assert fix is not None and fix.signature == "CONFLICT (content): Merge conflict in cmd/cli/hooks.go"
+    assert fix.fix_commands == ("git checkout --theirs cmd/cli/hooks.go && git add cmd/cli/hooks.go",)
+    assert fix.edits == ()
+    # Resolved by hand: the edits of the conflicted file are the fix; rebase --continue concludes.
+    t = FixTracker(root="/r")
+    t.command("git pull --rebase", True, MERGE_CONFLICT)
+    t.edit("cmd/cli/hooks.go", "<<<<<<< HEAD\nold()\n=======\nnew()\n>>>>>>> main\n", "new()\n")
+    fix = t.command("git add cmd/cli/hooks.go && GIT_EDITOR=true git rebase --continue", False)
+    assert fix is not None and [f for f, _ in fix.edits] == ["cmd/cli/hooks.go"]
+
+
+def test_a_merge_given_up_or_concluded_without_touching_its_files_is_no_fix():
+    t = FixTracker(root="/r")
+    t.command("git pull --rebase && git push", True, MERGE_CONFLICT)
+    assert t.command("git rebase --abort", False) is None
+    assert t.open == []  # given up: nothing waits for a fix
+    t = FixTracker(root="/r")
+    t.command("git merge origin/main", True, MERGE_CONFLICT)
+    t.edit("README.md", "a\n", "b\n")
+    assert t.command("git commit -am wip", False) is None
+    assert t.command("git merge origin/main", False) is None  # the merge ended at the commit
