@@ -18,6 +18,7 @@ __all__ = [
     "reported_problems",
     "same_error",
     "conflicted_files",
+    "missing_program",
     "short",
     "suggested_commands",
 ]
@@ -225,6 +226,19 @@ def suggested_commands(output: str, program: str) -> list[list[str]]:
         if len(words) > 1 and words[:SUGGESTED_WORDS] not in found:
             found.append(words[:SUGGESTED_WORDS])
     return found
+
+
+MISSING_PROGRAM = re.compile(
+    r"(?:^|[\s:])([\w.+-]+): command not found$|command not found: ([\w.+-]+)$|"
+    r"^'([\w.+-]+)' is not recognized as an internal or external command|"
+    r"exec: \"([\w.+-]+)\": executable file not found"
+)
+
+
+def missing_program(signature: str) -> str | None:
+    """The program an error says is not installed (`bash: gh: command not found`: gh)."""
+    m = MISSING_PROGRAM.search(signature or "")
+    return next((g for g in m.groups() if g), None) if m else None
 
 
 CONFLICT_IN = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", re.M)

@@ -16,6 +16,7 @@ from typing import Any
 from engram.continuity.error_lines import (
     NOISE,
     conflicted_files,
+    missing_program,
     error_detail,
     error_signature,
     pasted_errors,
@@ -121,6 +122,11 @@ SLIP = re.compile(
 # (the conflict is resolved), an abort or a hard reset gives it up (nothing was fixed).
 CONCLUDES = re.compile(r"\bgit(?: -C \S+)? (?:commit\b|(?:merge|rebase|cherry-pick|revert|am) --continue\b)")
 GIVES_UP = re.compile(r"\bgit(?: -C \S+)? (?:(?:merge|rebase|cherry-pick|revert|am) --(?:abort|quit|skip)\b|reset --hard\b)")
+# A command that installs a program or a package: after "gh: command not found", it is the fix.
+INSTALLS = re.compile(
+    r"\b(?:(?:apt|apt-get|dnf|yum|zypper|apk|brew|port|snap|winget|choco|scoop|pkg|pipx|gem|cargo|npm|pnpm|"
+    r"yarn|bun|pip3?|uv(?: pip| tool)?) (?:install|add|i)|pacman -S\w*|nix-env -i\w*|nix profile install|go install)\b"
+)
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
 # Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
@@ -256,7 +262,7 @@ class FixTracker:
             prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
             self._ran(command, skip=prev)
             self.open = [o for o in self.open if o is not prev]
-            got_past = None
+            got_past = None if prev else self._program_found(command, sig)
             if prev is not None and not same_error(prev["signature"], sig):
                 # Another error now: the one before is past. A changed command got past it (`cargo:
                 # command not found`, then through `nix-shell --run`): that is its fix. Else the
@@ -291,6 +297,7 @@ class FixTracker:
                     "ran": (prev or {}).get("ran") or [],
                     "told": told[:TOLD_KEPT],
                     "conflicts": conflicts[:PLACES_KEPT],
+                    "missing": missing_program(str(first["signature"])),
                 }
             )
             self.open = self.open[-OPEN_KEPT:]
@@ -302,7 +309,7 @@ class FixTracker:
         done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
         self._ran(command, skip=done)
         if done is None:
-            return self._suite_passed(command)
+            return self._program_found(command) or self._suite_passed(command)
         self.open.remove(done)
         places = [self._inside(p) for p in done.get("places") or []]
         return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
@@ -334,6 +341,31 @@ class FixTracker:
             edits,
             str(first.get("detail") or ""),
             how,
+        )
+
+    def _program_found(self, command: str, error: str | None = None) -> Fix | None:
+        """A program an error said was missing (`gh: command not found`) runs now, in another
+        command, passing or failing with another `error`: it was installed by the commands run
+        since that install something (`sudo pacman -S github-cli`), its fix; none, no lesson."""
+        program = program_of(command)
+        waiting = next((o for o in reversed(self.open) if not o.get("pasted") and o.get("missing") == program), None)
+        if waiting is None or (error is not None and missing_program(error) == program):
+            return None
+        self.open.remove(waiting)
+        installs = tuple(c for c in waiting.get("ran") or [] if INSTALLS.search(c))
+        if not installs:
+            return None
+        first = waiting["first"]
+        return _fix(
+            program,
+            first["signature"],
+            first["location"],
+            str(first.get("command") or waiting["command"]),
+            command,
+            [],
+            str(first.get("detail") or ""),
+            installs,
+            moved_on=error is not None,
         )
 
     def _suite_passed(self, command: str) -> Fix | None:
@@ -397,7 +429,8 @@ class FixTracker:
             if o is skip or o.get("pasted"):
                 continue
             named = any(n in command for n in o.get("conflicts") or [])  # `git checkout --theirs F`
-            if named or any(run[: len(told)] == told for told in o.get("told") or []):
+            installs = bool(o.get("missing")) and bool(INSTALLS.search(command))
+            if named or installs or any(run[: len(told)] == told for told in o.get("told") or []):
                 o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
                 continue
             # The failure's own words: its error line, and what the command names beyond its program.

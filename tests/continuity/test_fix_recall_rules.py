@@ -169,3 +169,37 @@ def test_a_merge_given_up_or_concluded_without_touching_its_files_is_no_fix():
     t.edit("README.md", "a\n", "b\n")
     assert t.command("git commit -am wip", False) is None
     assert t.command("git merge origin/main", False) is None  # the merge ended at the commit
+
+
+def test_which_errors_say_a_program_is_missing():
+    from engram.continuity.error_lines import missing_program
+
+    assert missing_program("bash: line 1: gh: command not found") == "gh"
+    assert missing_program("zsh: command not found: rg") == "rg"
+    assert missing_program("'node' is not recognized as an internal or external command,") == "node"
+    assert missing_program('exec: "docker": executable file not found in $PATH') == "docker"
+    assert missing_program("bash: line 1: out/packages.txt: No such file or directory") is None  # a file
+    assert missing_program("ash: /usr/libexec/sftp-server: not found") is None  # a path on another host
+
+
+def test_a_missing_program_is_fixed_by_the_install_once_it_runs_again():
+    t = FixTracker()
+    t.command("gh --version && gh auth status", True, "bash: line 1: gh: command not found\nExit Code: 127")
+    t.command("sudo pacman -S --noconfirm github-cli", False)
+    # gh runs now (another subcommand, failing on something else): the missing program is past.
+    fix = t.command("gh auth status && gh ssh-key list", True, "You are not logged into any GitHub hosts.")
+    assert fix is not None and fix.moved_on and fix.program == "gh"
+    assert fix.fix_commands == ("sudo pacman -S --noconfirm github-cli",)
+
+
+def test_a_missing_program_found_without_an_install_or_still_missing_is_no_fix():
+    t = FixTracker()
+    t.command("gh pr list", True, "bash: gh: command not found")
+    assert t.command("gh api user", True, "bash: gh: command not found") is None  # still missing
+    t.command("export PATH=$HOME/bin:$PATH", False)  # no install
+    assert t.command("gh api user", False) is None
+    t = FixTracker()
+    t.command("gh pr list", True, "bash: gh: command not found")
+    t.command("brew install jq", False)
+    assert t.command("jq --version", False) is None  # another program ran, gh still waits
+    assert t.open and t.open[0]["missing"] == "gh"
