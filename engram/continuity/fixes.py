@@ -211,7 +211,10 @@ class FixTracker:
             found = reported_problems(text)  # a problem told in words ("the table gets stuck")
         for pending in waiting:
             if still:
-                continue  # "same error", "still broken": not fixed yet, the edits to come may
+                # "same error", "still broken": not fixed yet, and not by the edits made so far;
+                # the edits to come may fix it.
+                pending["edits"] = []
+                continue
             if not pending["edits"] and pending.get("waited", 0) < PASTED_WAIT and not found:
                 # Nothing edited yet: the user answered a question or said how to fix it ("set it
                 # to 9998"); the edits come after this prompt.

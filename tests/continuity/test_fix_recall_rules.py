@@ -203,3 +203,35 @@ def test_a_missing_program_found_without_an_install_or_still_missing_is_no_fix()
     t.command("brew install jq", False)
     assert t.command("jq --version", False) is None  # another program ran, gh still waits
     assert t.open and t.open[0]["missing"] == "gh"
+
+
+def test_a_script_naming_its_file_once_and_writing_it_later_is_an_edit_of_it():
+    from engram.hooks.shell_edits import shell_edits
+
+    script = (
+        "python - <<'PY'\nfrom pathlib import Path\npath = Path('/w/ui/index.html')\ntext = path.read_text()\n"
+        "needle = '  </head>\\n'\nif needle not in text:\n    raise SystemExit('needle not found')\n"
+        "path.write_text(text.replace(needle, '    <script>window.global = window;</script>\\n  </head>\\n', 1))\nPY"
+    )
+    (edit,) = shell_edits(script).edits
+    # The file, and its change as the replacement made (old, new), not the whole script.
+    assert edit == ("/w/ui/index.html", "  </head>\n", "    <script>window.global = window;</script>\n  </head>\n")
+    reads = "python - <<'PY'\nfrom pathlib import Path\nsrc = Path('a.py')\nprint(src.read_text())\nPY"
+    assert shell_edits(reads).edits == []  # named and read, never written
+    two = (
+        "python - <<'PY'\nfrom pathlib import Path\na = Path('x.ts')\nb = Path('y.ts')\n"
+        "a.write_text(a.read_text().replace('p', 'q'))\nb.write_text(b.read_text().replace('r', 's'))\nPY"
+    )
+    edits = shell_edits(two).edits
+    assert [f for f, _, _ in edits] == ["x.ts", "y.ts"]  # which replace is whose is not read: the script
+    assert all("replace" in new and "Path(" not in new for _, _, new in edits)  # without its plumbing
+
+
+def test_edits_made_before_the_user_says_it_is_still_broken_are_not_the_fix():
+    t = FixTracker()
+    t.request("blank screen: Uncaught ReferenceError: global is not defined")
+    t.edit("ui/src/main.tsx", "", 'globalThis.global = globalThis;\n')
+    assert t.request("same error. killed and restarted the dev server") == []
+    t.edit("ui/index.html", "  </head>\n", "    <script>window.global = window;</script>\n  </head>\n")
+    (fix,) = t.request("how do I move a node?")
+    assert [f for f, _ in fix.edits] == ["ui/index.html"]  # the shim in main.tsx did not fix it
