@@ -174,7 +174,36 @@ def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
             found = found[::-1] if which == "last" else found
             where = error_signature(body)[1]
             return [(short(sig, 300), where) for sig in found[:most]]
-    return []
+    return _introduced_error(text)
+
+
+# A prompt that says it holds an error ("Getting this error from API …", "I see a console error:"):
+# the user vouches for what follows, so a line merely saying it failed is the headline, or after a
+# colon or a line break, the first line of it. Not "same error" (told again), nor "this error" with
+# nothing after it, nor words after it ("this error happens when …": a report in words).
+ERROR_INTRO = re.compile(
+    r"(?i)\b(?:(?:got|getting|seeing) )?(?:this|these|the following|an?|new|console|browser) (?:errors?|exceptions?)\b"
+    r"(?: message)?"
+    r"(?: (?:from|in|on) [\w.-]+(?: [\w.-]+)?)?|\b(?:got|getting|seeing) this\b"
+)
+INTRO_CHARS = 200  # where the prompt says what it holds: its start
+INTRODUCED_LINE = 20  # a first line shorter than this is the user's words, not what they pasted
+
+
+def _introduced_error(text: str) -> list[tuple[str, str | None]]:
+    intro = ERROR_INTRO.search(text[:INTRO_CHARS])
+    if not intro:
+        return []
+    after = text[intro.end() :]
+    pasted = re.match(r"\s*(?::|\n)", after) is not None  # "error:" or the paste on the next line
+    rest = _plain(after.strip().lstrip(":|").strip())
+    generic = SIGNATURES[-1][0].search(rest)
+    line = generic.group(1).strip() if generic else ""
+    if not line and pasted:
+        line = next((ln.strip() for ln in rest.splitlines() if ln.strip()), "")
+    if len(line) < INTRODUCED_LINE:
+        return []
+    return [(short(line, 300), error_signature(rest)[1])]
 
 
 # A sentence of the user's telling that something of the project misbehaves, without an error

@@ -16,9 +16,9 @@ from typing import Any
 from engram.continuity.error_lines import (
     NOISE,
     conflicted_files,
-    missing_program,
     error_detail,
     error_signature,
+    missing_program,
     pasted_errors,
     reported_problems,
     same_error,
@@ -121,7 +121,9 @@ SLIP = re.compile(
 # What ends a merge, rebase or cherry-pick left in conflict: a commit or `--continue` concludes it
 # (the conflict is resolved), an abort or a hard reset gives it up (nothing was fixed).
 CONCLUDES = re.compile(r"\bgit(?: -C \S+)? (?:commit\b|(?:merge|rebase|cherry-pick|revert|am) --continue\b)")
-GIVES_UP = re.compile(r"\bgit(?: -C \S+)? (?:(?:merge|rebase|cherry-pick|revert|am) --(?:abort|quit|skip)\b|reset --hard\b)")
+GIVES_UP = re.compile(
+    r"\bgit(?: -C \S+)? (?:(?:merge|rebase|cherry-pick|revert|am) --(?:abort|quit|skip)\b|reset --hard\b)"
+)
 # A command that installs a program or a package: after "gh: command not found", it is the fix.
 INSTALLS = re.compile(
     r"\b(?:(?:apt|apt-get|dnf|yum|zypper|apk|brew|port|snap|winget|choco|scoop|pkg|pipx|gem|cargo|npm|pnpm|"

@@ -5,6 +5,8 @@ each with the cases the rule must not take."""
 
 from __future__ import annotations
 
+import pytest
+
 from engram.continuity.fixes import FixTracker
 from engram.continuity.shell_commands import same_command, targets
 
@@ -47,12 +49,12 @@ def test_a_test_filter_of_names_joined_by_bars_gives_each_name():
 
 def test_a_narrower_run_that_holds_the_failing_test_passes_it():
     out = (
-        "=== RUN   TestFilters\n    state_test.go:333: got \"other\", want \"current\"\n"
+        '=== RUN   TestFilters\n    state_test.go:333: got "other", want "current"\n'
         "--- FAIL: TestFilters (0.05s)\nFAIL\tgithub.com/x/cli/strategy\t0.9s"
     )
     t = FixTracker(root="/r")
     t.command('go test -run "TestCleans|TestFilters" ./strategy/', True, out)
-    t.edit("strategy/state_test.go", 'dir := t.TempDir()\n', 'dir := resolved(t.TempDir())\n')
+    t.edit("strategy/state_test.go", "dir := t.TempDir()\n", "dir := resolved(t.TempDir())\n")
     fix = t.command('go test -run "TestFilters" ./strategy/', False)
     assert fix is not None and fix.signature == "--- FAIL: TestFilters"
 
@@ -230,8 +232,48 @@ def test_a_script_naming_its_file_once_and_writing_it_later_is_an_edit_of_it():
 def test_edits_made_before_the_user_says_it_is_still_broken_are_not_the_fix():
     t = FixTracker()
     t.request("blank screen: Uncaught ReferenceError: global is not defined")
-    t.edit("ui/src/main.tsx", "", 'globalThis.global = globalThis;\n')
+    t.edit("ui/src/main.tsx", "", "globalThis.global = globalThis;\n")
     assert t.request("same error. killed and restarted the dev server") == []
     t.edit("ui/index.html", "  </head>\n", "    <script>window.global = window;</script>\n  </head>\n")
     (fix,) = t.request("how do I move a node?")
     assert [f for f, _ in fix.edits] == ["ui/index.html"]  # the shim in main.tsx did not fix it
+
+
+@pytest.mark.parametrize(
+    ("prompt", "headline"),
+    [
+        (
+            "Getting this error from API specify-poker-api-1   | auth.denied { reason: 'Missing bearer token' }\n"
+            "specify-poker-api-1   | {\nspecify-poker-api-1   |   resource: {",
+            "auth.denied { reason: 'Missing bearer token' }",
+        ),
+        (
+            "Wait, hold on. I see a console error: \n\n[React Flow]: It seems that you are trying to drag a node "
+            "that is not initialized. Please use onNodesChange as explained in the docs.",
+            "[React Flow]: It seems that you are trying to drag a node that is not initialized. Please use "
+            "onNodesChange as explained in the docs.",
+        ),
+        ("got this:\nTypeError: x is undefined", "TypeError: x is undefined"),
+    ],
+)
+def test_a_prompt_that_says_it_holds_an_error_gives_its_headline(prompt, headline):
+    from engram.continuity.error_lines import pasted_errors
+
+    assert pasted_errors(prompt)[0][0] == headline
+
+
+@pytest.mark.parametrize(
+    "prompt",
+    [
+        "same error. killed and restarted `just dev`",  # told again, nothing pasted
+        "I still get this error",
+        "can you explain what this error means?",
+        "this error happens only on Safari when I click the save button twice",  # words, not a paste
+        "Fix the error handling in the API so it returns 400",
+        "add a new error page for 404s",
+    ],
+)
+def test_an_error_named_without_one_pasted_gives_no_headline(prompt):
+    from engram.continuity.error_lines import pasted_errors
+
+    assert pasted_errors(prompt) == []
