@@ -126,7 +126,12 @@ def error_signature(output: str) -> tuple[str, str | None]:
             break
     if not sig:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not EXIT_LINE.match(ln.strip())]
-        sig = next((ln for ln in reversed(lines) if not WRAPPER.search(ln)), lines[-1] if lines else "failed")
+        # Nothing printed but the client's exit note (`curl -s` that cannot connect): that note.
+        note = next((ln.strip() for ln in text.splitlines() if EXIT_LINE.match(ln.strip())), "")
+        sig = next(
+            (ln for ln in reversed(lines) if not WRAPPER.search(ln)),
+            lines[-1] if lines else (f"failed ({note})" if note else "failed"),
+        )
     where = None
     for pattern in LOCATIONS:
         hits = pattern.findall(text)

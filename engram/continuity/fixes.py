@@ -35,6 +35,8 @@ from engram.continuity.shell_commands import (
     same_command,
     shaped,
     suite_covers,
+    talks_to,
+    host_of,
 )
 
 __all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_errors", "program_of", "same_command"]
@@ -435,7 +437,10 @@ class FixTracker:
                 continue
             named = any(n in command for n in o.get("conflicts") or [])  # `git checkout --theirs F`
             installs = bool(o.get("missing")) and bool(INSTALLS.search(command))
-            if named or installs or any(run[: len(told)] == told for told in o.get("told") or []):
+            # Run on the host the failure could not reach or got a wrong answer from (`dig @h`
+            # timing out, then `ssh h "uci set firewall…"`): a change to that host.
+            there = bool(host_of(command)) and host_of(command) in talks_to(o["command"])
+            if named or installs or there or any(run[: len(told)] == told for told in o.get("told") or []):
                 o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
                 continue
             # The failure's own words: its error line, and what the command names beyond its program.

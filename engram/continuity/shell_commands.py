@@ -17,6 +17,8 @@ __all__ = [
     "program_of",
     "read_only",
     "remote",
+    "host_of",
+    "talks_to",
     "same_command",
     "shaped",
     "suite_covers",
@@ -29,10 +31,12 @@ WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run",
 
 # Commands that look and change nothing: run between a failure and its passing again they are not its fix.
 READ_ONLY = re.compile(
-    r"^\s*(?:ls|cat|head|tail|less|grep|egrep|rg|ag|find|fd|pwd|echo|printf|which|type|whoami|id|env|date|"
+    r"^\s*(?:ls|cat|head|tail|less|grep|egrep|rg|ag|find|fd|pwd|echo|printf|which|type|whoami|id|env|date|pgrep|"
     r"wc|stat|file|tree|du|df|ps|top|netstat|ss|lsof(?!.*\bkill\b)|dig|nslookup|ping|traceroute|curl|wget|"
     r"git (?:status|diff|log|show|branch|remote|rev-parse|ls-files|blame)|sed -n|awk|jq|sleep|history|uname|"
-    r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs))\b"
+    r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs)|"
+    r"nft list|uci (?:show|get)|nc (?:-\w+ )*-\w*z|iptables (?:-[tn] \S+ )*-L|ip (?:-\w+ )*(?:addr|route|link|rule)(?: show)?$|"
+    r"opkg list\S*|systemctl (?:is-active|is-enabled|list-\S+)|service \S+ status)\b"
 )
 # Output-shaping parts of a command: running with them or without is running the same thing.
 SHAPING = re.compile(
@@ -110,12 +114,28 @@ def remote(command: str) -> str:
 def read_only(command: str) -> bool:
     """Whether every simple command of `command` (a remote one through ssh too) only looks."""
     for seg in segments(command.replace("\n", " ; ")):
-        stages = " ".join(seg).split(" | ")
+        if seg[0].rsplit("/", 1)[-1] == "ssh":
+            remote_words = _after_host(seg)
+            if len(remote_words) == 1 and not read_only(remote_words[0]):  # ssh h 'a && b': each
+                return False
+            if len(remote_words) != 1 and remote_words and not read_only(shlex.join(remote_words)):
+                return False
+            continue
+        # A subshell's parentheses (`echo x && (systemctl status a || service a status)`) say nothing.
+        stages = " ".join(w.strip("()") for w in seg).split(" | ")
         for stage in stages:
             words = command_words(stage)
             if words and words[0] not in TRIVIAL and not READ_ONLY.match(" ".join(words)):
                 return False
     return True
+
+
+def _after_host(words: list[str]) -> list[str]:
+    """The words after `ssh [options] host`: the remote command."""
+    i = 1
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
+    return words[i + 1 :]
 
 
 def program_of(command: str) -> str:
@@ -149,8 +169,8 @@ def targets(command: str) -> set[str]:
     filter of names joined by `|` gives each name)."""
     out = set()
     for w in command_words(command)[1:]:
-        if w.startswith("-") or ASSIGNMENT.match(w):
-            continue
+        if w.startswith("-") or ASSIGNMENT.match(w) or re.fullmatch(r"\+[a-z][\w=.-]*", w):
+            continue  # an option (`dig +short +timeout=3` too)
         out.update(w.split("|") if NAME_ALTERNATIVES.fullmatch(w) else [w.split("::")[0]])
     return out
 
@@ -177,6 +197,25 @@ def _host(command: str) -> str:
             i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
         return words[i] if i < len(words) else ""
     return ""
+
+
+def host_of(command: str) -> str:
+    """The machine a command runs on: `h` for `ssh root@h 'cmd'`, or "" for here."""
+    return _host(command).rsplit("@", 1)[-1]
+
+
+# The hosts a command talks to over the network: `dig @h`, a URL's host, `ping h`, `nc h 53`.
+TALKS_TO = re.compile(r"(?:^|\s)@([\w.:\[\]-]+)|://(?:[^@/\s]*@)?([\w.-]+|\[[^\]\s]+\])")
+NETWORK_PROGRAMS = {"ping", "nc", "telnet", "traceroute", "tracert", "nslookup", "host", "mtr"}
+
+
+def talks_to(command: str) -> set[str]:
+    """The hosts `command` reaches over the network (not where it runs)."""
+    words = command_words(command)
+    out = {a or b for a, b in TALKS_TO.findall(" ".join(words))}
+    if words and words[0] in NETWORK_PROGRAMS:
+        out |= {w for w in words[1:] if not w.startswith("-") and not w.isdigit()}
+    return {h for h in out if h and h not in ("localhost", "127.0.0.1")}
 
 
 def same_command(failed: str, later: str) -> bool:

@@ -277,3 +277,52 @@ def test_an_error_named_without_one_pasted_gives_no_headline(prompt):
     from engram.continuity.error_lines import pasted_errors
 
     assert pasted_errors(prompt) == []
+
+
+def test_the_hosts_a_command_reaches_and_the_host_it_runs_on():
+    from engram.continuity.shell_commands import host_of, talks_to
+
+    assert talks_to("dig google.com @10.0.0.1 +short +timeout=3 2>&1") == {"10.0.0.1"}
+    assert talks_to("curl -s --connect-timeout 2 http://192.168.8.1:4000/api/status") == {"192.168.8.1"}
+    assert talks_to("ping -c 2 router.lan") == {"router.lan"}
+    assert talks_to("curl http://localhost:8000/health") == set()  # this machine
+    assert host_of("ssh -o ConnectTimeout=5 root@10.0.0.1 'uci commit firewall'") == "10.0.0.1"
+    assert host_of("uci commit firewall") == ""
+
+
+def test_dig_style_plus_options_are_options():
+    assert same_command("dig a.com @10.0.0.1 +short +timeout=3", "dig a.com @10.0.0.1 +short +timeout=5")
+    assert not same_command("dig a.com @10.0.0.1 +short", "dig b.org @10.0.0.1 +short")
+
+
+def test_looks_at_a_router_are_read_only_even_through_ssh_and_subshells():
+    from engram.continuity.shell_commands import read_only
+
+    assert read_only("ssh root@h \"echo '=== C ===' && (systemctl status c 2>/dev/null || pgrep -a c || echo no)\"")
+    assert read_only("ssh root@h 'nft list chain inet fw4 input'")
+    assert read_only("ssh root@h 'uci show firewall' && nc -u -z -w 3 h 53")
+    assert not read_only("ssh root@h \"uci set firewall.x.enabled='0' && uci commit firewall && fw4 reload\"")
+    assert not read_only("ssh h 'cat /etc/x' && rm notes.txt")
+
+
+DIG_TIMEOUT = (
+    "; <<>> DiG 9.10.6 <<>> a.com @10.0.0.1 +short +timeout=3\n;; connection timed out; no servers could be reached"
+)
+
+
+def test_a_change_made_on_the_host_a_failing_command_reaches_is_its_fix():
+    t = FixTracker()
+    t.command("dig a.com @10.0.0.1 +short +timeout=3", True, DIG_TIMEOUT)
+    t.command("ssh root@10.0.0.1 'nft list ruleset'", False)  # a look
+    t.command("ssh root@10.0.0.1 \"uci set firewall.drop_dns.enabled='0' && uci commit firewall\"", False)
+    t.command("ssh root@10.0.0.2 '/etc/init.d/other restart'", False)  # another host
+    fix = t.command("dig a.com @10.0.0.1 +short +timeout=5", False)
+    assert fix is not None
+    assert fix.fix_commands == ("ssh root@10.0.0.1 \"uci set firewall.drop_dns.enabled='0' && uci commit firewall\"",)
+
+
+def test_a_command_that_prints_nothing_is_headed_by_its_exit_note():
+    from engram.continuity.error_lines import error_signature
+
+    assert error_signature("Exit Code: 7")[0] == "failed (Exit Code: 7)"
+    assert error_signature("")[0] == "failed"
