@@ -29,6 +29,7 @@ from engram.continuity.fix_places import PLACES_KEPT, places_of, touches
 from engram.continuity.shell_commands import (
     changed_command,
     command_words,
+    host_of,
     program_of,
     read_only,
     remote,
@@ -36,7 +37,6 @@ from engram.continuity.shell_commands import (
     shaped,
     suite_covers,
     talks_to,
-    host_of,
 )
 
 __all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_errors", "program_of", "same_command"]

@@ -35,7 +35,8 @@ READ_ONLY = re.compile(
     r"wc|stat|file|tree|du|df|ps|top|netstat|ss|lsof(?!.*\bkill\b)|dig|nslookup|ping|traceroute|curl|wget|"
     r"git (?:status|diff|log|show|branch|remote|rev-parse|ls-files|blame)|sed -n|awk|jq|sleep|history|uname|"
     r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs)|"
-    r"nft list|uci (?:show|get)|nc (?:-\w+ )*-\w*z|iptables (?:-[tn] \S+ )*-L|ip (?:-\w+ )*(?:addr|route|link|rule)(?: show)?$|"
+    r"nft list|uci (?:show|get)|nc (?:-\w+ )*-\w*z|iptables (?:-[tn] \S+ )*-L|"
+    r"ip (?:-\w+ )*(?:addr|route|link|rule)(?: show)?$|"
     r"opkg list\S*|systemctl (?:is-active|is-enabled|list-\S+)|service \S+ status)\b"
 )
 # Output-shaping parts of a command: running with them or without is running the same thing.
