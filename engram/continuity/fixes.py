@@ -131,6 +131,8 @@ INSTALLS = re.compile(
     r"\b(?:(?:apt|apt-get|dnf|yum|zypper|apk|brew|port|snap|winget|choco|scoop|pkg|pipx|gem|cargo|npm|pnpm|"
     r"yarn|bun|pip3?|uv(?: pip| tool)?) (?:install|add|i)|pacman -S\w*|nix-env -i\w*|nix profile install|go install)\b"
 )
+# A pipe into a filter that picks lines: the command exits as the filter does.
+FILTERED = re.compile(r"\|\s*(?:grep|egrep|rg|Select-String)\b")
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
 # Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
@@ -408,6 +410,8 @@ class FixTracker:
                 fix_commands = [c for c in fix_commands if _tokens(remote(c)) & said]
             if not fix_commands:
                 return None
+        elif not edits and FILTERED.search(command):
+            return None  # `… | grep x` exits as grep does: the changed command's pass is not shown
         return _fix(
             program_of(done["command"]),
             first["signature"],

@@ -37,7 +37,8 @@ READ_ONLY = re.compile(
     r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs)|"
     r"nft list|uci (?:show|get)|nc (?:-\w+ )*-\w*z|iptables (?:-[tn] \S+ )*-L|"
     r"ip (?:-\w+ )*(?:addr|route|link|rule)(?: show)?$|"
-    r"opkg list\S*|systemctl (?:is-active|is-enabled|list-\S+)|service \S+ status)\b"
+    r"opkg list\S*|systemctl (?:is-active|is-enabled|list-\S+)|service \S+ status|gpg --list-\S+|"
+    r"(?:powershell (?:-\w+ )*)?\(?(?:Get|Test|Select|Measure|Resolve|Format|Sort|Group|Where|ConvertFrom)-\w+)\b"
 )
 # Output-shaping parts of a command: running with them or without is running the same thing.
 SHAPING = re.compile(

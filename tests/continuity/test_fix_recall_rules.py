@@ -326,3 +326,23 @@ def test_a_command_that_prints_nothing_is_headed_by_its_exit_note():
 
     assert error_signature("Exit Code: 7")[0] == "failed (Exit Code: 7)"
     assert error_signature("")[0] == "failed"
+
+
+def test_a_changed_command_piped_into_grep_shows_no_pass():
+    t = FixTracker()
+    t.command("gitleaks detect --config .gitleaks.toml --no-git", True, "WRN leaks found: 1092")
+    # Its exit is grep's: that the lines it picked exist says nothing of gitleaks passing.
+    assert t.command("gitleaks detect --config .gitleaks.toml --no-git --log-level error | grep File:", False) is None
+    t = FixTracker()
+    t.command("pytest -q", True, "ModuleNotFoundError: No module named 'opk'")
+    assert t.command("PYTHONPATH=. pytest -q", False) is not None  # unpiped, the changed command passed
+
+
+def test_powershell_and_gpg_looks_are_read_only():
+    from engram.continuity.shell_commands import read_only
+
+    assert read_only("powershell 'Get-Command gpg -ErrorAction SilentlyContinue | Select-Object Source'")
+    assert read_only("powershell '(Get-Content r.json | ConvertFrom-Json).Length'")
+    assert read_only("gpg --list-secret-keys 8E1F899571345D06")
+    assert not read_only("powershell 'Remove-Item r.json'")
+    assert not read_only("gpg --import key.asc")
