@@ -41,7 +41,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
             r"^\s*(?:at )?([\w./@-]+:\d+:\d+:? (?:[A-Z]+\d+ .+|lint/\S+.*))$",
             "first",
         ),  # ruff, flake8, biome: file:line:col CODE
-        (r"^([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file it would reformat
+        (r"^\s*(?:at )?([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file to reformat
         (r"^\s*(\d+:\d+\s+error\s+.+)$", "first"),  # eslint: line:col error message rule
         (r"^(error\[E\d{4}\]: .+)$", "first"),  # rustc
         (r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$", "first"),  # go build / vet

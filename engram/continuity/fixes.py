@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from engram.continuity.command_kinds import CONCLUDES, FILTERED, FIXER, GIVES_UP, INSTALLS, checked
 from engram.continuity.error_lines import (
     NOISE,
     conflicted_files,
@@ -120,19 +121,6 @@ SLIP = re.compile(
     r"\bnot under version control\b|\bdid not match any files?\b|\bcannot change to\b|"
     r"\bpathspec '[^']*' did not match\b|\bis not a git command\b"
 )
-# What ends a merge, rebase or cherry-pick left in conflict: a commit or `--continue` concludes it
-# (the conflict is resolved), an abort or a hard reset gives it up (nothing was fixed).
-CONCLUDES = re.compile(r"\bgit(?: -C \S+)? (?:commit\b|(?:merge|rebase|cherry-pick|revert|am) --continue\b)")
-GIVES_UP = re.compile(
-    r"\bgit(?: -C \S+)? (?:(?:merge|rebase|cherry-pick|revert|am) --(?:abort|quit|skip)\b|reset --hard\b)"
-)
-# A command that installs a program or a package: after "gh: command not found", it is the fix.
-INSTALLS = re.compile(
-    r"\b(?:(?:apt|apt-get|dnf|yum|zypper|apk|brew|port|snap|winget|choco|scoop|pkg|pipx|gem|cargo|npm|pnpm|"
-    r"yarn|bun|pip3?|uv(?: pip| tool)?) (?:install|add|i)|pacman -S\w*|nix-env -i\w*|nix profile install|go install)\b"
-)
-# A pipe into a filter that picks lines: the command exits as the filter does.
-FILTERED = re.compile(r"\|\s*(?:grep|egrep|rg|Select-String)\b")
 # A run of tests, a build or a lint: run between a failure and its pass, it shows, it does not fix.
 RERUN = re.compile(r"(?i)\b(?:test|tests|pytest|jest|vitest|mocha|build|lint|check|tsc|vet)\b")
 # Errors of the agent's shell itself (Cygwin's fork on Windows), not of the command it ran.
@@ -432,7 +420,8 @@ class FixTracker:
         """A command that passed and changes something, kept by each open failure it shares a word
         with (`lsof -ti :3000 | xargs kill` for "address already in use :3000") or whose output
         told to run it (git's "use 'git pull'" after a rejected push): it may be the fix."""
-        if read_only(command) or RERUN.search(command):
+        fixer = bool(FIXER.search(command))  # `bun run lint:fix`, `ruff check --fix`: it writes
+        if read_only(command) or (RERUN.search(command) and not fixer):
             return  # a look, or a run of tests or a build: what it shows is no change
         words = _tokens(remote(command))
         run = [w for w in command_words(remote(command)) if not w.startswith("-")]
@@ -444,7 +433,8 @@ class FixTracker:
             # Run on the host the failure could not reach or got a wrong answer from (`dig @h`
             # timing out, then `ssh h "uci set firewall…"`): a change to that host.
             there = bool(host_of(command)) and host_of(command) in talks_to(o["command"])
-            if named or installs or there or any(run[: len(told)] == told for told in o.get("told") or []):
+            own_fixer = fixer and checked(command) == checked(o["command"])  # lint, then lint:fix
+            if named or installs or there or own_fixer or any(run[: len(told)] == told for told in o.get("told") or []):
                 o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
                 continue
             # The failure's own words: its error line, and what the command names beyond its program.

@@ -346,3 +346,32 @@ def test_powershell_and_gpg_looks_are_read_only():
     assert read_only("gpg --list-secret-keys 8E1F899571345D06")
     assert not read_only("powershell 'Remove-Item r.json'")
     assert not read_only("gpg --import key.asc")
+
+
+BIOME_FORMAT = (
+    "$ biome check --error-on-warnings\n"
+    "frontend/src/components/ContextTab.tsx format ━━━━━━━━━━━━━━━━━━━━━━\n\n"
+    "  × Formatter would have printed the following content:\n"
+    "  × Some errors were emitted while running checks."
+)
+
+
+def test_a_check_run_in_its_fixing_mode_is_the_fix_of_that_check():
+    t = FixTracker()
+    t.command("bun run lint 2>&1", True, BIOME_FORMAT)
+    t.command("bun run lint:fix 2>&1", False)
+    fix = t.command("bun run lint 2>&1", False)
+    assert fix is not None and fix.signature == "frontend/src/components/ContextTab.tsx format"
+    assert fix.fix_commands == ("bun run lint:fix 2>&1",)
+    t = FixTracker()
+    t.command("ruff check src", True, "src/a.py:1:1: F401 [*] `os` imported but unused")
+    # The same check with --fix passing is the changed command that fixed it.
+    fix = t.command("ruff check --fix src", False)
+    assert fix is not None and "ruff check --fix src" in fix.content() and not fix.fix_commands
+
+
+def test_another_tasks_fixer_is_not_the_fix():
+    t = FixTracker()
+    t.command('mise run test:ci 2>&1 | grep -E "FAIL|---"', True, "--- FAIL: TestShadow_CommitBeforeStop (1.15s)")
+    t.command("mise run fmt", False)  # formats, but is not the check that failed
+    assert t.command("mise run test:ci", False) is None
