@@ -50,10 +50,10 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
             r"((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$",
             "last",
         ),  # Python, Java, JavaScript: the exception and its message
+        (r"^(CONFLICT \([^)]*\): .+)$", "first"),  # git merge, rebase: the file left in conflict
         (r"^(panic: .+)$", "first"),  # Go
         (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
         (r"^\s*(! \[(?:remote )?rejected\] .+)$", "first"),  # git push: the ref and why
-        (r"^(CONFLICT \([^)]*\): .+)$", "first"),  # git merge, rebase: the file left in conflict
         (r"^(?:> )?(error: .+)$", "first"),  # cargo, gradle, git, many CLIs
         (r"^(Error: .+)$", "first"),  # node, docker compose, many CLIs
         (r"^((?:fatal|error|ERROR|FATAL|\[ERROR\]): .+)$", "first"),  # git, make, compilers
