@@ -10,7 +10,18 @@ import re
 
 from engram.continuity.fix_places import ANSI
 
-__all__ = ["NOISE", "error_detail", "error_signature", "pasted_errors", "reported_problems", "same_error", "short"]
+__all__ = [
+    "NOISE",
+    "error_detail",
+    "error_signature",
+    "pasted_errors",
+    "reported_problems",
+    "same_error",
+    "conflicted_files",
+    "missing_program",
+    "short",
+    "suggested_commands",
+]
 
 
 # The line that names the error, most specific first: the failing test's name, then a compiler's
@@ -30,7 +41,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
             r"^\s*(?:at )?([\w./@-]+:\d+:\d+:? (?:[A-Z]+\d+ .+|lint/\S+.*))$",
             "first",
         ),  # ruff, flake8, biome: file:line:col CODE
-        (r"^([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file it would reformat
+        (r"^\s*(?:at )?([\w./@-]+\.\w+ (?:format|organizeImports|assist/\S+)) ", "first"),  # biome: a file to reformat
         (r"^\s*(\d+:\d+\s+error\s+.+)$", "first"),  # eslint: line:col error message rule
         (r"^(error\[E\d{4}\]: .+)$", "first"),  # rustc
         (r"^((?:\./)?[\w./-]+\.go:\d+(?::\d+)?: .+)$", "first"),  # go build / vet
@@ -39,6 +50,7 @@ SIGNATURES: list[tuple[re.Pattern, str]] = [
             r"((?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception|Exit|Interrupt)\b(?::.*)?)$",
             "last",
         ),  # Python, Java, JavaScript: the exception and its message
+        (r"^(CONFLICT \([^)]*\): .+)$", "first"),  # git merge, rebase: the file left in conflict
         (r"^(panic: .+)$", "first"),  # Go
         (r"^\[ERROR\] (.*(?:\.java:\[\d+,\d+\]|\u00bb).*)$", "first"),  # maven: a compiler error or a test's
         (r"^\s*(! \[(?:remote )?rejected\] .+)$", "first"),  # git push: the ref and why
@@ -121,7 +133,12 @@ def error_signature(output: str) -> tuple[str, str | None]:
             break
     if not sig:
         lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not EXIT_LINE.match(ln.strip())]
-        sig = next((ln for ln in reversed(lines) if not WRAPPER.search(ln)), lines[-1] if lines else "failed")
+        # Nothing printed but the client's exit note (`curl -s` that cannot connect): that note.
+        note = next((ln.strip() for ln in text.splitlines() if EXIT_LINE.match(ln.strip())), "")
+        sig = next(
+            (ln for ln in reversed(lines) if not WRAPPER.search(ln)),
+            lines[-1] if lines else (f"failed ({note})" if note else "failed"),
+        )
     where = None
     for pattern in LOCATIONS:
         hits = pattern.findall(text)
@@ -169,7 +186,36 @@ def pasted_errors(text: str, most: int = 3) -> list[tuple[str, str | None]]:
             found = found[::-1] if which == "last" else found
             where = error_signature(body)[1]
             return [(short(sig, 300), where) for sig in found[:most]]
-    return []
+    return _introduced_error(text)
+
+
+# A prompt that says it holds an error ("Getting this error from API …", "I see a console error:"):
+# the user vouches for what follows, so a line merely saying it failed is the headline, or after a
+# colon or a line break, the first line of it. Not "same error" (told again), nor "this error" with
+# nothing after it, nor words after it ("this error happens when …": a report in words).
+ERROR_INTRO = re.compile(
+    r"(?i)\b(?:(?:got|getting|seeing) )?(?:this|these|the following|an?|new|console|browser) (?:errors?|exceptions?)\b"
+    r"(?: message)?"
+    r"(?: (?:from|in|on) [\w.-]+(?: [\w.-]+)?)?|\b(?:got|getting|seeing) this\b"
+)
+INTRO_CHARS = 200  # where the prompt says what it holds: its start
+INTRODUCED_LINE = 20  # a first line shorter than this is the user's words, not what they pasted
+
+
+def _introduced_error(text: str) -> list[tuple[str, str | None]]:
+    intro = ERROR_INTRO.search(text[:INTRO_CHARS])
+    if not intro:
+        return []
+    after = text[intro.end() :]
+    pasted = re.match(r"\s*(?::|\n)", after) is not None  # "error:" or the paste on the next line
+    rest = _plain(after.strip().lstrip(":|").strip())
+    generic = SIGNATURES[-1][0].search(rest)
+    line = generic.group(1).strip() if generic else ""
+    if not line and pasted:
+        line = next((ln.strip() for ln in rest.splitlines() if ln.strip()), "")
+    if len(line) < INTRODUCED_LINE:
+        return []
+    return [(short(line, 300), error_signature(rest)[1])]
 
 
 # A sentence of the user's telling that something of the project misbehaves, without an error
@@ -201,6 +247,47 @@ def reported_problems(text: str) -> list[tuple[str, str | None]]:
         if REPORTED.search(sentence) and not NOT_A_REPORT.search(sentence):
             return [(short(sentence.strip(), 200), None)]
     return []
+
+
+# A command an error's output tells to run, quoted (`(e.g., 'git pull ...')`, "Run `npm audit
+# fix`") or after "run:" ("To log in, run: gh auth login").
+SUGGESTED = re.compile(r"[`'\"]([a-z][\w.-]* [^`'\"\n]{1,80})[`'\"]|\b[Rr]un:\s+([a-z][\w.-]*(?: [\w.:/=@-]+){1,3})")
+SUGGESTED_WORDS = 3
+
+
+def suggested_commands(output: str, program: str) -> list[list[str]]:
+    """The commands of `program` the output of its failure tells to run, each as its first words
+    (options and placeholders left out): [["git", "pull"]] for git's hint after a rejected push."""
+    found = []
+    for m in SUGGESTED.finditer(output or ""):
+        words = (m.group(1) or m.group(2)).split()
+        if words[0].rsplit("/", 1)[-1] != program or "--help" in words or "help" in words:
+            continue  # another program's, or where to read more
+        words = [w for w in words if not w.startswith(("-", "<", "[", "...", "…")) and "..." not in w]
+        if len(words) > 1 and words[:SUGGESTED_WORDS] not in found:
+            found.append(words[:SUGGESTED_WORDS])
+    return found
+
+
+MISSING_PROGRAM = re.compile(
+    r"(?:^|[\s:])([\w.+-]+): command not found$|command not found: ([\w.+-]+)$|"
+    r"^'([\w.+-]+)' is not recognized as an internal or external command|"
+    r"exec: \"([\w.+-]+)\": executable file not found"
+)
+
+
+def missing_program(signature: str) -> str | None:
+    """The program an error says is not installed (`bash: gh: command not found`: gh)."""
+    m = MISSING_PROGRAM.search(signature or "")
+    return next((g for g in m.groups() if g), None) if m else None
+
+
+CONFLICT_IN = re.compile(r"^CONFLICT \([^)]*\): (?:Merge conflict in )?(\S+)", re.M)
+
+
+def conflicted_files(output: str) -> list[str]:
+    """The files a merge, rebase or cherry-pick left in conflict, as git names them."""
+    return list(dict.fromkeys(CONFLICT_IN.findall(output or "")))
 
 
 def same_error(a: str, b: str) -> bool:

@@ -13,24 +13,31 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from engram.continuity.command_kinds import CONCLUDES, FILTERED, FIXER, GIVES_UP, INSTALLS, checked
 from engram.continuity.error_lines import (
     NOISE,
+    conflicted_files,
     error_detail,
     error_signature,
+    missing_program,
     pasted_errors,
     reported_problems,
     same_error,
     short,
+    suggested_commands,
 )
 from engram.continuity.fix_places import PLACES_KEPT, places_of, touches
 from engram.continuity.shell_commands import (
     changed_command,
     command_words,
+    host_of,
     program_of,
     read_only,
     remote,
     same_command,
     shaped,
+    suite_covers,
+    talks_to,
 )
 
 __all__ = ["Fix", "FixTracker", "error_detail", "error_signature", "pasted_errors", "program_of", "same_command"]
@@ -156,6 +163,7 @@ def hunk(old: str, new: str) -> str:
 
 
 CHANGED_COMMANDS_KEPT = 4
+TOLD_KEPT = 4  # commands a failure's output told to run, kept with it
 TOKEN = re.compile(r"[A-Za-z0-9_.:-]{3,}")
 COMMON_TOKENS = {"sudo", "the", "and", "for", "not", "bin", "usr", "bash", "true", "null", "dev", "with", "from"}
 
@@ -198,7 +206,10 @@ class FixTracker:
             found = reported_problems(text)  # a problem told in words ("the table gets stuck")
         for pending in waiting:
             if still:
-                continue  # "same error", "still broken": not fixed yet, the edits to come may
+                # "same error", "still broken": not fixed yet, and not by the edits made so far;
+                # the edits to come may fix it.
+                pending["edits"] = []
+                continue
             if not pending["edits"] and pending.get("waited", 0) < PASTED_WAIT and not found:
                 # Nothing edited yet: the user answered a question or said how to fix it ("set it
                 # to 9998"); the edits come after this prompt.
@@ -249,7 +260,7 @@ class FixTracker:
             prev = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
             self._ran(command, skip=prev)
             self.open = [o for o in self.open if o is not prev]
-            got_past = None
+            got_past = None if prev else self._program_found(command, sig)
             if prev is not None and not same_error(prev["signature"], sig):
                 # Another error now: the one before is past. A changed command got past it (`cargo:
                 # command not found`, then through `nix-shell --run`): that is its fix. Else the
@@ -271,6 +282,8 @@ class FixTracker:
                 "command": command,
             }
             places = list(dict.fromkeys([*((prev or {}).get("places") or []), *places_of(command, output)]))
+            told = [*((prev or {}).get("told") or []), *suggested_commands(output, program_of(command))]
+            conflicts = list(dict.fromkeys([*((prev or {}).get("conflicts") or []), *conflicted_files(output)]))
             self.open.append(
                 {
                     "command": command,
@@ -280,17 +293,91 @@ class FixTracker:
                     "first": first,
                     "places": places[:PLACES_KEPT],
                     "ran": (prev or {}).get("ran") or [],
+                    "told": told[:TOLD_KEPT],
+                    "conflicts": conflicts[:PLACES_KEPT],
+                    "missing": missing_program(str(first["signature"])),
                 }
             )
             self.open = self.open[-OPEN_KEPT:]
             return got_past
+        if CONCLUDES.search(command) or GIVES_UP.search(command):
+            merging = next((o for o in reversed(self.open) if o.get("conflicts")), None)
+            if merging is not None:
+                return self._conflict_ended(merging, command)
         done = next((o for o in self.open if not o.get("pasted") and same_command(o["command"], command)), None)
         self._ran(command, skip=done)
         if done is None:
-            return None
+            return self._program_found(command) or self._suite_passed(command)
         self.open.remove(done)
         places = [self._inside(p) for p in done.get("places") or []]
         return self._settle(done, command, [e for e in done["edits"] if touches(e[0], places)])
+
+    def _conflict_ended(self, merging: dict, command: str) -> Fix | None:
+        """A merge left in conflict, ended by `command`: given up, nothing was fixed; concluded,
+        its fix is how the conflicted files were resolved (the edits of them, the commands that
+        name them: `git checkout --theirs F && git add F`)."""
+        self.open.remove(merging)
+        if GIVES_UP.search(command):
+            return None
+        names = merging["conflicts"]
+        # The conflicted files themselves: a file beside one is not its resolution.
+        edits = [e for e in merging["edits"] if any(f"/{e[0].lstrip('./')}".endswith(f"/{n}") for n in names)]
+        ran = [*(merging.get("ran") or []), command]
+        naming = [c for c in ran if any(n in c for n in names)]
+        # One resolution run in steps and then in one line with the commit: the line says it all.
+        how = tuple(c for i, c in enumerate(naming) if not any(c in d for d in naming[i + 1 :]))
+        how = how[-CHANGED_COMMANDS_KEPT:]
+        if not edits and not how:
+            return None
+        first = merging["first"]
+        return _fix(
+            program_of(merging["command"]),
+            first["signature"],
+            first["location"],
+            str(first.get("command") or merging["command"]),
+            command,
+            edits,
+            str(first.get("detail") or ""),
+            how,
+        )
+
+    def _program_found(self, command: str, error: str | None = None) -> Fix | None:
+        """A program an error said was missing (`gh: command not found`) runs now, in another
+        command, passing or failing with another `error`: it was installed by the commands run
+        since that install something (`sudo pacman -S github-cli`), its fix; none, no lesson."""
+        program = program_of(command)
+        waiting = next((o for o in reversed(self.open) if not o.get("pasted") and o.get("missing") == program), None)
+        if waiting is None or (error is not None and missing_program(error) == program):
+            return None
+        self.open.remove(waiting)
+        installs = tuple(c for c in waiting.get("ran") or [] if INSTALLS.search(c))
+        if not installs:
+            return None
+        first = waiting["first"]
+        return _fix(
+            program,
+            first["signature"],
+            first["location"],
+            str(first.get("command") or waiting["command"]),
+            command,
+            [],
+            str(first.get("detail") or ""),
+            installs,
+            moved_on=error is not None,
+        )
+
+    def _suite_passed(self, command: str) -> Fix | None:
+        """The whole suite passed (`mise run test` after `go test ./session -run TestX` failed):
+        the last failure of a part of it with edits since that touch it is fixed by them."""
+        for o in reversed(self.open):
+            if o.get("pasted") or not suite_covers(command, o["command"]):
+                continue
+            places = [self._inside(p) for p in o.get("places") or []]
+            touching = [e for e in o["edits"] if touches(e[0], places)]
+            if touching:
+                self.open.remove(o)
+                return self._settle(o, command, touching)
+        return None
 
     def _settle(self, done: dict, command: str, edits: list, moved_on: bool = False) -> Fix | None:
         """The fix of the failure `done` once `command` got past it: the edits that touch it, or
@@ -312,6 +399,8 @@ class FixTracker:
                 fix_commands = [c for c in fix_commands if _tokens(remote(c)) & said]
             if not fix_commands:
                 return None
+        elif not edits and FILTERED.search(command):
+            return None  # `… | grep x` exits as grep does: the changed command's pass is not shown
         return _fix(
             program_of(done["command"]),
             first["signature"],
@@ -330,12 +419,24 @@ class FixTracker:
 
     def _ran(self, command: str, skip: dict | None) -> None:
         """A command that passed and changes something, kept by each open failure it shares a word
-        with (`lsof -ti :3000 | xargs kill` for "address already in use :3000"): it may be the fix."""
-        if read_only(command) or RERUN.search(command):
+        with (`lsof -ti :3000 | xargs kill` for "address already in use :3000") or whose output
+        told to run it (git's "use 'git pull'" after a rejected push): it may be the fix."""
+        fixer = bool(FIXER.search(command))  # `bun run lint:fix`, `ruff check --fix`: it writes
+        if read_only(command) or (RERUN.search(command) and not fixer):
             return  # a look, or a run of tests or a build: what it shows is no change
         words = _tokens(remote(command))
+        run = [w for w in command_words(remote(command)) if not w.startswith("-")]
         for o in self.open:
             if o is skip or o.get("pasted"):
+                continue
+            named = any(n in command for n in o.get("conflicts") or [])  # `git checkout --theirs F`
+            installs = bool(o.get("missing")) and bool(INSTALLS.search(command))
+            # Run on the host the failure could not reach or got a wrong answer from (`dig @h`
+            # timing out, then `ssh h "uci set firewall…"`): a change to that host.
+            there = bool(host_of(command)) and host_of(command) in talks_to(o["command"])
+            own_fixer = fixer and checked(command) == checked(o["command"])  # lint, then lint:fix
+            if named or installs or there or own_fixer or any(run[: len(told)] == told for told in o.get("told") or []):
+                o["ran"] = ((o.get("ran") or []) + [command[:500]])[-CHANGED_COMMANDS_KEPT:]
                 continue
             # The failure's own words: its error line, and what the command names beyond its program.
             about = _tokens(f"{o['signature']} {(o.get('first') or {}).get('signature', '')}")

@@ -17,8 +17,11 @@ __all__ = [
     "program_of",
     "read_only",
     "remote",
+    "host_of",
+    "talks_to",
     "same_command",
     "shaped",
+    "suite_covers",
     "targets",
 ]
 
@@ -28,10 +31,14 @@ WRAPPERS = {"sudo", "env", "time", "uv", "poetry", "npx", "pnpm", "exec", "run",
 
 # Commands that look and change nothing: run between a failure and its passing again they are not its fix.
 READ_ONLY = re.compile(
-    r"^\s*(?:ls|cat|head|tail|less|grep|egrep|rg|ag|find|fd|pwd|echo|printf|which|type|whoami|id|env|date|"
+    r"^\s*(?:ls|cat|head|tail|less|grep|egrep|rg|ag|find|fd|pwd|echo|printf|which|type|whoami|id|env|date|pgrep|"
     r"wc|stat|file|tree|du|df|ps|top|netstat|ss|lsof(?!.*\bkill\b)|dig|nslookup|ping|traceroute|curl|wget|"
     r"git (?:status|diff|log|show|branch|remote|rev-parse|ls-files|blame)|sed -n|awk|jq|sleep|history|uname|"
-    r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs))\b"
+    r"nvidia-smi|systemctl status|journalctl|logread|docker (?:ps|logs|images|inspect)|kubectl (?:get|describe|logs)|"
+    r"nft list|uci (?:show|get)|nc (?:-\w+ )*-\w*z|iptables (?:-[tn] \S+ )*-L|"
+    r"ip (?:-\w+ )*(?:addr|route|link|rule)(?: show)?$|"
+    r"opkg list\S*|systemctl (?:is-active|is-enabled|list-\S+)|service \S+ status|gpg --list-\S+|"
+    r"(?:powershell (?:-\w+ )*)?\(?(?:Get|Test|Select|Measure|Resolve|Format|Sort|Group|Where|ConvertFrom)-\w+)\b"
 )
 # Output-shaping parts of a command: running with them or without is running the same thing.
 SHAPING = re.compile(
@@ -109,12 +116,28 @@ def remote(command: str) -> str:
 def read_only(command: str) -> bool:
     """Whether every simple command of `command` (a remote one through ssh too) only looks."""
     for seg in segments(command.replace("\n", " ; ")):
-        stages = " ".join(seg).split(" | ")
+        if seg[0].rsplit("/", 1)[-1] == "ssh":
+            remote_words = _after_host(seg)
+            if len(remote_words) == 1 and not read_only(remote_words[0]):  # ssh h 'a && b': each
+                return False
+            if len(remote_words) != 1 and remote_words and not read_only(shlex.join(remote_words)):
+                return False
+            continue
+        # A subshell's parentheses (`echo x && (systemctl status a || service a status)`) say nothing.
+        stages = " ".join(w.strip("()") for w in seg).split(" | ")
         for stage in stages:
             words = command_words(stage)
             if words and words[0] not in TRIVIAL and not READ_ONLY.match(" ".join(words)):
                 return False
     return True
+
+
+def _after_host(words: list[str]) -> list[str]:
+    """The words after `ssh [options] host`: the remote command."""
+    i = 1
+    while i < len(words) and words[i].startswith("-"):
+        i += 2 if words[i][1:] and words[i][-1] in SSH_OPTIONS_WITH_VALUE and len(words[i]) == 2 else 1
+    return words[i + 1 :]
 
 
 def program_of(command: str) -> str:
@@ -138,14 +161,32 @@ def program_of(command: str) -> str:
     return "shell"
 
 
+# A test filter's value made of names joined by `|` (`go test -run "TestA|TestB"`, `jest -t
+# "a|b"`): each name is an operand, so running one of them again is running a part of it.
+NAME_ALTERNATIVES = re.compile(r"\w+(?:\|\w+)+")
+
+
 def targets(command: str) -> set[str]:
-    """The command's operands: its words that are not options (a test id keeps its file)."""
+    """The command's operands: its words that are not options (a test id keeps its file, a
+    filter of names joined by `|` gives each name)."""
     out = set()
     for w in command_words(command)[1:]:
-        if w.startswith("-") or ASSIGNMENT.match(w):
-            continue
-        out.add(w.split("::")[0])
+        if w.startswith("-") or ASSIGNMENT.match(w) or re.fullmatch(r"\+[a-z][\w=.-]*", w):
+            continue  # an option (`dig +short +timeout=3` too)
+        out.update(w.split("|") if NAME_ALTERNATIVES.fullmatch(w) else [w.split("::")[0]])
     return out
+
+
+def _python_script(words: list[str]) -> str | None:
+    """The file a Python interpreter runs: `x/y.py` for `python x/y.py` and for `python -m x.y`."""
+    words = [w for w in words if not ASSIGNMENT.match(w) and w not in WRAPPERS]
+    if not words or not re.fullmatch(r"python[\d.]*", words[0].rsplit("/", 1)[-1]):
+        return None
+    rest = words[1:]
+    if "-m" in rest[:-1]:
+        return rest[rest.index("-m") + 1].replace(".", "/") + ".py"
+    script = next((w for w in rest if not w.startswith("-")), "")
+    return script.removeprefix("./") if script.endswith(".py") else None
 
 
 def _host(command: str) -> str:
@@ -160,10 +201,30 @@ def _host(command: str) -> str:
     return ""
 
 
+def host_of(command: str) -> str:
+    """The machine a command runs on: `h` for `ssh root@h 'cmd'`, or "" for here."""
+    return _host(command).rsplit("@", 1)[-1]
+
+
+# The hosts a command talks to over the network: `dig @h`, a URL's host, `ping h`, `nc h 53`.
+TALKS_TO = re.compile(r"(?:^|\s)@([\w.:\[\]-]+)|://(?:[^@/\s]*@)?([\w.-]+|\[[^\]\s]+\])")
+NETWORK_PROGRAMS = {"ping", "nc", "telnet", "traceroute", "tracert", "nslookup", "host", "mtr"}
+
+
+def talks_to(command: str) -> set[str]:
+    """The hosts `command` reaches over the network (not where it runs)."""
+    words = command_words(command)
+    out = {a or b for a, b in TALKS_TO.findall(" ".join(words))}
+    if words and words[0] in NETWORK_PROGRAMS:
+        out |= {w for w in words[1:] if not w.startswith("-") and not w.isdigit()}
+    return {h for h in out if h and h not in ("localhost", "127.0.0.1")}
+
+
 def same_command(failed: str, later: str) -> bool:
     """Whether `later` runs what `failed` ran again: the same program on the same host and the same
     operands, or on a part or a superset of them (`pytest tests/a.py::t` then `pytest tests/a.py -q`),
-    or the same command without a wrapper in front (`rtk bun run test` then `bun run test`)."""
+    the same command without a wrapper in front (`rtk bun run test` then `bun run test`), or the
+    same Python file run as a module or as a script."""
     if " ".join(failed.split()) == " ".join(later.split()):
         return True
     if "<<" in failed or "<<" in later:
@@ -179,6 +240,9 @@ def same_command(failed: str, later: str) -> bool:
     a_words, b_words = command_words(failed), command_words(later)
     if a_words and b_words and (_unwrapped(a_words, b_words) or _unwrapped(b_words, a_words)):
         return True
+    script = _python_script(a_words)
+    if script and script == _python_script(b_words):
+        return True  # `python -m server` and `python server.py` run one file
     if program_of(failed) != program_of(later):
         return False
     a, b = targets(failed), targets(later)
@@ -248,3 +312,38 @@ def changed_command(failed: str, passed: str) -> bool:
         or (fw and pw and fw[0] != pw[0])
         or len(segments(passed)) > len(segments(failed))
     )
+
+
+# What a run checks, by the words that name it: the tests, a build, a lint.
+RUN_KINDS = [
+    ("test", re.compile(r"^(?:tests?|pytest|jest|vitest|mocha|spec)(?::[\w-]+)?$")),
+    ("build", re.compile(r"^(?:build|compile|tsc)(?::[\w-]+)?$")),
+    ("lint", re.compile(r"^(?:lint|vet|clippy|eslint|ruff|golangci-lint)(?::[\w-]+)?$")),
+]
+# Programs that run a project's own tasks (`mise run test`, `make test`, `npm test`): the task
+# runs the project's test runner, whatever it is.
+TASK_RUNNERS = {"make", "just", "mise", "task", "npm", "yarn", "pnpm", "bun", "tox", "nox", "rake", "gradle", "gradlew"}
+WHOLE = {".", "./...", "...", "all", "run"}  # operands that select everything, or say "run"
+
+
+def _kind(words: list[str]) -> str | None:
+    for kind, pattern in RUN_KINDS:
+        if any(pattern.match(w.rsplit("/", 1)[-1]) for w in words):
+            return kind
+    return None
+
+
+def suite_covers(suite: str, failed: str) -> bool:
+    """Whether `suite` runs a project's whole suite of the kind `failed` ran a part of: `mise run
+    test` or `go test ./...` after `go test ./session -run TestX`, on the same host, by the same
+    program or by a task runner. Passing, it passes what failed too."""
+    if _host(suite) != _host(failed):
+        return False
+    sw, fw = command_words(suite), command_words(failed)
+    kind = _kind(sw)
+    if kind is None or kind != _kind(fw):
+        return False
+    if program_of(suite) != program_of(failed) and program_of(suite) not in TASK_RUNNERS:
+        return False
+    rest = {t for t in targets(suite) if not any(p.match(t) for _, p in RUN_KINDS)}
+    return rest <= WHOLE

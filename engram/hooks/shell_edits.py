@@ -12,6 +12,7 @@ for commands), then each simple command is looked at on its own.
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 
@@ -25,6 +26,15 @@ SCRIPT_WRITES = re.compile(
     r"""(?:Path\(\s*['"]([^'"]+)['"]\s*\)\.write_(?:text|bytes)"""
     r"""|open\(\s*['"]([^'"]+)['"]\s*,\s*['"][wa]"""
     r"""|writeFileSync\(\s*['"]([^'"]+)['"])"""
+)
+# A script naming a file once and writing it later: `path = Path("ui/index.html")` then
+# `path.write_text(text)` or `open(path, "w")`.
+SCRIPT_PATH_VAR = re.compile(r"""\b(\w+)\s*=\s*(?:pathlib\.)?Path\(\s*['"]([^'"]+)['"]\s*\)""")
+# A script's lines that only read and write the file, not what it changes in it: left out of the
+# edit's text, so the hunk shows the replacements.
+SCRIPT_PLUMBING = re.compile(
+    r"^\s*(?:from [\w.]+ import [\w, ]+|import [\w., ]+|\w+\s*=\s*(?:pathlib\.)?Path\([^)]*\)|"
+    r"\w+\s*=\s*\w+\.read_text\([^)]*\)|\w+\.write_text\(\w+\))\s*$"
 )
 PATCH_FILE = re.compile(r"^\*\*\* (Add|Update|Delete) File: (.+)$", re.M)
 GIT_DIFF_FILE = re.compile(r"^\+\+\+ b/(\S+)", re.M)
@@ -123,9 +133,44 @@ def _simple_edits(words: list[str], bodies: list[str], cwd: str | None) -> list[
         found += [(f, body) for f in dict.fromkeys(GIT_DIFF_FILE.findall(body))]
     found += [(t, body or segment) for t in _redirects(words)]
     if prog.startswith(("python", "node")) or prog in ("bun", "deno"):
-        for m in SCRIPT_WRITES.finditer(body or segment):
-            found.append((next(g for g in m.groups() if g), body or segment))
+        script = body or segment
+        changes = "\n".join(ln for ln in script.splitlines() if not SCRIPT_PLUMBING.match(ln)) or script
+        written = [next(g for g in m.groups() if g) for m in SCRIPT_WRITES.finditer(script)]
+        for var, path in SCRIPT_PATH_VAR.findall(script):
+            if re.search(rf"""\b{var}\.write_(?:text|bytes)\(|\bopen\(\s*{var}\s*,\s*['"][wa]""", script):
+                written.append(path)
+        written = list(dict.fromkeys(written))
+        replaced = _replacements(script) if prog.startswith("python") and len(written) == 1 else []
+        if replaced:  # one file, changed by `text.replace(old, new)`: those are its changes
+            return [(_joined(cwd, written[0]), old, new) for old, new in replaced if _a_file(written[0])]
+        found += [(path, changes) for path in written]
     return [(_joined(cwd, f), "", new) for f, new in found if _a_file(f)]
+
+
+def _replacements(script: str) -> list[tuple[str, str]]:
+    """The (old, new) text of each `.replace(old, new)` a Python script makes with literal strings
+    (written in the call or assigned to a name first), read without running it."""
+    try:
+        tree = ast.parse(script)
+    except (SyntaxError, ValueError):
+        return []
+    names: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            names.update({t.id: node.value.value for t in node.targets if isinstance(t, ast.Name)})
+
+    def text(arg: ast.expr) -> str | None:
+        if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+            return arg.value
+        return names.get(arg.id) if isinstance(arg, ast.Name) else None
+
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "replace":
+            pair = [text(a) for a in node.args[:2]]
+            if len(pair) == 2 and pair[0] is not None and pair[1] is not None and pair[0] != pair[1]:
+                out.append((pair[0], pair[1]))
+    return out
 
 
 def shell_edits(command: str) -> ShellEdits:
