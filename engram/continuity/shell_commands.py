@@ -178,7 +178,7 @@ def targets(command: str) -> set[str]:
 
 
 def _python_script(words: list[str]) -> str | None:
-    """The file a Python interpreter runs: `x/y.py` for `python x/y.py` and for `python -m x.y`."""
+    """The file a Python interpreter runs: `pkg/x.py` for `python pkg/x.py` and for `python -m pkg.x`."""
     words = [w for w in words if not ASSIGNMENT.match(w) and w not in WRAPPERS]
     if not words or not re.fullmatch(r"python[\d.]*", words[0].rsplit("/", 1)[-1]):
         return None
@@ -242,7 +242,7 @@ def same_command(failed: str, later: str) -> bool:
         return True
     script = _python_script(a_words)
     if script and script == _python_script(b_words):
-        return True  # `python -m server` and `python server.py` run one file
+        return True  # `python -m x` and `python x.py` run one file
     if program_of(failed) != program_of(later):
         return False
     a, b = targets(failed), targets(later)
