@@ -30,6 +30,7 @@ from engram.models.on_demand import OnDemand
 # batch under way, a few seconds at 64 even on a loaded machine (256 took over 30 s, what `engram
 # stop` waits), and the models still read them in batches.
 FILL_BATCH = 64
+SCAN_ROWS = 4096  # index rows a fill's scan reads at a time for the next batch
 
 
 def text_hash(text: str) -> str:
@@ -82,9 +83,15 @@ class TokenVectors:
 
     def _todo(self, rows: Sequence[int], limit: int | None = None) -> list[tuple[str, str, str]]:
         """(id, hash, text) of these index rows that are turns without vectors of their text."""
+        return self._scan(rows, limit)[0]
+
+    def _scan(self, rows: Sequence[int], limit: int | None) -> tuple[list[tuple[str, str, str]], int]:
+        """_todo's answer, and how many of `rows` it read to find it (a scan goes on from there)."""
         idx = self.p.index
         out = []
+        read = 0
         for r in rows:
+            read += 1
             mid, text = idx.ids[r], idx.texts[r]
             if mid is None or text is None or not idx.turn[r]:
                 continue
@@ -93,7 +100,20 @@ class TokenVectors:
                 out.append((mid, h, text))
                 if limit is not None and len(out) >= limit:
                     break
-        return out
+        return out, read
+
+    def _next_batch(self, start: int) -> tuple[list[tuple[str, str, str]], int]:
+        """The next FILL_BATCH turns without vectors at or after index row `start`, and the row
+        the scan goes on from (call it holding the engine's lock)."""
+        idx = self.p.index
+        todo: list[tuple[str, str, str]] = []
+        while start < idx.n and len(todo) < FILL_BATCH:
+            end = min(idx.n, start + SCAN_ROWS)
+            rows = (np.flatnonzero(idx.turn[start:end]) + start).tolist()
+            got, read = self._scan(rows, FILL_BATCH - len(todo))
+            todo += got
+            start = rows[read - 1] + 1 if len(todo) >= FILL_BATCH else end
+        return todo, start
 
     def _keep(self, todo: Sequence[tuple[str, str, str]], vecs: Sequence[np.ndarray]) -> None:
         self.p.store_db.put_token_vectors([(mid, h, to_bytes(v)) for (mid, h, _), v in zip(todo, vecs)])
@@ -134,18 +154,27 @@ class TokenVectors:
 
     def fill_missing(self) -> int:
         """Encode every turn that has no token vectors for its current text, FILL_BATCH at a
-        time (see _encode); how many were kept. Nothing when the stage is off or has no reader."""
+        time (see _encode); how many were kept. Nothing when the stage is off or has no reader.
+        A pass reads the turns in row order, each batch from where the last one stopped (from
+        the first turn again, a fill of n turns hashed about n^2 / FILL_BATCH texts); turns
+        written or rewritten behind it get another pass, when this one kept any."""
         if not self.p.settings.late_interaction:
             return 0
         done = 0
         while True:
-            with self.p.lock:
-                idx = self.p.index
-                todo = self._todo(np.flatnonzero(idx.turn[: idx.n]).tolist(), FILL_BATCH)
-            kept = self._encode(todo)
-            if not kept or self.halt.is_set():
-                return done + kept
-            done += kept
+            start, kept_in_pass = 0, 0
+            while True:
+                with self.p.lock:
+                    todo, start = self._next_batch(start)
+                if not todo:
+                    break
+                kept = self._encode(todo)
+                done += kept
+                kept_in_pass += kept
+                if self.halt.is_set():
+                    return done
+            if not kept_in_pass:
+                return done
 
     def _encode(self, todo: Sequence[tuple[str, str, str]]) -> int:
         """Encode `todo` ((id, hash, text) of turns) FILL_BATCH at a time outside the lock, so

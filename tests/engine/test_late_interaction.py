@@ -409,3 +409,25 @@ def test_a_stopping_daemon_ends_a_fill_after_its_batch_and_the_next_start_fills_
         release.set()
         sched.shutdown()
         e.close()
+
+
+def test_the_fill_reads_each_turn_a_bounded_number_of_times(settings, fake, clock, monkeypatch):
+    """The fill goes on from where its last batch stopped: filling n turns hashes each turn's
+    text three times (a pass, the check as its batch is kept, the pass that finds nothing left),
+    not about n / (2 FILL_BATCH) times."""
+    from engram.engine import token_vectors
+
+    monkeypatch.setattr(token_vectors, "FILL_BATCH", 2)
+    e = open_engram(settings, fake, clock)
+    turns = [f"{t} (take {i})" for i in range(5) for t in TURNS]
+    hashed: list[str] = []
+    real_hash = token_vectors.text_hash
+    monkeypatch.setattr(token_vectors, "text_hash", lambda text: hashed.append(text) or real_hash(text))
+    try:
+        e.store_many([{"content": t, "conversation": "c1"} for t in turns], fill_token_vectors=False)
+        hashed.clear()
+        assert e.fill_token_vectors() == len(turns)
+        assert len(e.indexes.p.store_db.token_vectors()) == len(turns)
+        assert len(hashed) <= 3 * len(turns)  # the pass, the check as each batch is kept, the last pass
+    finally:
+        e.close()
