@@ -57,8 +57,13 @@ def rare_words(index: MemoryIndex, row: int, mask: np.ndarray, eligible: int, sk
         # rows: more holders than that many times `most` cannot be `most` own holders.
         if len(rows) > (index.context_window + 1) * most:
             continue
-        held = [int(r) for r in rows if r != row and t in bm25.own_terms.get(int(r), {})]
-        if len(held) <= most:
+        held = []
+        for r in rows.tolist():
+            if r != row and t in bm25.own_terms.get(r, {}):
+                held.append(r)
+                if len(held) > most:
+                    break  # not rare: the rest of its holders need not be read
+        else:
             out[t] = held
     return out
 
