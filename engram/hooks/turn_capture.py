@@ -197,7 +197,7 @@ def capture_turns(settings: Any, client: str, payload: dict, connect, root: str 
     return (
         f"captured {len(events)} events: {len(fixes)} fixes ({stored.get('fixes', 0)} new), "
         f"{len(episodes)} turns ({stored.get('episodes', 0)} stored), "
-        f"{len(stated)} prompts stating a convention, {len(answers)} picking an option "
+        f"{len(answers)} prompts picking an option, {len(stated)} stating a convention "
         f"({stored.get('conventions', 0)} stored)"
         + (f"; {s.skipped_summary()}" if s.skipped else "")
         + (f"; the daemon skipped {'; '.join(stored['skipped'])}" if stored.get("skipped") else "")

@@ -31,13 +31,13 @@ def test_a_pick_in_the_turn_after_the_options_is_stored_as_the_decision(eng, tmp
     rpc = InProcess(api, "claude-code:pick")
     first = [claude_entry("user", "Set up the registry login in CI"), say(OFFER)]
     write_jsonl(transcript, first)
-    assert "0 picking an option" in capture_turns(eng.settings, "claude-code", payload, rpc, "/repo")
+    assert "0 prompts picking an option" in capture_turns(eng.settings, "claude-code", payload, rpc, "/repo")
     state = json.loads(next((eng.settings.home / "hooks" / "capture").glob("*.json")).read_text())
     assert state["offered"].startswith("**How should CI") and KEY not in state["offered"]  # redacted on disk
 
     write_jsonl(transcript, [*first, claude_entry("user", "2 please"), say("Done.")])
     msg = capture_turns(eng.settings, "claude-code", payload, rpc, "/repo")
-    assert "1 picking an option (1 stored)" in msg, msg
+    assert "1 prompts picking an option, 0 stating a convention (1 stored)" in msg, msg
     page = eng.list_memories(tags=[CONVENTION_TAG], in_project=PROJECT)["memories"]
     [m] = [eng.get(p["id"]) for p in page]
     assert m.content.startswith("Decided (How should CI log in to the registry?): The key in the workflow file")
@@ -58,5 +58,5 @@ def test_an_answer_without_options_before_it_stores_nothing(eng, tmp_path):
     )
     payload = {"transcript_path": str(transcript), "session_id": "none", "cwd": "/repo"}
     msg = capture_turns(eng.settings, "claude-code", payload, InProcess(api, "claude-code:none"), "/repo")
-    assert "0 prompts stating a convention, 0 picking an option" in msg, msg
+    assert "0 prompts picking an option, 0 stating a convention" in msg, msg
     assert eng.list_memories(tags=[CONVENTION_TAG], in_project=PROJECT)["memories"] == []

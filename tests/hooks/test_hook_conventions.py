@@ -4,6 +4,7 @@ captured once, redacted, for the project only; ENGRAM_CAPTURE_CONVENTIONS=0 capt
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -98,6 +99,8 @@ def test_a_pick_among_the_agents_options_is_stored_as_the_decision(model_home, t
     repo = git_init(tmp_path / "shop")
     end = payload("SessionEnd", repo, session=f"{client}-p", transcript_path=str(WRITERS[client](tmp_path)))
     out, line = hook(model_home, "SessionEnd", end, client=client)
-    assert out is None and "conventions: 1 stored, 0 already" in line, line
+    # The checkpoint stores it, or finds it stored by the turn's capture it handed off just before.
+    assert out is None and re.search(r"conventions: (?:1 stored, 0|0 stored, 1) already", line), line
     found = json.dumps(json.loads(engram(model_home, "--json", "recall", "where the cache lives", cwd=repo).stdout))
-    assert json.dumps("Decided (Where should the cache live?): Process memory — No server; lost on restart.") in found
+    decision = "Decided (Where should the cache live?): Process memory — No server; lost on restart."
+    assert found.count(json.dumps(decision)) == 1  # stored once, whichever stored it
