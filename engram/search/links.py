@@ -48,14 +48,16 @@ def rare_words(index: MemoryIndex, row: int, mask: np.ndarray, eligible: int, sk
     the other eligible memories holding it in their own text."""
     bm25 = index.bm25
     most = max(2, int(RARE_SHARE * eligible))
+    lends = index.context_window > 0 and bool(index.turn[: index.n].any())  # only turns lend
     out = {}
     for t in bm25.own_terms.get(row, {}):
         if t in skip:
             continue
         rows = bm25.holders(t, mask)
         # Postings count the words of a turn's context too, lent to at most context_window + 1
-        # rows: more holders than that many times `most` cannot be `most` own holders.
-        if len(rows) > (index.context_window + 1) * most:
+        # rows: more holders than that many times `most` cannot be `most` own holders. Where no
+        # row lends (no turns), every holder but the row itself holds it in its own text.
+        if len(rows) > ((index.context_window + 1) * most if lends else most + 1):
             continue
         held = []
         for r in rows.tolist():
