@@ -329,17 +329,7 @@ class FixTracker:
         how = how[-CHANGED_COMMANDS_KEPT:]
         if not edits and not how:
             return None
-        first = merging["first"]
-        return _fix(
-            program_of(merging["command"]),
-            first["signature"],
-            first["location"],
-            str(first.get("command") or merging["command"]),
-            command,
-            edits,
-            str(first.get("detail") or ""),
-            how,
-        )
+        return _fix_of(merging, command, edits, how)
 
     def _program_found(self, command: str, error: str | None = None) -> Fix | None:
         """A program an error said was missing (`gh: command not found`) runs now, in another
@@ -353,18 +343,7 @@ class FixTracker:
         installs = tuple(c for c in waiting.get("ran") or [] if INSTALLS.search(c))
         if not installs:
             return None
-        first = waiting["first"]
-        return _fix(
-            program,
-            first["signature"],
-            first["location"],
-            str(first.get("command") or waiting["command"]),
-            command,
-            [],
-            str(first.get("detail") or ""),
-            installs,
-            moved_on=error is not None,
-        )
+        return _fix_of(waiting, command, [], installs, program=program, moved_on=error is not None)
 
     def _suite_passed(self, command: str) -> Fix | None:
         """The whole suite passed (`mise run test` after `go test ./session -run TestX` failed):
@@ -401,17 +380,7 @@ class FixTracker:
                 return None
         elif not edits and FILTERED.search(command):
             return None  # `… | grep x` exits as grep does: the changed command's pass is not shown
-        return _fix(
-            program_of(done["command"]),
-            first["signature"],
-            first["location"],
-            str(first.get("command") or done["command"]),
-            command,
-            edits,
-            str(first.get("detail") or ""),
-            tuple(fix_commands),
-            moved_on=moved_on,
-        )
+        return _fix_of(done, command, edits, tuple(fix_commands), moved_on=moved_on)
 
     def _inside(self, place: str) -> str:
         root = (self.root or "").rstrip("/")
@@ -467,6 +436,31 @@ def _fix(
     how = [f"{f}\n{h}" for f, h in files] or [*fix_commands] or [shaped(passed)]
     key = hashlib.sha256("\x00".join([program, norm, *how]).encode()).hexdigest()[:16]
     return Fix(program, signature, location, command, passed, files, key, detail, fix_commands, origin, moved_on)
+
+
+def _fix_of(
+    failing: dict,
+    passed: str,
+    edits: list,
+    fix_commands: tuple[str, ...],
+    *,
+    program: str | None = None,
+    moved_on: bool = False,
+) -> Fix:
+    """The fix of an open failure (its first error, the command that failed), `passed` the run
+    that shows it fixed; `program` when it is not the failed command's."""
+    first = failing["first"]
+    return _fix(
+        program or program_of(failing["command"]),
+        first["signature"],
+        first["location"],
+        str(first.get("command") or failing["command"]),
+        passed,
+        edits,
+        str(first.get("detail") or ""),
+        fix_commands,
+        moved_on=moved_on,
+    )
 
 
 def _trim(text: str) -> str:
